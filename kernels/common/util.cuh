@@ -1,0 +1,20 @@
+// Shared device helpers for every morphoscope kernel module.
+// Included textually by the registry (src/gpu/compile.rs expands `#include "common/util.cuh"`),
+// so this header must stay self-contained: no system includes (NVRTC has no libc headers).
+#pragma once
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define FULL_MASK 0xffffffffu
+
+// Global linear thread index and total thread count of a 1D launch.
+__device__ __forceinline__ u32 global_tid() { return blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ u32 global_threads() { return gridDim.x * blockDim.x; }
+
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }

@@ -1,0 +1,27 @@
+// Pre-processing shared by the analyses: colour to grey and 16-bit to 8-bit.
+//
+// preprocess_rgb_to_gray: ITU-R BT.601 luma with OpenCV's fixed-point rounding
+//   (R*4899 + G*9617 + B*1868 + 8192) >> 14, identical to src/image.rs::rgb_to_gray_pixel.
+//   Thread mapping: one thread per output pixel, 2D grid of 32x8 blocks; rows of the source are
+//   `src_stride` bytes apart (GStreamer pads rows), the output is packed (width bytes a row).
+//   Border policy: none needed (pointwise).
+// preprocess_gray16_to_gray8: keeps the high byte (v >> 8), as GStreamer's videoconvert does.
+#include "common/util.cuh"
+
+extern "C" __global__ void preprocess_rgb_to_gray(const u8* __restrict__ src, u32 src_stride,
+                                                  u8* __restrict__ dst, u32 width, u32 height) {
+    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= width || y >= height) return;
+    const u8* p = src + (size_t)y * src_stride + 3u * x;
+    u32 v = (u32)p[0] * 4899u + (u32)p[1] * 9617u + (u32)p[2] * 1868u + 8192u;
+    dst[(size_t)y * width + x] = (u8)(v >> 14);
+}
+
+extern "C" __global__ void preprocess_gray16_to_gray8(const u16* __restrict__ src, u32 src_stride,
+                                                      u8* __restrict__ dst, u32 width, u32 height) {
+    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= width || y >= height) return;
+    dst[(size_t)y * width + x] = (u8)(src[(size_t)y * src_stride + x] >> 8);
+}

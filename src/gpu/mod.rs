@@ -1,0 +1,16 @@
+//! The CUDA backend: device discovery, NVRTC kernel registry with a disk cache, per-kernel
+//! event timers, launch helpers, and the ring of streams frames flow through.
+//!
+//! Nothing here panics when CUDA is absent: every entry point checks that the driver and NVRTC
+//! libraries can be loaded and returns [`GpuError`] otherwise.
+
+pub mod compile;
+pub mod context;
+pub mod error;
+pub mod launch;
+pub mod timer;
+
+pub use compile::KernelSource;
+pub use context::{DeviceInfo, GpuContext};
+pub use error::GpuError;
+pub use timer::KernelTimer;

@@ -1,0 +1,422 @@
+//! Strided images: the one pixel container every op, source and sink shares.
+//!
+//! An [`Image<T>`] owns `height` rows of `width` pixels; row `y` starts at element `y * stride`
+//! (`stride >= width`), so frames mapped from GStreamer with padded rows (a 642-pixel GRAY8 row
+//! is 644 bytes long) are kept without a copy of the padding away. [`ImageView`] borrows the
+//! same layout. Pixels are generic: `u8` (Gray8), `u16` (Gray16), `f32`, `[u8; 3]` (Rgb8),
+//! `u32`/`i32` for label and parent images. [`DynImage`] is the runtime-typed form that file
+//! I/O and sources hand around.
+//!
+//! Sizes of zero are allowed (an empty image); every op must accept them.
+
+use thiserror::Error;
+
+/// Errors building an image from raw parts.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ImageError {
+    /// The buffer does not hold `height` rows of `stride` elements (the last row needs only `width`).
+    #[error("buffer of {len} elements is too small for {width}x{height} with stride {stride}")]
+    BufferTooSmall {
+        /// Pixels per row.
+        width: usize,
+        /// Rows.
+        height: usize,
+        /// Elements between row starts.
+        stride: usize,
+        /// Elements supplied.
+        len: usize,
+    },
+    /// `stride < width`.
+    #[error("stride {stride} is smaller than width {width}")]
+    StrideTooSmall {
+        /// Pixels per row.
+        width: usize,
+        /// Elements between row starts.
+        stride: usize,
+    },
+    /// Two images that must agree in size do not.
+    #[error("size mismatch: {a_width}x{a_height} vs {b_width}x{b_height}")]
+    SizeMismatch {
+        /// First width.
+        a_width: usize,
+        /// First height.
+        a_height: usize,
+        /// Second width.
+        b_width: usize,
+        /// Second height.
+        b_height: usize,
+    },
+}
+
+/// Number of elements a strided buffer must hold.
+fn required_len(width: usize, height: usize, stride: usize) -> usize {
+    if width == 0 || height == 0 {
+        0
+    } else {
+        (height - 1) * stride + width
+    }
+}
+
+fn check_layout(width: usize, height: usize, stride: usize, len: usize) -> Result<(), ImageError> {
+    if stride < width {
+        return Err(ImageError::StrideTooSmall { width, stride });
+    }
+    if len < required_len(width, height, stride) {
+        return Err(ImageError::BufferTooSmall { width, height, stride, len });
+    }
+    Ok(())
+}
+
+/// An owned image with `stride >= width` elements between row starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Image<T> {
+    width: usize,
+    height: usize,
+    stride: usize,
+    data: Vec<T>,
+}
+
+impl<T: Copy> Image<T> {
+    /// A packed (`stride == width`) image filled with `value`.
+    #[must_use]
+    pub fn new(width: usize, height: usize, value: T) -> Self {
+        Self { width, height, stride: width, data: vec![value; width * height] }
+    }
+
+    /// A packed image from row-major pixels; `data.len()` must be `width * height`.
+    pub fn from_vec(width: usize, height: usize, data: Vec<T>) -> Result<Self, ImageError> {
+        Self::from_strided(width, height, width, data)
+    }
+
+    /// An image over a strided buffer (padding elements are kept but never read by ops).
+    pub fn from_strided(
+        width: usize,
+        height: usize,
+        stride: usize,
+        data: Vec<T>,
+    ) -> Result<Self, ImageError> {
+        check_layout(width, height, stride, data.len())?;
+        Ok(Self { width, height, stride, data })
+    }
+
+    /// A packed image whose pixel `(x, y)` is `f(x, y)`.
+    #[must_use]
+    pub fn from_fn(width: usize, height: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
+        let mut data = Vec::with_capacity(width * height);
+        for y in 0..height {
+            for x in 0..width {
+                data.push(f(x, y));
+            }
+        }
+        Self { width, height, stride: width, data }
+    }
+
+    /// Pixels per row.
+    #[must_use]
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    /// Rows.
+    #[must_use]
+    pub fn height(&self) -> usize {
+        self.height
+    }
+    /// Elements between row starts.
+    #[must_use]
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+    /// `width * height`.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.width * self.height
+    }
+    /// True when the image has no pixels.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The raw buffer, padding included.
+    #[must_use]
+    pub fn data(&self) -> &[T] {
+        &self.data
+    }
+    /// The raw buffer, padding included.
+    pub fn data_mut(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+    /// Consumes the image, returning its raw buffer (padding included).
+    #[must_use]
+    pub fn into_vec(self) -> Vec<T> {
+        self.data
+    }
+    /// True when rows are packed (`stride == width`), so `data()` is exactly the pixels.
+    #[must_use]
+    pub fn is_packed(&self) -> bool {
+        self.stride == self.width || self.height <= 1
+    }
+    /// Pixel at column `x`, row `y`. Panics when out of bounds (a programming error).
+    #[must_use]
+    pub fn get(&self, x: usize, y: usize) -> T {
+        debug_assert!(x < self.width && y < self.height);
+        self.data[y * self.stride + x]
+    }
+    /// Sets pixel `(x, y)`.
+    pub fn set(&mut self, x: usize, y: usize, v: T) {
+        debug_assert!(x < self.width && y < self.height);
+        self.data[y * self.stride + x] = v;
+    }
+    /// Row `y` (exactly `width` pixels).
+    #[must_use]
+    pub fn row(&self, y: usize) -> &[T] {
+        let s = y * self.stride;
+        &self.data[s..s + self.width]
+    }
+    /// Row `y`, mutable.
+    pub fn row_mut(&mut self, y: usize) -> &mut [T] {
+        let s = y * self.stride;
+        &mut self.data[s..s + self.width]
+    }
+    /// Iterator over the rows.
+    pub fn rows(&self) -> impl Iterator<Item = &[T]> + '_ {
+        (0..self.height).map(move |y| self.row(y))
+    }
+    /// A borrowed view of the whole image.
+    #[must_use]
+    pub fn view(&self) -> ImageView<'_, T> {
+        ImageView { width: self.width, height: self.height, stride: self.stride, data: &self.data }
+    }
+    /// A packed copy (copies only when padded).
+    #[must_use]
+    pub fn to_packed(&self) -> Image<T> {
+        self.view().to_image()
+    }
+    /// Pixels in row-major order without padding (copies only when padded).
+    #[must_use]
+    pub fn to_packed_vec(&self) -> Vec<T> {
+        if self.is_packed() {
+            self.data[..self.len()].to_vec()
+        } else {
+            self.rows().flat_map(|r| r.iter().copied()).collect()
+        }
+    }
+    /// A packed image with `f` applied to every pixel.
+    #[must_use]
+    pub fn map<U: Copy>(&self, f: impl FnMut(T) -> U) -> Image<U> {
+        self.view().map(f)
+    }
+}
+
+/// A borrowed strided image.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageView<'a, T> {
+    width: usize,
+    height: usize,
+    stride: usize,
+    data: &'a [T],
+}
+
+impl<'a, T: Copy> ImageView<'a, T> {
+    /// A view over a strided buffer.
+    pub fn new(width: usize, height: usize, stride: usize, data: &'a [T]) -> Result<Self, ImageError> {
+        check_layout(width, height, stride, data.len())?;
+        Ok(Self { width, height, stride, data })
+    }
+    /// Pixels per row.
+    #[must_use]
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    /// Rows.
+    #[must_use]
+    pub fn height(&self) -> usize {
+        self.height
+    }
+    /// Elements between row starts.
+    #[must_use]
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+    /// `width * height`.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.width * self.height
+    }
+    /// True when the view has no pixels.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The raw buffer, padding included.
+    #[must_use]
+    pub fn data(&self) -> &'a [T] {
+        self.data
+    }
+    /// Pixel at column `x`, row `y`.
+    #[must_use]
+    pub fn get(&self, x: usize, y: usize) -> T {
+        debug_assert!(x < self.width && y < self.height);
+        self.data[y * self.stride + x]
+    }
+    /// Row `y` (exactly `width` pixels).
+    #[must_use]
+    pub fn row(&self, y: usize) -> &'a [T] {
+        let s = y * self.stride;
+        &self.data[s..s + self.width]
+    }
+    /// Iterator over the rows.
+    pub fn rows(&self) -> impl Iterator<Item = &'a [T]> + '_ {
+        (0..self.height).map(move |y| self.row(y))
+    }
+    /// A packed owned copy.
+    #[must_use]
+    pub fn to_image(&self) -> Image<T> {
+        let data: Vec<T> = self.rows().flat_map(|r| r.iter().copied()).collect();
+        Image { width: self.width, height: self.height, stride: self.width, data }
+    }
+    /// A packed image with `f` applied to every pixel.
+    #[must_use]
+    pub fn map<U: Copy>(&self, mut f: impl FnMut(T) -> U) -> Image<U> {
+        let data: Vec<U> = self.rows().flat_map(|r| r.iter().map(|&v| f(v)).collect::<Vec<_>>()).collect();
+        Image { width: self.width, height: self.height, stride: self.width, data }
+    }
+}
+
+/// Grey-level pixel types the morphological ops accept (totally ordered, with extremes).
+pub trait Gray: Copy + Ord + Default + Send + Sync + std::fmt::Debug + 'static {
+    /// Smallest value.
+    const MIN: Self;
+    /// Largest value.
+    const MAX: Self;
+    /// Bits per sample (8 or 16).
+    const BITS: u32;
+    /// Value as `u32` (lossless).
+    fn to_u32(self) -> u32;
+    /// Value from `u32`, saturating at `MAX`.
+    fn from_u32_sat(v: u32) -> Self;
+    /// `MAX - self` (the inversion used for min-trees and closings).
+    #[must_use]
+    fn invert(self) -> Self;
+}
+
+impl Gray for u8 {
+    const MIN: Self = 0;
+    const MAX: Self = u8::MAX;
+    const BITS: u32 = 8;
+    fn to_u32(self) -> u32 {
+        u32::from(self)
+    }
+    fn from_u32_sat(v: u32) -> Self {
+        v.min(255) as u8
+    }
+    fn invert(self) -> Self {
+        u8::MAX - self
+    }
+}
+
+impl Gray for u16 {
+    const MIN: Self = 0;
+    const MAX: Self = u16::MAX;
+    const BITS: u32 = 16;
+    fn to_u32(self) -> u32 {
+        u32::from(self)
+    }
+    fn from_u32_sat(v: u32) -> Self {
+        v.min(65535) as u16
+    }
+    fn invert(self) -> Self {
+        u16::MAX - self
+    }
+}
+
+/// Pixel formats the pipeline and file I/O know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum PixelFormat {
+    /// 8-bit grey.
+    Gray8,
+    /// 16-bit grey.
+    Gray16,
+    /// 8-bit RGB, interleaved.
+    Rgb8,
+    /// 32-bit float grey.
+    F32,
+}
+
+/// An image whose pixel type is known only at run time (files, sources).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DynImage {
+    /// 8-bit grey.
+    Gray8(Image<u8>),
+    /// 16-bit grey.
+    Gray16(Image<u16>),
+    /// 8-bit RGB.
+    Rgb8(Image<[u8; 3]>),
+    /// 32-bit float grey.
+    F32(Image<f32>),
+}
+
+impl DynImage {
+    /// The pixel format.
+    #[must_use]
+    pub fn format(&self) -> PixelFormat {
+        match self {
+            Self::Gray8(_) => PixelFormat::Gray8,
+            Self::Gray16(_) => PixelFormat::Gray16,
+            Self::Rgb8(_) => PixelFormat::Rgb8,
+            Self::F32(_) => PixelFormat::F32,
+        }
+    }
+    /// (width, height).
+    #[must_use]
+    pub fn size(&self) -> (usize, usize) {
+        match self {
+            Self::Gray8(i) => (i.width(), i.height()),
+            Self::Gray16(i) => (i.width(), i.height()),
+            Self::Rgb8(i) => (i.width(), i.height()),
+            Self::F32(i) => (i.width(), i.height()),
+        }
+    }
+}
+
+/// RGB to grey, ITU-R BT.601 with OpenCV's fixed-point rounding
+/// (`(R*4899 + G*9617 + B*1868 + 8192) >> 14`, as `cv::cvtColor(COLOR_RGB2GRAY)`).
+#[must_use]
+pub fn rgb_to_gray_pixel(p: [u8; 3]) -> u8 {
+    let v = u32::from(p[0]) * 4899 + u32::from(p[1]) * 9617 + u32::from(p[2]) * 1868 + 8192;
+    (v >> 14) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strided_rows_skip_padding() {
+        let img = Image::from_strided(3, 2, 4, vec![1u8, 2, 3, 99, 4, 5, 6]).unwrap();
+        assert_eq!(img.row(1), &[4, 5, 6]);
+        assert_eq!(img.to_packed_vec(), vec![1, 2, 3, 4, 5, 6]);
+        assert!(!img.is_packed());
+        assert_eq!(img.to_packed().data(), &[1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn layout_errors_are_reported() {
+        assert_eq!(
+            Image::from_strided(3, 2, 2, vec![0u8; 6]).unwrap_err(),
+            ImageError::StrideTooSmall { width: 3, stride: 2 }
+        );
+        assert!(matches!(
+            Image::from_strided(3, 2, 4, vec![0u8; 6]),
+            Err(ImageError::BufferTooSmall { .. })
+        ));
+        assert!(Image::<u8>::from_vec(0, 5, vec![]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn gray_conversion_matches_opencv_rounding() {
+        assert_eq!(rgb_to_gray_pixel([255, 255, 255]), 255);
+        assert_eq!(rgb_to_gray_pixel([0, 0, 0]), 0);
+        // (10*4899 + 200*9617 + 30*1868 + 8192) >> 14 = 124
+        assert_eq!(rgb_to_gray_pixel([10, 200, 30]), 124);
+    }
+}
