@@ -68,7 +68,7 @@ fi
 
 # NVRTC from PyPI, so the kernel compile check runs without a GPU or CUDA install.
 if [ "${SKIP_NVRTC:-0}" != 1 ] && [ ! -d "$root/.venv-nvrtc" ]; then
-  if python3 -m venv "$root/.venv-nvrtc" && "$root/.venv-nvrtc/bin/pip" install -q nvidia-cuda-nvrtc; then
+  if python3 -m venv "$root/.venv-nvrtc" && "$root/.venv-nvrtc/bin/pip" install -q nvidia-cuda-nvrtc nvidia-cuda-nvrtc-cu12; then
     echo "setup: NVRTC installed in .venv-nvrtc"
   else
     echo "setup: NVRTC wheel could not be installed; the kernel compile check will skip" >&2

@@ -1,8 +1,19 @@
 //! morphoscope: real-time mathematical morphology on video with NVIDIA GPUs.
 //!
-//! Module map: [`image`] (strided pixel containers), [`gpu`] (CUDA context, NVRTC kernel
-//! registry, timers), [`kernels`] (embedded `.cu` sources), [`ops`] (the analyses, each with a
-//! CPU reference and a CUDA implementation).
+//! Module map: [`source`] (GStreamer → frames), [`pipeline`] (source thread, worker, CUDA ring,
+//! counters), [`analysis`] (the analyses as the pipeline sees them, per-frame outputs),
+//! [`ops`] (algorithms: CPU reference + CUDA), [`gpu`] (context, NVRTC registry, timers),
+//! [`kernels`] (embedded `.cu` sources), [`output`] (headless sinks), [`io`] (image files),
+//! [`config`] (settings), [`backend`] (CPU or CUDA), [`image`] (strided pixel containers).
+
+pub mod analysis;
+pub mod backend;
+pub mod config;
 pub mod gpu;
 pub mod image;
+pub mod io;
 pub mod kernels;
+pub mod ops;
+pub mod output;
+pub mod pipeline;
+pub mod source;

@@ -1,1 +1,67 @@
-fn main() {}
+//! `morphoscope` command line: parses arguments (clap), sets up logging, loads settings, and
+//! dispatches to the subcommands in `cli/`. The only place `anyhow` is used.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Real-time mathematical morphology on video with NVIDIA GPUs.
+#[derive(Parser, Debug)]
+#[command(name = "morphoscope", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    common: cli::CommonArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Headless analysis of a video source; writes frames.jsonl, timings.json, overlay.mp4.
+    Run(cli::run::RunArgs),
+    /// One image in, one result out.
+    Image(cli::image::ImageArgs),
+    /// Per-op and whole-pipeline timings on real frames, CPU and CUDA side by side.
+    Bench(cli::bench::BenchArgs),
+    /// Lists the backends available on this machine.
+    Devices,
+    /// Opens the viewer on a source (falls back to a headless run without a display).
+    View(cli::run::ViewArgs),
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp(None)
+        .format_target(false)
+        .init();
+    let args = Cli::parse();
+    let result = match args.command {
+        Some(Cmd::Run(a)) => cli::run::run(&args.common, &a),
+        Some(Cmd::Image(a)) => cli::image::image(&args.common, &a),
+        Some(Cmd::Bench(a)) => cli::bench::bench(&args.common, &a),
+        Some(Cmd::Devices) => cli::devices::devices(),
+        Some(Cmd::View(a)) => cli::run::view(&args.common, &a),
+        None => cli::run::default_job(&args.common),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for c in e.chain() {
+        let s = c.to_string().replace('\n', " ");
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ")
+}

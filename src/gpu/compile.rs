@@ -108,6 +108,23 @@ pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
     }
 }
 
+/// Architectures the loaded NVRTC can target, as `sm_XY` names (NVRTC 13 dropped sm_72 and
+/// older; NVRTC 12 still has them).
+pub fn supported_archs() -> Result<Vec<String>, GpuError> {
+    if !nvrtc_present() {
+        return Err(GpuError::NoNvrtc);
+    }
+    let mut n = 0;
+    // SAFETY: the library is present; `n` is a valid out-pointer.
+    unsafe { cudarc::nvrtc::sys::nvrtcGetNumSupportedArchs(&mut n) };
+    let mut v = vec![0i32; usize::try_from(n).unwrap_or(0)];
+    if !v.is_empty() {
+        // SAFETY: `v` holds exactly the number of entries NVRTC reported.
+        unsafe { cudarc::nvrtc::sys::nvrtcGetSupportedArchs(v.as_mut_ptr()) };
+    }
+    Ok(v.into_iter().map(|a| format!("sm_{a}")).collect())
+}
+
 /// Compiles one module to PTX for `arch` (`sm_90`, `sm_87`, ...). No caching.
 pub fn compile_ptx(
     module: &KernelSource,

@@ -1,0 +1,2 @@
+// ccl kernels (work in progress)
+#include "common/util.cuh"

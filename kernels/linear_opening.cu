@@ -1,0 +1,2 @@
+// linear_opening kernels (work in progress)
+#include "common/util.cuh"

@@ -1,0 +1,2 @@
+// maxtree kernels (work in progress)
+#include "common/util.cuh"

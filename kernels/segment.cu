@@ -1,0 +1,2 @@
+// segment kernels (work in progress)
+#include "common/util.cuh"

@@ -1,0 +1,141 @@
+//! Per-frame results shared by the pipeline, the file sinks and the viewer.
+
+use std::sync::Arc;
+
+use crate::image::Image;
+
+/// An overlay raster, the size of the frame.
+#[derive(Clone, Debug)]
+pub enum Raster {
+    /// Grey picture (shown as grey).
+    Gray(Arc<Image<u8>>),
+    /// Colour picture.
+    Rgb(Arc<Image<[u8; 3]>>),
+}
+
+/// A vector overlay element in image coordinates (pixels, origin top-left).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub enum Shape {
+    /// An axis-aligned box with an optional label (e.g. a track id).
+    Rect {
+        /// Left edge.
+        left: f32,
+        /// Top edge.
+        top: f32,
+        /// Width.
+        width: f32,
+        /// Height.
+        height: f32,
+        /// RGBA.
+        color: [u8; 4],
+        /// Text drawn at the top-left corner.
+        label: Option<String>,
+    },
+    /// A polyline (e.g. a track trail).
+    Polyline {
+        /// Points (x, y).
+        points: Vec<[f32; 2]>,
+        /// RGBA.
+        color: [u8; 4],
+    },
+}
+
+/// One overlay layer of an analysis.
+#[derive(Clone, Debug, Default)]
+pub struct Layer {
+    /// Picture blended over the frame.
+    pub raster: Option<Raster>,
+    /// Shapes drawn over it.
+    pub shapes: Vec<Shape>,
+}
+
+/// A track as the viewer's tracks panel lists it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TrackInfo {
+    /// Stable id.
+    pub id: u64,
+    /// Frames since the track was created.
+    pub age: u64,
+    /// Area of the last matched component.
+    pub area: u64,
+    /// Centroid (x, y).
+    pub position: [f32; 2],
+    /// Velocity in pixels per frame.
+    pub velocity: [f32; 2],
+    /// Bounding box (left, top, width, height).
+    pub bbox: [f32; 4],
+}
+
+/// Typed results for the viewer's panels.
+#[derive(Clone, Debug, Default)]
+pub enum OpData {
+    /// Nothing beyond the layer and summary.
+    #[default]
+    None,
+    /// Angular spectrum: (angle in degrees, sum of the opening).
+    Spectrum(Vec<(f32, f64)>),
+    /// Current tracks.
+    Tracks(Vec<TrackInfo>),
+}
+
+/// One analysis' result for one frame.
+#[derive(Clone, Debug)]
+pub struct OpOutput {
+    /// Analysis name.
+    pub op: &'static str,
+    /// Summary numbers (written to `frames.jsonl`).
+    pub summary: serde_json::Value,
+    /// Overlay.
+    pub layer: Layer,
+    /// Panel data.
+    pub data: OpData,
+}
+
+/// Times of one frame, in milliseconds.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FrameTimings {
+    /// "cpu" or "cuda".
+    pub backend: &'static str,
+    /// Named regions: kernels (CUDA events) or CPU functions (wall clock), in order.
+    pub regions: Vec<(String, f64)>,
+    /// Host to device copy (CUDA events), 0 on the CPU.
+    pub upload_ms: f64,
+    /// Device to host copies of the results, wall clock.
+    pub download_ms: f64,
+    /// Time the frame waited between the source and the worker.
+    pub queue_wait_ms: f64,
+    /// Source delivery to result, wall clock.
+    pub latency_ms: f64,
+    /// Sum of the analysis regions.
+    pub compute_ms: f64,
+}
+
+/// A frame with every analysis' output: what sinks and the viewer consume.
+#[derive(Clone, Debug)]
+pub struct AnalysedFrame {
+    /// Frame index from the source.
+    pub index: u64,
+    /// Presentation timestamp, ns.
+    pub pts_nanos: Option<u64>,
+    /// Grey frame.
+    pub gray: Arc<Image<u8>>,
+    /// Colour frame, when the source is colour.
+    pub rgb: Option<Arc<Image<[u8; 3]>>>,
+    /// One output per enabled analysis, in run order.
+    pub outputs: Vec<OpOutput>,
+    /// Timings.
+    pub timings: FrameTimings,
+}
+
+impl AnalysedFrame {
+    /// Width and height.
+    #[must_use]
+    pub fn size(&self) -> (usize, usize) {
+        (self.gray.width(), self.gray.height())
+    }
+    /// The output of analysis `op`, if it ran.
+    #[must_use]
+    pub fn output(&self, op: &str) -> Option<&OpOutput> {
+        self.outputs.iter().find(|o| o.op == op)
+    }
+}

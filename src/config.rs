@@ -1,0 +1,257 @@
+//! Settings: what the user chose, from `config/default.toml`, `--config FILE` and
+//! `--set section.key=value`, in that order. Kept apart from the negotiated stream format
+//! (frame size and pixel format come from the source at run time).
+//!
+//! Unknown sections or keys and values of the wrong type are rejected with the key named
+//! (`#[serde(deny_unknown_fields)]` throughout); each op validates its own ranges.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::source::{FrameFormat, TestSourceOptions};
+
+/// The embedded defaults (also shipped as `config/default.toml`).
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Errors reading or applying settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// TOML syntax or schema error (the message names the key).
+    #[error("invalid config{where_}: {message}")]
+    Invalid {
+        /// " in FILE" or empty.
+        where_: String,
+        /// What is wrong, with the key.
+        message: String,
+    },
+    /// A `--set` argument is malformed.
+    #[error("invalid --set `{0}`: expected section.key=value")]
+    BadSet(String),
+    /// A value is out of range.
+    #[error("invalid setting {key}: {message}")]
+    Range {
+        /// The key, e.g. `pipeline.ring_size`.
+        key: String,
+        /// Allowed values.
+        message: String,
+    },
+}
+
+/// Which compute backend runs the analyses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// CUDA when a device, the driver and NVRTC are present, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU (multi-threaded reference implementations).
+    Cpu,
+    /// CUDA; an error when unavailable.
+    Cuda,
+}
+
+/// `[source]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SourceSettings {
+    /// SOURCE used when none is given; empty = the sample clip, or `test` when it is missing.
+    pub default: String,
+    /// Pixel format asked of GStreamer: rgb, gray8 or gray16.
+    pub format: FrameFormat,
+    /// Size and length of `test` sources.
+    pub test: TestSourceOptions,
+}
+
+impl Default for SourceSettings {
+    fn default() -> Self {
+        Self { default: String::new(), format: FrameFormat::Rgb, test: TestSourceOptions::default() }
+    }
+}
+
+/// `[pipeline]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineSettings {
+    /// auto, cpu or cuda.
+    pub backend: BackendChoice,
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Frames in flight on the GPU (slots of the ring), 1..=8.
+    pub ring_size: usize,
+    /// Frames buffered between the source and the worker, 1..=64.
+    pub queue: usize,
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        Self { backend: BackendChoice::Auto, device: 0, ring_size: 3, queue: 4 }
+    }
+}
+
+/// `[output]` (headless `run`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputSettings {
+    /// Write `overlay.mp4`.
+    pub video: bool,
+    /// H.264 bitrate of the overlay video, kbit/s.
+    pub video_kbps: u32,
+}
+
+impl Default for OutputSettings {
+    fn default() -> Self {
+        Self { video: true, video_kbps: 4000 }
+    }
+}
+
+/// Every user setting.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// `[source]`
+    pub source: SourceSettings,
+    /// `[pipeline]`
+    pub pipeline: PipelineSettings,
+    /// `[output]`
+    pub output: OutputSettings,
+    /// The analyses' sections.
+    #[serde(flatten)]
+    pub ops: crate::analysis::OpSettings,
+}
+
+fn invalid(where_: &str, e: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Invalid { where_: where_.to_owned(), message: e.to_string().trim().replace('\n', " ") }
+}
+
+impl Settings {
+    /// The built-in defaults.
+    pub fn defaults() -> Result<Self, ConfigError> {
+        Self::from_toml(DEFAULT_TOML, " (built-in defaults)")
+    }
+
+    /// Parses TOML text (missing keys take their defaults).
+    pub fn from_toml(text: &str, where_: &str) -> Result<Self, ConfigError> {
+        let s: Self = toml::from_str(text).map_err(|e| invalid(where_, e))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Defaults, then `file`, then each `section.key=value` of `sets`.
+    pub fn load(file: Option<&Path>, sets: &[String]) -> Result<Self, ConfigError> {
+        let mut value: toml::Value = toml::from_str(DEFAULT_TOML).map_err(|e| invalid(" (built-in defaults)", e))?;
+        let mut where_ = String::new();
+        if let Some(p) = file {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| ConfigError::Read { path: p.display().to_string(), source: e })?;
+            where_ = format!(" in {}", p.display());
+            let user: toml::Value = toml::from_str(&text).map_err(|e| invalid(&where_, e))?;
+            merge(&mut value, user);
+        }
+        for s in sets {
+            apply_set(&mut value, s)?;
+        }
+        let settings: Self = value.try_into().map_err(|e| invalid(&where_, e))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Range checks of every section.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let range = |key: &str, message: &str| ConfigError::Range { key: key.into(), message: message.into() };
+        if !(1..=8).contains(&self.pipeline.ring_size) {
+            return Err(range("pipeline.ring_size", "must be 1..=8"));
+        }
+        if !(1..=64).contains(&self.pipeline.queue) {
+            return Err(range("pipeline.queue", "must be 1..=64"));
+        }
+        if self.source.test.width == 0 || self.source.test.height == 0 || self.source.test.fps == 0 {
+            return Err(range("source.test", "width, height and fps must be positive"));
+        }
+        self.ops.validate().map_err(|(key, message)| ConfigError::Range { key, message })
+    }
+
+    /// TOML text of these settings (what the viewer saves).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string_pretty(self).map_err(|e| invalid("", e))
+    }
+}
+
+/// Recursively overlays `top` on `base`.
+fn merge(base: &mut toml::Value, top: toml::Value) {
+    match (base, top) {
+        (toml::Value::Table(b), toml::Value::Table(t)) => {
+            for (k, v) in t {
+                match b.get_mut(&k) {
+                    Some(bv) => merge(bv, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, t) => *b = t,
+    }
+}
+
+/// Applies `a.b.c=value`; the value is parsed as TOML (number, bool, string, array), else taken
+/// as a bare string.
+fn apply_set(root: &mut toml::Value, s: &str) -> Result<(), ConfigError> {
+    let (key, raw) = s.split_once('=').ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+        return Err(ConfigError::BadSet(s.to_owned()));
+    }
+    let raw = raw.trim();
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
+    let mut cur = root;
+    for p in &parts[..parts.len() - 1] {
+        let table = cur.as_table_mut().ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
+        cur = table.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    }
+    let table = cur.as_table_mut().ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
+    table.insert(parts[parts.len() - 1].to_owned(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse_and_equal_the_rust_defaults() {
+        let s = Settings::defaults().unwrap();
+        assert_eq!(s, Settings::default(), "config/default.toml and Default impls disagree");
+    }
+
+    #[test]
+    fn set_overrides_and_unknown_keys_are_named() {
+        let s = Settings::load(None, &["pipeline.ring_size=4".into(), "pipeline.backend=cpu".into()]).unwrap();
+        assert_eq!(s.pipeline.ring_size, 4);
+        assert_eq!(s.pipeline.backend, BackendChoice::Cpu);
+        let e = Settings::load(None, &["pipeline.ring_sise=4".into()]).unwrap_err().to_string();
+        assert!(e.contains("ring_sise"), "{e}");
+        let e = Settings::load(None, &["pipeline.ring_size=99".into()]).unwrap_err().to_string();
+        assert!(e.contains("pipeline.ring_size"), "{e}");
+        let e = Settings::load(None, &["pipeline.ring_size=abc".into()]).unwrap_err().to_string();
+        assert!(e.contains("ring_size"), "{e}");
+        assert!(Settings::load(None, &["nodots".into()]).is_err());
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let s = Settings::defaults().unwrap();
+        assert_eq!(Settings::from_toml(&s.to_toml().unwrap(), "").unwrap(), s);
+    }
+}

@@ -1,0 +1,1 @@
+//! linear_opening (work in progress)

@@ -1,0 +1,1 @@
+//! segment (work in progress)

@@ -1,0 +1,246 @@
+//! The ring of CUDA streams. N slots, each owning a stream, a write-combined pinned upload
+//! buffer, device buffers for the frame (input and grey) and for every analysis' GPU stage, and a
+//! [`KernelTimer`]. A frame goes into the next slot in turn: host copy into the slot's pinned
+//! buffer → async upload → RGB→grey kernel → every stage's kernels, all on the slot's stream;
+//! then the worker moves on to the next frame while the GPU works. When a slot comes round again
+//! (or at `flush`) its previous frame is completed: wait for the stream, collect every stage's
+//! results, read the events. Slots are used strictly in turn, so frames complete in order.
+//!
+//! Ordering between slots: stages may keep state across frames on the device (a running
+//! background model), so each slot's stages wait for the previous slot's stages (`stages_done`
+//! event) before running; uploads and grey conversion of frame k+1 still overlap the analyses
+//! of frame k.
+//!
+//! Buffers are allocated when a slot first sees a frame size/format and reallocated only when
+//! the stream format changes; an allocation failure is `GpuError::OutOfMemory` naming the size.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys::CUevent_flags};
+
+use super::engine::{Submitted, run_cpu_analyses};
+use crate::analysis::{AnalysedFrame, Analysis, FrameInput, FrameTimings, GpuFrame, GpuStage, OpSettings};
+use crate::gpu::{GpuContext, GpuError, KernelTimer, launch};
+use crate::image::{DynImage, Image};
+use crate::ops::{OpError, preprocess};
+
+/// Format of the frames a slot's buffers are sized for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SlotFormat {
+    width: usize,
+    height: usize,
+    rgb: bool,
+}
+
+struct Buffers {
+    format: SlotFormat,
+    upload: PinnedHostSlice<u8>,
+    input: CudaSlice<u8>,
+    gray: CudaSlice<u8>,
+}
+
+struct InFlight {
+    index: u64,
+    pts_nanos: Option<u64>,
+    received: Instant,
+    queue_wait_ms: f64,
+    rgb: Option<Arc<Image<[u8; 3]>>>,
+    gray16: Option<Arc<Image<u16>>>,
+}
+
+struct Slot {
+    stream: Arc<CudaStream>,
+    buffers: Option<Buffers>,
+    stages: Vec<Option<Box<dyn GpuStage>>>,
+    timer: KernelTimer,
+    in_flight: Option<InFlight>,
+    stages_done: Option<CudaEvent>,
+}
+
+/// N frames in flight on N CUDA streams.
+pub struct CudaRing {
+    gpu: Arc<GpuContext>,
+    analyses: Vec<Box<dyn Analysis>>,
+    settings: OpSettings,
+    slots: Vec<Slot>,
+    next: usize,
+}
+
+impl CudaRing {
+    /// Creates `size` slots with their streams and each analysis' GPU stage.
+    pub fn new(gpu: Arc<GpuContext>, analyses: Vec<Box<dyn Analysis>>, settings: OpSettings, size: usize) -> Result<Self, OpError> {
+        let mut slots = Vec::with_capacity(size.max(1));
+        for _ in 0..size.max(1) {
+            let stages = analyses.iter().map(|a| a.gpu_stage(&gpu)).collect::<Result<Vec<_>, _>>()?;
+            slots.push(Slot { stream: gpu.new_stream()?, buffers: None, stages, timer: KernelTimer::new(), in_flight: None, stages_done: None });
+        }
+        Ok(Self { gpu, analyses, settings, slots, next: 0 })
+    }
+
+    /// New settings, applied to frames submitted from now on.
+    pub fn update(&mut self, settings: &OpSettings) -> Result<(), OpError> {
+        self.analyses.iter_mut().try_for_each(|a| a.update(settings))?;
+        self.settings = settings.clone();
+        Ok(())
+    }
+
+    /// Enqueues a frame; returns the frame that previously occupied its slot, if any.
+    pub fn submit(&mut self, s: Submitted) -> Result<Vec<AnalysedFrame>, OpError> {
+        let i = self.next;
+        self.next = (self.next + 1) % self.slots.len();
+        let mut done = Vec::new();
+        if self.slots[i].in_flight.is_some() {
+            done.push(self.complete(i)?);
+        }
+        // Borrow the previous slot's `stages_done` event for the wait, then give it back.
+        let prev = (i + self.slots.len() - 1) % self.slots.len();
+        let wait_for = if prev == i { None } else { self.slots[prev].stages_done.take() };
+        let r = self.enqueue(i, s, wait_for.as_ref());
+        if prev != i {
+            self.slots[prev].stages_done = wait_for;
+        }
+        r?;
+        Ok(done)
+    }
+
+    /// Completes every frame in flight, in order.
+    pub fn flush(&mut self) -> Result<Vec<AnalysedFrame>, OpError> {
+        let n = self.slots.len();
+        let mut out = Vec::new();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if self.slots[i].in_flight.is_some() {
+                out.push(self.complete(i)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn enqueue(&mut self, i: usize, s: Submitted, wait_for: Option<&CudaEvent>) -> Result<(), OpError> {
+        let (w, h) = s.frame.image.size();
+        launch::check_frame_size(w, h)?;
+        let (rgb, gray16, bytes): (Option<Arc<Image<[u8; 3]>>>, Option<Arc<Image<u16>>>, Vec<u8>) = match &s.frame.image {
+            DynImage::Rgb8(img) => {
+                let packed = Arc::new(img.to_packed());
+                let bytes = packed.data().iter().flat_map(|p| p.iter().copied()).collect();
+                (Some(packed), None, bytes)
+            }
+            DynImage::Gray8(img) => (None, None, img.to_packed_vec()),
+            DynImage::Gray16(img) => {
+                let packed = Arc::new(img.to_packed());
+                let bytes = preprocess::gray16_to_gray8(packed.view()).into_vec();
+                (None, Some(packed), bytes)
+            }
+            DynImage::F32(img) => (None, None, img.to_packed_vec().iter().map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8).collect()),
+        };
+        let format = SlotFormat { width: w, height: h, rgb: rgb.is_some() };
+        let gpu = self.gpu.clone();
+        let slot = &mut self.slots[i];
+        if slot.buffers.as_ref().map(|b| b.format) != Some(format) {
+            slot.buffers = None; // free the old size first
+            slot.buffers = Some(alloc_buffers(&gpu, &slot.stream, format)?);
+        }
+        let Some(bufs) = slot.buffers.as_mut() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
+        slot.timer.reset();
+        // Copy into the write-combined pinned buffer (waits until its previous upload finished).
+        bufs.upload.as_mut_slice()?[..bytes.len()].copy_from_slice(&bytes);
+        let stream = slot.stream.clone();
+        let n = bytes.len();
+        slot.timer.time(&stream, "upload", || {
+            stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
+            Ok(())
+        })?;
+        if format.rgb {
+            slot.timer.time(&stream, "preprocess_rgb_to_gray", || {
+                preprocess::enqueue_rgb_to_gray(&gpu, &stream, &bufs.input, &mut bufs.gray, w, h).map_err(to_gpu)
+            })?;
+        } else {
+            stream.memcpy_dtod(&bufs.input.slice(0..w * h), &mut bufs.gray.slice_mut(0..w * h))?;
+        }
+        if let Some(ev) = wait_for {
+            stream.wait(ev)?;
+        }
+        let frame = GpuFrame { gray: &bufs.gray, rgb: format.rgb.then_some(&bufs.input), width: w, height: h };
+        for (a, stage) in self.analyses.iter().zip(slot.stages.iter_mut()) {
+            if let (true, Some(stage)) = (a.enabled(), stage.as_mut()) {
+                stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
+            }
+        }
+        slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
+        slot.in_flight = Some(InFlight { index: s.frame.index, pts_nanos: s.frame.pts_nanos, received: s.received, queue_wait_ms: s.queue_wait_ms, rgb, gray16 });
+        Ok(())
+    }
+
+    fn complete(&mut self, i: usize) -> Result<AnalysedFrame, OpError> {
+        let slot = &mut self.slots[i];
+        let Some(f) = slot.in_flight.take() else { return Err(GpuError::Unsupported("no frame in slot".into()).into()) };
+        slot.stream.synchronize()?;
+        let t_down = Instant::now();
+        let Some(bufs) = slot.buffers.as_ref() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
+        let (w, h) = (bufs.format.width, bufs.format.height);
+        let gray = slot.stream.clone_dtoh(&bufs.gray.slice(0..w * h))?;
+        let input = FrameInput { index: f.index, gray: Arc::new(Image::from_vec(w, h, gray)?), rgb: f.rgb, gray16: f.gray16 };
+        let mut outputs = Vec::new();
+        let mut cpu_regions = Vec::new();
+        for (a, stage) in self.analyses.iter_mut().zip(slot.stages.iter_mut()) {
+            if !a.enabled() {
+                continue;
+            }
+            let out = match stage.as_mut() {
+                Some(stage) => stage.collect(&slot.stream, &input)?,
+                None => {
+                    let mut one = run_cpu_analyses(std::slice::from_mut(a), &input, &mut cpu_regions)?;
+                    match one.pop() {
+                        Some(o) => {
+                            outputs.push(o);
+                            continue;
+                        }
+                        None => continue,
+                    }
+                }
+            };
+            outputs.push(a.finish(out, &input));
+        }
+        let download_ms = t_down.elapsed().as_secs_f64() * 1e3;
+        let mut regions: Vec<(String, f64)> = slot.timer.read()?.into_iter().map(|(n, ms)| (n.to_owned(), ms)).collect();
+        let upload_ms = regions.iter().find(|r| r.0 == "upload").map_or(0.0, |r| r.1);
+        regions.retain(|r| r.0 != "upload");
+        let compute_ms = regions.iter().map(|r| r.1).sum();
+        regions.extend(cpu_regions.into_iter().map(|(n, ms)| (format!("{n} (cpu)"), ms)));
+        Ok(AnalysedFrame {
+            index: f.index,
+            pts_nanos: f.pts_nanos,
+            gray: input.gray,
+            rgb: input.rgb,
+            outputs,
+            timings: FrameTimings {
+                backend: "cuda",
+                regions,
+                upload_ms,
+                download_ms,
+                queue_wait_ms: f.queue_wait_ms,
+                latency_ms: f.received.elapsed().as_secs_f64() * 1e3,
+                compute_ms,
+            },
+        })
+    }
+}
+
+fn to_gpu(e: OpError) -> GpuError {
+    match e {
+        OpError::Gpu(g) => g,
+        other => GpuError::Unsupported(other.to_string()),
+    }
+}
+
+fn alloc_buffers(gpu: &GpuContext, stream: &Arc<CudaStream>, f: SlotFormat) -> Result<Buffers, OpError> {
+    let (w, h) = (f.width, f.height);
+    let in_len = if f.rgb { 3 * w * h } else { w * h }.max(1);
+    // SAFETY: the pinned buffer is fully written (the frame's bytes) before each upload reads it.
+    let upload = unsafe { gpu.cuda().alloc_pinned::<u8>(in_len) }
+        .map_err(|e| GpuError::from_alloc(e, "pinned upload buffer", w, h, in_len))?;
+    let input = launch::alloc_zeroed::<u8>(stream, in_len, "input frame", w, h)?;
+    let gray = launch::alloc_zeroed::<u8>(stream, (w * h).max(1), "grey frame", w, h)?;
+    Ok(Buffers { format: f, upload, input, gray })
+}

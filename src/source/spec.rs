@@ -1,0 +1,222 @@
+//! SOURCE strings: what the user typed, parsed into a [`SourceSpec`], then turned into a
+//! GStreamer pipeline description ending in an appsink named `sink`.
+//!
+//! | SOURCE | pipeline |
+//! |---|---|
+//! | `path/to/file.mp4` | `uridecodebin uri=file:///abs/path` (checked to exist first) |
+//! | `file://…`, `rtsp://…`, `http(s)://…` | `uridecodebin uri=…` |
+//! | `camera`, `camera:N` | `v4l2src device=/dev/videoN` |
+//! | `test`, `test:PATTERN` | `videotestsrc pattern=PATTERN num-buffers=…` at the test size |
+//! | `… ! appsink name=sink` | the description as given |
+//!
+//! Every built-in form ends in `videoconvert ! appsink name=sink`; the appsink's caps (RGB,
+//! GRAY8 or GRAY16_LE) are set by [`super::Source`].
+
+use std::path::{Path, PathBuf};
+
+use super::SourceError;
+
+/// A parsed SOURCE string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// A local file.
+    File(PathBuf),
+    /// A URI handled by uridecodebin (file, rtsp, http, https).
+    Uri(String),
+    /// A V4L2 camera `/dev/videoN`.
+    Camera(u32),
+    /// GStreamer's videotestsrc with a pattern name (smpte, ball, snow, …).
+    Test(String),
+    /// A user pipeline description that ends in `appsink name=sink`.
+    Pipeline(String),
+}
+
+/// Size and length of the `test` source.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TestSourceOptions {
+    /// Frame width in pixels.
+    pub width: u32,
+    /// Frame height in pixels.
+    pub height: u32,
+    /// Frames to produce before end of stream (0 = endless).
+    pub frames: u32,
+    /// Frames per second (timestamps; the source runs as fast as the pipeline pulls).
+    pub fps: u32,
+}
+
+impl Default for TestSourceOptions {
+    fn default() -> Self {
+        Self { width: 640, height: 480, frames: 300, fps: 30 }
+    }
+}
+
+/// videotestsrc patterns accepted after `test:`.
+pub const TEST_PATTERNS: &[&str] = &[
+    "smpte", "snow", "black", "white", "red", "green", "blue", "checkers-1", "checkers-2",
+    "checkers-4", "checkers-8", "circular", "blink", "smpte75", "zone-plate", "gamut",
+    "chroma-zone-plate", "solid-color", "ball", "smpte100", "bar", "pinwheel", "spokes",
+    "gradient", "colors",
+];
+
+impl SourceSpec {
+    /// Parses a SOURCE string; a missing file or an unknown scheme is an error here, before any
+    /// pipeline is built.
+    pub fn parse(s: &str) -> Result<Self, SourceError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(SourceError::BadSpec("empty SOURCE".into()));
+        }
+        if s.contains('!') || s.contains("appsink") {
+            if !s.contains("appsink name=sink") {
+                return Err(SourceError::BadSpec(
+                    "a pipeline description must end in `appsink name=sink`".into(),
+                ));
+            }
+            return Ok(Self::Pipeline(s.to_owned()));
+        }
+        if s == "test" {
+            return Ok(Self::Test("smpte".into()));
+        }
+        if let Some(p) = s.strip_prefix("test:") {
+            if !TEST_PATTERNS.contains(&p) {
+                return Err(SourceError::BadSpec(format!(
+                    "unknown test pattern `{p}` (one of: {})",
+                    TEST_PATTERNS.join(", ")
+                )));
+            }
+            return Ok(Self::Test(p.to_owned()));
+        }
+        if s == "camera" {
+            return Ok(Self::Camera(0));
+        }
+        if let Some(n) = s.strip_prefix("camera:") {
+            return n
+                .parse()
+                .map(Self::Camera)
+                .map_err(|_| SourceError::BadSpec(format!("`{s}`: camera index must be a number")));
+        }
+        if let Some((scheme, _)) = s.split_once("://") {
+            return match scheme {
+                "file" | "rtsp" | "rtsps" | "http" | "https" | "rtmp" | "udp" | "srt" => Ok(Self::Uri(s.to_owned())),
+                _ => Err(SourceError::BadSpec(format!(
+                    "unknown scheme `{scheme}://` (file, rtsp, http, https, rtmp, udp, srt)"
+                ))),
+            };
+        }
+        if s.contains(':') && !Path::new(s).exists() && !s.starts_with('.') && !s.starts_with('/') {
+            let scheme = s.split(':').next().unwrap_or("");
+            if !scheme.contains('/') && !scheme.contains('.') {
+                return Err(SourceError::BadSpec(format!(
+                    "unknown source `{s}` (a file, a URI, camera[:N], test[:PATTERN] or a pipeline ending in `appsink name=sink`)"
+                )));
+            }
+        }
+        let path = PathBuf::from(s);
+        if !path.exists() {
+            return Err(SourceError::NotFound(path));
+        }
+        if path.is_dir() {
+            return Err(SourceError::BadSpec(format!("{} is a directory, not a video", path.display())));
+        }
+        Ok(Self::File(path))
+    }
+
+    /// True for sources that produce frames in real time whether or not we keep up (cameras,
+    /// network streams): the pipeline drops frames for them when the ring is full.
+    #[must_use]
+    pub fn is_live(&self) -> bool {
+        match self {
+            Self::Camera(_) => true,
+            Self::Uri(u) => !u.starts_with("file://"),
+            Self::Pipeline(p) => p.contains("v4l2src") || p.contains("rtspsrc") || p.contains("is-live=true"),
+            Self::File(_) | Self::Test(_) => false,
+        }
+    }
+
+    /// The GStreamer description, without the final caps/appsink part for built-in forms.
+    pub fn pipeline_description(&self, test: &TestSourceOptions) -> Result<String, SourceError> {
+        let tail = "videoconvert ! appsink name=sink";
+        Ok(match self {
+            Self::File(p) => {
+                let abs = std::fs::canonicalize(p).map_err(|e| SourceError::Io(p.clone(), e))?;
+                format!("uridecodebin uri=\"{}\" ! {tail}", file_uri(&abs))
+            }
+            Self::Uri(u) => format!("uridecodebin uri=\"{u}\" ! {tail}"),
+            Self::Camera(n) => format!("v4l2src device=/dev/video{n} ! {tail}"),
+            Self::Test(pattern) => {
+                let TestSourceOptions { width, height, frames, fps } = *test;
+                if width == 0 || height == 0 || fps == 0 {
+                    return Err(SourceError::BadSpec(format!(
+                        "test source size {width}x{height} at {fps} fps is invalid"
+                    )));
+                }
+                let n = if frames == 0 { -1 } else { i64::from(frames) };
+                format!(
+                    "videotestsrc pattern={pattern} num-buffers={n} ! video/x-raw,width={width},height={height},framerate={fps}/1 ! {tail}"
+                )
+            }
+            Self::Pipeline(p) => p.clone(),
+        })
+    }
+}
+
+impl std::fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(p) => write!(f, "{}", p.display()),
+            Self::Uri(u) => write!(f, "{u}"),
+            Self::Camera(n) => write!(f, "camera:{n}"),
+            Self::Test(p) => write!(f, "test:{p}"),
+            Self::Pipeline(p) => write!(f, "pipeline `{p}`"),
+        }
+    }
+}
+
+/// `file://` URI of an absolute path, percent-encoding what URIs cannot hold.
+fn file_uri(p: &Path) -> String {
+    let mut out = String::from("file://");
+    for b in p.to_string_lossy().bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(SourceSpec::parse("test").unwrap(), SourceSpec::Test("smpte".into()));
+        assert_eq!(SourceSpec::parse("test:ball").unwrap(), SourceSpec::Test("ball".into()));
+        assert_eq!(SourceSpec::parse("camera").unwrap(), SourceSpec::Camera(0));
+        assert_eq!(SourceSpec::parse("camera:7").unwrap(), SourceSpec::Camera(7));
+        assert!(matches!(SourceSpec::parse("rtsp://h/x").unwrap(), SourceSpec::Uri(_)));
+        assert!(matches!(
+            SourceSpec::parse("videotestsrc ! appsink name=sink").unwrap(),
+            SourceSpec::Pipeline(_)
+        ));
+        assert!(matches!(SourceSpec::parse("Cargo.toml").unwrap(), SourceSpec::File(_)));
+    }
+
+    #[test]
+    fn rejects_bad_forms_with_a_reason() {
+        for bad in ["", "test:nope", "camera:x", "gopher://x", "foo:bar", "videotestsrc ! fakesink"] {
+            let e = SourceSpec::parse(bad).unwrap_err().to_string();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(matches!(SourceSpec::parse("/no/such/file.mp4"), Err(SourceError::NotFound(_))));
+    }
+
+    #[test]
+    fn liveness_and_uri_encoding() {
+        assert!(SourceSpec::Camera(0).is_live());
+        assert!(!SourceSpec::Test("smpte".into()).is_live());
+        assert_eq!(file_uri(Path::new("/a b/c.mp4")), "file:///a%20b/c.mp4");
+    }
+}

@@ -1,0 +1,8 @@
+//! Every GPU parity test, in one test binary (so one small binary travels to the GPU machine).
+//! Each module compares the CUDA backend with the CPU reference; see `gpu/common.rs` for the
+//! skip/fail rule.
+
+#[path = "gpu/common.rs"]
+mod common;
+#[path = "gpu/preprocess.rs"]
+mod preprocess;

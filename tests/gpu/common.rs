@@ -1,0 +1,112 @@
+//! Shared helpers for the GPU parity tests: one `GpuContext` for the whole test binary, skip or
+//! fail when no GPU is present, and access to the real sample images.
+//!
+//! Without a GPU each test returns early with a message; with `MORPHOSCOPE_REQUIRE_GPU=1` (set on
+//! the GPU machine by `.device/run.sh`) a missing GPU is a failure instead.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use morphoscope::gpu::GpuContext;
+
+static GPU: OnceLock<Option<GpuContext>> = OnceLock::new();
+
+/// The shared context, or `None` (after printing why) when no usable GPU is present.
+pub fn gpu() -> Option<&'static GpuContext> {
+    GPU.get_or_init(|| match GpuContext::new(0) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            assert!(
+                std::env::var("MORPHOSCOPE_REQUIRE_GPU").as_deref() != Ok("1"),
+                "MORPHOSCOPE_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}"
+            );
+            eprintln!("GPU tests skipped: {e}");
+            None
+        }
+    })
+    .as_ref()
+}
+
+/// Folder holding the sample media: `$MORPHOSCOPE_DATA/samples` on the device machine, else
+/// `assets/samples` of the checkout.
+pub fn samples_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MORPHOSCOPE_DATA") {
+        let p = PathBuf::from(d).join("samples");
+        if p.is_dir() {
+            return p;
+        }
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets").join("samples")
+}
+
+/// A real grey image from the samples (decoded with the `image` crate), or `None` when the
+/// samples are absent (a failure when `MORPHOSCOPE_REQUIRE_SAMPLES=1`).
+pub fn sample_gray(name: &str) -> Option<morphoscope::image::Image<u8>> {
+    let p = samples_dir().join(name);
+    match image::open(&p) {
+        Ok(img) => {
+            let g = img.to_luma8();
+            let (w, h) = (g.width() as usize, g.height() as usize);
+            morphoscope::image::Image::from_vec(w, h, g.into_raw()).ok()
+        }
+        Err(e) => {
+            assert!(
+                std::env::var("MORPHOSCOPE_REQUIRE_SAMPLES").as_deref() != Ok("1"),
+                "sample {} missing: {e}",
+                p.display()
+            );
+            eprintln!("sample {} missing ({e}); skipped", p.display());
+            None
+        }
+    }
+}
+
+/// A real RGB image from the samples.
+pub fn sample_rgb(name: &str) -> Option<morphoscope::image::Image<[u8; 3]>> {
+    let p = samples_dir().join(name);
+    let img = image::open(&p).ok()?.to_rgb8();
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    let px: Vec<[u8; 3]> = img.pixels().map(|p| p.0).collect();
+    morphoscope::image::Image::from_vec(w, h, px).ok()
+}
+
+/// A real grey image tiled (mirrored) to `width` x `height`: real content at any size, never a
+/// constant image.
+pub fn tiled_gray(name: &str, width: usize, height: usize) -> Option<morphoscope::image::Image<u8>> {
+    let src = sample_gray(name)?;
+    let (sw, sh) = (src.width(), src.height());
+    Some(morphoscope::image::Image::from_fn(width, height, |x, y| {
+        let (tx, ty) = ((x / sw) % 2, (y / sh) % 2);
+        let sx = if tx == 0 { x % sw } else { sw - 1 - x % sw };
+        let sy = if ty == 0 { y % sh } else { sh - 1 - y % sh };
+        src.get(sx, sy)
+    }))
+}
+
+/// Deterministic pseudo-random generator (SplitMix64) for test images.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// A random grey image with `levels` distinct values spread over 0..=255.
+pub fn random_gray(rng: &mut Rng, width: usize, height: usize, levels: u32) -> morphoscope::image::Image<u8> {
+    let levels = levels.clamp(1, 256);
+    morphoscope::image::Image::from_fn(width, height, |_, _| {
+        let l = rng.below(u64::from(levels)) as u32;
+        if levels == 1 { 0 } else { (l * 255 / (levels - 1)) as u8 }
+    })
+}
