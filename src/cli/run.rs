@@ -144,6 +144,7 @@ fn headless(
     }
     pb.finish_and_clear();
     let counters = pipeline.counters.snapshot();
+    let pipeline_estimate = pipeline.estimated_frames;
     let backend_name = pipeline.backend.clone();
     if max_frames.is_some_and(|m| written >= m) {
         pipeline.stop();
@@ -168,6 +169,11 @@ fn headless(
     println!("outputs: {}/frames.jsonl, timings.json{}", out.display(), if video { ", overlay.mp4" } else { "" });
     if let Some(e) = error {
         eprintln!("error: {e} (after {written} frames; outputs hold the frames analysed before it)");
+        return Ok(ExitCode::from(1));
+    }
+    let expected = pipeline_estimate.filter(|_| max_frames.is_none() && matches!(spec, SourceSpec::File(_) | SourceSpec::Uri(_)));
+    if let Some(n) = expected.filter(|&n| n > 0 && written * 100 < n * 95) {
+        eprintln!("error: stream ended early: {written} of ~{n} frames (truncated or damaged file?); outputs hold the frames decoded");
         return Ok(ExitCode::from(1));
     }
     if written == 0 {

@@ -101,6 +101,7 @@ impl Pipeline {
             SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
             _ => source.estimated_frames(),
         };
+        log::debug!("estimated frames: {estimated_frames:?}");
         let live = spec.is_live();
         let mut engine = Engine::new(backend, &settings.ops, settings.pipeline.ring_size)?;
         let counters = Arc::new(Counters::default());

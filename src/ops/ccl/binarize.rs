@@ -133,7 +133,7 @@ impl BackgroundModel {
                 *b += (((f << 16) - *b) * a) >> 16;
             }
         }
-        Image::from_fn(w, h, |x, y| out[y * w + x])
+        Image::from_vec(w, h, out).unwrap_or_else(|_| Image::new(w, h, T::MIN))
     }
 }
 
