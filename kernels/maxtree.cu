@@ -1,2 +1,599 @@
-// maxtree kernels (work in progress)
+// maxtree.cu — max-tree construction, attributes and attribute filtering on the GPU.
+//
+// Algorithm: Blin, Carlinet, Lemaitre, Lacassagne, Géraud, "Max-tree Computation on GPUs" (2022),
+// with tile details from Blin's 2021 report. Output: the canonical parent image of §2.2 with the
+// total order p ≺ q ⇔ f(p) < f(q) or (f(p) = f(q) and p > q) (raster index): the canonical element
+// of a node is its largest raster index. Bit-identical to the CPU union-find (src/ops/maxtree/cpu.rs).
+//
+// Records (§4.2). parent(x) is a packed record [level(x) | level(parent) | parent index + 1], so
+// that comparing records as integers compares candidate parents by (level, index): atomicMax picks
+// the closest (highest) parent and, among equal levels, the largest index. 0 in the index field is
+// the null parent (root). Local (shared) records: 8-bit images use 32 bits [8|8|16] (§4.2),
+// 16-bit images 64 bits [16|16|32] (§5.3, "64-bit records"). Global records are always 64 bits
+// [level 16 @48 | parent level 16 @32 | parent index + 1 @0].
+//
+// Canonical form without a final sort. Invariant: every link between two pixels of the same level
+// goes from a smaller to a larger raster index. The 1D column trees are built bottom-to-top (so a
+// flat run links to its bottom pixel) and CONNECT swaps (a, b) so that b ≺ a never holds when it
+// writes parent(b) ← a (Alg. 6 line 6). Then the level root of every node is its largest index,
+// i.e. the canonical element, and flattening (Alg. 5) yields exactly the §2.2 parent image.
+//
+// Pipeline (one stream, no host sync):
+//  maxtree_local_{u8,u16}  (§5.1, Alg. 2, Fig. 8) one block per MT_TW x MT_TH tile, one thread per
+//      column. (a) load the tile into shared records; (b) 1D max-tree of each column (Menotti's
+//      algorithm, the stack threaded through the not-yet-set parent fields, so no extra storage);
+//      (c) each thread but the last merges its column with the next one by concurrent lock-free
+//      CONNECT (Alg. 6, atomicMax on shared records) over the simplified edge set (§5.2);
+//      (d) flatten in shared memory; (e) write 64-bit global records with global indices.
+//  maxtree_merge  (§4.3) one thread per position along every tile border (vertical borders within
+//      a tile row, horizontal borders within a tile column) plus, in 8-connectivity, one per tile
+//      corner for the two diagonals crossing it. CONNECT (Alg. 6) on global records, atomicMax on
+//      64 bits. Border sequences use the grid simplification of §5.2: Props. 1-2 in 8-connectivity
+//      (at most one edge per position) and, in 4-connectivity, Prop. 3 in a corrected form: with
+//      w_k = min(f(u_k), f(v_k)), edge k is kept iff (k = 0 or w_{k-1} < w_k) and
+//      (k = n-1 or w_{k+1} <= w_k) — as printed in the paper ("removed if a neighbour edge has a
+//      smaller min") it drops needed edges; both forms were checked by brute force. Each sequence
+//      stays inside one tile, so the "vertical" paths the propositions rely on are intra-tile
+//      paths, already exact in the local trees.
+//  maxtree_flatten  Alg. 5 FLATTEN: parent(p) ← level root of parent(p); writes the u32 parent
+//      image (root → itself), shortcuts the records in place (benign: 64-bit stores of equivalent
+//      links), numbers the canonical elements (block-aggregated atomic counter: node ids).
+//  maxtree_nodes / maxtree_pixels / maxtree_wave  attributes without the tree leaving the GPU:
+//      per-node init; per-pixel contributions (threads own MT_SEG-pixel row segments and aggregate
+//      runs of one node before each atomic); then one bottom-up pass: each leaf's thread finalises
+//      its node, adds it into the parent with atomics and increments the parent's arrival counter;
+//      the last child to arrive carries on with the parent (every node finalised exactly once,
+//      O(nodes) work, one launch).
+//  maxtree_keep / maxtree_jump / maxtree_restitute_{u8,u16}  filtering rules: each node gets an
+//      affine word value(n) = a(n)·value(J(n)) + b(n), J = parent, solved by in-place pointer
+//      jumping (a packed 64-bit word per node, so a racing reader sees a consistent pair); then
+//      one pass per pixel writes the filtered image and the residue.
+//
+// Thread-to-pixel mapping: local — blockDim.x = MT_TW, thread = tile column, loops over the rows
+// (coalesced row loads/stores). Others — 1D grids, one thread per pixel / border position / node
+// (node kernels read the node count from device memory and exit past it).
+// Border policy: pixels outside the image have no neighbours (partial tiles are handled by tw, th).
+// Shared memory (local kernel only, dynamic): MT_TW*MT_TH records, row-major (ly*MT_TW + lx):
+//   u32 (8 KiB) for 8-bit, u64 (16 KiB) for 16-bit. Column-private accesses are bank-conflict free.
+// The min-tree is the max-tree of f ^ inv (inv = 0xFF / 0xFFFF), applied on every image read.
+//
+// Host emulation: with MT_HOST_EMU defined the file compiles as C++20 with a shim of CUDA
+// built-ins (one OS thread per CUDA thread) for the scratch tests; the GPU build never defines it.
 #include "common/util.cuh"
+
+#define MT_TW 64
+#define MT_TH 32
+#define MT_SEG 16
+#define MT_NONE 0xFFFFFFFFu
+
+#ifndef MT_HOST_EMU
+extern __shared__ u64 mt_smem[];
+__device__ __forceinline__ u32 ld_vol(const u32* p) { return *(const volatile u32*)p; }
+__device__ __forceinline__ u64 ld_vol(const u64* p) { return *(const volatile u64*)p; }
+__device__ __forceinline__ void st_vol(u32* p, u32 v) { *(volatile u32*)p = v; }
+__device__ __forceinline__ void st_vol(u64* p, u64 v) { *(volatile u64*)p = v; }
+#endif
+
+// ---- packed records -----------------------------------------------------------------------
+template <typename R> struct Rec;
+template <> struct Rec<u32> {  // 8-bit levels, 16-bit local index (shared memory, 8-bit images)
+    static __device__ __forceinline__ u32 lv(u32 r) { return r >> 24; }
+    static __device__ __forceinline__ u32 plv(u32 r) { return (r >> 16) & 0xFFu; }
+    static __device__ __forceinline__ u32 idx1(u32 r) { return r & 0xFFFFu; }
+    static __device__ __forceinline__ u32 make(u32 lv, u32 plv, u32 idx1) { return (lv << 24) | (plv << 16) | idx1; }
+};
+template <> struct Rec<u64> {  // 16-bit levels, 32-bit index (shared for 16-bit, and all global)
+    static __device__ __forceinline__ u32 lv(u64 r) { return (u32)(r >> 48); }
+    static __device__ __forceinline__ u32 plv(u64 r) { return (u32)(r >> 32) & 0xFFFFu; }
+    static __device__ __forceinline__ u32 idx1(u64 r) { return (u32)r; }
+    static __device__ __forceinline__ u64 make(u32 lv, u32 plv, u32 idx1) {
+        return ((u64)lv << 48) | ((u64)plv << 32) | (u64)idx1;
+    }
+};
+typedef Rec<u64> G;  // global records
+
+// ---- CONNECT (Alg. 6) ---------------------------------------------------------------------
+// Merges the trees of a and b (neighbours) in the record array S. Lock-free: the only write is an
+// atomicMax of parent(b); a lost race leaves a better parent in place and the loop continues with it.
+template <typename R>
+__device__ void connect(R* S, u32 a, u32 b) {
+    typedef Rec<R> F;
+    for (;;) {
+        R ra = ld_vol(S + a), rb = ld_vol(S + b);
+        if (F::lv(rb) < F::lv(ra)) {
+            u32 t = a; a = b; b = t;
+            R tr = ra; ra = rb; rb = tr;
+        }
+        // a ← FIND-LEVEL-ROOT(a): climb while the parent has the same level.
+        while (F::idx1(ra) != 0 && F::plv(ra) == F::lv(ra)) {
+            a = F::idx1(ra) - 1;
+            ra = ld_vol(S + a);
+        }
+        const u32 la = F::lv(ra);
+        // b ← FIND-PEAK-ROOT(b, f(a)): climb while the parent's level is >= f(a).
+        while (F::idx1(rb) != 0 && F::plv(rb) >= la) {
+            b = F::idx1(rb) - 1;
+            rb = ld_vol(S + b);
+        }
+        if (a == b) return;
+        // Make a ≺ b (f(b) >= f(a) here; on a tie the larger index becomes the parent).
+        if (F::lv(rb) == la && b > a) {
+            u32 t = a; a = b; b = t;
+            R tr = ra; ra = rb; rb = tr;
+        }
+        const R old = atomicMax(S + b, F::make(F::lv(rb), F::lv(ra), a + 1));
+        if (F::idx1(old) == 0) return;  // b was a root: now linked under a.
+        b = F::idx1(old) - 1;           // connect a with b's former (or better) parent.
+    }
+}
+
+// ---- grid simplification (§5.2) ------------------------------------------------------------
+// For position k of a border sequence (u_k | v_k), k = 0..n-1, with levels fu[0..2] / fv[0..2] of
+// positions k-1, k, k+1 (entries outside 0..n-1 are ignored), returns the one edge to connect as
+// (du, dv) offsets in {-1, 0} of u and v, or false. `full` disables the simplification.
+__device__ __forceinline__ bool border_edge(const u32* fu, const u32* fv, u32 k, u32 n, int eight, int full,
+                                            int* du, int* dv) {
+    *du = 0; *dv = 0;
+    const bool has_prev = k > 0, has_next = k + 1 < n;
+    if (!eight) {
+        if (full) return true;
+        const u32 w = umin(fu[1], fv[1]);
+        if (has_prev && umin(fu[0], fv[0]) >= w) return false;
+        if (has_next && umin(fu[2], fv[2]) > w) return false;
+        return true;
+    }
+    if (!has_prev) {  // E'_0 = {(u_0, v_0)}, then Prop. 2.
+        return !(has_next && (fu[1] < fu[2] || fv[1] < fv[2]));
+    }
+    const bool up = fu[1] > fu[0], vp = fv[1] > fv[0];
+    if (up && vp) return !(has_next && (fu[1] < fu[2] || fv[1] < fv[2]));  // Prop. 1 case 1, Prop. 2
+    if (!up && vp) { *du = -1; return true; }                               // (u_{k-1}, v_k)
+    if (up && !vp) { *dv = -1; return true; }                               // (u_k, v_{k-1})
+    return false;
+}
+
+// The full 8-connected set, for the unsimplified variant: the 3 edges of position k.
+template <typename R>
+__device__ __forceinline__ void connect_full8(R* S, u32 uk, u32 vk, u32 uprev, u32 vprev, bool has_prev) {
+    connect(S, uk, vk);
+    if (has_prev) {
+        connect(S, uprev, vk);
+        connect(S, uk, vprev);
+    }
+}
+
+// ---- local trees (§5.1) ----------------------------------------------------------------------
+// 1D max-tree of column lx (th pixels) scanned bottom to top (Alg. 2 with the stack linked through
+// the parent fields of the stacked pixels, which are not set until popped).
+template <typename R>
+__device__ void column_tree(R* S, u32 lx, u32 th) {
+    typedef Rec<R> F;
+    u32 r = (th - 1) * MT_TW + lx;
+    u32 fr = F::lv(S[r]);
+    u32 top1 = 0;  // stack top + 1 (0: empty)
+    for (int ly = (int)th - 2; ly >= 0; --ly) {
+        const u32 p = (u32)ly * MT_TW + lx;
+        const u32 fp = F::lv(S[p]);
+        if (fr < fp) {  // push r
+            S[r] = F::make(fr, 0, top1);
+            top1 = r + 1;
+            r = p;
+            fr = fp;
+        } else if (fr == fp) {
+            S[p] = F::make(fp, fr, r + 1);
+        } else {
+            while (top1 != 0) {  // UNSTACK(r, f(p))
+                const u32 t = top1 - 1;
+                const R st = S[t];
+                const u32 ft = F::lv(st);
+                if (fp > ft) break;
+                S[r] = F::make(fr, ft, t + 1);
+                top1 = F::idx1(st);
+                r = t;
+                fr = ft;
+            }
+            if (fr > fp) {
+                S[r] = F::make(fr, fp, p + 1);
+                r = p;
+                fr = fp;
+            } else {
+                S[p] = F::make(fp, fr, r + 1);
+            }
+        }
+    }
+    while (top1 != 0) {
+        const u32 t = top1 - 1;
+        const R st = S[t];
+        S[r] = F::make(fr, F::lv(st), t + 1);
+        top1 = F::idx1(st);
+        r = t;
+        fr = F::lv(st);
+    }
+    S[r] = F::make(fr, 0, 0);
+}
+
+// Level root of x's parent (the canonical parent once everything is merged); null stays null.
+template <typename R>
+__device__ __forceinline__ R flattened(const R* S, R r) {
+    typedef Rec<R> F;
+    if (F::idx1(r) == 0) return r;
+    u32 q = F::idx1(r) - 1;
+    R rq = ld_vol(S + q);
+    while (F::idx1(rq) != 0 && F::plv(rq) == F::lv(rq)) {
+        q = F::idx1(rq) - 1;
+        rq = ld_vol(S + q);
+    }
+    return F::make(F::lv(r), F::plv(r), q + 1);
+}
+
+template <typename T, typename R>
+__device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 inv, int eight, int full) {
+    typedef Rec<R> F;
+    R* S = (R*)mt_smem;
+    const u32 lx = threadIdx.x;
+    const u32 x0 = blockIdx.x * MT_TW, y0 = blockIdx.y * MT_TH;
+    const u32 tw = umin(MT_TW, W - x0), th = umin(MT_TH, H - y0);
+    const bool active = lx < tw;
+    // (a) load: row by row, coalesced across the block.
+    if (active) {
+        for (u32 ly = 0; ly < th; ++ly) {
+            const u32 v = (u32)img[(u64)(y0 + ly) * W + x0 + lx] ^ inv;
+            S[ly * MT_TW + lx] = F::make(v, 0, 0);
+        }
+        // (b) column max-tree, private to the thread.
+        column_tree(S, lx, th);
+    }
+    __syncthreads();
+    // (c) merge column lx with column lx + 1 (edges along the column pair, simplified).
+    if (lx + 1 < tw) {
+        u32 fu[3], fv[3];
+        fu[1] = F::lv(S[lx]);
+        fv[1] = F::lv(S[lx + 1]);
+        fu[0] = fu[2] = fu[1];
+        fv[0] = fv[2] = fv[1];
+        for (u32 k = 0; k < th; ++k) {
+            // Levels never change, so these reads need no synchronisation.
+            if (k + 1 < th) {
+                fu[2] = F::lv(ld_vol(S + (k + 1) * MT_TW + lx));
+                fv[2] = F::lv(ld_vol(S + (k + 1) * MT_TW + lx + 1));
+            }
+            const u32 u = k * MT_TW + lx, v = u + 1;
+            if (eight && full) {
+                connect_full8(S, u, v, u - MT_TW, v - MT_TW, k > 0);
+            } else {
+                int du, dv;
+                if (border_edge(fu, fv, k, th, eight, full, &du, &dv)) {
+                    connect(S, (u32)((int)u + du * MT_TW), (u32)((int)v + dv * MT_TW));
+                }
+            }
+            fu[0] = fu[1]; fu[1] = fu[2];
+            fv[0] = fv[1]; fv[1] = fv[2];
+        }
+    }
+    __syncthreads();
+    // (d) flatten inside the tile, (e) write global records.
+    if (active) {
+        for (u32 ly = 0; ly < th; ++ly) {
+            const u32 i = ly * MT_TW + lx;
+            const R r = flattened(S, ld_vol(S + i));
+            st_vol(S + i, r);
+            u64 g = G::make(F::lv(r), F::plv(r), 0);
+            if (F::idx1(r) != 0) {
+                const u32 q = F::idx1(r) - 1;
+                const u32 gq = (y0 + q / MT_TW) * W + x0 + q % MT_TW;
+                g = G::make(F::lv(r), F::plv(r), gq + 1);
+            }
+            grec[(u64)(y0 + ly) * W + x0 + lx] = g;
+        }
+    }
+}
+
+extern "C" __global__ void maxtree_local_u8(const u8* img, u64* grec, u32 W, u32 H, u32 inv, int eight, int full) {
+    local_tree<u8, u32>(img, grec, W, H, inv, eight, full);
+}
+extern "C" __global__ void maxtree_local_u16(const u16* img, u64* grec, u32 W, u32 H, u32 inv, int eight, int full) {
+    local_tree<u16, u64>(img, grec, W, H, inv, eight, full);
+}
+
+// ---- tile-border merge (§4.3) -----------------------------------------------------------------
+// Threads [0, nv): vertical borders, t = b*H + y (border b between tile columns b and b+1).
+// Threads [nv, nv+nh): horizontal borders, t = b*W + x (between tile rows b and b+1).
+// Threads [nv+nh, nv+nh+nc): tile corners (8-connectivity), t = j*(ntx-1) + i.
+extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, int eight, int full) {
+    const u32 ntx = (W + MT_TW - 1) / MT_TW, nty = (H + MT_TH - 1) / MT_TH;
+    const u32 nv = (ntx - 1) * H, nh = (nty - 1) * W, nc = eight ? (ntx - 1) * (nty - 1) : 0;
+    u32 t = global_tid();
+    if (t < nv) {
+        const u32 b = t / H, y = t % H;
+        const u32 xu = (b + 1) * MT_TW - 1;
+        const u32 ty0 = (y / MT_TH) * MT_TH, n = umin(MT_TH, H - ty0), k = y - ty0;
+        const u32 u = y * W + xu, v = u + 1;
+        if (eight && full) {
+            connect_full8(grec, u, v, u - W, v - W, k > 0);
+            return;
+        }
+        u32 fu[3], fv[3];
+        for (int d = -1; d <= 1; ++d) {
+            const int kk = (int)k + d;
+            const u32 ok = (kk >= 0 && kk < (int)n) ? (u32)((int)y + d) : y;
+            fu[d + 1] = G::lv(ld_vol(grec + (u64)ok * W + xu));
+            fv[d + 1] = G::lv(ld_vol(grec + (u64)ok * W + xu + 1));
+        }
+        int du, dv;
+        if (border_edge(fu, fv, k, n, eight, full, &du, &dv)) {
+            connect(grec, (u32)((int)u + du * (int)W), (u32)((int)v + dv * (int)W));
+        }
+        return;
+    }
+    t -= nv;
+    if (t < nh) {
+        const u32 b = t / W, x = t % W;
+        const u32 yu = (b + 1) * MT_TH - 1;
+        const u32 tx0 = (x / MT_TW) * MT_TW, n = umin(MT_TW, W - tx0), k = x - tx0;
+        const u32 u = yu * W + x, v = u + W;
+        if (eight && full) {
+            connect_full8(grec, u, v, u - 1, v - 1, k > 0);
+            return;
+        }
+        u32 fu[3], fv[3];
+        for (int d = -1; d <= 1; ++d) {
+            const int kk = (int)k + d;
+            const u32 ox = (kk >= 0 && kk < (int)n) ? (u32)((int)x + d) : x;
+            fu[d + 1] = G::lv(ld_vol(grec + (u64)yu * W + ox));
+            fv[d + 1] = G::lv(ld_vol(grec + (u64)(yu + 1) * W + ox));
+        }
+        int du, dv;
+        if (border_edge(fu, fv, k, n, eight, full, &du, &dv)) {
+            connect(grec, (u32)((int)u + du), (u32)((int)v + dv));
+        }
+        return;
+    }
+    t -= nh;
+    if (t < nc) {
+        const u32 i = t % (ntx - 1), j = t / (ntx - 1);
+        const u32 xu = (i + 1) * MT_TW - 1, yu = (j + 1) * MT_TH - 1;
+        const u32 p = yu * W + xu;
+        connect(grec, p, p + W + 1);      // (xu, yu) - (xu+1, yu+1)
+        connect(grec, p + 1, p + W);      // (xu+1, yu) - (xu, yu+1)
+    }
+}
+
+// ---- flatten (Alg. 5) and node numbering ------------------------------------------------------
+// parent[p] (u32, root → p), node_id[p] and node_pix[id] for canonical p; *count = nodes.
+// blockDim.x must be 256 (block-aggregated counter in shared memory).
+extern "C" __global__ void maxtree_flatten(u64* grec, u32* parent, u32* node_id, u32* node_pix, u32* count, u32 N) {
+    u32* s = (u32*)mt_smem;  // s[0]: block count, s[1]: block base
+    if (threadIdx.x == 0) s[0] = 0;
+    __syncthreads();
+    const u32 p = global_tid();
+    bool canonical = false;
+    u32 local = 0;
+    if (p < N) {
+        const u64 r0 = ld_vol(grec + p);
+        const u64 r = flattened(grec, r0);
+        if (r != r0) st_vol(grec + p, r);
+        parent[p] = G::idx1(r) == 0 ? p : G::idx1(r) - 1;
+        canonical = G::idx1(r) == 0 || G::plv(r) < G::lv(r);
+        if (canonical) local = atomicAdd(&s[0], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) s[1] = s[0] ? atomicAdd(count, s[0]) : 0;
+    __syncthreads();
+    if (canonical) {
+        const u32 id = s[1] + local;
+        node_id[p] = id;
+        node_pix[id] = p;
+    }
+}
+
+// ---- attributes ---------------------------------------------------------------------------------
+// Attribute codes (src/ops/maxtree/mod.rs, Attribute::index): 0 area, 1 height, 2 volume,
+// 3 bbox width, 4 bbox height, 5 diameter (bbox diagonal).
+struct MtNodes {
+    u32* npar;    // parent node id (MT_NONE for the root)
+    u32* nlev;    // level (tree space)
+    u32* area;    // pixels in the component
+    u32* cnt;     // child nodes
+    u32* arrive;  // children finished (bottom-up pass)
+    u32* mx;      // highest level in the component (height)
+    u32* bb;      // 4 per node: xmin, xmax, ymin, ymax
+    u64* vol;     // Σ of the children's volumes, then the node's volume
+    double* attr; // attribute value (named attrv in the kernel parameters)
+    u64* amax;    // max attribute over the subtree, as the bits of a non-negative double
+};
+// Kernels take the arrays as separate pointer arguments (so the host's stream tracking sees each
+// buffer) in this order; keep in sync with `NodeBufs::push_args` in src/ops/maxtree/gpu.rs.
+#define MT_NODE_PARAMS u32 *npar, u32 *nlev, u32 *area, u32 *cnt, u32 *arrive, u32 *mx, u32 *bb, u64 *vol, \
+                       double *attrv, u64 *amax
+#define MT_NODES const MtNodes nd = {npar, nlev, area, cnt, arrive, mx, bb, vol, attrv, amax}
+
+// One thread per node: parent node, level, accumulators reset.
+extern "C" __global__ void maxtree_nodes(const u64* grec, const u32* parent, const u32* node_id, const u32* node_pix,
+                                         const u32* count, MT_NODE_PARAMS) {
+    MT_NODES;
+    const u32 id = global_tid();
+    if (id >= ld_vol(count)) return;
+    const u32 p = node_pix[id];
+    const u32 q = parent[p];
+    nd.npar[id] = q == p ? MT_NONE : node_id[q];
+    const u32 lvl = G::lv(grec[p]);
+    nd.nlev[id] = lvl;
+    nd.area[id] = 0;
+    nd.cnt[id] = 0;
+    nd.arrive[id] = 0;
+    nd.mx[id] = lvl;
+    nd.vol[id] = 0;
+    nd.amax[id] = 0;
+    nd.bb[4 * id + 0] = 0xFFFFFFFFu;
+    nd.bb[4 * id + 1] = 0;
+    nd.bb[4 * id + 2] = 0xFFFFFFFFu;
+    nd.bb[4 * id + 3] = 0;
+}
+
+// One thread per MT_SEG-pixel row segment: each pixel's node (pix_node), its own-pixel
+// contributions (area, bbox) and the child counts, aggregated over runs of one node.
+extern "C" __global__ void maxtree_pixels(const u64* grec, const u32* parent, const u32* node_id, u32* pix_node,
+                                          u32 W, u32 H, int attr, MT_NODE_PARAMS) {
+    MT_NODES;
+    const u32 segs = (W + MT_SEG - 1) / MT_SEG;
+    const u32 t = global_tid();
+    if (t >= segs * H) return;
+    const u32 y = t / segs, xs = (t % segs) * MT_SEG, xe = umin(xs + MT_SEG, W);
+    const bool bbox = attr >= 3;
+    u32 run = MT_NONE, run_n = 0, run_x0 = 0, run_x1 = 0;
+    u32 crun = MT_NONE, crun_n = 0;  // child-count run (parent node id)
+    for (u32 x = xs; x < xe; ++x) {
+        const u32 p = y * W + x;
+        const u64 r = grec[p];
+        const bool canonical = G::idx1(r) == 0 || G::plv(r) < G::lv(r);
+        const u32 id = node_id[canonical ? p : parent[p]];
+        pix_node[p] = id;
+        if (id != run) {
+            if (run_n) {
+                atomicAdd(nd.area + run, run_n);
+                if (bbox) {
+                    atomicMin(nd.bb + 4 * run + 0, run_x0);
+                    atomicMax(nd.bb + 4 * run + 1, run_x1);
+                    atomicMin(nd.bb + 4 * run + 2, y);
+                    atomicMax(nd.bb + 4 * run + 3, y);
+                }
+            }
+            run = id; run_n = 0; run_x0 = x;
+        }
+        run_n++;
+        run_x1 = x;
+        if (canonical && G::idx1(r) != 0) {
+            const u32 pid = node_id[parent[p]];
+            if (pid != crun) {
+                if (crun_n) atomicAdd(nd.cnt + crun, crun_n);
+                crun = pid; crun_n = 0;
+            }
+            crun_n++;
+        }
+    }
+    if (run_n) {
+        atomicAdd(nd.area + run, run_n);
+        if (bbox) {
+            atomicMin(nd.bb + 4 * run + 0, run_x0);
+            atomicMax(nd.bb + 4 * run + 1, run_x1);
+            atomicMin(nd.bb + 4 * run + 2, y);
+            atomicMax(nd.bb + 4 * run + 3, y);
+        }
+    }
+    if (crun_n) atomicAdd(nd.cnt + crun, crun_n);
+}
+
+__device__ __forceinline__ u64 dbits(double d) { return (u64)__double_as_longlong(d); }
+__device__ __forceinline__ double bitsd(u64 b) { return __longlong_as_double((long long)b); }
+
+// Bottom-up pass: one thread per node; leaves start, the last child to arrive continues upwards.
+extern "C" __global__ void maxtree_wave(const u32* count, int attr, MT_NODE_PARAMS) {
+    MT_NODES;
+    u32 n = global_tid();
+    if (n >= ld_vol(count) || nd.cnt[n] != 0) return;
+    for (;;) {
+        // n is complete: all its children have added into it.
+        const u32 p = nd.npar[n];
+        const u32 lvl = nd.nlev[n];
+        const u32 plvl = p == MT_NONE ? lvl : nd.nlev[p];
+        const u32 area = ld_vol(nd.area + n);
+        double a;
+        u64 vol = 0;
+        u32 bb[4] = {0, 0, 0, 0};
+        if (attr == 0) {
+            a = (double)area;
+        } else if (attr == 1) {
+            a = (double)(ld_vol(nd.mx + n) - plvl);
+        } else if (attr == 2) {
+            vol = ld_vol(nd.vol + n) + (u64)area * (u64)(lvl - plvl);
+            nd.vol[n] = vol;
+            a = (double)vol;
+        } else {
+            for (int i = 0; i < 4; ++i) bb[i] = ld_vol(nd.bb + 4 * n + i);
+            const double w = (double)(bb[1] - bb[0] + 1), h = (double)(bb[3] - bb[2] + 1);
+            a = attr == 3 ? w : attr == 4 ? h : sqrt(w * w + h * h);
+        }
+        nd.attr[n] = a;
+        const u64 am = ld_vol(nd.amax + n) > dbits(a) ? ld_vol(nd.amax + n) : dbits(a);
+        nd.amax[n] = am;
+        if (p == MT_NONE) return;
+        atomicAdd(nd.area + p, area);
+        atomicMax(nd.amax + p, am);
+        if (attr == 1) atomicMax(nd.mx + p, ld_vol(nd.mx + n));
+        if (attr == 2) atomicAdd(nd.vol + p, vol);
+        if (attr >= 3) {
+            atomicMin(nd.bb + 4 * p + 0, bb[0]);
+            atomicMax(nd.bb + 4 * p + 1, bb[1]);
+            atomicMin(nd.bb + 4 * p + 2, bb[2]);
+            atomicMax(nd.bb + 4 * p + 3, bb[3]);
+        }
+        __threadfence();
+        if (atomicAdd(nd.arrive + p, 1u) != nd.cnt[p] - 1) return;
+        __threadfence();
+        n = p;
+    }
+}
+
+// ---- filtering rules: affine words solved by pointer jumping ----------------------------------
+// word = (J + 1) << 32 | a << 31 | b: value(n) = a·value(J) + b, J + 1 = 0: value(n) = b.
+__device__ __forceinline__ u64 word(u32 j1, u32 a, u32 b) { return ((u64)j1 << 32) | ((u64)a << 31) | (u64)b; }
+
+// mode 0: direct/max/min-second-pass restitution (kept → b = level; else follow the parent);
+// mode 1: subtractive; mode 2: min rule, first pass (value = 1 iff a node on the path fails).
+// rule: 0 direct, 1 min, 2 max, 3 subtractive.
+extern "C" __global__ void maxtree_keep(const u32* count, u64* words, double threshold, int rule, int mode,
+                                        MT_NODE_PARAMS) {
+    MT_NODES;
+    const u32 n = global_tid();
+    if (n >= ld_vol(count)) return;
+    const u32 p = nd.npar[n];
+    const u32 j1 = p == MT_NONE ? 0 : p + 1;
+    const u32 lvl = nd.nlev[n];
+    const bool pass = nd.attr[n] >= threshold;
+    if (mode == 2) {
+        words[n] = pass ? word(j1, 1, 0) : word(0, 0, 1);
+        return;
+    }
+    if (mode == 1) {
+        const u32 plvl = p == MT_NONE ? 0 : nd.nlev[p];
+        words[n] = word(j1, 1, pass ? lvl - plvl : 0);
+        return;
+    }
+    bool kept = pass;
+    if (rule == 2) kept = bitsd(nd.amax[n]) >= threshold;
+    if (rule == 1) kept = ((u32)words[n] & 0x7FFFFFFFu) == 0;  // first pass: no failing node on the path
+    words[n] = kept ? word(0, 0, lvl) : word(j1, 1, 0);
+}
+
+// One pointer-jumping round, in place (each 64-bit word is read and written whole).
+extern "C" __global__ void maxtree_jump(const u32* count, u64* words) {
+    const u32 n = global_tid();
+    if (n >= ld_vol(count)) return;
+    const u64 w = ld_vol(words + n);
+    const u32 j1 = (u32)(w >> 32);
+    if (j1 == 0) return;
+    const u64 w2 = ld_vol(words + (j1 - 1));
+    const u32 b = (u32)w & 0x7FFFFFFFu, b2 = (u32)w2 & 0x7FFFFFFFu;
+    const u32 a2 = (u32)(w2 >> 31) & 1u;
+    // value(n) = value(J) + b (a(n) = 1 whenever J is set) = a2·value(J2) + b2 + b.
+    st_vol(words + n, word((u32)(w2 >> 32), a2, b2 + b));
+}
+
+// One thread per pixel: filtered = value(node) (back to image space), residue = g - value.
+template <typename T>
+__device__ void restitute(const T* img, const u32* pix_node, const u64* words, T* out, T* residue, u32 N, u32 inv) {
+    const u32 p = global_tid();
+    if (p >= N) return;
+    const u32 g = (u32)img[p] ^ inv;
+    const u32 v = (u32)words[pix_node[p]] & 0x7FFFFFFFu;
+    out[p] = (T)(v ^ inv);
+    residue[p] = (T)(g - v);
+}
+extern "C" __global__ void maxtree_restitute_u8(const u8* img, const u32* pix_node, const u64* words, u8* out,
+                                                u8* residue, u32 N, u32 inv) {
+    restitute<u8>(img, pix_node, words, out, residue, N, inv);
+}
+extern "C" __global__ void maxtree_restitute_u16(const u16* img, const u32* pix_node, const u64* words, u16* out,
+                                                 u16* residue, u32 N, u32 inv) {
+    restitute<u16>(img, pix_node, words, out, residue, N, inv);
+}

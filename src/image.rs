@@ -191,6 +191,18 @@ impl<T: Copy> Image<T> {
     pub fn to_packed(&self) -> Image<T> {
         self.view().to_image()
     }
+    /// This image packed, copying only when rows are padded.
+    #[must_use]
+    pub fn into_packed(self) -> Image<T> {
+        if self.is_packed() {
+            let mut s = self;
+            s.data.truncate(s.width * s.height);
+            s.stride = s.width;
+            s
+        } else {
+            self.to_packed()
+        }
+    }
     /// Pixels in row-major order without padding (copies only when padded).
     #[must_use]
     pub fn to_packed_vec(&self) -> Vec<T> {

@@ -1,6 +1,7 @@
 //! `overlay.mp4`: composed frames pushed into a GStreamer encoding pipeline
-//! (`appsrc ! videoconvert ! x264enc ! mp4mux ! filesink`, I420 pinned upstream of x264enc so
-//! the stream stays decodable by baseline decoders). Frames are pushed in order with their
+//! (`appsrc ! videoconvert ! x264enc ! mp4mux ! filesink`, I420 pinned upstream of the encoder
+//! and the constrained-baseline profile, so any H.264 decoder reads it; `openh264enc` when x264
+//! is not installed). H.264 needs even sizes: an odd last column/row is cropped. Frames are pushed in order with their
 //! timestamps; `finish` sends EOS and waits for the muxer to write the index.
 
 use gstreamer as gst;
@@ -16,6 +17,7 @@ pub struct VideoWriter {
     pipeline: gst::Pipeline,
     src: gst_app::AppSrc,
     size: (usize, usize),
+    encoded: (usize, usize),
     frames: u64,
     fps: u32,
 }
@@ -30,10 +32,15 @@ impl VideoWriter {
         if ew == 0 || eh == 0 {
             return Err(OutputError::Video(format!("frame {width}x{height} too small to encode")));
         }
+        let encoder = if gst::ElementFactory::find("x264enc").is_some() {
+            format!("x264enc bitrate={kbps} speed-preset=veryfast tune=zerolatency key-int-max=60")
+        } else if gst::ElementFactory::find("openh264enc").is_some() {
+            format!("openh264enc bitrate={}", u64::from(kbps) * 1000)
+        } else {
+            return Err(OutputError::Video("no H.264 encoder (install gstreamer1.0-plugins-ugly) — or use --no-video".into()));
+        };
         let desc = format!(
-            "appsrc name=src format=time is-live=false block=true ! videoconvert ! videocrop right={} bottom={} ! video/x-raw,format=I420 ! x264enc bitrate={kbps} speed-preset=veryfast tune=zerolatency key-int-max=60 ! video/x-h264,profile=constrained-baseline ! h264parse ! mp4mux ! filesink location=\"{}\"",
-            width - ew,
-            height - eh,
+            "appsrc name=src format=time is-live=false block=true ! videoconvert ! video/x-raw,format=I420 ! {encoder} ! video/x-h264,profile=constrained-baseline ! h264parse ! mp4mux ! filesink location=\"{}\"",
             path.display()
         );
         let pipeline = gst::parse::launch(&desc)
@@ -44,14 +51,14 @@ impl VideoWriter {
             .by_name("src")
             .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
             .ok_or_else(|| OutputError::Video("appsrc missing".into()))?;
-        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, width as u32, height as u32)
+        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, ew as u32, eh as u32)
             .fps(gst::Fraction::new(fps as i32, 1))
             .build()
             .map_err(|e| err(&e))?;
         src.set_caps(Some(&info.to_caps().map_err(|e| err(&e))?));
         src.set_max_bytes((width * height * 3 * 4) as u64);
         pipeline.set_state(gst::State::Playing).map_err(|e| err(&e))?;
-        Ok(Self { pipeline, src, size: (width, height), frames: 0, fps: fps.max(1) })
+        Ok(Self { pipeline, src, size: (width, height), encoded: (ew, eh), frames: 0, fps: fps.max(1) })
     }
 
     /// Encodes one frame (must have the size given at creation).
@@ -63,14 +70,12 @@ impl VideoWriter {
             )));
         }
         self.check_bus()?;
-        // Copy: packs the RGB rows into a GStreamer buffer (RGB rows padded to 4 bytes).
-        let row_bytes = (3 * self.size.0).div_ceil(4) * 4;
-        let mut data = vec![0u8; row_bytes * self.size.1];
-        for y in 0..self.size.1 {
-            let dst = &mut data[y * row_bytes..y * row_bytes + 3 * self.size.0];
-            for (d, p) in dst.chunks_exact_mut(3).zip(img.row(y)) {
-                d.copy_from_slice(p);
-            }
+        // Copy: packs the (cropped) RGB rows into a GStreamer buffer (rows padded to 4 bytes).
+        let (ew, eh) = self.encoded;
+        let row_bytes = (3 * ew).div_ceil(4) * 4;
+        let mut data = vec![0u8; row_bytes * eh];
+        for y in 0..eh {
+            data[y * row_bytes..y * row_bytes + 3 * ew].copy_from_slice(img.row(y)[..ew].as_flattened());
         }
         let mut buf = gst::Buffer::from_mut_slice(data);
         if let Some(b) = buf.get_mut() {

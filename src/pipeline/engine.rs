@@ -25,14 +25,14 @@ pub struct Submitted {
 }
 
 /// Grey (and colour) views of a frame for the CPU analyses.
-pub fn frame_input(frame: &Frame) -> FrameInput {
-    let (gray, rgb, gray16) = match &frame.image {
-        DynImage::Rgb8(rgb) => (preprocess::rgb_to_gray(rgb.view()), Some(Arc::new(rgb.to_packed())), None),
-        DynImage::Gray8(g) => (g.to_packed(), None, None),
-        DynImage::Gray16(g) => (preprocess::gray16_to_gray8(g.view()), None, Some(Arc::new(g.to_packed()))),
+pub fn frame_input(index: u64, image: DynImage) -> FrameInput {
+    let (gray, rgb, gray16) = match image {
+        DynImage::Rgb8(rgb) => (preprocess::rgb_to_gray(rgb.view()), Some(Arc::new(rgb.into_packed())), None),
+        DynImage::Gray8(g) => (g.into_packed(), None, None),
+        DynImage::Gray16(g) => (preprocess::gray16_to_gray8(g.view()), None, Some(Arc::new(g.into_packed()))),
         DynImage::F32(f) => (f.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8), None, None),
     };
-    FrameInput { index: frame.index, gray: Arc::new(gray), rgb, gray16 }
+    FrameInput { index, gray: Arc::new(gray), rgb, gray16 }
 }
 
 /// Runs the analyses of one frame on the CPU (also used by the ring for analyses that have no
@@ -84,7 +84,8 @@ impl Engine {
         match self {
             Self::Cpu { analyses } => {
                 let t0 = Instant::now();
-                let input = frame_input(&s.frame);
+                let (index, pts_nanos) = (s.frame.index, s.frame.pts_nanos);
+                let input = frame_input(index, s.frame.image);
                 let mut regions = vec![("preprocess_gray".to_owned(), t0.elapsed().as_secs_f64() * 1e3)];
                 let outputs = run_cpu_analyses(analyses, &input, &mut regions)?;
                 let compute_ms = regions.iter().map(|r| r.1).sum();
@@ -97,8 +98,8 @@ impl Engine {
                     ..Default::default()
                 };
                 Ok(vec![AnalysedFrame {
-                    index: s.frame.index,
-                    pts_nanos: s.frame.pts_nanos,
+                    index,
+                    pts_nanos,
                     gray: input.gray,
                     rgb: input.rgb,
                     outputs,

@@ -38,6 +38,7 @@ struct Buffers {
     upload: PinnedHostSlice<u8>,
     input: CudaSlice<u8>,
     gray: CudaSlice<u8>,
+    readback: PinnedHostSlice<u8>,
 }
 
 struct InFlight {
@@ -120,19 +121,17 @@ impl CudaRing {
     fn enqueue(&mut self, i: usize, s: Submitted, wait_for: Option<&CudaEvent>) -> Result<(), OpError> {
         let (w, h) = s.frame.image.size();
         launch::check_frame_size(w, h)?;
-        let (rgb, gray16, bytes): (Option<Arc<Image<[u8; 3]>>>, Option<Arc<Image<u16>>>, Vec<u8>) = match &s.frame.image {
-            DynImage::Rgb8(img) => {
-                let packed = Arc::new(img.to_packed());
-                let bytes = packed.data().iter().flat_map(|p| p.iter().copied()).collect();
-                (Some(packed), None, bytes)
-            }
-            DynImage::Gray8(img) => (None, None, img.to_packed_vec()),
+        let (index, pts_nanos) = (s.frame.index, s.frame.pts_nanos);
+        // The grey bytes to upload for grey sources; RGB frames are uploaded as they are.
+        let (rgb, gray16, gray_bytes): (Option<Arc<Image<[u8; 3]>>>, Option<Arc<Image<u16>>>, Option<Image<u8>>) = match s.frame.image {
+            DynImage::Rgb8(img) => (Some(Arc::new(img.into_packed())), None, None),
+            DynImage::Gray8(img) => (None, None, Some(img.into_packed())),
             DynImage::Gray16(img) => {
-                let packed = Arc::new(img.to_packed());
-                let bytes = preprocess::gray16_to_gray8(packed.view()).into_vec();
-                (None, Some(packed), bytes)
+                let packed = Arc::new(img.into_packed());
+                let g = preprocess::gray16_to_gray8(packed.view());
+                (None, Some(packed), Some(g))
             }
-            DynImage::F32(img) => (None, None, img.to_packed_vec().iter().map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8).collect()),
+            DynImage::F32(img) => (None, None, Some(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8))),
         };
         let format = SlotFormat { width: w, height: h, rgb: rgb.is_some() };
         let gpu = self.gpu.clone();
@@ -144,9 +143,13 @@ impl CudaRing {
         let Some(bufs) = slot.buffers.as_mut() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
         slot.timer.reset();
         // Copy into the write-combined pinned buffer (waits until its previous upload finished).
-        bufs.upload.as_mut_slice()?[..bytes.len()].copy_from_slice(&bytes);
+        let staging = bufs.upload.as_mut_slice()?;
+        let n = match (&rgb, &gray_bytes) {
+            (Some(img), _) => copy_into(staging, img.data().as_flattened()),
+            (None, Some(g)) => copy_into(staging, g.data()),
+            (None, None) => 0,
+        };
         let stream = slot.stream.clone();
-        let n = bytes.len();
         slot.timer.time(&stream, "upload", || {
             stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
             Ok(())
@@ -168,7 +171,9 @@ impl CudaRing {
             }
         }
         slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
-        slot.in_flight = Some(InFlight { index: s.frame.index, pts_nanos: s.frame.pts_nanos, received: s.received, queue_wait_ms: s.queue_wait_ms, rgb, gray16 });
+        // Grey frame back into normal (not write-combined) pinned memory, read after completion.
+        stream.memcpy_dtoh(&bufs.gray.slice(0..w * h), &mut bufs.readback)?;
+        slot.in_flight = Some(InFlight { index, pts_nanos, received: s.received, queue_wait_ms: s.queue_wait_ms, rgb, gray16 });
         Ok(())
     }
 
@@ -179,7 +184,7 @@ impl CudaRing {
         let t_down = Instant::now();
         let Some(bufs) = slot.buffers.as_ref() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
         let (w, h) = (bufs.format.width, bufs.format.height);
-        let gray = slot.stream.clone_dtoh(&bufs.gray.slice(0..w * h))?;
+        let gray = bufs.readback.as_slice()?[..w * h].to_vec();
         let input = FrameInput { index: f.index, gray: Arc::new(Image::from_vec(w, h, gray)?), rgb: f.rgb, gray16: f.gray16 };
         let mut outputs = Vec::new();
         let mut cpu_regions = Vec::new();
@@ -227,6 +232,13 @@ impl CudaRing {
     }
 }
 
+/// Copies `src` to the front of `dst`; returns the bytes copied.
+fn copy_into(dst: &mut [u8], src: &[u8]) -> usize {
+    let n = src.len().min(dst.len());
+    dst[..n].copy_from_slice(&src[..n]);
+    n
+}
+
 fn to_gpu(e: OpError) -> GpuError {
     match e {
         OpError::Gpu(g) => g,
@@ -242,5 +254,9 @@ fn alloc_buffers(gpu: &GpuContext, stream: &Arc<CudaStream>, f: SlotFormat) -> R
         .map_err(|e| GpuError::from_alloc(e, "pinned upload buffer", w, h, in_len))?;
     let input = launch::alloc_zeroed::<u8>(stream, in_len, "input frame", w, h)?;
     let gray = launch::alloc_zeroed::<u8>(stream, (w * h).max(1), "grey frame", w, h)?;
-    Ok(Buffers { format: f, upload, input, gray })
+    // SAFETY: the readback buffer is written by the device copy before the host reads it
+    // (`complete` reads it only after the slot's stream has synchronised).
+    let readback = unsafe { gpu.cuda().alloc_pinned_with_flags::<u8>((w * h).max(1), 0) }
+        .map_err(|e| GpuError::from_alloc(e, "pinned readback buffer", w, h, w * h))?;
+    Ok(Buffers { format: f, upload, input, gray, readback })
 }

@@ -172,14 +172,14 @@ impl Source {
             gst_video::VideoFormat::Rgb => {
                 let row_px = stride / 3;
                 if stride % 3 == 0 {
-                    let px: Vec<[u8; 3]> = data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+                    let px: Vec<[u8; 3]> = data.as_chunks::<3>().0.to_vec();
                     DynImage::Rgb8(Image::from_strided(w, h, row_px, px).map_err(bad)?)
                 } else {
                     // Stride not a multiple of 3: repack row by row.
                     let mut px = Vec::with_capacity(w * h);
                     for y in 0..h {
                         let row = data.get(y * stride..y * stride + 3 * w).ok_or_else(|| SourceError::Format("short frame".into()))?;
-                        px.extend(row.chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
+                        px.extend_from_slice(row.as_chunks::<3>().0);
                     }
                     DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?)
                 }

@@ -1,1 +1,389 @@
-//! GPU parity tests for ccl
+//! GPU parity tests for ccl: the CUDA label image and component table must equal the CPU's
+//! exactly (both derive features from the same integer sums), on random masks of every density
+//! and odd sizes, percolation worst cases, structured worst cases (checkerboard, serpentines,
+//! chunk-border diagonals), real frames up to 4096x2160 with Otsu's level in both polarities,
+//! the OpenCV golden crops, and motion sequences (background kept on the device).
+//!
+//! `bench_ccl` (ignored) times the kernels with CUDA events on real frames and writes the masks
+//! for `src/ops/ccl/bench_opencv.py` (OpenCV on the CPU of the same machine).
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use cudarc::driver::sys::CUevent_flags;
+use morphoscope::gpu::{GpuContext, KernelTimer};
+use morphoscope::image::Image;
+use morphoscope::ops::ccl::gpu::{CclGpu, run_on};
+use morphoscope::ops::ccl::{CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, ccl_cpu};
+
+use crate::common::{Rng, gpu, sample_gray, samples_dir, tiled_gray};
+
+struct Rig {
+    op: CclGpu,
+    stream: Arc<CudaStream>,
+    timer: KernelTimer,
+}
+
+impl Rig {
+    fn new(g: &GpuContext) -> Self {
+        Self { op: CclGpu::new(g).expect("ccl kernels"), stream: g.new_stream().expect("stream"), timer: KernelTimer::new() }
+    }
+    fn run(&mut self, img: &Image<u8>, p: &CclParams) -> CclOutput {
+        self.timer.reset();
+        run_on(&mut self.op, &self.stream, &mut self.timer, img.view(), p).expect("gpu ccl")
+    }
+}
+
+fn assert_same(cpu: &CclOutput, gpu: &CclOutput, what: &str) {
+    assert_eq!(cpu.table.threshold, gpu.table.threshold, "{what}: threshold");
+    if cpu.labels != gpu.labels {
+        let w = cpu.labels.width();
+        let bad: Vec<usize> =
+            cpu.labels.data().iter().zip(gpu.labels.data()).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
+        let i = bad[0];
+        panic!(
+            "{what}: {} label mismatches, first at ({}, {}): cpu {} gpu {} (cpu n = {}, gpu n = {})",
+            bad.len(),
+            i % w,
+            i / w,
+            cpu.labels.data()[i],
+            gpu.labels.data()[i],
+            cpu.table.len(),
+            gpu.table.len()
+        );
+    }
+    assert_eq!(cpu.table.len(), gpu.table.len(), "{what}: component count");
+    for (a, b) in cpu.table.components.iter().zip(&gpu.table.components) {
+        assert_eq!(a, b, "{what}: component {}", a.label);
+    }
+    assert_eq!(cpu.table, gpu.table, "{what}: table");
+}
+
+fn mask_params(conn: u8) -> CclParams {
+    CclParams { threshold: Threshold::Fixed(127), connectivity: conn, ..CclParams::default() }
+}
+
+fn random_mask(rng: &mut Rng, w: usize, h: usize, per_mille: u64) -> Image<u8> {
+    Image::from_fn(w, h, |_, _| if rng.below(1000) < per_mille { 255 } else { 0 })
+}
+
+fn check(rig: &mut Rig, img: &Image<u8>, p: &CclParams, what: &str) {
+    let cpu = ccl_cpu(img.view(), p).expect("cpu ccl");
+    let gpu = rig.run(img, p);
+    assert_same(&cpu, &gpu, what);
+}
+
+#[test]
+fn ccl_random_densities_small_and_odd_sizes() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    let mut rng = Rng(0x5eed_cc1);
+    let sizes = [(1, 1), (2, 1), (1, 2), (63, 1), (64, 1), (65, 2), (31, 33), (127, 129), (128, 128), (333, 555), (1000, 7), (7, 1000)];
+    for &(w, h) in &sizes {
+        for d in (0..=100).step_by(5) {
+            for conn in [4u8, 8] {
+                let m = random_mask(&mut rng, w, h, d * 10);
+                check(&mut rig, &m, &mask_params(conn), &format!("{w}x{h} density {d}% conn {conn}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn ccl_percolation_and_structured_worst_cases() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    let mut rng = Rng(42);
+    for &(w, h) in &[(1920usize, 1080usize), (4096, 2160), (1023, 777)] {
+        // Site-percolation thresholds: 0.593 (4-conn), 0.407 (8-conn), and around them.
+        for d in [407u64, 500, 593, 650] {
+            for conn in [4u8, 8] {
+                let m = random_mask(&mut rng, w, h, d);
+                check(&mut rig, &m, &mask_params(conn), &format!("{w}x{h} p={d}/1000 conn {conn}"));
+            }
+        }
+        let patterns: Vec<(&str, Image<u8>)> = vec![
+            ("all foreground", Image::new(w, h, 255)),
+            ("all background", Image::new(w, h, 0)),
+            ("checkerboard", Image::from_fn(w, h, |x, y| if (x + y) % 2 == 0 { 255 } else { 0 })),
+            ("horizontal serpentine", Image::from_fn(w, h, |x, y| {
+                if y % 2 == 0 || (y % 4 == 1 && x == w - 1) || (y % 4 == 3 && x == 0) { 255 } else { 0 }
+            })),
+            ("vertical serpentine", Image::from_fn(w, h, |x, y| {
+                if x % 2 == 0 || (x % 4 == 1 && y == h - 1) || (x % 4 == 3 && y == 0) { 255 } else { 0 }
+            })),
+            ("chunk-border diagonals", Image::from_fn(w, h, |x, y| {
+                if (x % 64 == 63 && y % 2 == 0) || (x % 64 == 0 && y % 2 == 1) { 255 } else { 0 }
+            })),
+            ("diagonal stripes", Image::from_fn(w, h, |x, y| if (x + y) % 7 < 3 { 255 } else { 0 })),
+            ("comb", Image::from_fn(w, h, |x, y| if y == 0 || x % 3 == 0 { 255 } else { 0 })),
+        ];
+        for (name, m) in &patterns {
+            for conn in [4u8, 8] {
+                check(&mut rig, m, &mask_params(conn), &format!("{w}x{h} {name} conn {conn}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn ccl_real_frames_otsu_both_polarities() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    for name in ["fruits.jpg", "baboon.jpg", "building.jpg", "text_motion.jpg", "pic1.png"] {
+        for &(w, h) in &[(4096usize, 2160usize), (1920, 1080), (1023, 777), (641, 479)] {
+            let Some(img) = tiled_gray(name, w, h) else { return };
+            for pol in [Polarity::Bright, Polarity::Dark] {
+                for conn in [4u8, 8] {
+                    let p = CclParams { threshold: Threshold::Otsu, polarity: pol, connectivity: conn, ..CclParams::default() };
+                    check(&mut rig, &img, &p, &format!("{name} {w}x{h} {pol:?} conn {conn}"));
+                }
+            }
+        }
+        // The untiled sample, fixed levels.
+        let Some(img) = sample_gray(name) else { return };
+        for t in [0u32, 64, 200, 255] {
+            check(&mut rig, &img, &CclParams { threshold: Threshold::Fixed(t), ..CclParams::default() }, &format!("{name} T={t}"));
+        }
+    }
+}
+
+/// Minimal `.npy` reader (u1 and <f8, C order) for the OpenCV goldens.
+fn read_npy(bytes: &[u8]) -> Option<(Vec<usize>, Vec<f64>)> {
+    let hlen = usize::from(u16::from_le_bytes([*bytes.get(8)?, *bytes.get(9)?]));
+    let header = std::str::from_utf8(bytes.get(10..10 + hlen)?).ok()?;
+    let shape_s = header.split("'shape': (").nth(1)?.split(')').next()?;
+    let shape = shape_s.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().unwrap_or(0)).collect();
+    let body = &bytes[10 + hlen..];
+    let data = if header.contains("'|u1'") {
+        body.iter().map(|&b| f64::from(b)).collect()
+    } else {
+        body.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+    };
+    Some((shape, data))
+}
+
+#[test]
+fn ccl_opencv_golden_crops() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    let dir = samples_dir().join("..").join("data").join("ccl");
+    let dir = if dir.is_dir() { dir } else { std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ccl") };
+    let mut seen = 0;
+    for stem in ["baboon", "building", "fruits", "pic1", "text_motion"] {
+        let Ok(gb) = std::fs::read(dir.join(format!("{stem}_gray.npy"))) else { continue };
+        let (shape, px) = read_npy(&gb).expect("gray npy");
+        let img = Image::from_vec(shape[1], shape[0], px.iter().map(|&v| v as u8).collect()).expect("crop");
+        let tb = std::fs::read(dir.join(format!("{stem}_otsu.npy"))).expect("otsu npy");
+        let (_, t) = read_npy(&tb).expect("otsu");
+        // Stored as int64: reinterpret the f64-decoded bits.
+        let t_cv = t[0].to_bits() as u32;
+        let dark = t[1].to_bits() != 0;
+        for conn in [4u8, 8] {
+            let p = CclParams {
+                threshold: Threshold::Otsu,
+                polarity: if dark { Polarity::Dark } else { Polarity::Bright },
+                connectivity: conn,
+                ..CclParams::default()
+            };
+            let out = rig.run(&img, &p);
+            assert_eq!(out.table.threshold, t_cv, "{stem}: Otsu level vs OpenCV");
+            let gold = std::fs::read(dir.join(format!("{stem}_c{conn}.npy"))).expect("golden");
+            let (gshape, gd) = read_npy(&gold).expect("golden npy");
+            assert_eq!(out.table.len(), gshape[0], "{stem} conn {conn}: count vs OpenCV");
+            for (i, c) in out.table.components.iter().enumerate() {
+                let r = &gd[i * 11..(i + 1) * 11];
+                assert_eq!(out.labels.data()[r[0] as usize], c.label, "{stem}: raster order");
+                assert_eq!([c.left, c.top, c.width, c.height].map(f64::from), [r[1], r[2], r[3], r[4]], "{stem} #{i} bbox");
+                assert_eq!(c.area as f64, r[5], "{stem} #{i} area");
+                assert!((c.centroid[0] - r[6]).abs() < 1e-6 && (c.centroid[1] - r[7]).abs() < 1e-6, "{stem} #{i} centroid");
+            }
+            assert_same(&ccl_cpu(img.view(), &p).expect("cpu"), &out, stem);
+            seen += 1;
+        }
+    }
+    assert!(seen > 0 || std::env::var("MORPHOSCOPE_REQUIRE_SAMPLES").as_deref() != Ok("1"), "golden crops missing in {}", dir.display());
+}
+
+#[test]
+fn ccl_motion_sequence_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    let Some(base) = tiled_gray("baboon.jpg", 1300, 731) else { return };
+    for (threshold, pol) in [(Threshold::Fixed(25), Polarity::Bright), (Threshold::Otsu, Polarity::Bright), (Threshold::Fixed(3), Polarity::Dark)] {
+        let p = CclParams { source: Source::Motion, threshold, polarity: pol, learning_rate: 0.1, connectivity: 8, ..CclParams::default() };
+        let mut cpu = CclCpu::new();
+        rig.op.background.reset();
+        for k in 0..6usize {
+            // A bright square walking over the real texture, and the texture drifting a little.
+            let f = Image::from_fn(base.width(), base.height(), |x, y| {
+                if (100 + 40 * k..160 + 40 * k).contains(&x) && (200..260).contains(&y) { 250 } else { base.get((x + k) % base.width(), y) }
+            });
+            let a = cpu.process(f.view(), &p).expect("cpu motion");
+            let b = rig.run(&f, &p);
+            assert_same(&a, &b, &format!("motion {threshold:?} {pol:?} frame {k}"));
+            if k == 0 && pol == Polarity::Bright {
+                assert!(b.table.is_empty(), "the seeding frame has no motion");
+            }
+        }
+        let bg_gpu = rig.op.background.download(&rig.stream).expect("bg").expect("seeded");
+        assert_eq!(bg_gpu, cpu.background().background::<u8>(), "background images");
+    }
+}
+
+#[test]
+fn ccl_empty_and_strided() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    for (w, h) in [(0usize, 0usize), (0, 5), (5, 0)] {
+        let out = rig.run(&Image::new(w, h, 255), &mask_params(8));
+        assert_eq!((out.labels.width(), out.labels.height(), out.table.len()), (w, h, 0));
+    }
+    let s = Image::from_strided(3, 2, 5, vec![255u8, 0, 255, 9, 9, 0, 255, 0]).expect("strided");
+    let cpu = ccl_cpu(s.view(), &mask_params(4)).expect("cpu");
+    assert_same(&cpu, &rig.run(&s.to_packed(), &mask_params(4)), "strided");
+    assert_eq!(cpu.table.len(), 3);
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn write_npy_u8(path: &std::path::Path, img: &Image<u8>) {
+    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({}, {}), }}", img.height(), img.width());
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(&img.to_packed_vec());
+    std::fs::write(path, bytes).expect("write npy");
+}
+
+/// Kernel timings with CUDA events (median of `CCL_BENCH_ITERS`, default 200, after 20 warm-up
+/// runs) on real frames; prints one row per case.
+#[test]
+#[ignore]
+fn bench_ccl() {
+    let Some(g) = gpu() else { return };
+    let iters: usize = std::env::var("CCL_BENCH_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let out_dir = std::env::var_os("CCL_BENCH_DIR").map(std::path::PathBuf::from);
+    if let Some(d) = &out_dir {
+        std::fs::create_dir_all(d).expect("bench dir");
+    }
+    let mut rig = Rig::new(g);
+    let ctx = g.cuda();
+    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).expect("event");
+    let (e0, e1) = (ev(), ev());
+    println!("device: {} | iters {iters} (median, CUDA events)", g.info().name);
+    println!("case | n comps | binarize ms | labels ms | labels+features ms | labels MPix/s | labels+feat MPix/s | regions (ms, labels+features) | CPU run-based ms");
+    let cases: Vec<(&str, &str, usize, usize)> = vec![
+        ("1080p", "fruits.jpg", 1920, 1080),
+        ("1080p", "baboon.jpg", 1920, 1080),
+        ("4K", "fruits.jpg", 4096, 2160),
+        ("4K", "baboon.jpg", 4096, 2160),
+        ("4K", "text_motion.jpg", 4096, 2160),
+    ];
+    for (size, name, w, h) in cases {
+        let Some(img) = tiled_gray(name, w, h) else { return };
+        let input = rig.stream.clone_htod(img.data()).expect("upload");
+        let p = CclParams::default();
+        for conn in [4u8, 8] {
+            rig.timer.reset();
+            rig.op.enqueue_binarize(&rig.stream, &mut rig.timer, &input, w, h, &p).expect("binarize");
+            rig.op.enqueue_labeling(&rig.stream, &mut rig.timer, conn, true).expect("label");
+            let out = rig.op.download(&rig.stream).expect("download");
+            let mut cpu_out = CclCpu::new();
+            let pc = CclParams { connectivity: conn, ..p.clone() };
+            let cpu_ref = cpu_out.process(img.view(), &pc).expect("cpu");
+            assert_same(&cpu_ref, &out, &format!("bench {size} {name} conn {conn}"));
+            if let Some(d) = &out_dir {
+                let mask = Image::from_fn(w, h, |x, y| u8::from(out.labels.get(x, y) != 0));
+                write_npy_u8(&d.join(format!("{size}_{}.npy", name.split('.').next().unwrap_or(name))), &mask);
+            }
+            let pf = CclParams { threshold: Threshold::Fixed(out.table.threshold), ..p.clone() };
+            let mut time = |f: &mut dyn FnMut(&mut Rig)| -> (f64, Vec<(&'static str, f64)>) {
+                for _ in 0..20 {
+                    f(&mut rig);
+                }
+                rig.stream.synchronize().expect("sync");
+                let mut totals = Vec::with_capacity(iters);
+                let mut regions: Vec<(&'static str, Vec<f64>)> = Vec::new();
+                for _ in 0..iters {
+                    rig.timer.reset();
+                    e0.record(&rig.stream).expect("record");
+                    f(&mut rig);
+                    e1.record(&rig.stream).expect("record");
+                    e1.synchronize().expect("sync");
+                    totals.push(f64::from(e0.elapsed_ms(&e1).expect("elapsed")));
+                    for (i, (n, ms)) in rig.timer.read().expect("timer").into_iter().enumerate() {
+                        if regions.len() <= i {
+                            regions.push((n, Vec::new()));
+                        }
+                        regions[i].1.push(ms);
+                    }
+                }
+                let med = median(&mut totals);
+                (med, regions.into_iter().map(|(n, mut v)| (n, median(&mut v))).collect())
+            };
+            let (bin_ms, _) = time(&mut |r: &mut Rig| {
+                r.op.enqueue_binarize(&r.stream, &mut r.timer, &input, w, h, &pf).expect("binarize");
+            });
+            let (lab_ms, _) = time(&mut |r: &mut Rig| {
+                r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, false).expect("labels");
+            });
+            let (all_ms, regions) = time(&mut |r: &mut Rig| {
+                r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, true).expect("labels+features");
+            });
+            let mut cpu_ms = Vec::new();
+            for _ in 0..5 {
+                let t0 = std::time::Instant::now();
+                let _ = cpu_out.process(img.view(), &pc).expect("cpu");
+                cpu_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            let mpix = (w * h) as f64 / 1e6;
+            let regs: Vec<String> = regions.iter().map(|(n, ms)| format!("{}={:.4}", n.trim_start_matches("ccl_"), ms)).collect();
+            println!(
+                "{size} {name} {conn}-conn | {} | {:.4} | {:.4} | {:.4} | {:.0} | {:.0} | {} | {:.2}",
+                out.table.len(),
+                bin_ms,
+                lab_ms,
+                all_ms,
+                mpix / (lab_ms / 1e3),
+                mpix / (all_ms / 1e3),
+                regs.join(" "),
+                median(&mut cpu_ms)
+            );
+        }
+    }
+    // Worst cases for context (4K, labels + features).
+    for (label, per_mille, conn) in [("random p=0.593", 593u64, 4u8), ("random p=0.407", 407, 8), ("checkerboard", 0, 4), ("all foreground", 1000, 8)] {
+        let mut rng = Rng(7);
+        let img = if label == "checkerboard" {
+            Image::from_fn(4096, 2160, |x, y| if (x + y) % 2 == 0 { 255u8 } else { 0 })
+        } else {
+            random_mask(&mut rng, 4096, 2160, per_mille)
+        };
+        let input = rig.stream.clone_htod(img.data()).expect("upload");
+        let p = mask_params(conn);
+        rig.timer.reset();
+        rig.op.enqueue_binarize(&rig.stream, &mut rig.timer, &input, 4096, 2160, &p).expect("binarize");
+        let mut totals = Vec::new();
+        for i in 0..(iters / 4 + 10) {
+            rig.timer.reset();
+            e0.record(&rig.stream).expect("record");
+            rig.op.enqueue_labeling(&rig.stream, &mut rig.timer, conn, true).expect("label");
+            e1.record(&rig.stream).expect("record");
+            e1.synchronize().expect("sync");
+            if i >= 10 {
+                totals.push(f64::from(e0.elapsed_ms(&e1).expect("elapsed")));
+            }
+        }
+        let regs: Vec<String> = rig.timer.read().expect("timer").iter().map(|(n, ms)| format!("{}={:.3}", n.trim_start_matches("ccl_"), ms)).collect();
+        let ms = median(&mut totals);
+        println!("4K worst case {label} {conn}-conn | labels+features {ms:.4} ms | {:.0} MPix/s | last: {}", 8.847_36 / (ms / 1e3), regs.join(" "));
+    }
+}

@@ -35,6 +35,8 @@ pub mod gpu;
 pub mod naive;
 
 #[cfg(test)]
+mod emulate;
+#[cfg(test)]
 mod goldens;
 
 use serde::{Deserialize, Serialize};

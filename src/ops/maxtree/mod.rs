@@ -54,7 +54,7 @@ use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
 pub use cpu::MaxTree;
-pub use gpu::{MaxtreeGpu, MaxtreeOutput, maxtree_gpu};
+pub use gpu::{GpuGray, MaxtreeGpu, MaxtreeOutput, maxtree_gpu, maxtree_parent_gpu};
 
 /// Which component tree: of the upper level sets (max-tree, filters bright structures) or of the
 /// lower level sets (min-tree, filters dark structures; built as the max-tree of the inverse).
@@ -300,5 +300,71 @@ mod tests {
         for (i, a) in Attribute::ALL.iter().enumerate() {
             assert_eq!(a.index(), i);
         }
+    }
+}
+
+#[cfg(test)]
+mod goldens {
+    //! Exact equality with scikit-image 0.26 `area_opening` / `area_closing` on crops of the real
+    //! samples (`tests/data/maxtree/make_goldens.py` made them).
+    use super::*;
+
+    /// A 2D C-order `.npy` of `|u1` or `<u2`, as (width, height, values as u32, bits).
+    fn npy(bytes: &[u8]) -> (usize, usize, Vec<u32>, u32) {
+        assert_eq!(&bytes[..6], b"\x93NUMPY");
+        let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        let header = std::str::from_utf8(&bytes[10..10 + hlen]).unwrap();
+        assert!(header.contains("'fortran_order': False"));
+        let bits = if header.contains("'|u1'") { 8 } else if header.contains("'<u2'") { 16 } else { panic!("{header}") };
+        let shape = &header[header.find("'shape': (").unwrap() + 10..];
+        let shape = &shape[..shape.find(')').unwrap()];
+        let dims: Vec<usize> = shape.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        let (h, w) = (dims[0], dims[1]);
+        let data = &bytes[10 + hlen..];
+        let v: Vec<u32> = if bits == 8 {
+            data[..w * h].iter().map(|&b| u32::from(b)).collect()
+        } else {
+            data[..2 * w * h].chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect()
+        };
+        (w, h, v, bits)
+    }
+
+    macro_rules! golden {
+        ($name:literal) => {
+            include_bytes!(concat!("../../../tests/data/maxtree/", $name, ".npy")).as_slice()
+        };
+    }
+
+    fn check(input: &[u8], expected: &[u8], closing: bool, area: u64, conn: Connectivity) {
+        let (w, h, v, bits) = npy(input);
+        let (ew, eh, e, ebits) = npy(expected);
+        assert_eq!((w, h, bits), (ew, eh, ebits));
+        let got: Vec<u32> = if bits == 8 {
+            let img = Image::from_vec(w, h, v.iter().map(|&x| x as u8).collect()).unwrap();
+            let f = if closing { area_closing } else { area_opening };
+            f(img.view(), area, conn).unwrap().data().iter().map(|&x| u32::from(x)).collect()
+        } else {
+            let img = Image::from_vec(w, h, v.iter().map(|&x| x as u16).collect()).unwrap();
+            let f = if closing { area_closing } else { area_opening };
+            f(img.view(), area, conn).unwrap().data().iter().map(|&x| u32::from(x)).collect()
+        };
+        let diff = got.iter().zip(&e).filter(|(a, b)| a != b).count();
+        assert_eq!(diff, 0, "{diff} pixels differ from scikit-image");
+        assert_ne!(v, e, "the golden should change the image");
+    }
+
+    #[test]
+    fn area_opening_closing_equal_scikit_image() {
+        use Connectivity::{Eight, Four};
+        check(golden!("baboon_u8"), golden!("baboon_u8_opening_a30_c4"), false, 30, Four);
+        check(golden!("baboon_u8"), golden!("baboon_u8_opening_a100_c8"), false, 100, Eight);
+        check(golden!("baboon_u8"), golden!("baboon_u8_closing_a50_c4"), true, 50, Four);
+        check(golden!("baboon_u8"), golden!("baboon_u8_closing_a200_c8"), true, 200, Eight);
+        check(golden!("text_u8"), golden!("text_u8_closing_a8_c8"), true, 8, Eight);
+        check(golden!("text_u8"), golden!("text_u8_opening_a64_c4"), false, 64, Four);
+        check(golden!("building_u8"), golden!("building_u8_opening_a500_c4"), false, 500, Four);
+        check(golden!("building_u8"), golden!("building_u8_closing_a20000_c8"), true, 20000, Eight);
+        check(golden!("fruits_u16"), golden!("fruits_u16_opening_a20_c4"), false, 20, Four);
+        check(golden!("fruits_u16"), golden!("fruits_u16_closing_a40_c8"), true, 40, Eight);
     }
 }
