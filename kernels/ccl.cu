@@ -40,10 +40,15 @@
 //                        with __d*_rn intrinsics, same operation order as binarize.rs).
 //   ccl_binarize         one warp per 64-pixel word; motion background update in 16.16 fixed
 //                        point (integer, identical to the CPU).
-//   ccl_strip            block (32, STRIP_H): one warp per row of a STRIP_H-row strip, looping
-//                        over the row's chunks (Alg. 3). Phase 1 writes L at chunk starts;
-//                        __syncthreads; phase 2 merges each row with the one above.
-//   ccl_merge            one warp per (strip border row, chunk) (Alg. 4).
+//   ccl_strip            block (32, STRIP_H) per strip and piece of STRIP_PIECE words: one warp
+//                        per row of the strip, looping over the piece's chunks (Alg. 3). Phase 1
+//                        writes L at chunk starts; __syncthreads; phase 2 merges each row with
+//                        the one above. Pieces (an addition to the paper, which gives one block
+//                        a whole strip) multiply the warps in flight by wpr / STRIP_PIECE: the
+//                        merges are chains of dependent L2 accesses, so more warps hide latency.
+//   ccl_merge            one warp per (strip border row, chunk) (Alg. 4), then one thread per
+//                        (row, piece border): the run crossing the border, and for 8-conn the
+//                        two diagonals across it inside strips.
 //   ccl_count_roots      one warp per row, lane per word: root bitmask and count per row.
 //   ccl_scan_rows        one block: exclusive scan of the row counts (row label offsets), n.
 //   ccl_label_roots      one warp per row, lane per word: roots get CCL_FLAG | (offset + rank),
@@ -62,7 +67,8 @@
 #define CCL_NONE 0xffffffffu
 #define STRIP_H 4
 #define FEAT_WORDS 8
-#define FEAT_PIECE 16
+#define FEAT_PIECE 8
+#define STRIP_PIECE 8
 
 // ---------------------------------------------------------------- bit helpers (Alg. 1, 7)
 
@@ -290,13 +296,17 @@ extern "C" __global__ void ccl_strip(const u64* __restrict__ bits, u32* L, int w
     const u32 y = blockIdx.x * STRIP_H + threadIdx.y;
     const bool row_ok = y < (u32)height;
     const u64* row = bits + (size_t)y * (size_t)wpr;
+    // This block's piece of the strip: words [cb, ce). Piece borders act as image borders
+    // here; ccl_merge links across them.
+    const int cb = blockIdx.y * STRIP_PIECE;
+    const int ce = imin(cb + STRIP_PIECE, wpr);
     if (row_ok) {
         // Phase 1: L at every chunk start (true starts point at themselves, continuations at
         // their true start, Alg. 3 line 10).
         const u32 base = y * (u32)width;
         const int p0 = 2 * lane;
         u32 carry = 0;  // length of the run ending at bit 63 of the previous words
-        for (int c = 0; c < wpr; ++c) {
+        for (int c = cb; c < ce; ++c) {
             const u64 w = row[c];
             const u32 sb = (u32)(chunk_starts(w) >> p0) & 3u;
             if (sb) {
@@ -312,7 +322,7 @@ extern "C" __global__ void ccl_strip(const u64* __restrict__ bits, u32* L, int w
         // Phase 2: merge with the row above, inside the strip.
         const u64* up = row - wpr;
         u64 pl = 0, pu = 0;
-        for (int c = 0; c < wpr; ++c) {
+        for (int c = cb; c < ce; ++c) {
             const u64 wl = row[c], wu = up[c];
             merge_chunk(L, wl, wu, pl, pu, y, (u32)c, (u32)width, lane, conn8);
             pl = wl;
@@ -321,6 +331,23 @@ extern "C" __global__ void ccl_strip(const u64* __restrict__ bits, u32* L, int w
     }
 }
 
+// Links across the piece border at word c of row y: the run continuing over the border, and
+// (8-conn, rows inside a strip; strip border rows are whole-row merged) both diagonals.
+__device__ void merge_piece_border(u32* L, const u64* bits, int wpr, u32 width, u32 y, u32 c, int conn8) {
+    const u64* row = bits + (size_t)y * (size_t)wpr;
+    const u64 w = row[c], prev = row[c - 1];
+    const u32 k0 = y * width + c * 64u;
+    if ((w & 1ull) && (prev >> 63)) merge(L, segment_at(w, prev, k0, -1), k0);
+    if (conn8 && (y % STRIP_H) != 0) {
+        const u64* up = row - wpr;
+        const u64 wu = up[c], pu = up[c - 1];
+        const u32 ku0 = k0 - width;
+        if ((w & 1ull) && (pu >> 63)) merge(L, k0, segment_at(wu, pu, ku0, -1));
+        if ((prev >> 63) && (wu & 1ull)) merge(L, segment_at(w, prev, k0, -1), ku0);
+    }
+}
+
+// Warps over (strip border row, word) (Alg. 4), then threads over (row, piece border).
 extern "C" __global__ void ccl_merge(const u64* __restrict__ bits, u32* L, int width, int height, int wpr,
                                      int conn8) {
     const int lane = threadIdx.x & 31;
@@ -335,6 +362,12 @@ extern "C" __global__ void ccl_merge(const u64* __restrict__ bits, u32* L, int w
         const u64 pl = c ? row[c - 1] : 0ull;
         const u64 pu = c ? up[c - 1] : 0ull;
         merge_chunk(L, row[c], up[c], pl, pu, y, c, (u32)width, lane, conn8);
+    }
+    const u32 pb = ((u32)wpr + STRIP_PIECE - 1) / STRIP_PIECE - 1;  // piece borders per row
+    const u32 items = pb * (u32)height;
+    for (u32 i = global_tid(); i < items; i += global_threads()) {
+        const u32 y = i / pb, j = i - y * pb;
+        merge_piece_border(L, bits, wpr, (u32)width, y, (j + 1) * STRIP_PIECE, conn8);
     }
 }
 

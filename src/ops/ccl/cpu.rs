@@ -367,7 +367,7 @@ mod proptests {
                 // Orientation is undefined for isotropic shapes (equal eigenvalues).
                 if c.moments.eccentricity > 1e-3 {
                     let dt = (c.moments.orientation - d.moments.orientation).abs();
-                    prop_assert!(dt < 1e-6 || (dt - std::f64::consts::PI).abs() < 1e-6);
+                    prop_assert!(dt < 1e-6 || (dt - std::f64::consts::PI).abs() < 1e-6, "{:?} vs {:?}", c.moments, d.moments);
                 }
             }
         }

@@ -12,7 +12,8 @@ use super::features::ComponentSums;
 const FLAG: u32 = 0x8000_0000;
 const NONE: u32 = u32::MAX;
 const STRIP_H: usize = 4;
-const FEAT_PIECE: usize = 16;
+const FEAT_PIECE: usize = 8;
+const STRIP_PIECE: usize = 8;
 
 fn start_distance64(w: u64, p: u32) -> u32 {
     let below = !w & ((1u64 << p) - 1);
@@ -141,6 +142,28 @@ fn merge_chunk(l: &mut [u32], wl: u64, wu: u64, pl: u64, pu: u64, y: u32, c: u32
     }
 }
 
+/// Links across the piece border at word `c` of row `y`: the run continuing over the border,
+/// and (8-conn, rows inside a strip) the two diagonals with the row above.
+fn merge_piece_border(l: &mut [u32], bits: &[u64], wpr: usize, width: u32, y: u32, c: u32, conn8: bool) {
+    let row = y as usize * wpr;
+    let (w, prev) = (bits[row + c as usize], bits[row + c as usize - 1]);
+    let k0 = y * width + c * 64;
+    if w & 1 != 0 && prev >> 63 != 0 {
+        merge(l, segment_at(w, prev, k0, -1), k0);
+    }
+    if conn8 && y as usize % STRIP_H != 0 {
+        let up = row - wpr;
+        let (wu, pu) = (bits[up + c as usize], bits[up + c as usize - 1]);
+        let ku0 = k0 - width;
+        if w & 1 != 0 && pu >> 63 != 0 {
+            merge(l, k0, segment_at(wu, pu, ku0, -1));
+        }
+        if prev >> 63 != 0 && wu & 1 != 0 {
+            merge(l, segment_at(w, prev, k0, -1), ku0);
+        }
+    }
+}
+
 /// The whole GPU labeling chain, emulated: labels and per-label sums.
 pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Image<u32>, Vec<ComponentSums>) {
     let (width, height) = (mask.width(), mask.height());
@@ -150,44 +173,49 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Im
     // Poison L and labels: only written entries may be read.
     let mut l = vec![0xdead_beefu32; n];
     let mut labels = vec![0xdead_beefu32; n];
-    // ccl_strip phase 1 then phase 2, strip by strip.
+    // ccl_strip phase 1 then phase 2, block by block (strip x piece of STRIP_PIECE words);
+    // piece borders act as image borders inside a block.
+    let pieces = wpr.div_ceil(STRIP_PIECE);
     for strip in 0..height.div_ceil(STRIP_H) {
-        for ty in 0..STRIP_H {
-            let y = strip * STRIP_H + ty;
-            if y >= height {
-                continue;
-            }
-            let base = (y * width) as u32;
-            for lane in 0..32u32 {
-                let p0 = 2 * lane;
-                let mut carry = 0u32;
-                for c in 0..wpr {
-                    let w = bits[y * wpr + c];
-                    let sb = (chunk_starts(w) >> p0) as u32 & 3;
-                    if sb != 0 {
-                        let p = pair_pos(p0, sb);
-                        let k = base + c as u32 * 64 + p;
-                        l[k as usize] = if p == 0 && carry != 0 { k - carry } else { k };
+        for piece in 0..pieces {
+            let (cb, ce) = (piece * STRIP_PIECE, ((piece + 1) * STRIP_PIECE).min(wpr));
+            for ty in 0..STRIP_H {
+                let y = strip * STRIP_H + ty;
+                if y >= height {
+                    continue;
+                }
+                let base = (y * width) as u32;
+                for lane in 0..32u32 {
+                    let p0 = 2 * lane;
+                    let mut carry = 0u32;
+                    for c in cb..ce {
+                        let w = bits[y * wpr + c];
+                        let sb = (chunk_starts(w) >> p0) as u32 & 3;
+                        if sb != 0 {
+                            let p = pair_pos(p0, sb);
+                            let k = base + c as u32 * 64 + p;
+                            l[k as usize] = if p == 0 && carry != 0 { k - carry } else { k };
+                        }
+                        carry = if w == !0 { carry + 64 } else { (!w).leading_zeros() };
                     }
-                    carry = if w == !0 { carry + 64 } else { (!w).leading_zeros() };
+                }
+            }
+            for ty in 1..STRIP_H {
+                let y = strip * STRIP_H + ty;
+                if y >= height {
+                    continue;
+                }
+                let (mut pl, mut pu) = (0u64, 0u64);
+                for c in cb..ce {
+                    let (wl, wu) = (bits[y * wpr + c], bits[(y - 1) * wpr + c]);
+                    merge_chunk(&mut l, wl, wu, pl, pu, y as u32, c as u32, width as u32, conn8);
+                    pl = wl;
+                    pu = wu;
                 }
             }
         }
-        for ty in 1..STRIP_H {
-            let y = strip * STRIP_H + ty;
-            if y >= height {
-                continue;
-            }
-            let (mut pl, mut pu) = (0u64, 0u64);
-            for c in 0..wpr {
-                let (wl, wu) = (bits[y * wpr + c], bits[(y - 1) * wpr + c]);
-                merge_chunk(&mut l, wl, wu, pl, pu, y as u32, c as u32, width as u32, conn8);
-                pl = wl;
-                pu = wu;
-            }
-        }
     }
-    // ccl_merge.
+    // ccl_merge: strip border rows (full rows, real previous words) ...
     let borders = if height > 0 { (height - 1) / STRIP_H } else { 0 };
     for b in 0..borders {
         for c in 0..wpr {
@@ -195,6 +223,12 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Im
             let pl = if c > 0 { bits[y * wpr + c - 1] } else { 0 };
             let pu = if c > 0 { bits[(y - 1) * wpr + c - 1] } else { 0 };
             merge_chunk(&mut l, bits[y * wpr + c], bits[(y - 1) * wpr + c], pl, pu, y as u32, c as u32, width as u32, conn8);
+        }
+    }
+    // ... and piece borders: one thread per (row, piece border).
+    for y in 0..height {
+        for piece in 1..pieces {
+            merge_piece_border(&mut l, &bits, wpr, width as u32, y as u32, (piece * STRIP_PIECE) as u32, conn8);
         }
     }
     // ccl_count_roots, ccl_scan_rows, ccl_label_roots.
@@ -300,9 +334,9 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Im
         r.max_y = r.max_y.max(y);
     };
     let s2 = super::features::sum_squares_to;
-    let pieces = wpr.div_ceil(FEAT_PIECE);
+    let fpieces = wpr.div_ceil(FEAT_PIECE);
     for y in 0..height {
-        for piece in 0..pieces {
+        for piece in 0..fpieces {
             let mut slots = [Slot::default(); 32];
             let mut victim = 0usize;
             for c in piece * FEAT_PIECE..((piece + 1) * FEAT_PIECE).min(wpr) {
@@ -379,7 +413,7 @@ mod tests {
     #[test]
     fn wide_patterns() {
         // Runs across chunk borders, diagonals at chunk borders, long snakes, all/none.
-        let sizes = [(1, 1), (64, 3), (65, 9), (128, 8), (130, 13), (300, 17), (1000, 5)];
+        let sizes = [(1, 1), (64, 3), (65, 9), (128, 8), (130, 13), (300, 17), (1000, 5), (513, 9), (1537, 6)];
         for &(w, h) in &sizes {
             check(&Image::new(w, h, 1u8));
             check(&Image::new(w, h, 0u8));
@@ -392,7 +426,7 @@ mod tests {
     }
 
     fn mask() -> impl Strategy<Value = Image<u8>> {
-        (1usize..200, 1usize..14, 0u32..=100).prop_flat_map(|(w, h, d)| {
+        (1usize..1400, 1usize..14, 0u32..=100).prop_flat_map(|(w, h, d)| {
             proptest::collection::vec(0u32..100, w * h).prop_map(move |v| {
                 Image::from_vec(w, h, v.iter().map(|&r| u8::from(r < d)).collect()).unwrap_or_else(|_| Image::new(w, h, 0))
             })

@@ -32,7 +32,9 @@ const STRIP_H: u32 = 4;
 /// u64 words per feature record (keep in sync with `FEAT_WORDS`).
 const FEAT_WORDS: usize = 8;
 /// Words per warp of `ccl_features` (keep in sync with `FEAT_PIECE`).
-const FEAT_PIECE: usize = 16;
+const FEAT_PIECE: usize = 8;
+/// Words per block piece of `ccl_strip` (keep in sync with `STRIP_PIECE`).
+const STRIP_PIECE: usize = 8;
 /// Warps per block of the warp-per-item kernels.
 const WARPS_PER_BLOCK: u32 = 8;
 
@@ -318,7 +320,7 @@ impl CclGpu {
         let words = b.wpr * height;
         timer.time(stream, "ccl_strip", || {
             let cfg = LaunchConfig {
-                grid_dim: (blocks_for(height, STRIP_H), 1, 1),
+                grid_dim: (blocks_for(height, STRIP_H), blocks_for(b.wpr, STRIP_PIECE as u32), 1),
                 block_dim: (32, STRIP_H, 1),
                 shared_mem_bytes: 0,
             };
@@ -330,12 +332,14 @@ impl CclGpu {
             Ok(())
         })?;
         let borders = (height - 1) / STRIP_H as usize;
-        if borders > 0 {
+        let piece_borders = height * (b.wpr.div_ceil(STRIP_PIECE) - 1);
+        if borders > 0 || piece_borders > 0 {
             timer.time(stream, "ccl_merge", || {
                 let mut l = stream.launch_builder(&self.f_merge);
                 l.arg(&b.bits).arg(&mut b.eq).arg(&w).arg(&h).arg(&wpr).arg(&conn8);
-                // SAFETY: one warp per (border row, word), bounded in the kernel.
-                unsafe { l.launch(warp_cfg(borders * b.wpr)) }?;
+                // SAFETY: grid-stride loops over (border row, word) warps and (row, piece
+                // border) threads, bounded in the kernel.
+                unsafe { l.launch(warp_cfg((borders * b.wpr).max(piece_borders.div_ceil(32)))) }?;
                 Ok(())
             })?;
         }

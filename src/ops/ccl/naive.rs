@@ -73,8 +73,9 @@ pub fn direct_features(labels: &Image<u32>, label: u32) -> Component {
     let l1 = 0.5 * (a + c) + (0.25 * (a - c).powi(2) + b * b).sqrt();
     let l2 = (0.5 * (a + c) - (0.25 * (a - c).powi(2) + b * b).sqrt()).max(0.0);
     let eccentricity = if l1 > 0.0 { (1.0 - l2 / l1).sqrt() } else { 0.0 };
-    // Major axis direction: eigenvector of l1.
-    let orientation = if b.abs() > 0.0 { (l1 - a).atan2(b) } else if a >= c { 0.0 } else { std::f64::consts::FRAC_PI_2 };
+    // Major axis direction: the eigenvector of l1, from its better-conditioned form
+    // ((l1 - c, b) when a >= c, else (b, l1 - a)).
+    let orientation = if a >= c { b.atan2(l1 - c) } else { (l1 - a).atan2(b) };
     let orientation = if orientation > std::f64::consts::FRAC_PI_2 {
         orientation - std::f64::consts::PI
     } else if orientation <= -std::f64::consts::FRAC_PI_2 {

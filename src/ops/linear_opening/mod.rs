@@ -59,6 +59,8 @@
 
 pub mod cpu;
 pub mod geometry;
+#[cfg(test)]
+mod goldens;
 pub mod gpu;
 pub mod naive;
 pub mod stream;
@@ -68,9 +70,9 @@ use serde::{Deserialize, Serialize};
 use crate::image::Image;
 use crate::ops::OpError;
 
-pub use cpu::{linear_closing, linear_opening, linear_opening_with, orientation, orientation_colour};
+pub use cpu::{close_along_lines, linear_closing, linear_opening, open_along_lines, orientation, orientation_colour};
 pub use geometry::{LineFamily, segment_end, segment_offsets};
-pub use gpu::{LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
+pub use gpu::{GpuSample, GpuTuning, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
 
 /// Largest structuring-element length accepted (odd).
 pub const MAX_LENGTH: u32 = 1023;

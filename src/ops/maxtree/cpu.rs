@@ -54,8 +54,15 @@ impl<T: Gray> MaxTree<T> {
                 TreeKind::Min => values.extend(row.iter().map(|v| v.invert())),
             }
         }
-        let sorted = sort_pixels(&values);
-        let parent = union_find(&values, &sorted, width, height, connectivity);
+        let parent = if n >= PARALLEL_MIN_PIXELS && rayon::current_num_threads() > 1 {
+            let band = height.div_ceil(4 * rayon::current_num_threads()).max(16);
+            super::parallel::parent_image(&values, width, height, connectivity, band)
+        } else {
+            let sorted = sort_pixels(&values);
+            let mut parent = union_find(&values, &sorted, width, height, connectivity);
+            canonicalize(&mut parent, &values, &sorted);
+            parent
+        };
         let mut tree = Self {
             width,
             height,
@@ -68,8 +75,7 @@ impl<T: Gray> MaxTree<T> {
             node_parent: Vec::new(),
             attr_cache: Default::default(),
         };
-        tree.canonicalize(&sorted);
-        tree.index_nodes(&sorted);
+        tree.index_nodes();
         Ok(tree)
     }
 
@@ -129,31 +135,41 @@ impl<T: Gray> MaxTree<T> {
         self.nodes.get(id).map_or(0, |&p| self.values[p as usize].to_u32())
     }
 
-    fn canonicalize(&mut self, sorted: &[u32]) {
-        let (par, val) = (&mut self.parent, &self.values);
-        for &p in sorted {
-            let p = p as usize;
+    /// Node arrays from the canonical parent image: canonical elements in ≺ order (counting sort
+    /// by level, index descending), then every pixel's node and every node's parent.
+    fn index_nodes(&mut self) {
+        let (par, val) = (&self.parent, &self.values);
+        let canonical = |p: usize| {
             let q = par[p] as usize;
-            let pq = par[q] as usize;
-            if val[pq] == val[q] {
-                par[p] = pq as u32;
+            q == p || val[q] != val[p]
+        };
+        let mut start = vec![0u32; (1usize << T::BITS) + 1];
+        for p in 0..val.len() {
+            if canonical(p) {
+                start[val[p].to_u32() as usize + 1] += 1;
             }
         }
-    }
-
-    fn index_nodes(&mut self, sorted: &[u32]) {
-        for &p in sorted {
-            let pu = p as usize;
-            let q = self.parent[pu] as usize;
-            if q == pu || self.values[q] != self.values[pu] {
-                let id = self.nodes.len() as u32;
-                self.nodes.push(p);
-                self.node_of[pu] = id;
-                self.node_parent.push(if q == pu { id } else { self.node_of[q] });
-            } else {
-                self.node_of[pu] = self.node_of[q];
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut nodes = vec![0u32; start.last().copied().unwrap_or(0) as usize];
+        for p in (0..val.len()).rev() {
+            if canonical(p) {
+                let b = &mut start[val[p].to_u32() as usize];
+                nodes[*b as usize] = p as u32;
+                *b += 1;
             }
         }
+        for (id, &p) in nodes.iter().enumerate() {
+            self.node_of[p as usize] = id as u32;
+        }
+        for p in 0..val.len() {
+            if !canonical(p) {
+                self.node_of[p] = self.node_of[par[p] as usize];
+            }
+        }
+        self.node_parent = nodes.iter().map(|&p| self.node_of[par[p as usize] as usize]).collect();
+        self.nodes = nodes;
     }
 
     /// Per-node attribute values (computed on first use, then cached).
@@ -183,6 +199,22 @@ pub(super) fn sort_pixels<T: Gray>(values: &[T]) -> Vec<u32> {
 
 const UNDEF: u32 = u32::MAX;
 
+/// Images at least this large are built band-parallel (`parallel.rs`) when rayon has threads.
+const PARALLEL_MIN_PIXELS: usize = 1 << 18;
+
+/// Canonicalisation in ≺ order (root first): `parent(p) ← parent(parent(p))` when `parent(p)` is
+/// not canonical.
+pub(super) fn canonicalize<T: Gray>(par: &mut [u32], val: &[T], sorted: &[u32]) {
+    for &p in sorted {
+        let p = p as usize;
+        let q = par[p] as usize;
+        let pq = par[q] as usize;
+        if val[pq] == val[q] {
+            par[p] = pq as u32;
+        }
+    }
+}
+
 fn find_root(zpar: &mut [u32], mut x: u32) -> u32 {
     // Path halving.
     loop {
@@ -197,7 +229,7 @@ fn find_root(zpar: &mut [u32], mut x: u32) -> u32 {
 }
 
 /// Union-find in reverse ≺ order; returns the (not yet canonical) parent image.
-fn union_find<T: Gray>(values: &[T], sorted: &[u32], width: usize, height: usize, conn: Connectivity) -> Vec<u32> {
+pub(super) fn union_find<T: Gray>(values: &[T], sorted: &[u32], width: usize, height: usize, conn: Connectivity) -> Vec<u32> {
     let n = values.len();
     let mut parent = vec![0u32; n];
     let mut zpar = vec![UNDEF; n];

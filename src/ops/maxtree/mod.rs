@@ -47,6 +47,7 @@ pub mod attributes;
 pub mod cpu;
 pub mod gpu;
 pub mod naive;
+mod parallel;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,72 @@
+// Separable Gaussian blur with scikit-image's felzenszwalb semantics (src/ops/blur/mod.rs):
+// u8 -> f32 in [0, 1] (v * (1/255)), SciPy `gaussian_filter(mode='reflect', truncate=4)`,
+// axis 0 (vertical) first, then axis 1 (horizontal), channels never mixed.
+//
+// Arithmetic is fixed so that the CPU f32 path (src/ops/blur/cpu.rs, blur_interleaved::<f32>)
+// is bit-identical: out = x[0]*w[0], then out += (x[-j] + x[+j]) * w[j] for j = r..1 (SciPy's
+// symmetric correlate1d order), every operation rounded on its own (__fmul_rn / __fadd_rn, so
+// NVRTC cannot contract to FMA).
+//
+// Layout: packed interleaved rows of `row = width * channels` samples (channels = 1 or 3).
+// blur_vertical:   one thread per sample (e, y), 2D grid of 32x8 blocks; reads 2r+1 bytes of
+//                  its column (L1/L2 cached), writes one f32.
+// blur_horizontal: one thread per sample (e, y); reads 2r+1 f32 of its row, same channel.
+// Border policy: SciPy 'reflect' (half-sample symmetric, d c b a | a b c d | d c b a), applied
+// repeatedly for kernels longer than the line. No shared memory.
+#include "common/util.cuh"
+
+#define BLUR_MAX_RADIUS 127
+
+// Half kernel w[0..=radius], centre first, rounded to f32 on the host. Passed by value.
+// Keep in sync with BlurWeights in src/ops/blur/gpu.rs.
+struct BlurWeights {
+    float half[BLUR_MAX_RADIUS + 1];
+    int radius;
+    int pad[3];
+};
+static_assert(sizeof(BlurWeights) == 528, "BlurWeights layout");
+
+__device__ __forceinline__ int blur_reflect(int i, int n) {
+    if (i >= 0 && i < n) return i;
+    int p = 2 * n;
+    int m = i % p;
+    if (m < 0) m += p;
+    return m < n ? m : p - 1 - m;
+}
+
+extern "C" __global__ void blur_vertical(const u8* __restrict__ src, float* __restrict__ dst, BlurWeights wt,
+                                         u32 row, u32 height, float inv255) {
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (e >= row || y >= height) return;
+    const int h = (int)height;
+    float t = __fmul_rn(__fmul_rn((float)src[(size_t)y * row + e], inv255), wt.half[0]);
+    for (int j = wt.radius; j >= 1; --j) {
+        int ya = blur_reflect((int)y - j, h);
+        int yb = blur_reflect((int)y + j, h);
+        float a = __fmul_rn((float)src[(size_t)ya * row + e], inv255);
+        float b = __fmul_rn((float)src[(size_t)yb * row + e], inv255);
+        t = __fadd_rn(t, __fmul_rn(__fadd_rn(a, b), wt.half[j]));
+    }
+    dst[(size_t)y * row + e] = t;
+}
+
+extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float* __restrict__ dst, BlurWeights wt,
+                                           u32 width, u32 height, u32 channels) {
+    u32 row = width * channels;
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (e >= row || y >= height) return;
+    const float* line = src + (size_t)y * row;
+    int x = (int)(e / channels);
+    int c = (int)(e - (u32)x * channels);
+    int w = (int)width;
+    int ch = (int)channels;
+    float t = __fmul_rn(line[e], wt.half[0]);
+    for (int j = wt.radius; j >= 1; --j) {
+        float a = line[blur_reflect(x - j, w) * ch + c];
+        float b = line[blur_reflect(x + j, w) * ch + c];
+        t = __fadd_rn(t, __fmul_rn(__fadd_rn(a, b), wt.half[j]));
+    }
+    dst[(size_t)y * row + e] = t;
+}

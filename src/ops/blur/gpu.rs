@@ -1,0 +1,231 @@
+//! CUDA Gaussian blur (`kernels/blur.cu`): a vertical pass from the packed `u8` frame to an
+//! `f32` scratch buffer, then a horizontal pass to the output buffer, both over interleaved
+//! samples (1 or 3 channels). The kernel weights travel by value in the launch parameters
+//! ([`BlurWeights`]), so changing `sigma` needs no upload and no host synchronisation.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg};
+
+use super::cpu::INV255_F32;
+use super::{BlurParams, MAX_RADIUS};
+use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d};
+use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::image::{Image, ImageView};
+use crate::ops::OpError;
+
+/// The half kernel passed by value to the blur kernels. Keep in sync with `BlurWeights` in
+/// `kernels/blur.cu`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlurWeights {
+    /// `w[0..=radius]`, centre first, rounded to `f32`; zero beyond `radius`.
+    pub half: [f32; MAX_RADIUS + 1],
+    /// Kernel radius.
+    pub radius: i32,
+    pad: [i32; 3],
+}
+const _: () = assert!(std::mem::size_of::<BlurWeights>() == 528);
+
+// SAFETY: plain-old-data, `#[repr(C)]`, layout asserted above and in blur.cu.
+unsafe impl DeviceRepr for BlurWeights {}
+
+impl BlurWeights {
+    /// The weights of validated `params`.
+    pub fn new(params: &BlurParams) -> Result<Self, OpError> {
+        params.validate()?;
+        let k = params.half_kernel_f32();
+        let mut half = [0.0f32; MAX_RADIUS + 1];
+        half[..k.len()].copy_from_slice(&k);
+        Ok(Self { half, radius: (k.len() - 1) as i32, pad: [0; 3] })
+    }
+}
+
+/// A blurred frame read back from the device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlurOutput {
+    /// Pixels per row.
+    pub width: usize,
+    /// Rows.
+    pub height: usize,
+    /// Samples per pixel (1 or 3).
+    pub channels: usize,
+    /// Packed interleaved samples in `[0, 1]`.
+    pub data: Vec<f32>,
+}
+
+/// GPU Gaussian blur with buffers for one frame size.
+pub struct BlurGpu {
+    f_vertical: CudaFunction,
+    f_horizontal: CudaFunction,
+    tmp: Option<CudaSlice<f32>>,
+    out: Option<CudaSlice<f32>>,
+    produced: Option<(usize, usize, usize)>,
+}
+
+impl std::fmt::Debug for BlurGpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlurGpu").field("produced", &self.produced).finish_non_exhaustive()
+    }
+}
+
+impl BlurGpu {
+    /// Resolves the kernels (buffers are allocated on the first frame).
+    pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        Ok(Self {
+            f_vertical: gpu.function("blur", "blur_vertical")?,
+            f_horizontal: gpu.function("blur", "blur_horizontal")?,
+            tmp: None,
+            out: None,
+            produced: None,
+        })
+    }
+
+    fn ensure(&mut self, stream: &Arc<CudaStream>, samples: usize, width: usize, height: usize) -> Result<(), GpuError> {
+        if self.out.as_ref().is_some_and(|b| b.len() == samples.max(1)) {
+            return Ok(());
+        }
+        self.tmp = None;
+        self.out = None;
+        self.tmp = Some(alloc_zeroed::<f32>(stream, samples, "blur scratch", width, height)?);
+        self.out = Some(alloc_zeroed::<f32>(stream, samples, "blur output", width, height)?);
+        Ok(())
+    }
+
+    /// Enqueues the blur of a packed grey frame (timer regions `blur_vertical`, `blur_horizontal`).
+    pub fn enqueue(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<u8>,
+        width: usize,
+        height: usize,
+        params: &BlurParams,
+    ) -> Result<(), OpError> {
+        self.enqueue_named(stream, timer, input, width, height, 1, params, ["blur_vertical", "blur_horizontal"])
+    }
+
+    /// Enqueues the blur of a packed interleaved RGB frame (`3 * width` bytes a row).
+    pub fn enqueue_rgb(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<u8>,
+        width: usize,
+        height: usize,
+        params: &BlurParams,
+    ) -> Result<(), OpError> {
+        self.enqueue_named(stream, timer, input, width, height, 3, params, ["blur_vertical", "blur_horizontal"])
+    }
+
+    /// Enqueues the blur of `channels` interleaved samples per pixel, timing the two passes
+    /// under `regions` (the segmentation names both `segment_blur`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_named(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<u8>,
+        width: usize,
+        height: usize,
+        channels: usize,
+        params: &BlurParams,
+        regions: [&'static str; 2],
+    ) -> Result<(), OpError> {
+        if channels != 1 && channels != 3 {
+            return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
+        }
+        check_frame_size(width * channels, height)?;
+        let weights = BlurWeights::new(params)?;
+        let samples = width * height * channels;
+        if input.len() < samples {
+            return Err(OpError::Unsupported(format!(
+                "input holds {} bytes, {width}x{height}x{channels} needs {samples}",
+                input.len()
+            )));
+        }
+        self.ensure(stream, samples, width, height)?;
+        self.produced = Some((width, height, channels));
+        if samples == 0 {
+            return Ok(());
+        }
+        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else { return Ok(()) };
+        let row = (width * channels) as u32;
+        let (w, h, c) = (width as u32, height as u32, channels as u32);
+        let cfg = grid2d(width * channels, height, 32, 8);
+        timer.time(stream, regions[0], || {
+            let mut l = stream.launch_builder(&self.f_vertical);
+            l.arg(input).arg(&mut *tmp).arg(&weights).arg(&row).arg(&h).arg(&INV255_F32);
+            // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
+            // row * height bytes (checked above), tmp as many floats.
+            unsafe { l.launch(cfg) }?;
+            Ok(())
+        })?;
+        timer.time(stream, regions[1], || {
+            let mut l = stream.launch_builder(&self.f_horizontal);
+            l.arg(&*tmp).arg(&mut *out).arg(&weights).arg(&w).arg(&h).arg(&c);
+            // SAFETY: as above; reflected column indices stay inside the row.
+            unsafe { l.launch(cfg) }?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// The device buffer holding the last blurred frame (packed interleaved `f32`).
+    #[must_use]
+    pub fn output(&self) -> Option<&CudaSlice<f32>> {
+        self.out.as_ref()
+    }
+
+    /// Blocking readback of the last enqueued frame.
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<BlurOutput, OpError> {
+        let Some((width, height, channels)) = self.produced else {
+            return Err(OpError::InvalidParam("download before any enqueue".into()));
+        };
+        let n = width * height * channels;
+        let data = match self.out.as_ref() {
+            Some(b) if n > 0 => stream.clone_dtoh(&b.slice(0..n))?,
+            _ => Vec::new(),
+        };
+        stream.synchronize()?;
+        Ok(BlurOutput { width, height, channels, data })
+    }
+}
+
+/// Uploads a grey image, blurs it on the GPU and downloads the result.
+pub fn blur_gray_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &BlurParams) -> Result<Image<f32>, OpError> {
+    let mut op = BlurGpu::new(gpu)?;
+    let stream = gpu.new_stream()?;
+    let mut timer = KernelTimer::new();
+    let packed = super::cpu::pack_gray(img);
+    let input = if packed.is_empty() { stream.alloc_zeros::<u8>(1)? } else { stream.clone_htod(&packed)? };
+    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
+    let out = op.download(&stream)?;
+    Ok(Image::from_vec(img.width(), img.height(), out.data)?)
+}
+
+/// Uploads an RGB image, blurs each channel on the GPU and downloads the result.
+pub fn blur_rgb_gpu(gpu: &GpuContext, img: ImageView<'_, [u8; 3]>, params: &BlurParams) -> Result<Image<[f32; 3]>, OpError> {
+    let mut op = BlurGpu::new(gpu)?;
+    let stream = gpu.new_stream()?;
+    let mut timer = KernelTimer::new();
+    let packed = super::cpu::pack_rgb(img);
+    let input = if packed.is_empty() { stream.alloc_zeros::<u8>(1)? } else { stream.clone_htod(&packed)? };
+    op.enqueue_rgb(&stream, &mut timer, &input, img.width(), img.height(), params)?;
+    let out = op.download(&stream)?;
+    let px: Vec<[f32; 3]> = out.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    Ok(Image::from_vec(img.width(), img.height(), px)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_are_padded_with_zeros() {
+        let w = BlurWeights::new(&BlurParams::with_sigma(0.8)).unwrap();
+        assert_eq!(w.radius, 3);
+        assert!(w.half[4..].iter().all(|&v| v == 0.0));
+        assert!(BlurWeights::new(&BlurParams::with_sigma(-1.0)).is_err());
+    }
+}

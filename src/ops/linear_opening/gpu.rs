@@ -1,0 +1,718 @@
+//! CUDA linear openings and orientation maps (`kernels/linear_opening.cu`), bit-identical to the
+//! CPU ([`super::cpu`]) for u8 and u16 images.
+//!
+//! Per frame, on the caller's stream: the input is transposed once when some angle has a
+//! column-major family (`linear_opening_transpose`); one launch of `linear_opening_lines`
+//! computes the openings of every angle (one thread per line and zone, `blockIdx.y` = angle)
+//! into a stack of planes and accumulates each angle's spectrum; `linear_opening_reduce` folds
+//! the planes into the strength and first-argmax maps; `linear_opening_finish` writes the
+//! strength in the input domain and the colour picture. Angles whose line family coincides are
+//! computed once (`GpuTuning::dedup`). When the stack of planes would exceed
+//! `GpuTuning::stack_bytes`, the angles are processed in several launches (chunks) and the reduce
+//! carries the running maps over. Device buffers are allocated on first use and kept while the
+//! frame size and parameters stay the same.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+
+use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear};
+use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::image::{Image, ImageView};
+use crate::ops::OpError;
+
+use super::geometry::LineFamily;
+use super::{LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hue_of_angle};
+
+/// Pixel types of the CUDA path (u8 and u16).
+pub trait GpuSample: Sample + DeviceRepr + ValidAsZeroBits + Unpin {
+    /// Kernel name suffix.
+    const SUFFIX: &'static str;
+}
+impl GpuSample for u8 {
+    const SUFFIX: &'static str = "u8";
+}
+impl GpuSample for u16 {
+    const SUFFIX: &'static str = "u16";
+}
+
+/// Launch tuning (the defaults are the heuristics of the paper's section 5.4; benches sweep them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuTuning {
+    /// Threads per block of the lines kernel (a multiple of 32).
+    pub block: u32,
+    /// Zones per line; `None`: enough for about 2048 threads per multiprocessor, at most one
+    /// zone per `max(2L, 64)` samples (rules 2 and 3 of section 5.4).
+    pub zones: Option<u32>,
+    /// FIFO entries per thread kept in shared memory (rounded down to a power of two); entries
+    /// beyond spill to global memory.
+    pub shared_entries: u32,
+    /// Compute angles with identical line families once.
+    pub dedup: bool,
+    /// Largest stack of opening planes of one launch, in bytes.
+    pub stack_bytes: usize,
+}
+
+impl Default for GpuTuning {
+    fn default() -> Self {
+        Self { block: 128, zones: None, shared_entries: 64, dedup: true, stack_bytes: 512 << 20 }
+    }
+}
+
+/// One angle's launch parameters. Keep in sync with `LoAngle` in kernels/linear_opening.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct AngleInfo {
+    q: i32,
+    transposed: i32,
+    nlines: i32,
+    cmin: i32,
+    zones: i32,
+    zone_len: i32,
+    lines_pad: i32,
+    plane: i32,
+}
+const _: () = assert!(std::mem::size_of::<AngleInfo>() == 32);
+
+impl AngleInfo {
+    fn to_words(self) -> [i32; 8] {
+        [self.q, self.transposed, self.nlines, self.cmin, self.zones, self.zone_len, self.lines_pad, self.plane]
+    }
+}
+
+/// The launches of one (frame size, parameters) pair.
+#[derive(Clone, Debug, PartialEq)]
+struct Plan {
+    width: usize,
+    height: usize,
+    length: u32,
+    angles_deg: Vec<f64>,
+    tuning: GpuTuning,
+    /// The distinct families (all of them without dedup), in increasing first-angle order.
+    planes: Vec<AngleInfo>,
+    /// For each plane, the first angle index using its family.
+    plane_angle: Vec<i32>,
+    /// For each angle, its plane.
+    angle_plane: Vec<usize>,
+    /// (first plane, plane count, grid.x) of each launch.
+    chunks: Vec<(usize, usize, u32)>,
+    any_transposed: bool,
+    sh_mask: u32,
+    gl_mask: u32,
+    spill_len: usize,
+    shared_bytes: u32,
+}
+
+fn zero_sized(what: &str) -> OpError {
+    OpError::Unsupported(format!("{what}: empty frames are handled on the host"))
+}
+
+fn to_i32(v: usize, what: &str) -> Result<i32, OpError> {
+    i32::try_from(v).map_err(|_| OpError::Unsupported(format!("{what} = {v} exceeds the kernel's 32-bit range")))
+}
+
+impl Plan {
+    fn new(
+        width: usize,
+        height: usize,
+        length: u32,
+        angles_deg: &[f64],
+        tuning: GpuTuning,
+        sm_count: usize,
+        elem_bytes: usize,
+    ) -> Result<Self, OpError> {
+        check_frame_size(width, height)?;
+        if width == 0 || height == 0 {
+            return Err(zero_sized("plan"));
+        }
+        if tuning.block == 0 || tuning.block % 32 != 0 || tuning.block > 1024 {
+            return Err(OpError::InvalidParam(format!("block = {}: a multiple of 32 up to 1024", tuning.block)));
+        }
+        let mut planes: Vec<AngleInfo> = Vec::new();
+        let mut families: Vec<LineFamily> = Vec::new();
+        let mut plane_angle = Vec::new();
+        let mut angle_plane = Vec::with_capacity(angles_deg.len());
+        for (k, &a) in angles_deg.iter().enumerate() {
+            let f = LineFamily::new(a, length);
+            if tuning.dedup {
+                if let Some(p) = families.iter().position(|g| *g == f) {
+                    angle_plane.push(p);
+                    continue;
+                }
+            }
+            let (major, minor) = f.extents(width, height);
+            let nlines = f.line_count(major, minor);
+            planes.push(AngleInfo {
+                q: f.q,
+                transposed: i32::from(f.x_major),
+                nlines: to_i32(nlines, "lines")?,
+                cmin: i32::try_from(f.first_line(major)).map_err(|_| zero_sized("first line"))?,
+                lines_pad: to_i32(nlines.div_ceil(32) * 32, "lines")?,
+                ..AngleInfo::default()
+            });
+            families.push(f);
+            plane_angle.push(to_i32(k, "angle index")?);
+            angle_plane.push(planes.len() - 1);
+        }
+        // Chunks: as many planes per launch as the stack budget allows.
+        let plane_bytes = width * height * elem_bytes;
+        let per_chunk = (tuning.stack_bytes / plane_bytes.max(1)).clamp(1, 65535);
+        let min_zone = (2 * length as usize).max(64);
+        let target_threads = sm_count.max(1) * 2048;
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < planes.len() {
+            let count = per_chunk.min(planes.len() - start);
+            let total_lines: usize = planes[start..start + count].iter().map(|p| p.lines_pad as usize).sum();
+            let wanted = tuning.zones.map_or_else(|| target_threads.div_ceil(total_lines.max(1)), |z| z as usize).max(1);
+            let mut grid_x = 1u32;
+            for (i, p) in planes[start..start + count].iter_mut().enumerate() {
+                let major = if p.transposed == 1 { width } else { height };
+                let zmax = if tuning.zones.is_some() { major } else { (major / min_zone).max(1) };
+                let z = wanted.min(zmax).max(1);
+                let zone_len = major.div_ceil(z);
+                let zones = major.div_ceil(zone_len);
+                p.zones = to_i32(zones, "zones")?;
+                p.zone_len = to_i32(zone_len, "zone length")?;
+                p.plane = to_i32(i, "plane")?;
+                let threads = zones * p.lines_pad as usize;
+                grid_x = grid_x.max(blocks_for(threads, tuning.block));
+            }
+            chunks.push((start, count, grid_x));
+            start += count;
+        }
+        // FIFO: L+1 entries at most; the newest `sh_cap` in shared memory, the rest spilled.
+        let need = (length as usize + 1).next_power_of_two();
+        let by_budget = (48 * 1024 / (tuning.block as usize * 4)).max(1);
+        let limit = (tuning.shared_entries.max(1) as usize).min(by_budget);
+        let sh_cap = need.min(1 << limit.ilog2());
+        let spill = sh_cap < length as usize + 1;
+        let spill_len = if spill {
+            chunks.iter().map(|&(_, count, gx)| gx as usize * count * tuning.block as usize).max().unwrap_or(0) * need
+        } else {
+            0
+        };
+        Ok(Self {
+            width,
+            height,
+            length,
+            angles_deg: angles_deg.to_vec(),
+            tuning,
+            any_transposed: planes.iter().any(|p| p.transposed == 1),
+            planes,
+            plane_angle,
+            angle_plane,
+            chunks,
+            sh_mask: (sh_cap - 1) as u32,
+            gl_mask: if spill { (need - 1) as u32 } else { 0 },
+            spill_len,
+            shared_bytes: (tuning.block as usize * sh_cap * 4) as u32,
+        })
+    }
+
+    fn max_chunk(&self) -> usize {
+        self.chunks.iter().map(|c| c.1).max().unwrap_or(1)
+    }
+}
+
+/// The device state shared by the single-opening and orientation front ends.
+struct Engine<T: GpuSample> {
+    lines: CudaFunction,
+    transpose: CudaFunction,
+    reduce: CudaFunction,
+    finish: CudaFunction,
+    sm_count: usize,
+    tuning: GpuTuning,
+    plan: Option<Plan>,
+    img_t: Option<CudaSlice<T>>,
+    planes: Option<CudaSlice<T>>,
+    table: Option<CudaSlice<i32>>,
+    plane_transposed: Option<CudaSlice<i32>>,
+    plane_angle: Option<CudaSlice<i32>>,
+    spill: Option<CudaSlice<u32>>,
+    spectrum: Option<CudaSlice<u64>>,
+    best: Option<CudaSlice<T>>,
+    index: Option<CudaSlice<u16>>,
+    strength: Option<CudaSlice<T>>,
+    rgb: Option<CudaSlice<u8>>,
+    hue: Option<CudaSlice<u16>>,
+    out: Option<CudaSlice<T>>,
+    closing: bool,
+}
+
+fn missing(what: &str) -> OpError {
+    OpError::Gpu(GpuError::Unsupported(format!("{what}: nothing enqueued yet")))
+}
+
+impl<T: GpuSample> Engine<T> {
+    fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        let name = |what: &str| format!("linear_opening_{what}_{}", T::SUFFIX);
+        Ok(Self {
+            lines: gpu.function("linear_opening", &name("lines"))?,
+            transpose: gpu.function("linear_opening", &name("transpose"))?,
+            reduce: gpu.function("linear_opening", &name("reduce"))?,
+            finish: gpu.function("linear_opening", &name("finish"))?,
+            sm_count: usize::try_from(gpu.info().multiprocessors).unwrap_or(1).max(1),
+            tuning: GpuTuning::default(),
+            plan: None,
+            img_t: None,
+            planes: None,
+            table: None,
+            plane_transposed: None,
+            plane_angle: None,
+            spill: None,
+            spectrum: None,
+            best: None,
+            index: None,
+            strength: None,
+            rgb: None,
+            hue: None,
+            out: None,
+            closing: false,
+        })
+    }
+
+    /// Makes the plan and (re)allocates buffers when the size or parameters change.
+    fn prepare(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        width: usize,
+        height: usize,
+        length: u32,
+        angles_deg: &[f64],
+        orientation: bool,
+    ) -> Result<(), OpError> {
+        let elem = std::mem::size_of::<T>();
+        let same = self.plan.as_ref().is_some_and(|p| {
+            p.width == width && p.height == height && p.length == length && p.angles_deg == angles_deg && p.tuning == self.tuning
+        });
+        if !same {
+            let plan = Plan::new(width, height, length, angles_deg, self.tuning, self.sm_count, elem)?;
+            let n = width * height;
+            let (w, h) = (width, height);
+            let words: Vec<i32> = plan.planes.iter().flat_map(|p| p.to_words()).collect();
+            let flags: Vec<i32> = plan.planes.iter().map(|p| p.transposed).collect();
+            let hues: Vec<u16> = angles_deg.iter().map(|&a| hue_of_angle(a)).collect();
+            self.table = Some(stream.clone_htod(&words)?);
+            self.plane_transposed = Some(stream.clone_htod(&flags)?);
+            self.plane_angle = Some(stream.clone_htod(&plan.plane_angle)?);
+            self.hue = Some(stream.clone_htod(&hues)?);
+            self.img_t = if plan.any_transposed { Some(alloc_zeroed(stream, n, "transposed frame", w, h)?) } else { None };
+            self.planes = Some(alloc_zeroed(stream, n * plan.max_chunk(), "opening planes", w, h)?);
+            self.spill = Some(alloc_zeroed(stream, plan.spill_len.max(1), "FIFO spill", w, h)?);
+            self.spectrum = Some(alloc_zeroed(stream, plan.planes.len().max(1), "spectrum", w, h)?);
+            self.best = None;
+            self.index = None;
+            self.strength = None;
+            self.rgb = None;
+            self.out = None;
+            self.plan = Some(plan);
+        }
+        let n = width * height;
+        if orientation && self.best.is_none() {
+            self.best = Some(alloc_zeroed(stream, n, "strength (running)", width, height)?);
+            self.index = Some(alloc_zeroed(stream, n, "orientation index", width, height)?);
+            self.strength = Some(alloc_zeroed(stream, n, "strength", width, height)?);
+            self.rgb = Some(alloc_zeroed(stream, 3 * n, "colour", width, height)?);
+        }
+        if !orientation && self.out.is_none() {
+            self.out = Some(alloc_zeroed(stream, n, "opening", width, height)?);
+        }
+        Ok(())
+    }
+
+    fn launch_transpose(
+        &self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        src: &CudaSlice<T>,
+        dst: &mut CudaSlice<T>,
+        rows: usize,
+        cols: usize,
+        invert: bool,
+    ) -> Result<(), OpError> {
+        let cfg = LaunchConfig {
+            grid_dim: (blocks_for(cols, 32), blocks_for(rows, 32), 1),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        let (r32, c32, inv) = (to_i32(rows, "rows")?, to_i32(cols, "cols")?, i32::from(invert));
+        timer.time(stream, "linear_opening_transpose", || {
+            let mut b = stream.launch_builder(&self.transpose);
+            b.arg(src).arg(dst).arg(&r32).arg(&c32).arg(&inv);
+            // SAFETY: src and dst hold rows*cols elements (checked by the callers: the frame and
+            // a same-sized buffer); the kernel reads and writes only inside rows x cols.
+            unsafe { b.launch(cfg) }?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Enqueues the lines kernel for chunk `c` of the plan, reading `input` (and its transpose).
+    fn launch_lines(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<T>,
+        chunk: usize,
+        flags: i32,
+        to_out: bool,
+    ) -> Result<(), OpError> {
+        let plan = self.plan.as_ref().ok_or_else(|| missing("plan"))?;
+        let (first, count, grid_x) = plan.chunks[chunk];
+        let (w, h) = (to_i32(plan.width, "width")?, to_i32(plan.height, "height")?);
+        let r = ((plan.length.max(1) - 1) / 2) as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (grid_x, count as u32, 1),
+            block_dim: (plan.tuning.block, 1, 1),
+            shared_mem_bytes: plan.shared_bytes,
+        };
+        let (sh_mask, gl_mask) = (plan.sh_mask, plan.gl_mask);
+        let table = self.table.as_ref().ok_or_else(|| missing("table"))?.slice(first * 8..(first + count) * 8);
+        let spectrum = self.spectrum.as_mut().ok_or_else(|| missing("spectrum"))?;
+        let mut spectrum = spectrum.slice_mut(first..first + count);
+        let spill = self.spill.as_mut().ok_or_else(|| missing("spill"))?;
+        let dst = if to_out { self.out.as_mut() } else { self.planes.as_mut() }.ok_or_else(|| missing("planes"))?;
+        let img_t = self.img_t.as_ref().unwrap_or(input);
+        let lines = &self.lines;
+        timer.time(stream, "linear_opening_lines", || {
+            let mut b = stream.launch_builder(lines);
+            b.arg(input)
+                .arg(img_t)
+                .arg(&w)
+                .arg(&h)
+                .arg(&r)
+                .arg(&table)
+                .arg(dst)
+                .arg(spill)
+                .arg(&gl_mask)
+                .arg(&sh_mask)
+                .arg(&mut spectrum)
+                .arg(&flags);
+            // SAFETY: the table describes `count` angles whose lines lie inside the W x H frame
+            // (geometry.rs, tested against brute force); `dst` holds `count` planes of W*H (the
+            // planes buffer is sized for the largest chunk; a single opening has one plane);
+            // the spill ring holds grid threads x (gl_mask+1) entries when gl_mask != 0; dynamic
+            // shared memory is block x (sh_mask+1) words, as the kernel indexes it.
+            unsafe { b.launch(cfg) }?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+/// One linear opening or closing per frame on the GPU.
+pub struct LinearOpeningGpu<T: GpuSample> {
+    engine: Engine<T>,
+    size: (usize, usize),
+}
+
+impl<T: GpuSample> LinearOpeningGpu<T> {
+    /// Resolves the kernels (buffers come with the first frame).
+    pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        Ok(Self { engine: Engine::new(gpu)?, size: (0, 0) })
+    }
+
+    /// Sets the launch tuning (benches).
+    pub fn set_tuning(&mut self, tuning: GpuTuning) {
+        self.engine.tuning = tuning;
+    }
+
+    /// Enqueues the opening (closing) of the packed `width` x `height` frame `input`.
+    pub fn enqueue(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<T>,
+        width: usize,
+        height: usize,
+        params: &LinearOpeningParams,
+    ) -> Result<(), OpError> {
+        params.validate()?;
+        check_input(input, width, height)?;
+        self.size = (width, height);
+        if width == 0 || height == 0 {
+            return Ok(());
+        }
+        let e = &mut self.engine;
+        e.prepare(stream, width, height, params.length, &[params.angle], false)?;
+        let plan = e.plan.as_ref().ok_or_else(|| missing("plan"))?;
+        let transposed = plan.any_transposed;
+        if plan.length == 1 {
+            let out = e.out.as_mut().ok_or_else(|| missing("output"))?;
+            stream.memcpy_dtod(&input.slice(0..width * height), out)?;
+            return Ok(());
+        }
+        let closing = params.closing;
+        if transposed {
+            let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
+            let r = e.launch_transpose(stream, timer, input, &mut img_t, height, width, false);
+            e.img_t = Some(img_t);
+            r?;
+            e.launch_lines(stream, timer, input, 0, i32::from(closing), false)?;
+            let planes = e.planes.take().ok_or_else(|| missing("planes"))?;
+            let mut out = e.out.take().ok_or_else(|| missing("output"))?;
+            let r = e.launch_transpose(stream, timer, &planes, &mut out, width, height, closing);
+            e.planes = Some(planes);
+            e.out = Some(out);
+            r
+        } else {
+            e.launch_lines(stream, timer, input, 0, if closing { 3 } else { 0 }, true)
+        }
+    }
+
+    /// The device buffer of the last result (packed, width x height), if any.
+    #[must_use]
+    pub fn output(&self) -> Option<&CudaSlice<T>> {
+        self.engine.out.as_ref()
+    }
+
+    /// Copies the last result to the host (blocks until the stream's work is done).
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<Image<T>, OpError> {
+        let (w, h) = self.size;
+        if w == 0 || h == 0 {
+            return Ok(Image::new(w, h, T::default()));
+        }
+        let out = self.engine.out.as_ref().ok_or_else(|| missing("output"))?;
+        stream.synchronize()?;
+        let v = stream.clone_dtoh(&out.slice(0..w * h))?;
+        Ok(Image::from_vec(w, h, v)?)
+    }
+}
+
+/// Orientation maps (strength, orientation, spectrum, colour) per frame on the GPU.
+pub struct OrientationGpu<T: GpuSample> {
+    engine: Engine<T>,
+    size: (usize, usize),
+    angles: Vec<f64>,
+}
+
+impl<T: GpuSample> OrientationGpu<T> {
+    /// Resolves the kernels (buffers come with the first frame).
+    pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        Ok(Self { engine: Engine::new(gpu)?, size: (0, 0), angles: Vec::new() })
+    }
+
+    /// Sets the launch tuning (benches).
+    pub fn set_tuning(&mut self, tuning: GpuTuning) {
+        self.engine.tuning = tuning;
+    }
+
+    /// Enqueues the orientation maps of the packed `width` x `height` frame `input`.
+    pub fn enqueue(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<T>,
+        width: usize,
+        height: usize,
+        params: &OrientationParams,
+    ) -> Result<(), OpError> {
+        params.validate()?;
+        check_input(input, width, height)?;
+        self.size = (width, height);
+        self.angles = params.angle_degrees();
+        if width == 0 || height == 0 {
+            return Ok(());
+        }
+        let e = &mut self.engine;
+        e.closing = params.closing;
+        e.prepare(stream, width, height, params.length, &self.angles, true)?;
+        let plan = e.plan.clone().ok_or_else(|| missing("plan"))?;
+        let spectrum = e.spectrum.as_mut().ok_or_else(|| missing("spectrum"))?;
+        stream.memset_zeros(spectrum)?;
+        if plan.any_transposed {
+            let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
+            let r = e.launch_transpose(stream, timer, input, &mut img_t, height, width, false);
+            e.img_t = Some(img_t);
+            r?;
+        }
+        let (w, h) = (to_i32(width, "width")?, to_i32(height, "height")?);
+        let rcfg = LaunchConfig {
+            grid_dim: (blocks_for(width, 32), blocks_for(height, 32), 1),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        for (c, &(first, count, _)) in plan.chunks.iter().enumerate() {
+            e.launch_lines(stream, timer, input, c, i32::from(params.closing), false)?;
+            let planes = e.planes.as_ref().ok_or_else(|| missing("planes"))?;
+            let tflags = e.plane_transposed.as_ref().ok_or_else(|| missing("flags"))?.slice(first..first + count);
+            let aidx = e.plane_angle.as_ref().ok_or_else(|| missing("angle index"))?.slice(first..first + count);
+            let best = e.best.as_mut().ok_or_else(|| missing("best"))?;
+            let index = e.index.as_mut().ok_or_else(|| missing("index"))?;
+            let (n32, init) = (count as i32, i32::from(c == 0));
+            let reduce = &e.reduce;
+            timer.time(stream, "linear_opening_reduce", || {
+                let mut b = stream.launch_builder(reduce);
+                b.arg(planes).arg(&tflags).arg(&aidx).arg(&n32).arg(best).arg(index).arg(&w).arg(&h).arg(&init);
+                // SAFETY: `planes` holds at least `count` planes of W*H written by the lines
+                // kernel of this chunk; the flag and angle slices have `count` entries; best and
+                // index hold W*H elements.
+                unsafe { b.launch(rcfg) }?;
+                Ok(())
+            })?;
+        }
+        let n = width * height;
+        let n32 = u32::try_from(n).map_err(|_| OpError::Unsupported("frame too large".into()))?;
+        let closing = i32::from(params.closing);
+        let best = e.best.as_ref().ok_or_else(|| missing("best"))?;
+        let index = e.index.as_ref().ok_or_else(|| missing("index"))?;
+        let hue = e.hue.as_ref().ok_or_else(|| missing("hue"))?;
+        let strength = e.strength.as_mut().ok_or_else(|| missing("strength"))?;
+        let rgb = e.rgb.as_mut().ok_or_else(|| missing("colour"))?;
+        let finish = &e.finish;
+        timer.time(stream, "linear_opening_finish", || {
+            let mut b = stream.launch_builder(finish);
+            b.arg(best).arg(index).arg(hue).arg(strength).arg(rgb).arg(&n32).arg(&closing);
+            // SAFETY: best, index and strength hold n elements, rgb 3n; every index written by
+            // the reduce is an angle index < hue.len().
+            unsafe { b.launch(linear(n, 256)) }?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Device buffers of the last result: (strength, angle index, RGB colour picture), packed.
+    #[must_use]
+    pub fn outputs(&self) -> Option<(&CudaSlice<T>, &CudaSlice<u16>, &CudaSlice<u8>)> {
+        let e = &self.engine;
+        Some((e.strength.as_ref()?, e.index.as_ref()?, e.rgb.as_ref()?))
+    }
+
+    /// Copies the last maps and spectrum to the host (blocks until the stream's work is done).
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<OrientationOutput<T>, OpError> {
+        let (w, h) = self.size;
+        let e = &self.engine;
+        let k = self.angles.len();
+        if w == 0 || h == 0 {
+            return Ok(OrientationOutput {
+                angles_deg: self.angles.clone(),
+                strength: Image::new(w, h, T::BOTTOM),
+                angle_index: Image::new(w, h, 0),
+                spectrum: vec![0.0; k],
+                closing: e.closing,
+            });
+        }
+        let plan = e.plan.as_ref().ok_or_else(|| missing("plan"))?;
+        stream.synchronize()?;
+        let n = w * h;
+        let strength = stream.clone_dtoh(&e.strength.as_ref().ok_or_else(|| missing("strength"))?.slice(0..n))?;
+        let index = stream.clone_dtoh(&e.index.as_ref().ok_or_else(|| missing("index"))?.slice(0..n))?;
+        let sums = stream.clone_dtoh(e.spectrum.as_ref().ok_or_else(|| missing("spectrum"))?)?;
+        let full = n as f64 * T::TOP.to_f64();
+        let spectrum = plan
+            .angle_plane
+            .iter()
+            .map(|&p| {
+                let s = sums.get(p).copied().unwrap_or(0) as f64;
+                if e.closing { full - s } else { s }
+            })
+            .collect();
+        Ok(OrientationOutput {
+            angles_deg: self.angles.clone(),
+            strength: Image::from_vec(w, h, strength)?,
+            angle_index: Image::from_vec(w, h, index)?,
+            spectrum,
+            closing: e.closing,
+        })
+    }
+
+    /// Copies the last colour picture to the host (blocks until the stream's work is done).
+    pub fn download_colour(&self, stream: &Arc<CudaStream>) -> Result<Image<[u8; 3]>, OpError> {
+        let (w, h) = self.size;
+        if w == 0 || h == 0 {
+            return Ok(Image::new(w, h, [0; 3]));
+        }
+        let rgb = self.engine.rgb.as_ref().ok_or_else(|| missing("colour"))?;
+        stream.synchronize()?;
+        let v = stream.clone_dtoh(&rgb.slice(0..3 * w * h))?;
+        Ok(Image::from_vec(w, h, v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())?)
+    }
+}
+
+fn check_input<T>(input: &CudaSlice<T>, width: usize, height: usize) -> Result<(), OpError> {
+    check_frame_size(width, height)?;
+    if input.len() < width * height {
+        return Err(OpError::Unsupported(format!(
+            "input holds {} elements, a packed {width}x{height} frame needs {}",
+            input.len(),
+            width * height
+        )));
+    }
+    Ok(())
+}
+
+/// Uploads a view packed (copies only when padded).
+fn upload<T: GpuSample>(stream: &Arc<CudaStream>, img: ImageView<'_, T>) -> Result<CudaSlice<T>, OpError> {
+    let packed = img.to_image();
+    if packed.is_empty() {
+        return Ok(stream.alloc_zeros::<T>(1)?);
+    }
+    Ok(stream.clone_htod(packed.data())?)
+}
+
+/// Convenience: upload, one opening (closing), download. For the CLI and the parity tests.
+pub fn linear_opening_gpu<T: GpuSample>(
+    gpu: &GpuContext,
+    img: ImageView<'_, T>,
+    params: &LinearOpeningParams,
+) -> Result<Image<T>, OpError> {
+    let stream = gpu.new_stream()?;
+    let input = upload(&stream, img)?;
+    let mut op = LinearOpeningGpu::<T>::new(gpu)?;
+    let mut timer = KernelTimer::new();
+    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
+    op.download(&stream)
+}
+
+/// Convenience: upload, orientation maps, download (maps and spectrum; the colour picture is
+/// [`OrientationOutput::colour`], equal to the GPU's). For the CLI and the parity tests.
+pub fn orientation_gpu<T: GpuSample>(
+    gpu: &GpuContext,
+    img: ImageView<'_, T>,
+    params: &OrientationParams,
+) -> Result<OrientationOutput<T>, OpError> {
+    let stream = gpu.new_stream()?;
+    let input = upload(&stream, img)?;
+    let mut op = OrientationGpu::<T>::new(gpu)?;
+    let mut timer = KernelTimer::new();
+    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
+    op.download(&stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_dedups_and_zones() {
+        let angles: Vec<f64> = (0..180).map(f64::from).collect();
+        let p = Plan::new(640, 640, 31, &angles, GpuTuning::default(), 132, 1).unwrap();
+        assert_eq!(p.angle_plane.len(), 180);
+        assert!(p.planes.len() <= 60, "{} distinct families of L = 31", p.planes.len());
+        assert_eq!(p.plane_angle[0], 0);
+        assert!(p.plane_angle.windows(2).all(|w| w[0] < w[1]));
+        for (k, &pl) in p.angle_plane.iter().enumerate() {
+            assert!(p.plane_angle[pl] as usize <= k);
+            assert_eq!(LineFamily::new(angles[k], 31), LineFamily::new(angles[p.plane_angle[pl] as usize], 31));
+        }
+        assert_eq!(p.chunks.len(), 1);
+        assert_eq!(p.sh_mask, 31);
+        assert_eq!(p.gl_mask, 0);
+        for a in &p.planes {
+            assert!(a.zones >= 1 && a.zone_len as usize * a.zones as usize >= 640);
+            assert_eq!(a.lines_pad % 32, 0);
+        }
+        let nodedup = GpuTuning { dedup: false, ..GpuTuning::default() };
+        let p = Plan::new(640, 640, 31, &angles, nodedup, 132, 1).unwrap();
+        assert_eq!(p.planes.len(), 180);
+        // A long segment spills; a small stack budget makes several launches.
+        let small = GpuTuning { stack_bytes: 640 * 640 * 7, shared_entries: 16, ..GpuTuning::default() };
+        let p = Plan::new(640, 640, 101, &angles, small, 132, 1).unwrap();
+        assert!(p.chunks.len() > 1 && p.chunks.iter().all(|c| c.1 <= 7));
+        assert_eq!(p.sh_mask, 15);
+        assert_eq!(p.gl_mask, 127);
+        assert!(p.spill_len > 0);
+        assert!(Plan::new(0, 5, 3, &angles, GpuTuning::default(), 132, 1).is_err());
+    }
+}

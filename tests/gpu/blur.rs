@@ -1,0 +1,1 @@
+//! GPU parity tests for blur
