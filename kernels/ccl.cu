@@ -55,11 +55,11 @@
 //                        and initialise their feature record (no memset of the table).
 //   ccl_relabel          one warp per word: the chunk start's lane finds its root label and
 //                        __shfl_sync's it to the lanes of its segment (Alg. 5).
-//   ccl_features         one warp per (row, piece of FEAT_PIECE words): the lane of each chunk
-//                        start forms the run's closed-form sums (Alg. 6 + Σx², Σxy, Σy²); a
-//                        32-slot per-warp cache (one slot per lane) merges runs of the same label
-//                        along the row before flushing to the table with atomics, which keeps
-//                        atomic contention on large components low.
+//   ccl_features         one warp per band of `rows` rows x FEAT_PIECE words: the lane of each
+//                        chunk start forms the run's closed-form sums (Alg. 6 + Σx², Σxy, Σy²);
+//                        a 32-slot per-warp cache (one slot per lane) merges runs of the same
+//                        label inside the band before flushing to the table with atomics, which
+//                        keeps atomic contention on large components low.
 // Border policy: pixels outside the image are background. No pixel indexing past W x H.
 #include "common/util.cuh"
 
@@ -339,11 +339,14 @@ __device__ void merge_piece_border(u32* L, const u64* bits, int wpr, u32 width, 
     const u32 k0 = y * width + c * 64u;
     if ((w & 1ull) && (prev >> 63)) merge(L, segment_at(w, prev, k0, -1), k0);
     if (conn8 && (y % STRIP_H) != 0) {
+        // A diagonal is needed only when neither other pixel of the 2x2 block is set (else a
+        // 4-connected path through it is linked already).
         const u64* up = row - wpr;
         const u64 wu = up[c], pu = up[c - 1];
         const u32 ku0 = k0 - width;
-        if ((w & 1ull) && (pu >> 63)) merge(L, k0, segment_at(wu, pu, ku0, -1));
-        if ((prev >> 63) && (wu & 1ull)) merge(L, segment_at(w, prev, k0, -1), ku0);
+        const bool a = w & 1ull, b = prev >> 63, cu = wu & 1ull, d = pu >> 63;
+        if (a && d && !b && !cu) merge(L, k0, segment_at(wu, pu, ku0, -1));
+        if (b && cu && !a && !d) merge(L, segment_at(w, prev, k0, -1), ku0);
     }
 }
 
@@ -499,38 +502,42 @@ extern "C" __global__ void ccl_relabel(const u64* __restrict__ bits, const u32* 
 // ---------------------------------------------------------------- features (Alg. 6 + moments)
 
 struct Slot {
-    u32 label, area, min_x, max_x;
-    u64 sx, sxx;
+    u32 label, area, min_x, max_x, max_y;
+    u64 sx, sxx, sy, sxy, syy;
 };
 
-__device__ __forceinline__ void flush_slot(u64* feats, const Slot& s, u32 y) {
+__device__ __forceinline__ void flush_slot(u64* feats, const Slot& s) {
     u64* rec = feats + (size_t)(s.label - 1u) * FEAT_WORDS;
-    const u64 a = s.area, yy = y;
-    atomicAdd((unsigned long long*)rec + 0, (unsigned long long)a);
+    atomicAdd((unsigned long long*)rec + 0, (unsigned long long)s.area);
     atomicAdd((unsigned long long*)rec + 1, (unsigned long long)s.sx);
-    atomicAdd((unsigned long long*)rec + 2, (unsigned long long)(yy * a));
+    atomicAdd((unsigned long long*)rec + 2, (unsigned long long)s.sy);
     atomicAdd((unsigned long long*)rec + 3, (unsigned long long)s.sxx);
-    atomicAdd((unsigned long long*)rec + 4, (unsigned long long)(yy * s.sx));
-    atomicAdd((unsigned long long*)rec + 5, (unsigned long long)(yy * yy * a));
+    atomicAdd((unsigned long long*)rec + 4, (unsigned long long)s.sxy);
+    atomicAdd((unsigned long long*)rec + 5, (unsigned long long)s.syy);
     u32* r32 = (u32*)rec;
     atomicMin(r32 + 12, s.min_x);
     atomicMax(r32 + 13, s.max_x);
-    atomicMax(r32 + 15, y);  // min_y is the root's row, set at initialisation
+    atomicMax(r32 + 15, s.max_y);  // min_y is the root's row, set at initialisation
 }
 
+// One warp per block of `rows` rows x FEAT_PIECE words, rows outer, words inner.
 extern "C" __global__ void ccl_features(const u64* __restrict__ bits, const u32* __restrict__ labels, u64* feats,
-                                        int width, int height, int wpr) {
+                                        int width, int height, int wpr, int rows) {
     const int lane = threadIdx.x & 31;
     const int p0 = 2 * lane;
     const u32 pieces = ((u32)wpr + FEAT_PIECE - 1) / FEAT_PIECE;
-    const u32 total = (u32)height * pieces;
+    const u32 bands = ((u32)height + (u32)rows - 1) / (u32)rows;
+    const u32 total = bands * pieces;
     const u32 nwarps = global_threads() >> 5;
     for (u32 wi = global_tid() >> 5; wi < total; wi += nwarps) {
-        const u32 y = wi / pieces, piece = wi - y * pieces;
+        const u32 band = wi / pieces, piece = wi - band * pieces;
         const u32 c_begin = piece * FEAT_PIECE;
         const u32 c_end = c_begin + FEAT_PIECE < (u32)wpr ? c_begin + FEAT_PIECE : (u32)wpr;
-        Slot slot = {0u, 0u, 0u, 0u, 0ull, 0ull};
+        const u32 y_begin = band * (u32)rows;
+        const u32 y_end = y_begin + (u32)rows < (u32)height ? y_begin + (u32)rows : (u32)height;
+        Slot slot = {0u, 0u, 0u, 0u, 0u, 0ull, 0ull, 0ull, 0ull, 0ull};
         int victim = 0;
+        for (u32 y = y_begin; y < y_end; ++y)
         for (u32 c = c_begin; c < c_end; ++c) {
             const u64 w = bits[(size_t)y * wpr + c];
             if (w == 0ull) continue;
@@ -550,6 +557,7 @@ extern "C" __global__ void ccl_features(const u64* __restrict__ bits, const u32*
                 const u32 X0 = __shfl_sync(FULL_MASK, x0, j);
                 const u32 N = __shfl_sync(FULL_MASK, n, j);
                 const u32 X1 = X0 + N - 1u;
+                const u64 yy = y;
                 const u64 sx = ((u64)X0 + (u64)X1) * (u64)N / 2ull;
                 const u64 sxx = sum_squares_to(X1) - (X0 ? sum_squares_to(X0 - 1u) : 0ull);
                 const u32 hit = __ballot_sync(FULL_MASK, slot.label == L_);
@@ -558,23 +566,31 @@ extern "C" __global__ void ccl_features(const u64* __restrict__ bits, const u32*
                         slot.area += N;
                         slot.sx += sx;
                         slot.sxx += sxx;
+                        slot.sy += yy * N;
+                        slot.sxy += yy * sx;
+                        slot.syy += yy * yy * N;
                         slot.min_x = X0 < slot.min_x ? X0 : slot.min_x;
                         slot.max_x = X1 > slot.max_x ? X1 : slot.max_x;
+                        slot.max_y = y;  // rows are visited in increasing order
                     }
                 } else {
                     if (lane == victim) {
-                        if (slot.label) flush_slot(feats, slot, y);
+                        if (slot.label) flush_slot(feats, slot);
                         slot.label = L_;
                         slot.area = N;
                         slot.sx = sx;
                         slot.sxx = sxx;
+                        slot.sy = yy * N;
+                        slot.sxy = yy * sx;
+                        slot.syy = yy * yy * N;
                         slot.min_x = X0;
                         slot.max_x = X1;
+                        slot.max_y = y;
                     }
                     victim = (victim + 1) & 31;
                 }
             }
         }
-        if (slot.label) flush_slot(feats, slot, y);
+        if (slot.label) flush_slot(feats, slot);
     }
 }
