@@ -26,10 +26,17 @@
 //   FIFO (section 5.2): entries are u32 = (position mod 2^16) << 16 | value; at most L+1 live.
 //   The newest sh_cap entries live in shared memory, slot s of thread t at
 //   sh[s * blockDim.x + t] (bank = t mod 32: conflict free); older ones spill to a global ring
-//   (slot s of thread g at spill[s * total_threads + g]) when sh_cap < L+1. Positions are
-//   compared modulo 2^16; the front entry's start is clamped to the output position before it
-//   falls 2^14 behind. The spectrum (sum of each opening) is accumulated per thread in 64 bits
-//   and added with one atomicAdd per thread (integer: deterministic).
+//   (slot s of thread g at spill[s * total_threads + g]) when sh_cap < L+1: that is the
+//   linear_opening_lines_spill_* variant; linear_opening_lines_* (sh_cap >= L+1, the common
+//   case) compiles the spill paths out and needs fewer registers (36 vs 43 on sm_90). The front,
+//   second and back entries are also kept in registers (the paper's Fig. 7), so a step that
+//   neither pops nor drops touches shared memory only to push. Positions are compared modulo
+//   2^16; the front entry's start is clamped to the output position before it falls 2^14
+//   behind. The next input sample is loaded one step ahead. The spectrum (sum of each opening)
+//   is accumulated per thread in 64 bits and added with one atomicAdd per thread (integer:
+//   deterministic).
+//   Host emulation: the device functions compile as C++ with LO_HOST_EMULATION defined (the
+//   kernels are then left out); a harness can run lo_setup / lo_run lane by lane.
 // linear_opening_transpose_*: dst (cols x rows) = src (rows x cols) transposed, 32x32 tiles in
 //   shared memory (tile[32][33]), blocks of 32x8 threads, 4 pixels per thread; optional
 //   inversion (MAX - v) on the way.
@@ -77,75 +84,114 @@ struct LoFifo {
     u32 gl_stride;
     u32 gl_mask;
     u32 head, split, tail; // logical indices: [head, split) global, [split, tail) shared
+    // Register copies of the entries the common steps touch (valid while the queue is long
+    // enough): front = [head], second = [head + 1], back = [tail - 1].
+    u32 front, second, back;
 };
 
+template <bool SPILL>
 __device__ __forceinline__ u32 lo_get(const LoFifo& f, u32 i) {
-    return i >= f.split ? f.sh[(size_t)(i & f.sh_mask) * f.sh_stride]
+    return !SPILL || i >= f.split ? f.sh[(size_t)(i & f.sh_mask) * f.sh_stride]
                         : f.gl[(size_t)(i & f.gl_mask) * f.gl_stride];
 }
 
+template <bool SPILL>
 __device__ __forceinline__ void lo_set(LoFifo& f, u32 i, u32 e) {
-    if (i >= f.split) {
+    if (!SPILL || i >= f.split) {
         f.sh[(size_t)(i & f.sh_mask) * f.sh_stride] = e;
     } else {
         f.gl[(size_t)(i & f.gl_mask) * f.gl_stride] = e;
     }
 }
 
+template <bool SPILL>
 __device__ __forceinline__ void lo_push(LoFifo& f, u32 e) {
-    if (f.tail - f.split == f.sh_mask + 1u) {
+    if (SPILL && f.tail - f.split == f.sh_mask + 1u) {
         // Shared ring full: move its oldest entry to the global ring.
         f.gl[(size_t)(f.split & f.gl_mask) * f.gl_stride] = f.sh[(size_t)(f.split & f.sh_mask) * f.sh_stride];
         f.split++;
     }
     f.sh[(size_t)(f.tail & f.sh_mask) * f.sh_stride] = e;
+    const u32 size = f.tail - f.head; // before the push
     f.tail++;
+    f.back = e;
+    if (size == 0u) f.front = e;
+    if (size == 1u) f.second = e;
 }
 
-__device__ __forceinline__ void lo_pop_back(LoFifo& f) {
+// The entry before the back (size >= 2), from the registers when it is the front or second.
+template <bool SPILL>
+__device__ __forceinline__ u32 lo_before_back(const LoFifo& f) {
+    const u32 size = f.tail - f.head;
+    if (size == 2u) return f.front;
+    if (size == 3u) return f.second;
+    return lo_get<SPILL>(f, f.tail - 2u);
+}
+
+// Pops the back; `prev` is the entry before it (any value when the queue had one entry).
+template <bool SPILL>
+__device__ __forceinline__ void lo_pop_back(LoFifo& f, u32 prev) {
     f.tail--;
-    if (f.split > f.tail) f.split = f.tail;
+    if (SPILL && f.split > f.tail) f.split = f.tail;
+    f.back = prev;
 }
 
+template <bool SPILL>
 __device__ __forceinline__ void lo_pop_front(LoFifo& f) {
     f.head++;
-    if (f.split < f.head) f.split = f.head;
+    if (SPILL && f.split < f.head) f.split = f.head;
+    const u32 size = f.tail - f.head; // after the pop, >= 1 (the caller keeps two entries)
+    f.front = f.second;
+    if (size >= 3u) {
+        f.second = lo_get<SPILL>(f, f.head + 1u);
+    } else if (size == 2u) {
+        f.second = f.back;
+    }
 }
 
 // Alg. 2's loop body for sample x at stream position rp (mod 2^16); see stream.rs `step`.
+template <bool SPILL>
 __device__ __forceinline__ void lo_step(LoFifo& f, u32 x, u32 rp16, u32 len) {
     u32 erased = LO_NONE;
     while (f.tail != f.head) {
-        const u32 b = lo_get(f, f.tail - 1u);
+        const u32 b = f.back;
         const u32 bv = b & 0xffffu;
         if (bv <= x) break;
         const u32 bs = b >> 16;
-        const bool narrow = ((rp16 - bs) & 0xffffu) < len;
-        const bool starts_here = (f.tail - f.head < 2u) || ((lo_get(f, f.tail - 2u) & 0xffffu) < bv);
-        if (!(narrow && starts_here)) break;
-        lo_pop_back(f);
+        if (((rp16 - bs) & 0xffffu) >= len) break; // a wide peak: passed
+        const bool single = f.tail - f.head < 2u;
+        const u32 prev = single ? 0u : lo_before_back<SPILL>(f);
+        if (!single && (prev & 0xffffu) >= bv) break; // its level starts before bs: wide
+        lo_pop_back<SPILL>(f, prev);
         erased = bs;
     }
     if (f.tail != f.head) {
-        const u32 bv = lo_get(f, f.tail - 1u) & 0xffffu;
+        const u32 bv = f.back & 0xffffu;
         if (bv == x) return;
         if (bv > x) {
-            lo_push(f, (rp16 << 16) | x);
+            lo_push<SPILL>(f, (rp16 << 16) | x);
             return;
         }
     }
-    lo_push(f, ((erased != LO_NONE ? erased : rp16) << 16) | x);
+    lo_push<SPILL>(f, ((erased != LO_NONE ? erased : rp16) << 16) | x);
 }
 
 // Drops the front entries ending before wp and returns the value at wp; see stream.rs `front_at`.
+template <bool SPILL>
 __device__ __forceinline__ u32 lo_front(LoFifo& f, u32 wp16) {
     while (f.tail - f.head >= 2u) {
-        const u32 s1 = lo_get(f, f.head + 1u) >> 16;
+        const u32 s1 = f.second >> 16;
         if (((wp16 - s1) & 0x8000u) != 0u) break; // s1 > wp (16-bit signed difference < 0)
-        lo_pop_front(f);
+        lo_pop_front<SPILL>(f);
     }
-    const u32 e = lo_get(f, f.head);
-    if (((wp16 - (e >> 16)) & 0xffffu) >= 0x4000u) lo_set(f, f.head, (wp16 << 16) | (e & 0xffffu));
+    const u32 e = f.front;
+    if (((wp16 - (e >> 16)) & 0xffffu) >= 0x4000u) {
+        // Keep the front's start within 2^14 of the output position (16-bit arithmetic).
+        const u32 c = (wp16 << 16) | (e & 0xffffu);
+        lo_set<SPILL>(f, f.head, c);
+        f.front = c;
+        if (f.tail - f.head == 1u) f.back = c;
+    }
     return e & 0xffffu;
 }
 
@@ -235,7 +281,7 @@ __device__ __forceinline__ T lo_load(const T* p) {
 
 // Runs one thread's streaming opening over the lockstep range [a_lo, a_hi) of its warp.
 // flags: bit 0 inverts the input (closings), bit 1 inverts the output written.
-template <typename T>
+template <typename T, bool SPILL>
 __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi,
                                      const T* __restrict__ src, T* __restrict__ dst, int B, int r,
                                      u32 maxv, int flags, LoFifo& f) {
@@ -246,23 +292,26 @@ __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi
     LoCursor wr = lo_cursor(aq, r, ln.zo0);
     const u32 out_inv = (flags & 2) ? maxv : 0u;
     unsigned long long sum = 0;
-    lo_push(f, maxv); // (MAX, position 0): the r samples of left padding
+    lo_push<SPILL>(f, maxv); // (MAX, position 0): the r samples of left padding
     int aw = ln.zo0;  // next output position
+    // The next sample is loaded one step ahead (its latency overlaps the FIFO work).
+    u32 x_next = 0;
+    if (ln.zr0 < ln.zr1) x_next = (u32)lo_load(src + (size_t)ln.zr0 * B + (ln.c + sg * rd.base));
     for (int a = a_lo; a < a_hi; ++a) {
         if (a < ln.start || a >= ln.end) continue;
         u32 x;
         if (a < ln.zr1) {
-            const int b = ln.c + sg * rd.base;
-            x = (u32)lo_load(src + (size_t)a * B + b);
+            x = x_next;
             if (flags & 1) x = maxv - x;
             lo_advance(rd, aq, r);
+            if (a + 1 < ln.zr1) x_next = (u32)lo_load(src + (size_t)(a + 1) * B + (ln.c + sg * rd.base));
         } else {
             x = a < ln.zr1 + r ? maxv : 0u;
         }
         const u32 rp = (u32)(a - ln.zr0 + r);
-        lo_step(f, x, rp & 0xffffu, len);
+        lo_step<SPILL>(f, x, rp & 0xffffu, len);
         if (rp >= 2u * (u32)r) {
-            const u32 v = lo_front(f, (rp - 2u * (u32)r) & 0xffffu);
+            const u32 v = lo_front<SPILL>(f, (rp - 2u * (u32)r) & 0xffffu);
             if (a - 2 * r == aw && aw < ln.zo1) {
                 const int b = ln.c + sg * wr.base;
                 dst[(size_t)aw * B + b] = (T)(v ^ out_inv);
@@ -275,7 +324,7 @@ __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi
     if (ln.line_end) {
         // After the sentinel every pending value is final.
         for (; aw < ln.zo1; ++aw) {
-            const u32 v = lo_front(f, (u32)(aw - ln.zr0 + r) & 0xffffu);
+            const u32 v = lo_front<SPILL>(f, (u32)(aw - ln.zr0 + r) & 0xffffu);
             const int b = ln.c + sg * wr.base;
             dst[(size_t)aw * B + b] = (T)(v ^ out_inv);
             sum += v;
@@ -307,7 +356,7 @@ __device__ __forceinline__ void lo_hsv(u32 hue, u32 v, u8* rgb) {
 
 #ifndef LO_HOST_EMULATION
 
-template <typename T>
+template <typename T, bool SPILL>
 __device__ void lo_lines(const T* __restrict__ img, const T* __restrict__ img_t, int W, int H, int r,
                          const LoAngle* __restrict__ angles, T* __restrict__ planes,
                          u32* __restrict__ spill, u32 gl_mask, u32 sh_mask,
@@ -338,23 +387,27 @@ __device__ void lo_lines(const T* __restrict__ img, const T* __restrict__ img_t,
     f.gl_stride = gridDim.x * gridDim.y * blockDim.x;
     f.gl_mask = gl_mask;
     f.head = f.split = f.tail = 0;
+    f.front = f.second = f.back = 0;
     const T* src = ang.transposed ? img_t : img;
     T* dst = planes + (size_t)ang.plane * (size_t)W * (size_t)H;
-    const unsigned long long sum = lo_run<T>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, f);
+    const unsigned long long sum = lo_run<T, SPILL>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, f);
     if (spectrum && sum) atomicAdd(spectrum + ang.plane, sum);
 }
 
-#define LO_LINES(T, NAME, MAXV)                                                                     \
+#define LO_LINES(T, SPILL, NAME, MAXV)                                                              \
     extern "C" __global__ void NAME(const T* __restrict__ img, const T* __restrict__ img_t, int W,  \
                                     int H, int r, const LoAngle* __restrict__ angles,              \
                                     T* __restrict__ planes, u32* __restrict__ spill, u32 gl_mask,   \
                                     u32 sh_mask, unsigned long long* __restrict__ spectrum,         \
                                     int flags) {                                                    \
-        lo_lines<T>(img, img_t, W, H, r, angles, planes, spill, gl_mask, sh_mask, spectrum, MAXV,   \
-                    flags);                                                                         \
+        lo_lines<T, SPILL>(img, img_t, W, H, r, angles, planes, spill, gl_mask, sh_mask, spectrum,  \
+                           MAXV, flags);                                                            \
     }
-LO_LINES(u8, linear_opening_lines_u8, 255u)
-LO_LINES(u16, linear_opening_lines_u16, 65535u)
+// Without spill (L+1 <= shared entries: the common case, fewer registers) and with.
+LO_LINES(u8, false, linear_opening_lines_u8, 255u)
+LO_LINES(u16, false, linear_opening_lines_u16, 65535u)
+LO_LINES(u8, true, linear_opening_lines_spill_u8, 255u)
+LO_LINES(u16, true, linear_opening_lines_spill_u16, 65535u)
 
 template <typename T>
 __device__ void lo_transpose(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols, u32 inv) {

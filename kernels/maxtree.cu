@@ -19,7 +19,8 @@
 // i.e. the canonical element, and flattening (Alg. 5) yields exactly the §2.2 parent image.
 //
 // Pipeline (one stream, no host sync):
-//  maxtree_local_{u8,u16}  (§5.1, Alg. 2, Fig. 8) one block per MT_TW x MT_TH tile, one thread per
+//  maxtree_local_{u8,u16}  (§5.1, Alg. 2, Fig. 8) one block per MT_TW x tile_h tile (tile_h is a
+//      launch parameter: 16 by default, up to 128; local indices must fit 16 bits), one thread per
 //      column. (a) load the tile into shared records; (b) 1D max-tree of each column (Menotti's
 //      algorithm, the stack threaded through the not-yet-set parent fields, so no extra storage);
 //      (c) each thread but the last merges its column with the next one by concurrent lock-free
@@ -37,13 +38,14 @@
 //      paths, already exact in the local trees.
 //  maxtree_flatten  Alg. 5 FLATTEN: parent(p) ← level root of parent(p); writes the u32 parent
 //      image (root → itself), shortcuts the records in place (benign: 64-bit stores of equivalent
-//      links), numbers the canonical elements (block-aggregated atomic counter: node ids).
-//  maxtree_nodes / maxtree_pixels / maxtree_wave  attributes without the tree leaving the GPU:
-//      per-node init; per-pixel contributions (threads own MT_SEG-pixel row segments and aggregate
-//      runs of one node before each atomic); then one bottom-up pass: each leaf's thread finalises
-//      its node, adds it into the parent with atomics and increments the parent's arrival counter;
-//      the last child to arrive carries on with the parent (every node finalised exactly once,
-//      O(nodes) work, one launch).
+//      links), numbers the canonical elements (block-aggregated atomic counter: node ids);
+//      MT_FLAT pixels per thread.
+//  maxtree_nodes / maxtree_pixels / maxtree_double / maxtree_attr  attributes without the tree
+//      leaving the GPU: per-node init; per-pixel own contributions (one thread per pixel of a
+//      256-pixel row chunk, one atomic per run of one node); subtree sums / maxima / minima
+//      by doubling along ancestor pointers (BITS rounds, O(nodes) work each, no serial walk up the
+//      tree — a 16-bit tree is thousands of nodes deep); the attribute of each node. The max rule
+//      adds maxtree_amax rounds (subtree maximum of the attribute).
 //  maxtree_keep / maxtree_jump / maxtree_restitute_{u8,u16}  filtering rules: each node gets an
 //      affine word value(n) = a(n)·value(J(n)) + b(n), J = parent, solved by in-place pointer
 //      jumping (a packed 64-bit word per node, so a racing reader sees a consistent pair); then
@@ -51,10 +53,11 @@
 //
 // Thread-to-pixel mapping: local — blockDim.x = MT_TW, thread = tile column, loops over the rows
 // (coalesced row loads/stores). Others — 1D grids, one thread per pixel / border position / node
-// (node kernels read the node count from device memory and exit past it).
+// (node kernels: grid-stride loops over the node count, read from device memory).
 // Border policy: pixels outside the image have no neighbours (partial tiles are handled by tw, th).
-// Shared memory (local kernel only, dynamic): MT_TW*MT_TH records, row-major (ly*MT_TW + lx):
-//   u32 (8 KiB) for 8-bit, u64 (16 KiB) for 16-bit. Column-private accesses are bank-conflict free.
+// Shared memory (dynamic): local kernel MT_TW*tile_h records, row-major (ly*MT_TW + lx): u32 for
+//   8-bit (4 KiB at tile_h 16), u64 for 16-bit (8 KiB); column-private accesses are bank-conflict
+//   free. maxtree_flatten: 8 bytes (block counter and base).
 // The min-tree is the max-tree of f ^ inv (inv = 0xFF / 0xFFFF), applied on every image read.
 //
 // Host emulation: with MT_HOST_EMU defined the file compiles as C++20 with a shim of CUDA
@@ -62,8 +65,6 @@
 #include "common/util.cuh"
 
 #define MT_TW 64
-#define MT_TH 32
-#define MT_SEG 16
 #define MT_NONE 0xFFFFFFFFu
 
 #ifndef MT_HOST_EMU
@@ -226,16 +227,31 @@ __device__ __forceinline__ R flattened(const R* S, R r) {
     return F::make(F::lv(r), F::plv(r), q + 1);
 }
 
+// The same on global records with plain (cacheable) loads, for maxtree_flatten: during that
+// kernel records only change by shortcuts to a same-level ancestor (level fields never change), so
+// a stale read is still a valid link and the climb ends at the same level root.
+__device__ __forceinline__ u64 flattened_global(const u64* S, u64 r) {
+    if (G::idx1(r) == 0) return r;
+    u32 q = G::idx1(r) - 1;
+    u64 rq = S[q];
+    while (G::idx1(rq) != 0 && G::plv(rq) == G::lv(rq)) {
+        q = G::idx1(rq) - 1;
+        rq = S[q];
+    }
+    return G::make(G::lv(r), G::plv(r), q + 1);
+}
+
 template <typename T, typename R>
-__device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 inv, int eight, int full) {
+__device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight, int full) {
     typedef Rec<R> F;
     R* S = (R*)mt_smem;
     const u32 lx = threadIdx.x;
-    const u32 x0 = blockIdx.x * MT_TW, y0 = blockIdx.y * MT_TH;
-    const u32 tw = umin(MT_TW, W - x0), th = umin(MT_TH, H - y0);
+    const u32 x0 = blockIdx.x * MT_TW, y0 = blockIdx.y * tile_h;
+    const u32 tw = umin(MT_TW, W - x0), th = umin(tile_h, H - y0);
     const bool active = lx < tw;
     // (a) load: row by row, coalesced across the block.
     if (active) {
+#pragma unroll 4
         for (u32 ly = 0; ly < th; ++ly) {
             const u32 v = (u32)img[(u64)(y0 + ly) * W + x0 + lx] ^ inv;
             S[ly * MT_TW + lx] = F::make(v, 0, 0);
@@ -288,25 +304,28 @@ __device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 inv, int e
     }
 }
 
-extern "C" __global__ void maxtree_local_u8(const u8* img, u64* grec, u32 W, u32 H, u32 inv, int eight, int full) {
-    local_tree<u8, u32>(img, grec, W, H, inv, eight, full);
+// Grid (ceil(W / MT_TW), ceil(H / tile_h)), MT_TW threads, MT_TW * tile_h records of shared memory.
+extern "C" __global__ void maxtree_local_u8(const u8* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight,
+                                           int full) {
+    local_tree<u8, u32>(img, grec, W, H, tile_h, inv, eight, full);
 }
-extern "C" __global__ void maxtree_local_u16(const u16* img, u64* grec, u32 W, u32 H, u32 inv, int eight, int full) {
-    local_tree<u16, u64>(img, grec, W, H, inv, eight, full);
+extern "C" __global__ void maxtree_local_u16(const u16* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight,
+                                            int full) {
+    local_tree<u16, u64>(img, grec, W, H, tile_h, inv, eight, full);
 }
 
 // ---- tile-border merge (§4.3) -----------------------------------------------------------------
 // Threads [0, nv): vertical borders, t = b*H + y (border b between tile columns b and b+1).
 // Threads [nv, nv+nh): horizontal borders, t = b*W + x (between tile rows b and b+1).
 // Threads [nv+nh, nv+nh+nc): tile corners (8-connectivity), t = j*(ntx-1) + i.
-extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, int eight, int full) {
-    const u32 ntx = (W + MT_TW - 1) / MT_TW, nty = (H + MT_TH - 1) / MT_TH;
+extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, int eight, int full) {
+    const u32 ntx = (W + MT_TW - 1) / MT_TW, nty = (H + tile_h - 1) / tile_h;
     const u32 nv = (ntx - 1) * H, nh = (nty - 1) * W, nc = eight ? (ntx - 1) * (nty - 1) : 0;
     u32 t = global_tid();
     if (t < nv) {
         const u32 b = t / H, y = t % H;
         const u32 xu = (b + 1) * MT_TW - 1;
-        const u32 ty0 = (y / MT_TH) * MT_TH, n = umin(MT_TH, H - ty0), k = y - ty0;
+        const u32 ty0 = (y / tile_h) * tile_h, n = umin(tile_h, H - ty0), k = y - ty0;
         const u32 u = y * W + xu, v = u + 1;
         if (eight && full) {
             connect_full8(grec, u, v, u - W, v - W, k > 0);
@@ -328,7 +347,7 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, int eight, int
     t -= nv;
     if (t < nh) {
         const u32 b = t / W, x = t % W;
-        const u32 yu = (b + 1) * MT_TH - 1;
+        const u32 yu = (b + 1) * tile_h - 1;
         const u32 tx0 = (x / MT_TW) * MT_TW, n = umin(MT_TW, W - tx0), k = x - tx0;
         const u32 u = yu * W + x, v = u + W;
         if (eight && full) {
@@ -351,7 +370,7 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, int eight, int
     t -= nh;
     if (t < nc) {
         const u32 i = t % (ntx - 1), j = t / (ntx - 1);
-        const u32 xu = (i + 1) * MT_TW - 1, yu = (j + 1) * MT_TH - 1;
+        const u32 xu = (i + 1) * MT_TW - 1, yu = (j + 1) * tile_h - 1;
         const u32 p = yu * W + xu;
         connect(grec, p, p + W + 1);      // (xu, yu) - (xu+1, yu+1)
         connect(grec, p + 1, p + W);      // (xu+1, yu) - (xu, yu+1)
@@ -360,177 +379,236 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, int eight, int
 
 // ---- flatten (Alg. 5) and node numbering ------------------------------------------------------
 // parent[p] (u32, root → p), node_id[p] and node_pix[id] for canonical p; *count = nodes.
-// blockDim.x must be 256 (block-aggregated counter in shared memory).
+// A block of blockDim.x threads handles MT_FLAT consecutive chunks of blockDim.x pixels
+// (coalesced), numbering its canonical pixels with a shared counter and one global atomicAdd.
+#define MT_FLAT 8
 extern "C" __global__ void maxtree_flatten(u64* grec, u32* parent, u32* node_id, u32* node_pix, u32* count, u32 N) {
     u32* s = (u32*)mt_smem;  // s[0]: block count, s[1]: block base
     if (threadIdx.x == 0) s[0] = 0;
     __syncthreads();
-    const u32 p = global_tid();
-    bool canonical = false;
-    u32 local = 0;
-    if (p < N) {
-        const u64 r0 = ld_vol(grec + p);
-        const u64 r = flattened(grec, r0);
-        if (r != r0) st_vol(grec + p, r);
-        parent[p] = G::idx1(r) == 0 ? p : G::idx1(r) - 1;
-        canonical = G::idx1(r) == 0 || G::plv(r) < G::lv(r);
-        if (canonical) local = atomicAdd(&s[0], 1u);
+    const u32 base = blockIdx.x * blockDim.x * MT_FLAT + threadIdx.x;
+    u32 canon_mask = 0, local[MT_FLAT];
+#pragma unroll
+    for (int i = 0; i < MT_FLAT; ++i) {
+        const u32 p = base + (u32)i * blockDim.x;
+        local[i] = 0;
+        if (p < N) {
+            const u64 r0 = grec[p];
+            const u64 r = flattened_global(grec, r0);
+            if (r != r0) st_vol(grec + p, r);
+            parent[p] = G::idx1(r) == 0 ? p : G::idx1(r) - 1;
+            if (G::idx1(r) == 0 || G::plv(r) < G::lv(r)) {
+                canon_mask |= 1u << i;
+                local[i] = atomicAdd(&s[0], 1u);
+            }
+        }
     }
     __syncthreads();
     if (threadIdx.x == 0) s[1] = s[0] ? atomicAdd(count, s[0]) : 0;
     __syncthreads();
-    if (canonical) {
-        const u32 id = s[1] + local;
-        node_id[p] = id;
-        node_pix[id] = p;
+#pragma unroll
+    for (int i = 0; i < MT_FLAT; ++i) {
+        if (canon_mask & (1u << i)) {
+            const u32 p = base + (u32)i * blockDim.x;
+            const u32 id = s[1] + local[i];
+            node_id[p] = id;
+            node_pix[id] = p;
+        }
     }
 }
 
 // ---- attributes ---------------------------------------------------------------------------------
 // Attribute codes (src/ops/maxtree/mod.rs, Attribute::index): 0 area, 1 height, 2 volume,
 // 3 bbox width, 4 bbox height, 5 diameter (bbox diagonal).
-struct MtNodes {
-    u32* npar;    // parent node id (MT_NONE for the root)
-    u32* nlev;    // level (tree space)
-    u32* area;    // pixels in the component
-    u32* cnt;     // child nodes
-    u32* arrive;  // children finished (bottom-up pass)
-    u32* mx;      // highest level in the component (height)
-    u32* bb;      // 4 per node: xmin, xmax, ymin, ymax
-    u64* vol;     // Σ of the children's volumes, then the node's volume
-    double* attr; // attribute value (named attrv in the kernel parameters)
-    u64* amax;    // max attribute over the subtree, as the bits of a non-negative double
-};
-// Kernels take the arrays as separate pointer arguments (so the host's stream tracking sees each
-// buffer) in this order; keep in sync with `NodeBufs::push_args` in src/ops/maxtree/gpu.rs.
-#define MT_NODE_PARAMS u32 *npar, u32 *nlev, u32 *area, u32 *cnt, u32 *arrive, u32 *mx, u32 *bb, u64 *vol, \
-                       double *attrv, u64 *amax
-#define MT_NODES const MtNodes nd = {npar, nlev, area, cnt, arrive, mx, bb, vol, attrv, amax}
+//
+// Subtree accumulation by doubling: with J_r(m) the ancestor of m at distance exactly 2^r (J_0 =
+// parent) and A_r(n) the accumulation over the descendants of n at distance < 2^r,
+//   A_{r+1}(n) = A_r(n) ⊕ ⨁_{m : J_r(m) = n} A_r(m),   J_{r+1}(m) = J_r(J_r(m)),
+// one launch per round, BITS rounds (a root path has at most 2^BITS nodes), O(nodes) work each;
+// no serial walk up the tree (16-bit trees are thousands of nodes deep).
+// Buffers: q32 = [4 slots][NQ][N] u32 — NQ = 1 (area, or the max level for the height) or 4 for
+// the bounding box (xmin, xmax, ymin, ymax) — and q64 = [4 slots][N] u64 (Σ levels, for the
+// volume; reused for the subtree max of the attribute, the max rule). Slot 0 (CUR) holds each
+// node's own A_r, touched only by the node's thread; slots 1..3 (INC) rotate: round r folds
+// INC[(r+2)%3] (what round r-1 scattered) into CUR, scatters A_r into INC[r%3] of J_r(n) with one
+// atomic, and resets INC[(r+1)%3] to the identity for round r+1. After R rounds
+// A_R = CUR ⊕ INC[(R-1)%3].
+#define NQ (attr >= 3 ? 4u : 1u)
+#define Q32(s, q, n) q32[((u64)(s) * NQ + (q)) * N + (n)]
+#define Q64(s, n) q64[(u64)(s) * N + (n)]
+#define INC(b) (1 + (b))
 
-// One thread per node: parent node, level, accumulators reset.
-extern "C" __global__ void maxtree_nodes(const u64* grec, const u32* parent, const u32* node_id, const u32* node_pix,
-                                         const u32* count, MT_NODE_PARAMS) {
-    MT_NODES;
-    const u32 id = global_tid();
-    if (id >= ld_vol(count)) return;
-    const u32 p = node_pix[id];
-    const u32 q = parent[p];
-    nd.npar[id] = q == p ? MT_NONE : node_id[q];
-    const u32 lvl = G::lv(grec[p]);
-    nd.nlev[id] = lvl;
-    nd.area[id] = 0;
-    nd.cnt[id] = 0;
-    nd.arrive[id] = 0;
-    nd.mx[id] = lvl;
-    nd.vol[id] = 0;
-    nd.amax[id] = 0;
-    nd.bb[4 * id + 0] = 0xFFFFFFFFu;
-    nd.bb[4 * id + 1] = 0;
-    nd.bb[4 * id + 2] = 0xFFFFFFFFu;
-    nd.bb[4 * id + 3] = 0;
+// Node-id loops: grid-stride over [0, *count) (the count is written by maxtree_flatten, an
+// earlier launch, so a plain load is right; it is read once per thread).
+#define FOR_NODES(n, count) for (u32 n = global_tid(), n##_end = *(count); n < n##_end; n += global_threads())
+
+__device__ __forceinline__ void q32_identity(u32* q32, u32 N, int s, u32 n, int attr) {
+    if (attr <= 2) Q32(s, 0, n) = 0;
+    if (attr >= 3) {
+        Q32(s, 0, n) = 0xFFFFFFFFu;
+        Q32(s, 1, n) = 0;
+        Q32(s, 2, n) = 0xFFFFFFFFu;
+        Q32(s, 3, n) = 0;
+    }
 }
 
-// One thread per MT_SEG-pixel row segment: each pixel's node (pix_node), its own-pixel
-// contributions (area, bbox) and the child counts, aggregated over runs of one node.
+// Per node: parent node, level, CUR and the INC slots read or written by round 0 set to the
+// identity (CUR of the height: the node's own level).
+extern "C" __global__ void maxtree_nodes(const u64* grec, const u32* parent, const u32* node_id, const u32* node_pix,
+                                         const u32* count, u32* npar, u32* nlev, u32* q32, u64* q64, u32 N,
+                                         int attr) {
+    FOR_NODES(id, count) {
+        const u32 p = node_pix[id];
+        const u32 q = parent[p];
+        npar[id] = q == p ? MT_NONE : node_id[q];
+        const u32 lvl = G::lv(grec[p]);
+        nlev[id] = lvl;
+        q32_identity(q32, N, 0, id, attr);
+        if (attr == 1) Q32(0, 0, id) = lvl;
+        q32_identity(q32, N, INC(0), id, attr);
+        q32_identity(q32, N, INC(2), id, attr);
+        if (attr == 2) {
+            Q64(INC(0), id) = 0;
+            Q64(INC(2), id) = 0;
+        }
+    }
+}
+
+// Grid (ceil(W / 256), H), 256 threads, 1 KiB of shared memory: one thread per pixel of a
+// 256-pixel row chunk (coalesced): each pixel's node (pix_node); then each run of one node in the
+// chunk adds its own-pixel contributions (area, bounding box) into CUR with one atomic per run.
 extern "C" __global__ void maxtree_pixels(const u64* grec, const u32* parent, const u32* node_id, u32* pix_node,
-                                          u32 W, u32 H, int attr, MT_NODE_PARAMS) {
-    MT_NODES;
-    const u32 segs = (W + MT_SEG - 1) / MT_SEG;
-    const u32 t = global_tid();
-    if (t >= segs * H) return;
-    const u32 y = t / segs, xs = (t % segs) * MT_SEG, xe = umin(xs + MT_SEG, W);
-    const bool bbox = attr >= 3;
-    u32 run = MT_NONE, run_n = 0, run_x0 = 0, run_x1 = 0;
-    u32 crun = MT_NONE, crun_n = 0;  // child-count run (parent node id)
-    for (u32 x = xs; x < xe; ++x) {
+                                          u32* q32, u32 W, u32 H, int attr) {
+    u32* s_id = (u32*)mt_smem;
+    const u32 N = W * H;
+    const u32 t = threadIdx.x, x = blockIdx.x * 256 + t, y = blockIdx.y;
+    u32 id = MT_NONE;
+    if (x < W) {
         const u32 p = y * W + x;
         const u64 r = grec[p];
         const bool canonical = G::idx1(r) == 0 || G::plv(r) < G::lv(r);
-        const u32 id = node_id[canonical ? p : parent[p]];
+        id = node_id[canonical ? p : parent[p]];
         pix_node[p] = id;
-        if (id != run) {
-            if (run_n) {
-                atomicAdd(nd.area + run, run_n);
-                if (bbox) {
-                    atomicMin(nd.bb + 4 * run + 0, run_x0);
-                    atomicMax(nd.bb + 4 * run + 1, run_x1);
-                    atomicMin(nd.bb + 4 * run + 2, y);
-                    atomicMax(nd.bb + 4 * run + 3, y);
-                }
+    }
+    s_id[t] = id;
+    __syncthreads();
+    if (id == MT_NONE || (t > 0 && s_id[t - 1] == id) || attr == 1) return;
+    u32 len = 1;
+    while (t + len < 256 && s_id[t + len] == id) ++len;
+    if (attr == 0 || attr == 2) atomicAdd(&Q32(0, 0, id), len);
+    if (attr >= 3) {
+        atomicMin(&Q32(0, 0, id), x);
+        atomicMax(&Q32(0, 1, id), x + len - 1);
+        atomicMin(&Q32(0, 2, id), y);
+        atomicMax(&Q32(0, 3, id), y);
+    }
+}
+
+// One doubling round (see above). Round 0 derives Σ levels from the own area (every own pixel of a
+// node is at the node's level).
+extern "C" __global__ void maxtree_double(const u32* count, const u32* npar, const u32* nlev, u32* jb, u32* q32,
+                                          u64* q64, u32 N, int round, int attr) {
+    const u32* Jc = round == 0 ? npar : jb + (u64)(round & 1) * N;
+    u32* Jn = jb + (u64)((round + 1) & 1) * N;
+    const int in = INC((round + 2) % 3), out = INC(round % 3), sp = INC((round + 1) % 3);
+    FOR_NODES(n, count) {
+        const u32 j = Jc[n];
+        Jn[n] = j == MT_NONE ? MT_NONE : Jc[j];
+        if (attr == 0 || attr == 2) {
+            const u32 v = Q32(0, 0, n) + Q32(in, 0, n);
+            Q32(0, 0, n) = v;
+            if (j != MT_NONE) atomicAdd(&Q32(out, 0, j), v);
+            Q32(sp, 0, n) = 0;
+            if (attr == 2) {
+                const u64 v64 = round == 0 ? (u64)v * nlev[n] : Q64(0, n) + Q64(in, n);
+                Q64(0, n) = v64;
+                if (j != MT_NONE) atomicAdd(&Q64(out, j), v64);
+                Q64(sp, n) = 0;
             }
-            run = id; run_n = 0; run_x0 = x;
-        }
-        run_n++;
-        run_x1 = x;
-        if (canonical && G::idx1(r) != 0) {
-            const u32 pid = node_id[parent[p]];
-            if (pid != crun) {
-                if (crun_n) atomicAdd(nd.cnt + crun, crun_n);
-                crun = pid; crun_n = 0;
+        } else if (attr == 1) {
+            const u32 v = umax(Q32(0, 0, n), Q32(in, 0, n));
+            Q32(0, 0, n) = v;
+            if (j != MT_NONE) atomicMax(&Q32(out, 0, j), v);
+            Q32(sp, 0, n) = 0;
+        } else {
+            const u32 v0 = umin(Q32(0, 0, n), Q32(in, 0, n)), v1 = umax(Q32(0, 1, n), Q32(in, 1, n));
+            const u32 v2 = umin(Q32(0, 2, n), Q32(in, 2, n)), v3 = umax(Q32(0, 3, n), Q32(in, 3, n));
+            Q32(0, 0, n) = v0;
+            Q32(0, 1, n) = v1;
+            Q32(0, 2, n) = v2;
+            Q32(0, 3, n) = v3;
+            if (j != MT_NONE) {
+                atomicMin(&Q32(out, 0, j), v0);
+                atomicMax(&Q32(out, 1, j), v1);
+                atomicMin(&Q32(out, 2, j), v2);
+                atomicMax(&Q32(out, 3, j), v3);
             }
-            crun_n++;
+            q32_identity(q32, N, sp, n, attr);
         }
     }
-    if (run_n) {
-        atomicAdd(nd.area + run, run_n);
-        if (bbox) {
-            atomicMin(nd.bb + 4 * run + 0, run_x0);
-            atomicMax(nd.bb + 4 * run + 1, run_x1);
-            atomicMin(nd.bb + 4 * run + 2, y);
-            atomicMax(nd.bb + 4 * run + 3, y);
-        }
-    }
-    if (crun_n) atomicAdd(nd.cnt + crun, crun_n);
 }
 
 __device__ __forceinline__ u64 dbits(double d) { return (u64)__double_as_longlong(d); }
 __device__ __forceinline__ double bitsd(u64 b) { return __longlong_as_double((long long)b); }
 
-// Bottom-up pass: one thread per node; leaves start, the last child to arrive continues upwards.
-extern "C" __global__ void maxtree_wave(const u32* count, int attr, MT_NODE_PARAMS) {
-    MT_NODES;
-    u32 n = global_tid();
-    if (n >= ld_vol(count) || nd.cnt[n] != 0) return;
-    for (;;) {
-        // n is complete: all its children have added into it.
-        const u32 p = nd.npar[n];
-        const u32 lvl = nd.nlev[n];
-        const u32 plvl = p == MT_NONE ? lvl : nd.nlev[p];
-        const u32 area = ld_vol(nd.area + n);
+// Final attribute of every node: A_R = CUR ⊕ INC[fin], fin = (R - 1) % 3.
+extern "C" __global__ void maxtree_attr(const u32* count, const u32* npar, const u32* nlev, const u32* q32,
+                                        const u64* q64, double* attrv, u32 N, int fin, int attr) {
+    const int f = INC(fin);
+    FOR_NODES(n, count) {
+        const u32 p = npar[n];
+        const u32 lvl = nlev[n];
+        const u32 plvl = p == MT_NONE ? lvl : nlev[p];
         double a;
-        u64 vol = 0;
-        u32 bb[4] = {0, 0, 0, 0};
         if (attr == 0) {
-            a = (double)area;
+            a = (double)(Q32(0, 0, n) + Q32(f, 0, n));
         } else if (attr == 1) {
-            a = (double)(ld_vol(nd.mx + n) - plvl);
+            a = (double)(umax(Q32(0, 0, n), Q32(f, 0, n)) - plvl);
         } else if (attr == 2) {
-            vol = ld_vol(nd.vol + n) + (u64)area * (u64)(lvl - plvl);
-            nd.vol[n] = vol;
-            a = (double)vol;
+            const u64 area = Q32(0, 0, n) + Q32(f, 0, n);
+            a = (double)(Q64(0, n) + Q64(f, n) - area * plvl);
         } else {
-            for (int i = 0; i < 4; ++i) bb[i] = ld_vol(nd.bb + 4 * n + i);
-            const double w = (double)(bb[1] - bb[0] + 1), h = (double)(bb[3] - bb[2] + 1);
+            const u32 x0 = umin(Q32(0, 0, n), Q32(f, 0, n)), x1 = umax(Q32(0, 1, n), Q32(f, 1, n));
+            const u32 y0 = umin(Q32(0, 2, n), Q32(f, 2, n)), y1 = umax(Q32(0, 3, n), Q32(f, 3, n));
+            const double w = (double)(x1 - x0 + 1), h = (double)(y1 - y0 + 1);
             a = attr == 3 ? w : attr == 4 ? h : sqrt(w * w + h * h);
         }
-        nd.attr[n] = a;
-        const u64 am = ld_vol(nd.amax + n) > dbits(a) ? ld_vol(nd.amax + n) : dbits(a);
-        nd.amax[n] = am;
-        if (p == MT_NONE) return;
-        atomicAdd(nd.area + p, area);
-        atomicMax(nd.amax + p, am);
-        if (attr == 1) atomicMax(nd.mx + p, ld_vol(nd.mx + n));
-        if (attr == 2) atomicAdd(nd.vol + p, vol);
-        if (attr >= 3) {
-            atomicMin(nd.bb + 4 * p + 0, bb[0]);
-            atomicMax(nd.bb + 4 * p + 1, bb[1]);
-            atomicMin(nd.bb + 4 * p + 2, bb[2]);
-            atomicMax(nd.bb + 4 * p + 3, bb[3]);
-        }
-        __threadfence();
-        if (atomicAdd(nd.arrive + p, 1u) != nd.cnt[p] - 1) return;
-        __threadfence();
-        n = p;
+        attrv[n] = a;
+    }
+}
+
+// One doubling round of the subtree maximum of the attribute (max rule), in q64 (as the bits of a
+// non-negative double, whose order is the integer order); round 0 reads the attribute itself. The
+// maximum ends in CUR ⊕ INC[(R-1)%3]; maxtree_amax_fold folds it into CUR.
+extern "C" __global__ void maxtree_amax(const u32* count, const u32* npar, const double* attrv, u32* jb, u64* q64,
+                                        u32 N, int round) {
+    const u32* Jc = round == 0 ? npar : jb + (u64)(round & 1) * N;
+    u32* Jn = jb + (u64)((round + 1) & 1) * N;
+    const int in = INC((round + 2) % 3), out = INC(round % 3), sp = INC((round + 1) % 3);
+    FOR_NODES(n, count) {
+        const u32 j = Jc[n];
+        Jn[n] = j == MT_NONE ? MT_NONE : Jc[j];
+        const u64 c = round == 0 ? dbits(attrv[n]) : Q64(0, n);
+        const u64 v = c > Q64(in, n) ? c : Q64(in, n);
+        Q64(0, n) = v;
+        if (j != MT_NONE) atomicMax(&Q64(out, j), v);
+        Q64(sp, n) = 0;
+    }
+}
+
+// Before maxtree_amax: the INC slots read or written by round 0 set to 0 (the identity).
+extern "C" __global__ void maxtree_amax_init(const u32* count, u64* q64, u32 N) {
+    FOR_NODES(n, count) {
+        Q64(INC(0), n) = 0;
+        Q64(INC(2), n) = 0;
+    }
+}
+
+// After maxtree_amax: CUR ← CUR ⊕ INC[fin] (the subtree maximum, read by maxtree_keep).
+extern "C" __global__ void maxtree_amax_fold(const u32* count, u64* q64, u32 N, int fin) {
+    const int f = INC(fin);
+    FOR_NODES(n, count) {
+        if (Q64(f, n) > Q64(0, n)) Q64(0, n) = Q64(f, n);
     }
 }
 
@@ -540,43 +618,50 @@ __device__ __forceinline__ u64 word(u32 j1, u32 a, u32 b) { return ((u64)j1 << 3
 
 // mode 0: direct/max/min-second-pass restitution (kept → b = level; else follow the parent);
 // mode 1: subtractive; mode 2: min rule, first pass (value = 1 iff a node on the path fails).
-// rule: 0 direct, 1 min, 2 max, 3 subtractive.
-extern "C" __global__ void maxtree_keep(const u32* count, u64* words, double threshold, int rule, int mode,
-                                        MT_NODE_PARAMS) {
-    MT_NODES;
-    const u32 n = global_tid();
-    if (n >= ld_vol(count)) return;
-    const u32 p = nd.npar[n];
-    const u32 j1 = p == MT_NONE ? 0 : p + 1;
-    const u32 lvl = nd.nlev[n];
-    const bool pass = nd.attr[n] >= threshold;
-    if (mode == 2) {
-        words[n] = pass ? word(j1, 1, 0) : word(0, 0, 1);
-        return;
+// rule: 0 direct, 1 min, 2 max, 3 subtractive. amax: q64 buffer holding the subtree maxima (max
+// rule). active[0] is set for the first jump round.
+extern "C" __global__ void maxtree_keep(const u32* count, const u32* npar, const u32* nlev, const double* attrv,
+                                        const u64* amax, u64* words, u32* active, double threshold, int rule,
+                                        int mode) {
+    FOR_NODES(n, count) {
+        const u32 p = npar[n];
+        const u32 j1 = p == MT_NONE ? 0 : p + 1;
+        const u32 lvl = nlev[n];
+        const bool pass = attrv[n] >= threshold;
+        u64 w;
+        if (mode == 2) {
+            w = pass ? word(j1, 1, 0) : word(0, 0, 1);
+        } else if (mode == 1) {
+            const u32 plvl = p == MT_NONE ? 0 : nlev[p];
+            w = word(j1, 1, pass ? lvl - plvl : 0);
+        } else {
+            bool kept = pass;
+            if (rule == 2) kept = bitsd(amax[n]) >= threshold;
+            if (rule == 1) kept = ((u32)words[n] & 0x7FFFFFFFu) == 0;  // first pass: no failing node on the path
+            w = kept ? word(0, 0, lvl) : word(j1, 1, 0);
+        }
+        words[n] = w;
+        if ((w >> 32) != 0) active[0] = 1;
     }
-    if (mode == 1) {
-        const u32 plvl = p == MT_NONE ? 0 : nd.nlev[p];
-        words[n] = word(j1, 1, pass ? lvl - plvl : 0);
-        return;
-    }
-    bool kept = pass;
-    if (rule == 2) kept = bitsd(nd.amax[n]) >= threshold;
-    if (rule == 1) kept = ((u32)words[n] & 0x7FFFFFFFu) == 0;  // first pass: no failing node on the path
-    words[n] = kept ? word(0, 0, lvl) : word(j1, 1, 0);
 }
 
-// One pointer-jumping round, in place (each 64-bit word is read and written whole).
-extern "C" __global__ void maxtree_jump(const u32* count, u64* words) {
-    const u32 n = global_tid();
-    if (n >= ld_vol(count)) return;
-    const u64 w = ld_vol(words + n);
-    const u32 j1 = (u32)(w >> 32);
-    if (j1 == 0) return;
-    const u64 w2 = ld_vol(words + (j1 - 1));
-    const u32 b = (u32)w & 0x7FFFFFFFu, b2 = (u32)w2 & 0x7FFFFFFFu;
-    const u32 a2 = (u32)(w2 >> 31) & 1u;
-    // value(n) = value(J) + b (a(n) = 1 whenever J is set) = a2·value(J2) + b2 + b.
-    st_vol(words + n, word((u32)(w2 >> 32), a2, b2 + b));
+// One pointer-jumping round, in place (each 64-bit word is read and written whole, so a racing
+// reader sees a consistent pair; reading an already-advanced word only jumps further). Skipped
+// once no node has a pointer left (active[round] == 0).
+extern "C" __global__ void maxtree_jump(const u32* count, u64* words, u32* active, int round) {
+    if (active[round] == 0) return;
+    FOR_NODES(n, count) {
+        const u64 w = ld_vol(words + n);
+        const u32 j1 = (u32)(w >> 32);
+        if (j1 == 0) continue;
+        const u64 w2 = ld_vol(words + (j1 - 1));
+        const u32 b = (u32)w & 0x7FFFFFFFu, b2 = (u32)w2 & 0x7FFFFFFFu;
+        const u32 a2 = (u32)(w2 >> 31) & 1u;
+        // value(n) = value(J) + b (a(n) = 1 whenever J is set) = a2·value(J2) + b2 + b.
+        const u32 jj1 = (u32)(w2 >> 32);
+        st_vol(words + n, word(jj1, a2, b2 + b));
+        if (jj1 != 0) active[round + 1] = 1;
+    }
 }
 
 // One thread per pixel: filtered = value(node) (back to image space), residue = g - value.

@@ -9,8 +9,28 @@ use crate::gpu::KernelSource;
 pub const HEADERS: &[(&str, &str)] = &[("common/util.cuh", include_str!("../kernels/common/util.cuh"))];
 
 /// Every kernel module.
-pub const SOURCES: &[KernelSource] = &[KernelSource {
-    name: "preprocess",
-    source: include_str!("../kernels/preprocess.cu"),
-    functions: &["preprocess_rgb_to_gray", "preprocess_gray16_to_gray8"],
-}];
+pub const SOURCES: &[KernelSource] = &[
+    KernelSource {
+        name: "preprocess",
+        source: include_str!("../kernels/preprocess.cu"),
+        functions: &["preprocess_rgb_to_gray", "preprocess_gray16_to_gray8"],
+    },
+    KernelSource { name: "maxtree", source: include_str!("../kernels/maxtree.cu"), functions: crate::ops::maxtree::gpu::FUNCTIONS },
+    KernelSource { name: "ccl", source: include_str!("../kernels/ccl.cu"), functions: crate::ops::ccl::gpu::FUNCTIONS },
+    KernelSource {
+        name: "linear_opening",
+        source: include_str!("../kernels/linear_opening.cu"),
+        functions: &[
+            "linear_opening_lines_u8",
+            "linear_opening_lines_u16",
+            "linear_opening_lines_spill_u8",
+            "linear_opening_lines_spill_u16",
+            "linear_opening_transpose_u8",
+            "linear_opening_transpose_u16",
+            "linear_opening_reduce_u8",
+            "linear_opening_reduce_u16",
+            "linear_opening_finish_u8",
+            "linear_opening_finish_u16",
+        ],
+    },
+];

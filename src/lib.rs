@@ -17,3 +17,6 @@ pub mod ops;
 pub mod output;
 pub mod pipeline;
 pub mod source;
+pub mod track;
+#[cfg(feature = "viewer")]
+pub mod ui;

@@ -44,7 +44,7 @@ fn assert_clean_failure(out: &std::process::Output, needle: &str) {
 fn run_on_test_pattern_writes_all_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let out = bin()
-        .args(["run", "test:ball", "--backend", "cpu", "--quiet", "--set", "source.test.frames=40", "--set", "source.test.width=320", "--set", "source.test.height=240", "--out"])
+        .args(["run", "test:ball", "--backend", "cpu", "--quiet", "--set", "orientation.length=11", "--set", "orientation.angles=8", "--set", "source.test.frames=40", "--set", "source.test.width=320", "--set", "source.test.height=240", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -56,6 +56,8 @@ fn run_on_test_pattern_writes_all_outputs() {
     assert_eq!(frames[39]["index"], 39);
     assert_eq!(frames[0]["width"], 320);
     assert!(frames[0]["ops"]["preprocess"]["mean_gray"].as_f64().unwrap() > 0.0);
+    assert_eq!(frames[5]["ops"]["orientation"]["spectrum"].as_array().unwrap().len(), 8);
+    assert!(frames[5]["ops"]["cca"]["components"].is_u64());
     let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("timings.json")).unwrap()).unwrap();
     assert_eq!(t["frames_out"], 40);
     assert_eq!(t["video_frames"], 40);
@@ -67,14 +69,24 @@ fn run_on_test_pattern_writes_all_outputs() {
 fn run_on_the_real_clip_loses_no_frame_and_the_overlay_decodes() {
     let Some(clip) = clip() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--out"]).arg(dir.path()).arg(&clip).output().unwrap();
+    // Orientation maps are slow on a 2-core CPU in a debug build; they have their own tests.
+    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--set", "orientation.enabled=false", "--out"]).arg(dir.path()).arg(&clip).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("frames: in 795 | out 795 | dropped 0"), "{stdout}");
-    assert_eq!(lines(&dir.path().join("frames.jsonl")).len(), 795);
+    let frames = lines(&dir.path().join("frames.jsonl"));
+    assert_eq!(frames.len(), 795);
+    // Pedestrians move: the motion binarization finds components and the tracker confirms tracks.
+    let max_tracks = frames.iter().map(|f| f["ops"]["cca"]["tracks"].as_u64().unwrap()).max().unwrap();
+    assert!(max_tracks >= 3, "at most {max_tracks} tracks at once on the pedestrian clip");
+    let csv = std::fs::read_to_string(dir.path().join("tracks.csv")).unwrap();
+    let first: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(first.len(), 10, "MOT rows have 10 columns");
+    assert_eq!(&first[7..], &["-1", "-1", "-1"]);
+    assert_eq!(lines(&dir.path().join("components.jsonl")).len(), 795);
     // The overlay video is a real video: read it back through morphoscope itself.
     let dir2 = tempfile::tempdir().unwrap();
-    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--no-video", "--out"]).arg(dir2.path()).arg(dir.path().join("overlay.mp4")).output().unwrap();
+    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--no-video", "--set", "orientation.enabled=false", "--out"]).arg(dir2.path()).arg(dir.path().join("overlay.mp4")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let frames = lines(&dir2.path().join("frames.jsonl"));
     assert_eq!(frames.len(), 795);

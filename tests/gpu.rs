@@ -4,5 +4,11 @@
 
 #[path = "gpu/common.rs"]
 mod common;
+#[path = "gpu/ccl.rs"]
+mod ccl;
+#[path = "gpu/linear_opening.rs"]
+mod linear_opening;
+#[path = "gpu/maxtree.rs"]
+mod maxtree;
 #[path = "gpu/preprocess.rs"]
 mod preprocess;

@@ -7,6 +7,9 @@
 //! Adding an analysis: a settings struct in [`OpSettings`], an `impl Analysis`, one line in
 //! [`build_analyses`]. The pipeline, sinks and viewer need no change: they iterate the outputs.
 
+pub mod cca;
+pub mod maxtree;
+pub mod orientation;
 pub mod preprocess;
 pub mod types;
 
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
-pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, Shape, TrackInfo};
+pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, Shape, TrackInfo};
 
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
@@ -27,12 +30,24 @@ use crate::ops::OpError;
 pub struct OpSettings {
     /// `[preprocess]`
     pub preprocess: preprocess::PreprocessSettings,
+    /// `[maxtree]`
+    pub maxtree: maxtree::MaxtreeSettings,
+    /// `[cca]`
+    pub cca: cca::CcaSettings,
+    /// `[tracker]`
+    pub tracker: crate::track::TrackerParams,
+    /// `[orientation]`
+    pub orientation: orientation::OrientationSettings,
 }
 
 impl OpSettings {
     /// Range checks; `Err((key, message))`.
     pub fn validate(&self) -> Result<(), (String, String)> {
         self.preprocess.validate().map_err(|m| ("preprocess".to_owned(), m))?;
+        self.maxtree.validate().map_err(|e| ("maxtree".to_owned(), e.to_string()))?;
+        self.cca.params().validate().map_err(|e| ("cca".to_owned(), e.to_string()))?;
+        self.tracker.validate().map_err(|e| ("tracker".to_owned(), e.to_string()))?;
+        self.orientation.validate().map_err(|e| ("orientation".to_owned(), e.to_string()))?;
         Ok(())
     }
 }
@@ -97,7 +112,11 @@ pub trait GpuStage: Send {
 
 /// Every analysis, in the order they run on a frame.
 pub fn build_analyses(settings: &OpSettings) -> Result<Vec<Box<dyn Analysis>>, OpError> {
-    let mut v: Vec<Box<dyn Analysis>> = vec![Box::new(preprocess::Preprocess::new(&settings.preprocess))];
+    let mut v: Vec<Box<dyn Analysis>> = vec![Box::new(preprocess::Preprocess::new(&settings.preprocess)),
+        Box::new(maxtree::Maxtree::new(settings)?),
+        Box::new(cca::Cca::new(settings)?),
+        Box::new(orientation::Orientation::new(settings)?),
+    ];
     for a in &mut v {
         a.update(settings)?;
     }

@@ -71,6 +71,7 @@ impl Analysis for Preprocess {
             summary: serde_json::json!({ "mean_gray": sum as f64 / n, "min_gray": lo, "max_gray": hi }),
             layer: Layer::default(),
             data: OpData::None,
+            ..Default::default()
         })
     }
     fn gpu_stage(&self, _gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {

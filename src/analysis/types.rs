@@ -79,7 +79,7 @@ pub enum OpData {
 }
 
 /// One analysis' result for one frame.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct OpOutput {
     /// Analysis name.
     pub op: &'static str,
@@ -89,6 +89,33 @@ pub struct OpOutput {
     pub layer: Layer,
     /// Panel data.
     pub data: OpData,
+    /// Lines for per-analysis files of a headless run: (file name in the output folder, line
+    /// without newline), e.g. `("tracks.csv", "1,3,…")`.
+    pub records: Vec<(&'static str, String)>,
+    /// Analysis-private data handed from `run_cpu`/`GpuStage::collect` to `Analysis::finish`.
+    pub payload: Option<Payload>,
+}
+
+/// Opaque analysis-private data (see [`OpOutput::payload`]).
+#[derive(Clone)]
+pub struct Payload(pub Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Payload")
+    }
+}
+
+impl Payload {
+    /// Wraps a value.
+    pub fn new<T: std::any::Any + Send + Sync>(v: T) -> Self {
+        Self(Arc::new(v))
+    }
+    /// The value, if it is a `T`.
+    #[must_use]
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
 }
 
 /// Times of one frame, in milliseconds.

@@ -68,20 +68,54 @@ pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
     headless(common, &settings, &a.source, &a.out, a.max_frames, !a.no_video && settings.output.video, a.quiet)
 }
 
-/// `morphoscope view`: the viewer needs a display; without one, a headless run.
+/// `morphoscope view`: the viewer on SOURCE; without a display (or when no window can be
+/// created), a headless run into `out/` with a warning.
 pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
     let source = a.source.clone().unwrap_or_else(|| default_source(&settings));
-    log::warn!("the viewer is not built into this version; running headless into out/");
+    if let Some(code) = try_viewer(common, &settings, &source)? {
+        return Ok(code);
+    }
     headless(common, &settings, &source, Path::new("out"), None, settings.output.video, false)
 }
 
-/// A bare `morphoscope`: the viewer when a display exists, else a headless run into `out/`.
+/// A bare `morphoscope`: the viewer when a display exists and a window opens, else a headless
+/// run into `out/`.
 pub fn default_job(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
     let source = default_source(&settings);
-    log::info!("no display or viewer: headless run of {source} into out/ (see `morphoscope --help`)");
+    if let Some(code) = try_viewer(common, &settings, &source)? {
+        return Ok(code);
+    }
+    log::info!("headless run of {source} into out/ (see `morphoscope --help`)");
     headless(common, &settings, &source, Path::new("out"), None, settings.output.video, false)
+}
+
+/// Runs the viewer when a display exists; `None` when the caller should run headless instead.
+#[cfg(feature = "viewer")]
+fn try_viewer(common: &CommonArgs, settings: &Settings, source: &str) -> anyhow::Result<Option<ExitCode>> {
+    use morphoscope::ui::{UiError, ViewerOptions, display_available, run_viewer};
+    if !display_available() {
+        log::warn!("no display (DISPLAY/WAYLAND_DISPLAY unset): running headless into out/ instead of the viewer");
+        return Ok(None);
+    }
+    let explicit = common.config.is_some() || !common.sets.is_empty();
+    let opts = ViewerOptions::new(settings.clone(), explicit, source.to_owned(), common.backend(settings)?);
+    match run_viewer(opts) {
+        Ok(()) => Ok(Some(ExitCode::SUCCESS)),
+        Err(UiError::NoWindow(e)) => {
+            log::warn!("cannot open the viewer window ({e}); running headless into out/ instead");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Built without the `viewer` feature: always headless.
+#[cfg(not(feature = "viewer"))]
+fn try_viewer(_common: &CommonArgs, _settings: &Settings, _source: &str) -> anyhow::Result<Option<ExitCode>> {
+    log::warn!("built without the viewer (feature `viewer`): running headless into out/");
+    Ok(None)
 }
 
 fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {

@@ -7,7 +7,7 @@ use crate::analysis::{AnalysedFrame, Raster, Shape};
 use crate::image::Image;
 
 /// Opacity of rasters over the frame.
-pub const RASTER_ALPHA: f32 = 0.55;
+pub const RASTER_ALPHA: f32 = 0.4;
 
 /// The frame with every layer drawn over it.
 #[must_use]
@@ -27,19 +27,22 @@ pub fn compose(frame: &AnalysedFrame) -> Image<[u8; 3]> {
     out
 }
 
+/// Colour rasters are blended with a constant `alpha`. Grey rasters are residues (top-hats),
+/// mostly zero: they are drawn as a yellow highlight whose opacity grows with the value
+/// (stretched ×4), so the frame stays visible where the residue is zero.
 fn blend(out: &mut Image<[u8; 3]>, r: &Raster, alpha: f32) {
     let (w, h) = (out.width(), out.height());
-    let mix = |a: u8, b: u8| (f32::from(a) * (1.0 - alpha) + f32::from(b) * alpha).round() as u8;
     for y in 0..h {
         for x in 0..w {
-            let src = match r {
+            let (src, a) = match r {
                 Raster::Gray(g) if x < g.width() && y < g.height() => {
-                    let v = g.get(x, y);
-                    [v, v, v]
+                    let v = f32::from(g.get(x, y));
+                    ([255, 230, 0], (v * 4.0 / 255.0).min(1.0) * 0.9)
                 }
-                Raster::Rgb(c) if x < c.width() && y < c.height() => c.get(x, y),
+                Raster::Rgb(c) if x < c.width() && y < c.height() => (c.get(x, y), alpha),
                 _ => continue,
             };
+            let mix = |d: u8, s: u8| (f32::from(d) * (1.0 - a) + f32::from(s) * a).round() as u8;
             let d = out.get(x, y);
             out.set(x, y, [mix(d[0], src[0]), mix(d[1], src[1]), mix(d[2], src[2])]);
         }
@@ -118,11 +121,16 @@ fn text(out: &mut Image<[u8; 3]>, x: i64, y: i64, s: &str, c: [u8; 4]) {
 fn draw_shape(out: &mut Image<[u8; 3]>, s: &Shape) {
     match s {
         Shape::Rect { left, top, width, height, color, label } => {
-            let (l, t, r, b) = (*left, *top, left + width - 1.0, top + height - 1.0);
-            line(out, [l, t], [r, t], *color);
-            line(out, [r, t], [r, b], *color);
-            line(out, [r, b], [l, b], *color);
-            line(out, [l, b], [l, t], *color);
+            // Two-pixel outline (the inner pixel inside the box) so boxes read on busy frames.
+            for inset in [0.0, 1.0] {
+                let (l, t, r, b) = (left + inset, top + inset, left + width - 1.0 - inset, top + height - 1.0 - inset);
+                line(out, [l, t], [r, t], *color);
+                line(out, [r, t], [r, b], *color);
+                line(out, [r, b], [l, b], *color);
+                line(out, [l, b], [l, t], *color);
+            }
+            let l = *left;
+            let t = *top;
             if let Some(label) = label {
                 text(out, l as i64, t as i64 - 12, label, *color);
             }
@@ -158,6 +166,7 @@ mod tests {
                     shapes: vec![Shape::Rect { left: 2.0, top: 2.0, width: 5.0, height: 5.0, color: [255, 0, 0, 255], label: Some("7".into()) }],
                 },
                 data: OpData::None,
+                ..Default::default()
             }],
             timings: FrameTimings::default(),
         };

@@ -133,6 +133,13 @@ impl RunSink {
         serde_json::to_writer(&mut self.frames, &line).map_err(|e| OutputError::Io { path: p.clone(), source: e.into() })?;
         self.frames.write_all(b"\n").map_err(io_at(&p))?;
         self.timings.add(f);
+        for o in &f.outputs {
+            for (file, line) in &o.records {
+                let w = self.extra_writer(file)?;
+                let p = PathBuf::from(file);
+                w.write_all(line.as_bytes()).and_then(|()| w.write_all(b"\n")).map_err(io_at(&p))?;
+            }
+        }
         if self.want_video {
             let (w, h) = f.size();
             if self.video.is_none() {

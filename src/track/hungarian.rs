@@ -84,12 +84,14 @@ fn solve(n: usize, m: usize, c: impl Fn(usize, usize) -> f64) -> Vec<Option<usiz
             }
         }
         // Augment along the path.
-        while found {
-            let j1 = way[j0];
-            p[j0] = p[j1];
-            j0 = j1;
-            if j0 == 0 {
-                break;
+        if found {
+            loop {
+                let j1 = way[j0];
+                p[j0] = p[j1];
+                j0 = j1;
+                if j0 == 0 {
+                    break;
+                }
             }
         }
     }

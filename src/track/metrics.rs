@@ -86,14 +86,13 @@ pub fn evaluate(gt: &[FrameBoxes], hyp: &[FrameBoxes], iou_threshold: f64) -> Mo
         let mut g_used = vec![false; g.len()];
         let mut h_used = vec![false; h.len()];
         for (gi, (gid, gb)) in g.iter().enumerate() {
-            if let Some(prev) = last.get(gid) {
-                if let Some(hi) = h.iter().position(|(hid, hb)| hid == prev && iou(*gb, *hb) >= iou_threshold) {
-                    if !h_used[hi] {
-                        g_used[gi] = true;
-                        h_used[hi] = true;
-                        m.matches += 1;
-                    }
-                }
+            if let Some(prev) = last.get(gid)
+                && let Some(hi) = h.iter().position(|(hid, hb)| hid == prev && iou(*gb, *hb) >= iou_threshold)
+                && !h_used[hi]
+            {
+                g_used[gi] = true;
+                h_used[hi] = true;
+                m.matches += 1;
             }
         }
         let gi: Vec<usize> = (0..g.len()).filter(|&i| !g_used[i]).collect();

@@ -277,11 +277,11 @@ impl Tracker {
         let mut det_used = vec![false; dets.len()];
         let mut matched: Vec<Option<usize>> = vec![None; self.tracks.len()];
         for (ti, a) in assignment.iter().enumerate() {
-            if let Some(di) = *a {
-                if cost[ti][di] < FORBIDDEN {
-                    det_used[di] = true;
-                    matched[ti] = Some(dets[di]);
-                }
+            if let Some(di) = *a
+                && cost[ti][di] < FORBIDDEN
+            {
+                det_used[di] = true;
+                matched[ti] = Some(dets[di]);
             }
         }
         // Life cycle.

@@ -212,3 +212,74 @@ fn scene_noise_and_dropouts() {
     assert!(m.mota >= 0.95 && m.idf1 >= 0.97, "{m:?}");
 }
 
+
+/// Smoke run on a real clip (ignored; needs `CCL_SMOKE_FRAMES`, raw 8-bit 768x576 frames, e.g.
+/// the pedestrian clip `vtest.avi` decoded to grey): motion binarization on the CPU, tracking,
+/// MOT rows and overlay PNGs (boxes and trails coloured by id) in `CCL_SMOKE_OUT` for a look.
+#[test]
+#[ignore]
+fn smoke_real_clip_motion_tracking() {
+    use crate::ops::ccl::{CclCpu, CclParams, Source, Threshold};
+    let Some(path) = std::env::var_os("CCL_SMOKE_FRAMES") else { return };
+    let out = std::path::PathBuf::from(std::env::var_os("CCL_SMOKE_OUT").unwrap_or_else(|| "/tmp/ccl_smoke".into()));
+    std::fs::create_dir_all(&out).expect("out dir");
+    let (w, h) = (768usize, 576usize);
+    let raw = std::fs::read(path).expect("frames");
+    let lr = std::env::var("CCL_SMOKE_LR").ok().and_then(|s| s.parse().ok()).unwrap_or(0.05);
+    let params = CclParams { source: Source::Motion, threshold: Threshold::Fixed(25), learning_rate: lr, ..CclParams::default() };
+    let tparams = TrackerParams { min_area: 150, ..TrackerParams::default() };
+    let mut ccl = CclCpu::new();
+    let mut tr = Tracker::new(tparams).expect("params");
+    let mut csv = String::new();
+    let (mut comps, mut dets, mut ids) = (0usize, 0usize, std::collections::BTreeSet::new());
+    let frames = raw.len() / (w * h);
+    for f in 0..frames {
+        let img = Image::from_vec(w, h, raw[f * w * h..(f + 1) * w * h].to_vec()).expect("frame");
+        let o = ccl.process(img.view(), &params).expect("ccl");
+        let t = tr.update(&o.table);
+        comps += o.table.len();
+        dets += o.table.components.iter().filter(|c| c.area >= 150).count();
+        for r in t.mot_rows() {
+            csv.push_str(&r);
+            csv.push('\n');
+        }
+        for r in &t.tracks {
+            ids.insert(r.id);
+        }
+        if f % 50 == 49 {
+            let mut rgb = image::RgbImage::from_fn(w as u32, h as u32, |x, y| {
+                let v = img.get(x as usize, y as usize) / 2;
+                if o.labels.get(x as usize, y as usize) != 0 { image::Rgb([v, v + 100, v]) } else { image::Rgb([v, v, v]) }
+            });
+            for r in t.tracks.iter().filter(|r| r.state == super::TrackState::Confirmed) {
+                let col = image::Rgb([((r.id * 97) % 200 + 55) as u8, ((r.id * 57) % 200 + 55) as u8, 255]);
+                let [l, tp, bw, bh] = r.bbox.map(|v| v.max(0.0) as u32);
+                for x in l..(l + bw).min(w as u32) {
+                    for y in [tp, (tp + bh).min(h as u32 - 1)] {
+                        rgb.put_pixel(x, y.min(h as u32 - 1), col);
+                    }
+                }
+                for y in tp..(tp + bh).min(h as u32) {
+                    for x in [l, (l + bw).min(w as u32 - 1)] {
+                        rgb.put_pixel(x.min(w as u32 - 1), y, col);
+                    }
+                }
+                for p in &r.trail {
+                    let (x, y) = (p[0].clamp(0.0, w as f64 - 2.0) as u32, p[1].clamp(0.0, h as f64 - 2.0) as u32);
+                    for (dx, dy) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                        rgb.put_pixel(x + dx, y + dy, image::Rgb([255, 40, 40]));
+                    }
+                }
+            }
+            rgb.save(out.join(format!("frame{f:04}.png"))).expect("png");
+        }
+    }
+    std::fs::write(out.join("tracks.csv"), &csv).expect("csv");
+    println!(
+        "smoke: {frames} frames, {:.1} components/frame, {:.1} detections/frame (area >= 150), {} track ids, {} MOT rows",
+        comps as f64 / frames as f64,
+        dets as f64 / frames as f64,
+        ids.len(),
+        csv.lines().count()
+    );
+}

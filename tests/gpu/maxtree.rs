@@ -144,6 +144,34 @@ fn parent_without_grid_simplification_is_the_same() {
 }
 
 #[test]
+fn every_tile_height_gives_the_cpu_tree() {
+    let Some(g) = gpu() else { return };
+    let Some(img) = tiled_gray("fruits.jpg", 1001, 517) else { return };
+    let Some(img16) = tiled_gray16("building.jpg", 777, 301) else { return };
+    let stream = g.new_stream().unwrap();
+    let input = stream.clone_htod(img.data()).unwrap();
+    let input16 = stream.clone_htod(img16.data()).unwrap();
+    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut timer = KernelTimer::new();
+    for c in CONNS {
+        let cpu = MaxTree::build(img.view(), TreeKind::Min, c).unwrap();
+        let cpu16 = MaxTree::build(img16.view(), TreeKind::Max, c).unwrap();
+        for th in [16, 32, 64, 128] {
+            mt.tile_height = th;
+            mt.enqueue_tree(&stream, &mut timer, &input, 1001, 517, TreeKind::Min, c).unwrap();
+            assert_eq!(mt.download_parent(&stream).unwrap().data(), cpu.parent(), "tile height {th} {c:?}");
+            let r = mt.enqueue_tree(&stream, &mut timer, &input16, 777, 301, TreeKind::Max, c);
+            if th == 128 {
+                assert!(r.is_err(), "16-bit tiles of 64x128 exceed the shared memory budget");
+            } else {
+                r.unwrap();
+                assert_eq!(mt.download_parent(&stream).unwrap().data(), cpu16.parent(), "u16 tile height {th} {c:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn every_filter_matches_cpu_on_random_images() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng(5);

@@ -1,1 +1,310 @@
-//! GPU parity tests for segment
+//! GPU Felzenszwalb (`kernels/segment.cu`) against its CPU model (bit for bit: labels, counts,
+//! hierarchy), against the scikit-image-exact CPU reference (ASA >= 0.95, UE <= 0.05 per the
+//! ETH report §4.2, at scale 100 and 500), label invariants on random and real frames up to
+//! 4096x2160, hierarchy levels, and an `#[ignore]`d benchmark (`bench_segment`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use morphoscope::gpu::{GpuContext, KernelTimer};
+use morphoscope::image::Image;
+use morphoscope::ops::blur::cpu::{pack_gray, pack_rgb};
+use morphoscope::ops::segment::boruvka::felzenszwalb_boruvka;
+use morphoscope::ops::segment::cpu::felzenszwalb_interleaved;
+use morphoscope::ops::segment::{SegmentGpu, SegmentParams, asa, check_labels, undersegmentation_error};
+
+use crate::common::{Rng, gpu, sample_rgb};
+
+/// A packed interleaved test frame.
+struct Frame {
+    name: String,
+    data: Vec<u8>,
+    width: usize,
+    height: usize,
+    channels: usize,
+}
+
+/// A real RGB sample mirrored to `width` x `height` (grey: BT.601 of it).
+fn tiled(name: &str, width: usize, height: usize, channels: usize) -> Option<Frame> {
+    let src = sample_rgb(name)?;
+    let (sw, sh) = (src.width(), src.height());
+    let img = Image::from_fn(width, height, |x, y| {
+        let (tx, ty) = ((x / sw) % 2, (y / sh) % 2);
+        let sx = if tx == 0 { x % sw } else { sw - 1 - x % sw };
+        let sy = if ty == 0 { y % sh } else { sh - 1 - y % sh };
+        src.get(sx, sy)
+    });
+    let data = if channels == 3 {
+        pack_rgb(img.view())
+    } else {
+        pack_gray(img.map(morphoscope::image::rgb_to_gray_pixel).view())
+    };
+    Some(Frame { name: format!("{name} {width}x{height}x{channels}"), data, width, height, channels })
+}
+
+fn random_frame(rng: &mut Rng, width: usize, height: usize, channels: usize, levels: u64) -> Frame {
+    let data = (0..width * height * channels).map(|_| (rng.below(levels) * 255 / (levels - 1).max(1)) as u8).collect();
+    Frame { name: format!("random{levels} {width}x{height}x{channels}"), data, width, height, channels }
+}
+
+/// Uploads and segments a frame on a given op (so hierarchy and levels can be read after).
+fn run(op: &mut SegmentGpu, stream: &Arc<cudarc::driver::CudaStream>, f: &Frame, p: &SegmentParams) -> morphoscope::ops::segment::SegmentOutput {
+    let mut timer = KernelTimer::new();
+    let input = if f.data.is_empty() { stream.alloc_zeros::<u8>(1).unwrap() } else { stream.clone_htod(&f.data).unwrap() };
+    op.enqueue_channels(stream, &mut timer, &input, f.width, f.height, f.channels, p).unwrap();
+    op.download(stream).unwrap()
+}
+
+fn params(scale: f64) -> SegmentParams {
+    SegmentParams { scale, adaptive_rounds: false, ..SegmentParams::default() }
+}
+
+#[test]
+fn equals_cpu_model_bit_for_bit() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut frames = Vec::new();
+    for (name, w, h) in [("fruits.jpg", 512, 480), ("building.jpg", 868, 600), ("pic1.png", 400, 300)] {
+        for ch in [3, 1] {
+            frames.extend(tiled(name, w, h, ch));
+        }
+    }
+    let mut rng = Rng(11);
+    frames.push(random_frame(&mut rng, 97, 61, 3, 4));
+    frames.push(random_frame(&mut rng, 64, 64, 1, 256));
+    for f in &frames {
+        for scale in [1.0, 100.0, 500.0] {
+            let p = params(scale);
+            let mut op = SegmentGpu::new(g).unwrap();
+            let out = run(&mut op, &stream, f, &p);
+            let (_, hier) = op.download_hierarchy(&stream).unwrap();
+            let (model, mhier) = felzenszwalb_boruvka(&f.data, f.width, f.height, f.channels, &p).unwrap();
+            let diff = out.labels.data().iter().zip(model.labels.data()).filter(|(a, b)| a != b).count();
+            eprintln!(
+                "{} k={scale}: gpu {} segments, model {}, rounds {}+{} / {}+{}, {diff} labels differ",
+                f.name, out.segment_count, model.segment_count, out.rounds, out.min_size_rounds, model.rounds, model.min_size_rounds
+            );
+            assert_eq!(out.segment_count, model.segment_count, "{} k={scale}", f.name);
+            assert_eq!(diff, 0, "{} k={scale}", f.name);
+            assert_eq!((out.rounds, out.min_size_rounds, out.capped), (model.rounds, model.min_size_rounds, model.capped));
+            assert_eq!(hier, mhier, "{} k={scale}: hierarchy", f.name);
+        }
+    }
+}
+
+#[test]
+fn quality_against_scikit_image_reference() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut frames = Vec::new();
+    for (name, w, h) in [("fruits.jpg", 512, 480), ("baboon.jpg", 512, 512), ("building.jpg", 868, 600), ("text_motion.jpg", 588, 365)] {
+        for ch in [3, 1] {
+            frames.extend(tiled(name, w, h, ch));
+        }
+    }
+    frames.extend(tiled("building.jpg", 1920, 1080, 3));
+    frames.extend(tiled("fruits.jpg", 1920, 1080, 1));
+    frames.extend(tiled("baboon.jpg", 4096, 2160, 3));
+    for f in &frames {
+        for scale in [100.0, 500.0] {
+            if f.width > 2000 && scale == 100.0 {
+                continue;
+            }
+            let p = params(scale);
+            let mut op = SegmentGpu::new(g).unwrap();
+            let out = run(&mut op, &stream, f, &p);
+            let t = Instant::now();
+            let cpu = felzenszwalb_interleaved(&f.data, f.width, f.height, f.channels, &p).unwrap();
+            let cpu_s = t.elapsed().as_secs_f64();
+            let a = asa(out.labels.view(), cpu.labels.view()).unwrap();
+            let ue = undersegmentation_error(out.labels.view(), cpu.labels.view()).unwrap();
+            eprintln!(
+                "{} k={scale}: gpu {} vs cpu {} segments, ASA {a:.5}, UE {ue:.5}, identical {}, capped {} (cpu {cpu_s:.2} s)",
+                f.name,
+                out.segment_count,
+                cpu.segment_count,
+                out.labels == cpu.labels,
+                out.capped
+            );
+            assert!(a >= 0.95 && ue <= 0.05, "{} k={scale}: ASA {a} UE {ue}", f.name);
+        }
+    }
+}
+
+#[test]
+fn invariants_on_random_and_real_frames() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut rng = Rng(5);
+    let mut frames = vec![
+        random_frame(&mut rng, 1, 1, 1, 256),
+        random_frame(&mut rng, 1, 37, 1, 256),
+        random_frame(&mut rng, 41, 1, 3, 256),
+        random_frame(&mut rng, 333, 211, 1, 2),
+        random_frame(&mut rng, 640, 480, 3, 256),
+        random_frame(&mut rng, 4096, 2160, 1, 16),
+    ];
+    frames.extend(tiled("fruits.jpg", 4096, 2160, 3));
+    frames.extend(tiled("text_motion.jpg", 1920, 1080, 1));
+    for f in &frames {
+        for (scale, min_size) in [(100.0, 20), (500.0, 50), (0.0, 5)] {
+            let p = SegmentParams { scale, min_size, ..params(scale) };
+            let mut op = SegmentGpu::new(g).unwrap();
+            let out = run(&mut op, &stream, f, &p);
+            let c = check_labels(out.labels.view(), out.segment_count).unwrap_or_else(|e| panic!("{} k={scale}: {e}", f.name));
+            eprintln!(
+                "{} k={scale} m={min_size}: {} segments, sizes {}..{}, rounds {}+{}, capped {}",
+                f.name, c.segments, c.min_size, c.max_size, out.rounds, out.min_size_rounds, out.capped
+            );
+            assert!(!out.capped, "{}", f.name);
+            assert!(c.segments <= 1 || c.min_size >= min_size, "{} k={scale}: a segment of {} < {min_size}", f.name, c.min_size);
+        }
+    }
+    // Empty frames.
+    for (w, h) in [(0, 0), (0, 5), (7, 0)] {
+        let f = Frame { name: "empty".into(), data: Vec::new(), width: w, height: h, channels: 1 };
+        let mut op = SegmentGpu::new(g).unwrap();
+        let out = run(&mut op, &stream, &f, &params(100.0));
+        assert_eq!((out.segment_count, out.labels.width(), out.labels.height()), (0, w, h));
+    }
+}
+
+#[test]
+fn hierarchy_levels_without_recomputing() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let Some(f) = tiled("fruits.jpg", 640, 360, 3) else { return };
+    let p = params(300.0);
+    let mut op = SegmentGpu::new(g).unwrap();
+    let out = run(&mut op, &stream, &f, &p);
+    let (_, hier) = op.download_hierarchy(&stream).unwrap();
+    assert_eq!(hier.levels(), out.levels());
+    let mut timer = KernelTimer::new();
+    let mut last = usize::MAX;
+    let top = out.levels() - 1;
+    for level in [0, 1, 2, top / 4, top / 2, top.saturating_sub(1), top, top + 5] {
+        op.enqueue_level(&stream, &mut timer, level).unwrap();
+        let lv = op.download(&stream).unwrap();
+        let (want, count) = hier.labels_at(level.min(top)).unwrap();
+        assert_eq!(lv.labels, want, "level {level}");
+        assert_eq!(lv.segment_count, count);
+        assert_eq!(lv.level, level.min(top));
+        check_labels(lv.labels.view(), lv.segment_count).unwrap();
+        eprintln!("level {level}: {count} segments");
+        if level <= top {
+            assert!(count <= last);
+            last = count;
+        }
+    }
+    assert_eq!(last, out.segment_count);
+}
+
+#[test]
+fn adaptive_rounds_keep_results_on_repeated_frames() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let Some(f) = tiled("building.jpg", 960, 540, 3) else { return };
+    let p = SegmentParams { scale: 500.0, adaptive_rounds: true, ..SegmentParams::default() };
+    let mut op = SegmentGpu::new(g).unwrap();
+    let first = run(&mut op, &stream, &f, &p);
+    for _ in 0..3 {
+        let again = run(&mut op, &stream, &f, &p);
+        assert_eq!(again, first);
+    }
+}
+
+/// Median of a sample.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+}
+
+/// Whole-op GPU time (events around one enqueue), host enqueue time, and per-region medians.
+#[test]
+#[ignore = "benchmark: run with --ignored on the GPU machine"]
+fn bench_segment() {
+    let Some(g) = gpu() else { return };
+    bench_on(g);
+}
+
+fn bench_on(g: &GpuContext) {
+    let stream = g.new_stream().unwrap();
+    let runs: usize = std::env::var("SEG_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
+    println!("device: {} ({} SMs)", g.info().name, g.info().multiprocessors);
+    println!("| frame | scale | adaptive | segments | rounds | GPU ms (median) | min | enqueue host ms | per-region medians (ms) |");
+    for (name, w, h, ch) in [
+        ("building.jpg", 1920, 1080, 3),
+        ("fruits.jpg", 1920, 1080, 3),
+        ("fruits.jpg", 1920, 1080, 1),
+        ("building.jpg", 4096, 2160, 3),
+    ] {
+        let Some(f) = tiled(name, w, h, ch) else { continue };
+        let input = stream.clone_htod(&f.data).unwrap();
+        for scale in [100.0, 500.0] {
+            for adaptive in [false, true] {
+                let p = SegmentParams { scale, adaptive_rounds: adaptive, ..SegmentParams::default() };
+                let mut op = SegmentGpu::new(g).unwrap();
+                let ctx = g.cuda();
+                let e0 = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+                let e1 = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+                let mut timer = KernelTimer::new();
+                let mut out = None;
+                for _ in 0..3 {
+                    timer.reset();
+                    op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
+                    out = Some(op.download(&stream).unwrap());
+                }
+                let (mut gpu_ms, mut host_ms) = (Vec::new(), Vec::new());
+                for _ in 0..runs {
+                    timer.reset();
+                    e0.record(&stream).unwrap();
+                    let t = Instant::now();
+                    op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
+                    host_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    e1.record(&stream).unwrap();
+                    e1.synchronize().unwrap();
+                    gpu_ms.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
+                    out = Some(op.download(&stream).unwrap());
+                }
+                // Per-kernel regions, in separate runs (their events add launch gaps).
+                op.detailed_timing = true;
+                let mut regions: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+                for _ in 0..runs.min(10) {
+                    timer.reset();
+                    op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
+                    stream.synchronize().unwrap();
+                    let mut sums: std::collections::BTreeMap<&str, f64> = Default::default();
+                    for (n, ms) in timer.read().unwrap() {
+                        *sums.entry(n).or_default() += ms;
+                    }
+                    for (n, ms) in sums {
+                        regions.entry(n).or_default().push(ms);
+                    }
+                }
+                let out = out.unwrap();
+                let per: Vec<String> = regions.iter_mut().map(|(n, v)| format!("{n} {:.3}", median(v))).collect();
+                let min = gpu_ms.iter().copied().fold(f64::INFINITY, f64::min);
+                println!(
+                    "| {} | {scale} | {adaptive} | {} | {}+{}{} | {:.3} | {min:.3} | {:.3} | {} |",
+                    f.name,
+                    out.segment_count,
+                    out.rounds,
+                    out.min_size_rounds,
+                    if out.capped { " capped" } else { "" },
+                    median(&mut gpu_ms),
+                    median(&mut host_ms),
+                    per.join(", ")
+                );
+            }
+        }
+        // The Kruskal CPU reference (rayon) on the same frame, once.
+        let t = Instant::now();
+        let cpu = felzenszwalb_interleaved(&f.data, w, h, ch, &params(500.0)).unwrap();
+        println!("| {} | 500 | cpu-kruskal | {} | - | {:.1} (CPU, {} threads) | | | |", f.name, cpu.segment_count, t.elapsed().as_secs_f64() * 1e3, rayon_threads());
+    }
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

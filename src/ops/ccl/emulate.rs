@@ -151,21 +151,22 @@ fn merge_piece_border(l: &mut [u32], bits: &[u64], wpr: usize, width: u32, y: u3
     if w & 1 != 0 && prev >> 63 != 0 {
         merge(l, segment_at(w, prev, k0, -1), k0);
     }
-    if conn8 && y as usize % STRIP_H != 0 {
+    if conn8 && !(y as usize).is_multiple_of(STRIP_H) {
         let up = row - wpr;
         let (wu, pu) = (bits[up + c as usize], bits[up + c as usize - 1]);
         let ku0 = k0 - width;
-        if w & 1 != 0 && pu >> 63 != 0 {
+        let (a, b, cu, d) = (w & 1 != 0, prev >> 63 != 0, wu & 1 != 0, pu >> 63 != 0);
+        if a && d && !b && !cu {
             merge(l, k0, segment_at(wu, pu, ku0, -1));
         }
-        if prev >> 63 != 0 && wu & 1 != 0 {
+        if b && cu && !a && !d {
             merge(l, segment_at(w, prev, k0, -1), ku0);
         }
     }
 }
 
 /// The whole GPU labeling chain, emulated: labels and per-label sums.
-pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Image<u32>, Vec<ComponentSums>) {
+pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, feature_rows: usize) -> (Image<u32>, Vec<ComponentSums>) {
     let (width, height) = (mask.width(), mask.height());
     let conn8 = conn == Connectivity::Eight;
     let (bits, wpr) = bits_of(mask);
@@ -317,29 +318,35 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Im
         area: u32,
         min_x: u32,
         max_x: u32,
+        max_y: u32,
         sx: u64,
         sxx: u64,
+        sy: u64,
+        sxy: u64,
+        syy: u64,
     }
-    let flush = |feats: &mut Vec<ComponentSums>, s: &Slot, y: u32| {
+    let flush = |feats: &mut Vec<ComponentSums>, s: &Slot| {
         let r = &mut feats[(s.label - 1) as usize];
-        let (a, yy) = (u64::from(s.area), u64::from(y));
-        r.area += a;
+        r.area += u64::from(s.area);
         r.sum_x += s.sx;
-        r.sum_y += yy * a;
+        r.sum_y += s.sy;
         r.sum_xx += s.sxx;
-        r.sum_xy += yy * s.sx;
-        r.sum_yy += yy * yy * a;
+        r.sum_xy += s.sxy;
+        r.sum_yy += s.syy;
         r.min_x = r.min_x.min(s.min_x);
         r.max_x = r.max_x.max(s.max_x);
-        r.max_y = r.max_y.max(y);
+        r.max_y = r.max_y.max(s.max_y);
     };
     let s2 = super::features::sum_squares_to;
     let fpieces = wpr.div_ceil(FEAT_PIECE);
-    for y in 0..height {
+    let rows = feature_rows.max(1);
+    for band in 0..height.div_ceil(rows) {
         for piece in 0..fpieces {
             let mut slots = [Slot::default(); 32];
             let mut victim = 0usize;
-            for c in piece * FEAT_PIECE..((piece + 1) * FEAT_PIECE).min(wpr) {
+            for (y, c) in (band * rows..((band + 1) * rows).min(height))
+                .flat_map(|y| (piece * FEAT_PIECE..((piece + 1) * FEAT_PIECE).min(wpr)).map(move |c| (y, c)))
+            {
                 let w = bits[y * wpr + c];
                 if w == 0 {
                     continue;
@@ -357,24 +364,40 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity) -> (Im
                     let x1 = x0 + n - 1;
                     let sx = (u64::from(x0) + u64::from(x1)) * u64::from(n) / 2;
                     let sxx = s2(u64::from(x1)) - if x0 > 0 { s2(u64::from(x0) - 1) } else { 0 };
+                    let yy = y as u64;
                     if let Some(s) = slots.iter_mut().find(|s| s.label == lab) {
                         s.area += n;
                         s.sx += sx;
                         s.sxx += sxx;
+                        s.sy += yy * u64::from(n);
+                        s.sxy += yy * sx;
+                        s.syy += yy * yy * u64::from(n);
                         s.min_x = s.min_x.min(x0);
                         s.max_x = s.max_x.max(x1);
+                        s.max_y = y as u32;
                     } else {
                         if slots[victim].label != 0 {
-                            flush(&mut feats, &slots[victim], y as u32);
+                            flush(&mut feats, &slots[victim]);
                         }
-                        slots[victim] = Slot { label: lab, area: n, min_x: x0, max_x: x1, sx, sxx };
+                        slots[victim] = Slot {
+                            label: lab,
+                            area: n,
+                            min_x: x0,
+                            max_x: x1,
+                            max_y: y as u32,
+                            sx,
+                            sxx,
+                            sy: yy * u64::from(n),
+                            sxy: yy * sx,
+                            syy: yy * yy * u64::from(n),
+                        };
                         victim = (victim + 1) & 31;
                     }
                 }
             }
             for s in &slots {
                 if s.label != 0 {
-                    flush(&mut feats, s, y as u32);
+                    flush(&mut feats, s);
                 }
             }
         }
@@ -392,9 +415,11 @@ mod tests {
     fn check(mask: &Image<u8>) {
         for conn in [Connectivity::Four, Connectivity::Eight] {
             let (a, sa) = label_sums(mask.view(), |v| v != 0, conn).unwrap();
-            let (b, sb) = label_emulated(mask.view(), conn);
-            assert_eq!(a, b, "{conn:?} {}x{}", mask.width(), mask.height());
-            assert_eq!(sa, sb, "{conn:?}");
+            for rows in [1, 2, 4] {
+                let (b, sb) = label_emulated(mask.view(), conn, rows);
+                assert_eq!(a, b, "{conn:?} {}x{}", mask.width(), mask.height());
+                assert_eq!(sa, sb, "{conn:?} feature rows {rows}");
+            }
         }
     }
 

@@ -119,6 +119,9 @@ pub struct CclGpu {
     produced: Option<Produced>,
     /// The motion background (see the module docs about rings of streams).
     pub background: GpuBackground,
+    /// Rows per warp of `ccl_features` (1..=64, default 2): more rows merge more runs of large
+    /// components before their atomic flush, fewer rows give more warps. A tuning knob.
+    pub feature_rows: u32,
 }
 
 impl std::fmt::Debug for CclGpu {
@@ -158,6 +161,7 @@ impl CclGpu {
             bufs: None,
             produced: None,
             background: GpuBackground::default(),
+            feature_rows: 2,
         })
     }
 
@@ -366,12 +370,15 @@ impl CclGpu {
             Ok(())
         })?;
         if features {
-            let pieces = b.wpr.div_ceil(FEAT_PIECE) * height;
+            let rows = self.feature_rows.clamp(1, 64);
+            let warps = b.wpr.div_ceil(FEAT_PIECE) * height.div_ceil(rows as usize);
+            let rows_i = rows as i32;
             timer.time(stream, "ccl_features", || {
                 let mut l = stream.launch_builder(&self.f_features);
-                l.arg(&b.bits).arg(&b.labels).arg(&mut b.feats).arg(&w).arg(&h).arg(&wpr);
-                // SAFETY: one warp per (row, piece); records indexed by final labels <= n.
-                unsafe { l.launch(warp_cfg(pieces)) }?;
+                l.arg(&b.bits).arg(&b.labels).arg(&mut b.feats).arg(&w).arg(&h).arg(&wpr).arg(&rows_i);
+                // SAFETY: one warp per (band of rows, piece); records indexed by final labels
+                // <= n < capacity.
+                unsafe { l.launch(warp_cfg(warps)) }?;
                 Ok(())
             })?;
         }

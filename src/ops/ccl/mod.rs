@@ -151,10 +151,10 @@ impl CclParams {
         if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
             return Err(OpError::InvalidParam(format!("learning_rate must be in (0, 1], got {}", self.learning_rate)));
         }
-        if let Threshold::Fixed(t) = self.threshold {
-            if t > u32::from(u16::MAX) {
-                return Err(OpError::InvalidParam(format!("threshold must be \"otsu\" or a level in 0..=65535, got {t}")));
-            }
+        if let Threshold::Fixed(t) = self.threshold
+            && t > u32::from(u16::MAX)
+        {
+            return Err(OpError::InvalidParam(format!("threshold must be \"otsu\" or a level in 0..=65535, got {t}")));
         }
         Ok(())
     }

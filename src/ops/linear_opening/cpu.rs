@@ -59,10 +59,10 @@ fn open_x_major<T: Sample>(src: ImageView<'_, T>, family: LineFamily) -> Image<T
     let length = family.length();
     let mut out = Image::new(w, h, T::default());
     if family.q == 0 {
-        out.data_mut().par_chunks_mut(w).enumerate().for_each_init(
-            || Fifo::new(length),
-            |fifo, (y, orow)| open_1d(src.row(y), r, fifo, orow),
-        );
+        out.data_mut()
+            .par_chunks_mut(w)
+            .enumerate()
+            .for_each_init(|| Fifo::new(length), |fifo, (y, orow)| open_1d(src.row(y), r, fifo, orow));
         return out;
     }
     let phi: Vec<i64> = (0..w as i64).map(|a| family.phi(a)).collect();
@@ -137,7 +137,10 @@ pub fn linear_closing<T: Sample>(img: ImageView<'_, T>, length: u32, angle: f64)
 /// Orientation maps: strength (sup of the openings), orientation (first argmax) and angular
 /// spectrum over the angles of `params` (closings with `params.closing`; see the module docs).
 /// Angles whose line family coincides are computed once.
-pub fn orientation<T: Sample>(img: ImageView<'_, T>, params: &OrientationParams) -> Result<OrientationOutput<T>, OpError> {
+pub fn orientation<T: Sample>(
+    img: ImageView<'_, T>,
+    params: &OrientationParams,
+) -> Result<OrientationOutput<T>, OpError> {
     params.validate()?;
     check_ordered(img)?;
     let angles = params.angle_degrees();

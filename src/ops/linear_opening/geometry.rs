@@ -195,9 +195,8 @@ mod tests {
                     let mut seen = vec![0u32; major * minor];
                     for li in 0..n as i64 {
                         let c = c0 + li;
-                        let brute: Vec<usize> = (0..major)
-                            .filter(|&a| (0..minor as i64).contains(&(c + f.phi(a as i64))))
-                            .collect();
+                        let brute: Vec<usize> =
+                            (0..major).filter(|&a| (0..minor as i64).contains(&(c + f.phi(a as i64)))).collect();
                         let span = f.line_span(c, major, minor);
                         assert!(!brute.is_empty(), "empty line {c} {f:?} {major}x{minor}");
                         assert_eq!(span, Some((brute[0], *brute.last().unwrap())), "{f:?} c={c}");

@@ -10,7 +10,12 @@
 //! computed once (`GpuTuning::dedup`). When the stack of planes would exceed
 //! `GpuTuning::stack_bytes`, the angles are processed in several launches (chunks) and the reduce
 //! carries the running maps over. Device buffers are allocated on first use and kept while the
-//! frame size and parameters stay the same.
+//! frame size and parameters stay the same. Segments longer than the FIFO's shared-memory part
+//! (`GpuTuning::shared_entries`, 64 by default: L ≤ 63) use the `linear_opening_lines_spill_*`
+//! variant, whose older FIFO entries live in global memory.
+//!
+//! Timer regions: `linear_opening_transpose`, `linear_opening_lines`, `linear_opening_reduce`,
+//! `linear_opening_finish`.
 
 use std::sync::Arc;
 
@@ -125,7 +130,7 @@ impl Plan {
         if width == 0 || height == 0 {
             return Err(zero_sized("plan"));
         }
-        if tuning.block == 0 || tuning.block % 32 != 0 || tuning.block > 1024 {
+        if tuning.block == 0 || !tuning.block.is_multiple_of(32) || tuning.block > 1024 {
             return Err(OpError::InvalidParam(format!("block = {}: a multiple of 32 up to 1024", tuning.block)));
         }
         let mut planes: Vec<AngleInfo> = Vec::new();
@@ -134,11 +139,9 @@ impl Plan {
         let mut angle_plane = Vec::with_capacity(angles_deg.len());
         for (k, &a) in angles_deg.iter().enumerate() {
             let f = LineFamily::new(a, length);
-            if tuning.dedup {
-                if let Some(p) = families.iter().position(|g| *g == f) {
-                    angle_plane.push(p);
-                    continue;
-                }
+            if let Some(p) = families.iter().position(|g| *g == f).filter(|_| tuning.dedup) {
+                angle_plane.push(p);
+                continue;
             }
             let (major, minor) = f.extents(width, height);
             let nlines = f.line_count(major, minor);
@@ -157,19 +160,31 @@ impl Plan {
         // Chunks: as many planes per launch as the stack budget allows.
         let plane_bytes = width * height * elem_bytes;
         let per_chunk = (tuning.stack_bytes / plane_bytes.max(1)).clamp(1, 65535);
-        let min_zone = (2 * length as usize).max(64);
-        let target_threads = sm_count.max(1) * 2048;
+        // Zones (section 5.4): about four resident waves of threads for load balance, but zones
+        // of at least 4(L-1) samples (the 2(L-1) overlap costs at most half); when that leaves
+        // the GPU under-filled (few lines: one opening), smaller zones down to max(L, 16).
+        let capacity = sm_count.max(1) * 1536;
+        let overlap = 4 * (length as usize).saturating_sub(1);
         let mut chunks = Vec::new();
         let mut start = 0;
         while start < planes.len() {
             let count = per_chunk.min(planes.len() - start);
-            let total_lines: usize = planes[start..start + count].iter().map(|p| p.lines_pad as usize).sum();
-            let wanted = tuning.zones.map_or_else(|| target_threads.div_ceil(total_lines.max(1)), |z| z as usize).max(1);
+            let total_lines: usize =
+                planes[start..start + count].iter().map(|p| p.lines_pad as usize).sum::<usize>().max(1);
+            let z_balance = (4 * capacity).div_ceil(total_lines);
+            let z_fill = capacity.div_ceil(total_lines);
             let mut grid_x = 1u32;
             for (i, p) in planes[start..start + count].iter_mut().enumerate() {
                 let major = if p.transposed == 1 { width } else { height };
-                let zmax = if tuning.zones.is_some() { major } else { (major / min_zone).max(1) };
-                let z = wanted.min(zmax).max(1);
+                let z = match tuning.zones {
+                    Some(z) => (z as usize).clamp(1, major),
+                    None => {
+                        let z_eff = (major / overlap.max(1)).max(1);
+                        let z_fine = (major / (length as usize).max(16)).max(1);
+                        let z1 = z_balance.min(z_eff);
+                        if z1 < z_fill { z_fill.min(z_fine).max(z1) } else { z1 }
+                    }
+                };
                 let zone_len = major.div_ceil(z);
                 let zones = major.div_ceil(zone_len);
                 p.zones = to_i32(zones, "zones")?;
@@ -218,6 +233,7 @@ impl Plan {
 /// The device state shared by the single-opening and orientation front ends.
 struct Engine<T: GpuSample> {
     lines: CudaFunction,
+    lines_spill: CudaFunction,
     transpose: CudaFunction,
     reduce: CudaFunction,
     finish: CudaFunction,
@@ -249,6 +265,7 @@ impl<T: GpuSample> Engine<T> {
         let name = |what: &str| format!("linear_opening_{what}_{}", T::SUFFIX);
         Ok(Self {
             lines: gpu.function("linear_opening", &name("lines"))?,
+            lines_spill: gpu.function("linear_opening", &name("lines_spill"))?,
             transpose: gpu.function("linear_opening", &name("transpose"))?,
             reduce: gpu.function("linear_opening", &name("reduce"))?,
             finish: gpu.function("linear_opening", &name("finish"))?,
@@ -284,7 +301,11 @@ impl<T: GpuSample> Engine<T> {
     ) -> Result<(), OpError> {
         let elem = std::mem::size_of::<T>();
         let same = self.plan.as_ref().is_some_and(|p| {
-            p.width == width && p.height == height && p.length == length && p.angles_deg == angles_deg && p.tuning == self.tuning
+            p.width == width
+                && p.height == height
+                && p.length == length
+                && p.angles_deg == angles_deg
+                && p.tuning == self.tuning
         });
         if !same {
             let plan = Plan::new(width, height, length, angles_deg, self.tuning, self.sm_count, elem)?;
@@ -297,7 +318,8 @@ impl<T: GpuSample> Engine<T> {
             self.plane_transposed = Some(stream.clone_htod(&flags)?);
             self.plane_angle = Some(stream.clone_htod(&plan.plane_angle)?);
             self.hue = Some(stream.clone_htod(&hues)?);
-            self.img_t = if plan.any_transposed { Some(alloc_zeroed(stream, n, "transposed frame", w, h)?) } else { None };
+            self.img_t =
+                if plan.any_transposed { Some(alloc_zeroed(stream, n, "transposed frame", w, h)?) } else { None };
             self.planes = Some(alloc_zeroed(stream, n * plan.max_chunk(), "opening planes", w, h)?);
             self.spill = Some(alloc_zeroed(stream, plan.spill_len.max(1), "FIFO spill", w, h)?);
             self.spectrum = Some(alloc_zeroed(stream, plan.planes.len().max(1), "spectrum", w, h)?);
@@ -321,6 +343,7 @@ impl<T: GpuSample> Engine<T> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn launch_transpose(
         &self,
         stream: &Arc<CudaStream>,
@@ -374,7 +397,8 @@ impl<T: GpuSample> Engine<T> {
         let spill = self.spill.as_mut().ok_or_else(|| missing("spill"))?;
         let dst = if to_out { self.out.as_mut() } else { self.planes.as_mut() }.ok_or_else(|| missing("planes"))?;
         let img_t = self.img_t.as_ref().unwrap_or(input);
-        let lines = &self.lines;
+        // The spill variant keeps older FIFO entries in global memory (more registers).
+        let lines = if gl_mask != 0 { &self.lines_spill } else { &self.lines };
         timer.time(stream, "linear_opening_lines", || {
             let mut b = stream.launch_builder(lines);
             b.arg(input)
@@ -714,5 +738,27 @@ mod tests {
         assert_eq!(p.gl_mask, 127);
         assert!(p.spill_len > 0);
         assert!(Plan::new(0, 5, 3, &angles, GpuTuning::default(), 132, 1).is_err());
+    }
+
+    #[test]
+    fn zone_heuristic_on_the_bench_cases() {
+        let zones = |w: usize, h: usize, l: u32, angles: &[f64], dedup: bool| -> Vec<(i32, i32)> {
+            let t = GpuTuning { dedup, ..GpuTuning::default() };
+            let p = Plan::new(w, h, l, angles, t, 132, 1).unwrap();
+            p.planes.iter().map(|a| (a.zones, a.zone_len)).collect()
+        };
+        let k36: Vec<f64> = (0..36).map(|k| 5.0 * f64::from(k)).collect();
+        let k180: Vec<f64> = (0..180).map(f64::from).collect();
+        // Many lines: zones of at least 4(L-1) samples.
+        let z = zones(1920, 1080, 31, &k36, true);
+        assert!(z.iter().all(|&(n, len)| (8..=12).contains(&n) && len >= 120), "{z:?}");
+        let z = zones(640, 640, 31, &k180, false);
+        assert!(z.iter().all(|&(n, _)| n == 5), "{z:?}");
+        // One opening: few lines, smaller zones fill the GPU.
+        let z = zones(1920, 1080, 31, &[90.0], true);
+        assert!(z[0].0 >= 30, "{z:?}");
+        let z = zones(1920, 1080, 31, &[0.0], true);
+        assert!(z[0].0 >= 60, "{z:?}");
+        eprintln!("{:?}", zones(4096, 2160, 31, &k36, true).first());
     }
 }

@@ -165,7 +165,7 @@ impl OrientationParams {
 }
 
 fn validate_length(length: u32) -> Result<(), OpError> {
-    if length == 0 || length % 2 == 0 || length > MAX_LENGTH {
+    if length == 0 || length.is_multiple_of(2) || length > MAX_LENGTH {
         return Err(OpError::InvalidParam(format!("length = {length}: must be odd, in 1..={MAX_LENGTH}")));
     }
     Ok(())

@@ -45,28 +45,20 @@ fn window(family: LineFamily, width: usize, height: usize, x: usize, y: usize) -
 #[must_use]
 pub fn opening_along_lines<T: Sample>(img: ImageView<'_, T>, family: LineFamily) -> Image<T> {
     let (w, h) = (img.width(), img.height());
-    let windows: Vec<Vec<(usize, usize)>> =
-        (0..w * h).map(|i| window(family, w, h, i % w, i / w)).collect();
-    let ero = Image::from_fn(w, h, |x, y| {
-        windows[y * w + x].iter().fold(T::TOP, |m, &(u, v)| min_of(m, img.get(u, v)))
-    });
-    Image::from_fn(w, h, |x, y| {
-        windows[y * w + x].iter().fold(T::BOTTOM, |m, &(u, v)| max_of(m, ero.get(u, v)))
-    })
+    let windows: Vec<Vec<(usize, usize)>> = (0..w * h).map(|i| window(family, w, h, i % w, i / w)).collect();
+    let ero =
+        Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::TOP, |m, &(u, v)| min_of(m, img.get(u, v))));
+    Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::BOTTOM, |m, &(u, v)| max_of(m, ero.get(u, v))))
 }
 
 /// The closing along the lines of `family`, by definition (max then min over each window).
 #[must_use]
 pub fn closing_along_lines<T: Sample>(img: ImageView<'_, T>, family: LineFamily) -> Image<T> {
     let (w, h) = (img.width(), img.height());
-    let windows: Vec<Vec<(usize, usize)>> =
-        (0..w * h).map(|i| window(family, w, h, i % w, i / w)).collect();
-    let dil = Image::from_fn(w, h, |x, y| {
-        windows[y * w + x].iter().fold(T::BOTTOM, |m, &(u, v)| max_of(m, img.get(u, v)))
-    });
-    Image::from_fn(w, h, |x, y| {
-        windows[y * w + x].iter().fold(T::TOP, |m, &(u, v)| min_of(m, dil.get(u, v)))
-    })
+    let windows: Vec<Vec<(usize, usize)>> = (0..w * h).map(|i| window(family, w, h, i % w, i / w)).collect();
+    let dil =
+        Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::BOTTOM, |m, &(u, v)| max_of(m, img.get(u, v))));
+    Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::TOP, |m, &(u, v)| min_of(m, dil.get(u, v))))
 }
 
 /// The 2D opening by the flat structuring element `offsets` ((column, row), symmetric about the
@@ -79,10 +71,7 @@ pub fn opening_2d<T: Sample>(img: ImageView<'_, T>, offsets: &[(i32, i32)]) -> I
         ((0..w as i64).contains(&u) && (0..h as i64).contains(&v)).then_some((u as usize, v as usize))
     };
     let ero = Image::from_fn(w, h, |x, y| {
-        offsets
-            .iter()
-            .filter_map(|&(dx, dy)| inside(x, y, dx, dy))
-            .fold(T::TOP, |m, (u, v)| min_of(m, img.get(u, v)))
+        offsets.iter().filter_map(|&(dx, dy)| inside(x, y, dx, dy)).fold(T::TOP, |m, (u, v)| min_of(m, img.get(u, v)))
     });
     Image::from_fn(w, h, |x, y| {
         offsets

@@ -78,7 +78,8 @@ impl<T: Sample> Fifo<T> {
         let mut erased_start = None;
         while self.len > 0 {
             let (bv, bs) = self.entry(self.len - 1);
-            if !(bv > x) {
+            // Values are totally ordered here (NaN is rejected upstream).
+            if bv <= x {
                 break;
             }
             let narrow = rp - bs < length;

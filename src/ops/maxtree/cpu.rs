@@ -54,7 +54,8 @@ impl<T: Gray> MaxTree<T> {
                 TreeKind::Min => values.extend(row.iter().map(|v| v.invert())),
             }
         }
-        let parent = if n >= PARALLEL_MIN_PIXELS && rayon::current_num_threads() > 1 {
+        // 16-bit trees are deep: merging bands walks long chains and loses to the sequential pass.
+        let parent = if T::BITS == 8 && n >= PARALLEL_MIN_PIXELS && rayon::current_num_threads() > 1 {
             let band = height.div_ceil(4 * rayon::current_num_threads()).max(16);
             super::parallel::parent_image(&values, width, height, connectivity, band)
         } else {
@@ -163,9 +164,9 @@ impl<T: Gray> MaxTree<T> {
         for (id, &p) in nodes.iter().enumerate() {
             self.node_of[p as usize] = id as u32;
         }
-        for p in 0..val.len() {
+        for (p, &q) in par.iter().enumerate() {
             if !canonical(p) {
-                self.node_of[p] = self.node_of[par[p] as usize];
+                self.node_of[p] = self.node_of[q as usize];
             }
         }
         self.node_parent = nodes.iter().map(|&p| self.node_of[par[p as usize] as usize]).collect();
@@ -199,7 +200,7 @@ pub(super) fn sort_pixels<T: Gray>(values: &[T]) -> Vec<u32> {
 
 const UNDEF: u32 = u32::MAX;
 
-/// Images at least this large are built band-parallel (`parallel.rs`) when rayon has threads.
+/// 8-bit images at least this large are built band-parallel (`parallel.rs`) when rayon has threads.
 const PARALLEL_MIN_PIXELS: usize = 1 << 18;
 
 /// Canonicalisation in ≺ order (root first): `parent(p) ← parent(parent(p))` when `parent(p)` is

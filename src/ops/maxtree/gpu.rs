@@ -2,10 +2,11 @@
 //! algorithm, the paper sections and the memory layout).
 //!
 //! Per frame, on one stream and without a host sync: `maxtree_local` (tiles of
-//! [`TILE_WIDTH`] x [`TILE_HEIGHT`]: 1D column trees + concurrent CONNECT in shared memory),
-//! `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node numbering),
-//! `maxtree_attributes` (per-node init, per-pixel contributions, one bottom-up pass) and
-//! `maxtree_restitute` (rule flags, pointer jumping, per-pixel output). Each group is one
+//! [`TILE_WIDTH`] x [`MaxtreeGpu::tile_height`]: 1D column trees + concurrent CONNECT in shared
+//! memory), `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node
+//! numbering), `maxtree_attributes` (per-node init, per-pixel contributions, subtree
+//! accumulation by doubling, attribute) and `maxtree_restitute` (rule flags, pointer jumping,
+//! per-pixel output). Each group is one
 //! [`KernelTimer`] region. Buffers are sized for one frame on first use and reused; the tree,
 //! the attribute and the outputs stay on the device until [`MaxtreeGpu::download`].
 //! [`MaxtreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
@@ -21,11 +22,13 @@ use crate::ops::OpError;
 
 /// Tile width of the local kernel (threads per block). Keep in sync with `MT_TW` in maxtree.cu.
 pub const TILE_WIDTH: usize = 64;
-/// Tile height of the local kernel. Keep in sync with `MT_TH`.
-pub const TILE_HEIGHT: usize = 32;
-/// Row segment per thread of `maxtree_pixels`. Keep in sync with `MT_SEG`.
-pub const SEGMENT: usize = 16;
+/// Tile height used when [`MaxtreeGpu::tile_height`] is 0.
+pub const DEFAULT_TILE_HEIGHT: usize = 16;
+/// Row chunk (threads per block) of `maxtree_pixels`. Keep in sync with the 256 in maxtree.cu.
+const PIXEL_CHUNK: u32 = 256;
 const BLOCK: u32 = 256;
+/// Pixels per thread of `maxtree_flatten`. Keep in sync with `MT_FLAT`.
+const FLATTEN_PIXELS: u32 = 8;
 
 /// Every entry point of `kernels/maxtree.cu` (the list for `src/kernels.rs`).
 pub const FUNCTIONS: &[&str] = &[
@@ -35,7 +38,11 @@ pub const FUNCTIONS: &[&str] = &[
     "maxtree_flatten",
     "maxtree_nodes",
     "maxtree_pixels",
-    "maxtree_wave",
+    "maxtree_double",
+    "maxtree_attr",
+    "maxtree_amax_init",
+    "maxtree_amax",
+    "maxtree_amax_fold",
     "maxtree_keep",
     "maxtree_jump",
     "maxtree_restitute_u8",
@@ -86,29 +93,19 @@ struct Functions {
     flatten: CudaFunction,
     nodes: CudaFunction,
     pixels: CudaFunction,
-    wave: CudaFunction,
+    double: CudaFunction,
+    attr: CudaFunction,
+    amax_init: CudaFunction,
+    amax: CudaFunction,
+    amax_fold: CudaFunction,
     keep: CudaFunction,
     jump: CudaFunction,
     restitute_u8: CudaFunction,
     restitute_u16: CudaFunction,
 }
 
-/// Per-node arrays (indexed by node id; sized for the worst case, one node per pixel).
-/// Kernel argument order: `MT_NODE_PARAMS` in maxtree.cu.
-struct NodeBufs {
-    npar: CudaSlice<u32>,
-    nlev: CudaSlice<u32>,
-    area: CudaSlice<u32>,
-    cnt: CudaSlice<u32>,
-    arrive: CudaSlice<u32>,
-    mx: CudaSlice<u32>,
-    bb: CudaSlice<u32>,
-    vol: CudaSlice<u64>,
-    attr: CudaSlice<f64>,
-    amax: CudaSlice<u64>,
-}
-
-/// Device buffers for one frame size.
+/// Device buffers for one frame size (node arrays are indexed by node id and sized for the worst
+/// case, one node per pixel).
 struct Frame {
     width: usize,
     height: usize,
@@ -118,37 +115,58 @@ struct Frame {
     node_pix: CudaSlice<u32>,
     pix_node: CudaSlice<u32>,
     count: CudaSlice<u32>,
+    npar: CudaSlice<u32>,
+    nlev: CudaSlice<u32>,
+    /// Accumulators `[4][NQ][N]`, NQ = 4 for the bounding box, else 1 (grown on demand).
+    q32: CudaSlice<u32>,
+    /// `[4][N]` Σ levels (volume) / subtree maxima (max rule); allocated on first need.
+    q64: Option<CudaSlice<u64>>,
+    /// Jump pointers `[2][N]`.
+    jb: CudaSlice<u32>,
+    attr: CudaSlice<f64>,
     words: CudaSlice<u64>,
-    nodes: NodeBufs,
+    /// Jump-round activity flags, 17 per pass (two passes for the min rule).
+    active: CudaSlice<u32>,
 }
 
 impl Frame {
     fn new(stream: &Arc<CudaStream>, width: usize, height: usize) -> Result<Self, GpuError> {
         let n = width * height;
-        let u32s = |what| launch::alloc_zeroed::<u32>(stream, n, what, width, height);
+        let u32s = |len: usize, what| launch::alloc_zeroed::<u32>(stream, len, what, width, height);
         Ok(Self {
             width,
             height,
             grec: launch::alloc_zeroed(stream, n, "max-tree records", width, height)?,
-            parent: u32s("max-tree parent image")?,
-            node_id: u32s("max-tree node ids")?,
-            node_pix: u32s("max-tree node pixels")?,
-            pix_node: u32s("max-tree pixel nodes")?,
-            count: launch::alloc_zeroed(stream, 1, "max-tree node count", width, height)?,
+            parent: u32s(n, "max-tree parent image")?,
+            node_id: u32s(n, "max-tree node ids")?,
+            node_pix: u32s(n, "max-tree node pixels")?,
+            pix_node: u32s(n, "max-tree pixel nodes")?,
+            count: u32s(1, "max-tree node count")?,
+            npar: u32s(n, "max-tree node parents")?,
+            nlev: u32s(n, "max-tree node levels")?,
+            q32: u32s(4 * n, "max-tree accumulators")?,
+            q64: None,
+            jb: u32s(2 * n, "max-tree jump pointers")?,
+            attr: launch::alloc_zeroed(stream, n, "max-tree attributes", width, height)?,
             words: launch::alloc_zeroed(stream, n, "max-tree restitution words", width, height)?,
-            nodes: NodeBufs {
-                npar: u32s("max-tree node parents")?,
-                nlev: u32s("max-tree node levels")?,
-                area: u32s("max-tree areas")?,
-                cnt: u32s("max-tree child counts")?,
-                arrive: u32s("max-tree arrivals")?,
-                mx: u32s("max-tree max levels")?,
-                bb: launch::alloc_zeroed(stream, 4 * n, "max-tree bounding boxes", width, height)?,
-                vol: launch::alloc_zeroed(stream, n, "max-tree volumes", width, height)?,
-                attr: launch::alloc_zeroed(stream, n, "max-tree attributes", width, height)?,
-                amax: launch::alloc_zeroed(stream, n, "max-tree subtree maxima", width, height)?,
-            },
+            active: u32s(2 * 17, "max-tree round flags")?,
         })
+    }
+
+    fn ensure_q64(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        if self.q64.is_none() {
+            let n = self.width * self.height;
+            self.q64 = Some(launch::alloc_zeroed(stream, 4 * n, "max-tree 64-bit accumulators", self.width, self.height)?);
+        }
+        Ok(())
+    }
+
+    fn ensure_q32(&mut self, stream: &Arc<CudaStream>, quantities: usize) -> Result<(), GpuError> {
+        let n = self.width * self.height;
+        if self.q32.len() < 4 * quantities * n {
+            self.q32 = launch::alloc_zeroed(stream, 4 * quantities * n, "max-tree accumulators", self.width, self.height)?;
+        }
+        Ok(())
     }
 }
 
@@ -160,6 +178,8 @@ struct State {
     bits: u32,
     inv: u32,
     attribute: Option<Attribute>,
+    /// Subtree maxima of the attribute (max rule) are in q64.
+    amax_ready: bool,
     filtered: bool,
 }
 
@@ -169,9 +189,13 @@ pub struct MaxtreeGpu {
     frame: Option<Frame>,
     outputs: Outputs,
     state: Option<State>,
+    node_blocks: u32,
     /// Grid simplification of §5.2 on column and tile borders (default on; off calls CONNECT on
     /// every edge — for benchmarks).
     pub grid_simplification: bool,
+    /// Tile height of the local kernel: 16, 32, 64 or 128 (128: 8-bit only); 0 (the default)
+    /// picks [`DEFAULT_TILE_HEIGHT`] (the fastest on the H100 for 8 and 16 bits, BENCH_NOTES.md).
+    pub tile_height: usize,
 }
 
 impl std::fmt::Debug for MaxtreeGpu {
@@ -228,7 +252,11 @@ impl MaxtreeGpu {
                 flatten: f("maxtree_flatten")?,
                 nodes: f("maxtree_nodes")?,
                 pixels: f("maxtree_pixels")?,
-                wave: f("maxtree_wave")?,
+                double: f("maxtree_double")?,
+                attr: f("maxtree_attr")?,
+                amax_init: f("maxtree_amax_init")?,
+                amax: f("maxtree_amax")?,
+                amax_fold: f("maxtree_amax_fold")?,
                 keep: f("maxtree_keep")?,
                 jump: f("maxtree_jump")?,
                 restitute_u8: f("maxtree_restitute_u8")?,
@@ -237,7 +265,11 @@ impl MaxtreeGpu {
             frame: None,
             outputs: Outputs::default(),
             state: None,
+            // Node kernels loop over the node count (known only on the device): a grid of 16
+            // blocks of 256 threads per multiprocessor.
+            node_blocks: u32::try_from(gpu.info().multiprocessors.max(1) * 16).unwrap_or(2048),
             grid_simplification: true,
+            tile_height: 0,
         })
     }
 
@@ -260,6 +292,7 @@ impl MaxtreeGpu {
 
     /// Enqueues the tree construction only (regions `maxtree_local`, `maxtree_merge`,
     /// `maxtree_flatten`): the canonical parent image, see [`MaxtreeGpu::download_parent`].
+    #[allow(clippy::too_many_arguments)]
     pub fn enqueue_tree<T: GpuGray>(
         &mut self,
         stream: &Arc<CudaStream>,
@@ -271,6 +304,13 @@ impl MaxtreeGpu {
         connectivity: Connectivity,
     ) -> Result<(), OpError> {
         launch::check_frame_size(width, height)?;
+        let th = if self.tile_height == 0 { DEFAULT_TILE_HEIGHT } else { self.tile_height };
+        let allowed = matches!(th, 16 | 32 | 64) || (th == 128 && T::BITS == 8);
+        if !allowed {
+            return Err(OpError::InvalidParam(format!(
+                "maxtree tile_height = {th}: allowed values are 16, 32, 64 (and 128 for 8-bit images)"
+            )));
+        }
         let n = width * height;
         if input.len() < n {
             return Err(OpError::Unsupported(format!("input holds {} pixels, {width}x{height} needs {n}", input.len())));
@@ -279,7 +319,8 @@ impl MaxtreeGpu {
             TreeKind::Max => 0,
             TreeKind::Min => T::MAX.to_u32(),
         };
-        self.state = Some(State { width, height, bits: T::BITS, inv, attribute: None, filtered: false });
+        self.state =
+            Some(State { width, height, bits: T::BITS, inv, attribute: None, amax_ready: false, filtered: false });
         if n == 0 {
             return Ok(());
         }
@@ -288,21 +329,22 @@ impl MaxtreeGpu {
             self.frame = Some(Frame::new(stream, width, height)?);
         }
         let (f, fr) = (&self.f, self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?);
-        let (w, h, n32) = (width as u32, height as u32, n as u32);
+        let (w, h, n32, th32) = (width as u32, height as u32, n as u32, th as u32);
         let eight = i32::from(connectivity == Connectivity::Eight);
         let full = i32::from(!self.grid_simplification);
-        let (ntx, nty) = (width.div_ceil(TILE_WIDTH) as u32, height.div_ceil(TILE_HEIGHT) as u32);
+        let (ntx, nty) = (width.div_ceil(TILE_WIDTH) as u32, height.div_ceil(th) as u32);
         let local = if T::BITS == 8 { &f.local_u8 } else { &f.local_u16 };
         timer.time(stream, "maxtree_local", || {
             let mut b = stream.launch_builder(local);
-            b.arg(input).arg(&mut fr.grec).arg(&w).arg(&h).arg(&inv).arg(&eight).arg(&full);
+            b.arg(input).arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&inv).arg(&eight).arg(&full);
             let c = LaunchConfig {
                 grid_dim: (ntx, nty, 1),
                 block_dim: (TILE_WIDTH as u32, 1, 1),
-                shared_mem_bytes: (TILE_WIDTH * TILE_HEIGHT * T::RECORD_BYTES) as u32,
+                shared_mem_bytes: (TILE_WIDTH * th * T::RECORD_BYTES) as u32,
             };
             // SAFETY: `input` holds width*height pixels (checked above), `grec` width*height
-            // records; one block per tile, threads past the tile width only synchronise.
+            // records; one block per tile with TILE_WIDTH*th records of shared memory (at most
+            // 32 KiB); threads past the tile width only synchronise.
             unsafe { b.launch(c) }?;
             Ok(())
         })?;
@@ -310,7 +352,7 @@ impl MaxtreeGpu {
         timer.time(stream, "maxtree_merge", || {
             if merges > 0 {
                 let mut b = stream.launch_builder(&f.merge);
-                b.arg(&mut fr.grec).arg(&w).arg(&h).arg(&eight).arg(&full);
+                b.arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&eight).arg(&full);
                 // SAFETY: one thread per border position; the kernel derives every index from
                 // w, h and the tile size and stays inside the width*height records.
                 unsafe { b.launch(cfg(launch::blocks_for(merges as usize, BLOCK), BLOCK, 0)) }?;
@@ -321,9 +363,9 @@ impl MaxtreeGpu {
             stream.memset_zeros(&mut fr.count)?;
             let mut b = stream.launch_builder(&f.flatten);
             b.arg(&mut fr.grec).arg(&mut fr.parent).arg(&mut fr.node_id).arg(&mut fr.node_pix).arg(&mut fr.count).arg(&n32);
-            // SAFETY: one thread per pixel (p < N checked in the kernel); node ids are < N, the
-            // size of node_pix; 8 bytes of shared memory hold the block counter and base.
-            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 8)) }?;
+            // SAFETY: FLATTEN_PIXELS pixels per thread (p < N checked in the kernel); node ids are
+            // < N, the size of node_pix; 8 bytes of shared memory hold the block counter and base.
+            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK * FLATTEN_PIXELS), BLOCK, 8)) }?;
             Ok(())
         })?;
         Ok(())
@@ -338,38 +380,52 @@ impl MaxtreeGpu {
     ) -> Result<(), OpError> {
         let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_attribute before enqueue_tree".into()))?;
         st.attribute = Some(attribute);
+        st.amax_ready = false;
         st.filtered = false;
-        let (width, height) = (st.width, st.height);
+        let (width, height, bits) = (st.width, st.height, st.bits);
         let n = width * height;
         if n == 0 {
             return Ok(());
         }
         let (f, fr) = (&self.f, self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?);
-        let (w, h) = (width as u32, height as u32);
         let code = attribute.index() as i32;
-        let segs = width.div_ceil(SEGMENT) * height;
+        fr.ensure_q32(stream, if code >= 3 { 4 } else { 1 })?;
+        fr.ensure_q64(stream)?;
+        let q64 = fr.q64.as_mut().ok_or_else(|| OpError::Unsupported("no q64".into()))?;
+        let (w, h, n32) = (width as u32, height as u32, n as u32);
+        let nodes = cfg(self.node_blocks.min(launch::blocks_for(n, BLOCK)), BLOCK, 0);
+        let fin = ((bits - 1) % 3) as i32;
         timer.time(stream, "maxtree_attributes", || {
-            let nd = &mut fr.nodes;
             let mut b = stream.launch_builder(&f.nodes);
             b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&fr.node_pix).arg(&fr.count);
-            b.arg(&mut nd.npar).arg(&mut nd.nlev).arg(&mut nd.area).arg(&mut nd.cnt).arg(&mut nd.arrive);
-            b.arg(&mut nd.mx).arg(&mut nd.bb).arg(&mut nd.vol).arg(&mut nd.attr).arg(&mut nd.amax);
-            // SAFETY: one thread per node id < *count <= N; every node array holds N entries
-            // (bb 4N).
-            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
+            b.arg(&mut fr.npar).arg(&mut fr.nlev).arg(&mut fr.q32).arg(&mut *q64).arg(&n32).arg(&code);
+            // SAFETY: grid-stride over node ids < *count <= N; npar/nlev hold N entries, q32
+            // 4*NQ*N (ensure_q32), q64 4*N.
+            unsafe { b.launch(nodes) }?;
             let mut b = stream.launch_builder(&f.pixels);
-            b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&mut fr.pix_node).arg(&w).arg(&h).arg(&code);
-            b.arg(&mut nd.npar).arg(&mut nd.nlev).arg(&mut nd.area).arg(&mut nd.cnt).arg(&mut nd.arrive);
-            b.arg(&mut nd.mx).arg(&mut nd.bb).arg(&mut nd.vol).arg(&mut nd.attr).arg(&mut nd.amax);
-            // SAFETY: one thread per MT_SEG-pixel row segment (t < segs*H checked); pixel
-            // indices < N, node ids < N.
-            unsafe { b.launch(cfg(launch::blocks_for(segs, BLOCK), BLOCK, 0)) }?;
-            let mut b = stream.launch_builder(&f.wave);
-            b.arg(&fr.count).arg(&code);
-            b.arg(&mut nd.npar).arg(&mut nd.nlev).arg(&mut nd.area).arg(&mut nd.cnt).arg(&mut nd.arrive);
-            b.arg(&mut nd.mx).arg(&mut nd.bb).arg(&mut nd.vol).arg(&mut nd.attr).arg(&mut nd.amax);
-            // SAFETY: one thread per node id < *count; parents are node ids or MT_NONE (checked).
-            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
+            b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&mut fr.pix_node).arg(&mut fr.q32);
+            b.arg(&w).arg(&h).arg(&code);
+            let c = LaunchConfig {
+                grid_dim: (launch::blocks_for(width, PIXEL_CHUNK), h, 1),
+                block_dim: (PIXEL_CHUNK, 1, 1),
+                shared_mem_bytes: PIXEL_CHUNK * 4,
+            };
+            // SAFETY: one thread per pixel of a PIXEL_CHUNK-pixel row chunk (x < W checked), one
+            // u32 of shared memory per thread; pixel indices < N, node ids < N.
+            unsafe { b.launch(c) }?;
+            for round in 0..bits as i32 {
+                let mut b = stream.launch_builder(&f.double);
+                b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&mut fr.jb).arg(&mut fr.q32).arg(&mut *q64);
+                b.arg(&n32).arg(&round).arg(&code);
+                // SAFETY: grid-stride over node ids < *count; jump targets are node ids or
+                // MT_NONE (checked); jb holds 2N, q32 4*NQ*N, q64 4N entries.
+                unsafe { b.launch(nodes) }?;
+            }
+            let mut b = stream.launch_builder(&f.attr);
+            b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&fr.q32).arg(&*q64).arg(&mut fr.attr);
+            b.arg(&n32).arg(&fin).arg(&code);
+            // SAFETY: grid-stride over node ids < *count; reads slots 0 and 1 + fin < 4.
+            unsafe { b.launch(nodes) }?;
             Ok(())
         })?;
         Ok(())
@@ -396,6 +452,10 @@ impl MaxtreeGpu {
             return Err(OpError::InvalidParam(format!("maxtree.threshold = {threshold}: must be a finite number >= 0")));
         }
         st.filtered = true;
+        let need_amax = rule == Rule::Max && !st.amax_ready;
+        if rule == Rule::Max {
+            st.amax_ready = true;
+        }
         let (width, height, inv) = (st.width, st.height, st.inv);
         let n = width * height;
         if n == 0 {
@@ -412,41 +472,58 @@ impl MaxtreeGpu {
         }
         let f = &self.f;
         let fr = self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?;
+        let q64 = fr.q64.as_mut().ok_or_else(|| OpError::Unsupported("no q64".into()))?;
         let (out, res) = T::outputs(&mut self.outputs).as_mut().ok_or_else(|| OpError::Unsupported("no outputs".into()))?;
         let (n32, rule_code) = (n as u32, rule.index() as i32);
         // Path lengths are at most the number of grey levels: 2^BITS nodes, BITS doublings.
-        let rounds = T::BITS;
-        let grid = launch::blocks_for(n, BLOCK);
+        let rounds = T::BITS as i32;
+        let fin = ((T::BITS - 1) % 3) as i32;
+        let nodes = cfg(self.node_blocks.min(launch::blocks_for(n, BLOCK)), BLOCK, 0);
         timer.time(stream, "maxtree_restitute", || {
-            let mut keep = |mode: i32| -> Result<(), GpuError> {
-                let nd = &mut fr.nodes;
+            if need_amax {
+                let mut b = stream.launch_builder(&f.amax_init);
+                b.arg(&fr.count).arg(&mut *q64).arg(&n32);
+                // SAFETY: grid-stride over node ids < *count; q64 holds 4N entries.
+                unsafe { b.launch(nodes) }?;
+                for round in 0..rounds {
+                    let mut b = stream.launch_builder(&f.amax);
+                    b.arg(&fr.count).arg(&fr.npar).arg(&fr.attr).arg(&mut fr.jb).arg(&mut *q64).arg(&n32).arg(&round);
+                    // SAFETY: as maxtree_double.
+                    unsafe { b.launch(nodes) }?;
+                }
+                let mut b = stream.launch_builder(&f.amax_fold);
+                b.arg(&fr.count).arg(&mut *q64).arg(&n32).arg(&fin);
+                // SAFETY: grid-stride over node ids < *count; slots 0 and 1 + fin < 4.
+                unsafe { b.launch(nodes) }?;
+            }
+            stream.memset_zeros(&mut fr.active)?;
+            let amax = q64.slice(0..n);
+            let mut pass = |mode: i32, flags: usize| -> Result<(), GpuError> {
+                let mut active = fr.active.slice_mut(flags..flags + 17);
                 let mut b = stream.launch_builder(&f.keep);
-                b.arg(&fr.count).arg(&mut fr.words).arg(&threshold).arg(&rule_code).arg(&mode);
-                b.arg(&mut nd.npar).arg(&mut nd.nlev).arg(&mut nd.area).arg(&mut nd.cnt).arg(&mut nd.arrive);
-                b.arg(&mut nd.mx).arg(&mut nd.bb).arg(&mut nd.vol).arg(&mut nd.attr).arg(&mut nd.amax);
-                // SAFETY: one thread per node id < *count <= N; words holds N entries.
-                unsafe { b.launch(cfg(grid, BLOCK, 0)) }?;
-                for _ in 0..rounds {
+                b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&fr.attr).arg(&amax).arg(&mut fr.words);
+                b.arg(&mut active).arg(&threshold).arg(&rule_code).arg(&mode);
+                // SAFETY: grid-stride over node ids < *count <= N; words and amax hold N entries,
+                // active 17.
+                unsafe { b.launch(nodes) }?;
+                for round in 0..rounds {
                     let mut b = stream.launch_builder(&f.jump);
-                    b.arg(&fr.count).arg(&mut fr.words);
-                    // SAFETY: one thread per node id < *count; jump targets are node ids.
-                    unsafe { b.launch(cfg(grid, BLOCK, 0)) }?;
+                    b.arg(&fr.count).arg(&mut fr.words).arg(&mut active).arg(&round);
+                    // SAFETY: grid-stride over node ids < *count; jump targets are node ids; the
+                    // kernel touches active[round] and active[round + 1] (round < 16).
+                    unsafe { b.launch(nodes) }?;
                 }
                 Ok(())
             };
-            match rule {
-                Rule::Min => {
-                    keep(2)?;
-                    keep(0)?;
-                }
-                Rule::Subtractive => keep(1)?,
-                Rule::Direct | Rule::Max => keep(0)?,
+            if rule == Rule::Min {
+                pass(2, 17)?;
             }
+            pass(if rule == Rule::Subtractive { 1 } else { 0 }, 0)?;
             let restitute = if T::BITS == 8 { &f.restitute_u8 } else { &f.restitute_u16 };
             let mut b = stream.launch_builder(restitute);
             b.arg(input).arg(&fr.pix_node).arg(&fr.words).arg(out).arg(res).arg(&n32).arg(&inv);
             // SAFETY: one thread per pixel (p < N checked); all buffers hold N entries.
-            unsafe { b.launch(cfg(grid, BLOCK, 0)) }?;
+            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
             Ok(())
         })?;
         Ok(())

@@ -13,8 +13,10 @@
 //!
 //! **CPU** ([`MaxTree::build`], `cpu.rs`): union-find with sorting (Berger et al. 2007, the
 //! paper's Alg. 1): counting sort of the pixels by ≺ (one bucket per grey level, 8 and 16 bit),
-//! union-find with path halving in reverse order, then one canonicalisation pass. Node arrays
-//! (one entry per canonical element, in ≺ order, root first) give linear-time attribute passes.
+//! union-find with path halving in reverse order, then one canonicalisation pass. Large 8-bit
+//! images are built in bands of rows in parallel with rayon and merged along the band borders
+//! by CONNECT (`parallel.rs`). Node arrays (one entry per canonical element, in ≺ order, root
+//! first) give linear-time attribute passes.
 //!
 //! **Attributes** (`attributes.rs`, per node, `f64`): `area` (pixels), `height` (contrast:
 //! `max f` over the component minus the parent node's level), `volume`
@@ -38,7 +40,8 @@
 //! (level, parent level, parent index) records (§4.2, Alg. 6), tile-border merging in global
 //! memory (§4.3), flattening; the 8-connectivity grid simplification (§5.2, Props. 1-2, and a
 //! corrected Prop. 3 for 4-connectivity); 64-bit records for 16-bit images (§5.3). Attributes
-//! (a bottom-up pass with arrival counters) and restitution (pointer jumping) stay on the GPU.
+//! (subtree accumulation by doubling along ancestor pointers, `BITS` rounds) and restitution
+//! (pointer jumping) stay on the GPU.
 //!
 //! [`area_opening`] / [`area_closing`] are scikit-image's `area_opening(image, area_threshold=N,
 //! connectivity=1|2)` / `area_closing`: they keep the components of area ≥ N.

@@ -59,7 +59,7 @@ pub use gpu::{SegmentGpu, segment_gpu, segment_gpu_rgb};
 pub use metrics::{LabelCheck, asa, check_labels, undersegmentation_error};
 pub use overlay::{OverlayMode, overlay_gray, overlay_rgb};
 
-/// Largest number of rounds per phase (the hierarchy stores rounds as `u16`).
+/// Largest round cap per phase (the hierarchy stores global round numbers as `u16`).
 pub const MAX_ROUNDS_LIMIT: u32 = 1000;
 
 /// Felzenszwalb segmentation parameters (scikit-image names, plus the GPU round caps).
@@ -73,16 +73,22 @@ pub struct SegmentParams {
     pub sigma: f64,
     /// Minimum segment size, enforced by post-processing merges.
     pub min_size: usize,
-    /// GPU/Borůvka: at most this many merge rounds (the device loops without reading back;
-    /// rounds after the last merging one cost a few microseconds each).
+    /// GPU/rounds: at most this many merge rounds (the device loops without reading back;
+    /// rounds after the last one that changed anything return at once). 1080p frames need
+    /// about 100 (scale 100) to 170 (scale 500); a capped run is a refinement of the exact
+    /// result (fewer merges), flagged in [`SegmentOutput::capped`].
     pub max_rounds: u32,
-    /// GPU/Borůvka: at most this many `min_size` rounds.
+    /// GPU/rounds: at most this many `min_size` rounds.
     pub max_min_size_rounds: u32,
+    /// GPU: enqueue the rounds the previous frame used plus a margin instead of the caps
+    /// (fewer empty launches on video; a frame that needs more is flagged `capped` and the
+    /// next one gets twice as many).
+    pub adaptive_rounds: bool,
 }
 
 impl Default for SegmentParams {
     fn default() -> Self {
-        Self { scale: 100.0, sigma: 0.8, min_size: 20, max_rounds: 40, max_min_size_rounds: 16 }
+        Self { scale: 100.0, sigma: 0.8, min_size: 20, max_rounds: 256, max_min_size_rounds: 32, adaptive_rounds: true }
     }
 }
 
@@ -162,10 +168,11 @@ impl SegmentOutput {
     }
 }
 
-/// Every level of a Borůvka segmentation in two per-pixel arrays: when root `v` was absorbed
-/// (`round[v]`, a global round number; `u16::MAX` if never) and the root it joined then
-/// (`parent[v]`). Merge rounds are numbered `1..=max_rounds`, `min_size` rounds
-/// `max_rounds+1..`; `level_rounds[l-1]` is the round of level `l`.
+/// Every level of a round-based segmentation in two per-pixel arrays: when root `v` was
+/// absorbed (`round[v]`, a global round number; `u16::MAX` if never) and the root it joined
+/// then (`parent[v]`). Zero-weight rounds are numbered `1..=32`, merge rounds
+/// `33..=32+max_rounds`, `min_size` rounds after; `level_rounds[l-1]` is the round of level `l`
+/// (only rounds that merged something are levels).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentHierarchy {
     /// Image width.

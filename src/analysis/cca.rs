@@ -1,0 +1,207 @@
+//! The `cca` analysis: binarization (fixed/Otsu threshold, polarity, frame or motion source),
+//! connected-component labeling with features (`ops::ccl`, HA4 on the GPU), then the tracker
+//! (`track`) in frame order. Overlay: a box per tracked component labelled with its track id,
+//! and the track trails. Files of a headless run: `tracks.csv` (MOT Challenge rows) and
+//! `components.jsonl` (the component table of each frame, with track ids).
+//!
+//! The motion background lives on the device in one buffer handed from slot to slot: each
+//! slot's stage takes it from a shared cell before enqueueing its frame and puts it back after,
+//! and the ring makes each slot's stages wait for the previous slot's, so the background is
+//! updated in frame order.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::CudaStream;
+use serde::{Deserialize, Serialize};
+
+use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
+use crate::gpu::{GpuContext, KernelTimer};
+use crate::ops::OpError;
+use crate::ops::ccl::gpu::GpuBackground;
+use crate::ops::ccl::{CclCpu, CclGpu, CclOutput, CclParams, Polarity, Source, Threshold};
+use crate::track::{TrackState, Tracker};
+
+/// `[cca]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CcaSettings {
+    /// Run the analysis.
+    pub enabled: bool,
+    /// `"otsu"` or a level.
+    pub threshold: Threshold,
+    /// `"bright"` (`s > T`) or `"dark"` (`s <= T`).
+    pub polarity: Polarity,
+    /// 4 or 8.
+    pub connectivity: u8,
+    /// `"frame"` (threshold the grey frame) or `"motion"` (|frame − running background|).
+    pub source: Source,
+    /// Background learning rate of the motion source, (0, 1].
+    pub learning_rate: f64,
+}
+
+impl Default for CcaSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            threshold: Threshold::Fixed(30),
+            polarity: Polarity::Bright,
+            connectivity: 8,
+            source: Source::Motion,
+            learning_rate: 0.15,
+        }
+    }
+}
+
+impl CcaSettings {
+    /// The op parameters.
+    #[must_use]
+    pub fn params(&self) -> CclParams {
+        CclParams {
+            threshold: self.threshold,
+            polarity: self.polarity,
+            connectivity: self.connectivity,
+            source: self.source,
+            learning_rate: self.learning_rate,
+        }
+    }
+}
+
+/// Labeling + tracking.
+pub struct Cca {
+    settings: CcaSettings,
+    cpu: CclCpu,
+    tracker: Tracker,
+    background: Arc<Mutex<GpuBackground>>,
+}
+
+impl Cca {
+    /// From settings.
+    pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
+        settings.cca.params().validate()?;
+        Ok(Self {
+            settings: settings.cca.clone(),
+            cpu: CclCpu::new(),
+            tracker: Tracker::new(settings.tracker.clone())?,
+            background: Arc::new(Mutex::new(GpuBackground::default())),
+        })
+    }
+}
+
+/// A colour per track id (golden-angle hues).
+fn id_colour(id: u64) -> [u8; 4] {
+    let h = (id as f64 * 137.508) % 360.0;
+    let x = 1.0 - ((h / 60.0) % 2.0 - 1.0).abs();
+    let (r, g, b) = match (h / 60.0) as u32 {
+        0 => (1.0, x, 0.0),
+        1 => (x, 1.0, 0.0),
+        2 => (0.0, 1.0, x),
+        3 => (0.0, x, 1.0),
+        4 => (x, 0.0, 1.0),
+        _ => (1.0, 0.0, x),
+    };
+    [(r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8, 255]
+}
+
+fn payload_output(out: CclOutput) -> OpOutput {
+    OpOutput { op: "cca", payload: Some(Payload::new(out)), ..Default::default() }
+}
+
+impl Analysis for Cca {
+    fn name(&self) -> &'static str {
+        "cca"
+    }
+    fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+    fn update(&mut self, settings: &OpSettings) -> Result<(), OpError> {
+        settings.cca.params().validate()?;
+        if settings.cca.source != self.settings.source || settings.cca.learning_rate != self.settings.learning_rate {
+            self.cpu.reset_background();
+            if let Ok(mut bg) = self.background.lock() {
+                bg.reset();
+            }
+        }
+        self.settings = settings.cca.clone();
+        if settings.tracker != *self.tracker.params() {
+            self.tracker.set_params(settings.tracker.clone())?;
+        }
+        Ok(())
+    }
+    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+        let t = std::time::Instant::now();
+        let p = self.settings.params();
+        let out = match &input.gray16 {
+            Some(g16) => self.cpu.process(g16.view(), &p)?,
+            None => self.cpu.process(input.gray.view(), &p)?,
+        };
+        timings.push(("ccl_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+        Ok(payload_output(out))
+    }
+    fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
+        Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
+    }
+    fn finish(&mut self, output: OpOutput, _input: &FrameInput) -> OpOutput {
+        let Some(ccl) = output.payload.as_ref().and_then(|p| p.get::<CclOutput>()) else { return output };
+        let tracked = self.tracker.update(&ccl.table);
+        let mut shapes = Vec::new();
+        let mut tracks = Vec::new();
+        for c in &tracked.table.components {
+            if let Some(id) = c.track_id {
+                let [l, t, w, h] = c.bbox();
+                shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(id), label: Some(id.to_string()) });
+            }
+        }
+        for tr in tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed || t.state == TrackState::Lost) {
+            if tr.trail.len() > 1 {
+                let points = tr.trail.iter().map(|p| [p[0] as f32, p[1] as f32]).collect();
+                shapes.push(Shape::Polyline { points, color: id_colour(tr.id) });
+            }
+            let area = tr.component.and_then(|l| tracked.table.components.get(l as usize - 1)).map_or(0, |c| c.area);
+            tracks.push(TrackInfo {
+                id: tr.id,
+                age: u64::from(tr.age),
+                area,
+                position: [tr.centroid[0] as f32, tr.centroid[1] as f32],
+                velocity: [tr.velocity[0] as f32, tr.velocity[1] as f32],
+                bbox: [tr.bbox[0] as f32, tr.bbox[1] as f32, tr.bbox[2] as f32, tr.bbox[3] as f32],
+            });
+        }
+        let confirmed = tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed).count();
+        let mut records: Vec<(&'static str, String)> = tracked.mot_rows().into_iter().map(|r| ("tracks.csv", r)).collect();
+        let table_line = serde_json::json!({ "frame": tracked.frame, "table": &tracked.table });
+        records.push(("components.jsonl", table_line.to_string()));
+        OpOutput {
+            op: "cca",
+            summary: serde_json::json!({
+                "components": ccl.table.components.len(),
+                "threshold": ccl.table.threshold,
+                "tracks": confirmed,
+                "lost": tracked.tracks.iter().filter(|t| t.state == TrackState::Lost).count(),
+            }),
+            layer: Layer { raster: None, shapes },
+            data: OpData::Tracks(tracks),
+            records,
+            payload: output.payload.clone(),
+        }
+    }
+}
+
+/// One ring slot's labeling buffers.
+struct CcaStage {
+    ccl: CclGpu,
+    background: Arc<Mutex<GpuBackground>>,
+}
+
+impl GpuStage for CcaStage {
+    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+        let p = settings.cca.params();
+        let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
+        std::mem::swap(&mut self.ccl.background, &mut shared);
+        let r = self.ccl.enqueue(stream, timer, frame.gray, frame.width, frame.height, &p);
+        std::mem::swap(&mut self.ccl.background, &mut shared);
+        r
+    }
+    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
+        Ok(payload_output(self.ccl.download(stream)?))
+    }
+}

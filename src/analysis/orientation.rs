@@ -1,0 +1,80 @@
+//! The `orientation` analysis: supremum of linear openings over K angles (Karas et al. 2015,
+//! `ops::linear_opening`), per pixel the strength and the argmax angle, and the angular spectrum.
+//! Overlay: the HSV orientation picture (hue = angle, value = strength). Panel data: the
+//! spectrum. `frames.jsonl` gets the spectrum and the dominant angle.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+
+use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use crate::gpu::{GpuContext, KernelTimer};
+use crate::image::Image;
+use crate::ops::OpError;
+use crate::ops::linear_opening::{OrientationGpu, OrientationOutput, OrientationParams, orientation};
+
+/// `[orientation]` is the op's own parameter struct.
+pub type OrientationSettings = OrientationParams;
+
+fn output(out: &OrientationOutput<u8>, colour: Image<[u8; 3]>) -> OpOutput {
+    let spectrum = out.angles_deg.iter().zip(&out.spectrum).map(|(&a, &s)| (a as f32, s)).collect();
+    OpOutput {
+        op: "orientation",
+        summary: out.summary(),
+        layer: Layer { raster: Some(Raster::Rgb(Arc::new(colour))), shapes: Vec::new() },
+        data: OpData::Spectrum(spectrum),
+        ..Default::default()
+    }
+}
+
+/// Orientation maps of the grey frame.
+pub struct Orientation {
+    settings: OrientationParams,
+}
+
+impl Orientation {
+    /// From settings.
+    pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
+        settings.orientation.validate()?;
+        Ok(Self { settings: settings.orientation.clone() })
+    }
+}
+
+impl Analysis for Orientation {
+    fn name(&self) -> &'static str {
+        "orientation"
+    }
+    fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+    fn update(&mut self, settings: &OpSettings) -> Result<(), OpError> {
+        settings.orientation.validate()?;
+        self.settings = settings.orientation.clone();
+        Ok(())
+    }
+    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+        let t = std::time::Instant::now();
+        let out = orientation(input.gray.view(), &self.settings)?;
+        let colour = out.colour();
+        timings.push(("linear_opening_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+        Ok(output(&out, colour))
+    }
+    fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
+        Ok(Some(Box::new(OrientationStage { gpu: OrientationGpu::new(gpu)? })))
+    }
+}
+
+struct OrientationStage {
+    gpu: OrientationGpu<u8>,
+}
+
+impl GpuStage for OrientationStage {
+    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.orientation)
+    }
+    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
+        let out = self.gpu.download(stream)?;
+        let colour = self.gpu.download_colour(stream)?;
+        Ok(output(&out, colour))
+    }
+}

@@ -1,0 +1,144 @@
+//! The viewer: an eframe/egui app that shows the video with every analysis overlaid, edits the
+//! analyses' settings live, and shows where the time goes.
+//!
+//! How it works. The pipeline's worker thread (which alone touches GStreamer and CUDA) puts each
+//! analysed frame into a newest-wins [`Mailbox`](crate::pipeline::Mailbox) whose waker calls
+//! `request_repaint`. On each repaint the UI takes the newest frame, uploads the base picture and
+//! each visible overlay raster into one texture per layer (`TextureHandle::set` re-uploads into
+//! the same texture), and paints the overlay shapes as egui shapes mapped from image to screen
+//! coordinates, so they stay sharp at any zoom. User changes go back as
+//! [`Command`](crate::pipeline::Command)s: `Settings` (the whole `OpSettings`, from the next frame
+//! on), `Pause`, `Step`. Pipelines are started and stopped on short-lived helper threads, so
+//! opening a slow network stream never freezes the window.
+//!
+//! Nothing here names an analysis: layers, legends, controls and panels are driven by the
+//! `OpOutput`s that arrive (keyed by `op`) and by the serde form of `OpSettings`, so a new
+//! analysis gets a layer, a legend, a settings section and its numbers without UI changes.
+//! Known op names only add a friendlier legend ([`layers::legend_text`]).
+//!
+//! Files: [`app`] (state, layout, keyboard, persistence), [`link`] (connection to the worker),
+//! [`layers`] (toggles, opacity, legends, textures), [`video_ui`] (zoom/pan, overlays),
+//! [`controls_ui`] (source, playback, settings), [`settings_form`] (generic editor of a serde
+//! struct), [`timings_ui`], [`tracks_ui`], [`spectrum_ui`], [`canned`] (synthetic frames for tests
+//! and docs).
+
+pub mod app;
+pub mod canned;
+pub mod controls_ui;
+pub mod layers;
+pub mod link;
+pub mod settings_form;
+pub mod spectrum_ui;
+pub mod timings_ui;
+pub mod tracks_ui;
+pub mod video_ui;
+
+pub use app::{TestLink, ViewerApp};
+pub use eframe::egui;
+
+use crate::backend::Backend;
+use crate::config::Settings;
+
+/// Errors of the viewer.
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    /// No window could be created (no display, no GL/Vulkan); nothing was shown.
+    #[error("cannot open a window: {0}")]
+    NoWindow(String),
+    /// The window ran and then failed.
+    #[error("viewer failed: {0}")]
+    Failed(String),
+}
+
+/// What the viewer starts with.
+pub struct ViewerOptions {
+    /// Settings from defaults, `--config` and `--set`.
+    pub settings: Settings,
+    /// True when the user gave `--config` or `--set`: then the settings saved by the last session
+    /// are not restored over them.
+    pub settings_explicit: bool,
+    /// SOURCE to open first.
+    pub source: String,
+    /// The backend the analyses run on.
+    pub backend: Backend,
+    /// Close the window by itself after this many seconds (smoke tests).
+    pub quit_after_secs: Option<f64>,
+}
+
+impl ViewerOptions {
+    /// Options with `quit_after_secs` from `MORPHOSCOPE_QUIT_AFTER` (seconds; for smoke tests).
+    #[must_use]
+    pub fn new(settings: Settings, settings_explicit: bool, source: String, backend: Backend) -> Self {
+        let quit_after_secs = std::env::var("MORPHOSCOPE_QUIT_AFTER").ok().and_then(|s| s.trim().parse::<f64>().ok());
+        Self { settings, settings_explicit, source, backend, quit_after_secs }
+    }
+}
+
+/// True when the environment names a display (X11 `DISPLAY` or `WAYLAND_DISPLAY`). A window may
+/// still fail to open; [`run_viewer`] then returns [`UiError::NoWindow`].
+#[must_use]
+pub fn display_available() -> bool {
+    ["DISPLAY", "WAYLAND_DISPLAY"].iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+}
+
+/// The renderer: glow (OpenGL) unless `MORPHOSCOPE_RENDERER=wgpu`. Glow starts faster and
+/// repaints ~5× faster under Mesa/Xvfb; wgpu is there for drivers without usable OpenGL.
+fn renderer() -> eframe::Renderer {
+    match std::env::var("MORPHOSCOPE_RENDERER").as_deref() {
+        Ok("wgpu") => eframe::Renderer::Wgpu,
+        _ => eframe::Renderer::Glow,
+    }
+}
+
+/// The window icon, drawn here (no image file needed): a lens ring over a hue wheel, the
+/// orientation map's colours.
+fn icon() -> egui::IconData {
+    const N: usize = 64;
+    let mut rgba = vec![0u8; N * N * 4];
+    for y in 0..N {
+        for x in 0..N {
+            let (dx, dy) = (x as f32 - 31.5, y as f32 - 31.5);
+            let r = (dx * dx + dy * dy).sqrt();
+            let px = &mut rgba[(y * N + x) * 4..][..4];
+            if r < 22.0 {
+                let hue = (dy.atan2(dx) / std::f32::consts::TAU).rem_euclid(1.0);
+                let c = egui::ecolor::Hsva::new(hue, 0.8, 0.35 + 0.6 * r / 22.0, 1.0).to_srgba_unmultiplied();
+                px.copy_from_slice(&c);
+            } else if r < 30.0 {
+                px.copy_from_slice(&[235, 235, 240, 255]);
+            }
+        }
+    }
+    egui::IconData { rgba, width: N as u32, height: N as u32 }
+}
+
+/// Opens the window and runs until it is closed. Blocks the calling thread (it must be the main
+/// thread: winit's event loop). Returns [`UiError::NoWindow`] when no window could be created, so
+/// the caller can fall back to a headless run.
+pub fn run_viewer(opts: ViewerOptions) -> Result<(), UiError> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let viewport = egui::ViewportBuilder::default()
+        .with_title("morphoscope")
+        .with_app_id("morphoscope")
+        .with_inner_size([1440.0, 900.0])
+        .with_min_inner_size([800.0, 500.0])
+        .with_icon(icon());
+    let native = eframe::NativeOptions { viewport, renderer: renderer(), ..Default::default() };
+    let started = Arc::new(AtomicBool::new(false));
+    let started_in_app = started.clone();
+    let result = eframe::run_native(
+        "morphoscope",
+        native,
+        Box::new(move |cc| {
+            started_in_app.store(true, Ordering::SeqCst);
+            Ok(Box::new(ViewerApp::new(cc, opts)))
+        }),
+    );
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if !started.load(Ordering::SeqCst) => Err(UiError::NoWindow(e.to_string())),
+        Err(e) => Err(UiError::Failed(e.to_string())),
+    }
+}

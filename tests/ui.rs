@@ -1,0 +1,360 @@
+//! The viewer, headless: egui_kittest drives the app (built without a pipeline by
+//! `ViewerApp::detached`, fed canned analysed frames through the same mailbox the worker uses)
+//! and renders it with wgpu's software fallback for snapshot comparisons (tests/snapshots/*.png;
+//! `UPDATE_SNAPSHOTS=true cargo test --test ui` rewrites the ones that changed). Interaction
+//! tests check that clicks and keys become `Command`s on the channel the worker reads.
+//!
+//! Last test: a real window under Xvfb (`scripts/ui_smoke.sh`), when `xvfb-run` and ImageMagick
+//! are installed (skipped otherwise, or failed with MORPHOSCOPE_REQUIRE_XVFB=1).
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use morphoscope::config::Settings;
+use morphoscope::pipeline::{Command, PipelineEvent};
+use morphoscope::ui::canned::{canned_frame, unknown_op_frame};
+use morphoscope::ui::settings_form::SettingsForm;
+use morphoscope::ui::{TestLink, ViewerApp};
+use serde::{Deserialize, Serialize};
+
+const BACKEND: &str = "cuda: NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)";
+
+fn harness() -> (Harness<'static, ViewerApp>, TestLink) {
+    let (app, link) = ViewerApp::detached(Settings::defaults().unwrap(), "assets/samples/vtest.avi", BACKEND);
+    let h = Harness::builder().with_size([1280.0, 800.0]).build_ui_state(|ui, app: &mut ViewerApp| app.show(ui), app);
+    (h, link)
+}
+
+/// Delivers `n` canned frames, one per UI step, so the timing history fills.
+fn play(h: &mut Harness<'static, ViewerApp>, link: &TestLink, n: u64) {
+    for i in 0..n {
+        link.deliver(canned_frame(i));
+        h.step();
+    }
+    h.run();
+}
+
+fn settings_commands(link: &TestLink) -> Vec<morphoscope::analysis::OpSettings> {
+    link.drain()
+        .into_iter()
+        .filter_map(|c| match c {
+            Command::Settings(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn snapshot_waiting_for_frames() {
+    let (mut h, _link) = harness();
+    h.run();
+    h.get_by_label_contains("waiting for frames");
+    h.snapshot("viewer_waiting");
+}
+
+#[test]
+fn snapshot_all_layers_and_panels() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 24);
+    let keys: Vec<&str> = h.state().layers().iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["original", "maxtree", "cca", "orientation", "segmentation"]);
+    // Every panel shows its numbers.
+    h.get_by_label("frame 23");
+    h.get_by_label("3 tracks");
+    h.get_by_label_contains("dominant 45°");
+    h.get_by_label("orientation_openings");
+    h.get_by_label("24 / 24");
+    h.snapshot("viewer_all_layers");
+}
+
+#[test]
+fn toggling_a_layer_by_click_and_by_key() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 3);
+    h.get_by_label("5 segmentation (segmentation)").click();
+    h.run();
+    let vis = |h: &Harness<'static, ViewerApp>, k: &str| h.state().layers().iter().find(|l| l.key == k).unwrap().visible;
+    assert!(!vis(&h, "segmentation"));
+    for key in [egui::Key::Num2, egui::Key::Num4] {
+        h.key_press(key);
+    }
+    h.run();
+    assert!(!vis(&h, "maxtree") && !vis(&h, "orientation") && vis(&h, "cca") && vis(&h, "original"));
+    h.snapshot("viewer_frame_and_components_only");
+    h.key_press(egui::Key::Num5);
+    h.run();
+    assert!(vis(&h, "segmentation"));
+}
+
+#[test]
+fn parameter_change_reaches_the_worker() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 1);
+    link.drain();
+    // The `enabled` checkbox of the [preprocess] section header.
+    h.get_by_label("preprocess").click();
+    h.run();
+    let sent = settings_commands(&link);
+    assert_eq!(sent.len(), 1, "one Settings command");
+    assert!(!sent[0].preprocess.enabled);
+    assert!(!h.state().settings().ops.preprocess.enabled);
+    // Reset all brings the defaults back, and sends them.
+    h.get_by_label("Reset all").click();
+    h.run();
+    let sent = settings_commands(&link);
+    assert_eq!(sent.last().unwrap(), &Settings::defaults().unwrap().ops);
+}
+
+#[test]
+fn keyboard_pause_step_fit() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 2);
+    link.drain();
+    h.key_press(egui::Key::Space);
+    h.run();
+    assert!(h.state().paused());
+    h.key_press(egui::Key::ArrowRight);
+    h.run();
+    h.key_press(egui::Key::Space);
+    h.run();
+    let cmds: Vec<String> = link.drain().iter().map(|c| format!("{c:?}")).collect();
+    assert_eq!(cmds, ["Pause(true)", "Step", "Pause(false)"]);
+    // Zoom with the wheel over the video leaves fit mode; `f` fits again.
+    let center = h.ctx.data(|d| d.get_temp::<egui::Rect>(egui::Id::unique("video_rect"))).unwrap().center();
+    h.hover_at(center);
+    wheel(&h, 120.0);
+    h.run();
+    assert!(!h.state().view().fit);
+    h.key_press(egui::Key::F);
+    h.run();
+    assert!(h.state().view().fit);
+}
+
+/// A mouse wheel turn of `dy` points (positive: zoom in).
+fn wheel(h: &Harness<'static, ViewerApp>, dy: f32) {
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, dy),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Wheel,
+        modifiers: egui::Modifiers::NONE,
+    });
+}
+
+/// Screen position of image point (x, y) in the video view.
+fn screen_of(h: &Harness<'static, ViewerApp>, x: f32, y: f32) -> egui::Pos2 {
+    let rect = h.ctx.data(|d| d.get_temp::<egui::Rect>(egui::Id::unique("video_rect"))).unwrap();
+    h.state().view().screen_from_image(rect, egui::pos2(x, y))
+}
+
+fn click_at(h: &mut Harness<'static, ViewerApp>, p: egui::Pos2) {
+    h.hover_at(p);
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton { pos: p, button: egui::PointerButton::Primary, pressed, modifiers: egui::Modifiers::NONE });
+    }
+    h.run();
+}
+
+#[test]
+fn tracks_highlight_from_table_and_video_and_zoom() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 10);
+    // Click a row of the tracks table.
+    h.get_by_label("   7").click();
+    h.run();
+    assert_eq!(h.state().selected_track(), Some(7));
+    // Click inside track 12's box in the video (canned frame 9: left 221, top 154.5, 26 x 52).
+    let p = screen_of(&h, 234.0, 180.0);
+    click_at(&mut h, p);
+    assert_eq!(h.state().selected_track(), Some(12));
+    // Zoom in twice about the highlighted track: boxes and labels scale with the view.
+    for _ in 0..2 {
+        let p = screen_of(&h, 234.0, 180.0);
+        h.hover_at(p);
+        wheel(&h, 140.0);
+        h.run();
+    }
+    assert!(h.state().view().zoom > 2.0);
+    h.snapshot("viewer_zoomed_track_highlighted");
+    // Clicking the background clears the highlight.
+    let p = screen_of(&h, 200.0, 140.0);
+    click_at(&mut h, p);
+    assert_eq!(h.state().selected_track(), None);
+}
+
+#[test]
+fn error_is_shown_once_and_the_app_keeps_running() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 5);
+    let msg = "v4l2src0: Could not read from resource. (camera unplugged)";
+    link.events.send(PipelineEvent::Error(msg.into())).unwrap();
+    h.run();
+    assert_eq!(h.state().error(), Some(msg));
+    h.get_by_label_contains("camera unplugged");
+    h.get_by_label("Source or analysis failed");
+    h.snapshot("viewer_error");
+    // Pick another source from the modal: the test pattern (detached: recorded, not opened).
+    h.get_all_by_label("test").next_back().unwrap().click();
+    h.run();
+    h.get_all_by_label("Open").next_back().unwrap().click();
+    h.run();
+    assert_eq!(h.state().source(), "test:ball");
+    assert_eq!(h.state().error(), None, "picking a source closes the message");
+    // More frames: no second modal; the message stays in the status line.
+    play(&mut h, &link, 2);
+    assert_eq!(h.state().error(), None);
+    h.get_by_label_contains("error: v4l2src0");
+}
+
+#[test]
+fn error_modal_closes() {
+    let (mut h, link) = harness();
+    link.events.send(PipelineEvent::Error("file not found: nope.mp4".into())).unwrap();
+    h.run();
+    h.get_by_label("Close").click();
+    h.run();
+    assert_eq!(h.state().error(), None);
+}
+
+#[test]
+fn unknown_ops_still_get_a_layer() {
+    let (mut h, link) = harness();
+    link.deliver(unknown_op_frame(0));
+    h.run();
+    let keys: Vec<&str> = h.state().layers().iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["original", "future_op"]);
+    h.get_by_label_contains("Analysis `future_op` draws a grey picture and 1 shapes");
+    h.snapshot("viewer_unknown_op");
+}
+
+#[test]
+fn settings_save_and_load_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("saved.toml");
+    let (mut h, link) = harness();
+    play(&mut h, &link, 1);
+    h.get_by_label("preprocess").click();
+    h.run();
+    h.state_mut().set_settings_path(path.to_str().unwrap());
+    h.get_by_label("Save").click();
+    h.run();
+    let loaded = Settings::load(Some(&path), &[]).unwrap();
+    assert_eq!(&loaded, h.state().settings());
+    assert!(!loaded.ops.preprocess.enabled);
+    // Reset, then Load brings the saved values back and sends them to the worker.
+    h.get_by_label("Reset all").click();
+    h.run();
+    link.drain();
+    h.get_by_label("Load").click();
+    h.run();
+    assert!(!h.state().settings().ops.preprocess.enabled);
+    assert!(!settings_commands(&link).last().unwrap().preprocess.enabled);
+}
+
+// ---- the generic settings form, with a section no analysis has yet ----
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Fast,
+    Exact,
+    Both,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct FutureSection {
+    enabled: bool,
+    mode: Mode,
+    radius: u32,
+    sigma: f64,
+    angles: Vec<f32>,
+    label: String,
+    inner: Inner,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Inner {
+    levels: u8,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self { levels: 3 }
+    }
+}
+
+impl Default for FutureSection {
+    fn default() -> Self {
+        Self { enabled: true, mode: Mode::Fast, radius: 5, sigma: 0.8, angles: vec![0.0, 45.0, 90.0, 135.0], label: "x".into(), inner: Inner::default() }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct FutureOps {
+    future: FutureSection,
+}
+
+const FUTURE_DOCS: &str = "[future]\n# Run the future analysis.\nenabled = true\n# fast, exact or both.\nmode = \"fast\"\n# Radius in pixels.\nradius = 5\n";
+
+#[test]
+fn generic_form_builds_controls_from_serde() {
+    let v = FutureOps::default();
+    let form = SettingsForm::new::<FutureOps>("future", &v, &v, FUTURE_DOCS);
+    assert_eq!(form.choices("future.mode").unwrap(), ["fast", "exact", "both"]);
+    assert!(form.choices("future.label").is_none(), "free strings stay text fields");
+    let mut h = Harness::builder().with_size([360.0, 300.0]).build_ui_state(
+        |ui, (form, out): &mut (SettingsForm, Option<FutureOps>)| {
+            let validate = |s: &FutureOps| if s.future.radius > 100 { Err(("future.radius".into(), "must be <= 100".into())) } else { Ok(()) };
+            if let Some(v) = form.ui::<FutureOps>(ui, validate) {
+                *out = Some(v);
+            }
+        },
+        (form, None),
+    );
+    h.run();
+    h.snapshot("settings_form_generic");
+    // Pick a variant in the inferred combo box.
+    h.get_by_label("fast").click();
+    h.run();
+    h.get_by_label("exact").click();
+    h.run();
+    assert_eq!(h.state().1.as_ref().unwrap().future.mode, Mode::Exact);
+    // A value the struct rejects is shown under the section and not applied.
+    h.state_mut().1 = None;
+    h.get_by_label("radius").hover();
+    let radius = h.get_all_by_role(egui::accesskit::Role::SpinButton).next().unwrap();
+    radius.set_value_accesskit(500.0);
+    h.run();
+    assert!(h.state().1.is_none());
+    assert_eq!(h.state().0.error("future"), Some("future.radius: must be <= 100"));
+    // An array is edited as TOML text.
+    let field = h.get_by_value("[0.0, 45.0, 90.0, 135.0]");
+    field.focus();
+    field.type_text("x");
+    h.run();
+    assert!(h.state().0.error("future").is_some(), "invalid TOML array");
+}
+
+// ---- a real window under Xvfb ----
+
+#[test]
+fn xvfb_smoke() {
+    let have = |c: &str| std::process::Command::new("sh").args(["-c", &format!("command -v {c}")]).output().is_ok_and(|o| o.status.success());
+    if !(have("xvfb-run") && have("import")) {
+        assert!(std::env::var("MORPHOSCOPE_REQUIRE_XVFB").as_deref() != Ok("1"), "xvfb-run or ImageMagick missing");
+        eprintln!("xvfb-run or ImageMagick (import) missing; skipped");
+        return;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("bash")
+        .arg(format!("{root}/scripts/ui_smoke.sh"))
+        .env("MORPHOSCOPE_BIN", env!("CARGO_BIN_EXE_morphoscope"))
+        .env("UI_SMOKE_OUT", out.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "scripts/ui_smoke.sh failed");
+}
