@@ -203,3 +203,90 @@ fn image_gray_and_its_errors() {
     let out = bin().args(["image", "--op", "gray", "--out", "x.png", "/no/such.png"]).output().unwrap();
     assert_clean_failure(&out, "not found");
 }
+
+fn data(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(p)
+}
+
+#[test]
+fn image_area_ops_equal_scikit_image_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    for (op, input, golden, area, conn) in [
+        ("area-opening", "baboon_u8.npy", "baboon_u8_opening_a100_c8.npy", "100", "8"),
+        ("area-closing", "baboon_u8.npy", "baboon_u8_closing_a50_c4.npy", "50", "4"),
+        ("area-closing", "fruits_u16.npy", "fruits_u16_closing_a40_c8.npy", "40", "8"),
+    ] {
+        let o = dir.path().join(format!("{op}-{golden}"));
+        let out = bin()
+            .args(["image", "--backend", "cpu", "--op", op, "--area", area, "--connectivity", conn, "--out"])
+            .arg(&o)
+            .arg(data(&format!("maxtree/{input}")))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let got = morphoscope::io::read_image(&o).unwrap();
+        let want = morphoscope::io::read_image(&data(&format!("maxtree/{golden}"))).unwrap();
+        assert_eq!(got, want, "{op} {golden}: output dtype and pixels must equal scikit-image's");
+    }
+}
+
+#[test]
+fn image_label_orientation_and_linear_opening_write_their_outputs() {
+    let input = samples().join("fruits.jpg");
+    if !input.is_file() {
+        assert!(std::env::var("MORPHOSCOPE_REQUIRE_SAMPLES").as_deref() != Ok("1"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (json, npy) = (dir.path().join("stats.json"), dir.path().join("labels.npy"));
+    let out = bin().args(["image", "--backend", "cpu", "--op", "label", "--threshold", "otsu", "--out"]).arg(&json).arg("--labels").arg(&npy).arg(&input).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let comps = stats["components"].as_array().unwrap();
+    assert!(!comps.is_empty());
+    assert_eq!(comps[0]["label"], 1);
+    for key in ["area", "left", "top", "width", "height", "centroid", "moments"] {
+        assert!(comps[0].get(key).is_some(), "{key} missing");
+    }
+    let labels = morphoscope::io::npy::read(&mut std::fs::File::open(&npy).unwrap()).unwrap();
+    assert_eq!(labels.dtype, morphoscope::io::npy::NpyDtype::I32);
+    assert_eq!(labels.shape, vec![stats["height"].as_u64().unwrap() as usize, stats["width"].as_u64().unwrap() as usize]);
+    let max_label = labels.bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).max().unwrap();
+    assert_eq!(max_label as usize, comps.len());
+
+    let od = dir.path().join("orient");
+    let out = bin().args(["image", "--backend", "cpu", "--op", "orientation", "--length", "15", "--angles", "12", "--out"]).arg(&od).arg(&input).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["orientation.png", "angle.npy", "strength.npy", "spectrum.csv"] {
+        assert!(od.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(od.join("spectrum.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 13);
+    assert_eq!(csv.lines().next().unwrap(), "angle_deg,sum");
+
+    let lo = dir.path().join("lo.png");
+    let out = bin().args(["image", "--backend", "cpu", "--op", "linear-opening", "--length", "21", "--angle", "45", "--out"]).arg(&lo).arg(&input).output().unwrap();
+    assert!(out.status.success());
+    // An opening is anti-extensive: never above the grey input.
+    let morphoscope::image::DynImage::Gray8(opened) = morphoscope::io::read_image(&lo).unwrap() else { panic!("8-bit output") };
+    let gray = dir.path().join("g.png");
+    assert!(bin().args(["image", "--backend", "cpu", "--op", "gray", "--out"]).arg(&gray).arg(&input).output().unwrap().status.success());
+    let morphoscope::image::DynImage::Gray8(g) = morphoscope::io::read_image(&gray).unwrap() else { panic!() };
+    assert!(opened.data().iter().zip(g.data()).all(|(o, i)| o <= i));
+    assert!(opened.data() != g.data());
+}
+
+#[test]
+fn image_op_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = data("maxtree/baboon_u8.npy");
+    let o = dir.path().join("x.png");
+    let out = bin().args(["image", "--op", "area-opening", "--out"]).arg(&o).arg(&input).output().unwrap();
+    assert_clean_failure(&out, "--area");
+    let out = bin().args(["image", "--op", "attribute-filter", "--attribute", "nope", "--threshold", "3", "--out"]).arg(&o).arg(&input).output().unwrap();
+    assert_clean_failure(&out, "--attribute nope");
+    let out = bin().args(["image", "--op", "linear-opening", "--length", "4", "--angle", "0", "--out"]).arg(&o).arg(&input).output().unwrap();
+    assert_clean_failure(&out, "length");
+    let out = bin().args(["image", "--op", "label", "--out"]).arg(&o).arg(&input).output().unwrap();
+    assert_clean_failure(&out, ".json");
+}

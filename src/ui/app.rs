@@ -362,7 +362,7 @@ impl ViewerApp {
                 let p = !self.paused;
                 self.set_paused(p);
             }
-            if ui.button("Step").on_hover_text("analyse one more frame (→)").clicked() {
+            if ui.button("Step").on_hover_text("analyse one more frame (right arrow)").clicked() {
                 self.step();
             }
             if ui.add_enabled(self.link.can_open(), egui::Button::new("Restart")).on_hover_text("open the source again").clicked() {
@@ -408,7 +408,7 @@ impl ViewerApp {
                     ui.label(RichText::new(s).monospace());
                 }
                 _ => {
-                    ui.label(RichText::new("space pause · → step · f fit · 1-5 layers · scroll zoom · drag pan").weak());
+                    ui.label(RichText::new("keys: space pause · right arrow step · f fit · 1-5 layers · scroll zoom · drag pan").weak());
                 }
             }
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {

@@ -115,6 +115,7 @@ fn ms(v: f64) -> String {
 
 /// The numbers and the per-region bars of the newest frame.
 pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now: f64) {
+    eprintln!("DBG now={now} shown={:?} out={:?}", hist.shown_at, hist.out_samples);
     let Some(t) = hist.last() else {
         ui.label("no frame yet");
         return;
