@@ -7,6 +7,7 @@
 // symmetric correlate1d order), every operation rounded on its own (__fmul_rn / __fadd_rn, so
 // NVRTC cannot contract to FMA).
 //
+// blur_*_f64: the same in f64 (the segmentation's smoothing, as scikit-image).
 // Layout: packed interleaved rows of `row = width * channels` samples (channels = 1 or 3).
 // blur_vertical:   one thread per sample (e, y), 2D grid of 32x8 blocks; reads 2r+1 bytes of
 //                  its column (L1/L2 cached), writes one f32.
@@ -67,6 +68,53 @@ extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float*
         float a = line[blur_reflect(x - j, w) * ch + c];
         float b = line[blur_reflect(x + j, w) * ch + c];
         t = __fadd_rn(t, __fmul_rn(__fadd_rn(a, b), wt.half[j]));
+    }
+    dst[(size_t)y * row + e] = t;
+}
+
+// f64 variants (what scikit-image computes; src/ops/blur/cpu.rs blur_f64 is bit-identical,
+// and on the sample images so is SciPy): the same sums with __dmul_rn / __dadd_rn.
+// Keep in sync with BlurWeightsF64 in src/ops/blur/gpu.rs.
+struct BlurWeightsF64 {
+    double half[BLUR_MAX_RADIUS + 1];
+    int radius;
+    int pad[3];
+};
+static_assert(sizeof(BlurWeightsF64) == 1040, "BlurWeightsF64 layout");
+
+extern "C" __global__ void blur_vertical_f64(const u8* __restrict__ src, double* __restrict__ dst,
+                                             BlurWeightsF64 wt, u32 row, u32 height, double inv255) {
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (e >= row || y >= height) return;
+    const int h = (int)height;
+    double t = __dmul_rn(__dmul_rn((double)src[(size_t)y * row + e], inv255), wt.half[0]);
+    for (int j = wt.radius; j >= 1; --j) {
+        int ya = blur_reflect((int)y - j, h);
+        int yb = blur_reflect((int)y + j, h);
+        double a = __dmul_rn((double)src[(size_t)ya * row + e], inv255);
+        double b = __dmul_rn((double)src[(size_t)yb * row + e], inv255);
+        t = __dadd_rn(t, __dmul_rn(__dadd_rn(a, b), wt.half[j]));
+    }
+    dst[(size_t)y * row + e] = t;
+}
+
+extern "C" __global__ void blur_horizontal_f64(const double* __restrict__ src, double* __restrict__ dst,
+                                               BlurWeightsF64 wt, u32 width, u32 height, u32 channels) {
+    u32 row = width * channels;
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (e >= row || y >= height) return;
+    const double* line = src + (size_t)y * row;
+    int x = (int)(e / channels);
+    int c = (int)(e - (u32)x * channels);
+    int w = (int)width;
+    int ch = (int)channels;
+    double t = __dmul_rn(line[e], wt.half[0]);
+    for (int j = wt.radius; j >= 1; --j) {
+        double a = line[blur_reflect(x - j, w) * ch + c];
+        double b = line[blur_reflect(x + j, w) * ch + c];
+        t = __dadd_rn(t, __dmul_rn(__dadd_rn(a, b), wt.half[j]));
     }
     dst[(size_t)y * row + e] = t;
 }

@@ -6,64 +6,75 @@
 // 3.2.3. Plain Boruvka evaluates the predicate out of Kruskal's order and leaks (whole frames
 // collapse); the merge rounds here decide exactly the edges Kruskal would process next (mutual
 // least edges, then "joiners" absorbed in key order below a limit), so the result equals a
-// sequential f32 Kruskal. src/ops/segment/boruvka.rs is the CPU model of every kernel below
-// (same f32 operations, same round structure): keep the two in sync.
+// sequential Kruskal over the same keys. src/ops/segment/boruvka.rs is the CPU model of every
+// kernel below (same f64/f32 operations, same round structure): keep the two in sync.
 //
-// Graph: never stored. segment_weights computes per pixel p=(x,y) the four forward weights
-// (dir 0 right, 1 down, 2 down-right, 3 down-left; +inf outside) as a float4 from the smoothed
-// image (kernels/blur.cu). Edge id = 4p + dir; key = (f32 weight bits << 32) | id, a total
-// order (weights are >= 0).
+// Arithmetic is scikit-image's: the smoothed image is f64 (kernels/blur.cu blur_*_f64),
+// weights are f64 Euclidean distances (w4[4p + dir]: dir 0 right, 1 down, 2 down-right,
+// 3 down-left; +inf outside; edge id = 4p + dir), thresholds are f32(Int + k/|C|) compared with
+// the f64 weight, Int is f64. Key = (top 64-e bits of the f64 weight bits) << e | id with
+// e = ceil(log2(4n)) id bits: a total order that follows the weights (closer than ~2^-(63-e)
+// relative they tie and the id decides). The graph is never stored as CSR.
 //
 // Phases (global round numbers r; every kernel first reads ctl[gate], the event count of the
 // previous round of its phase, and returns when it is 0, so rounds after convergence cost one
 // tiny launch each and nothing is read back by the host):
 //   zero rounds 1..32        Boruvka chains along zero-weight edges (always accepted by the
-//                            predicate when k > 0 and they leave Int = 0: exact).
+//                            predicate when k > 0 and they leave Int = 0: exact):
+//                            segment_least, segment_targets, segment_chain_link,
+//                            segment_chain_flatten.
 //   merge rounds 33..        segment_least, segment_targets, segment_limits_pairs,
-//                            segment_groups (exact Kruskal decisions, see boruvka.rs).
-//   min_size rounds          Boruvka chains of components smaller than min_size.
-// Chain rounds: segment_least, segment_targets, segment_chain_link, segment_chain_flatten.
+//                            segment_push, segment_groups (exact Kruskal decisions, see
+//                            boruvka.rs).
+//   min_size rounds          segment_reset_done, then the merge kernels in mode MIN_SIZE:
+//                            scikit-image's second pass (an edge merges when either side is
+//                            smaller than min_size), decided exactly the same way.
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
 // a block scan of "first pixel" flags (segment_scan_*), segment_labels (raster order).
 // segment_level_* extract any hierarchy level from (parent, round) the same way.
 //
-// Thread mapping: grid-stride loops over pixels (pixel kernels) or over root candidates
-// (v with comp[v] == v) with 1-D blocks of 256; event counts are reduced per warp before one
-// atomicAdd (every lane reaches the reduction). The scan kernels use 1024-thread blocks and 32
-// words of shared memory. In-place relabelling comp[p] = link[comp[p]] is race-free: link maps
-// every root of the previous round to its current root and every current root to itself, so a
-// neighbour reading the old or the new value gets the same root.
+// Thread mapping: grid-stride loops (1-D blocks of 256, a fixed grid) over pixels or roots.
+// A pixel v is a root iff link[v] == v. Exact rounds after the first of their phase run over
+// two compacted lists rebuilt every round (warp-aggregated appends): the frontier (pixels of an
+// active component with an alive edge; a pixel leaves it for good once interior or done) and
+// the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
+// root (link never changes inside a kernel that reads it this way) and segment_final resolves
+// every pixel at the end. Joiners push themselves (segment_push) onto their target's list only
+// when their key is below the group's limit, which is exactly what the group keeps of them.
+// Event counts are reduced per warp before one atomicAdd (every lane reaches the reduction).
+// The scan kernels use 1024-thread blocks and 32 words of shared memory.
 // Border policy: neighbours outside the image are skipped (their +inf weights are never read).
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
 #define SEG_NONE 0xffffffffu
 #define SEG_NEVER 0xffffu
-#define SEG_JOIN_BUFFER 32
+#define SEG_JOIN_BUFFER 64
 
 #define SEG_MODE_MERGE 0u
 #define SEG_MODE_MIN_SIZE 1u
 #define SEG_MODE_ZERO 2u
 
-__device__ __forceinline__ float seg_dist(const float* __restrict__ s, u32 channels, u32 p, u32 q) {
-    float acc = 0.0f;
+// sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
+__device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
+    double acc = 0.0;
     for (u32 c = 0; c < channels; ++c) {
-        float d = __fsub_rn(s[(size_t)q * channels + c], s[(size_t)p * channels + c]);
-        float sq = __fmul_rn(d, d);
-        acc = (c == 0) ? sq : __fadd_rn(acc, sq);
+        double d = __dsub_rn(s[(size_t)q * channels + c], s[(size_t)p * channels + c]);
+        double sq = __dmul_rn(d, d);
+        acc = (c == 0) ? sq : __dadd_rn(acc, sq);
     }
-    return __fsqrt_rn(acc);
+    return __dsqrt_rn(acc);
 }
 
-__device__ __forceinline__ u64 seg_key(float w, u32 eid) {
-    return ((u64)__float_as_uint(w) << 32) | (u64)eid;
+__device__ __forceinline__ u64 seg_key(double w, u32 eid, u32 e) {
+    return (((u64)__double_as_longlong(w) >> (e - 1)) << e) | (u64)eid;
 }
 
-__device__ __forceinline__ float seg_key_weight(u64 key) { return __uint_as_float((u32)(key >> 32)); }
+__device__ __forceinline__ u32 seg_eid(u64 key, u32 e) { return (u32)(key & ((1ull << e) - 1ull)); }
 
-// Int(C) + k/|C| with every operation rounded on its own (as boruvka.rs: cint + k / size).
-__device__ __forceinline__ float seg_thr(float cint, float k, u32 size) {
-    return __fadd_rn(cint, __fdiv_rn(k, __uint2float_rn(size)));
+// scikit-image's threshold: f32(Int + k/|C|), computed in f64 (cpu.rs threshold_f32).
+__device__ __forceinline__ float seg_thr(double cint, double k, u32 size) {
+    return __double2float_rn(__dadd_rn(cint, __ddiv_rn(k, (double)size)));
 }
 
 // Other pixel of edge `eid` on a grid of `width` columns.
@@ -84,49 +95,49 @@ __device__ __forceinline__ void seg_count(u32* ctl, u32* mctl, u32 r, u32 ev, u3
     }
 }
 
-// Calls BODY(q, key) for the 8 neighbours q of pixel p at (x, y).
-#define SEG_FOR_NEIGHBOURS(p, x, y, width, height, w4, BODY)                                   \
+// Calls BODY(q, key) for the 8 neighbours q of pixel p at (x, y); `eb` id bits.
+#define SEG_EDGE(q_, id_, BODY) { u32 q = (q_); u32 i_ = (id_); u64 key = seg_key(w4[i_], i_, eb); BODY }
+#define SEG_FOR_NEIGHBOURS(p, x, y, width, height, BODY)                                       \
     {                                                                                         \
         bool l_ = (x) > 0, r_ = (x) + 1 < (width), u_ = (y) > 0, d_ = (y) + 1 < (height);     \
-        if (r_) { u32 q = (p) + 1; u64 key = seg_key((w4)[(p)].x, (p) * 4u + 0u); BODY }      \
+        if (r_) SEG_EDGE((p) + 1, (p) * 4u + 0u, BODY)                                        \
         if (d_) {                                                                             \
-            { u32 q = (p) + (width); u64 key = seg_key((w4)[(p)].y, (p) * 4u + 1u); BODY }    \
-            if (r_) { u32 q = (p) + (width) + 1; u64 key = seg_key((w4)[(p)].z, (p) * 4u + 2u); BODY } \
-            if (l_) { u32 q = (p) + (width) - 1; u64 key = seg_key((w4)[(p)].w, (p) * 4u + 3u); BODY } \
+            SEG_EDGE((p) + (width), (p) * 4u + 1u, BODY)                                      \
+            if (r_) SEG_EDGE((p) + (width) + 1, (p) * 4u + 2u, BODY)                          \
+            if (l_) SEG_EDGE((p) + (width) - 1, (p) * 4u + 3u, BODY)                          \
         }                                                                                     \
-        if (l_) { u32 o_ = (p) - 1; u32 q = o_; u64 key = seg_key((w4)[o_].x, o_ * 4u + 0u); BODY } \
+        if (l_) SEG_EDGE((p) - 1, ((p) - 1) * 4u + 0u, BODY)                                  \
         if (u_) {                                                                             \
-            { u32 o_ = (p) - (width); u32 q = o_; u64 key = seg_key((w4)[o_].y, o_ * 4u + 1u); BODY } \
-            if (l_) { u32 o_ = (p) - (width) - 1; u32 q = o_; u64 key = seg_key((w4)[o_].z, o_ * 4u + 2u); BODY } \
-            if (r_) { u32 o_ = (p) - (width) + 1; u32 q = o_; u64 key = seg_key((w4)[o_].w, o_ * 4u + 3u); BODY } \
+            SEG_EDGE((p) - (width), ((p) - (width)) * 4u + 1u, BODY)                          \
+            if (l_) SEG_EDGE((p) - (width) - 1, ((p) - (width) - 1) * 4u + 2u, BODY)          \
+            if (r_) SEG_EDGE((p) - (width) + 1, ((p) - (width) + 1) * 4u + 3u, BODY)          \
         }                                                                                     \
     }
 
-extern "C" __global__ void segment_weights(const float* __restrict__ s, float4* __restrict__ w4, u32 width,
+extern "C" __global__ void segment_weights(const double* __restrict__ s, double* __restrict__ w4, u32 width,
                                            u32 height, u32 channels) {
     u32 x = blockIdx.x * blockDim.x + threadIdx.x;
     u32 y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= width || y >= height) return;
     u32 p = y * width + x;
-    const float inf = __int_as_float(0x7f800000);
+    const double inf = __longlong_as_double(0x7ff0000000000000ll);
     bool right = x + 1 < width, down = y + 1 < height, left = x > 0;
-    float4 r;
-    r.x = right ? seg_dist(s, channels, p, p + 1) : inf;
-    r.y = down ? seg_dist(s, channels, p, p + width) : inf;
-    r.z = (right && down) ? seg_dist(s, channels, p, p + width + 1) : inf;
-    r.w = (left && down) ? seg_dist(s, channels, p, p + width - 1) : inf;
-    w4[p] = r;
+    double* o = w4 + (size_t)p * 4;
+    o[0] = right ? seg_dist(s, channels, p, p + 1) : inf;
+    o[1] = down ? seg_dist(s, channels, p, p + width) : inf;
+    o[2] = (right && down) ? seg_dist(s, channels, p, p + width + 1) : inf;
+    o[3] = (left && down) ? seg_dist(s, channels, p, p + width - 1) : inf;
 }
 
-extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, u32* cint, u32* done, u64* best,
+extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, u32* done, u64* best,
                                         u32* target, u32* gok, u32* pflag, u32* head, u32* parent, u16* round,
-                                        u32* ctl, u32* mctl, u32 n, u32 nctl) {
+                                        u32* ctl, u32* mctl, u32* fcnt, u32* rcnt, u32 n, u32 nctl) {
     for (u32 i = global_tid(); i < n || i < nctl; i += global_threads()) {
         if (i < n) {
             comp[i] = i;
             link[i] = i;
             size[i] = 1;
-            cint[i] = 0;
+            cint[i] = 0.0;
             done[i] = 0;
             best[i] = SEG_NO_EDGE;
             target[i] = SEG_NONE;
@@ -139,120 +150,172 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, u32* ci
         if (i < nctl) {
             ctl[i] = (i == 0) ? 1u : 0u;
             mctl[i] = 0;
+            fcnt[i] = 0;
+            rcnt[i] = 0;
         }
     }
 }
 
-// Step 1: relabel, then the least alive key of every active component (atomicMin).
-extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link, const float4* __restrict__ w4,
-                                         u64* best, const u32* __restrict__ size, const u32* __restrict__ done,
-                                         u32 width, u32 height, u32 mode, u32 min_size,
-                                         const u32* __restrict__ ctl, u32 gate) {
-    if (ctl[gate] == 0) return;
-    u32 n = width * height;
-    for (u32 p = global_tid(); p < n; p += global_threads()) {
-        u32 c = link[comp[p]];
-        comp[p] = c;
-        bool active = mode == SEG_MODE_MERGE ? done[c] == 0 : mode == SEG_MODE_MIN_SIZE ? size[c] < min_size : true;
-        if (!active) continue;
-        u32 x = p % width, y = p / width;
-        u64 bk = SEG_NO_EDGE;
-        SEG_FOR_NEIGHBOURS(p, x, y, width, height, w4, {
-            u32 e = link[comp[q]];
-            if (e != c) {
-                bool alive = mode == SEG_MODE_MERGE ? done[e] == 0
-                           : mode == SEG_MODE_ZERO ? (u32)(key >> 32) == 0u : true;
-                if (alive && key < bk) bk = key;
-            }
-        })
-        if (bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
+// Root of x: follow link (roots point at themselves).
+__device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
+    while (true) {
+        u32 y = link[x];
+        if (y == x) return x;
+        x = y;
     }
 }
 
-// Step 2: targets (and per-round resets) of every root.
-extern "C" __global__ void segment_targets(const u32* __restrict__ comp, u64* best, u64* tkey, u32* target,
-                                           u32* link, u32* gok, u64* lim, u64* limj, u32* head,
-                                           const u32* __restrict__ size, u32* done, u32 width, u32 n, u32 mode,
-                                           u32 min_size, u32* ctl, u32* mctl, u32 gate, u32 r) {
+// Appends `id` to list[*count] when `keep` (warp-aggregated among the lanes executing here).
+__device__ __forceinline__ void seg_append(u32* list, u32* count, bool keep, u32 id) {
+    u32 mask = __activemask();
+    u32 ballot = __ballot_sync(mask, keep);
+    if (ballot == 0) return;
+    u32 lane = threadIdx.x & 31u;
+    u32 leader = __ffs(ballot) - 1;
+    u32 base = 0;
+    if (lane == leader) base = atomicAdd(count, (u32)__popc(ballot));
+    base = __shfl_sync(mask, base, leader);
+    if (keep) list[base + __popc(ballot & ((1u << lane) - 1u))] = id;
+}
+
+// Step 1: relabel, then the least alive key of every active component (atomicMin). Iterates
+// all pixels (use_list 0) or in_list[0..*in_count]; in merge mode writes the frontier of this
+// round to out_list / *out_count.
+extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
+                                         u64* best, const u32* __restrict__ size, const u32* __restrict__ done,
+                                         u32 width, u32 height, u32 eb, u32 mode, u32 min_size,
+                                         const u32* __restrict__ ctl, u32 gate, u32 use_list,
+                                         const u32* __restrict__ in_list, const u32* __restrict__ in_count,
+                                         u32* out_list, u32* out_count) {
+    if (ctl[gate] == 0) return;
+    u32 count = use_list ? *in_count : width * height;
+    for (u32 i = global_tid(); i < count; i += global_threads()) {
+        u32 p = use_list ? in_list[i] : i;
+        u32 c = seg_find(link, comp[p]);
+        comp[p] = c;
+        bool active = mode == SEG_MODE_ZERO || done[c] == 0;
+        u64 bk = SEG_NO_EDGE;
+        if (active) {
+            u32 x = p % width, y = p / width;
+            SEG_FOR_NEIGHBOURS(p, x, y, width, height, {
+                u32 cq = comp[q];
+                u32 e = seg_find(link, cq);
+                if (e != cq) comp[q] = e;
+                if (e != c) {
+                    bool alive = mode == SEG_MODE_ZERO ? w4[i_] == 0.0
+                               : done[e] == 0 && (mode == SEG_MODE_MERGE || size[c] < min_size || size[e] < min_size);
+                    if (alive && key < bk) bk = key;
+                }
+            })
+            if (bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
+        }
+        if (mode != SEG_MODE_ZERO) seg_append(out_list, out_count, bk != SEG_NO_EDGE, p);
+    }
+}
+
+// Step 2: targets (and per-round resets) of every root: all pixels v with link[v] == v
+// (use_list 0) or in_list[0..*in_count]; in merge mode the roots that stay active go to
+// out_list / *out_count.
+extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
+                                           u64* tkey, u32* target, u32* gok, u64* lim, u64* limj, u32* head,
+                                           u32* done, u32 width, u32 n, u32 eb, u32 mode,
+                                           u32* ctl, u32* mctl, u32 gate, u32 r, u32 use_list,
+                                           const u32* __restrict__ in_list, const u32* __restrict__ in_count,
+                                           u32* out_list, u32* out_count) {
     if (ctl[gate] == 0) return;
     u32 ev = 0;
-    for (u32 v = global_tid(); v < n; v += global_threads()) {
-        if (comp[v] != v) continue;
-        link[v] = v;
-        target[v] = SEG_NONE;
-        gok[v] = 0;
-        lim[v] = SEG_NO_EDGE;
-        limj[v] = SEG_NO_EDGE;
-        head[v] = SEG_NONE;
-        u64 key = best[v];
-        best[v] = SEG_NO_EDGE;
-        if (mode == SEG_MODE_MERGE && done[v] != 0) continue;
-        if (mode == SEG_MODE_MIN_SIZE && size[v] >= min_size) continue;
-        if (key == SEG_NO_EDGE) {
-            if (mode == SEG_MODE_MERGE) {
-                done[v] = 1;
-                ++ev;
+    u32 count = use_list ? *in_count : n;
+    for (u32 i = global_tid(); i < count; i += global_threads()) {
+        u32 v = use_list ? in_list[i] : i;
+        bool keep = false;
+        if (link[v] != v) {
+            // Not a root: clear a stale target (segment_chain_flatten reads targets).
+            if (target[v] != SEG_NONE) target[v] = SEG_NONE;
+        } else {
+            target[v] = SEG_NONE;
+            gok[v] = 0;
+            lim[v] = SEG_NO_EDGE;
+            limj[v] = SEG_NO_EDGE;
+            head[v] = SEG_NONE;
+            u64 key = best[v];
+            best[v] = SEG_NO_EDGE;
+            bool skip = mode != SEG_MODE_ZERO && done[v] != 0;
+            if (!skip) {
+                if (key == SEG_NO_EDGE) {
+                    if (mode != SEG_MODE_ZERO) {
+                        done[v] = 1;
+                        ++ev;
+                    }
+                } else {
+                    tkey[v] = key;
+                    u32 eid = seg_eid(key, eb);
+                    u32 cp = seg_find(link, comp[eid >> 2]);
+                    target[v] = (cp == v) ? seg_find(link, comp[seg_other(eid, width)]) : cp;
+                    keep = true;
+                }
             }
-            continue;
         }
-        tkey[v] = key;
-        u32 eid = (u32)key;
-        u32 cp = comp[eid >> 2];
-        target[v] = (cp == v) ? comp[seg_other(eid, width)] : cp;
+        if (mode != SEG_MODE_ZERO) seg_append(out_list, out_count, keep, v);
     }
     seg_count(ctl, mctl, r, ev, 0);
 }
 
-// Merge steps 3 and 4: limits (pixel role), mutual pairs and joiner lists (root role).
-extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, const float4* __restrict__ w4,
-                                                const u32* __restrict__ done, const u32* __restrict__ target,
-                                                const u64* __restrict__ tkey, u64* lim, u64* limj, u32* link,
-                                                u32* gok, u32* gsize, u32* gint, u32* pflag, u32* head, u32* next,
-                                                const u32* __restrict__ size, const u32* __restrict__ cint,
-                                                u32* parent, u16* round, u32 width, u32 height, float k, u32* ctl,
-                                                u32* mctl, u32 gate, u32 r) {
+// Merge steps 3 and 4: limits over the frontier (flist), mutual pairs over the active roots.
+// (min_size rounds: the same with "alive" = either side smaller than min_size, pairs always merge.)
+extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, const double* __restrict__ w4,
+                                                const u32* __restrict__ done,
+                                                const u32* __restrict__ target, const u64* __restrict__ tkey,
+                                                u64* lim, u64* limj, u32* link, u32* gok, u32* gsize, double* gint,
+                                                u32* pflag, const u32* __restrict__ size,
+                                                const double* __restrict__ cint, u32* parent, u16* round, u32 width,
+                                                u32 height, u32 eb, u32 mode, u32 min_size, double k, u32* ctl,
+                                                u32* mctl, u32 gate, u32 r, const u32* __restrict__ flist,
+                                                const u32* __restrict__ fcount, const u32* __restrict__ rlist,
+                                                const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
-    u32 n = width * height;
     u32 ev = 0, mg = 0;
-    for (u32 p = global_tid(); p < n; p += global_threads()) {
+    u32 nf = *fcount;
+    for (u32 i = global_tid(); i < nf; i += global_threads()) {
+        u32 p = flist[i];
         u32 c = comp[p];
         u32 t = target[c];
         if (t == SEG_NONE) continue;
-        // Limits of component c through pixel p.
         u32 x = p % width, y = p / width;
         u64 lm = SEG_NO_EDGE, lj = SEG_NO_EDGE;
-        SEG_FOR_NEIGHBOURS(p, x, y, width, height, w4, {
+        // comp[q] is current: segment_least resolved every neighbour of the frontier this round
+        // (link changes below, so it must not be followed here).
+        SEG_FOR_NEIGHBOURS(p, x, y, width, height, {
             u32 e = comp[q];
-            if (e != c && e != t && done[e] == 0) {
+            if (e != c && e != t && done[e] == 0 &&
+                (mode == SEG_MODE_MERGE || size[c] < min_size || size[e] < min_size)) {
                 if (key < lj) lj = key;
                 if (target[e] != c && key < lm) lm = key;
             }
         })
         if (lj != SEG_NO_EDGE) atomicMin(&limj[c], lj);
         if (lm != SEG_NO_EDGE) atomicMin(&lim[c], lm);
-        if (c != p) continue;
-        // Root role: v = p.
-        u32 v = p;
-        if (target[t] != v) {
-            next[v] = atomicExch(&head[t], v);
-            continue;
-        }
-        if (v > t) continue;
-        float w = seg_key_weight(tkey[v]);
-        float cv = __uint_as_float(cint[v]), ct = __uint_as_float(cint[t]);
+    }
+    u32 nr = *rcount;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 v = rlist[i];
+        u32 t = target[v];
+        if (t == SEG_NONE || target[t] != v || v > t) continue;
+        double w = w4[seg_eid(tkey[v], eb)];
+        double cv = cint[v], ct = cint[t];
         float tv = seg_thr(cv, k, size[v]), tt = seg_thr(ct, k, size[t]);
-        if (w < fminf(tv, tt)) {
+        // min_size: the pair's edge is alive, so it merges.
+        if (mode == SEG_MODE_MIN_SIZE || w < (double)fminf(tv, tt)) {
             link[t] = v;
             gok[v] = 1;
             gok[t] = 1;
             gsize[v] = size[v] + size[t];
-            gint[v] = __float_as_uint(fmaxf(fmaxf(cv, ct), w));
+            gint[v] = fmax(fmax(cv, ct), w);
             parent[t] = v;
             round[t] = (u16)r;
             ++ev;
             ++mg;
         } else {
-            if (w >= tv) {
+            if (w >= (double)tv) {
                 pflag[v] = 1;
                 ++ev;
             } else {
@@ -260,7 +323,7 @@ extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, co
                 gsize[v] = size[v];
                 gint[v] = cint[v];
             }
-            if (w >= tt) {
+            if (w >= (double)tt) {
                 pflag[t] = 1;
                 ++ev;
             } else {
@@ -271,6 +334,26 @@ extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, co
         }
     }
     seg_count(ctl, mctl, r, ev, mg);
+}
+
+// Merge step 4b: a joiner (one-sided least edge into a group) pushes itself onto its target's
+// list when its key is below the group's limit (the least edge of the pair to others).
+extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32* __restrict__ gok,
+                                        const u32* __restrict__ target, const u64* __restrict__ tkey,
+                                        const u64* __restrict__ lim, u32* head, u32* next,
+                                        const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
+                                        const u32* __restrict__ rcount) {
+    if (ctl[gate] == 0) return;
+    u32 nr = *rcount;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 v = rlist[i];
+        u32 t = target[v];
+        if (t == SEG_NONE || target[t] == v || gok[t] == 0) continue;
+        u64 limit = lim[t];
+        u32 o = target[t];
+        if (o != SEG_NONE && (link[o] == t || link[t] == o) && lim[o] < limit) limit = lim[o];
+        if (tkey[v] < limit) next[v] = atomicExch(&head[t], v);
+    }
 }
 
 // Keeps the SEG_JOIN_BUFFER least keys below `limit` (boruvka.rs buffer_insert).
@@ -297,19 +380,22 @@ __device__ __forceinline__ void seg_buffer_insert(u64* bk, u32* bx, u32& nb, u64
 }
 
 // Merge step 5: pair decisions become final, groups absorb their joiners in key order.
-extern "C" __global__ void segment_groups(const u32* __restrict__ comp, u32* link, u32* done, u32* pflag,
-                                          const u32* __restrict__ gok, const u32* __restrict__ target,
-                                          const u64* __restrict__ tkey, const u64* __restrict__ lim,
-                                          const u64* __restrict__ limj, const u32* __restrict__ head,
-                                          const u32* __restrict__ next, const u32* __restrict__ gsize,
-                                          const u32* __restrict__ gint, u32* size, u32* cint, u32* parent,
-                                          u16* round, u32 n, float k, u32* ctl, u32* mctl, u32 gate, u32 r) {
+extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, const u32* __restrict__ gok,
+                                          const u32* __restrict__ target, const u64* __restrict__ tkey,
+                                          const u64* __restrict__ lim, const u64* __restrict__ limj,
+                                          const u32* __restrict__ head, const u32* __restrict__ next,
+                                          const u32* __restrict__ gsize, const double* __restrict__ gint,
+                                          u32* size, double* cint, u32* parent, u16* round,
+                                          const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
+                                          u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ rlist,
+                                          const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
     u32 ev = 0, mg = 0;
     u64 bk[SEG_JOIN_BUFFER];
     u32 bx[SEG_JOIN_BUFFER];
-    for (u32 g = global_tid(); g < n; g += global_threads()) {
-        if (comp[g] != g) continue;
+    u32 nr = *rcount;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 g = rlist[i];
         if (pflag[g] != 0) {
             pflag[g] = 0;
             done[g] = 1;
@@ -324,30 +410,31 @@ extern "C" __global__ void segment_groups(const u32* __restrict__ comp, u32* lin
         if (merged)
             for (u32 x = head[t]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
         u32 sz = gsize[g];
-        float it = __uint_as_float(gint[g]);
-        for (u32 i = 0; i < nb; ++i) {
-            u64 key = bk[i];
+        double it = gint[g];
+        for (u32 j = 0; j < nb; ++j) {
+            u64 key = bk[j];
             if (key > limit) break;
-            u32 x = bx[i];
-            float w = seg_key_weight(key);
+            u32 x = bx[j];
+            double w = w4[seg_eid(key, eb)];
             float tl = seg_thr(it, k, sz);
-            float cx = __uint_as_float(cint[x]);
+            double cx = cint[x];
             float tx = seg_thr(cx, k, size[x]);
-            if (w < fminf(tl, tx)) {
+            bool join = mode == SEG_MODE_MIN_SIZE ? (sz < min_size || size[x] < min_size) : w < (double)fminf(tl, tx);
+            if (join) {
                 link[x] = g;
                 sz += size[x];
-                it = fmaxf(it, fmaxf(w, cx));
+                it = fmax(it, fmax(w, cx));
                 if (limj[x] < limit) limit = limj[x];
                 parent[x] = g;
                 round[x] = (u16)r;
                 ++ev;
                 ++mg;
-            } else {
-                if (w >= tx) {
+            } else if (mode == SEG_MODE_MERGE) {
+                if (w >= (double)tx) {
                     done[x] = 1;
                     ++ev;
                 }
-                if (w >= tl) {
+                if (w >= (double)tl) {
                     done[g] = 1;
                     ++ev;
                     break;
@@ -355,18 +442,18 @@ extern "C" __global__ void segment_groups(const u32* __restrict__ comp, u32* lin
             }
         }
         size[g] = sz;
-        cint[g] = __float_as_uint(it);
+        cint[g] = it;
     }
     seg_count(ctl, mctl, r, ev, mg);
 }
 
 // Chain step 3: every component with a target links to it, mutual pairs keep the smaller root.
-extern "C" __global__ void segment_chain_link(const u32* __restrict__ comp, const u32* __restrict__ target,
-                                              u32* link, u32 n, u32* ctl, u32* mctl, u32 gate, u32 r) {
+extern "C" __global__ void segment_chain_link(const u32* __restrict__ target, u32* link, u32 n, u32* ctl,
+                                              u32* mctl, u32 gate, u32 r) {
     if (ctl[gate] == 0) return;
     u32 ev = 0;
     for (u32 v = global_tid(); v < n; v += global_threads()) {
-        if (comp[v] != v) continue;
+        if (link[v] != v) continue;
         u32 t = target[v];
         if (t == SEG_NONE) continue;
         if (target[t] == v && v < t) continue;
@@ -378,13 +465,14 @@ extern "C" __global__ void segment_chain_link(const u32* __restrict__ comp, cons
 
 // Chain step 4: follow links to the final root (concurrent path halving: every write is a
 // shortcut to an ancestor), sum sizes there, record the hierarchy, point link at the root.
-extern "C" __global__ void segment_chain_flatten(const u32* __restrict__ comp, u32* link, u32* size, u32* parent,
-                                                 u16* round, u32 n, const u32* __restrict__ ctl, u32 gate,
-                                                 u32 r) {
+// Roots of this round are the v with target[v] != NONE or link[v] == v.
+extern "C" __global__ void segment_chain_flatten(const u32* __restrict__ target, u32* link, u32* size,
+                                                 u32* parent, u16* round, u32 n, const u32* __restrict__ ctl,
+                                                 u32 gate, u32 r) {
     if (ctl[gate] == 0 || ctl[r] == 0) return;
     volatile u32* vl = link;
     for (u32 v = global_tid(); v < n; v += global_threads()) {
-        if (comp[v] != v) continue;
+        if (target[v] == SEG_NONE) continue;
         u32 f = v;
         while (true) {
             u32 nx = vl[f];
@@ -406,9 +494,13 @@ extern "C" __global__ void segment_chain_flatten(const u32* __restrict__ comp, u
     }
 }
 
+extern "C" __global__ void segment_reset_done(u32* done, u32 n) {
+    for (u32 i = global_tid(); i < n; i += global_threads()) done[i] = 0;
+}
+
 extern "C" __global__ void segment_final(u32* comp, const u32* __restrict__ link, u32* minpix, u32 n) {
     for (u32 p = global_tid(); p < n; p += global_threads()) {
-        comp[p] = link[comp[p]];
+        comp[p] = seg_find(link, comp[p]);
         minpix[p] = SEG_NONE;
     }
 }

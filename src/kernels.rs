@@ -17,6 +17,8 @@ pub const SOURCES: &[KernelSource] = &[
     },
     KernelSource { name: "maxtree", source: include_str!("../kernels/maxtree.cu"), functions: crate::ops::maxtree::gpu::FUNCTIONS },
     KernelSource { name: "ccl", source: include_str!("../kernels/ccl.cu"), functions: crate::ops::ccl::gpu::FUNCTIONS },
+    KernelSource { name: "blur", source: include_str!("../kernels/blur.cu"), functions: crate::ops::blur::gpu::FUNCTIONS },
+    KernelSource { name: "segment", source: include_str!("../kernels/segment.cu"), functions: crate::ops::segment::gpu::FUNCTIONS },
     KernelSource {
         name: "linear_opening",
         source: include_str!("../kernels/linear_opening.cu"),

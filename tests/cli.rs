@@ -58,6 +58,9 @@ fn run_on_test_pattern_writes_all_outputs() {
     assert!(frames[0]["ops"]["preprocess"]["mean_gray"].as_f64().unwrap() > 0.0);
     assert_eq!(frames[5]["ops"]["orientation"]["spectrum"].as_array().unwrap().len(), 8);
     assert!(frames[5]["ops"]["cca"]["components"].is_u64());
+    // The ball on its background: a handful of segments, never zero.
+    let segments = frames[5]["ops"]["segmentation"]["segments"].as_u64().unwrap();
+    assert!((1..500).contains(&segments), "{segments} segments");
     let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("timings.json")).unwrap()).unwrap();
     assert_eq!(t["frames_out"], 40);
     assert_eq!(t["video_frames"], 40);
@@ -69,8 +72,9 @@ fn run_on_test_pattern_writes_all_outputs() {
 fn run_on_the_real_clip_loses_no_frame_and_the_overlay_decodes() {
     let Some(clip) = clip() else { return };
     let dir = tempfile::tempdir().unwrap();
-    // Orientation maps are slow on a 2-core CPU in a debug build; they have their own tests.
-    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--set", "orientation.enabled=false", "--out"]).arg(dir.path()).arg(&clip).output().unwrap();
+    // Orientation maps and segmentation are slow on a 2-core CPU in a debug build; they have
+    // their own tests.
+    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--set", "orientation.enabled=false", "--set", "segmentation.enabled=false", "--out"]).arg(dir.path()).arg(&clip).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("frames: in 795 | out 795 | dropped 0"), "{stdout}");
@@ -86,7 +90,7 @@ fn run_on_the_real_clip_loses_no_frame_and_the_overlay_decodes() {
     assert_eq!(lines(&dir.path().join("components.jsonl")).len(), 795);
     // The overlay video is a real video: read it back through morphoscope itself.
     let dir2 = tempfile::tempdir().unwrap();
-    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--no-video", "--set", "orientation.enabled=false", "--out"]).arg(dir2.path()).arg(dir.path().join("overlay.mp4")).output().unwrap();
+    let out = bin().args(["run", "--backend", "cpu", "--quiet", "--no-video", "--set", "orientation.enabled=false", "--set", "segmentation.enabled=false", "--out"]).arg(dir2.path()).arg(dir.path().join("overlay.mp4")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let frames = lines(&dir2.path().join("frames.jsonl"));
     assert_eq!(frames.len(), 795);
@@ -274,6 +278,33 @@ fn image_label_orientation_and_linear_opening_write_their_outputs() {
     let morphoscope::image::DynImage::Gray8(g) = morphoscope::io::read_image(&gray).unwrap() else { panic!() };
     assert!(opened.data().iter().zip(g.data()).all(|(o, i)| o <= i));
     assert!(opened.data() != g.data());
+}
+
+#[test]
+fn image_felzenszwalb_equals_scikit_image_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let (npy, png) = (dir.path().join("seg.npy"), dir.path().join("seg.png"));
+    let out = bin()
+        .args(["image", "--backend", "cpu", "--op", "felzenszwalb", "--scale", "100", "--sigma", "0.8", "--min-size", "20", "--out"])
+        .arg(&npy)
+        .arg("--overlay")
+        .arg(&png)
+        .arg(data("segment/baboon_rgb.npy"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = morphoscope::io::npy::read_file(&npy).unwrap().to_f64();
+    let want = morphoscope::io::npy::read_file(&data("segment/baboon_rgb_k100_s0.8_m20.npy")).unwrap().to_f64();
+    assert_eq!(got, want, "labels must equal scikit-image's felzenszwalb");
+    let count = want.iter().fold(0.0f64, |m, &v| m.max(v)) as usize + 1;
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{count} segments")));
+    let morphoscope::image::DynImage::Rgb8(pic) = morphoscope::io::read_image(&png).unwrap() else { panic!("RGB overlay") };
+    assert_eq!((pic.width(), pic.height()), (160, 160));
+    // Bad parameters and outputs fail on one line.
+    let out = bin().args(["image", "--op", "felzenszwalb", "--scale=-3", "--out"]).arg(&npy).arg(data("segment/baboon_rgb.npy")).output().unwrap();
+    assert_clean_failure(&out, "scale");
+    let out = bin().args(["image", "--op", "felzenszwalb", "--out"]).arg(&png).arg(data("segment/baboon_rgb.npy")).output().unwrap();
+    assert_clean_failure(&out, ".npy");
 }
 
 #[test]

@@ -4,11 +4,17 @@
 
 #[path = "gpu/common.rs"]
 mod common;
+#[path = "gpu/blur.rs"]
+mod blur;
 #[path = "gpu/ccl.rs"]
 mod ccl;
 #[path = "gpu/linear_opening.rs"]
 mod linear_opening;
 #[path = "gpu/maxtree.rs"]
 mod maxtree;
+#[path = "gpu/maxtree_bench.rs"]
+mod maxtree_bench;
 #[path = "gpu/preprocess.rs"]
 mod preprocess;
+#[path = "gpu/segment.rs"]
+mod segment;

@@ -7,6 +7,8 @@
 //! Last test: a real window under Xvfb (`scripts/ui_smoke.sh`), when `xvfb-run` and ImageMagick
 //! are installed (skipped otherwise, or failed with MORPHOSCOPE_REQUIRE_XVFB=1).
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns (clippy.toml allows it inside)
+
 use eframe::egui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -19,10 +21,30 @@ use serde::{Deserialize, Serialize};
 
 const BACKEND: &str = "cuda: NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)";
 
+/// The app at 1280x800, fed by the returned link. The "Analyses" section is collapsed so that the
+/// snapshots do not change when an analysis adds a setting (the generic form has its own test).
 fn harness() -> (Harness<'static, ViewerApp>, TestLink) {
+    harness_with(true)
+}
+
+/// [`harness`], with egui_kittest's accessibility check on or off (egui_file's dialog has text
+/// fields without names).
+fn harness_with(accessibility_check: bool) -> (Harness<'static, ViewerApp>, TestLink) {
     let (app, link) = ViewerApp::detached(Settings::defaults().unwrap(), "assets/samples/vtest.avi", BACKEND);
-    let h = Harness::builder().with_size([1280.0, 800.0]).build_ui_state(|ui, app: &mut ViewerApp| app.show(ui), app);
+    let mut h = Harness::builder()
+        .with_size([1280.0, 800.0])
+        .with_accessibility_check(accessibility_check)
+        .build_ui_state(|ui, app: &mut ViewerApp| app.show(ui), app);
+    h.run();
+    h.get_by_label("Analyses").click();
+    h.run();
     (h, link)
+}
+
+/// Opens the "Analyses" section again.
+fn expand_analyses(h: &mut Harness<'static, ViewerApp>) {
+    h.get_by_label("Analyses").click();
+    h.run();
 }
 
 /// Delivers `n` canned frames, one per UI step, so the timing history fills.
@@ -31,6 +53,14 @@ fn play(h: &mut Harness<'static, ViewerApp>, link: &TestLink, n: u64) {
         link.deliver(canned_frame(i));
         h.step();
     }
+    h.run();
+}
+
+/// Scrolls a widget into view, then clicks it.
+fn click(h: &mut Harness<'static, ViewerApp>, label: &str) {
+    h.get_by_label(label).scroll_to_me();
+    h.run();
+    h.get_by_label(label).click();
     h.run();
 }
 
@@ -48,7 +78,8 @@ fn settings_commands(link: &TestLink) -> Vec<morphoscope::analysis::OpSettings> 
 fn snapshot_waiting_for_frames() {
     let (mut h, _link) = harness();
     h.run();
-    h.get_by_label_contains("waiting for frames");
+    assert_eq!(h.state().layers().len(), 1, "only the original layer before any frame");
+    h.get_by_label("no frame yet");
     h.snapshot("viewer_waiting");
 }
 
@@ -71,7 +102,7 @@ fn snapshot_all_layers_and_panels() {
 fn toggling_a_layer_by_click_and_by_key() {
     let (mut h, link) = harness();
     play(&mut h, &link, 3);
-    h.get_by_label("5 segmentation (segmentation)").click();
+    h.get_by_label("5 segmentation").click();
     h.run();
     let vis = |h: &Harness<'static, ViewerApp>, k: &str| h.state().layers().iter().find(|l| l.key == k).unwrap().visible;
     assert!(!vis(&h, "segmentation"));
@@ -90,16 +121,17 @@ fn toggling_a_layer_by_click_and_by_key() {
 fn parameter_change_reaches_the_worker() {
     let (mut h, link) = harness();
     play(&mut h, &link, 1);
-    link.drain();
+    expand_analyses(&mut h);
+    let _ = link.drain();
     // The `enabled` checkbox of the [preprocess] section header.
-    h.get_by_label("preprocess").click();
+    click(&mut h, "preprocess");
     h.run();
     let sent = settings_commands(&link);
     assert_eq!(sent.len(), 1, "one Settings command");
     assert!(!sent[0].preprocess.enabled);
     assert!(!h.state().settings().ops.preprocess.enabled);
     // Reset all brings the defaults back, and sends them.
-    h.get_by_label("Reset all").click();
+    click(&mut h, "Reset all");
     h.run();
     let sent = settings_commands(&link);
     assert_eq!(sent.last().unwrap(), &Settings::defaults().unwrap().ops);
@@ -109,7 +141,7 @@ fn parameter_change_reaches_the_worker() {
 fn keyboard_pause_step_fit() {
     let (mut h, link) = harness();
     play(&mut h, &link, 2);
-    link.drain();
+    let _ = link.drain();
     h.key_press(egui::Key::Space);
     h.run();
     assert!(h.state().paused());
@@ -190,8 +222,8 @@ fn error_is_shown_once_and_the_app_keeps_running() {
     link.events.send(PipelineEvent::Error(msg.into())).unwrap();
     h.run();
     assert_eq!(h.state().error(), Some(msg));
-    h.get_by_label_contains("camera unplugged");
-    h.get_by_label("Source or analysis failed");
+    assert!(h.get_all_by_label_contains("camera unplugged").count() >= 1);
+    h.get_by_label("⚠ Source or analysis failed");
     h.snapshot("viewer_error");
     // Pick another source from the modal: the test pattern (detached: recorded, not opened).
     h.get_all_by_label("test").next_back().unwrap().click();
@@ -204,6 +236,17 @@ fn error_is_shown_once_and_the_app_keeps_running() {
     play(&mut h, &link, 2);
     assert_eq!(h.state().error(), None);
     h.get_by_label_contains("error: v4l2src0");
+}
+
+#[test]
+fn browse_opens_the_file_dialog() {
+    let (mut h, _link) = harness_with(false);
+    h.get_by_label("Browse").click();
+    h.run();
+    h.get_by_label_contains("Open a video");
+    h.key_press(egui::Key::Escape);
+    h.run();
+    assert!(h.query_by_label_contains("Open a video").is_none());
 }
 
 #[test]
@@ -233,19 +276,20 @@ fn settings_save_and_load_round_trip() {
     let path = dir.path().join("saved.toml");
     let (mut h, link) = harness();
     play(&mut h, &link, 1);
-    h.get_by_label("preprocess").click();
+    expand_analyses(&mut h);
+    click(&mut h, "preprocess");
     h.run();
     h.state_mut().set_settings_path(path.to_str().unwrap());
-    h.get_by_label("Save").click();
+    click(&mut h, "Save");
     h.run();
     let loaded = Settings::load(Some(&path), &[]).unwrap();
     assert_eq!(&loaded, h.state().settings());
     assert!(!loaded.ops.preprocess.enabled);
     // Reset, then Load brings the saved values back and sends them to the worker.
-    h.get_by_label("Reset all").click();
+    click(&mut h, "Reset all");
     h.run();
-    link.drain();
-    h.get_by_label("Load").click();
+    let _ = link.drain();
+    click(&mut h, "Load");
     h.run();
     assert!(!h.state().settings().ops.preprocess.enabled);
     assert!(!settings_commands(&link).last().unwrap().preprocess.enabled);
@@ -317,7 +361,7 @@ fn generic_form_builds_controls_from_serde() {
     h.run();
     h.snapshot("settings_form_generic");
     // Pick a variant in the inferred combo box.
-    h.get_by_label("fast").click();
+    h.get_by_label("mode").click();
     h.run();
     h.get_by_label("exact").click();
     h.run();
@@ -331,7 +375,7 @@ fn generic_form_builds_controls_from_serde() {
     assert!(h.state().1.is_none());
     assert_eq!(h.state().0.error("future"), Some("future.radius: must be <= 100"));
     // An array is edited as TOML text.
-    let field = h.get_by_value("[0.0, 45.0, 90.0, 135.0]");
+    let field = h.get_all_by_value("[0.0, 45.0, 90.0, 135.0]").next().unwrap();
     field.focus();
     field.type_text("x");
     h.run();
@@ -340,8 +384,10 @@ fn generic_form_builds_controls_from_serde() {
 
 // ---- a real window under Xvfb ----
 
+/// Runs scripts/ui_smoke.sh (a real window, a screenshot, a clean exit), then checks persistence:
+/// a value written into the saved state is restored by a second run and saved again on exit.
 #[test]
-fn xvfb_smoke() {
+fn xvfb_smoke_and_persistence() {
     let have = |c: &str| std::process::Command::new("sh").args(["-c", &format!("command -v {c}")]).output().is_ok_and(|o| o.status.success());
     if !(have("xvfb-run") && have("import")) {
         assert!(std::env::var("MORPHOSCOPE_REQUIRE_XVFB").as_deref() != Ok("1"), "xvfb-run or ImageMagick missing");
@@ -350,11 +396,22 @@ fn xvfb_smoke() {
     }
     let root = env!("CARGO_MANIFEST_DIR");
     let out = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("bash")
-        .arg(format!("{root}/scripts/ui_smoke.sh"))
-        .env("MORPHOSCOPE_BIN", env!("CARGO_BIN_EXE_morphoscope"))
-        .env("UI_SMOKE_OUT", out.path())
-        .status()
-        .unwrap();
-    assert!(status.success(), "scripts/ui_smoke.sh failed");
+    let smoke = |secs: &str| {
+        let status = std::process::Command::new("bash")
+            .arg(format!("{root}/scripts/ui_smoke.sh"))
+            .env("MORPHOSCOPE_BIN", env!("CARGO_BIN_EXE_morphoscope"))
+            .env("UI_SMOKE_OUT", out.path())
+            .env("UI_SMOKE_SECS", secs)
+            .status()
+            .unwrap();
+        assert!(status.success(), "scripts/ui_smoke.sh failed");
+    };
+    smoke("6");
+    let state = out.path().join("data/morphoscope/app.ron");
+    let text = std::fs::read_to_string(&state).unwrap();
+    let (from, to) = (r#"settings_path:\"morphoscope.toml\""#, r#"settings_path:\"persisted.toml\""#);
+    assert!(text.contains(from), "viewer state not saved: {state:?}");
+    std::fs::write(&state, text.replace(from, to)).unwrap();
+    smoke("3");
+    assert!(std::fs::read_to_string(&state).unwrap().contains(to), "saved viewer state was not restored");
 }

@@ -11,6 +11,7 @@ pub mod cca;
 pub mod maxtree;
 pub mod orientation;
 pub mod preprocess;
+pub mod segmentation;
 pub mod types;
 
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub struct OpSettings {
     pub tracker: crate::track::TrackerParams,
     /// `[orientation]`
     pub orientation: orientation::OrientationSettings,
+    /// `[segmentation]`
+    pub segmentation: segmentation::SegmentationSettings,
 }
 
 impl OpSettings {
@@ -48,6 +51,7 @@ impl OpSettings {
         self.cca.params().validate().map_err(|e| ("cca".to_owned(), e.to_string()))?;
         self.tracker.validate().map_err(|e| ("tracker".to_owned(), e.to_string()))?;
         self.orientation.validate().map_err(|e| ("orientation".to_owned(), e.to_string()))?;
+        self.segmentation.validate().map_err(|e| ("segmentation".to_owned(), e.to_string()))?;
         Ok(())
     }
 }
@@ -116,6 +120,7 @@ pub fn build_analyses(settings: &OpSettings) -> Result<Vec<Box<dyn Analysis>>, O
         Box::new(maxtree::Maxtree::new(settings)?),
         Box::new(cca::Cca::new(settings)?),
         Box::new(orientation::Orientation::new(settings)?),
+        Box::new(segmentation::Segmentation::new(settings)?),
     ];
     for a in &mut v {
         a.update(settings)?;

@@ -65,7 +65,7 @@ pub fn default_source(settings: &Settings) -> String {
 /// `morphoscope run`.
 pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
-    headless(common, &settings, &a.source, &a.out, a.max_frames, !a.no_video && settings.output.video, a.quiet)
+    headless(common, &settings, &a.source, &a.out, a.max_frames, None, !a.no_video && settings.output.video, a.quiet)
 }
 
 /// `morphoscope view`: the viewer on SOURCE; without a display (or when no window can be
@@ -76,7 +76,7 @@ pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
     if let Some(code) = try_viewer(common, &settings, &source)? {
         return Ok(code);
     }
-    headless(common, &settings, &source, Path::new("out"), None, settings.output.video, false)
+    headless(common, &settings, &source, Path::new("out"), None, Some(DEFAULT_JOB_CPU_FRAMES), settings.output.video, false)
 }
 
 /// A bare `morphoscope`: the viewer when a display exists and a window opens, else a headless
@@ -88,8 +88,12 @@ pub fn default_job(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         return Ok(code);
     }
     log::info!("headless run of {source} into out/ (see `morphoscope --help`)");
-    headless(common, &settings, &source, Path::new("out"), None, settings.output.video, false)
+    headless(common, &settings, &source, Path::new("out"), None, Some(DEFAULT_JOB_CPU_FRAMES), settings.output.video, false)
 }
+
+/// Frames the default job (and a `view` without a display) analyses when it falls back to the CPU backend (the CPU references
+/// run at 1–4 fps on the sample clip; `morphoscope run` has no cap).
+const DEFAULT_JOB_CPU_FRAMES: u64 = 150;
 
 /// Runs the viewer when a display exists; `None` when the caller should run headless instead.
 #[cfg(feature = "viewer")]
@@ -143,11 +147,19 @@ fn headless(
     source: &str,
     out: &Path,
     max_frames: Option<u64>,
+    cpu_cap: Option<u64>,
     video: bool,
     quiet: bool,
 ) -> anyhow::Result<ExitCode> {
     let spec = SourceSpec::parse(source)?;
     let backend = common.backend(settings)?;
+    let max_frames = match (max_frames, cpu_cap, &backend) {
+        (None, Some(cap), morphoscope::backend::Backend::Cpu) => {
+            log::warn!("no GPU: the CPU backend analyses the first {cap} frames (`morphoscope run SOURCE` for all)");
+            Some(cap)
+        }
+        _ => max_frames,
+    };
     let pipeline = Pipeline::start(&spec, settings, &backend, Delivery::All).with_context(|| format!("cannot open {spec}"))?;
     let fps = match &spec {
         SourceSpec::Test(_) => settings.source.test.fps,

@@ -21,10 +21,14 @@ pub enum NpyDtype {
     F32,
     /// `<f8`
     F64,
+    /// `<i8`
+    I64,
 }
 
 impl NpyDtype {
-    fn descr(self) -> &'static str {
+    /// The `descr` string of the header (`"<u2"`, …).
+    #[must_use]
+    pub fn descr(self) -> &'static str {
         match self {
             Self::U8 => "|u1",
             Self::U16 => "<u2",
@@ -32,6 +36,7 @@ impl NpyDtype {
             Self::U32 => "<u4",
             Self::F32 => "<f4",
             Self::F64 => "<f8",
+            Self::I64 => "<i8",
         }
     }
     fn from_descr(d: &str) -> Option<Self> {
@@ -42,6 +47,7 @@ impl NpyDtype {
             "<u4" => Self::U32,
             "<f4" => Self::F32,
             "<f8" => Self::F64,
+            "<i8" => Self::I64,
             _ => return None,
         })
     }
@@ -52,7 +58,7 @@ impl NpyDtype {
             Self::U8 => 1,
             Self::U16 => 2,
             Self::I32 | Self::U32 | Self::F32 => 4,
-            Self::F64 => 8,
+            Self::F64 | Self::I64 => 8,
         }
     }
 }
@@ -92,6 +98,30 @@ npy_el!(i32, NpyDtype::I32);
 npy_el!(u32, NpyDtype::U32);
 npy_el!(f32, NpyDtype::F32);
 npy_el!(f64, NpyDtype::F64);
+npy_el!(i64, NpyDtype::I64);
+
+impl NpyArray {
+    /// Every element widened to `f64` (exact for all dtypes but large `i64`).
+    #[must_use]
+    pub fn to_f64(&self) -> Vec<f64> {
+        let b = &self.bytes;
+        match self.dtype {
+            NpyDtype::U8 => b.iter().map(|&v| f64::from(v)).collect(),
+            NpyDtype::U16 => b.as_chunks::<2>().0.iter().map(|c| f64::from(u16::from_le_bytes(*c))).collect(),
+            NpyDtype::I32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(i32::from_le_bytes(*c))).collect(),
+            NpyDtype::U32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(u32::from_le_bytes(*c))).collect(),
+            NpyDtype::F32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(f32::from_le_bytes(*c))).collect(),
+            NpyDtype::F64 => b.as_chunks::<8>().0.iter().map(|c| f64::from_le_bytes(*c)).collect(),
+            NpyDtype::I64 => b.as_chunks::<8>().0.iter().map(|c| i64::from_le_bytes(*c) as f64).collect(),
+        }
+    }
+}
+
+/// Reads a `.npy` file from disk.
+pub fn read_file(path: &std::path::Path) -> Result<NpyArray, IoError> {
+    let mut f = std::fs::File::open(path)?;
+    read(&mut f)
+}
 
 /// Writes a C-order array with the given shape.
 pub fn write<T: NpyElement>(w: &mut impl Write, shape: &[usize], data: impl Iterator<Item = T>) -> Result<(), IoError> {

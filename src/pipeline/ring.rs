@@ -18,9 +18,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys::CUevent_flags};
+use rayon::prelude::*;
 
 use super::engine::{Submitted, run_cpu_analyses};
-use crate::analysis::{AnalysedFrame, Analysis, FrameInput, FrameTimings, GpuFrame, GpuStage, OpSettings};
+use crate::analysis::{AnalysedFrame, Analysis, FrameInput, FrameTimings, GpuFrame, GpuStage, OpOutput, OpSettings};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, launch};
 use crate::image::{DynImage, Image};
 use crate::ops::{OpError, preprocess};
@@ -186,26 +187,34 @@ impl CudaRing {
         let (w, h) = (bufs.format.width, bufs.format.height);
         let gray = bufs.readback.as_slice()?[..w * h].to_vec();
         let input = FrameInput { index: f.index, gray: Arc::new(Image::from_vec(w, h, gray)?), rgb: f.rgb, gray16: f.gray16 };
+        // Every stage's readback and host post-processing (overlay pictures, tables) at once,
+        // one rayon task per stage; then `finish` in analysis order (cross-frame state).
+        let stream = &slot.stream;
+        let enabled: Vec<bool> = self.analyses.iter().map(|a| a.enabled()).collect();
+        let mut collected: Vec<Option<Result<(OpOutput, f64), OpError>>> = slot
+            .stages
+            .par_iter_mut()
+            .zip(enabled.par_iter())
+            .map(|(stage, &on)| {
+                let stage = stage.as_mut().filter(|_| on)?;
+                let t = Instant::now();
+                Some(stage.collect(stream, &input).map(|o| (o, t.elapsed().as_secs_f64() * 1e3)))
+            })
+            .collect();
         let mut outputs = Vec::new();
         let mut cpu_regions = Vec::new();
-        for (a, stage) in self.analyses.iter_mut().zip(slot.stages.iter_mut()) {
-            if !a.enabled() {
+        for (k, a) in self.analyses.iter_mut().enumerate() {
+            if !enabled[k] {
                 continue;
             }
-            let out = match stage.as_mut() {
-                Some(stage) => stage.collect(&slot.stream, &input)?,
-                None => {
-                    let mut one = run_cpu_analyses(std::slice::from_mut(a), &input, &mut cpu_regions)?;
-                    match one.pop() {
-                        Some(o) => {
-                            outputs.push(o);
-                            continue;
-                        }
-                        None => continue,
-                    }
+            match collected[k].take() {
+                Some(r) => {
+                    let (out, ms) = r?;
+                    cpu_regions.push((format!("{}_collect", a.name()), ms));
+                    outputs.push(a.finish(out, &input));
                 }
-            };
-            outputs.push(a.finish(out, &input));
+                None => outputs.extend(run_cpu_analyses(std::slice::from_mut(a), &input, &mut cpu_regions)?),
+            }
         }
         let download_ms = t_down.elapsed().as_secs_f64() * 1e3;
         let mut regions: Vec<(String, f64)> = slot.timer.read()?.into_iter().map(|(n, ms)| (n.to_owned(), ms)).collect();

@@ -65,6 +65,7 @@ struct Saved {
     panels: Panels,
     settings_path: String,
     spectrum_style: SpectrumStyle,
+    loop_playback: bool,
 }
 
 /// The other ends of a detached app's link: a test plays the worker with them.
@@ -118,7 +119,7 @@ pub struct ViewerApp {
     settings_path: String,
     recent: Vec<String>,
     quit_after_secs: Option<f64>,
-    pending_open: Option<String>,
+    loop_playback: bool,
 }
 
 impl ViewerApp {
@@ -150,7 +151,7 @@ impl ViewerApp {
             settings_path: if saved.settings_path.is_empty() { "morphoscope.toml".into() } else { saved.settings_path },
             recent: saved.recent,
             quit_after_secs: None,
-            pending_open: None,
+            loop_playback: saved.loop_playback,
         }
     }
 
@@ -158,11 +159,11 @@ impl ViewerApp {
     pub fn new(cc: &eframe::CreationContext<'_>, opts: ViewerOptions) -> Self {
         let saved: Saved = cc.storage.and_then(|s| eframe::get_value(s, STORAGE_KEY)).unwrap_or_default();
         let mut settings = opts.settings;
-        if !opts.settings_explicit {
-            if let Some(ops) = saved.ops_toml.as_deref().and_then(restore_ops) {
-                log::info!("viewer: analysis settings restored from the last session (--config or --set to override)");
-                settings.ops = ops;
-            }
+        if !opts.settings_explicit
+            && let Some(ops) = saved.ops_toml.as_deref().and_then(restore_ops)
+        {
+            log::info!("viewer: analysis settings restored from the last session (--config or --set to override)");
+            settings.ops = ops;
         }
         let mut app = Self::with_parts(settings, Link::new(opts.backend), opts.source.clone(), saved);
         app.picker.set_from(&opts.source);
@@ -250,7 +251,7 @@ impl ViewerApp {
                 self.link.open(spec, &self.settings, ctx);
             }
             Ok(_) => {
-                self.pending_open = Some(s);
+                self.error = None;
                 self.notice = Some("detached viewer: no pipeline to open sources with".into());
             }
         }
@@ -320,12 +321,17 @@ impl ViewerApp {
         if p.started {
             self.timings.clear();
             self.notice = None;
+            self.last_error = None;
         }
         if let Some(f) = p.frame {
             self.show_frame(f, now);
         }
         if p.ended {
             self.ended = true;
+            if self.loop_playback && p.error.is_none() && self.link.can_open() {
+                let s = self.source.clone();
+                self.open_source(&s, ctx);
+            }
         }
         if let Some(e) = p.error {
             self.ended = true;
@@ -357,18 +363,19 @@ impl ViewerApp {
         ui.horizontal(|ui| {
             ui.label(RichText::new("morphoscope").strong());
             ui.separator();
-            let (icon, tip) = if self.paused { ("Play", "resume (space)") } else { ("Pause", "pause (space)") };
+            let (icon, tip) = if self.paused { ("▶ Play", "resume (space)") } else { ("⏸ Pause", "pause (space)") };
             if ui.button(icon).on_hover_text(tip).clicked() {
                 let p = !self.paused;
                 self.set_paused(p);
             }
-            if ui.button("Step").on_hover_text("analyse one more frame (right arrow)").clicked() {
+            if ui.button("⏭ Step").on_hover_text("analyse one more frame (right arrow)").clicked() {
                 self.step();
             }
-            if ui.add_enabled(self.link.can_open(), egui::Button::new("Restart")).on_hover_text("open the source again").clicked() {
+            if ui.add_enabled(self.link.can_open(), egui::Button::new("⟲ Restart")).on_hover_text("open the source again").clicked() {
                 let s = self.source.clone();
                 self.open_source(&s, &ui.ctx().clone());
             }
+            ui.toggle_value(&mut self.loop_playback, "loop").on_hover_text("open the source again when it ends (files)");
             ui.separator();
             let frame_text = match &self.frame {
                 Some(f) => format!("frame {}", f.index),
@@ -380,10 +387,10 @@ impl ViewerApp {
             if ui.button("Fit").on_hover_text("fit the frame to the view (f, or double-click)").clicked() {
                 self.video.fit = true;
             }
-            if ui.button("1:1").on_hover_text("one image pixel per screen pixel").clicked() {
-                if let Some(r) = video_rect {
-                    self.video.actual_size(r);
-                }
+            if ui.button("1:1").on_hover_text("one image pixel per screen pixel").clicked()
+                && let Some(r) = video_rect
+            {
+                self.video.actual_size(r);
             }
             ui.label(RichText::new(format!("{:.0}%", self.video.zoom * 100.0)).monospace()).on_hover_text("scroll to zoom, drag to pan");
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
@@ -523,7 +530,7 @@ impl ViewerApp {
         let mut action = None;
         let r = egui::Modal::new(egui::Id::unique("error_modal")).show(ctx, |ui| {
             ui.set_max_width(520.0);
-            ui.heading("Source or analysis failed");
+            ui.heading("⚠ Source or analysis failed");
             ui.add(egui::Label::new(RichText::new(&msg).monospace()).wrap());
             ui.label(RichText::new("The last frame stays on screen. Pick another source, or close this message.").weak());
             ui.separator();
@@ -621,6 +628,7 @@ impl ViewerApp {
             panels: self.panels,
             settings_path: self.settings_path.clone(),
             spectrum_style: self.spectrum_style,
+            loop_playback: self.loop_playback,
         }
     }
 }
@@ -647,5 +655,20 @@ impl eframe::App for ViewerApp {
 
     fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
         self.link.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_settings_are_restored_only_when_they_fit() {
+        let mut ops = Settings::defaults().unwrap().ops;
+        ops.preprocess.enabled = false;
+        let text = toml::to_string(&ops).unwrap();
+        assert_eq!(restore_ops(&text), Some(ops));
+        assert_eq!(restore_ops("[no_such_analysis]\nx = 1\n"), None);
+        assert_eq!(restore_ops("not toml ["), None);
     }
 }

@@ -38,7 +38,7 @@ fn inside(b: &Blob, x: f32, y: f32) -> bool {
 
 /// Stripes at 45° in the upper-right quarter: where the orientation map lights up.
 fn stripes(x: usize, y: usize) -> Option<u8> {
-    (x > 200 && y < 90).then(|| if ((x + y) / 6) % 2 == 0 { 200 } else { 60 })
+    (x > 200 && y < 90).then(|| if ((x + y) / 6).is_multiple_of(2) { 200 } else { 60 })
 }
 
 /// The hue colour of an angle (0..180°) at strength `v` (0..1).

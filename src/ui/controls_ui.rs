@@ -169,24 +169,29 @@ impl SourcePicker {
     }
 }
 
-/// Summary numbers of an op as `key value · key value`.
+/// Summary numbers of an op as `key value · key value` (arrays shortened to their length).
 #[must_use]
 pub fn summary_line(v: &serde_json::Value) -> String {
+    fn one(v: &serde_json::Value) -> String {
+        match v {
+            serde_json::Value::Number(n) => match n.as_f64() {
+                Some(f) if n.is_f64() => format!("{f:.3}"),
+                _ => n.to_string(),
+            },
+            serde_json::Value::String(s) if s.chars().count() > 40 => format!("{}…", s.chars().take(40).collect::<String>()),
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Array(a) if a.len() <= 4 && a.iter().all(|x| !x.is_array() && !x.is_object()) => {
+                format!("[{}]", a.iter().map(one).collect::<Vec<_>>().join(", "))
+            }
+            serde_json::Value::Array(a) => format!("[{} values]", a.len()),
+            serde_json::Value::Object(m) => format!("{{{} keys}}", m.len()),
+            other => other.to_string(),
+        }
+    }
     match v {
-        serde_json::Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::Number(n) => match n.as_f64() {
-                    Some(f) if n.is_f64() => format!("{k} {f:.3}"),
-                    _ => format!("{k} {n}"),
-                },
-                serde_json::Value::String(s) => format!("{k} {s}"),
-                other => format!("{k} {other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(" · "),
+        serde_json::Value::Object(m) => m.iter().map(|(k, v)| format!("{k} {}", one(v))).collect::<Vec<_>>().join(" · "),
         serde_json::Value::Null => String::new(),
-        other => other.to_string(),
+        other => one(other),
     }
 }
 
@@ -200,15 +205,18 @@ pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&Analysed
         let output = frame.and_then(|f| f.output(&st.key));
         let present = st.key == ORIGINAL || output.is_some();
         ui.push_id(&st.key, |ui| {
-            ui.horizontal(|ui| {
-                let name = format!("{} {}", i + 1, layers::title(&st.key));
-                let text = if present { RichText::new(name) } else { RichText::new(name).weak() };
-                ui.checkbox(&mut st.visible, text).on_hover_text(if i < 9 { format!("key {}", i + 1) } else { String::new() });
-                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    ui.add_enabled(st.visible, egui::Slider::new(&mut st.opacity, 0.0..=1.0).show_value(false).text("opacity"));
-                });
-            });
+            let name = format!("{} {}", i + 1, layers::title(&st.key));
+            let text = if present { RichText::new(name).strong() } else { RichText::new(name).weak() };
+            let tip = if i < 9 { format!("show or hide (key {})", i + 1) } else { "show or hide".to_owned() };
+            ui.checkbox(&mut st.visible, text).on_hover_text(tip);
             ui.indent("legend", |ui| {
+                ui.horizontal(|ui| {
+                    ui.add_enabled(st.visible, egui::Slider::new(&mut st.opacity, 0.0..=1.0).text("opacity").fixed_decimals(2));
+                    if st.key != ORIGINAL && output.is_some_and(|o| o.layer.raster.is_some()) {
+                        ui.toggle_value(&mut st.add, "add")
+                            .on_hover_text("additive blending: the picture's colours are added to the frame (black adds nothing); off: mixed by opacity");
+                    }
+                });
                 ui.label(RichText::new(layers::legend_text(&st.key, output)).small().weak());
                 if layers::has_hue_legend(&st.key) {
                     layers::hue_legend_ui(ui);
@@ -216,10 +224,11 @@ pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&Analysed
                 if let Some(o) = output {
                     let line = summary_line(&o.summary);
                     if !line.is_empty() {
-                        ui.label(RichText::new(line).small().monospace());
+                        ui.label(small_mono(line));
                     }
                 }
             });
+            ui.add_space(2.0);
         });
     }
     if let Some(f) = frame {
@@ -227,10 +236,15 @@ pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&Analysed
         if !quiet.is_empty() {
             ui.add_space(2.0);
             for o in quiet {
-                ui.label(RichText::new(format!("{}: {}", o.op, summary_line(&o.summary))).small().monospace());
+                ui.label(small_mono(format!("{}: {}", o.op, summary_line(&o.summary))));
             }
         }
     }
+}
+
+/// Small monospace text (numbers).
+fn small_mono(s: String) -> RichText {
+    RichText::new(s).small().family(egui::FontFamily::Monospace)
 }
 
 /// What the settings-file row asks for.

@@ -24,6 +24,9 @@ pub struct LayerState {
     pub visible: bool,
     /// 0..=1, applied to the raster and the shapes.
     pub opacity: f32,
+    /// Additive blending of the raster (black adds nothing), instead of mixing.
+    #[serde(default)]
+    pub add: bool,
 }
 
 /// Default opacity of a layer: the frame opaque, rasters as in the overlay video, shapes opaque.
@@ -36,12 +39,30 @@ pub fn default_opacity(key: &str, has_raster: bool) -> f32 {
     }
 }
 
+/// Whether a layer blends additively by default: pictures that are black where nothing was found
+/// (the max-tree residue, the orientation map) would otherwise darken the whole frame.
+#[must_use]
+pub fn default_add(key: &str) -> bool {
+    has_hue_legend(key) || key.to_ascii_lowercase().contains("maxtree")
+}
+
+/// Default opacity of additive layers.
+pub const ADD_OPACITY: f32 = 0.6;
+
+/// A layer's texture and what it holds.
+struct LayerTexture {
+    key: String,
+    handle: TextureHandle,
+    frame_seq: u64,
+    add: bool,
+}
+
 /// Every layer in display order, with its texture.
 #[derive(Default)]
 pub struct Layers {
     /// Layer states, `original` first, then ops in the order they first appeared.
     pub states: Vec<LayerState>,
-    textures: Vec<(String, TextureHandle, u64)>,
+    textures: Vec<LayerTexture>,
 }
 
 impl Layers {
@@ -50,7 +71,7 @@ impl Layers {
     pub fn from_saved(saved: Vec<LayerState>) -> Self {
         let mut states = saved;
         states.retain(|s| s.key != ORIGINAL);
-        let original = LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0 };
+        let original = LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0, add: false };
         states.insert(0, original);
         Self { states, textures: Vec::new() }
     }
@@ -58,12 +79,13 @@ impl Layers {
     /// Adds layers for ops of `frame` that draw something and have no layer yet.
     pub fn discover(&mut self, frame: &AnalysedFrame) {
         if self.states.first().is_none_or(|s| s.key != ORIGINAL) {
-            self.states.insert(0, LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0 });
+            self.states.insert(0, LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0, add: false });
         }
         for o in frame.outputs.iter().filter(|o| draws(o)) {
             if !self.states.iter().any(|s| s.key == o.op) {
-                let opacity = default_opacity(o.op, o.layer.raster.is_some());
-                self.states.push(LayerState { key: o.op.to_owned(), visible: true, opacity });
+                let add = default_add(o.op);
+                let opacity = if add { ADD_OPACITY } else { default_opacity(o.op, o.layer.raster.is_some()) };
+                self.states.push(LayerState { key: o.op.to_owned(), visible: true, opacity, add });
             }
         }
     }
@@ -86,6 +108,12 @@ impl Layers {
         self.get(key).map_or(1.0, |s| s.opacity)
     }
 
+    /// Whether `key` blends additively.
+    #[must_use]
+    pub fn additive(&self, key: &str) -> bool {
+        self.get(key).is_some_and(|s| s.add)
+    }
+
     /// Flips layer number `n` (1-based, as the keys 1-5).
     pub fn toggle_nth(&mut self, n: usize) {
         if let Some(s) = n.checked_sub(1).and_then(|i| self.states.get_mut(i)) {
@@ -99,44 +127,46 @@ impl Layers {
     pub fn sync_textures(&mut self, ctx: &egui::Context, frame: &AnalysedFrame, frame_seq: u64) {
         let opts = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
         let base_wanted = self.visible(ORIGINAL);
-        if base_wanted && !self.uploaded(ORIGINAL, frame_seq) {
+        if base_wanted && !self.uploaded(ORIGINAL, frame_seq, false) {
             let img = match &frame.rgb {
-                Some(rgb) => rgb_image(rgb),
-                None => gray_image(&frame.gray),
+                Some(rgb) => rgb_image(rgb, false),
+                None => gray_image(&frame.gray, false),
             };
-            self.upload(ctx, ORIGINAL, img, opts, frame_seq);
+            self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
         }
         for o in &frame.outputs {
             let Some(r) = &o.layer.raster else { continue };
-            if !self.visible(o.op) || self.uploaded(o.op, frame_seq) {
+            let add = self.additive(o.op);
+            if !self.visible(o.op) || self.uploaded(o.op, frame_seq, add) {
                 continue;
             }
             let img = match r {
-                Raster::Gray(g) => gray_image(g),
-                Raster::Rgb(c) => rgb_image(c),
+                Raster::Gray(g) => gray_image(g, add),
+                Raster::Rgb(c) => rgb_image(c, add),
             };
-            self.upload(ctx, o.op, img, opts, frame_seq);
+            self.upload(ctx, o.op, img, opts, frame_seq, add);
         }
     }
 
-    fn uploaded(&self, key: &str, frame_seq: u64) -> bool {
-        self.textures.iter().any(|(k, _, seq)| k == key && *seq == frame_seq)
+    fn uploaded(&self, key: &str, frame_seq: u64, add: bool) -> bool {
+        self.textures.iter().any(|t| t.key == key && t.frame_seq == frame_seq && t.add == add)
     }
 
-    fn upload(&mut self, ctx: &egui::Context, key: &str, img: ColorImage, opts: TextureOptions, frame_seq: u64) {
-        if let Some((_, tex, seq)) = self.textures.iter_mut().find(|(k, _, _)| k == key) {
-            tex.set(img, opts);
-            *seq = frame_seq;
+    fn upload(&mut self, ctx: &egui::Context, key: &str, img: ColorImage, opts: TextureOptions, frame_seq: u64, add: bool) {
+        if let Some(t) = self.textures.iter_mut().find(|t| t.key == key) {
+            t.handle.set(img, opts);
+            t.frame_seq = frame_seq;
+            t.add = add;
         } else {
-            let tex = ctx.load_texture(format!("layer-{key}"), img, opts);
-            self.textures.push((key.to_owned(), tex, frame_seq));
+            let handle = ctx.load_texture(format!("layer-{key}"), img, opts);
+            self.textures.push(LayerTexture { key: key.to_owned(), handle, frame_seq, add });
         }
     }
 
     /// The texture of `key` if it holds the picture of `frame_seq`.
     #[must_use]
     pub fn texture(&self, key: &str, frame_seq: u64) -> Option<&TextureHandle> {
-        self.textures.iter().find(|(k, _, seq)| k == key && *seq == frame_seq).map(|(_, t, _)| t)
+        self.textures.iter().find(|t| t.key == key && t.frame_seq == frame_seq).map(|t| &t.handle)
     }
 }
 
@@ -146,18 +176,21 @@ pub fn draws(o: &OpOutput) -> bool {
     o.layer.raster.is_some() || !o.layer.shapes.is_empty()
 }
 
-fn gray_image(g: &Image<u8>) -> ColorImage {
-    ColorImage::from_gray([g.width(), g.height()], &g.to_packed_vec())
+/// Pixels for a texture. With `add`, alpha is 0: egui blends premultiplied colours, so an
+/// opaque-looking colour with zero alpha is *added* to what is below (black adds nothing).
+fn color_image(width: usize, height: usize, pixels: impl Iterator<Item = [u8; 3]>, add: bool) -> ColorImage {
+    let pixels = pixels
+        .map(|[r, g, b]| if add { Color32::from_rgba_premultiplied(r, g, b, 0) } else { Color32::from_rgb(r, g, b) })
+        .collect();
+    ColorImage::new([width, height], pixels)
 }
 
-fn rgb_image(c: &Image<[u8; 3]>) -> ColorImage {
-    let mut bytes = Vec::with_capacity(c.width() * c.height() * 3);
-    for row in c.rows() {
-        for p in row {
-            bytes.extend_from_slice(p);
-        }
-    }
-    ColorImage::from_rgb([c.width(), c.height()], &bytes)
+fn gray_image(g: &Image<u8>, add: bool) -> ColorImage {
+    color_image(g.width(), g.height(), g.rows().flat_map(|r| r.iter().map(|&v| [v, v, v])), add)
+}
+
+fn rgb_image(c: &Image<[u8; 3]>, add: bool) -> ColorImage {
+    color_image(c.width(), c.height(), c.rows().flat_map(|r| r.iter().copied()), add)
 }
 
 /// A readable name for a layer key.
@@ -177,7 +210,7 @@ pub fn title(key: &str) -> String {
     } else {
         return key.to_owned();
     };
-    if k == ORIGINAL { known.to_owned() } else { format!("{known} ({key})") }
+    if k == ORIGINAL || known.contains(&k) { known.to_owned() } else { format!("{known} ({key})") }
 }
 
 /// The legend of a layer: what its colours and marks mean.
@@ -188,8 +221,9 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
         return "The source frame (colour, or grey for grey sources). Turn it off to see the overlays on black.".into();
     }
     if k.contains("maxtree") {
-        return "Grey picture: the attribute-filtered frame, or the residue (frame minus filtered = the \
-                structures the filter removed), as [maxtree] chooses. Bright = high level."
+        return "Grey picture: the residue of the attribute filter (|frame - filtered|, a top-hat): the \
+                small bright (max-tree) or dark (min-tree) structures the filter removed glow; black = \
+                nothing removed."
             .into();
     }
     if k.contains("cca") || k.contains("ccl") || k.contains("component") || k.contains("track") {

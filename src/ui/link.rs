@@ -156,10 +156,10 @@ impl Link {
 
     /// Sends a command now (pause, step). Settings go through [`Self::send_settings`].
     pub fn send(&mut self, cmd: Command) {
-        if let Some(w) = &self.worker {
-            if let Err(TrySendError::Full(_)) = w.commands.try_send(cmd) {
-                log::warn!("viewer: command channel full; command dropped");
-            }
+        if let Some(w) = &self.worker
+            && let Err(TrySendError::Full(_)) = w.commands.try_send(cmd)
+        {
+            log::warn!("viewer: command channel full; command dropped");
         }
     }
 
@@ -232,13 +232,13 @@ impl Link {
 
     /// Stops the running pipeline on a helper thread (its threads are joined there).
     fn stop_async(&mut self) {
-        if let Some(w) = self.worker.take() {
-            if let Some(p) = w.pipeline {
-                drop(w.events);
-                match std::thread::Builder::new().name("morphoscope-stop".into()).spawn(move || p.stop()) {
-                    Ok(h) => self.stoppers.push(h),
-                    Err(e) => log::warn!("viewer: cannot stop the pipeline on a thread: {e}"),
-                }
+        if let Some(w) = self.worker.take()
+            && let Some(p) = w.pipeline
+        {
+            drop(w.events);
+            match std::thread::Builder::new().name("morphoscope-stop".into()).spawn(move || p.stop()) {
+                Ok(h) => self.stoppers.push(h),
+                Err(e) => log::warn!("viewer: cannot stop the pipeline on a thread: {e}"),
             }
         }
     }
@@ -251,11 +251,11 @@ impl Link {
                 p.stop();
             }
         }
-        if let Some(w) = self.worker.take() {
-            if let Some(p) = w.pipeline {
-                drop(w.events);
-                p.stop();
-            }
+        if let Some(w) = self.worker.take()
+            && let Some(p) = w.pipeline
+        {
+            drop(w.events);
+            p.stop();
         }
         for h in self.stoppers.drain(..) {
             let _ = h.join();

@@ -100,10 +100,10 @@ impl SettingsForm {
                 toml::Value::String(_) => {
                     let mut probe = self.value.clone();
                     set_path(&mut probe, &path, toml::Value::String("\u{1}probe".into()));
-                    if let Err(e) = probe.try_into::<T>() {
-                        if let Some(c) = parse_variants(&e.to_string()) {
-                            self.choices.insert(path.clone(), c);
-                        }
+                    if let Err(e) = probe.try_into::<T>()
+                        && let Some(c) = parse_variants(&e.to_string())
+                    {
+                        self.choices.insert(path.clone(), c);
                     }
                 }
                 toml::Value::Integer(_) => {
@@ -184,31 +184,15 @@ impl SettingsForm {
             });
             return;
         };
+        if table.keys().all(|k| k == "enabled") {
+            // Nothing to edit but the switch: a plain row, no collapsing body.
+            ui.horizontal(|ui| self.header_ui(ui, section, table, edit));
+            return;
+        }
         let id = ui.make_persistent_id((&self.id_salt, "section", section));
         let header = egui::collapsing_header::CollapsingState::load_with_default_open(ui.ctx(), id, true);
-        let doc = self.docs.get(section).cloned();
         header
-            .show_header(ui, |ui| {
-                if let Some(toml::Value::Boolean(b)) = table.get_mut("enabled") {
-                    let r = ui.checkbox(b, RichText::new(section).strong());
-                    let r = r.on_hover_text(self.docs.get(&format!("{section}.enabled")).cloned().unwrap_or_else(|| format!("run {section}")));
-                    if r.changed() {
-                        edit.changed_section = Some(section.to_owned());
-                    }
-                } else {
-                    let r = ui.label(RichText::new(section).strong());
-                    if let Some(d) = &doc {
-                        r.on_hover_text(d);
-                    }
-                }
-                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    let differs = get_path(&self.defaults, section).is_some_and(|d| !same(d, &toml::Value::Table(table.clone())));
-                    let b = ui.add_enabled(differs, egui::Button::new("reset").small());
-                    if b.on_hover_text(format!("reset [{section}] to its defaults")).clicked() {
-                        edit.reset_section = Some(section.to_owned());
-                    }
-                });
-            })
+            .show_header(ui, |ui| self.header_ui(ui, section, table, edit))
             .body(|ui| {
                 let enabled = !matches!(table.get("enabled"), Some(toml::Value::Boolean(false)));
                 ui.add_enabled_ui(enabled, |ui| {
@@ -220,6 +204,28 @@ impl SettingsForm {
                     ui.label(RichText::new(e).color(Color32::from_rgb(255, 110, 100)));
                 }
             });
+    }
+
+    /// The section's header: its `enabled` switch (or name) and the reset button.
+    fn header_ui(&self, ui: &mut egui::Ui, section: &str, table: &mut toml::Table, edit: &mut Edit) {
+        if let Some(toml::Value::Boolean(b)) = table.get_mut("enabled") {
+            let tip = self.docs.get(&format!("{section}.enabled")).cloned().unwrap_or_else(|| format!("run {section}"));
+            if ui.checkbox(b, RichText::new(section).strong()).on_hover_text(tip).changed() {
+                edit.changed_section = Some(section.to_owned());
+            }
+        } else {
+            let r = ui.label(RichText::new(section).strong());
+            if let Some(d) = self.docs.get(section) {
+                r.on_hover_text(d);
+            }
+        }
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            let differs = get_path(&self.defaults, section).is_some_and(|d| *d != toml::Value::Table(table.clone()));
+            let b = ui.add_enabled(differs, egui::Button::new("reset").small());
+            if b.on_hover_text(format!("reset [{section}] to its defaults")).clicked() {
+                edit.reset_section = Some(section.to_owned());
+            }
+        });
     }
 
     /// Rows of a table (every key but `enabled` at section level); true when one changed.
@@ -333,10 +339,6 @@ fn to_value<T: Serialize>(v: &T) -> toml::Value {
         log::warn!("settings form: cannot represent settings as TOML: {e}");
         toml::Value::Table(toml::Table::new())
     })
-}
-
-fn same(a: &toml::Value, b: &toml::Value) -> bool {
-    a == b
 }
 
 fn one_line(s: &str) -> String {

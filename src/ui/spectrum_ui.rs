@@ -37,13 +37,16 @@ pub fn spectrum_ui(ui: &mut egui::Ui, frame: Option<&AnalysedFrame>, style: &mut
     };
     let max = spec.iter().map(|(_, v)| *v).fold(0.0f64, f64::max);
     ui.horizontal(|ui| {
-        ui.selectable_value(style, SpectrumStyle::Polar, "polar");
+        ui.selectable_value(style, SpectrumStyle::Polar, "polar").on_hover_text("radius from the smallest sum (centre) to the largest (rim)");
         ui.selectable_value(style, SpectrumStyle::Bars, "bars");
         if let Some((a, v)) = spec.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
             ui.label(RichText::new(format!("dominant {a:.0}° ({v:.3e})")).monospace()).on_hover_text(format!("from `{op}`"));
         }
     });
-    let norm = if max > 0.0 { max } else { 1.0 };
+    // Every angle's opening keeps most of the frame, so the raw sums differ by a few percent:
+    // the rose shows them from the smallest (centre) to the largest (rim).
+    let min = spec.iter().map(|(_, v)| *v).fold(f64::INFINITY, f64::min);
+    let range = if max > min { max - min } else { 1.0 };
     match style {
         SpectrumStyle::Polar => {
             Plot::new("spectrum_polar")
@@ -67,7 +70,7 @@ pub fn spectrum_ui(ui: &mut egui::Ui, frame: Option<&AnalysedFrame>, style: &mut
                     let n = spec.len().max(1);
                     let half = std::f64::consts::PI / n as f64 / 2.0;
                     for &(a, v) in spec {
-                        let r = v / norm;
+                        let r = 0.08 + 0.92 * (v - min) / range;
                         for base in [0.0, std::f64::consts::PI] {
                             let t = f64::from(a).to_radians() + base;
                             let pts: PlotPoints<'_> = vec![[0.0, 0.0], [r * (t - half).cos(), r * (t - half).sin()], [r * (t + half).cos(), r * (t + half).sin()]].into();

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{Legend, Line, LineStyle, Plot, PlotPoints};
+use egui_plot::{Line, LineStyle, Plot, PlotPoints};
 
 use super::layers::name_color;
 use crate::analysis::FrameTimings;
@@ -115,7 +115,6 @@ fn ms(v: f64) -> String {
 
 /// The numbers and the per-region bars of the newest frame.
 pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now: f64) {
-    eprintln!("DBG now={now} shown={:?} out={:?}", hist.shown_at, hist.out_samples);
     let Some(t) = hist.last() else {
         ui.label("no frame yet");
         return;
@@ -134,7 +133,7 @@ pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now:
         ui.end_row();
         ui.label("download").on_hover_text("device to host copies of the results");
         strong(ui, ms(t.download_ms));
-        ui.label("frames").on_hover_text("delivered by the source / analysed");
+        ui.label("in / out").on_hover_text("frames delivered by the source / analysed");
         strong(ui, format!("{} / {}", counts.frames_in, counts.frames_out));
         ui.end_row();
         ui.label("queue wait").on_hover_text("time between the source and the worker");
@@ -152,6 +151,7 @@ pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now:
     ui.add_space(4.0);
     ui.label(RichText::new(format!("per region, last frame ({})", if t.backend.is_empty() { "?" } else { t.backend })).small());
     let max = t.regions.iter().map(|(_, v)| *v).fold(0.0f64, f64::max).max(1e-9);
+    egui::ScrollArea::vertical().id_salt("timing_bars_scroll").auto_shrink([false, true]).max_height(ui.available_height().max(40.0)).show(ui, |ui| {
     egui::Grid::new("timing_bars").num_columns(3).spacing([6.0, 2.0]).show(ui, |ui| {
         for (name, v) in &t.regions {
             ui.label(RichText::new(name).monospace().small());
@@ -164,13 +164,14 @@ pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now:
             ui.end_row();
         }
     });
+    });
 }
 
 /// The rolling history of each region and the latency.
 pub fn history_ui(ui: &mut egui::Ui, hist: &TimingsHistory) {
     let names = hist.region_names();
+    ui.label(RichText::new("history: one line per region, colours as in the bars; dashed = latency").small().weak());
     Plot::new("timing_history")
-        .legend(Legend::default().position(egui_plot::Corner::LeftTop))
         .y_axis_label("ms")
         .x_axis_label("frame")
         .include_y(0.0)

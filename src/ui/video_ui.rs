@@ -113,10 +113,10 @@ pub fn video_ui(
     if resp.hovered() {
         let (scroll, pinch) = ui.input(|i| (i.smooth_scroll_delta.y, i.zoom_delta()));
         let factor = pinch * (scroll / 200.0).exp();
-        if (factor - 1.0).abs() > 1e-4 {
-            if let Some(p) = resp.hover_pos() {
-                view.zoom_about(rect, p, factor);
-            }
+        if (factor - 1.0).abs() > 1e-4
+            && let Some(p) = resp.hover_pos()
+        {
+            view.zoom_about(rect, p, factor);
         }
     }
     if resp.dragged() {
@@ -138,20 +138,20 @@ pub fn video_ui(
     let image_rect = Rect::from_min_max(view.screen_from_image(rect, Pos2::ZERO), view.screen_from_image(rect, size.to_pos2()));
     let uv = Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0));
     painter.rect_filled(image_rect, 0.0, Color32::BLACK);
-    if layers.visible(ORIGINAL) {
-        if let Some(t) = layers.texture(ORIGINAL, frame_seq) {
-            painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(layers.opacity(ORIGINAL)));
-        }
+    if layers.visible(ORIGINAL)
+        && let Some(t) = layers.texture(ORIGINAL, frame_seq)
+    {
+        painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(layers.opacity(ORIGINAL)));
     }
     for o in &frame.outputs {
         if !layers.visible(o.op) {
             continue;
         }
         let opacity = layers.opacity(o.op);
-        if o.layer.raster.is_some() {
-            if let Some(t) = layers.texture(o.op, frame_seq) {
-                painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(opacity));
-            }
+        if o.layer.raster.is_some()
+            && let Some(t) = layers.texture(o.op, frame_seq)
+        {
+            painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(opacity));
         }
         for s in &o.layer.shapes {
             paint_shape(&painter, view, rect, s, opacity);

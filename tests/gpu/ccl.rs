@@ -152,19 +152,10 @@ fn ccl_real_frames_otsu_both_polarities() {
     }
 }
 
-/// Minimal `.npy` reader (u1 and <f8, C order) for the OpenCV goldens.
-fn read_npy(bytes: &[u8]) -> Option<(Vec<usize>, Vec<f64>)> {
-    let hlen = usize::from(u16::from_le_bytes([*bytes.get(8)?, *bytes.get(9)?]));
-    let header = std::str::from_utf8(bytes.get(10..10 + hlen)?).ok()?;
-    let shape_s = header.split("'shape': (").nth(1)?.split(')').next()?;
-    let shape = shape_s.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().unwrap_or(0)).collect();
-    let body = &bytes[10 + hlen..];
-    let data = if header.contains("'|u1'") {
-        body.iter().map(|&b| f64::from(b)).collect()
-    } else {
-        body.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
-    };
-    Some((shape, data))
+/// Shape and values (widened to f64) of a `.npy` file, if it reads.
+fn read_npy(path: &std::path::Path) -> Option<(Vec<usize>, Vec<f64>)> {
+    let a = morphoscope::io::npy::read_file(path).ok()?;
+    Some((a.shape.clone(), a.to_f64()))
 }
 
 #[test]
@@ -175,14 +166,11 @@ fn ccl_opencv_golden_crops() {
     let dir = if dir.is_dir() { dir } else { std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ccl") };
     let mut seen = 0;
     for stem in ["baboon", "building", "fruits", "pic1", "text_motion"] {
-        let Ok(gb) = std::fs::read(dir.join(format!("{stem}_gray.npy"))) else { continue };
-        let (shape, px) = read_npy(&gb).expect("gray npy");
+        let Some((shape, px)) = read_npy(&dir.join(format!("{stem}_gray.npy"))) else { continue };
         let img = Image::from_vec(shape[1], shape[0], px.iter().map(|&v| v as u8).collect()).expect("crop");
-        let tb = std::fs::read(dir.join(format!("{stem}_otsu.npy"))).expect("otsu npy");
-        let (_, t) = read_npy(&tb).expect("otsu");
-        // Stored as int64: reinterpret the f64-decoded bits.
-        let t_cv = t[0].to_bits() as u32;
-        let dark = t[1].to_bits() != 0;
+        let (_, t) = read_npy(&dir.join(format!("{stem}_otsu.npy"))).expect("otsu npy");
+        let t_cv = t[0] as u32;
+        let dark = t[1] != 0.0;
         for conn in [4u8, 8] {
             let p = CclParams {
                 threshold: Threshold::Otsu,
@@ -192,8 +180,7 @@ fn ccl_opencv_golden_crops() {
             };
             let out = rig.run(&img, &p);
             assert_eq!(out.table.threshold, t_cv, "{stem}: Otsu level vs OpenCV");
-            let gold = std::fs::read(dir.join(format!("{stem}_c{conn}.npy"))).expect("golden");
-            let (gshape, gd) = read_npy(&gold).expect("golden npy");
+            let (gshape, gd) = read_npy(&dir.join(format!("{stem}_c{conn}.npy"))).expect("golden npy");
             assert_eq!(out.table.len(), gshape[0], "{stem} conn {conn}: count vs OpenCV");
             for (i, c) in out.table.components.iter().enumerate() {
                 let r = &gd[i * 11..(i + 1) * 11];

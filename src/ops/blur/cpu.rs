@@ -112,7 +112,13 @@ pub fn blur_interleaved<F: BlurFloat>(
 
 /// scikit-image's smoothing in `f64` (bit-identical to `gaussian(img_as_float64(img), ...)` for
 /// the sigmas where NumPy's and libm's `exp` agree), packed interleaved in and out.
-pub fn blur_f64(data: &[u8], width: usize, height: usize, channels: usize, params: &BlurParams) -> Result<Vec<f64>, OpError> {
+pub fn blur_f64(
+    data: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    params: &BlurParams,
+) -> Result<Vec<f64>, OpError> {
     blur_interleaved::<f64>(data, width, height, channels, params)
 }
 

@@ -14,6 +14,9 @@ use crate::gpu::{GpuContext, GpuError, KernelTimer};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
+/// Entry points of `kernels/blur.cu` (checked by the registry at start).
+pub const FUNCTIONS: &[&str] = &["blur_vertical", "blur_horizontal", "blur_vertical_f64", "blur_horizontal_f64"];
+
 /// The half kernel passed by value to the blur kernels. Keep in sync with `BlurWeights` in
 /// `kernels/blur.cu`.
 #[repr(C)]
@@ -41,6 +44,33 @@ impl BlurWeights {
     }
 }
 
+/// The `f64` half kernel passed by value to the `f64` blur kernels. Keep in sync with
+/// `BlurWeightsF64` in `kernels/blur.cu`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlurWeightsF64 {
+    /// `w[0..=radius]`, centre first; zero beyond `radius`.
+    pub half: [f64; MAX_RADIUS + 1],
+    /// Kernel radius.
+    pub radius: i32,
+    pad: [i32; 3],
+}
+const _: () = assert!(std::mem::size_of::<BlurWeightsF64>() == 1040);
+
+// SAFETY: plain-old-data, `#[repr(C)]`, layout asserted above and in blur.cu.
+unsafe impl DeviceRepr for BlurWeightsF64 {}
+
+impl BlurWeightsF64 {
+    /// The weights of validated `params`.
+    pub fn new(params: &BlurParams) -> Result<Self, OpError> {
+        params.validate()?;
+        let k = params.half_kernel_f64();
+        let mut half = [0.0f64; MAX_RADIUS + 1];
+        half[..k.len()].copy_from_slice(&k);
+        Ok(Self { half, radius: (k.len() - 1) as i32, pad: [0; 3] })
+    }
+}
+
 /// A blurred frame read back from the device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlurOutput {
@@ -58,8 +88,12 @@ pub struct BlurOutput {
 pub struct BlurGpu {
     f_vertical: CudaFunction,
     f_horizontal: CudaFunction,
+    f_vertical64: CudaFunction,
+    f_horizontal64: CudaFunction,
     tmp: Option<CudaSlice<f32>>,
     out: Option<CudaSlice<f32>>,
+    tmp64: Option<CudaSlice<f64>>,
+    out64: Option<CudaSlice<f64>>,
     produced: Option<(usize, usize, usize)>,
 }
 
@@ -75,13 +109,23 @@ impl BlurGpu {
         Ok(Self {
             f_vertical: gpu.function("blur", "blur_vertical")?,
             f_horizontal: gpu.function("blur", "blur_horizontal")?,
+            f_vertical64: gpu.function("blur", "blur_vertical_f64")?,
+            f_horizontal64: gpu.function("blur", "blur_horizontal_f64")?,
             tmp: None,
             out: None,
+            tmp64: None,
+            out64: None,
             produced: None,
         })
     }
 
-    fn ensure(&mut self, stream: &Arc<CudaStream>, samples: usize, width: usize, height: usize) -> Result<(), GpuError> {
+    fn ensure(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        samples: usize,
+        width: usize,
+        height: usize,
+    ) -> Result<(), GpuError> {
         if self.out.as_ref().is_some_and(|b| b.len() == samples.max(1)) {
             return Ok(());
         }
@@ -171,6 +215,77 @@ impl BlurGpu {
         Ok(())
     }
 
+    /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of
+    /// `channels` interleaved samples per pixel into [`BlurGpu::output_f64`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_f64_named(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<u8>,
+        width: usize,
+        height: usize,
+        channels: usize,
+        params: &BlurParams,
+        region: &'static str,
+    ) -> Result<(), OpError> {
+        if channels != 1 && channels != 3 {
+            return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
+        }
+        check_frame_size(width * channels, height)?;
+        let weights = BlurWeightsF64::new(params)?;
+        let samples = width * height * channels;
+        if input.len() < samples {
+            return Err(OpError::Unsupported(format!(
+                "input holds {} bytes, {width}x{height}x{channels} needs {samples}",
+                input.len()
+            )));
+        }
+        if self.out64.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
+            self.tmp64 = None;
+            self.out64 = None;
+            self.tmp64 = Some(alloc_zeroed::<f64>(stream, samples, "blur f64 scratch", width, height)?);
+            self.out64 = Some(alloc_zeroed::<f64>(stream, samples, "blur f64 output", width, height)?);
+        }
+        if samples == 0 {
+            return Ok(());
+        }
+        let (Some(tmp), Some(out)) = (self.tmp64.as_mut(), self.out64.as_mut()) else { return Ok(()) };
+        let row = (width * channels) as u32;
+        let (w, h, c) = (width as u32, height as u32, channels as u32);
+        let cfg = grid2d(width * channels, height, 32, 8);
+        let inv255 = 1.0f64 / 255.0;
+        timer.time(stream, region, || {
+            let mut l = stream.launch_builder(&self.f_vertical64);
+            l.arg(input).arg(&mut *tmp).arg(&weights).arg(&row).arg(&h).arg(&inv255);
+            // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
+            // row * height bytes (checked above), tmp as many doubles.
+            unsafe { l.launch(cfg) }?;
+            let mut l = stream.launch_builder(&self.f_horizontal64);
+            l.arg(&*tmp).arg(&mut *out).arg(&weights).arg(&w).arg(&h).arg(&c);
+            // SAFETY: as above; reflected column indices stay inside the row.
+            unsafe { l.launch(cfg) }?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// The device buffer holding the last `f64` blur (packed interleaved).
+    #[must_use]
+    pub fn output_f64(&self) -> Option<&CudaSlice<f64>> {
+        self.out64.as_ref()
+    }
+
+    /// Blocking readback of the last `f64` blur (`n * channels` samples).
+    pub fn download_f64(&self, stream: &Arc<CudaStream>, samples: usize) -> Result<Vec<f64>, OpError> {
+        let data = match self.out64.as_ref() {
+            Some(b) if samples > 0 && b.len() >= samples => stream.clone_dtoh(&b.slice(0..samples))?,
+            _ => Vec::new(),
+        };
+        stream.synchronize()?;
+        Ok(data)
+    }
+
     /// The device buffer holding the last blurred frame (packed interleaved `f32`).
     #[must_use]
     pub fn output(&self) -> Option<&CudaSlice<f32>> {
@@ -205,7 +320,11 @@ pub fn blur_gray_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &BlurPara
 }
 
 /// Uploads an RGB image, blurs each channel on the GPU and downloads the result.
-pub fn blur_rgb_gpu(gpu: &GpuContext, img: ImageView<'_, [u8; 3]>, params: &BlurParams) -> Result<Image<[f32; 3]>, OpError> {
+pub fn blur_rgb_gpu(
+    gpu: &GpuContext,
+    img: ImageView<'_, [u8; 3]>,
+    params: &BlurParams,
+) -> Result<Image<[f32; 3]>, OpError> {
     let mut op = BlurGpu::new(gpu)?;
     let stream = gpu.new_stream()?;
     let mut timer = KernelTimer::new();

@@ -21,7 +21,9 @@
 //!
 //! The public blur of this op returns `f32` ([`cpu::blur_gray`], [`cpu::blur_rgb`]): the same
 //! sums in `f32` with the weights rounded to `f32`, in the exact operation order of the CUDA
-//! kernels (`kernels/blur.cu`, no fused multiply-add), so CPU and GPU agree bit for bit.
+//! kernels (`kernels/blur.cu`, no fused multiply-add), so CPU and GPU agree bit for bit. The
+//! GPU also has the `f64` path ([`gpu::BlurGpu::enqueue_f64_named`], bit-identical to
+//! [`cpu::blur_f64`]), which the segmentation uses.
 //! `sigma = 0` (SciPy skips axes with `sigma <= 1e-15`) returns the converted input.
 
 pub mod cpu;
@@ -219,7 +221,8 @@ mod tests {
         let a: Vec<f64> = (0..13).map(|i| 0.1 * f64::from(i)).collect();
         let mut r = [0.0; 8];
         r.copy_from_slice(&a[..8]);
-        let expect = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])) + a[8] + a[9] + a[10] + a[11] + a[12];
+        let expect =
+            ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])) + a[8] + a[9] + a[10] + a[11] + a[12];
         assert_eq!(numpy_pairwise_sum(&a).to_bits(), expect.to_bits());
     }
 }

@@ -13,41 +13,14 @@ pub(crate) struct Npy {
     pub data: Vec<f64>,
 }
 
-/// Minimal reader for little-endian `.npy` v1/v2 files of u1, i8/<i8, <f8 (C order).
-pub(crate) fn read_npy(bytes: &[u8]) -> Result<Npy, String> {
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err("not an npy file".into());
-    }
-    let (hlen, start) = if bytes[6] == 1 {
-        (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10)
-    } else {
-        (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&bytes[start..start + hlen]).map_err(|e| e.to_string())?;
-    if header.contains("'fortran_order': True") {
-        return Err("fortran order".into());
-    }
-    let descr = header.split("'descr': '").nth(1).and_then(|s| s.split('\'').next()).ok_or("no descr")?;
-    let shape_s = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or("no shape")?;
-    let shape: Vec<usize> = shape_s.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().unwrap_or(0)).collect();
-    let body = &bytes[start + hlen..];
-    let data: Vec<f64> = match descr {
-        "|u1" => body.iter().map(|&b| f64::from(b)).collect(),
-        "<i8" => body.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64).collect(),
-        "<f8" => body.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
-        d => return Err(format!("dtype {d} not supported")),
-    };
-    Ok(Npy { shape, data })
-}
-
 pub(crate) fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join("ccl")
 }
 
 pub(crate) fn load(name: &str) -> Npy {
     let p = data_dir().join(name);
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    read_npy(&bytes).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    let a = crate::io::npy::read_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    Npy { data: a.to_f64(), shape: a.shape }
 }
 
 pub(crate) const STEMS: &[&str] = &["baboon", "building", "fruits", "pic1", "text_motion"];

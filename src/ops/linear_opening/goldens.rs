@@ -7,25 +7,15 @@ use crate::image::Image;
 use super::{LinearOpeningParams, Sample, linear_opening};
 
 /// A parsed `.npy` array: dtype descriptor, shape and raw little-endian data.
-struct Npy<'a> {
-    descr: String,
+struct Npy {
+    descr: &'static str,
     shape: Vec<usize>,
-    data: &'a [u8],
+    data: Vec<u8>,
 }
 
-fn parse_npy(bytes: &[u8]) -> Npy<'_> {
-    assert_eq!(&bytes[..6], b"\x93NUMPY", "not a .npy file");
-    let (hlen, start) = if bytes[6] == 1 {
-        (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10)
-    } else {
-        (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&bytes[start..start + hlen]).unwrap();
-    assert!(header.contains("'fortran_order': False"));
-    let descr = header.split("'descr': '").nth(1).unwrap().split('\'').next().unwrap().to_owned();
-    let shape_txt = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
-    let shape = shape_txt.split(',').filter_map(|s| s.trim().parse().ok()).collect();
-    Npy { descr, shape, data: &bytes[start + hlen..] }
+fn parse_npy(mut bytes: &[u8]) -> Npy {
+    let a = crate::io::npy::read(&mut bytes).expect("a readable .npy file");
+    Npy { descr: a.dtype.descr(), shape: a.shape, data: a.bytes }
 }
 
 trait FromLe: Sized + Copy {
@@ -52,7 +42,7 @@ impl FromLe for f32 {
 }
 
 /// Plane `i` of an (n, H, W) array, or the whole (H, W) array for `i = 0`.
-fn plane<T: FromLe>(npy: &Npy<'_>, i: usize) -> Image<T> {
+fn plane<T: FromLe>(npy: &Npy, i: usize) -> Image<T> {
     assert_eq!(npy.descr, T::DESCR);
     let (h, w) = (npy.shape[npy.shape.len() - 2], npy.shape[npy.shape.len() - 1]);
     let sz = std::mem::size_of::<T>();

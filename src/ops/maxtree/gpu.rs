@@ -194,7 +194,7 @@ pub struct MaxtreeGpu {
     /// every edge — for benchmarks).
     pub grid_simplification: bool,
     /// Tile height of the local kernel: 16, 32, 64 or 128 (128: 8-bit only); 0 (the default)
-    /// picks [`DEFAULT_TILE_HEIGHT`] (the fastest on the H100 for 8 and 16 bits, BENCH_NOTES.md).
+    /// picks [`DEFAULT_TILE_HEIGHT`] (the fastest on the H100 for 8 and 16 bits, BENCHMARKS.md).
     pub tile_height: usize,
 }
 

@@ -1,6 +1,14 @@
-//! A sequential CPU model of the GPU rounds (`kernels/segment.cu`): the same `f32` smoothing,
-//! edge weights, packed keys, rounds, decisions, statistics and hierarchy, so the GPU result
-//! equals this one bit for bit. It is also a CPU fallback that yields the hierarchy.
+//! A sequential CPU model of the GPU rounds (`kernels/segment.cu`): the same smoothing, edge
+//! weights, packed keys, rounds, decisions, statistics and hierarchy, so the GPU result equals
+//! this one bit for bit. It is also a CPU fallback that yields the hierarchy.
+//!
+//! # Arithmetic
+//! scikit-image's: `f64` smoothing ([`blur_f64`], bit-identical to SciPy on the samples), `f64`
+//! Euclidean weights, thresholds `f32(Int + k/|C|)` compared with the `f64` weight. Keys order
+//! the edges: the top `64 - e` bits of the weight's `f64` bits, then the edge id (`e` =
+//! [`eid_bits`], 23 bits at 1080p), a total order that follows the weights to ~2^-30 relative.
+//! (An `f32` pipeline was tried first; on `text_motion.jpg` at scale 500 its rounding alone
+//! changed 35 of 160 segments — the predicate amplifies tiny differences, see below.)
 //!
 //! # Why not plain Borůvka
 //! Felzenszwalb's predicate `w < Int(C) + k/|C|` depends on the order edges are processed in:
@@ -8,9 +16,9 @@
 //! along edges Kruskal would reach only after their neighbours had grown, and the error cascades
 //! (on real frames whole images collapse into a few segments). Even Kruskal itself with edges
 //! reordered inside 1 % weight buckets drops to ASA 0.91 against the exact order. So the rounds
-//! here reproduce Kruskal's decisions exactly (in the key order `(weight bits, edge id)`):
+//! here reproduce Kruskal's decisions exactly, in key order:
 //!
-//! # One merge round (`r`)
+//! # One exact round (`r`)
 //! 1. **least alive edge**: every pixel of an active component `c` takes the least key to a
 //!    neighbour in another active component; `best[c] = min` (`atomicMin` on the GPU). Edges to
 //!    finished (`done`) components are dead: Kruskal would reject them.
@@ -30,57 +38,51 @@
 //!    limit; the next key becomes the limit. A joiner whose own threshold fails is done; when
 //!    the group's threshold fails, the group is done.
 //!
-//! Rounds end when one changes nothing. Then `min_size` rounds: every component smaller than
-//! `min_size` links along its least edge (chains allowed, mutual pairs keep the smaller root),
-//! chains are flattened and sizes summed, until none is small or nothing links.
+//! # Phases
+//! 1. **zero** (rounds `1..=32`): Borůvka chains along zero-weight edges. They always merge
+//!    (every threshold is positive when `k > 0`) and leave `Int = 0`, and Kruskal takes them
+//!    first, so this is exact; it removes the long tie chains of flat areas.
+//! 2. **merge**: exact rounds until one changes nothing.
+//! 3. **min_size**: scikit-image's second pass (an edge merges when either side is smaller than
+//!    `min_size`) decided by the same exact rounds, with "alive" = an edge with a small side
+//!    and pairs always merging.
 //!
-//! With this rule the labels equal a sequential `f32` Kruskal over the same keys
-//! ([`kruskal_f32`]); on the sample images that in turn equals scikit-image's labels (which
-//! uses `f64`) — ties between exactly equal weights aside.
+//! The labels equal [`kruskal_keys`] (sequential Kruskal and `min_size` pass over the same keys;
+//! property-tested), which on the sample images equals scikit-image's labels up to the order
+//! of exactly equal weights.
 
 use rayon::prelude::*;
 
+use super::cpu::{colour_distance_f64, threshold_f32};
 use super::{SegmentHierarchy, SegmentOutput, SegmentParams, raster_relabel};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
-use crate::ops::blur::cpu::{blur_interleaved, pack_gray, pack_rgb};
+use crate::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 
 /// No edge.
 pub const NO_EDGE: u64 = u64::MAX;
 /// No component.
 pub const NONE: u32 = u32::MAX;
 /// Joiners a group considers per round (the kernels' per-thread buffer).
-pub const JOIN_BUFFER: usize = 32;
+pub const JOIN_BUFFER: usize = 64;
 
 /// Forward edges of pixel `p = (x, y)`, as `dir`: 0 right `(x+1, y)`, 1 down `(x, y+1)`,
 /// 2 down-right `(x+1, y+1)`, 3 down-left `(x-1, y+1)`. Edge id = `4 p + dir`.
 pub const DIRS: [(i64, i64); 4] = [(1, 0), (0, 1), (1, 1), (-1, 1)];
 
-/// Euclidean distance in `f32`, channels summed left to right, `q - p` (as the kernels).
-#[inline]
+/// The four forward edge weights of every pixel, scikit-image's `f64` Euclidean distances of
+/// the `f64`-smoothed colours (`f64::INFINITY` where the neighbour is outside the image).
 #[must_use]
-pub fn colour_distance_f32(s: &[f32], channels: usize, p: usize, q: usize) -> f32 {
-    let mut acc = 0.0f32;
-    for c in 0..channels {
-        let d = s[q * channels + c] - s[p * channels + c];
-        acc = if c == 0 { d * d } else { acc + d * d };
-    }
-    acc.sqrt()
-}
-
-/// The four forward edge weights of every pixel (`f32::INFINITY` where the neighbour is
-/// outside the image).
-#[must_use]
-pub fn edge_weights(s: &[f32], width: usize, height: usize, channels: usize) -> Vec<[f32; 4]> {
+pub fn edge_weights(s: &[f64], width: usize, height: usize, channels: usize) -> Vec<[f64; 4]> {
     (0..width * height)
         .into_par_iter()
         .map(|p| {
             let (x, y) = ((p % width) as i64, (p / width) as i64);
-            let mut w4 = [f32::INFINITY; 4];
+            let mut w4 = [f64::INFINITY; 4];
             for (d, &(dx, dy)) in DIRS.iter().enumerate() {
                 let (nx, ny) = (x + dx, y + dy);
                 if nx >= 0 && nx < width as i64 && ny < height as i64 {
-                    w4[d] = colour_distance_f32(s, channels, p, (ny as usize) * width + nx as usize);
+                    w4[d] = colour_distance_f64(s, channels, (ny as usize) * width + nx as usize, p);
                 }
             }
             w4
@@ -88,18 +90,27 @@ pub fn edge_weights(s: &[f32], width: usize, height: usize, channels: usize) -> 
         .collect()
 }
 
-/// The packed key of an edge.
-#[inline]
+/// Bits of the edge id in a key for `n` pixels: `ceil(log2(4 n))` (at least 1).
 #[must_use]
-pub fn edge_key(w: f32, eid: u32) -> u64 {
-    (u64::from(w.to_bits()) << 32) | u64::from(eid)
+pub fn eid_bits(n: usize) -> u32 {
+    let m = (4 * n).max(2) as u64;
+    64 - (m - 1).leading_zeros()
 }
 
-/// The weight of a key.
+/// The packed key of an edge: the top `64 - e` bits of the (non-negative) `f64` weight's bits,
+/// then the edge id in the low `e` bits. Keys order edges by weight (weights closer than
+/// ~2^-(63-e) relative tie and fall back to the id), then by id: a total order.
 #[inline]
 #[must_use]
-pub fn key_weight(key: u64) -> f32 {
-    f32::from_bits((key >> 32) as u32)
+pub fn edge_key(w: f64, eid: u32, e: u32) -> u64 {
+    ((w.to_bits() >> (e - 1)) << e) | u64::from(eid)
+}
+
+/// The edge id of a key.
+#[inline]
+#[must_use]
+pub fn key_eid(key: u64, e: u32) -> u32 {
+    (key & ((1u64 << e) - 1)) as u32
 }
 
 /// Endpoints `(p, q)` of edge id `eid` on a grid of `width` columns.
@@ -116,12 +127,12 @@ pub fn edge_endpoints(eid: u32, width: usize) -> (usize, usize) {
     (p, q)
 }
 
-/// Calls `f(q, key)` for the 8 neighbours `q` of pixel `p`.
+/// Calls `f(q, key)` for the 8 neighbours `q` of pixel `p` (`e` edge-id bits).
 #[inline]
-fn for_neighbours(p: usize, width: usize, height: usize, w4: &[[f32; 4]], mut f: impl FnMut(usize, u64)) {
+fn for_neighbours(p: usize, width: usize, height: usize, w4: &[[f64; 4]], e: u32, mut f: impl FnMut(usize, u64)) {
     let (x, y) = (p % width, p / width);
     let (left, right, up, down) = (x > 0, x + 1 < width, y > 0, y + 1 < height);
-    let mut e = |q: usize, owner: usize, dir: usize| f(q, edge_key(w4[owner][dir], (owner * 4 + dir) as u32));
+    let mut e = |q: usize, owner: usize, dir: usize| f(q, edge_key(w4[owner][dir], (owner * 4 + dir) as u32, e));
     if right {
         e(p + 1, p, 0);
     }
@@ -167,13 +178,16 @@ fn buffer_insert(buf: &mut Vec<(u64, u32)>, limit: &mut u64, key: u64, id: u32) 
     buf.insert(pos, (key, id));
 }
 
-/// What a round of Borůvka chains links along.
+/// What a round works on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Chain {
-    /// Zero-weight edges only (every component).
-    Zero,
-    /// Any edge, components smaller than `min_size` only.
+enum Mode {
+    /// Exact Kruskal rounds with the Felzenszwalb predicate.
+    Merge,
+    /// Exact rounds of scikit-image's `min_size` pass: an edge merges when either side is
+    /// smaller than `min_size` (edges between two large components are dead).
     MinSize,
+    /// Borůvka chains along zero-weight edges.
+    Zero,
 }
 
 /// Rounds reserved for the zero-weight phase (global round numbers `1..=ZERO_ROUNDS`).
@@ -182,13 +196,14 @@ pub const ZERO_ROUNDS: u32 = 32;
 struct State<'a> {
     width: usize,
     height: usize,
-    w4: &'a [[f32; 4]],
-    k: f32,
+    w4: &'a [[f64; 4]],
+    ebits: u32,
+    k: f64,
     min_size: u32,
     comp: Vec<u32>,
     link: Vec<u32>,
     size: Vec<u32>,
-    cint: Vec<f32>,
+    cint: Vec<f64>,
     done: Vec<bool>,
     best: Vec<u64>,
     tkey: Vec<u64>,
@@ -197,50 +212,55 @@ struct State<'a> {
     limj: Vec<u64>,
     gok: Vec<bool>,
     gsize: Vec<u32>,
-    gint: Vec<f32>,
+    gint: Vec<f64>,
     joiners: Vec<Vec<u32>>,
     parent: Vec<u32>,
     round: Vec<u16>,
 }
 
 impl State<'_> {
+    /// scikit-image's threshold `f32(Int + k/|C|)`.
     fn thr(&self, v: usize) -> f32 {
-        self.cint[v] + self.k / self.size[v] as f32
+        threshold_f32(self.cint[v], self.k, self.size[v] as usize)
+    }
+
+    /// The exact `f64` weight of an edge key.
+    fn weight(&self, key: u64) -> f64 {
+        let eid = key_eid(key, self.ebits);
+        self.w4[(eid >> 2) as usize][(eid & 3) as usize]
     }
 
     fn other_end(&self, key: u64, v: usize) -> usize {
-        let (a, b) = edge_endpoints(key as u32, self.width);
+        let (a, b) = edge_endpoints(key_eid(key, self.ebits), self.width);
         let ca = self.comp[a] as usize;
         if ca == v { self.comp[b] as usize } else { ca }
     }
 
-    /// Step 1: relabel through `link`, then least keys per component (`mode` None: merge
-    /// phase, alive edges of active components).
-    fn least_edges(&mut self, mode: Option<Chain>) {
+    /// Whether the edge `key` from component `c` to `e != c` is alive in `mode`.
+    fn alive(&self, mode: Mode, c: usize, e: usize, key: u64) -> bool {
+        match mode {
+            Mode::Merge => !self.done[e],
+            Mode::MinSize => !self.done[e] && (self.size[c] < self.min_size || self.size[e] < self.min_size),
+            Mode::Zero => self.weight(key) == 0.0,
+        }
+    }
+
+    /// Step 1: relabel through `link`, then the least alive key of every active component.
+    fn least_edges(&mut self, mode: Mode) {
         for i in 0..self.comp.len() {
             self.comp[i] = self.link[self.comp[i] as usize];
         }
-        let (w, h, w4) = (self.width, self.height, self.w4);
-        let (comp, done, size, ms) = (&self.comp, &self.done, &self.size, self.min_size);
-        let keys: Vec<u64> = (0..comp.len())
+        let (w, h, w4, eb) = (self.width, self.height, self.w4, self.ebits);
+        let this = &*self;
+        let keys: Vec<u64> = (0..this.comp.len())
             .into_par_iter()
             .map(|p| {
-                let c = comp[p] as usize;
-                let active = match mode {
-                    None => !done[c],
-                    Some(Chain::Zero) => true,
-                    Some(Chain::MinSize) => size[c] < ms,
-                };
+                let c = this.comp[p] as usize;
                 let mut best = NO_EDGE;
-                if active {
-                    for_neighbours(p, w, h, w4, |q, key| {
-                        let e = comp[q] as usize;
-                        let alive = match mode {
-                            None => !done[e],
-                            Some(Chain::Zero) => key_weight(key) == 0.0,
-                            Some(Chain::MinSize) => true,
-                        };
-                        if e != c && alive {
+                if mode == Mode::Zero || !this.done[c] {
+                    for_neighbours(p, w, h, w4, eb, |q, key| {
+                        let e = this.comp[q] as usize;
+                        if e != c && this.alive(mode, c, e, key) {
                             best = best.min(key);
                         }
                     });
@@ -254,8 +274,9 @@ impl State<'_> {
         }
     }
 
-    /// Step 2: targets; returns newly finished components (merge phase).
-    fn targets(&mut self, roots: &[usize], mode: Option<Chain>) -> u32 {
+    /// Step 2: targets; a component without alive edges is done (exact modes). Returns the
+    /// number of components found done.
+    fn targets(&mut self, roots: &[usize], mode: Mode) -> u32 {
         let mut events = 0;
         for &v in roots {
             self.link[v] = v as u32;
@@ -266,14 +287,11 @@ impl State<'_> {
             self.joiners[v].clear();
             let key = self.best[v];
             self.best[v] = NO_EDGE;
-            if mode.is_none() && self.done[v] {
-                continue;
-            }
-            if mode == Some(Chain::MinSize) && self.size[v] >= self.min_size {
+            if mode != Mode::Zero && self.done[v] {
                 continue;
             }
             if key == NO_EDGE {
-                if mode.is_none() {
+                if mode != Mode::Zero {
                     self.done[v] = true;
                     events += 1;
                 }
@@ -285,12 +303,12 @@ impl State<'_> {
         events
     }
 
-    /// One merge round; returns (events, merges).
-    fn merge_round(&mut self, r: u16) -> (u32, u32) {
+    /// One exact round (merge or `min_size` pass); returns (events, merges).
+    fn exact_round(&mut self, mode: Mode, r: u16) -> (u32, u32) {
         let n = self.comp.len();
-        self.least_edges(None);
+        self.least_edges(mode);
         let roots: Vec<usize> = (0..n).filter(|&v| self.comp[v] as usize == v).collect();
-        let mut events = self.targets(&roots, None);
+        let mut events = self.targets(&roots, mode);
         let mut merges = 0;
         // Step 3: limits.
         for p in 0..n {
@@ -299,13 +317,13 @@ impl State<'_> {
             if t == NONE {
                 continue;
             }
-            let (comp, done, target) = (&self.comp, &self.done, &self.target);
             let (mut lim, mut limj) = (self.lim[c], self.limj[c]);
-            for_neighbours(p, self.width, self.height, self.w4, |q, key| {
-                let e = comp[q] as usize;
-                if e != c && !done[e] && e as u32 != t {
+            let this = &*self;
+            for_neighbours(p, this.width, this.height, this.w4, this.ebits, |q, key| {
+                let e = this.comp[q] as usize;
+                if e != c && e as u32 != t && this.alive(mode, c, e, key) {
                     limj = limj.min(key);
-                    if target[e] as usize != c {
+                    if this.target[e] as usize != c {
                         lim = lim.min(key);
                     }
                 }
@@ -327,9 +345,10 @@ impl State<'_> {
             if v > t {
                 continue;
             }
-            let w = key_weight(self.tkey[v]);
+            let w = self.weight(self.tkey[v]);
             let (tv, tt) = (self.thr(v), self.thr(t));
-            if w < tv.min(tt) {
+            // min_size: the pair's edge is alive, so it merges.
+            if mode == Mode::MinSize || w < f64::from(tv.min(tt)) {
                 self.link[t] = v as u32;
                 self.gok[v] = true;
                 self.gok[t] = true;
@@ -341,7 +360,7 @@ impl State<'_> {
                 merges += 1;
             } else {
                 for (a, ta) in [(v, tv), (t, tt)] {
-                    if w >= ta {
+                    if w >= f64::from(ta) {
                         self.done[a] = true;
                         events += 1;
                     } else {
@@ -376,10 +395,14 @@ impl State<'_> {
                     break;
                 }
                 let x = x as usize;
-                let w = key_weight(key);
-                let tl = it + self.k / sz as f32;
+                let w = self.weight(key);
+                let tl = threshold_f32(it, self.k, sz as usize);
                 let tx = self.thr(x);
-                if w < tl.min(tx) {
+                let join = match mode {
+                    Mode::MinSize => sz < self.min_size || self.size[x] < self.min_size,
+                    _ => w < f64::from(tl.min(tx)),
+                };
+                if join {
                     self.link[x] = g as u32;
                     sz += self.size[x];
                     it = it.max(w.max(self.cint[x]));
@@ -388,12 +411,12 @@ impl State<'_> {
                     self.round[x] = r;
                     events += 1;
                     merges += 1;
-                } else {
-                    if w >= tx {
+                } else if mode == Mode::Merge {
+                    if w >= f64::from(tx) {
                         self.done[x] = true;
                         events += 1;
                     }
-                    if w >= tl {
+                    if w >= f64::from(tl) {
                         self.done[g] = true;
                         events += 1;
                         break;
@@ -406,12 +429,12 @@ impl State<'_> {
         (events, merges)
     }
 
-    /// One round of Borůvka chains (zero-weight or `min_size` phase); returns the links.
-    fn chain_round(&mut self, mode: Chain, r: u16) -> u32 {
+    /// One round of Borůvka chains along zero-weight edges; returns the links.
+    fn zero_round(&mut self, r: u16) -> u32 {
         let n = self.comp.len();
-        self.least_edges(Some(mode));
+        self.least_edges(Mode::Zero);
         let roots: Vec<usize> = (0..n).filter(|&v| self.comp[v] as usize == v).collect();
-        self.targets(&roots, Some(mode));
+        self.targets(&roots, Mode::Zero);
         let mut links = 0;
         for &v in &roots {
             let t = self.target[v];
@@ -455,12 +478,12 @@ impl State<'_> {
 /// every threshold `Int + k/|C|` is positive.
 #[must_use]
 pub fn zero_phase(params: &SegmentParams, n: usize) -> bool {
-    params.k_f32() / n.max(1) as f32 > 0.0
+    threshold_f32(0.0, params.scale / 255.0, n.max(1)) > 0.0
 }
 
-/// The segmentation of a smoothed interleaved `f32` image (the GPU's computation).
+/// The segmentation of a smoothed interleaved `f64` image (the GPU's computation).
 pub fn boruvka_from_smoothed(
-    smoothed: &[f32],
+    smoothed: &[f64],
     width: usize,
     height: usize,
     channels: usize,
@@ -477,7 +500,8 @@ pub fn boruvka_from_smoothed(
         width,
         height,
         w4: &w4,
-        k: params.k_f32(),
+        ebits: eid_bits(n),
+        k: params.scale / 255.0,
         min_size: params.min_size as u32,
         comp: ids.clone(),
         link: ids.clone(),
@@ -500,7 +524,7 @@ pub fn boruvka_from_smoothed(
     let (mut rounds, mut capped) = (0, false);
     if zero_phase(params, n) {
         for r in 1..=ZERO_ROUNDS {
-            if st.chain_round(Chain::Zero, r as u16) == 0 {
+            if st.zero_round(r as u16) == 0 {
                 break;
             }
             rounds += 1;
@@ -509,7 +533,7 @@ pub fn boruvka_from_smoothed(
     }
     for m in 1..=params.max_rounds {
         let r = ZERO_ROUNDS + m;
-        let (events, merges) = st.merge_round(r as u16);
+        let (events, merges) = st.exact_round(Mode::Merge, r as u16);
         if events == 0 {
             break;
         }
@@ -521,13 +545,17 @@ pub fn boruvka_from_smoothed(
     }
     let mut ms_rounds = 0;
     if params.min_size > 1 {
+        st.done.iter_mut().for_each(|d| *d = false);
         for m in 1..=params.max_min_size_rounds {
             let r = ZERO_ROUNDS + params.max_rounds + m;
-            if st.chain_round(Chain::MinSize, r as u16) == 0 {
+            let (events, merges) = st.exact_round(Mode::MinSize, r as u16);
+            if events == 0 {
                 break;
             }
-            ms_rounds += 1;
-            level_rounds.push(r as u16);
+            if merges > 0 {
+                ms_rounds += 1;
+                level_rounds.push(r as u16);
+            }
             capped |= m == params.max_min_size_rounds;
         }
     }
@@ -557,7 +585,7 @@ pub fn felzenszwalb_boruvka(
     params: &SegmentParams,
 ) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
     params.validate()?;
-    let s = blur_interleaved::<f32>(data, width, height, channels, &params.blur())?;
+    let s = blur_f64(data, width, height, channels, &params.blur())?;
     boruvka_from_smoothed(&s, width, height, channels, params)
 }
 
@@ -577,23 +605,25 @@ pub fn felzenszwalb_boruvka_rgb(
     felzenszwalb_boruvka(&pack_rgb(img), img.width(), img.height(), 3, params)
 }
 
-/// Sequential Kruskal over the same `f32` weights and key order as the rounds (what the merge
-/// rounds reproduce); no `min_size`. Labels in raster order.
+/// Sequential Kruskal over the same weights and key order as the rounds, with scikit-image's
+/// predicate, then its `min_size` pass over the same order (what the rounds reproduce). Labels
+/// in raster order.
 #[must_use]
-pub fn kruskal_f32(w4: &[[f32; 4]], width: usize, height: usize, k: f32) -> Vec<u32> {
+pub fn kruskal_keys(w4: &[[f64; 4]], width: usize, height: usize, k: f64, min_size: u32) -> Vec<u32> {
     let n = width * height;
+    let e = eid_bits(n);
     let mut keys: Vec<u64> = Vec::with_capacity(4 * n);
     for (p, w) in w4.iter().enumerate() {
         for (d, &wd) in w.iter().enumerate() {
             if wd.is_finite() {
-                keys.push(edge_key(wd, (p * 4 + d) as u32));
+                keys.push(edge_key(wd, (p * 4 + d) as u32, e));
             }
         }
     }
     keys.par_sort_unstable();
     let mut parent: Vec<usize> = (0..n).collect();
     let mut size = vec![1u32; n];
-    let mut cint = vec![0f32; n];
+    let mut cint = vec![0f64; n];
     fn find(parent: &mut [usize], mut x: usize) -> usize {
         while parent[x] != x {
             parent[x] = parent[parent[x]];
@@ -601,19 +631,33 @@ pub fn kruskal_f32(w4: &[[f32; 4]], width: usize, height: usize, k: f32) -> Vec<
         }
         x
     }
-    for key in keys {
-        let (a, b) = edge_endpoints(key as u32, width);
+    let weight = |key: u64| {
+        let eid = key_eid(key, e);
+        w4[(eid >> 2) as usize][(eid & 3) as usize]
+    };
+    for &key in &keys {
+        let (a, b) = edge_endpoints(key_eid(key, e), width);
         let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
         if ra == rb {
             continue;
         }
-        let w = key_weight(key);
-        let ta = cint[ra] + k / size[ra] as f32;
-        let tb = cint[rb] + k / size[rb] as f32;
-        if w < ta.min(tb) {
+        let w = weight(key);
+        let ta = threshold_f32(cint[ra], k, size[ra] as usize);
+        let tb = threshold_f32(cint[rb], k, size[rb] as usize);
+        if w < f64::from(ta.min(tb)) {
             parent[rb] = ra;
             size[ra] += size[rb];
             cint[ra] = cint[ra].max(cint[rb]).max(w);
+        }
+    }
+    if min_size > 1 {
+        for &key in &keys {
+            let (a, b) = edge_endpoints(key_eid(key, e), width);
+            let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+            if ra != rb && (size[ra] < min_size || size[rb] < min_size) {
+                parent[rb] = ra;
+                size[ra] += size[rb];
+            }
         }
     }
     let roots: Vec<u32> = (0..n).map(|p| find(&mut parent, p) as u32).collect();
@@ -640,15 +684,16 @@ mod tests {
     #[test]
     fn join_buffer_keeps_the_least_keys_and_lowers_the_limit() {
         let mut buf = Vec::new();
-        let mut limit = 1000u64;
-        for k in (0..40u64).rev().map(|i| i * 10 + 5) {
+        let mut limit = 10_000u64;
+        let n = JOIN_BUFFER as u64 + 8;
+        for k in (0..n).rev().map(|i| i * 10 + 5) {
             buffer_insert(&mut buf, &mut limit, k, k as u32);
         }
-        buffer_insert(&mut buf, &mut limit, 2000, 1);
+        buffer_insert(&mut buf, &mut limit, 20_000, 1);
         assert_eq!(buf.len(), JOIN_BUFFER);
         assert_eq!(buf[0].0, 5);
-        assert_eq!(buf[JOIN_BUFFER - 1].0, 315);
-        assert_eq!(limit, 325);
+        assert_eq!(buf[JOIN_BUFFER - 1].0, (JOIN_BUFFER as u64 - 1) * 10 + 5);
+        assert_eq!(limit, JOIN_BUFFER as u64 * 10 + 5);
     }
 
     #[test]
@@ -697,24 +742,25 @@ mod proptests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
-        /// The merge rounds decide exactly what sequential Kruskal decides (same keys), ties
-        /// and all, on random images with few grey levels.
+        /// The rounds decide exactly what sequential Kruskal and the sequential `min_size` pass
+        /// decide (same keys), ties and all, on random images with few grey levels.
         #[test]
         fn rounds_equal_kruskal(
             w in 1usize..24, h in 1usize..24, channels in prop::sample::select(vec![1usize, 3]),
             levels in 2u32..9, seed in any::<u64>(),
             scale in prop::sample::select(vec![0.0, 3.0, 30.0, 300.0, 3000.0]),
             sigma in prop::sample::select(vec![0.0, 0.5, 0.8]),
+            min_size in prop::sample::select(vec![0usize, 2, 5, 20]),
         ) {
             let mut st = seed;
             let data: Vec<u8> = (0..w * h * channels).map(|_| {
                 st = st.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                 (((st >> 33) as u32 % levels) * 255 / (levels - 1)) as u8
             }).collect();
-            let p = SegmentParams { scale, sigma, min_size: 0, max_rounds: 1000, ..SegmentParams::default() };
-            let s = blur_interleaved::<f32>(&data, w, h, channels, &p.blur()).unwrap();
+            let p = SegmentParams { scale, sigma, min_size, max_rounds: 4000, max_min_size_rounds: 4000, ..SegmentParams::default() };
+            let s = blur_f64(&data, w, h, channels, &p.blur()).unwrap();
             let (out, hier) = boruvka_from_smoothed(&s, w, h, channels, &p).unwrap();
-            let k = kruskal_f32(&edge_weights(&s, w, h, channels), w, h, p.k_f32());
+            let k = kruskal_keys(&edge_weights(&s, w, h, channels), w, h, p.scale / 255.0, min_size as u32);
             prop_assert_eq!(out.labels.data(), &k[..]);
             prop_assert!(!out.capped);
             let (top, _) = hier.labels_at(out.level).unwrap();

@@ -7,8 +7,9 @@
 //! Timer regions: `segment_blur`, `segment_graph` (init + weights), `segment_relabel`, and for
 //! the rounds either (default) one region per phase, `segment_zero`, `segment_merge`,
 //! `segment_minsize`, or with [`SegmentGpu::detailed_timing`] one region per kernel and round:
-//! `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs), `segment_flatten`
-//! (group absorption / chain flattening), `segment_minsize` (all `min_size` kernels).
+//! `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs, joiner lists),
+//! `segment_flatten` (group absorption / chain flattening), `segment_minsize` (all `min_size`
+//! kernels). Per-kernel regions add two events per launch, so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
@@ -17,9 +18,9 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
-use super::boruvka::{ZERO_ROUNDS, zero_phase};
+use super::boruvka::{ZERO_ROUNDS, eid_bits, zero_phase};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d};
 use crate::gpu::{GpuContext, GpuError, KernelTimer};
@@ -39,36 +40,82 @@ const MODE_MERGE: u32 = 0;
 const MODE_MIN_SIZE: u32 = 1;
 const MODE_ZERO: u32 = 2;
 
+/// Raw device addresses of the op's buffers. The kernels of one frame run on one stream in
+/// order, so the launches pass these plain addresses instead of tracked `CudaSlice`s: cudarc's
+/// per-argument event tracking costs ~1 µs per argument and a frame launches hundreds of
+/// kernels with ~20 arguments each.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ptrs {
+    w4: u64,
+    comp: u64,
+    link: u64,
+    size: u64,
+    cint: u64,
+    done: u64,
+    best: u64,
+    tkey: u64,
+    target: u64,
+    lim: u64,
+    limj: u64,
+    gok: u64,
+    gsize: u64,
+    gint: u64,
+    pflag: u64,
+    head: u64,
+    next: u64,
+    parent: u64,
+    round: u64,
+    minpix: u64,
+    rootlabel: u64,
+    labels: u64,
+    blocksum: u64,
+    ctl: u64,
+    mctl: u64,
+    fcnt: u64,
+    rcnt: u64,
+    flist: [u64; 2],
+    rlist: [u64; 2],
+    info: u64,
+}
+
+/// The device buffers (owned; `p` holds their addresses).
 struct Buffers {
     width: usize,
     height: usize,
-    w4: CudaSlice<f32>,
-    comp: CudaSlice<u32>,
-    link: CudaSlice<u32>,
-    size: CudaSlice<u32>,
-    cint: CudaSlice<u32>,
-    done: CudaSlice<u32>,
-    best: CudaSlice<u64>,
-    tkey: CudaSlice<u64>,
-    target: CudaSlice<u32>,
-    lim: CudaSlice<u64>,
-    limj: CudaSlice<u64>,
-    gok: CudaSlice<u32>,
-    gsize: CudaSlice<u32>,
-    gint: CudaSlice<u32>,
-    pflag: CudaSlice<u32>,
-    head: CudaSlice<u32>,
-    next: CudaSlice<u32>,
-    parent: CudaSlice<u32>,
+    p: Ptrs,
+    // Owners of the memory `p` points into (read only through `p`).
+    _u32s: Vec<CudaSlice<u32>>,
+    _u64s: Vec<CudaSlice<u64>>,
+    _w4: CudaSlice<f64>,
     round: CudaSlice<u16>,
-    minpix: CudaSlice<u32>,
-    rootlabel: CudaSlice<u32>,
+    parent: CudaSlice<u32>,
     labels: CudaSlice<u32>,
-    blocksum: CudaSlice<u32>,
     ctl: CudaSlice<u32>,
     mctl: CudaSlice<u32>,
     info: CudaSlice<u32>,
 }
+
+/// Entry points of `kernels/segment.cu` (checked by the registry at start).
+pub const FUNCTIONS: &[&str] = &[
+    "segment_weights",
+    "segment_init",
+    "segment_least",
+    "segment_targets",
+    "segment_limits_pairs",
+    "segment_push",
+    "segment_groups",
+    "segment_chain_link",
+    "segment_chain_flatten",
+    "segment_reset_done",
+    "segment_final",
+    "segment_minpix",
+    "segment_scan_count",
+    "segment_scan_blocks",
+    "segment_scan_label",
+    "segment_labels",
+    "segment_level_threshold",
+    "segment_level_comp",
+];
 
 /// What the last enqueue produced.
 #[derive(Clone, Copy, Debug)]
@@ -90,7 +137,8 @@ struct RoundsUsed {
     capped: [bool; 3],
 }
 
-/// GPU Felzenszwalb segmentation with buffers for one frame size.
+/// GPU Felzenszwalb segmentation with buffers for one frame size. Use one per stream: the
+/// internal buffers are ordered by the stream that enqueues, not by cudarc's event tracking.
 pub struct SegmentGpu {
     blur: BlurGpu,
     f_weights: CudaFunction,
@@ -98,9 +146,11 @@ pub struct SegmentGpu {
     f_least: CudaFunction,
     f_targets: CudaFunction,
     f_limits_pairs: CudaFunction,
+    f_push: CudaFunction,
     f_groups: CudaFunction,
     f_chain_link: CudaFunction,
     f_chain_flatten: CudaFunction,
+    f_reset_done: CudaFunction,
     f_final: CudaFunction,
     f_minpix: CudaFunction,
     f_scan_count: CudaFunction,
@@ -128,14 +178,22 @@ fn cfg_scan(n: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks_for(n, SCAN_BLOCK), 1, 1), block_dim: (SCAN_BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// Region names of one round's four launches.
-fn round_regions(detailed: bool, phase: u32) -> [&'static str; 4] {
-    match (detailed, phase) {
-        (_, MODE_MIN_SIZE) => ["segment_minsize"; 4],
-        (true, _) => ["segment_minedge", "segment_merge", "segment_merge", "segment_flatten"],
-        (false, MODE_ZERO) => ["segment_zero"; 4],
-        (false, _) => ["segment_merge"; 4],
+/// Runs `f` inside a timer region when `timer` is given.
+fn timed(
+    timer: &mut Option<&mut KernelTimer>,
+    stream: &Arc<CudaStream>,
+    name: &'static str,
+    f: impl FnOnce() -> Result<(), GpuError>,
+) -> Result<(), GpuError> {
+    match timer {
+        Some(t) => t.time(stream, name, f),
+        None => f(),
     }
+}
+
+fn raw<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
+    let (p, _record) = s.device_ptr(stream);
+    p
 }
 
 impl SegmentGpu {
@@ -150,9 +208,11 @@ impl SegmentGpu {
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
             f_limits_pairs: f("segment_limits_pairs")?,
+            f_push: f("segment_push")?,
             f_groups: f("segment_groups")?,
             f_chain_link: f("segment_chain_link")?,
             f_chain_flatten: f("segment_chain_flatten")?,
+            f_reset_done: f("segment_reset_done")?,
             f_final: f("segment_final")?,
             f_minpix: f("segment_minpix")?,
             f_scan_count: f("segment_scan_count")?,
@@ -169,7 +229,7 @@ impl SegmentGpu {
         })
     }
 
-    /// A grid-stride launch over `items` items.
+    /// A grid-stride launch over at most `items` items.
     fn stride(&self, items: usize) -> LaunchConfig {
         LaunchConfig {
             grid_dim: (blocks_for(items, BLOCK).min(self.max_blocks), 1, 1),
@@ -186,35 +246,98 @@ impl SegmentGpu {
         let n = width * height;
         let a = |len: usize, what: &str| alloc_zeroed::<u32>(stream, len, what, width, height);
         let a64 = |len: usize, what: &str| alloc_zeroed::<u64>(stream, len, what, width, height);
+        let w4 = alloc_zeroed::<f64>(stream, 4 * n, "segment edge weights", width, height)?;
+        let round = alloc_zeroed::<u16>(stream, n, "segment hierarchy rounds", width, height)?;
+        let parent = a(n, "segment hierarchy parents")?;
+        let labels = a(n, "segment labels")?;
+        let ctl = a(NCTL, "segment round events")?;
+        let mctl = a(NCTL, "segment round merges")?;
+        let info = a(4, "segment info")?;
+        let names32 = [
+            "components",
+            "links",
+            "sizes",
+            "(unused)",
+            "done flags",
+            "targets",
+            "group flags",
+            "group sizes",
+            "(unused)",
+            "pair flags",
+            "joiner heads",
+            "joiner links",
+            "first pixels",
+            "root labels",
+            "frontier counts",
+            "root counts",
+            "frontier list A",
+            "frontier list B",
+            "root list A",
+            "root list B",
+        ];
+        let mut u32s = Vec::with_capacity(names32.len() + 1);
+        for (i, what) in names32.iter().enumerate() {
+            let len = if (14..16).contains(&i) {
+                NCTL
+            } else if i == 3 || i == 8 {
+                1
+            } else {
+                n
+            };
+            u32s.push(a(len, what)?);
+        }
+        u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
+        let mut u64s = Vec::with_capacity(6);
+        for what in ["least edges", "target keys", "limits", "joiner limits", "internal differences", "group Int"] {
+            u64s.push(a64(n, what)?);
+        }
+        let r32 = |i: usize| raw(&u32s[i], stream);
+        let r64 = |i: usize| raw(&u64s[i], stream);
+        let p = Ptrs {
+            w4: raw(&w4, stream),
+            comp: r32(0),
+            link: r32(1),
+            size: r32(2),
+            cint: r64(4),
+            done: r32(4),
+            target: r32(5),
+            gok: r32(6),
+            gsize: r32(7),
+            gint: r64(5),
+            pflag: r32(9),
+            head: r32(10),
+            next: r32(11),
+            minpix: r32(12),
+            rootlabel: r32(13),
+            fcnt: r32(14),
+            rcnt: r32(15),
+            flist: [r32(16), r32(17)],
+            rlist: [r32(18), r32(19)],
+            blocksum: r32(20),
+            best: r64(0),
+            tkey: r64(1),
+            lim: r64(2),
+            limj: r64(3),
+            parent: raw(&parent, stream),
+            round: raw(&round, stream),
+            labels: raw(&labels, stream),
+            ctl: raw(&ctl, stream),
+            mctl: raw(&mctl, stream),
+            info: raw(&info, stream),
+        };
         self.bufs = Some(Buffers {
             width,
             height,
-            w4: alloc_zeroed::<f32>(stream, 4 * n, "segment edge weights", width, height)?,
-            comp: a(n, "segment components")?,
-            link: a(n, "segment links")?,
-            size: a(n, "segment sizes")?,
-            cint: a(n, "segment internal differences")?,
-            done: a(n, "segment done flags")?,
-            best: a64(n, "segment least edges")?,
-            tkey: a64(n, "segment target keys")?,
-            target: a(n, "segment targets")?,
-            lim: a64(n, "segment limits")?,
-            limj: a64(n, "segment joiner limits")?,
-            gok: a(n, "segment group flags")?,
-            gsize: a(n, "segment group sizes")?,
-            gint: a(n, "segment group Int")?,
-            pflag: a(n, "segment pair flags")?,
-            head: a(n, "segment joiner heads")?,
-            next: a(n, "segment joiner links")?,
-            parent: a(n, "segment hierarchy parents")?,
-            round: alloc_zeroed::<u16>(stream, n, "segment hierarchy rounds", width, height)?,
-            minpix: a(n, "segment first pixels")?,
-            rootlabel: a(n, "segment root labels")?,
-            labels: a(n, "segment labels")?,
-            blocksum: a(blocks_for(n, SCAN_BLOCK) as usize, "segment scan blocks")?,
-            ctl: a(NCTL, "segment round events")?,
-            mctl: a(NCTL, "segment round merges")?,
-            info: a(4, "segment info")?,
+            p,
+            _u32s: u32s,
+            _u64s: u64s,
+            _w4: w4,
+            round,
+            parent,
+            labels,
+            ctl,
+            mctl,
+            info,
         });
         Ok(())
     }
@@ -281,183 +404,199 @@ impl SegmentGpu {
         if n >= (1 << 30) {
             return Err(OpError::Unsupported(format!("{width}x{height}: edge ids need 4 * pixels < 2^32")));
         }
-        self.blur.enqueue_named(stream, timer, input, width, height, channels, &params.blur(), ["segment_blur"; 2])?;
+        self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
         let caps = self.caps(params, n);
         self.produced = Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None });
+        let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
         if n == 0 {
             return Ok(());
         }
+        let p = b.p;
         let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
         let nctl = NCTL as u32;
-        let k = params.k_f32();
+        timer.time(stream, "segment_graph", || {
+            let mut l = stream.launch_builder(&self.f_init);
+            l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
+            l.arg(&p.gok).arg(&p.pflag).arg(&p.head).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
+            l.arg(&p.fcnt).arg(&p.rcnt).arg(&nn).arg(&nctl);
+            // SAFETY: grid-stride over max(n, NCTL); each array is written only below its own
+            // length (n or NCTL), checked in the kernel; all buffers belong to this op.
+            unsafe { l.launch(self.stride(n.max(NCTL))) }?;
+            let mut l = stream.launch_builder(&self.f_weights);
+            l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
+            // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
+            // doubles (this frame's blur), w4 holds 4n.
+            unsafe { l.launch(grid2d(width, height, 32, 8)) }?;
+            Ok(())
+        })?;
+        let k = params.scale / 255.0;
         let min_size = params.min_size as u32;
-        let init_cfg = self.stride(n.max(NCTL));
-        let pix = self.stride(n);
-        let detailed = self.detailed_timing;
-        {
-            let (Some(b), Some(smooth)) = (self.bufs.as_mut(), self.blur.output()) else { return Ok(()) };
-            let (f_init, f_weights) = (&self.f_init, &self.f_weights);
-            timer.time(stream, "segment_graph", || {
-                let mut l = stream.launch_builder(f_init);
-                l.arg(&mut b.comp).arg(&mut b.link).arg(&mut b.size).arg(&mut b.cint).arg(&mut b.done);
-                l.arg(&mut b.best).arg(&mut b.target).arg(&mut b.gok).arg(&mut b.pflag).arg(&mut b.head);
-                l.arg(&mut b.parent).arg(&mut b.round).arg(&mut b.ctl).arg(&mut b.mctl).arg(&nn).arg(&nctl);
-                // SAFETY: grid-stride over max(n, NCTL); each array is written only below its
-                // own length (n or NCTL), checked in the kernel.
-                unsafe { l.launch(init_cfg) }?;
-                let mut l = stream.launch_builder(f_weights);
-                l.arg(smooth).arg(&mut b.w4).arg(&w).arg(&h).arg(&c);
-                // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
-                // floats (this frame's blur), w4 holds 4n.
-                unsafe { l.launch(grid2d(width, height, 32, 8)) }?;
-                Ok(())
-            })?;
-        }
         let z = ZERO_ROUNDS;
-        let phases = [(MODE_ZERO, 1u32, caps[0]), (MODE_MERGE, z + 1, caps[1]), (MODE_MIN_SIZE, z + params.max_rounds + 1, caps[2])];
-        for (mode, first, count) in phases {
-            for i in 0..count {
-                let r = first + i;
-                let gate = if i == 0 { 0 } else { r - 1 };
-                self.enqueue_round(stream, timer, mode, r, gate, k, min_size, pix, detailed)?;
+        let phases = [
+            (MODE_ZERO, 1u32, caps[0], "segment_zero"),
+            (MODE_MERGE, z + 1, caps[1], "segment_merge"),
+            (MODE_MIN_SIZE, z + params.max_rounds + 1, caps[2], "segment_minsize"),
+        ];
+        for (mode, first, count, name) in phases {
+            if count == 0 {
+                continue;
+            }
+            if self.detailed_timing {
+                self.enqueue_phase(stream, &mut Some(&mut *timer), mode, first, count, k, min_size)?;
+            } else {
+                timer.time(stream, name, || self.enqueue_phase(stream, &mut None, mode, first, count, k, min_size))?;
             }
         }
-        let Some(b) = self.bufs.as_mut() else { return Ok(()) };
-        let f_final = &self.f_final;
         timer.time(stream, "segment_relabel", || {
-            let mut l = stream.launch_builder(f_final);
-            l.arg(&mut b.comp).arg(&b.link).arg(&mut b.minpix).arg(&nn);
-            // SAFETY: grid-stride over pixels < n; link is indexed by roots < n.
-            unsafe { l.launch(pix) }?;
+            let mut l = stream.launch_builder(&self.f_final);
+            l.arg(&p.comp).arg(&p.link).arg(&p.minpix).arg(&nn);
+            // SAFETY: grid-stride over pixels < n; link chains end at roots < n.
+            unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
         self.enqueue_numbering(stream, timer)
     }
 
-    /// One round of `mode` with global number `r`, gated on `ctl[gate]`.
+    /// `count` rounds of `mode` with global numbers `first..`, each gated on the previous.
     #[allow(clippy::too_many_arguments)]
-    fn enqueue_round(
-        &mut self,
+    fn enqueue_phase(
+        &self,
         stream: &Arc<CudaStream>,
-        timer: &mut KernelTimer,
+        timer: &mut Option<&mut KernelTimer>,
         mode: u32,
-        r: u32,
-        gate: u32,
-        k: f32,
+        first: u32,
+        count: u32,
+        k: f64,
         min_size: u32,
-        pix: LaunchConfig,
-        detailed: bool,
-    ) -> Result<(), OpError> {
-        let Some(b) = self.bufs.as_mut() else { return Ok(()) };
+    ) -> Result<(), GpuError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
+        let p = b.p;
         let (w, h) = (b.width as u32, b.height as u32);
-        let nn = w * h;
-        let names = round_regions(detailed, mode);
-        // 1. Least edges.
-        let f_least = &self.f_least;
-        timer.time(stream, names[0], || {
-            let mut l = stream.launch_builder(f_least);
-            l.arg(&mut b.comp).arg(&b.link).arg(&b.w4).arg(&mut b.best).arg(&b.size).arg(&b.done);
-            l.arg(&w).arg(&h).arg(&mode).arg(&min_size).arg(&b.ctl).arg(&gate);
-            // SAFETY: grid-stride over pixels < n; neighbours are bounds-checked; comp/link hold
-            // roots < n; best/size/done are indexed by roots.
-            unsafe { l.launch(pix) }?;
-            Ok(())
-        })?;
-        // 2. Targets.
-        let f_targets = &self.f_targets;
-        timer.time(stream, names[1], || {
-            let mut l = stream.launch_builder(f_targets);
-            l.arg(&b.comp).arg(&mut b.best).arg(&mut b.tkey).arg(&mut b.target).arg(&mut b.link).arg(&mut b.gok);
-            l.arg(&mut b.lim).arg(&mut b.limj).arg(&mut b.head).arg(&b.size).arg(&mut b.done).arg(&w).arg(&nn);
-            l.arg(&mode).arg(&min_size).arg(&mut b.ctl).arg(&mut b.mctl).arg(&gate).arg(&r);
-            // SAFETY: grid-stride over indices < n; edge ids in best decode to pixels < n;
-            // r < NCTL (validated round caps).
-            unsafe { l.launch(pix) }?;
-            Ok(())
-        })?;
-        if mode == MODE_MERGE {
-            let f_lp = &self.f_limits_pairs;
-            timer.time(stream, names[2], || {
-                let mut l = stream.launch_builder(f_lp);
-                l.arg(&b.comp).arg(&b.w4).arg(&b.done).arg(&b.target).arg(&b.tkey).arg(&mut b.lim).arg(&mut b.limj);
-                l.arg(&mut b.link).arg(&mut b.gok).arg(&mut b.gsize).arg(&mut b.gint).arg(&mut b.pflag);
-                l.arg(&mut b.head).arg(&mut b.next).arg(&b.size).arg(&b.cint).arg(&mut b.parent).arg(&mut b.round);
-                l.arg(&w).arg(&h).arg(&k).arg(&mut b.ctl).arg(&mut b.mctl).arg(&gate).arg(&r);
-                // SAFETY: grid-stride over pixels < n; targets are roots < n; joiner lists are
-                // threaded through `next` (one entry per root).
-                unsafe { l.launch(pix) }?;
+        let n = b.width * b.height;
+        let nn = n as u32;
+        let eb = eid_bits(n);
+        let cfg = self.stride(n);
+        let ms = mode == MODE_MIN_SIZE;
+        let exact = mode != MODE_ZERO;
+        if ms {
+            timed(timer, stream, "segment_minsize", || {
+                let mut l = stream.launch_builder(&self.f_reset_done);
+                l.arg(&p.done).arg(&nn);
+                // SAFETY: grid-stride over pixels < n.
+                unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            let f_groups = &self.f_groups;
-            timer.time(stream, names[3], || {
-                let mut l = stream.launch_builder(f_groups);
-                l.arg(&b.comp).arg(&mut b.link).arg(&mut b.done).arg(&mut b.pflag).arg(&b.gok).arg(&b.target);
-                l.arg(&b.tkey).arg(&b.lim).arg(&b.limj).arg(&b.head).arg(&b.next).arg(&b.gsize).arg(&b.gint);
-                l.arg(&mut b.size).arg(&mut b.cint).arg(&mut b.parent).arg(&mut b.round).arg(&nn).arg(&k);
-                l.arg(&mut b.ctl).arg(&mut b.mctl).arg(&gate).arg(&r);
-                // SAFETY: grid-stride over roots < n; each joiner belongs to one list, so each
-                // root's link/done/size is written by one thread.
-                unsafe { l.launch(pix) }?;
+        }
+        let names = |merge: &'static str| if ms { "segment_minsize" } else { merge };
+        for i in 0..count {
+            let r = first + i;
+            let gate = if i == 0 { 0 } else { r - 1 };
+            // Exact rounds after the first of their phase run over the previous round's lists.
+            let use_list = u32::from(exact && i > 0);
+            let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
+            let (fin, fout) = (p.flist[prev], p.flist[cur]);
+            let (rin, rout) = (p.rlist[prev], p.rlist[cur]);
+            let (fcin, fcout) = (p.fcnt + 4 * u64::from(r - 1), p.fcnt + 4 * u64::from(r));
+            let (rcin, rcout) = (p.rcnt + 4 * u64::from(r - 1), p.rcnt + 4 * u64::from(r));
+            timed(timer, stream, names("segment_minedge"), || {
+                let mut l = stream.launch_builder(&self.f_least);
+                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&w).arg(&h);
+                l.arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate).arg(&use_list).arg(&fin).arg(&fcin);
+                l.arg(&fout).arg(&fcout);
+                // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
+                // hold pixel ids); neighbours are bounds-checked; lists hold n entries.
+                unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-        } else {
-            let f_cl = &self.f_chain_link;
-            timer.time(stream, names[2], || {
-                let mut l = stream.launch_builder(f_cl);
-                l.arg(&b.comp).arg(&b.target).arg(&mut b.link).arg(&nn).arg(&mut b.ctl).arg(&mut b.mctl);
-                l.arg(&gate).arg(&r);
-                // SAFETY: grid-stride over roots < n.
-                unsafe { l.launch(pix) }?;
+            timed(timer, stream, names("segment_merge"), || {
+                let mut l = stream.launch_builder(&self.f_targets);
+                l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.gok).arg(&p.lim);
+                l.arg(&p.limj).arg(&p.head).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
+                l.arg(&p.mctl).arg(&gate).arg(&r).arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
+                // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
+                unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            let f_cf = &self.f_chain_flatten;
-            timer.time(stream, names[3], || {
-                let mut l = stream.launch_builder(f_cf);
-                l.arg(&b.comp).arg(&mut b.link).arg(&mut b.size).arg(&mut b.parent).arg(&mut b.round).arg(&nn);
-                l.arg(&b.ctl).arg(&gate).arg(&r);
-                // SAFETY: grid-stride over roots < n; links form a forest over roots.
-                unsafe { l.launch(pix) }?;
-                Ok(())
-            })?;
+            if exact {
+                timed(timer, stream, names("segment_merge"), || {
+                    let mut l = stream.launch_builder(&self.f_limits_pairs);
+                    l.arg(&p.comp).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.limj);
+                    l.arg(&p.link).arg(&p.gok).arg(&p.gsize).arg(&p.gint).arg(&p.pflag).arg(&p.size).arg(&p.cint);
+                    l.arg(&p.parent).arg(&p.round).arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&min_size).arg(&k);
+                    l.arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&fout).arg(&fcout).arg(&rout).arg(&rcout);
+                    // SAFETY: grid-stride over this round's lists (pixel / root ids < n).
+                    unsafe { l.launch(cfg) }?;
+                    let mut l = stream.launch_builder(&self.f_push);
+                    l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.head).arg(&p.next);
+                    l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                    // SAFETY: as above; head/next thread lists through root ids < n.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+                timed(timer, stream, names("segment_flatten"), || {
+                    let mut l = stream.launch_builder(&self.f_groups);
+                    l.arg(&p.link).arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim);
+                    l.arg(&p.limj).arg(&p.head).arg(&p.next).arg(&p.gsize).arg(&p.gint).arg(&p.size).arg(&p.cint);
+                    l.arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size).arg(&k);
+                    l.arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout).arg(&rcout);
+                    // SAFETY: grid-stride over the active roots; every joiner is on one list, so
+                    // each root's link/done/size is written by one thread.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+            } else {
+                timed(timer, stream, "segment_merge", || {
+                    let mut l = stream.launch_builder(&self.f_chain_link);
+                    l.arg(&p.target).arg(&p.link).arg(&nn).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
+                    // SAFETY: grid-stride over roots < n.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+                timed(timer, stream, "segment_flatten", || {
+                    let mut l = stream.launch_builder(&self.f_chain_flatten);
+                    l.arg(&p.target).arg(&p.link).arg(&p.size).arg(&p.parent).arg(&p.round).arg(&nn).arg(&p.ctl);
+                    l.arg(&gate).arg(&r);
+                    // SAFETY: grid-stride over roots < n; links form a forest over roots.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+            }
         }
         Ok(())
     }
 
     /// Raster-order numbering of `comp` (minpix must hold `SEG_NONE`).
-    fn enqueue_numbering(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer) -> Result<(), OpError> {
-        let Some(b) = self.bufs.as_mut() else { return Ok(()) };
+    fn enqueue_numbering(&self, stream: &Arc<CudaStream>, timer: &mut KernelTimer) -> Result<(), OpError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
+        let p = b.p;
         let n = b.width * b.height;
         let (w, nn) = (b.width as u32, n as u32);
         let nblocks = blocks_for(n, SCAN_BLOCK);
-        let pix = LaunchConfig {
-            grid_dim: (blocks_for(n, BLOCK).min(self.max_blocks), 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (f_minpix, f_sc, f_sb, f_sl, f_labels) =
-            (&self.f_minpix, &self.f_scan_count, &self.f_scan_blocks, &self.f_scan_label, &self.f_labels);
+        let cfg = self.stride(n);
         timer.time(stream, "segment_relabel", || {
-            let mut l = stream.launch_builder(f_minpix);
-            l.arg(&b.comp).arg(&mut b.minpix).arg(&w).arg(&nn);
+            let mut l = stream.launch_builder(&self.f_minpix);
+            l.arg(&p.comp).arg(&p.minpix).arg(&w).arg(&nn);
             // SAFETY: grid-stride over pixels < n; comp values are roots < n.
-            unsafe { l.launch(pix) }?;
-            let mut l = stream.launch_builder(f_sc);
-            l.arg(&b.comp).arg(&b.minpix).arg(&mut b.blocksum).arg(&nn);
+            unsafe { l.launch(cfg) }?;
+            let mut l = stream.launch_builder(&self.f_scan_count);
+            l.arg(&p.comp).arg(&p.minpix).arg(&p.blocksum).arg(&nn);
             // SAFETY: SCAN_BLOCK threads per block, one block sum each (blocksum has nblocks).
             unsafe { l.launch(cfg_scan(n)) }?;
-            let mut l = stream.launch_builder(f_sb);
-            l.arg(&mut b.blocksum).arg(&nblocks).arg(&mut b.info);
+            let mut l = stream.launch_builder(&self.f_scan_blocks);
+            l.arg(&p.blocksum).arg(&nblocks).arg(&p.info);
             // SAFETY: a single block scanning nblocks entries.
-            unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_BLOCK, 1, 1), shared_mem_bytes: 0 }) }?;
-            let mut l = stream.launch_builder(f_sl);
-            l.arg(&b.comp).arg(&b.minpix).arg(&b.blocksum).arg(&mut b.rootlabel).arg(&nn);
+            unsafe {
+                l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_BLOCK, 1, 1), shared_mem_bytes: 0 })
+            }?;
+            let mut l = stream.launch_builder(&self.f_scan_label);
+            l.arg(&p.comp).arg(&p.minpix).arg(&p.blocksum).arg(&p.rootlabel).arg(&nn);
             // SAFETY: as scan_count; rootlabel is indexed by roots < n.
             unsafe { l.launch(cfg_scan(n)) }?;
-            let mut l = stream.launch_builder(f_labels);
-            l.arg(&b.comp).arg(&b.rootlabel).arg(&mut b.labels).arg(&nn);
+            let mut l = stream.launch_builder(&self.f_labels);
+            l.arg(&p.comp).arg(&p.rootlabel).arg(&p.labels).arg(&nn);
             // SAFETY: grid-stride over pixels < n.
-            unsafe { l.launch(pix) }?;
+            unsafe { l.launch(cfg) }?;
             Ok(())
         })?;
         Ok(())
@@ -466,26 +605,30 @@ impl SegmentGpu {
     /// Enqueues the labels of hierarchy `level` (0: one segment per pixel; `levels() - 1` or
     /// more: the final segmentation) of the last segmented frame, without recomputing it.
     /// [`SegmentGpu::download`] then returns that level.
-    pub fn enqueue_level(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, level: u32) -> Result<(), OpError> {
+    pub fn enqueue_level(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        level: u32,
+    ) -> Result<(), OpError> {
         let Some(prod) = self.produced.as_mut() else {
             return Err(OpError::InvalidParam("enqueue_level needs a segmented frame (call enqueue)".into()));
         };
         prod.level = Some(level);
         let n = prod.width * prod.height;
         let total = NCTL as u32 - 1;
-        let pix = self.stride(n);
-        let Some(b) = self.bufs.as_mut().filter(|_| n > 0) else { return Ok(()) };
+        let Some(b) = self.bufs.as_ref().filter(|_| n > 0) else { return Ok(()) };
+        let p = b.p;
         let nn = n as u32;
-        let (f_lt, f_lc) = (&self.f_level_threshold, &self.f_level_comp);
         timer.time(stream, "segment_relabel", || {
-            let mut l = stream.launch_builder(f_lt);
-            l.arg(&b.mctl).arg(&total).arg(&level).arg(&mut b.info);
+            let mut l = stream.launch_builder(&self.f_level_threshold);
+            l.arg(&p.mctl).arg(&total).arg(&level).arg(&p.info);
             // SAFETY: one thread reads mctl[1..=total] (total < NCTL) and writes info[1].
             unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }) }?;
-            let mut l = stream.launch_builder(f_lc);
-            l.arg(&mut b.comp).arg(&b.parent).arg(&b.round).arg(&mut b.minpix).arg(&b.info).arg(&nn);
+            let mut l = stream.launch_builder(&self.f_level_comp);
+            l.arg(&p.comp).arg(&p.parent).arg(&p.round).arg(&p.minpix).arg(&p.info).arg(&nn);
             // SAFETY: grid-stride over pixels < n; parent chains end at never-absorbed roots.
-            unsafe { l.launch(pix) }?;
+            unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
         self.enqueue_numbering(stream, timer)
@@ -518,7 +661,11 @@ impl SegmentGpu {
         self.download_with(stream, None)
     }
 
-    fn download_with(&self, stream: &Arc<CudaStream>, hier: Option<&mut Option<SegmentHierarchy>>) -> Result<SegmentOutput, OpError> {
+    fn download_with(
+        &self,
+        stream: &Arc<CudaStream>,
+        hier: Option<&mut Option<SegmentHierarchy>>,
+    ) -> Result<SegmentOutput, OpError> {
         let Some(p) = self.produced else {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
         };
@@ -548,7 +695,13 @@ impl SegmentGpu {
             let parent = stream.clone_dtoh(&b.parent.slice(0..n))?;
             let round = stream.clone_dtoh(&b.round.slice(0..n))?;
             stream.synchronize()?;
-            *hs = Some(SegmentHierarchy { width: p.width, height: p.height, parent, round, level_rounds: levels.clone() });
+            *hs = Some(SegmentHierarchy {
+                width: p.width,
+                height: p.height,
+                parent,
+                round,
+                level_rounds: levels.clone(),
+            });
         }
         Ok(SegmentOutput {
             labels: Image::from_vec(p.width, p.height, labels)?,
@@ -565,19 +718,33 @@ impl SegmentGpu {
         let mut h = None;
         let out = self.download_with(stream, Some(&mut h))?;
         let p = self.produced.map_or((0, 0), |p| (p.width, p.height));
-        let hier = h.unwrap_or(SegmentHierarchy { width: p.0, height: p.1, parent: Vec::new(), round: Vec::new(), level_rounds: Vec::new() });
+        let hier = h.unwrap_or(SegmentHierarchy {
+            width: p.0,
+            height: p.1,
+            parent: Vec::new(),
+            round: Vec::new(),
+            level_rounds: Vec::new(),
+        });
         Ok((out, hier))
     }
 
-    /// The blurred frame of the last enqueue (for parity tests of the smoothing step).
-    pub fn download_blur(&self, stream: &Arc<CudaStream>) -> Result<Vec<f32>, OpError> {
-        Ok(self.blur.download(stream)?.data)
+    /// The `f64` smoothing of the last enqueue (for parity tests of the smoothing step).
+    pub fn download_blur(&self, stream: &Arc<CudaStream>, channels: usize) -> Result<Vec<f64>, OpError> {
+        let n = self.produced.map_or(0, |p| p.width * p.height);
+        self.blur.download_f64(stream, n * channels)
     }
 }
 
 /// Uploads `data` (packed, `channels` samples a pixel), segments it on the GPU and downloads
 /// the labels.
-fn run_packed(gpu: &GpuContext, data: &[u8], width: usize, height: usize, channels: usize, params: &SegmentParams) -> Result<SegmentOutput, OpError> {
+fn run_packed(
+    gpu: &GpuContext,
+    data: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    params: &SegmentParams,
+) -> Result<SegmentOutput, OpError> {
     let mut op = SegmentGpu::new(gpu)?;
     let stream = gpu.new_stream()?;
     let mut timer = KernelTimer::new();
@@ -592,7 +759,11 @@ pub fn segment_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &SegmentPar
 }
 
 /// Uploads an RGB image, segments it on the GPU and downloads the labels.
-pub fn segment_gpu_rgb(gpu: &GpuContext, img: ImageView<'_, [u8; 3]>, params: &SegmentParams) -> Result<SegmentOutput, OpError> {
+pub fn segment_gpu_rgb(
+    gpu: &GpuContext,
+    img: ImageView<'_, [u8; 3]>,
+    params: &SegmentParams,
+) -> Result<SegmentOutput, OpError> {
     run_packed(gpu, &pack_rgb(img), img.width(), img.height(), 3, params)
 }
 

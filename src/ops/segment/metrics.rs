@@ -106,7 +106,9 @@ pub fn check_labels(labels: ImageView<'_, u32>, count: usize) -> Result<LabelChe
             }
             if size[l] == 0 {
                 if l != next {
-                    return Err(format!("label {l} first appears at ({x}, {y}) where {next} was expected (raster order)"));
+                    return Err(format!(
+                        "label {l} first appears at ({x}, {y}) where {next} was expected (raster order)"
+                    ));
                 }
                 next += 1;
             }

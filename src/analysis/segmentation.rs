@@ -1,0 +1,212 @@
+//! The `segmentation` analysis: Felzenszwalb–Huttenlocher graph-based segmentation of each frame
+//! (`ops::segment`: the exact Kruskal reference on the CPU, round-based atomics Borůvka after
+//! Baranwal et al. on the GPU). It segments the colour frame when the source is colour and
+//! `colour = true` (scikit-image's RGB graph), else the grey frame. Overlay: every segment
+//! filled with its mean colour (or a random colour per label) with 1-pixel boundaries.
+//! Summary: the segment count and, on the GPU, the merge rounds used.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use serde::{Deserialize, Serialize};
+
+use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use crate::gpu::{GpuContext, KernelTimer};
+use crate::image::Image;
+use crate::ops::OpError;
+use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_gray, overlay_rgb};
+
+/// Colour of the segment boundaries in the overlay.
+const BOUNDARY: [u8; 3] = [255, 255, 0];
+
+/// `[segmentation]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentationSettings {
+    /// Run the analysis.
+    pub enabled: bool,
+    /// Observation scale `k` (scikit-image's `scale`): higher gives fewer, larger segments.
+    pub scale: f64,
+    /// Gaussian smoothing before the graph is built (0: none).
+    pub sigma: f64,
+    /// Segments smaller than this are merged into a neighbour.
+    pub min_size: usize,
+    /// Segment the colour frame when the source is colour (else the grey frame).
+    pub colour: bool,
+    /// Overlay fill: `"mean"` colour of the segment or a `"random"` colour per label.
+    pub fill: OverlayMode,
+    /// Draw segment boundaries in the overlay.
+    pub boundaries: bool,
+    /// GPU: cap on the merge rounds per frame (see `SegmentParams::max_rounds`).
+    pub max_rounds: u32,
+    /// GPU: cap on the `min_size` rounds per frame.
+    pub max_min_size_rounds: u32,
+    /// GPU: enqueue the previous frame's round count plus a margin instead of the caps.
+    pub adaptive_rounds: bool,
+}
+
+impl Default for SegmentationSettings {
+    fn default() -> Self {
+        let p = SegmentParams::default();
+        Self {
+            enabled: true,
+            scale: p.scale,
+            sigma: p.sigma,
+            min_size: p.min_size,
+            colour: true,
+            fill: OverlayMode::Mean,
+            boundaries: true,
+            max_rounds: p.max_rounds,
+            max_min_size_rounds: p.max_min_size_rounds,
+            adaptive_rounds: p.adaptive_rounds,
+        }
+    }
+}
+
+impl SegmentationSettings {
+    /// The op parameters.
+    #[must_use]
+    pub fn params(&self) -> SegmentParams {
+        SegmentParams {
+            scale: self.scale,
+            sigma: self.sigma,
+            min_size: self.min_size,
+            max_rounds: self.max_rounds,
+            max_min_size_rounds: self.max_min_size_rounds,
+            adaptive_rounds: self.adaptive_rounds,
+        }
+    }
+
+    /// Checks every field and names the bad one.
+    pub fn validate(&self) -> Result<(), OpError> {
+        self.params().validate()
+    }
+
+    fn boundary(&self) -> Option<[u8; 3]> {
+        self.boundaries.then_some(BOUNDARY)
+    }
+}
+
+/// The overlay and summary of a segmentation of `input` (colour when it was segmented in colour).
+fn output(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
+    let picture = match input.rgb.as_deref() {
+        Some(rgb) => overlay_rgb(rgb.view(), out.labels.view(), settings.fill, settings.boundary())?,
+        None => overlay_gray(input.gray.view(), out.labels.view(), settings.fill, settings.boundary())?,
+    };
+    Ok(OpOutput {
+        op: "segmentation",
+        summary: out.summary(),
+        layer: Layer { raster: Some(Raster::Rgb(Arc::new(picture))), shapes: Vec::new() },
+        data: OpData::None,
+        ..Default::default()
+    })
+}
+
+/// Graph-based segmentation of each frame.
+pub struct Segmentation {
+    settings: SegmentationSettings,
+}
+
+impl Segmentation {
+    /// From settings.
+    pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
+        settings.segmentation.validate()?;
+        Ok(Self { settings: settings.segmentation.clone() })
+    }
+}
+
+/// The colour frame to segment, when there is one and the settings ask for colour.
+fn colour_input<'a>(input: &'a FrameInput, settings: &SegmentationSettings) -> Option<&'a Image<[u8; 3]>> {
+    input.rgb.as_deref().filter(|_| settings.colour)
+}
+
+impl Analysis for Segmentation {
+    fn name(&self) -> &'static str {
+        "segmentation"
+    }
+    fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+    fn update(&mut self, settings: &OpSettings) -> Result<(), OpError> {
+        settings.segmentation.validate()?;
+        self.settings = settings.segmentation.clone();
+        Ok(())
+    }
+    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+        let t = std::time::Instant::now();
+        let params = self.settings.params();
+        let out = match colour_input(input, &self.settings) {
+            Some(rgb) => felzenszwalb_rgb(rgb.view(), &params)?,
+            None => felzenszwalb(input.gray.view(), &params)?,
+        };
+        timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+        output(&out, input, &self.settings)
+    }
+    fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
+        Ok(Some(Box::new(SegmentationStage { gpu: SegmentGpu::new(gpu)?, settings: self.settings.clone() })))
+    }
+}
+
+struct SegmentationStage {
+    gpu: SegmentGpu,
+    /// The settings of the frame last enqueued (for the overlay in `collect`).
+    settings: SegmentationSettings,
+}
+
+impl GpuStage for SegmentationStage {
+    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+        self.settings = settings.segmentation.clone();
+        let params = self.settings.params();
+        match frame.rgb.filter(|_| self.settings.colour) {
+            Some(rgb) => self.gpu.enqueue_rgb(stream, timer, rgb, frame.width, frame.height, &params),
+            None => self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &params),
+        }
+    }
+    fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError> {
+        let out = self.gpu.download(stream)?;
+        output(&out, input, &self.settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(rgb: bool) -> FrameInput {
+        // Two flat halves: left dark, right bright.
+        let gray = Image::from_fn(16, 8, |x, _| if x < 8 { 20u8 } else { 220 });
+        FrameInput {
+            index: 0,
+            rgb: rgb.then(|| Arc::new(gray.map(|v| [v, v / 2, 0]))),
+            gray: Arc::new(gray),
+            gray16: None,
+        }
+    }
+
+    #[test]
+    fn two_halves_are_two_segments_with_mean_fill_and_boundary() {
+        for rgb in [false, true] {
+            let settings = OpSettings::default();
+            let mut a = Segmentation::new(&settings).unwrap();
+            let mut t = Vec::new();
+            let out = a.run_cpu(&frame(rgb), &mut t).unwrap();
+            assert_eq!(out.summary["segments"], 2, "rgb={rgb}");
+            assert_eq!(t[0].0, "segment_cpu");
+            let Some(Raster::Rgb(pic)) = &out.layer.raster else { panic!("no colour overlay") };
+            assert_eq!(pic.get(0, 0), if rgb { [20, 10, 0] } else { [20, 20, 20] });
+            // Column 7 is the last of the left segment: its right neighbour differs.
+            assert_eq!(pic.get(7, 3), BOUNDARY);
+            assert_eq!(pic.get(15, 3), if rgb { [220, 110, 0] } else { [220, 220, 220] });
+        }
+    }
+
+    #[test]
+    fn bad_settings_are_refused_and_keep_the_old_ones() {
+        let settings = OpSettings::default();
+        let mut a = Segmentation::new(&settings).unwrap();
+        let bad = OpSettings { segmentation: SegmentationSettings { scale: -1.0, ..Default::default() }, ..Default::default() };
+        assert!(a.update(&bad).is_err());
+        assert!(Segmentation::new(&bad).is_err());
+        assert_eq!(a.settings, settings.segmentation);
+    }
+}
