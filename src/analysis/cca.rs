@@ -193,6 +193,9 @@ struct CcaStage {
 }
 
 impl GpuStage for CcaStage {
+    fn ordered(&self) -> bool {
+        true // the motion background lives on the device from frame to frame
+    }
     fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
         let p = settings.cca.params();
         let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;

@@ -112,6 +112,11 @@ pub trait GpuStage: Send {
     ) -> Result<(), OpError>;
     /// After the slot's work completed: copies results back and builds the output.
     fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError>;
+    /// True when the stage carries device state from one frame to the next (it then runs after
+    /// the previous frame's ordered stages; others run without waiting for other frames).
+    fn ordered(&self) -> bool {
+        false
+    }
 }
 
 /// Every analysis, in the order they run on a frame.

@@ -35,6 +35,8 @@ impl VideoWriter {
         let encoder = if gst::ElementFactory::find("x264enc").is_some() {
             format!("x264enc bitrate={kbps} speed-preset=veryfast tune=zerolatency key-int-max=60")
         } else if gst::ElementFactory::find("openh264enc").is_some() {
+            // openh264 prints "EncodeFrame(), cmInitParaError" once when drained at the end; the
+            // file is complete (every frame decodes), so the message is harmless.
             format!("openh264enc bitrate={}", u64::from(kbps) * 1000)
         } else {
             return Err(OutputError::Video("no H.264 encoder (install gstreamer1.0-plugins-ugly) — or use --no-video".into()));

@@ -6,10 +6,13 @@
 //! (or at `flush`) its previous frame is completed: wait for the stream, collect every stage's
 //! results, read the events. Slots are used strictly in turn, so frames complete in order.
 //!
-//! Ordering between slots: stages may keep state across frames on the device (a running
-//! background model), so each slot's stages wait for the previous slot's stages (`stages_done`
-//! event) before running; uploads and grey conversion of frame k+1 still overlap the analyses
-//! of frame k.
+//! Ordering between slots: a stage may keep state across frames on the device (the running
+//! background model of `cca`); such a stage says so ([`GpuStage::ordered`]). Each slot enqueues
+//! its ordered stages first, after waiting for the previous slot's ordered stages
+//! (`stages_done` event, recorded right after them), then the other stages. So the only chain
+//! between frames is the short ordered work; the long analyses of frames k, k+1, … (a
+//! segmentation's hundred dependent rounds) run concurrently on their slots' streams, and
+//! uploads and grey conversion overlap everything.
 //!
 //! Buffers are allocated when a slot first sees a frame size/format and reallocated only when
 //! the stream format changes; an allocation failure is `GpuError::OutOfMemory` naming the size.
@@ -166,12 +169,20 @@ impl CudaRing {
             stream.wait(ev)?;
         }
         let frame = GpuFrame { gray: &bufs.gray, rgb: format.rgb.then_some(&bufs.input), width: w, height: h };
-        for (a, stage) in self.analyses.iter().zip(slot.stages.iter_mut()) {
-            if let (true, Some(stage)) = (a.enabled(), stage.as_mut()) {
-                stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
+        // Ordered stages (device state across frames) first, then the event the next slot waits
+        // for, then the others: a long stage (segmentation) of frame k overlaps that of k+1.
+        for ordered in [true, false] {
+            for (a, stage) in self.analyses.iter().zip(slot.stages.iter_mut()) {
+                if let (true, Some(stage)) = (a.enabled(), stage.as_mut()) {
+                    if stage.ordered() == ordered {
+                        stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
+                    }
+                }
+            }
+            if ordered {
+                slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
             }
         }
-        slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
         // Grey frame back into normal (not write-combined) pinned memory, read after completion.
         stream.memcpy_dtoh(&bufs.gray.slice(0..w * h), &mut bufs.readback)?;
         slot.in_flight = Some(InFlight { index, pts_nanos, received: s.received, queue_wait_ms: s.queue_wait_ms, rgb, gray16 });

@@ -235,6 +235,25 @@ impl SegmentHierarchy {
 /// Renumbers per-pixel component ids (any values) to `0..n` in raster order of first pixel.
 #[must_use]
 pub fn raster_relabel(comp: &[u32]) -> (Vec<u32>, usize) {
+    // Values below 2^24 (every label image of this crate: root pixel indices or dense labels)
+    // use a lookup table; others a hash map.
+    let max = comp.iter().copied().max().unwrap_or(0);
+    if max < (1 << 24) {
+        let mut table = vec![u32::MAX; max as usize + 1];
+        let mut next = 0u32;
+        let labels = comp
+            .iter()
+            .map(|&c| {
+                let t = &mut table[c as usize];
+                if *t == u32::MAX {
+                    *t = next;
+                    next += 1;
+                }
+                *t
+            })
+            .collect();
+        return (labels, next as usize);
+    }
     let mut map = std::collections::HashMap::with_capacity(1024);
     let labels = comp
         .iter()
@@ -249,6 +268,14 @@ pub fn raster_relabel(comp: &[u32]) -> (Vec<u32>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raster_relabel_numbers_in_first_appearance_order_with_and_without_the_table() {
+        assert_eq!(raster_relabel(&[7, 7, 3, 9, 3, 0]), (vec![0, 0, 1, 2, 1, 3], 4));
+        let big = [u32::MAX, 5, u32::MAX, 1 << 30];
+        assert_eq!(raster_relabel(&big), (vec![0, 1, 0, 2], 3));
+        assert_eq!(raster_relabel(&[]), (vec![], 0));
+    }
 
     #[test]
     fn params_validate_and_roundtrip() {

@@ -65,13 +65,14 @@ pub fn overlay_rgb(
         }
         OverlayMode::Mean => {
             let mut sums = vec![[0u64; 4]; count];
-            for (i, &d) in dense.iter().enumerate() {
-                let p = img.get(i % w, i / w);
-                let s = &mut sums[d as usize];
-                for c in 0..3 {
-                    s[c] += u64::from(p[c]);
+            for (row, ids) in img.rows().zip(dense.chunks_exact(w.max(1))) {
+                for (p, &d) in row.iter().zip(ids) {
+                    let s = &mut sums[d as usize];
+                    for c in 0..3 {
+                        s[c] += u64::from(p[c]);
+                    }
+                    s[3] += 1;
                 }
-                s[3] += 1;
             }
             sums.iter()
                 .map(|s| {
