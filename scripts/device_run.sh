@@ -17,11 +17,13 @@ echo "== run"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend 
 tail -32 "$OUT/run.log"
 off="--set maxtree.enabled=false --set cca.enabled=false --set orientation.enabled=false --set segmentation.enabled=false"
 echo "== overlay.mp4 decodes"; timeout 30 bash .device/run.sh morphoscope run "$OUT/run/overlay.mp4" --backend cuda --no-video $off --out /tmp/decoded 2>&1 | grep frames:
-echo "== run, ring of 6"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --set pipeline.ring_size=6 --out /tmp/run6 > "$OUT/run6.log" 2>&1; grep -E "frames:|segment_merge|download|compute_total" "$OUT/run6.log"
-echo "== bench 1080p cuda"; timeout 90 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 60 --backends cuda --json "$OUT/bench1080.json" > "$OUT/bench1080.log" 2>&1
+for n in 4 6; do
+  echo "== run, ring of $n"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --set pipeline.ring_size=$n --out /tmp/run$n > "$OUT/run$n.log" 2>&1; grep -E "frames:|segment_merge|download|compute_total" "$OUT/run$n.log"
+done
+echo "== bench 1080p cuda"; timeout 90 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 30 --backends cuda --json "$OUT/bench1080.json" > "$OUT/bench1080.log" 2>&1
 tail -40 "$OUT/bench1080.log"
 echo "== bench 1080p cuda, no segmentation"; timeout 40 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 100 --backends cuda --set segmentation.enabled=false --json "$OUT/bench1080noseg.json" > "$OUT/bench1080noseg.log" 2>&1
-tail -8 "$OUT/bench1080noseg.log"
-echo "== bench 4K cuda"; timeout 90 bash .device/run.sh morphoscope bench --source "$clip" --size 3840x2160 --frames 20 --backends cuda --json "$OUT/bench4k.json" > "$OUT/bench4k.log" 2>&1
+tail -40 "$OUT/bench1080noseg.log"
+echo "== bench 4K cuda, no segmentation"; timeout 60 bash .device/run.sh morphoscope bench --source "$clip" --size 3840x2160 --frames 60 --backends cuda --set segmentation.enabled=false --json "$OUT/bench4k.json" > "$OUT/bench4k.log" 2>&1
 tail -40 "$OUT/bench4k.log"
 cp "$OUT/run/timings.json" "$OUT/run_timings.json"; rm -f "$OUT/run/components.jsonl" "$OUT/run/overlay.mp4" "$OUT/run/tracks.csv" "$OUT/run/timings.json"

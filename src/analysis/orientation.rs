@@ -11,18 +11,18 @@ use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, O
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
-use crate::ops::linear_opening::{OrientationGpu, OrientationOutput, OrientationParams, orientation};
+use crate::ops::linear_opening::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
 
 /// `[orientation]` is the op's own parameter struct.
 pub type OrientationSettings = OrientationParams;
 
-fn output(out: &OrientationOutput<u8>, colour: Image<[u8; 3]>) -> OpOutput {
-    let spectrum = out.angles_deg.iter().zip(&out.spectrum).map(|(&a, &s)| (a as f32, s)).collect();
+fn output(angles_deg: &[f64], spectrum: &[f64], closing: bool, colour: Image<[u8; 3]>) -> OpOutput {
+    let panel = angles_deg.iter().zip(spectrum).map(|(&a, &s)| (a as f32, s)).collect();
     OpOutput {
         op: "orientation",
-        summary: out.summary(),
+        summary: spectrum_summary(angles_deg, spectrum, closing),
         layer: Layer { raster: Some(Raster::Rgb(Arc::new(colour))), shapes: Vec::new() },
-        data: OpData::Spectrum(spectrum),
+        data: OpData::Spectrum(panel),
         ..Default::default()
     }
 }
@@ -57,7 +57,7 @@ impl Analysis for Orientation {
         let out = orientation(input.gray.view(), &self.settings)?;
         let colour = out.colour();
         timings.push(("linear_opening_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(output(&out, colour))
+        Ok(output(&out.angles_deg, &out.spectrum, out.closing, colour))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(OrientationStage { gpu: OrientationGpu::new(gpu)? })))
@@ -73,8 +73,10 @@ impl GpuStage for OrientationStage {
         self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.orientation)
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
-        let out = self.gpu.download(stream)?;
+        // The pipeline shows the colour picture and the spectrum; the strength and angle maps
+        // stay on the device (`image --op orientation` downloads them).
+        let spectrum = self.gpu.download_spectrum(stream)?;
         let colour = self.gpu.download_colour(stream)?;
-        Ok(output(&out, colour))
+        Ok(output(self.gpu.angles_deg(), &spectrum, self.gpu.closing(), colour))
     }
 }

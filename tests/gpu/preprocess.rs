@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use morphoscope::analysis::OpSettings;
+use morphoscope::analysis::{OpSettings, Raster};
 use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::preprocess::{rgb_to_gray, rgb_to_gray_gpu};
@@ -36,7 +36,11 @@ fn rgb_to_gray_matches_cpu_exactly() {
 fn ring_completes_frames_in_order_and_matches_cpu() {
     let Some(g) = gpu() else { return };
     let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
-    let settings = OpSettings::default();
+    // Segmentation without round caps, so the GPU result is the exact one on noise frames too.
+    let mut settings = OpSettings::default();
+    settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    settings.segmentation.adaptive_rounds = false;
     let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
     let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
     let mut rng = Rng(11);
@@ -61,7 +65,15 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
         assert_eq!(a.gray, b.gray, "frame {}", a.index);
         assert_eq!(a.outputs.len(), b.outputs.len());
         for (x, y) in a.outputs.iter().zip(&b.outputs) {
-            assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
+            if x.op == "segmentation" {
+                // The GPU reports its merge rounds, Kruskal on the CPU has none: compare the
+                // segment count and the overlay (same labels give the same picture).
+                assert_eq!(x.summary["capped"], false, "frame {}: round cap reached", a.index);
+                assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
+                assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+            } else {
+                assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
+            }
         }
         assert_eq!(a.timings.backend, "cuda");
         assert!(a.timings.regions.iter().any(|r| r.0 == "preprocess_rgb_to_gray") || matches!(a.rgb, None));

@@ -617,21 +617,11 @@ impl<T: GpuSample> OrientationGpu<T> {
                 closing: e.closing,
             });
         }
-        let plan = e.plan.as_ref().ok_or_else(|| missing("plan"))?;
         stream.synchronize()?;
         let n = w * h;
         let strength = stream.clone_dtoh(&e.strength.as_ref().ok_or_else(|| missing("strength"))?.slice(0..n))?;
         let index = stream.clone_dtoh(&e.index.as_ref().ok_or_else(|| missing("index"))?.slice(0..n))?;
-        let sums = stream.clone_dtoh(e.spectrum.as_ref().ok_or_else(|| missing("spectrum"))?)?;
-        let full = n as f64 * T::TOP.to_f64();
-        let spectrum = plan
-            .angle_plane
-            .iter()
-            .map(|&p| {
-                let s = sums.get(p).copied().unwrap_or(0) as f64;
-                if e.closing { full - s } else { s }
-            })
-            .collect();
+        let spectrum = self.download_spectrum(stream)?;
         Ok(OrientationOutput {
             angles_deg: self.angles.clone(),
             strength: Image::from_vec(w, h, strength)?,
@@ -639,6 +629,40 @@ impl<T: GpuSample> OrientationGpu<T> {
             spectrum,
             closing: e.closing,
         })
+    }
+
+    /// The angular spectrum of the last frame (one sum per angle; blocks until the stream's
+    /// work is done), without the maps.
+    pub fn download_spectrum(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
+        let (w, h) = self.size;
+        let e = &self.engine;
+        if w == 0 || h == 0 {
+            return Ok(vec![0.0; self.angles.len()]);
+        }
+        let plan = e.plan.as_ref().ok_or_else(|| missing("plan"))?;
+        stream.synchronize()?;
+        let sums = stream.clone_dtoh(e.spectrum.as_ref().ok_or_else(|| missing("spectrum"))?)?;
+        let full = (w * h) as f64 * T::TOP.to_f64();
+        Ok(plan
+            .angle_plane
+            .iter()
+            .map(|&p| {
+                let s = sums.get(p).copied().unwrap_or(0) as f64;
+                if e.closing { full - s } else { s }
+            })
+            .collect())
+    }
+
+    /// The angles of the last frame in degrees.
+    #[must_use]
+    pub fn angles_deg(&self) -> &[f64] {
+        &self.angles
+    }
+
+    /// Whether the last frame used closings.
+    #[must_use]
+    pub fn closing(&self) -> bool {
+        self.engine.closing
     }
 
     /// Copies the last colour picture to the host (blocks until the stream's work is done).

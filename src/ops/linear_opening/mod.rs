@@ -278,15 +278,22 @@ impl<T: Sample> OrientationOutput<T> {
     /// Per-frame summary numbers for frames.jsonl: the spectrum and the dominant angle.
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
-        let dominant = dominant_index(&self.spectrum, self.closing);
-        serde_json::json!({
-            "angle_count": self.angles_deg.len(),
-            "closing": self.closing,
-            "angles_deg": self.angles_deg,
-            "spectrum": self.spectrum,
-            "dominant_angle_deg": dominant.and_then(|k| self.angles_deg.get(k).copied()),
-        })
+        spectrum_summary(&self.angles_deg, &self.spectrum, self.closing)
     }
+}
+
+/// Summary numbers of an angular spectrum (see [`OrientationOutput::summary`]), for callers
+/// that have the spectrum without the maps.
+#[must_use]
+pub fn spectrum_summary(angles_deg: &[f64], spectrum: &[f64], closing: bool) -> serde_json::Value {
+    let dominant = dominant_index(spectrum, closing);
+    serde_json::json!({
+        "angle_count": angles_deg.len(),
+        "closing": closing,
+        "angles_deg": angles_deg,
+        "spectrum": spectrum,
+        "dominant_angle_deg": dominant.and_then(|k| angles_deg.get(k).copied()),
+    })
 }
 
 /// The angle index with the largest spectrum value (smallest for closings: the darkest
