@@ -14,12 +14,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/gp
 echo "== gpu tests"; timeout 200 bash .device/run.sh gpu --test-threads=1 > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_tests.log"
 tail -3 "$OUT/gpu_tests.log"
 echo "== run"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --out "$OUT/run" > "$OUT/run.log" 2>&1; echo "rc=$?" >> "$OUT/run.log"
-tail -32 "$OUT/run.log"
+grep frames: "$OUT/run.log"; tail -32 "$OUT/run.log"
 off="--set maxtree.enabled=false --set cca.enabled=false --set orientation.enabled=false --set segmentation.enabled=false"
 echo "== overlay.mp4 decodes"; timeout 30 bash .device/run.sh morphoscope run "$OUT/run/overlay.mp4" --backend cuda --no-video $off --out /tmp/decoded 2>&1 | grep frames:
+if [ "${RING_SIZES:-0}" = 1 ]; then
 for n in 4 6; do
   echo "== run, ring of $n"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --set pipeline.ring_size=$n --out /tmp/run$n > "$OUT/run$n.log" 2>&1; grep -E "frames:|segment_merge|download|compute_total" "$OUT/run$n.log"
 done
+fi
 echo "== bench 1080p cuda"; timeout 90 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 30 --backends cuda --json "$OUT/bench1080.json" > "$OUT/bench1080.log" 2>&1
 tail -40 "$OUT/bench1080.log"
 echo "== bench 1080p cuda, no segmentation"; timeout 40 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 100 --backends cuda --set segmentation.enabled=false --json "$OUT/bench1080noseg.json" > "$OUT/bench1080noseg.log" 2>&1

@@ -18,7 +18,7 @@ use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, O
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
-use crate::ops::ccl::{CclCpu, CclGpu, CclOutput, CclParams, Polarity, Source, Threshold};
+use crate::ops::ccl::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
 use crate::track::{TrackState, Tracker};
 
 /// `[cca]`
@@ -102,8 +102,9 @@ fn id_colour(id: u64) -> [u8; 4] {
     [(r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8, 255]
 }
 
-fn payload_output(out: CclOutput) -> OpOutput {
-    OpOutput { op: "cca", payload: Some(Payload::new(out)), ..Default::default() }
+/// The component table handed to `finish` (the label image is not needed by the tracker).
+fn payload_output(table: ComponentTable) -> OpOutput {
+    OpOutput { op: "cca", payload: Some(Payload::new(table)), ..Default::default() }
 }
 
 impl Analysis for Cca {
@@ -135,14 +136,14 @@ impl Analysis for Cca {
             None => self.cpu.process(input.gray.view(), &p)?,
         };
         timings.push(("ccl_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(payload_output(out))
+        Ok(payload_output(out.table))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
     fn finish(&mut self, output: OpOutput, _input: &FrameInput) -> OpOutput {
-        let Some(ccl) = output.payload.as_ref().and_then(|p| p.get::<CclOutput>()) else { return output };
-        let tracked = self.tracker.update(&ccl.table);
+        let Some(table) = output.payload.as_ref().and_then(|p| p.get::<ComponentTable>()) else { return output };
+        let tracked = self.tracker.update(table);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -173,8 +174,8 @@ impl Analysis for Cca {
         OpOutput {
             op: "cca",
             summary: serde_json::json!({
-                "components": ccl.table.components.len(),
-                "threshold": ccl.table.threshold,
+                "components": table.components.len(),
+                "threshold": table.threshold,
                 "tracks": confirmed,
                 "lost": tracked.tracks.iter().filter(|t| t.state == TrackState::Lost).count(),
             }),
@@ -205,6 +206,6 @@ impl GpuStage for CcaStage {
         r
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
-        Ok(payload_output(self.ccl.download(stream)?))
+        Ok(payload_output(self.ccl.download_table(stream)?))
     }
 }

@@ -8,9 +8,11 @@ pub mod compile;
 pub mod context;
 pub mod error;
 pub mod launch;
+pub mod readback;
 pub mod timer;
 
 pub use compile::KernelSource;
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;
+pub use readback::Readback;
 pub use timer::KernelTimer;

@@ -388,21 +388,35 @@ impl CclGpu {
     /// Blocking readback of the last enqueued frame: label image and component table (empty
     /// table when the frame was labelled without features).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<CclOutput, OpError> {
+        self.download_with(stream, true)
+    }
+
+    /// The component table of the last frame without the label image (what a tracker needs:
+    /// a few kB instead of 4 bytes a pixel).
+    pub fn download_table(&self, stream: &Arc<CudaStream>) -> Result<ComponentTable, OpError> {
+        Ok(self.download_with(stream, false)?.table)
+    }
+
+    fn download_with(&self, stream: &Arc<CudaStream>, with_labels: bool) -> Result<CclOutput, OpError> {
         let Some(p) = self.produced else {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
         };
         let n = p.width * p.height;
+        // Without labels the (unused) label image is 0x0, not a frame of zeros.
+        let (lw, lh) = if with_labels { (p.width, p.height) } else { (0, 0) };
         let empty = |t: u32| CclOutput {
-            labels: Image::new(p.width, p.height, 0),
+            labels: Image::new(lw, lh, 0),
             table: ComponentTable { width: p.width, height: p.height, connectivity: p.connectivity, threshold: t, components: Vec::new() },
         };
         let Some(b) = self.bufs.as_ref().filter(|_| n > 0) else { return Ok(empty(0)) };
         let info = stream.clone_dtoh(&b.info.slice(0..2))?;
-        let labels = stream.clone_dtoh(&b.labels.slice(0..n))?;
+        let labels = if with_labels { Some(stream.clone_dtoh(&b.labels.slice(0..n))?) } else { None };
         stream.synchronize()?;
         let (count, threshold) = (info[0] as usize, info[1]);
         let mut out = empty(threshold);
-        out.labels = Image::from_vec(p.width, p.height, labels)?;
+        if let Some(labels) = labels {
+            out.labels = Image::from_vec(p.width, p.height, labels)?;
+        }
         if p.features && count > 0 {
             let raw = stream.clone_dtoh(&b.feats.slice(0..count * FEAT_WORDS))?;
             stream.synchronize()?;

@@ -17,12 +17,13 @@
 //! Timer regions: `linear_opening_transpose`, `linear_opening_lines`, `linear_opening_reduce`,
 //! `linear_opening_finish`.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear};
-use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
@@ -509,12 +510,14 @@ pub struct OrientationGpu<T: GpuSample> {
     engine: Engine<T>,
     size: (usize, usize),
     angles: Vec<f64>,
+    /// Pinned buffer for the colour picture's readback.
+    colour_readback: RefCell<Readback<u8>>,
 }
 
 impl<T: GpuSample> OrientationGpu<T> {
     /// Resolves the kernels (buffers come with the first frame).
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
-        Ok(Self { engine: Engine::new(gpu)?, size: (0, 0), angles: Vec::new() })
+        Ok(Self { engine: Engine::new(gpu)?, size: (0, 0), angles: Vec::new(), colour_readback: RefCell::new(Readback::new(gpu.cuda())) })
     }
 
     /// Sets the launch tuning (benches).
@@ -672,8 +675,7 @@ impl<T: GpuSample> OrientationGpu<T> {
             return Ok(Image::new(w, h, [0; 3]));
         }
         let rgb = self.engine.rgb.as_ref().ok_or_else(|| missing("colour"))?;
-        stream.synchronize()?;
-        let v = stream.clone_dtoh(&rgb.slice(0..3 * w * h))?;
+        let v = self.colour_readback.borrow_mut().fetch(stream, rgb, 3 * w * h)?;
         Ok(Image::from_vec(w, h, v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())?)
     }
 }

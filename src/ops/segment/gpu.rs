@@ -15,7 +15,7 @@
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
 //! frames are alike), doubling after a capped frame.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
@@ -23,7 +23,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfi
 use super::boruvka::{ZERO_ROUNDS, eid_bits, zero_phase};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d};
-use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 use crate::ops::blur::BlurGpu;
@@ -164,6 +164,8 @@ pub struct SegmentGpu {
     produced: Option<Produced>,
     /// Rounds used by the last downloaded frame (for `adaptive_rounds`).
     hint: Cell<Option<RoundsUsed>>,
+    /// Pinned buffer for the labels' readback.
+    labels_readback: RefCell<Readback<u32>>,
     /// Time every kernel of every round separately (many event pairs per frame).
     pub detailed_timing: bool,
 }
@@ -225,6 +227,7 @@ impl SegmentGpu {
             bufs: None,
             produced: None,
             hint: Cell::new(None),
+            labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             detailed_timing: false,
         })
     }
@@ -683,8 +686,8 @@ impl SegmentGpu {
         let ctl = stream.clone_dtoh(&b.ctl)?;
         let mctl = stream.clone_dtoh(&b.mctl)?;
         let info = stream.clone_dtoh(&b.info)?;
-        let labels = stream.clone_dtoh(&b.labels.slice(0..n))?;
         stream.synchronize()?;
+        let labels = self.labels_readback.borrow_mut().fetch(stream, &b.labels, n)?;
         let max_rounds = p.max_rounds;
         let (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
         self.hint.set(Some(used));
