@@ -42,8 +42,11 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Readback<T> {
             self.buf = Some(b);
         }
         let Some(buf) = self.buf.as_mut() else { return Ok(Vec::new()) };
-        stream.memcpy_dtoh(&src.slice(0..n), buf)?;
+        // Copy into the first n elements only: cudarc copies as many bytes as the destination
+        // holds, so passing the whole (possibly larger) buffer would read past `src`.
+        let host = &mut buf.as_mut_slice()?[..n];
+        stream.memcpy_dtoh(&src.slice(0..n), host)?;
         stream.synchronize()?;
-        Ok(buf.as_slice()?[..n].to_vec())
+        Ok(host.to_vec())
     }
 }
