@@ -17,57 +17,52 @@ use crate::ops::OpError;
 /// Entry points of `kernels/blur.cu` (checked by the registry at start).
 pub const FUNCTIONS: &[&str] = &["blur_vertical", "blur_horizontal", "blur_vertical_f64", "blur_horizontal_f64"];
 
-/// The half kernel passed by value to the blur kernels. Keep in sync with `BlurWeights` in
-/// `kernels/blur.cu`.
+/// A half kernel passed by value to the blur kernels: `w[0..=radius]`, centre first, zero beyond
+/// `radius`. Keep in sync with `BlurWeights` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct BlurWeights {
-    /// `w[0..=radius]`, centre first, rounded to `f32`; zero beyond `radius`.
-    pub half: [f32; MAX_RADIUS + 1],
+pub struct HalfKernel<T> {
+    /// The weights, centre first.
+    pub half: [T; MAX_RADIUS + 1],
     /// Kernel radius.
     pub radius: i32,
     pad: [i32; 3],
 }
+
+/// The `f32` weights of the 8-bit blur.
+pub type BlurWeights = HalfKernel<f32>;
+/// The `f64` weights of the segmentation's blur (scikit-image's arithmetic).
+pub type BlurWeightsF64 = HalfKernel<f64>;
+
 const _: () = assert!(std::mem::size_of::<BlurWeights>() == 528);
+const _: () = assert!(std::mem::size_of::<BlurWeightsF64>() == 1040);
 
-// SAFETY: plain-old-data, `#[repr(C)]`, layout asserted above and in blur.cu.
+// SAFETY: plain-old-data, `#[repr(C)]`, layouts asserted above and in blur.cu.
 unsafe impl DeviceRepr for BlurWeights {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for BlurWeightsF64 {}
 
-impl BlurWeights {
-    /// The weights of validated `params`.
-    pub fn new(params: &BlurParams) -> Result<Self, OpError> {
-        params.validate()?;
-        let k = params.half_kernel_f32();
-        let mut half = [0.0f32; MAX_RADIUS + 1];
-        half[..k.len()].copy_from_slice(&k);
-        Ok(Self { half, radius: (k.len() - 1) as i32, pad: [0; 3] })
+impl<T: Copy + Default> HalfKernel<T> {
+    fn from_half(k: &[T]) -> Self {
+        let mut half = [T::default(); MAX_RADIUS + 1];
+        half[..k.len()].copy_from_slice(k);
+        Self { half, radius: k.len().saturating_sub(1) as i32, pad: [0; 3] }
     }
 }
 
-/// The `f64` half kernel passed by value to the `f64` blur kernels. Keep in sync with
-/// `BlurWeightsF64` in `kernels/blur.cu`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct BlurWeightsF64 {
-    /// `w[0..=radius]`, centre first; zero beyond `radius`.
-    pub half: [f64; MAX_RADIUS + 1],
-    /// Kernel radius.
-    pub radius: i32,
-    pad: [i32; 3],
+impl BlurWeights {
+    /// The weights of validated `params`, rounded to `f32`.
+    pub fn new(params: &BlurParams) -> Result<Self, OpError> {
+        params.validate()?;
+        Ok(Self::from_half(&params.half_kernel_f32()))
+    }
 }
-const _: () = assert!(std::mem::size_of::<BlurWeightsF64>() == 1040);
-
-// SAFETY: plain-old-data, `#[repr(C)]`, layout asserted above and in blur.cu.
-unsafe impl DeviceRepr for BlurWeightsF64 {}
 
 impl BlurWeightsF64 {
     /// The weights of validated `params`.
     pub fn new(params: &BlurParams) -> Result<Self, OpError> {
         params.validate()?;
-        let k = params.half_kernel_f64();
-        let mut half = [0.0f64; MAX_RADIUS + 1];
-        half[..k.len()].copy_from_slice(&k);
-        Ok(Self { half, radius: (k.len() - 1) as i32, pad: [0; 3] })
+        Ok(Self::from_half(&params.half_kernel_f64()))
     }
 }
 

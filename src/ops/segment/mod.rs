@@ -32,7 +32,7 @@
 //! the `min_size` pass is decided the same exact way. The result equals a sequential Kruskal
 //! over the same keys ([`boruvka::kruskal_keys`], property-tested) and on the sample images the
 //! CPU reference: identical labels except for exact ties (ASA >= 0.9998). The cost is the
-//! number of dependent rounds (90–320 on 1080p frames), see `BENCH_NOTES.md`.
+//! number of dependent rounds (90–320 on 1080p frames), see `BENCHMARKS.md`.
 //! [`boruvka`] is the sequential CPU model of every kernel: the GPU equals it bit for bit
 //! (labels, rounds, hierarchy).
 //!
