@@ -14,6 +14,7 @@ use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, O
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
+use crate::ops::segment::boruvka::{felzenszwalb_boruvka_gray, felzenszwalb_boruvka_rgb};
 use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_gray, overlay_rgb};
 
 /// Colour of the segment boundaries in the overlay.
@@ -31,6 +32,11 @@ pub struct SegmentationSettings {
     pub sigma: f64,
     /// Segments smaller than this are merged into a neighbour.
     pub min_size: usize,
+    /// Hierarchy level to show: -1 the final segmentation; 0 one segment per pixel, 1, 2, …
+    /// the segmentation after each merging round (levels above the frame's last are the final
+    /// one). On the GPU a level costs one relabelling pass, not a new segmentation; on the CPU it
+    /// runs the rounds' sequential model instead of Kruskal.
+    pub level: i32,
     /// Segment the colour frame when the source is colour (else the grey frame).
     pub colour: bool,
     /// Overlay fill: `"mean"` colour of the segment or a `"random"` colour per label.
@@ -53,6 +59,7 @@ impl Default for SegmentationSettings {
             scale: p.scale,
             sigma: p.sigma,
             min_size: p.min_size,
+            level: -1,
             colour: true,
             fill: OverlayMode::Mean,
             boundaries: true,
@@ -79,7 +86,15 @@ impl SegmentationSettings {
 
     /// Checks every field and names the bad one.
     pub fn validate(&self) -> Result<(), OpError> {
+        if self.level < -1 {
+            return Err(OpError::InvalidParam(format!("level must be -1 (final) or a level >= 0, got {}", self.level)));
+        }
         self.params().validate()
+    }
+
+    /// The hierarchy level asked for, `None` for the final segmentation.
+    fn level(&self) -> Option<u32> {
+        u32::try_from(self.level).ok()
     }
 
     fn boundary(&self) -> Option<[u8; 3]> {
@@ -103,6 +118,7 @@ fn output(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettin
 }
 
 /// Graph-based segmentation of each frame.
+#[derive(Debug)]
 pub struct Segmentation {
     settings: SegmentationSettings,
 }
@@ -135,9 +151,19 @@ impl Analysis for Segmentation {
     fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
         let t = std::time::Instant::now();
         let params = self.settings.params();
-        let out = match colour_input(input, &self.settings) {
-            Some(rgb) => felzenszwalb_rgb(rgb.view(), &params)?,
-            None => felzenszwalb(input.gray.view(), &params)?,
+        let colour = colour_input(input, &self.settings);
+        let out = match (self.settings.level(), colour) {
+            (None, Some(rgb)) => felzenszwalb_rgb(rgb.view(), &params)?,
+            (None, None) => felzenszwalb(input.gray.view(), &params)?,
+            (Some(level), rgb) => {
+                let (out, hierarchy) = match rgb {
+                    Some(rgb) => felzenszwalb_boruvka_rgb(rgb.view(), &params)?,
+                    None => felzenszwalb_boruvka_gray(input.gray.view(), &params)?,
+                };
+                let level = level.min(out.levels() - 1);
+                let (labels, segment_count) = hierarchy.labels_at(level)?;
+                SegmentOutput { labels, segment_count, level, ..out }
+            }
         };
         timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
         output(&out, input, &self.settings)
@@ -158,8 +184,12 @@ impl GpuStage for SegmentationStage {
         self.settings = settings.segmentation.clone();
         let params = self.settings.params();
         match frame.rgb.filter(|_| self.settings.colour) {
-            Some(rgb) => self.gpu.enqueue_rgb(stream, timer, rgb, frame.width, frame.height, &params),
-            None => self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &params),
+            Some(rgb) => self.gpu.enqueue_rgb(stream, timer, rgb, frame.width, frame.height, &params)?,
+            None => self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &params)?,
+        }
+        match self.settings.level() {
+            Some(level) => self.gpu.enqueue_level(stream, timer, level),
+            None => Ok(()),
         }
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError> {
@@ -201,12 +231,34 @@ mod tests {
     }
 
     #[test]
+    fn hierarchy_levels_go_from_pixels_to_the_final_segmentation() {
+        let input = frame(true);
+        let run = |level: i32| {
+            let settings = OpSettings { segmentation: SegmentationSettings { level, ..Default::default() }, ..Default::default() };
+            let out = Segmentation::new(&settings).unwrap().run_cpu(&input, &mut Vec::new()).unwrap();
+            (out.summary["segments"].as_u64().unwrap(), out.summary["level"].as_u64().unwrap(), out.summary["levels"].as_u64().unwrap())
+        };
+        assert_eq!(run(0).0, 16 * 8, "level 0 is one segment per pixel");
+        let (top_segments, top, levels) = run(1000);
+        assert_eq!(top, levels - 1, "levels past the last are the final one");
+        assert_eq!(top_segments, run(-1).0, "the last level equals the final (Kruskal) segmentation");
+        let mut previous = u64::MAX;
+        for l in 0..levels as i32 {
+            let (n, _, _) = run(l);
+            assert!(n <= previous, "level {l}: {n} segments after {previous}");
+            previous = n;
+        }
+    }
+
+    #[test]
     fn bad_settings_are_refused_and_keep_the_old_ones() {
         let settings = OpSettings::default();
         let mut a = Segmentation::new(&settings).unwrap();
         let bad = OpSettings { segmentation: SegmentationSettings { scale: -1.0, ..Default::default() }, ..Default::default() };
         assert!(a.update(&bad).is_err());
         assert!(Segmentation::new(&bad).is_err());
+        let bad_level = OpSettings { segmentation: SegmentationSettings { level: -2, ..Default::default() }, ..Default::default() };
+        assert!(Segmentation::new(&bad_level).unwrap_err().to_string().contains("level"));
         assert_eq!(a.settings, settings.segmentation);
     }
 }

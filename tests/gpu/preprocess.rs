@@ -79,3 +79,29 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
         assert!(a.timings.regions.iter().any(|r| r.0 == "preprocess_rgb_to_gray") || matches!(a.rgb, None));
     }
 }
+
+#[test]
+fn segmentation_hierarchy_levels_match_between_backends() {
+    let Some(g) = gpu() else { return };
+    let Some(real) = sample_rgb("fruits.jpg") else { return };
+    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    for level in [0, 3, 40, 10_000] {
+        let mut settings = OpSettings::default();
+        settings.maxtree.enabled = false;
+        settings.cca.enabled = false;
+        settings.orientation.enabled = false;
+        settings.segmentation.level = level;
+        settings.segmentation.adaptive_rounds = false;
+        let mut cuda = Engine::new(&backend, &settings, 2).unwrap();
+        let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
+        let frame = Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(real.clone()) };
+        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
+        let mut got = cuda.submit(sub(frame.clone())).unwrap();
+        got.extend(cuda.flush().unwrap());
+        let want = cpu.submit(sub(frame)).unwrap();
+        let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
+        let (x, y) = (seg(&got[0]), seg(&want[0]));
+        assert_eq!(x.summary, y.summary, "level {level}: GPU and the rounds' CPU model");
+        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "level {level} overlay");
+    }
+}
