@@ -2,7 +2,8 @@
 # The project's test command (what .ci/run and the README call): every CPU test, the end-to-end
 # CLI tests, and the NVRTC compile check of every kernel for sm_90/sm_87 (NVRTC 13) and sm_72
 # (NVRTC 12) using the wheels that scripts/setup.sh put in .venv-nvrtc. GPU parity tests
-# (tests/gpu.rs) skip here without a GPU; run them on a GPU machine (see BENCHMARKS.md).
+# (tests/gpu.rs) skip here without a GPU; run them on a GPU machine (see BENCHMARKS.md). Last,
+# the viewer's real-window smoke test under Xvfb (scripts/ui_smoke.sh) where xvfb is installed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,4 +18,10 @@ if [ -d "$nv12" ]; then
   LD_LIBRARY_PATH="$nv12" MORPHOSCOPE_NVRTC_ARCHS=sm_72 cargo test --test kernels_compile
 elif [ "${MORPHOSCOPE_REQUIRE_NVRTC:-0}" = 1 ]; then
   echo "NVRTC 12 missing (.venv-nvrtc): cannot check sm_72" >&2; exit 1
+fi
+if command -v xvfb-run >/dev/null 2>&1 && command -v import >/dev/null 2>&1; then
+  echo "== viewer smoke test: a real window under Xvfb (scripts/ui_smoke.sh)"
+  bash scripts/ui_smoke.sh
+elif [ "${MORPHOSCOPE_REQUIRE_UI_SMOKE:-0}" = 1 ]; then
+  echo "xvfb-run/imagemagick missing: cannot run the viewer smoke test" >&2; exit 1
 fi
