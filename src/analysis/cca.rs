@@ -72,6 +72,8 @@ pub struct Cca {
     cpu: CclCpu,
     tracker: Tracker,
     background: Arc<Mutex<GpuBackground>>,
+    /// Component area of each live track when it was last matched (for lost tracks).
+    last_area: std::collections::HashMap<u64, u64>,
 }
 
 impl Cca {
@@ -83,6 +85,7 @@ impl Cca {
             cpu: CclCpu::new(),
             tracker: Tracker::new(settings.tracker.clone())?,
             background: Arc::new(Mutex::new(GpuBackground::default())),
+            last_area: std::collections::HashMap::new(),
         })
     }
 }
@@ -157,7 +160,12 @@ impl Analysis for Cca {
                 let points = tr.trail.iter().map(|p| [p[0] as f32, p[1] as f32]).collect();
                 shapes.push(Shape::Polyline { points, color: id_colour(tr.id) });
             }
-            let area = tr.component.and_then(|l| tracked.table.components.get(l as usize - 1)).map_or(0, |c| c.area);
+            // Matched this frame: its component's area; lost: the area when last matched.
+            let matched = tr.component.and_then(|l| tracked.table.components.get((l as usize).wrapping_sub(1))).map(|c| c.area);
+            let area = match matched {
+                Some(a) => *self.last_area.entry(tr.id).insert_entry(a).get(),
+                None => self.last_area.get(&tr.id).copied().unwrap_or(0),
+            };
             tracks.push(TrackInfo {
                 id: tr.id,
                 age: u64::from(tr.age),
@@ -166,6 +174,9 @@ impl Analysis for Cca {
                 velocity: [tr.velocity[0] as f32, tr.velocity[1] as f32],
                 bbox: [tr.bbox[0] as f32, tr.bbox[1] as f32, tr.bbox[2] as f32, tr.bbox[3] as f32],
             });
+        }
+        for tr in tracked.tracks.iter().filter(|t| t.state == TrackState::Removed) {
+            self.last_area.remove(&tr.id);
         }
         let confirmed = tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed).count();
         let mut records: Vec<(&'static str, String)> = tracked.mot_rows().into_iter().map(|r| ("tracks.csv", r)).collect();
