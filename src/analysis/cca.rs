@@ -220,3 +220,42 @@ impl GpuStage for CcaStage {
         Ok(payload_output(self.ccl.download_table(stream)?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+
+    fn frame(index: u64, square_at: Option<usize>) -> FrameInput {
+        let gray = Image::from_fn(64, 48, |x, y| match square_at {
+            Some(x0) if (x0..x0 + 6).contains(&x) && (20..26).contains(&y) => 200u8,
+            _ => 0,
+        });
+        FrameInput { index, gray: Arc::new(gray), rgb: None, gray16: None }
+    }
+
+    #[test]
+    fn a_lost_track_keeps_the_area_it_had_when_last_matched() {
+        let mut settings = OpSettings::default();
+        settings.cca.source = Source::Frame;
+        let mut cca = Cca::new(&settings).unwrap();
+        let mut run = |f: FrameInput| {
+            let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
+            cca.finish(out, &f)
+        };
+        for i in 0..8 {
+            let out = run(frame(i, Some(10 + i as usize)));
+            if i == 7 {
+                let OpData::Tracks(t) = &out.data else { panic!("no tracks") };
+                assert_eq!(t.len(), 1, "one confirmed track after 8 frames");
+                assert_eq!(t[0].area, 36);
+            }
+        }
+        // The square disappears: the track is lost, not removed, and keeps its area.
+        let out = run(frame(8, None));
+        let OpData::Tracks(t) = &out.data else { panic!("no tracks") };
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].area, 36, "area of the lost track");
+        assert_eq!(out.summary["components"], 0);
+    }
+}
