@@ -171,18 +171,8 @@ impl BlurGpu {
         params: &BlurParams,
         regions: [&'static str; 2],
     ) -> Result<(), OpError> {
-        if channels != 1 && channels != 3 {
-            return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
-        }
-        check_frame_size(width * channels, height)?;
+        let samples = check_input(input, width, height, channels)?;
         let weights = BlurWeights::new(params)?;
-        let samples = width * height * channels;
-        if input.len() < samples {
-            return Err(OpError::Unsupported(format!(
-                "input holds {} bytes, {width}x{height}x{channels} needs {samples}",
-                input.len()
-            )));
-        }
         self.ensure(stream, samples, width, height)?;
         self.produced = Some((width, height, channels));
         if samples == 0 {
@@ -224,18 +214,8 @@ impl BlurGpu {
         params: &BlurParams,
         region: &'static str,
     ) -> Result<(), OpError> {
-        if channels != 1 && channels != 3 {
-            return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
-        }
-        check_frame_size(width * channels, height)?;
+        let samples = check_input(input, width, height, channels)?;
         let weights = BlurWeightsF64::new(params)?;
-        let samples = width * height * channels;
-        if input.len() < samples {
-            return Err(OpError::Unsupported(format!(
-                "input holds {} bytes, {width}x{height}x{channels} needs {samples}",
-                input.len()
-            )));
-        }
         if self.out64.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
             self.tmp64 = None;
             self.out64 = None;
@@ -329,6 +309,19 @@ pub fn blur_rgb_gpu(
     let out = op.download(&stream)?;
     let px: Vec<[f32; 3]> = out.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
     Ok(Image::from_vec(img.width(), img.height(), px)?)
+}
+
+/// Checks the channel count, the frame size and that `input` holds the frame; the sample count.
+fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<usize, OpError> {
+    if channels != 1 && channels != 3 {
+        return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
+    }
+    check_frame_size(width * channels, height)?;
+    let samples = width * height * channels;
+    if input.len() < samples {
+        return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height}x{channels} needs {samples}", input.len())));
+    }
+    Ok(samples)
 }
 
 #[cfg(test)]
