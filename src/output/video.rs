@@ -91,13 +91,11 @@ impl VideoWriter {
     }
 
     fn check_bus(&self) -> Result<(), OutputError> {
-        if let Some(bus) = self.pipeline.bus() {
-            if let Some(msg) = bus.pop_filtered(&[gst::MessageType::Error]) {
-                if let gst::MessageView::Error(e) = msg.view() {
+        if let Some(bus) = self.pipeline.bus()
+            && let Some(msg) = bus.pop_filtered(&[gst::MessageType::Error])
+                && let gst::MessageView::Error(e) = msg.view() {
                     return Err(OutputError::Video(e.error().to_string()));
                 }
-            }
-        }
         Ok(())
     }
 

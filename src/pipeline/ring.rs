@@ -173,11 +173,10 @@ impl CudaRing {
         // for, then the others: a long stage (segmentation) of frame k overlaps that of k+1.
         for ordered in [true, false] {
             for (a, stage) in self.analyses.iter().zip(slot.stages.iter_mut()) {
-                if let (true, Some(stage)) = (a.enabled(), stage.as_mut()) {
-                    if stage.ordered() == ordered {
+                if let (true, Some(stage)) = (a.enabled(), stage.as_mut())
+                    && stage.ordered() == ordered {
                         stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
                     }
-                }
             }
             if ordered {
                 slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
