@@ -215,9 +215,10 @@ pub fn cached_ptx(
     let expanded = expand_includes(module.name, module.source, headers)?;
     let path = cache_path(module.name, fnv1a64(expanded.as_bytes()), arch, version);
     if let Some(p) = &path
-        && let Some(ptx) = read_cached(p) {
-            return Ok((ptx, PtxOrigin::Cache));
-        }
+        && let Some(ptx) = read_cached(p)
+    {
+        return Ok((ptx, PtxOrigin::Cache));
+    }
     let ptx = compile_ptx(module, headers, arch)?;
     if let Some(p) = &path {
         write_cached(p, &ptx);
@@ -228,9 +229,10 @@ pub fn cached_ptx(
 /// Removes a cache entry (used when the driver rejects cached PTX).
 pub fn evict(module: &KernelSource, headers: &[(&str, &str)], arch: &str) {
     if let (Ok(v), Ok(expanded)) = (nvrtc_version(), expand_includes(module.name, module.source, headers))
-        && let Some(p) = cache_path(module.name, fnv1a64(expanded.as_bytes()), arch, v) {
-            let _ = std::fs::remove_file(p);
-        }
+        && let Some(p) = cache_path(module.name, fnv1a64(expanded.as_bytes()), arch, v)
+    {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 #[cfg(test)]

@@ -93,9 +93,10 @@ impl VideoWriter {
     fn check_bus(&self) -> Result<(), OutputError> {
         if let Some(bus) = self.pipeline.bus()
             && let Some(msg) = bus.pop_filtered(&[gst::MessageType::Error])
-                && let gst::MessageView::Error(e) = msg.view() {
-                    return Err(OutputError::Video(e.error().to_string()));
-                }
+            && let gst::MessageView::Error(e) = msg.view()
+        {
+            return Err(OutputError::Video(e.error().to_string()));
+        }
         Ok(())
     }
 

@@ -39,17 +39,19 @@ impl Mailbox {
     /// Stores a frame (replacing an untaken one) and wakes the UI.
     pub fn put(&self, f: AnalysedFrame) {
         if let Ok(mut g) = self.slot.lock()
-            && g.replace(f).is_some() {
-                self.replaced.fetch_add(1, Ordering::Relaxed);
-            }
+            && g.replace(f).is_some()
+        {
+            self.replaced.fetch_add(1, Ordering::Relaxed);
+        }
         self.wake();
     }
     /// Calls the waker.
     pub fn wake(&self) {
         if let Ok(g) = self.waker.lock()
-            && let Some(w) = g.as_ref() {
-                w();
-            }
+            && let Some(w) = g.as_ref()
+        {
+            w();
+        }
     }
     /// Takes the newest frame, if any arrived since the last take.
     pub fn take(&self) -> Option<AnalysedFrame> {

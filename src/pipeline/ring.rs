@@ -174,9 +174,10 @@ impl CudaRing {
         for ordered in [true, false] {
             for (a, stage) in self.analyses.iter().zip(slot.stages.iter_mut()) {
                 if let (true, Some(stage)) = (a.enabled(), stage.as_mut())
-                    && stage.ordered() == ordered {
-                        stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
-                    }
+                    && stage.ordered() == ordered
+                {
+                    stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
+                }
             }
             if ordered {
                 slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);

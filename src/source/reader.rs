@@ -84,10 +84,11 @@ impl Source {
         // Wait for preroll (bounded) so duration and caps are known and early errors surface now.
         let (res, _, _) = src.pipeline.state(gst::ClockTime::from_seconds(10));
         if res.is_err()
-            && let Some(err) = src.take_bus_error() {
-                src.finished = true;
-                return Err(err);
-            }
+            && let Some(err) = src.take_bus_error()
+        {
+            src.finished = true;
+            return Err(err);
+        }
         Ok(src)
     }
 
