@@ -23,7 +23,7 @@ use std::time::Instant;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys::CUevent_flags};
 use rayon::prelude::*;
 
-use super::engine::{Submitted, run_cpu_analyses};
+use super::engine::Submitted;
 use crate::analysis::{AnalysedFrame, Analysis, FrameInput, FrameTimings, GpuFrame, GpuStage, OpOutput, OpSettings};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, launch};
 use crate::image::{DynImage, Image};
@@ -198,33 +198,39 @@ impl CudaRing {
         let (w, h) = (bufs.format.width, bufs.format.height);
         let gray = bufs.readback.as_slice()?[..w * h].to_vec();
         let input = FrameInput { index: f.index, gray: Arc::new(Image::from_vec(w, h, gray)?), rgb: f.rgb, gray16: f.gray16 };
-        // Every stage's readback and host post-processing (overlay pictures, tables) at once,
-        // one rayon task per stage; then `finish` in analysis order (cross-frame state).
+        // Every stage's readback and host post-processing (overlay pictures, tables), and the
+        // analyses without a GPU stage on the CPU, at once (one rayon task each); then `finish`
+        // in analysis order (cross-frame state such as tracks).
         let stream = &slot.stream;
-        let enabled: Vec<bool> = self.analyses.iter().map(|a| a.enabled()).collect();
-        let mut collected: Vec<Option<Result<(OpOutput, f64), OpError>>> = slot
-            .stages
+        type Collected = Option<Result<(OpOutput, Vec<(String, f64)>), OpError>>;
+        let mut collected: Vec<Collected> = self
+            .analyses
             .par_iter_mut()
-            .zip(enabled.par_iter())
-            .map(|(stage, &on)| {
-                let stage = stage.as_mut().filter(|_| on)?;
-                let t = Instant::now();
-                Some(stage.collect(stream, &input).map(|o| (o, t.elapsed().as_secs_f64() * 1e3)))
+            .zip(slot.stages.par_iter_mut())
+            .map(|(a, stage)| {
+                if !a.enabled() {
+                    return None;
+                }
+                let mut regions = Vec::new();
+                let out = match stage.as_mut() {
+                    Some(stage) => {
+                        let t = Instant::now();
+                        let out = stage.collect(stream, &input);
+                        regions.push((format!("{}_collect", a.name()), t.elapsed().as_secs_f64() * 1e3));
+                        out
+                    }
+                    None => a.run_cpu(&input, &mut regions),
+                };
+                Some(out.map(|o| (o, regions)))
             })
             .collect();
         let mut outputs = Vec::new();
         let mut cpu_regions = Vec::new();
-        for (k, a) in self.analyses.iter_mut().enumerate() {
-            if !enabled[k] {
-                continue;
-            }
-            match collected[k].take() {
-                Some(r) => {
-                    let (out, ms) = r?;
-                    cpu_regions.push((format!("{}_collect", a.name()), ms));
-                    outputs.push(a.finish(out, &input));
-                }
-                None => outputs.extend(run_cpu_analyses(std::slice::from_mut(a), &input, &mut cpu_regions)?),
+        for (a, c) in self.analyses.iter_mut().zip(collected.iter_mut()) {
+            if let Some(r) = c.take() {
+                let (out, regions) = r?;
+                cpu_regions.extend(regions);
+                outputs.push(a.finish(out, &input));
             }
         }
         let download_ms = t_down.elapsed().as_secs_f64() * 1e3;
