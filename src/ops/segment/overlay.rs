@@ -2,6 +2,7 @@
 //! (stable per label), optionally with 1-pixel boundaries (a pixel whose right or lower
 //! neighbour has another label).
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::raster_relabel;
@@ -82,17 +83,20 @@ pub fn overlay_rgb(
                 .collect()
         }
     };
-    Ok(Image::from_fn(w, h, |x, y| {
-        let l = dense[y * w + x];
-        if let Some(b) = boundary {
-            let right = x + 1 < w && dense[y * w + x + 1] != l;
-            let down = y + 1 < h && dense[(y + 1) * w + x] != l;
-            if right || down {
-                return b;
-            }
+    // Rows in parallel: each output row reads its label row and the next one.
+    let mut px = vec![[0u8; 3]; w * h];
+    px.par_chunks_mut(w.max(1)).enumerate().for_each(|(y, out)| {
+        for (x, o) in out.iter_mut().enumerate() {
+            let l = dense[y * w + x];
+            let edge = boundary.is_some()
+                && ((x + 1 < w && dense[y * w + x + 1] != l) || (y + 1 < h && dense[(y + 1) * w + x] != l));
+            *o = match boundary {
+                Some(b) if edge => b,
+                _ => fill[l as usize],
+            };
         }
-        fill[l as usize]
-    }))
+    });
+    Ok(Image::from_vec(w, h, px)?)
 }
 
 /// Segments of a grey image drawn as mean grey or random colours, with boundaries.
