@@ -50,3 +50,28 @@ pub fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(
         .alloc_zeros::<T>(len.max(1))
         .map_err(|e| GpuError::from_alloc(e, what, width, height, len * std::mem::size_of::<T>()))
 }
+
+/// Copies `data` (a packed frame, `width` x `height` pixels of one or more samples) to a new
+/// device buffer. An empty frame gets a one-element zero buffer: kernels take a valid pointer
+/// even when they have nothing to do.
+pub fn upload_packed<T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    data: &[T],
+    width: usize,
+    height: usize,
+) -> Result<CudaSlice<T>, GpuError> {
+    check_frame_size(width, height)?;
+    if data.is_empty() {
+        return alloc_zeroed::<T>(stream, 1, "input frame", width, height);
+    }
+    stream.clone_htod(data).map_err(|e| GpuError::from_alloc(e, "input frame", width, height, std::mem::size_of_val(data)))
+}
+
+/// Uploads the visible pixels of `img` packed (rows without their padding).
+pub fn upload_image<T: DeviceRepr + ValidAsZeroBits + Copy>(
+    stream: &Arc<CudaStream>,
+    img: crate::image::ImageView<'_, T>,
+) -> Result<CudaSlice<T>, GpuError> {
+    let px: Vec<T> = img.rows().flat_map(|r| r.iter().copied()).collect();
+    upload_packed(stream, &px, img.width(), img.height())
+}

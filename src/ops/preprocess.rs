@@ -63,7 +63,7 @@ pub fn rgb_to_gray_gpu(gpu: &GpuContext, img: ImageView<'_, [u8; 3]>) -> Result<
     }
     let stream = gpu.new_stream()?;
     let bytes: Vec<u8> = img.rows().flat_map(|r| r.iter().flat_map(|p| p.iter().copied())).collect();
-    let d_rgb = stream.clone_htod(&bytes)?;
+    let d_rgb = launch::upload_packed(&stream, &bytes, w, h)?;
     let mut d_gray = launch::alloc_zeroed::<u8>(&stream, w * h, "grey frame", w, h)?;
     enqueue_rgb_to_gray(gpu, &stream, &d_rgb, &mut d_gray, w, h)?;
     let out = stream.clone_dtoh(&d_gray)?;

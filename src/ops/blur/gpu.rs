@@ -9,7 +9,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernel
 
 use super::cpu::INV255_F32;
 use super::{BlurParams, MAX_RADIUS};
-use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d};
+use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d, upload_image, upload_packed};
 use crate::gpu::{GpuContext, GpuError, KernelTimer};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -287,8 +287,7 @@ pub fn blur_gray_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &BlurPara
     let mut op = BlurGpu::new(gpu)?;
     let stream = gpu.new_stream()?;
     let mut timer = KernelTimer::new();
-    let packed = super::cpu::pack_gray(img);
-    let input = if packed.is_empty() { stream.alloc_zeros::<u8>(1)? } else { stream.clone_htod(&packed)? };
+    let input = upload_image(&stream, img)?;
     op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
     let out = op.download(&stream)?;
     Ok(Image::from_vec(img.width(), img.height(), out.data)?)
@@ -303,8 +302,7 @@ pub fn blur_rgb_gpu(
     let mut op = BlurGpu::new(gpu)?;
     let stream = gpu.new_stream()?;
     let mut timer = KernelTimer::new();
-    let packed = super::cpu::pack_rgb(img);
-    let input = if packed.is_empty() { stream.alloc_zeros::<u8>(1)? } else { stream.clone_htod(&packed)? };
+    let input = upload_packed(&stream, &super::cpu::pack_rgb(img), img.width(), img.height())?;
     op.enqueue_rgb(&stream, &mut timer, &input, img.width(), img.height(), params)?;
     let out = op.download(&stream)?;
     let px: Vec<[f32; 3]> = out.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();

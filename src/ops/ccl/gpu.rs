@@ -462,8 +462,7 @@ pub fn run_on(
     img: ImageView<'_, u8>,
     params: &CclParams,
 ) -> Result<CclOutput, OpError> {
-    let packed = img.to_image();
-    let input = if packed.is_empty() { stream.alloc_zeros::<u8>(1)? } else { stream.clone_htod(packed.data())? };
+    let input = crate::gpu::launch::upload_image(stream, img)?;
     op.enqueue(stream, timer, &input, img.width(), img.height(), params)?;
     op.download(stream)
 }

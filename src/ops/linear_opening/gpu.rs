@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear};
+use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear, upload_image};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -692,15 +692,6 @@ fn check_input<T>(input: &CudaSlice<T>, width: usize, height: usize) -> Result<(
     Ok(())
 }
 
-/// Uploads a view packed (copies only when padded).
-fn upload<T: GpuSample>(stream: &Arc<CudaStream>, img: ImageView<'_, T>) -> Result<CudaSlice<T>, OpError> {
-    let packed = img.to_image();
-    if packed.is_empty() {
-        return Ok(stream.alloc_zeros::<T>(1)?);
-    }
-    Ok(stream.clone_htod(packed.data())?)
-}
-
 /// Convenience: upload, one opening (closing), download. For the CLI and the parity tests.
 pub fn linear_opening_gpu<T: GpuSample>(
     gpu: &GpuContext,
@@ -708,7 +699,7 @@ pub fn linear_opening_gpu<T: GpuSample>(
     params: &LinearOpeningParams,
 ) -> Result<Image<T>, OpError> {
     let stream = gpu.new_stream()?;
-    let input = upload(&stream, img)?;
+    let input = upload_image(&stream, img)?;
     let mut op = LinearOpeningGpu::<T>::new(gpu)?;
     let mut timer = KernelTimer::new();
     op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
@@ -723,7 +714,7 @@ pub fn orientation_gpu<T: GpuSample>(
     params: &OrientationParams,
 ) -> Result<OrientationOutput<T>, OpError> {
     let stream = gpu.new_stream()?;
-    let input = upload(&stream, img)?;
+    let input = upload_image(&stream, img)?;
     let mut op = OrientationGpu::<T>::new(gpu)?;
     let mut timer = KernelTimer::new();
     op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;

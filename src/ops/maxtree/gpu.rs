@@ -591,16 +591,6 @@ fn fetch<T: GpuGray>(
     }
 }
 
-fn upload<T: GpuGray>(stream: &Arc<CudaStream>, img: ImageView<'_, T>) -> Result<CudaSlice<T>, OpError> {
-    let (w, h) = (img.width(), img.height());
-    launch::check_frame_size(w, h)?;
-    let px: Vec<T> = img.rows().flat_map(|r| r.iter().copied()).collect();
-    if px.is_empty() {
-        return Ok(launch::alloc_zeroed::<T>(stream, 1, "input", w, h)?);
-    }
-    Ok(stream.clone_htod(&px)?)
-}
-
 /// The whole analysis on the GPU for one image (upload, enqueue, download): the CLI and tests.
 pub fn maxtree_gpu<T: GpuGray>(
     gpu: &GpuContext,
@@ -608,7 +598,7 @@ pub fn maxtree_gpu<T: GpuGray>(
     params: &MaxtreeParams,
 ) -> Result<MaxtreeOutput, OpError> {
     let stream = gpu.new_stream()?;
-    let input = upload(&stream, img)?;
+    let input = launch::upload_image(&stream, img)?;
     let mut mt = MaxtreeGpu::new(gpu)?;
     let mut timer = KernelTimer::new();
     mt.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
@@ -623,7 +613,7 @@ pub fn maxtree_parent_gpu<T: GpuGray>(
     connectivity: Connectivity,
 ) -> Result<Image<u32>, OpError> {
     let stream = gpu.new_stream()?;
-    let input = upload(&stream, img)?;
+    let input = launch::upload_image(&stream, img)?;
     let mut mt = MaxtreeGpu::new(gpu)?;
     let mut timer = KernelTimer::new();
     mt.enqueue_tree(&stream, &mut timer, &input, img.width(), img.height(), tree, connectivity)?;

@@ -22,7 +22,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfi
 
 use super::boruvka::{ZERO_ROUNDS, eid_bits, zero_phase};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d};
+use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d, upload_packed};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -751,7 +751,7 @@ fn run_packed(
     let mut op = SegmentGpu::new(gpu)?;
     let stream = gpu.new_stream()?;
     let mut timer = KernelTimer::new();
-    let input = if data.is_empty() { stream.alloc_zeros::<u8>(1)? } else { stream.clone_htod(data)? };
+    let input = upload_packed(&stream, data, width, height)?;
     op.enqueue_channels(&stream, &mut timer, &input, width, height, channels, params)?;
     op.download(&stream)
 }
