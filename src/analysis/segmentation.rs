@@ -15,7 +15,7 @@ use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::segment::boruvka::{felzenszwalb_boruvka_gray, felzenszwalb_boruvka_rgb};
-use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_gray, overlay_rgb};
+use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_segments_gray, overlay_segments_rgb};
 
 /// Colour of the segment boundaries in the overlay.
 const BOUNDARY: [u8; 3] = [255, 255, 0];
@@ -105,8 +105,8 @@ impl SegmentationSettings {
 /// The overlay and summary of a segmentation of `input` (colour when it was segmented in colour).
 fn output(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
     let picture = match input.rgb.as_deref() {
-        Some(rgb) => overlay_rgb(rgb.view(), out.labels.view(), settings.fill, settings.boundary())?,
-        None => overlay_gray(input.gray.view(), out.labels.view(), settings.fill, settings.boundary())?,
+        Some(rgb) => overlay_segments_rgb(rgb.view(), out, settings.fill, settings.boundary())?,
+        None => overlay_segments_gray(input.gray.view(), out, settings.fill, settings.boundary())?,
     };
     Ok(OpOutput {
         op: "segmentation",

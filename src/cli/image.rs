@@ -328,8 +328,8 @@ fn felzenszwalb_op(backend: &Backend, a: &ImageArgs, img: DynImage) -> anyhow::R
     if let Some(path) = &a.overlay {
         let boundary = Some([255, 255, 0]);
         let picture = match &img {
-            DynImage::Gray8(g) => segment::overlay_gray(g.view(), out.labels.view(), segment::OverlayMode::Mean, boundary)?,
-            DynImage::Rgb8(c) => segment::overlay_rgb(c.view(), out.labels.view(), segment::OverlayMode::Mean, boundary)?,
+            DynImage::Gray8(g) => segment::overlay_segments_gray(g.view(), &out, segment::OverlayMode::Mean, boundary)?,
+            DynImage::Rgb8(c) => segment::overlay_segments_rgb(c.view(), &out, segment::OverlayMode::Mean, boundary)?,
             _ => bail!("op felzenszwalb: unsupported input"),
         };
         io::write_image(path, &DynImage::Rgb8(picture))?;

@@ -62,7 +62,7 @@ pub use boruvka::felzenszwalb_boruvka;
 pub use cpu::{felzenszwalb, felzenszwalb_rgb};
 pub use gpu::{SegmentGpu, segment_gpu, segment_gpu_rgb};
 pub use metrics::{LabelCheck, asa, check_labels, undersegmentation_error};
-pub use overlay::{OverlayMode, overlay_gray, overlay_rgb};
+pub use overlay::{OverlayMode, overlay_gray, overlay_rgb, overlay_segments_gray, overlay_segments_rgb};
 
 /// Largest round cap per phase (the hierarchy stores global round numbers as `u16`).
 pub const MAX_ROUNDS_LIMIT: u32 = 4000;

@@ -43,6 +43,7 @@ fn same_size<A: Copy, B: Copy>(a: &ImageView<'_, A>, b: &ImageView<'_, B>) -> Re
 }
 
 /// Segments of an RGB image drawn as mean or random colours, with boundaries in `boundary`.
+/// `labels` may be any values (they are renumbered for the tables).
 pub fn overlay_rgb(
     img: ImageView<'_, [u8; 3]>,
     labels: ImageView<'_, u32>,
@@ -50,53 +51,10 @@ pub fn overlay_rgb(
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
     same_size(&img, &labels)?;
-    let (w, h) = (img.width(), img.height());
     let raw: Vec<u32> = labels.rows().flat_map(|r| r.iter().copied()).collect();
-    // Dense labels for the per-segment tables (the raw values may be sparse).
     let (dense, count) = raster_relabel(&raw);
-    let fill: Vec<[u8; 3]> = match mode {
-        OverlayMode::Random => {
-            let mut first = vec![u32::MAX; count];
-            for (&d, &r) in dense.iter().zip(&raw) {
-                if first[d as usize] == u32::MAX {
-                    first[d as usize] = r;
-                }
-            }
-            first.into_iter().map(label_colour).collect()
-        }
-        OverlayMode::Mean => {
-            let mut sums = vec![[0u64; 4]; count];
-            for (row, ids) in img.rows().zip(dense.chunks_exact(w.max(1))) {
-                for (p, &d) in row.iter().zip(ids) {
-                    let s = &mut sums[d as usize];
-                    for c in 0..3 {
-                        s[c] += u64::from(p[c]);
-                    }
-                    s[3] += 1;
-                }
-            }
-            sums.iter()
-                .map(|s| {
-                    let n = s[3].max(1);
-                    [((s[0] + n / 2) / n) as u8, ((s[1] + n / 2) / n) as u8, ((s[2] + n / 2) / n) as u8]
-                })
-                .collect()
-        }
-    };
-    // Rows in parallel: each output row reads its label row and the next one.
-    let mut px = vec![[0u8; 3]; w * h];
-    px.par_chunks_mut(w.max(1)).enumerate().for_each(|(y, out)| {
-        for (x, o) in out.iter_mut().enumerate() {
-            let l = dense[y * w + x];
-            let edge = boundary.is_some()
-                && ((x + 1 < w && dense[y * w + x + 1] != l) || (y + 1 < h && dense[(y + 1) * w + x] != l));
-            *o = match boundary {
-                Some(b) if edge => b,
-                _ => fill[l as usize],
-            };
-        }
-    });
-    Ok(Image::from_vec(w, h, px)?)
+    let fill = segment_fill(img.rows(), |p| *p, img.width(), &dense, &raw, count, mode);
+    paint(img.width(), img.height(), &dense, &fill, boundary)
 }
 
 /// Segments of a grey image drawn as mean grey or random colours, with boundaries.
@@ -106,8 +64,112 @@ pub fn overlay_gray(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    let rgb = img.map(|v| [v, v, v]);
-    overlay_rgb(rgb.view(), labels, mode, boundary)
+    same_size(&img, &labels)?;
+    let raw: Vec<u32> = labels.rows().flat_map(|r| r.iter().copied()).collect();
+    let (dense, count) = raster_relabel(&raw);
+    let fill = segment_fill(img.rows(), |&v| [v, v, v], img.width(), &dense, &raw, count, mode);
+    paint(img.width(), img.height(), &dense, &fill, boundary)
+}
+
+/// [`overlay_rgb`] of a segmentation's own labels, which are already `0..segment_count` in
+/// raster order: no renumbering pass (the pipeline's per-frame path).
+pub fn overlay_segments_rgb(
+    img: ImageView<'_, [u8; 3]>,
+    seg: &super::SegmentOutput,
+    mode: OverlayMode,
+    boundary: Option<[u8; 3]>,
+) -> Result<Image<[u8; 3]>, OpError> {
+    same_size(&img, &seg.labels.view())?;
+    with_dense(seg, |dense| {
+        let fill = segment_fill(img.rows(), |p| *p, img.width(), dense, dense, seg.segment_count, mode);
+        paint(img.width(), img.height(), dense, &fill, boundary)
+    })
+}
+
+/// [`overlay_gray`] of a segmentation's own labels (see [`overlay_segments_rgb`]).
+pub fn overlay_segments_gray(
+    img: ImageView<'_, u8>,
+    seg: &super::SegmentOutput,
+    mode: OverlayMode,
+    boundary: Option<[u8; 3]>,
+) -> Result<Image<[u8; 3]>, OpError> {
+    same_size(&img, &seg.labels.view())?;
+    with_dense(seg, |dense| {
+        let fill = segment_fill(img.rows(), |&v| [v, v, v], img.width(), dense, dense, seg.segment_count, mode);
+        paint(img.width(), img.height(), dense, &fill, boundary)
+    })
+}
+
+/// Runs `f` on the segmentation's labels as one packed slice (copied only when padded).
+fn with_dense<R>(seg: &super::SegmentOutput, f: impl FnOnce(&[u32]) -> R) -> R {
+    let n = seg.labels.width() * seg.labels.height();
+    if seg.labels.is_packed() {
+        f(&seg.labels.data()[..n])
+    } else {
+        f(seg.labels.to_packed().data())
+    }
+}
+
+/// The colour of each of `count` dense labels: the mean of its pixels, or [`label_colour`] of
+/// its original label `raw` (first pixel). Labels `>= count` are ignored.
+fn segment_fill<'a, P: 'a>(
+    rows: impl Iterator<Item = &'a [P]>,
+    to_rgb: impl Fn(&P) -> [u8; 3],
+    width: usize,
+    dense: &[u32],
+    raw: &[u32],
+    count: usize,
+    mode: OverlayMode,
+) -> Vec<[u8; 3]> {
+    match mode {
+        OverlayMode::Random => {
+            let mut first = vec![u32::MAX; count];
+            for (&d, &r) in dense.iter().zip(raw) {
+                if let Some(f) = first.get_mut(d as usize).filter(|f| **f == u32::MAX) {
+                    *f = r;
+                }
+            }
+            first.into_iter().map(label_colour).collect()
+        }
+        OverlayMode::Mean => {
+            let mut sums = vec![[0u64; 4]; count];
+            for (row, ids) in rows.zip(dense.chunks_exact(width.max(1))) {
+                for (p, &d) in row.iter().zip(ids) {
+                    if let Some(s) = sums.get_mut(d as usize) {
+                        let c = to_rgb(p);
+                        for k in 0..3 {
+                            s[k] += u64::from(c[k]);
+                        }
+                        s[3] += 1;
+                    }
+                }
+            }
+            sums.iter()
+                .map(|s| {
+                    let n = s[3].max(1);
+                    [((s[0] + n / 2) / n) as u8, ((s[1] + n / 2) / n) as u8, ((s[2] + n / 2) / n) as u8]
+                })
+                .collect()
+        }
+    }
+}
+
+/// Paints each pixel with its segment's fill, or `boundary` where its right or lower
+/// neighbour has another label; rows in parallel.
+fn paint(w: usize, h: usize, dense: &[u32], fill: &[[u8; 3]], boundary: Option<[u8; 3]>) -> Result<Image<[u8; 3]>, OpError> {
+    let mut px = vec![[0u8; 3]; w * h];
+    px.par_chunks_mut(w.max(1)).enumerate().for_each(|(y, out)| {
+        for (x, o) in out.iter_mut().enumerate() {
+            let l = dense[y * w + x];
+            let edge = boundary.is_some()
+                && ((x + 1 < w && dense[y * w + x + 1] != l) || (y + 1 < h && dense[(y + 1) * w + x] != l));
+            *o = match boundary {
+                Some(b) if edge => b,
+                _ => fill.get(l as usize).copied().unwrap_or([0; 3]),
+            };
+        }
+    });
+    Ok(Image::from_vec(w, h, px)?)
 }
 
 #[cfg(test)]
@@ -129,5 +191,27 @@ mod tests {
         let g = overlay_gray(Image::new(4, 1, 7u8).view(), labels.view(), OverlayMode::Mean, None).unwrap();
         assert_eq!(g.get(0, 0), [7, 7, 7]);
         assert!(overlay_gray(Image::new(3, 1, 7u8).view(), labels.view(), OverlayMode::Mean, None).is_err());
+    }
+
+    #[test]
+    fn the_segmentation_path_equals_the_general_one() {
+        use crate::ops::segment::{SegmentParams, felzenszwalb_rgb};
+        let img = Image::from_fn(40, 30, |x, y| [(x * 6) as u8, (y * 8) as u8, ((x * y) % 256) as u8]);
+        let seg = felzenszwalb_rgb(img.view(), &SegmentParams { min_size: 5, ..SegmentParams::default() }).unwrap();
+        assert!(seg.segment_count > 1);
+        let gray = img.map(|p| p[1]);
+        for mode in [OverlayMode::Mean, OverlayMode::Random] {
+            for boundary in [None, Some([255, 0, 0])] {
+                assert_eq!(
+                    overlay_segments_rgb(img.view(), &seg, mode, boundary).unwrap(),
+                    overlay_rgb(img.view(), seg.labels.view(), mode, boundary).unwrap()
+                );
+                assert_eq!(
+                    overlay_segments_gray(gray.view(), &seg, mode, boundary).unwrap(),
+                    overlay_gray(gray.view(), seg.labels.view(), mode, boundary).unwrap()
+                );
+            }
+        }
+        assert!(overlay_segments_gray(Image::new(3, 3, 0u8).view(), &seg, OverlayMode::Mean, None).is_err());
     }
 }
