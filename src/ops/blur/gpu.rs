@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg, ValidAsZeroBits};
 
 use super::cpu::INV255_F32;
 use super::{BlurParams, MAX_RADIUS};
@@ -79,16 +79,84 @@ pub struct BlurOutput {
     pub data: Vec<f32>,
 }
 
+/// The two passes at one precision: kernels and the scratch/output buffers of one frame size.
+struct Passes<T: DeviceRepr> {
+    vertical: CudaFunction,
+    horizontal: CudaFunction,
+    tmp: Option<CudaSlice<T>>,
+    out: Option<CudaSlice<T>>,
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> Passes<T>
+where
+    HalfKernel<T>: DeviceRepr,
+{
+    fn new(gpu: &GpuContext, vertical: &str, horizontal: &str) -> Result<Self, OpError> {
+        Ok(Self { vertical: gpu.function("blur", vertical)?, horizontal: gpu.function("blur", horizontal)?, tmp: None, out: None })
+    }
+
+    /// Enqueues both passes over `samples = width * height * channels` interleaved samples
+    /// (checked by the caller), timing them under `regions` (one name: both in one region).
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<u8>,
+        (width, height, channels): (usize, usize, usize),
+        weights: &HalfKernel<T>,
+        inv255: T,
+        regions: &[&'static str],
+    ) -> Result<(), OpError> {
+        let samples = width * height * channels;
+        if self.out.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
+            self.tmp = None;
+            self.out = None;
+            self.tmp = Some(alloc_zeroed::<T>(stream, samples, "blur scratch", width, height)?);
+            self.out = Some(alloc_zeroed::<T>(stream, samples, "blur output", width, height)?);
+        }
+        if samples == 0 {
+            return Ok(());
+        }
+        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else { return Ok(()) };
+        let row = (width * channels) as u32;
+        let (w, h, c) = (width as u32, height as u32, channels as u32);
+        let cfg = grid2d(width * channels, height, 32, 8);
+        let (vertical, horizontal) = (&self.vertical, &self.horizontal);
+        let pass_v = |tmp: &mut CudaSlice<T>| -> Result<(), GpuError> {
+            let mut l = stream.launch_builder(vertical);
+            l.arg(input).arg(tmp).arg(weights).arg(&row).arg(&h).arg(&inv255);
+            // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
+            // row * height bytes (checked by the caller), tmp as many samples.
+            unsafe { l.launch(cfg) }?;
+            Ok(())
+        };
+        let pass_h = |tmp: &CudaSlice<T>, out: &mut CudaSlice<T>| -> Result<(), GpuError> {
+            let mut l = stream.launch_builder(horizontal);
+            l.arg(tmp).arg(out).arg(weights).arg(&w).arg(&h).arg(&c);
+            // SAFETY: as above; reflected column indices stay inside the row.
+            unsafe { l.launch(cfg) }?;
+            Ok(())
+        };
+        match regions {
+            [both] => timer.time(stream, both, || {
+                pass_v(tmp)?;
+                pass_h(tmp, out)
+            })?,
+            [first, second, ..] => {
+                timer.time(stream, first, || pass_v(tmp))?;
+                timer.time(stream, second, || pass_h(tmp, out))?;
+            }
+            [] => return Err(OpError::InvalidParam("blur: no timer region".into())),
+        }
+        Ok(())
+    }
+}
+
 /// GPU Gaussian blur with buffers for one frame size.
 pub struct BlurGpu {
-    f_vertical: CudaFunction,
-    f_horizontal: CudaFunction,
-    f_vertical64: CudaFunction,
-    f_horizontal64: CudaFunction,
-    tmp: Option<CudaSlice<f32>>,
-    out: Option<CudaSlice<f32>>,
-    tmp64: Option<CudaSlice<f64>>,
-    out64: Option<CudaSlice<f64>>,
+    f32: Passes<f32>,
+    f64: Passes<f64>,
     produced: Option<(usize, usize, usize)>,
 }
 
@@ -102,33 +170,10 @@ impl BlurGpu {
     /// Resolves the kernels (buffers are allocated on the first frame).
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
         Ok(Self {
-            f_vertical: gpu.function("blur", "blur_vertical")?,
-            f_horizontal: gpu.function("blur", "blur_horizontal")?,
-            f_vertical64: gpu.function("blur", "blur_vertical_f64")?,
-            f_horizontal64: gpu.function("blur", "blur_horizontal_f64")?,
-            tmp: None,
-            out: None,
-            tmp64: None,
-            out64: None,
+            f32: Passes::new(gpu, "blur_vertical", "blur_horizontal")?,
+            f64: Passes::new(gpu, "blur_vertical_f64", "blur_horizontal_f64")?,
             produced: None,
         })
-    }
-
-    fn ensure(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        samples: usize,
-        width: usize,
-        height: usize,
-    ) -> Result<(), GpuError> {
-        if self.out.as_ref().is_some_and(|b| b.len() == samples.max(1)) {
-            return Ok(());
-        }
-        self.tmp = None;
-        self.out = None;
-        self.tmp = Some(alloc_zeroed::<f32>(stream, samples, "blur scratch", width, height)?);
-        self.out = Some(alloc_zeroed::<f32>(stream, samples, "blur output", width, height)?);
-        Ok(())
     }
 
     /// Enqueues the blur of a packed grey frame (timer regions `blur_vertical`, `blur_horizontal`).
@@ -171,33 +216,10 @@ impl BlurGpu {
         params: &BlurParams,
         regions: [&'static str; 2],
     ) -> Result<(), OpError> {
-        let samples = check_input(input, width, height, channels)?;
+        check_input(input, width, height, channels)?;
         let weights = BlurWeights::new(params)?;
-        self.ensure(stream, samples, width, height)?;
         self.produced = Some((width, height, channels));
-        if samples == 0 {
-            return Ok(());
-        }
-        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else { return Ok(()) };
-        let row = (width * channels) as u32;
-        let (w, h, c) = (width as u32, height as u32, channels as u32);
-        let cfg = grid2d(width * channels, height, 32, 8);
-        timer.time(stream, regions[0], || {
-            let mut l = stream.launch_builder(&self.f_vertical);
-            l.arg(input).arg(&mut *tmp).arg(&weights).arg(&row).arg(&h).arg(&INV255_F32);
-            // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
-            // row * height bytes (checked above), tmp as many floats.
-            unsafe { l.launch(cfg) }?;
-            Ok(())
-        })?;
-        timer.time(stream, regions[1], || {
-            let mut l = stream.launch_builder(&self.f_horizontal);
-            l.arg(&*tmp).arg(&mut *out).arg(&weights).arg(&w).arg(&h).arg(&c);
-            // SAFETY: as above; reflected column indices stay inside the row.
-            unsafe { l.launch(cfg) }?;
-            Ok(())
-        })?;
-        Ok(())
+        self.f32.enqueue(stream, timer, input, (width, height, channels), &weights, INV255_F32, &regions)
     }
 
     /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of
@@ -214,46 +236,20 @@ impl BlurGpu {
         params: &BlurParams,
         region: &'static str,
     ) -> Result<(), OpError> {
-        let samples = check_input(input, width, height, channels)?;
+        check_input(input, width, height, channels)?;
         let weights = BlurWeightsF64::new(params)?;
-        if self.out64.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
-            self.tmp64 = None;
-            self.out64 = None;
-            self.tmp64 = Some(alloc_zeroed::<f64>(stream, samples, "blur f64 scratch", width, height)?);
-            self.out64 = Some(alloc_zeroed::<f64>(stream, samples, "blur f64 output", width, height)?);
-        }
-        if samples == 0 {
-            return Ok(());
-        }
-        let (Some(tmp), Some(out)) = (self.tmp64.as_mut(), self.out64.as_mut()) else { return Ok(()) };
-        let row = (width * channels) as u32;
-        let (w, h, c) = (width as u32, height as u32, channels as u32);
-        let cfg = grid2d(width * channels, height, 32, 8);
-        let inv255 = 1.0f64 / 255.0;
-        timer.time(stream, region, || {
-            let mut l = stream.launch_builder(&self.f_vertical64);
-            l.arg(input).arg(&mut *tmp).arg(&weights).arg(&row).arg(&h).arg(&inv255);
-            // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
-            // row * height bytes (checked above), tmp as many doubles.
-            unsafe { l.launch(cfg) }?;
-            let mut l = stream.launch_builder(&self.f_horizontal64);
-            l.arg(&*tmp).arg(&mut *out).arg(&weights).arg(&w).arg(&h).arg(&c);
-            // SAFETY: as above; reflected column indices stay inside the row.
-            unsafe { l.launch(cfg) }?;
-            Ok(())
-        })?;
-        Ok(())
+        self.f64.enqueue(stream, timer, input, (width, height, channels), &weights, 1.0 / 255.0, &[region])
     }
 
     /// The device buffer holding the last `f64` blur (packed interleaved).
     #[must_use]
     pub fn output_f64(&self) -> Option<&CudaSlice<f64>> {
-        self.out64.as_ref()
+        self.f64.out.as_ref()
     }
 
     /// Blocking readback of the last `f64` blur (`n * channels` samples).
     pub fn download_f64(&self, stream: &Arc<CudaStream>, samples: usize) -> Result<Vec<f64>, OpError> {
-        let data = match self.out64.as_ref() {
+        let data = match self.f64.out.as_ref() {
             Some(b) if samples > 0 && b.len() >= samples => stream.clone_dtoh(&b.slice(0..samples))?,
             _ => Vec::new(),
         };
@@ -264,7 +260,7 @@ impl BlurGpu {
     /// The device buffer holding the last blurred frame (packed interleaved `f32`).
     #[must_use]
     pub fn output(&self) -> Option<&CudaSlice<f32>> {
-        self.out.as_ref()
+        self.f32.out.as_ref()
     }
 
     /// Blocking readback of the last enqueued frame.
@@ -273,7 +269,7 @@ impl BlurGpu {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
         };
         let n = width * height * channels;
-        let data = match self.out.as_ref() {
+        let data = match self.f32.out.as_ref() {
             Some(b) if n > 0 => stream.clone_dtoh(&b.slice(0..n))?,
             _ => Vec::new(),
         };
@@ -309,8 +305,8 @@ pub fn blur_rgb_gpu(
     Ok(Image::from_vec(img.width(), img.height(), px)?)
 }
 
-/// Checks the channel count, the frame size and that `input` holds the frame; the sample count.
-fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<usize, OpError> {
+/// Checks the channel count, the frame size and that `input` holds the frame.
+fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<(), OpError> {
     if channels != 1 && channels != 3 {
         return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
     }
@@ -319,7 +315,7 @@ fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usi
     if input.len() < samples {
         return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height}x{channels} needs {samples}", input.len())));
     }
-    Ok(samples)
+    Ok(())
 }
 
 #[cfg(test)]
