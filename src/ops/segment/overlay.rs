@@ -50,11 +50,7 @@ pub fn overlay_rgb(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    same_size(&img, &labels)?;
-    let raw: Vec<u32> = labels.rows().flat_map(|r| r.iter().copied()).collect();
-    let (dense, count) = raster_relabel(&raw);
-    let fill = segment_fill(img.rows(), |p| *p, img.width(), &dense, &raw, count, mode);
-    paint(img.width(), img.height(), &dense, &fill, boundary)
+    overlay_with(img, |p| *p, labels, None, mode, boundary)
 }
 
 /// Segments of a grey image drawn as mean grey or random colours, with boundaries.
@@ -64,11 +60,7 @@ pub fn overlay_gray(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    same_size(&img, &labels)?;
-    let raw: Vec<u32> = labels.rows().flat_map(|r| r.iter().copied()).collect();
-    let (dense, count) = raster_relabel(&raw);
-    let fill = segment_fill(img.rows(), |&v| [v, v, v], img.width(), &dense, &raw, count, mode);
-    paint(img.width(), img.height(), &dense, &fill, boundary)
+    overlay_with(img, |&v| [v, v, v], labels, None, mode, boundary)
 }
 
 /// [`overlay_rgb`] of a segmentation's own labels, which are already `0..segment_count` in
@@ -79,11 +71,7 @@ pub fn overlay_segments_rgb(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    same_size(&img, &seg.labels.view())?;
-    with_dense(seg, |dense| {
-        let fill = segment_fill(img.rows(), |p| *p, img.width(), dense, dense, seg.segment_count, mode);
-        paint(img.width(), img.height(), dense, &fill, boundary)
-    })
+    overlay_with(img, |p| *p, seg.labels.view(), Some(seg.segment_count), mode, boundary)
 }
 
 /// [`overlay_gray`] of a segmentation's own labels (see [`overlay_segments_rgb`]).
@@ -93,21 +81,38 @@ pub fn overlay_segments_gray(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    same_size(&img, &seg.labels.view())?;
-    with_dense(seg, |dense| {
-        let fill = segment_fill(img.rows(), |&v| [v, v, v], img.width(), dense, dense, seg.segment_count, mode);
-        paint(img.width(), img.height(), dense, &fill, boundary)
-    })
+    overlay_with(img, |&v| [v, v, v], seg.labels.view(), Some(seg.segment_count), mode, boundary)
 }
 
-/// Runs `f` on the segmentation's labels as one packed slice (copied only when padded).
-fn with_dense<R>(seg: &super::SegmentOutput, f: impl FnOnce(&[u32]) -> R) -> R {
-    let n = seg.labels.width() * seg.labels.height();
-    if seg.labels.is_packed() {
-        f(&seg.labels.data()[..n])
+/// The four entry points: `dense_count = Some(n)` when `labels` are already `0..n` in raster
+/// order (then they are used as they are), `None` to renumber them first.
+fn overlay_with<P: Copy>(
+    img: ImageView<'_, P>,
+    to_rgb: impl Fn(&P) -> [u8; 3],
+    labels: ImageView<'_, u32>,
+    dense_count: Option<usize>,
+    mode: OverlayMode,
+    boundary: Option<[u8; 3]>,
+) -> Result<Image<[u8; 3]>, OpError> {
+    same_size(&img, &labels)?;
+    let (w, h) = (labels.width(), labels.height());
+    let copied: Vec<u32>;
+    let raw: &[u32] = if labels.stride() == w {
+        &labels.data()[..w * h]
     } else {
-        f(seg.labels.to_packed().data())
-    }
+        copied = labels.rows().flat_map(|r| r.iter().copied()).collect();
+        &copied
+    };
+    let renumbered: (Vec<u32>, usize);
+    let (dense, count): (&[u32], usize) = match dense_count {
+        Some(n) => (raw, n),
+        None => {
+            renumbered = raster_relabel(raw);
+            (&renumbered.0, renumbered.1)
+        }
+    };
+    let fill = segment_fill(img.rows(), to_rgb, w, dense, raw, count, mode);
+    paint(w, h, dense, &fill, boundary)
 }
 
 /// The colour of each of `count` dense labels: the mean of its pixels, or [`label_colour`] of
