@@ -25,7 +25,9 @@
 //                            segment_chain_flatten.
 //   merge rounds 33..        segment_least, segment_targets, segment_limits_pairs,
 //                            segment_push, segment_groups (exact Kruskal decisions, see
-//                            boruvka.rs).
+//                            boruvka.rs), then up to SUB_ROUNDS - 1 sub-rounds of
+//                            segment_push_sub + segment_groups (joiners of absorbed joiners;
+//                            each gated on the merges of the pass before it, smerge[]).
 //   min_size rounds          segment_reset_done, then the merge kernels in mode MIN_SIZE:
 //                            scikit-image's second pass (an edge merges when either side is
 //                            smaller than min_size), decided exactly the same way.
@@ -131,8 +133,10 @@ extern "C" __global__ void segment_weights(const double* __restrict__ s, double*
 
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, u32* done, u64* best,
                                         u32* target, u32* gok, u32* pflag, u32* head, u32* parent, u16* round,
-                                        u32* ctl, u32* mctl, u32* fcnt, u32* rcnt, u32 n, u32 nctl) {
-    for (u32 i = global_tid(); i < n || i < nctl; i += global_threads()) {
+                                        u32* ctl, u32* mctl, u32* fcnt, u32* rcnt, u32* smerge, u32 n, u32 nctl,
+                                        u32 nsmerge) {
+    for (u32 i = global_tid(); i < n || i < nctl || i < nsmerge; i += global_threads()) {
+        if (i < nsmerge) smerge[i] = 0;
         if (i < n) {
             comp[i] = i;
             link[i] = i;
@@ -383,34 +387,41 @@ __device__ __forceinline__ void seg_buffer_insert(u64* bk, u32* bx, u32& nb, u64
 extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, const u32* __restrict__ gok,
                                           const u32* __restrict__ target, const u64* __restrict__ tkey,
                                           const u64* __restrict__ lim, const u64* __restrict__ limj,
-                                          const u32* __restrict__ head, const u32* __restrict__ next,
+                                          u32* head, const u32* __restrict__ next,
                                           const u32* __restrict__ gsize, const double* __restrict__ gint,
                                           u32* size, double* cint, u32* parent, u16* round,
                                           const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
                                           u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ rlist,
-                                          const u32* __restrict__ rcount) {
+                                          const u32* __restrict__ rcount, u64* slim, u32 first,
+                                          const u32* __restrict__ sgate, u32* smerge) {
     if (ctl[gate] == 0) return;
+    if (!first && *sgate == 0) return;
     u32 ev = 0, mg = 0;
     u64 bk[SEG_JOIN_BUFFER];
     u32 bx[SEG_JOIN_BUFFER];
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 g = rlist[i];
-        if (pflag[g] != 0) {
+        if (first && pflag[g] != 0) {
             pflag[g] = 0;
             done[g] = 1;
         }
         if (gok[g] == 0 || link[g] != g) continue;
+        if (!first && done[g] != 0) continue;
         u32 t = target[g];
-        bool merged = t != SEG_NONE && t != g && link[t] == g;
-        u64 limit = lim[g];
-        if (merged && lim[t] < limit) limit = lim[t];
+        bool merged = first && t != SEG_NONE && t != g && link[t] == g;
+        u64 sl = first ? lim[g] : slim[g];
+        if (merged && lim[t] < sl) sl = lim[t];
+        u64 limit = sl;
         u32 nb = 0;
         for (u32 x = head[g]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
-        if (merged)
+        head[g] = SEG_NONE;
+        if (merged) {
             for (u32 x = head[t]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
-        u32 sz = gsize[g];
-        double it = gint[g];
+            head[t] = SEG_NONE;
+        }
+        u32 sz = first ? gsize[g] : size[g];
+        double it = first ? gint[g] : cint[g];
         for (u32 j = 0; j < nb; ++j) {
             u64 key = bk[j];
             if (key > limit) break;
@@ -425,6 +436,7 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
                 sz += size[x];
                 it = fmax(it, fmax(w, cx));
                 if (limj[x] < limit) limit = limj[x];
+                if (lim[x] < sl) sl = lim[x];
                 parent[x] = g;
                 round[x] = (u16)r;
                 ++ev;
@@ -443,8 +455,34 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
         }
         size[g] = sz;
         cint[g] = it;
+        slim[g] = sl;
     }
     seg_count(ctl, mctl, r, ev, mg);
+    for (int o = 16; o > 0; o >>= 1) mg += __shfl_down_sync(FULL_MASK, mg, o);
+    if ((threadIdx.x & 31u) == 0 && mg) atomicAdd(smerge, mg);
+}
+
+// Merge step 6, a sub-round: a component whose least edge leads into a joiner absorbed since
+// (its target now resolves to a live group) registers with that group when its key is below
+// the group's structural limit; segment_groups (first = 0) then absorbs it. Runs only when the
+// previous absorption pass merged (*sgate).
+extern "C" __global__ void segment_push_sub(const u32* __restrict__ link, const u32* __restrict__ gok,
+                                            const u32* __restrict__ done, const u32* __restrict__ target,
+                                            const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* head,
+                                            u32* next, const u32* __restrict__ ctl, u32 gate,
+                                            const u32* __restrict__ sgate, const u32* __restrict__ rlist,
+                                            const u32* __restrict__ rcount) {
+    if (ctl[gate] == 0 || *sgate == 0) return;
+    u32 nr = *rcount;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 v = rlist[i];
+        if (link[v] != v || done[v] != 0 || gok[v] != 0) continue;
+        u32 t = target[v];
+        if (t == SEG_NONE) continue;
+        t = seg_find(link, t);
+        if (t == v || gok[t] == 0 || done[t] != 0 || tkey[v] >= slim[t]) continue;
+        next[v] = atomicExch(&head[t], v);
+    }
 }
 
 // Chain step 3: every component with a target links to it, mutual pairs keep the smaller root.

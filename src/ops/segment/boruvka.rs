@@ -37,6 +37,16 @@
 //!    process next around this group. The lists hold the [`JOIN_BUFFER`] least keys below the
 //!    limit; the next key becomes the limit. A joiner whose own threshold fails is done; when
 //!    the group's threshold fails, the group is done.
+//! 6. **sub-rounds** (up to [`SUB_ROUNDS`] − 1, each only while the previous one merged):
+//!    components whose least edge leads into an absorbed joiner now lead into the grown group;
+//!    they register with it (their least edges are unchanged: the group is alive) and the group
+//!    absorbs them the same way, below its *structural* limit `slim` (the least `lim` of its
+//!    members: edges to anything but their targets and joiners) and the running `limj` of
+//!    what it absorbs. Without them a region grows along a chain of least edges one level per
+//!    round; with them a round resolves several levels of the least-edge tree (text_motion
+//!    1080p at k = 500: 304 rounds → 56 with 16 sub-rounds; a variant that ran a sequential
+//!    Kruskal over each whole least-edge tree needed 55, but one thread per tree is hopeless
+//!    on the GPU with trees of 60 000 components).
 //!
 //! # Phases
 //! 1. **zero** (rounds `1..=32`): Borůvka chains along zero-weight edges. They always merge
@@ -190,6 +200,11 @@ enum Mode {
     Zero,
 }
 
+/// Absorption passes per exact round (the first plus `SUB_ROUNDS - 1` sub-rounds in which the
+/// joiners of absorbed joiners join the grown group). Rounds on 1080p frames fell 2-5x from 1
+/// to 8 and barely moved beyond 16 (BENCHMARKS.md).
+pub const SUB_ROUNDS: usize = 8;
+
 /// Rounds reserved for the zero-weight phase (global round numbers `1..=ZERO_ROUNDS`).
 pub const ZERO_ROUNDS: u32 = 32;
 
@@ -216,6 +231,9 @@ struct State<'a> {
     joiners: Vec<Vec<u32>>,
     parent: Vec<u32>,
     round: Vec<u16>,
+    /// Structural limit of a group: the least key from its members to components other than
+    /// their targets and their joiners (kept across sub-rounds).
+    slim: Vec<u64>,
 }
 
 impl State<'_> {
@@ -248,7 +266,11 @@ impl State<'_> {
     /// Step 1: relabel through `link`, then the least alive key of every active component.
     fn least_edges(&mut self, mode: Mode) {
         for i in 0..self.comp.len() {
-            self.comp[i] = self.link[self.comp[i] as usize];
+            let mut c = self.comp[i] as usize;
+            while self.link[c] as usize != c {
+                c = self.link[c] as usize;
+            }
+            self.comp[i] = c as u32;
         }
         let (w, h, w4, eb) = (self.width, self.height, self.w4, self.ebits);
         let this = &*self;
@@ -371,17 +393,62 @@ impl State<'_> {
                 }
             }
         }
-        // Step 5: groups absorb joiners in key order below their limit.
-        for &g in &roots {
+        // Step 5: groups absorb joiners in key order below their limit; then sub-rounds:
+        // joiners of absorbed joiners join the grown group the same way, without recomputing
+        // least edges (they are unchanged while the group is alive).
+        for sub in 0..SUB_ROUNDS {
+            if sub > 0 {
+                for &v in &roots {
+                    self.joiners[v].clear();
+                }
+                let mut any = false;
+                for &x in &roots {
+                    if self.link[x] as usize != x || self.done[x] || self.gok[x] || self.target[x] == NONE {
+                        continue;
+                    }
+                    let mut t = self.target[x] as usize;
+                    while self.link[t] as usize != t {
+                        t = self.link[t] as usize;
+                    }
+                    if t == x || !self.gok[t] || self.done[t] || self.tkey[x] >= self.slim[t] {
+                        continue;
+                    }
+                    self.joiners[t].push(x as u32);
+                    any = true;
+                }
+                if !any {
+                    break;
+                }
+            }
+            let (e, m) = self.absorb(mode, r, &roots, sub == 0);
+            events += e;
+            merges += m;
+            if m == 0 {
+                break;
+            }
+        }
+        (events, merges)
+    }
+
+
+    /// Step 5 (and its sub-rounds): every group absorbs its registered joiners in key order
+    /// below its limit. Returns (events, merges).
+    fn absorb(&mut self, mode: Mode, r: u16, roots: &[usize], first: bool) -> (u32, u32) {
+        let (mut events, mut merges) = (0, 0);
+        for &g in roots {
             if !self.gok[g] || self.link[g] as usize != g {
                 continue;
             }
-            let t = self.target[g] as usize;
-            let merged = self.link[t] as usize == g && t != g;
-            let mut limit = self.lim[g];
-            if merged {
-                limit = limit.min(self.lim[t]);
+            if self.done[g] {
+                continue;
             }
+            let t = self.target[g] as usize;
+            let merged = first && self.link[t] as usize == g && t != g;
+            let mut slim = if first { self.lim[g] } else { self.slim[g] };
+            if merged {
+                slim = slim.min(self.lim[t]);
+            }
+            let mut limit = slim;
             let mut buf: Vec<(u64, u32)> = Vec::with_capacity(JOIN_BUFFER);
             let centres: &[usize] = if merged { &[g, t] } else { &[g] };
             for &c in centres {
@@ -389,7 +456,7 @@ impl State<'_> {
                     buffer_insert(&mut buf, &mut limit, self.tkey[x as usize], x);
                 }
             }
-            let (mut sz, mut it) = (self.gsize[g], self.gint[g]);
+            let (mut sz, mut it) = if first { (self.gsize[g], self.gint[g]) } else { (self.size[g], self.cint[g]) };
             for (key, x) in buf {
                 if key > limit {
                     break;
@@ -407,6 +474,7 @@ impl State<'_> {
                     sz += self.size[x];
                     it = it.max(w.max(self.cint[x]));
                     limit = limit.min(self.limj[x]);
+                    slim = slim.min(self.lim[x]);
                     self.parent[x] = g as u32;
                     self.round[x] = r;
                     events += 1;
@@ -425,6 +493,7 @@ impl State<'_> {
             }
             self.size[g] = sz;
             self.cint[g] = it;
+            self.slim[g] = slim;
         }
         (events, merges)
     }
@@ -519,6 +588,7 @@ pub fn boruvka_from_smoothed(
         joiners: vec![Vec::new(); n],
         parent: ids,
         round: vec![u16::MAX; n],
+        slim: vec![NO_EDGE; n],
     };
     let mut level_rounds = Vec::new();
     let (mut rounds, mut capped) = (0, false);

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
-use super::boruvka::{ZERO_ROUNDS, eid_bits, zero_phase};
+use super::boruvka::{SUB_ROUNDS, ZERO_ROUNDS, eid_bits, zero_phase};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d, upload_packed};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
@@ -31,6 +31,8 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 
 /// Entries of the per-round counters (`ctl[0]` is the always-on gate).
 const NCTL: usize = ZERO_ROUNDS as usize + 2 * MAX_ROUNDS_LIMIT as usize + 2;
+/// Entries of the per-absorption-pass merge counters (`smerge[r * SUB_ROUNDS + s]`).
+const NSMERGE: usize = NCTL * SUB_ROUNDS;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride kernels.
@@ -76,6 +78,8 @@ struct Ptrs {
     flist: [u64; 2],
     rlist: [u64; 2],
     info: u64,
+    slim: u64,
+    smerge: u64,
 }
 
 /// The device buffers (owned; `p` holds their addresses).
@@ -103,6 +107,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_targets",
     "segment_limits_pairs",
     "segment_push",
+    "segment_push_sub",
     "segment_groups",
     "segment_chain_link",
     "segment_chain_flatten",
@@ -147,6 +152,7 @@ pub struct SegmentGpu {
     f_targets: CudaFunction,
     f_limits_pairs: CudaFunction,
     f_push: CudaFunction,
+    f_push_sub: CudaFunction,
     f_groups: CudaFunction,
     f_chain_link: CudaFunction,
     f_chain_flatten: CudaFunction,
@@ -211,6 +217,7 @@ impl SegmentGpu {
             f_targets: f("segment_targets")?,
             f_limits_pairs: f("segment_limits_pairs")?,
             f_push: f("segment_push")?,
+            f_push_sub: f("segment_push_sub")?,
             f_groups: f("segment_groups")?,
             f_chain_link: f("segment_chain_link")?,
             f_chain_flatten: f("segment_chain_flatten")?,
@@ -290,8 +297,11 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        let mut u64s = Vec::with_capacity(6);
-        for what in ["least edges", "target keys", "limits", "joiner limits", "internal differences", "group Int"] {
+        u32s.push(a(NSMERGE, "sub-round merges")?);
+        let mut u64s = Vec::with_capacity(7);
+        for what in
+            ["least edges", "target keys", "limits", "joiner limits", "internal differences", "group Int", "group limits"]
+        {
             u64s.push(a64(n, what)?);
         }
         let r32 = |i: usize| raw(&u32s[i], stream);
@@ -317,6 +327,8 @@ impl SegmentGpu {
             flist: [r32(16), r32(17)],
             rlist: [r32(18), r32(19)],
             blocksum: r32(20),
+            smerge: r32(21),
+            slim: r64(6),
             best: r64(0),
             tkey: r64(1),
             lim: r64(2),
@@ -417,15 +429,15 @@ impl SegmentGpu {
         }
         let p = b.p;
         let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
-        let nctl = NCTL as u32;
+        let (nctl, nsmerge) = (NCTL as u32, NSMERGE as u32);
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
             l.arg(&p.gok).arg(&p.pflag).arg(&p.head).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
-            l.arg(&p.fcnt).arg(&p.rcnt).arg(&nn).arg(&nctl);
+            l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&nsmerge);
             // SAFETY: grid-stride over max(n, NCTL); each array is written only below its own
             // length (n or NCTL), checked in the kernel; all buffers belong to this op.
-            unsafe { l.launch(self.stride(n.max(NCTL))) }?;
+            unsafe { l.launch(self.stride(n.max(NSMERGE))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
             l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
@@ -537,17 +549,31 @@ impl SegmentGpu {
                     unsafe { l.launch(cfg) }?;
                     Ok(())
                 })?;
-                timed(timer, stream, names("segment_flatten"), || {
-                    let mut l = stream.launch_builder(&self.f_groups);
-                    l.arg(&p.link).arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim);
-                    l.arg(&p.limj).arg(&p.head).arg(&p.next).arg(&p.gsize).arg(&p.gint).arg(&p.size).arg(&p.cint);
-                    l.arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size).arg(&k);
-                    l.arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout).arg(&rcout);
-                    // SAFETY: grid-stride over the active roots; every joiner is on one list, so
-                    // each root's link/done/size is written by one thread.
-                    unsafe { l.launch(cfg) }?;
-                    Ok(())
-                })?;
+                for s in 0..SUB_ROUNDS as u32 {
+                    let first = u32::from(s == 0);
+                    let slot = |s: u32| p.smerge + 4 * (u64::from(r) * SUB_ROUNDS as u64 + u64::from(s));
+                    let (sgate, sout) = (slot(s.saturating_sub(1)), slot(s));
+                    timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
+                        if s > 0 {
+                            let mut l = stream.launch_builder(&self.f_push_sub);
+                            l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
+                            l.arg(&p.head).arg(&p.next).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
+                            // SAFETY: grid-stride over the active roots (ids < n); targets and
+                            // links are root ids < n; sgate < NSMERGE since r < NCTL.
+                            unsafe { l.launch(cfg) }?;
+                        }
+                        let mut l = stream.launch_builder(&self.f_groups);
+                        l.arg(&p.link).arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.target).arg(&p.tkey);
+                        l.arg(&p.lim).arg(&p.limj).arg(&p.head).arg(&p.next).arg(&p.gsize).arg(&p.gint);
+                        l.arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode);
+                        l.arg(&min_size).arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout);
+                        l.arg(&rcout).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
+                        // SAFETY: grid-stride over the active roots; every joiner is on one list,
+                        // so each root's link/done/size is written by one thread.
+                        unsafe { l.launch(cfg) }?;
+                        Ok(())
+                    })?;
+                }
             } else {
                 timed(timer, stream, "segment_merge", || {
                     let mut l = stream.launch_builder(&self.f_chain_link);
