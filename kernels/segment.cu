@@ -221,7 +221,7 @@ extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link
 // (use_list 0) or in_list[0..*in_count]; in merge mode the roots that stay active go to
 // out_list / *out_count.
 extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
-                                           u64* tkey, u32* target, u32* gok, u64* lim, u64* limj, u32* head, u32* chead,
+                                           u64* tkey, u32* target, u32* gok, u64* lim, u64* limj, u32* head,
                                            u32* done, u32 width, u32 n, u32 eb, u32 mode,
                                            u32* ctl, u32* mctl, u32 gate, u32 r, u32 use_list,
                                            const u32* __restrict__ in_list, const u32* __restrict__ in_count,
@@ -241,7 +241,6 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
             lim[v] = SEG_NO_EDGE;
             limj[v] = SEG_NO_EDGE;
             head[v] = SEG_NONE;
-            chead[v] = SEG_NONE;
             u64 key = best[v];
             best[v] = SEG_NO_EDGE;
             bool skip = mode != SEG_MODE_ZERO && done[v] != 0;
@@ -342,22 +341,18 @@ extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, co
 }
 
 // Merge step 4b: a joiner (one-sided least edge into a group) pushes itself onto its target's
-// list when its key is below the group's limit (the least edge of the pair to others). Every
-// one-sided least edge also goes on its target's children list (chead/cnext), which the
-// sub-rounds walk when the target is absorbed.
+// list when its key is below the group's limit (the least edge of the pair to others).
 extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32* __restrict__ gok,
                                         const u32* __restrict__ target, const u64* __restrict__ tkey,
-                                        const u64* __restrict__ lim, u32* head, u32* next, u32* chead,
-                                        u32* cnext, const u32* __restrict__ ctl, u32 gate,
-                                        const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+                                        const u64* __restrict__ lim, u32* head, u32* next,
+                                        const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
+                                        const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
         u32 t = target[v];
-        if (t == SEG_NONE || target[t] == v) continue;
-        cnext[v] = atomicExch(&chead[t], v);
-        if (gok[t] == 0) continue;
+        if (t == SEG_NONE || target[t] == v || gok[t] == 0) continue;
         u64 limit = lim[t];
         u32 o = target[t];
         if (o != SEG_NONE && (link[o] == t || link[t] == o) && lim[o] < limit) limit = lim[o];
@@ -392,14 +387,13 @@ __device__ __forceinline__ void seg_buffer_insert(u64* bk, u32* bx, u32& nb, u64
 extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, const u32* __restrict__ gok,
                                           const u32* __restrict__ target, const u64* __restrict__ tkey,
                                           const u64* __restrict__ lim, const u64* __restrict__ limj,
-                                          u32* head, u32* next,
+                                          u32* head, const u32* __restrict__ next,
                                           const u32* __restrict__ gsize, const double* __restrict__ gint,
                                           u32* size, double* cint, u32* parent, u16* round,
                                           const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
                                           u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ rlist,
                                           const u32* __restrict__ rcount, u64* slim, u32 first,
-                                          const u32* __restrict__ sgate, u32* smerge, u32* alist, u32* acount,
-                                          u32* tnext, u32* tncount) {
+                                          const u32* __restrict__ sgate, u32* smerge) {
     if (ctl[gate] == 0) return;
     if (!first && *sgate == 0) return;
     u32 ev = 0, mg = 0;
@@ -420,10 +414,10 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
         if (merged && lim[t] < sl) sl = lim[t];
         u64 limit = sl;
         u32 nb = 0;
-        u32 head0 = head[g], headt = merged ? head[t] : SEG_NONE;
-        for (u32 x = head0; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
+        for (u32 x = head[g]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
+        head[g] = SEG_NONE;
         if (merged) {
-            for (u32 x = headt; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
+            for (u32 x = head[t]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
             head[t] = SEG_NONE;
         }
         u32 sz = first ? gsize[g] : size[g];
@@ -443,7 +437,6 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
                 it = fmax(it, fmax(w, cx));
                 if (limj[x] < limit) limit = limj[x];
                 if (lim[x] < sl) sl = lim[x];
-                alist[atomicAdd(acount, 1u)] = x;
                 parent[x] = g;
                 round[x] = (u16)r;
                 ++ev;
@@ -463,53 +456,43 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
         size[g] = sz;
         cint[g] = it;
         slim[g] = sl;
-        // Joiners still waiting below the structural limit stay on g's list for the next pass.
-        u32 keep = SEG_NONE;
-        if (done[g] == 0) {
-            for (u32 c = 0; c < (merged ? 2u : 1u); ++c)
-                for (u32 x = c == 0 ? head0 : headt; x != SEG_NONE;) {
-                    u32 nx = next[x];
-                    if (link[x] == x && done[x] == 0 && tkey[x] < sl) {
-                        next[x] = keep;
-                        keep = x;
-                    }
-                    x = nx;
-                }
-        }
-        head[g] = keep;
-        if (keep != SEG_NONE) tnext[atomicAdd(tncount, 1u)] = g;
     }
     seg_count(ctl, mctl, r, ev, mg);
     for (int o = 16; o > 0; o >>= 1) mg += __shfl_down_sync(FULL_MASK, mg, o);
     if ((threadIdx.x & 31u) == 0 && mg) atomicAdd(smerge, mg);
 }
 
-// Merge step 6, a sub-round: the children (one-sided least edges) of every component absorbed
-// in the previous pass (alist) now lead into the grown group; each that is still pending (a
-// root, neither done nor a group) registers with it when its key is below the group's
-// structural limit; segment_groups (first = 0) then absorbs them. Groups receiving their first
-// joiner of the pass are listed in tlist (segment_groups listed those that kept joiners).
-// Runs only when the previous pass merged (*sgate).
+// Merge step 6, a sub-round: a component whose least edge leads into a joiner absorbed since
+// (its target now resolves to a live group) registers with that group when its key is below
+// the group's structural limit; segment_groups (first = 0) then absorbs it. Runs only when the
+// previous absorption pass merged (*sgate). Reads the pending components in_list (the round's
+// active roots for the first sub-round), keeps those still pending (roots that are neither
+// done nor groups and have a target) in out_list, and lists every group that receives a
+// joiner once in tlist (the first registration finds its head empty).
 extern "C" __global__ void segment_push_sub(const u32* __restrict__ link, const u32* __restrict__ gok,
-                                            const u32* __restrict__ done, const u64* __restrict__ tkey,
-                                            const u64* __restrict__ slim, u32* head, u32* next,
-                                            const u32* __restrict__ chead, const u32* __restrict__ cnext,
-                                            const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ sgate,
-                                            const u32* __restrict__ alist, const u32* __restrict__ acount,
+                                            const u32* __restrict__ done, const u32* __restrict__ target,
+                                            const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* head,
+                                            u32* next, const u32* __restrict__ ctl, u32 gate,
+                                            const u32* __restrict__ sgate, const u32* __restrict__ in_list,
+                                            const u32* __restrict__ in_count, u32* out_list, u32* out_count,
                                             u32* tlist, u32* tcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
-    u32 na = *acount;
-    for (u32 i = global_tid(); i < na; i += global_threads()) {
-        u32 x = alist[i];
-        u32 g = link[x];
-        if (done[g] != 0) continue;
-        u64 sl = slim[g];
-        for (u32 c = chead[x]; c != SEG_NONE; c = cnext[c]) {
-            if (link[c] != c || done[c] != 0 || gok[c] != 0 || tkey[c] >= sl) continue;
-            u32 old = atomicExch(&head[g], c);
-            next[c] = old;
-            if (old == SEG_NONE) tlist[atomicAdd(tcount, 1u)] = g;
+    u32 nr = *in_count;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 v = in_list[i];
+        bool pending = link[v] == v && done[v] == 0 && gok[v] == 0 && target[v] != SEG_NONE;
+        bool first_joiner = false;
+        if (pending) {
+            u32 t = seg_find(link, target[v]);
+            if (t != v && gok[t] != 0 && done[t] == 0 && tkey[v] < slim[t]) {
+                u32 old = atomicExch(&head[t], v);
+                next[v] = old;
+                first_joiner = old == SEG_NONE;
+                if (first_joiner) v = t;
+            }
         }
+        seg_append(out_list, out_count, pending, in_list[i]);
+        seg_append(tlist, tcount, first_joiner, v);
     }
 }
 

@@ -82,12 +82,9 @@ struct Ptrs {
     slim: u64,
     /// Sub-round counters: merges (`[0, NSMERGE)`), pending counts, touched-group counts.
     smerge: u64,
-    /// Components absorbed in the last pass, and the groups with joiners (ping-pong).
-    alist: u64,
-    tlist: [u64; 2],
-    /// Children lists: heads per component and links (one-sided least edges into it).
-    chead: u64,
-    cnext: u64,
+    /// Pending components of the sub-rounds (ping-pong) and the groups they joined.
+    plist: [u64; 2],
+    tlist: u64,
 }
 
 /// The device buffers (owned; `p` holds their addresses).
@@ -305,8 +302,8 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(3 * NSMERGE + SUB_ROUNDS, "sub-round counters")?);
-        for what in ["absorbed list", "touched groups A", "touched groups B", "children heads", "children links"] {
+        u32s.push(a(3 * NSMERGE, "sub-round counters")?);
+        for what in ["pending list A", "pending list B", "touched groups"] {
             u32s.push(a(n, what)?);
         }
         let mut u64s = Vec::with_capacity(7);
@@ -339,10 +336,8 @@ impl SegmentGpu {
             rlist: [r32(18), r32(19)],
             blocksum: r32(20),
             smerge: r32(21),
-            alist: r32(22),
-            tlist: [r32(23), r32(24)],
-            chead: r32(25),
-            cnext: r32(26),
+            plist: [r32(22), r32(23)],
+            tlist: r32(24),
             slim: r64(6),
             best: r64(0),
             tkey: r64(1),
@@ -542,7 +537,7 @@ impl SegmentGpu {
             timed(timer, stream, names("segment_merge"), || {
                 let mut l = stream.launch_builder(&self.f_targets);
                 l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.gok).arg(&p.lim);
-                l.arg(&p.limj).arg(&p.head).arg(&p.chead).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
+                l.arg(&p.limj).arg(&p.head).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
                 l.arg(&p.mctl).arg(&gate).arg(&r).arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
                 unsafe { l.launch(cfg) }?;
@@ -559,7 +554,7 @@ impl SegmentGpu {
                     unsafe { l.launch(cfg) }?;
                     let mut l = stream.launch_builder(&self.f_push);
                     l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.head).arg(&p.next);
-                    l.arg(&p.chead).arg(&p.cnext).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                    l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
                     // SAFETY: as above; head/next thread lists through root ids < n.
                     unsafe { l.launch(cfg) }?;
                     Ok(())
@@ -570,22 +565,18 @@ impl SegmentGpu {
                         p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
                     };
                     let (sgate, sout) = (slot(0, s.saturating_sub(1)), slot(0, s));
-                    // Pass s reads tlist[s & 1] (groups with joiners) and the absorbed list of
-                    // pass s - 1; it lists the absorbed of pass s and the groups of pass s + 1.
-                    let (tcur, tnext) = (p.tlist[s as usize & 1], p.tlist[(s as usize + 1) & 1]);
-                    let (acin, acout) = (slot(1, s.saturating_sub(1)), slot(1, s));
-                    let (tcin, tcout) = (slot(2, s), slot(2, s + 1));
-                    let (glist, gcount) = if s == 0 { (rout, rcout) } else { (tcur, tcin) };
+                    let (pin, pcin) = if s == 1 { (rout, rcout) } else { (p.plist[(s as usize + 1) & 1], slot(1, s.saturating_sub(1))) };
+                    let (pout, pcout) = (p.plist[s as usize & 1], slot(1, s));
+                    let (glist, gcount) = if s == 0 { (rout, rcout) } else { (p.tlist, slot(2, s)) };
                     timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
                         if s > 0 {
                             let mut l = stream.launch_builder(&self.f_push_sub);
-                            l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.tkey).arg(&p.slim).arg(&p.head);
-                            l.arg(&p.next).arg(&p.chead).arg(&p.cnext).arg(&p.ctl).arg(&gate).arg(&sgate);
-                            l.arg(&p.alist).arg(&acin).arg(&tcur).arg(&tcin);
-                            // SAFETY: grid-stride over the absorbed list (ids < n, each once per
-                            // pass); children lists thread through ids < n; a group enters tlist
-                            // once per pass (n entries); counter slots are < 3 NSMERGE + SUB_ROUNDS
-                            // since r < NCTL.
+                            l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
+                            l.arg(&p.head).arg(&p.next).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&pin).arg(&pcin);
+                            l.arg(&pout).arg(&pcout).arg(&p.tlist).arg(&gcount);
+                            // SAFETY: grid-stride over a list of root ids < n (each list and
+                            // tlist hold n entries, each id at most once); targets and links are
+                            // ids < n; the counter slots are < 3 NSMERGE since r < NCTL.
                             unsafe { l.launch(cfg) }?;
                         }
                         let mut l = stream.launch_builder(&self.f_groups);
@@ -593,8 +584,7 @@ impl SegmentGpu {
                         l.arg(&p.lim).arg(&p.limj).arg(&p.head).arg(&p.next).arg(&p.gsize).arg(&p.gint);
                         l.arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode);
                         l.arg(&min_size).arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&glist);
-                        l.arg(&gcount).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout).arg(&p.alist).arg(&acout);
-                        l.arg(&tnext).arg(&tcout);
+                        l.arg(&gcount).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
                         // SAFETY: grid-stride over the active roots (or the groups that received
                         // joiners); every joiner is on one list, so each root's link/done/size is
                         // written by one thread.
