@@ -465,37 +465,27 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
 // Merge step 6, a sub-round: a component whose least edge leads into a joiner absorbed since
 // (its target now resolves to a live group) registers with that group when its key is below
 // the group's structural limit; segment_groups (first = 0) then absorbs it. Runs only when the
-// previous absorption pass merged (*sgate). Reads the pending components in_list (the round's
-// active roots for the first sub-round), keeps those still pending (roots that are neither
-// done nor groups and have a target) in out_list, and lists every group that receives a
-// joiner once in tlist (the first registration finds its head empty).
+// previous absorption pass merged (*sgate).
 extern "C" __global__ void segment_push_sub(const u32* __restrict__ link, const u32* __restrict__ gok,
                                             const u32* __restrict__ done, const u32* __restrict__ target,
                                             const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* head,
                                             u32* next, const u32* __restrict__ ctl, u32 gate,
-                                            const u32* __restrict__ sgate, const u32* __restrict__ in_list,
-                                            const u32* __restrict__ in_count, u32* out_list, u32* out_count,
-                                            u32* tlist, u32* tcount) {
+                                            const u32* __restrict__ sgate, const u32* __restrict__ rlist,
+                                            const u32* __restrict__ rcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
-    u32 nr = *in_count;
+    u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
-        u32 v = in_list[i];
-        bool pending = link[v] == v && done[v] == 0 && gok[v] == 0 && target[v] != SEG_NONE;
-        bool first_joiner = false;
-        if (pending) {
-            u32 t = seg_find(link, target[v]);
-            if (t != v && gok[t] != 0 && done[t] == 0 && tkey[v] < slim[t]) {
-                u32 old = atomicExch(&head[t], v);
-                next[v] = old;
-                first_joiner = old == SEG_NONE;
-                if (first_joiner) v = t;
-            }
-        }
-        seg_append(out_list, out_count, pending, in_list[i]);
-        seg_append(tlist, tcount, first_joiner, v);
+        u32 v = rlist[i];
+        if (link[v] != v || done[v] != 0 || gok[v] != 0) continue;
+        u32 t = target[v];
+        if (t == SEG_NONE) continue;
+        t = seg_find(link, t);
+        if (t == v || gok[t] == 0 || done[t] != 0 || tkey[v] >= slim[t]) continue;
+        next[v] = atomicExch(&head[t], v);
     }
 }
 
+// Chain step 3: every component with a target links to it, mutual pairs keep the smaller root.
 extern "C" __global__ void segment_chain_link(const u32* __restrict__ target, u32* link, u32 n, u32* ctl,
                                               u32* mctl, u32 gate, u32 r) {
     if (ctl[gate] == 0) return;

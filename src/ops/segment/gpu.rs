@@ -31,8 +31,7 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 
 /// Entries of the per-round counters (`ctl[0]` is the always-on gate).
 const NCTL: usize = ZERO_ROUNDS as usize + 2 * MAX_ROUNDS_LIMIT as usize + 2;
-/// Entries of each per-absorption-pass counter array (`[r * SUB_ROUNDS + s]`); there are three
-/// (merges, pending components, touched groups).
+/// Entries of the per-absorption-pass merge counters (`smerge[r * SUB_ROUNDS + s]`).
 const NSMERGE: usize = NCTL * SUB_ROUNDS;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
@@ -80,11 +79,7 @@ struct Ptrs {
     rlist: [u64; 2],
     info: u64,
     slim: u64,
-    /// Sub-round counters: merges (`[0, NSMERGE)`), pending counts, touched-group counts.
     smerge: u64,
-    /// Pending components of the sub-rounds (ping-pong) and the groups they joined.
-    plist: [u64; 2],
-    tlist: u64,
 }
 
 /// The device buffers (owned; `p` holds their addresses).
@@ -302,10 +297,7 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(3 * NSMERGE, "sub-round counters")?);
-        for what in ["pending list A", "pending list B", "touched groups"] {
-            u32s.push(a(n, what)?);
-        }
+        u32s.push(a(NSMERGE, "sub-round merges")?);
         let mut u64s = Vec::with_capacity(7);
         for what in
             ["least edges", "target keys", "limits", "joiner limits", "internal differences", "group Int", "group limits"]
@@ -336,8 +328,6 @@ impl SegmentGpu {
             rlist: [r32(18), r32(19)],
             blocksum: r32(20),
             smerge: r32(21),
-            plist: [r32(22), r32(23)],
-            tlist: r32(24),
             slim: r64(6),
             best: r64(0),
             tkey: r64(1),
@@ -439,7 +429,7 @@ impl SegmentGpu {
         }
         let p = b.p;
         let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
-        let (nctl, nsmerge) = (NCTL as u32, 3 * NSMERGE as u32);
+        let (nctl, nsmerge) = (NCTL as u32, NSMERGE as u32);
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
@@ -447,7 +437,7 @@ impl SegmentGpu {
             l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&nsmerge);
             // SAFETY: grid-stride over max(n, NCTL); each array is written only below its own
             // length (n or NCTL), checked in the kernel; all buffers belong to this op.
-            unsafe { l.launch(self.stride(n.max(3 * NSMERGE))) }?;
+            unsafe { l.launch(self.stride(n.max(NSMERGE))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
             l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
@@ -561,33 +551,25 @@ impl SegmentGpu {
                 })?;
                 for s in 0..SUB_ROUNDS as u32 {
                     let first = u32::from(s == 0);
-                    let slot = |array: u64, s: u32| {
-                        p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
-                    };
-                    let (sgate, sout) = (slot(0, s.saturating_sub(1)), slot(0, s));
-                    let (pin, pcin) = if s == 1 { (rout, rcout) } else { (p.plist[(s as usize + 1) & 1], slot(1, s.saturating_sub(1))) };
-                    let (pout, pcout) = (p.plist[s as usize & 1], slot(1, s));
-                    let (glist, gcount) = if s == 0 { (rout, rcout) } else { (p.tlist, slot(2, s)) };
+                    let slot = |s: u32| p.smerge + 4 * (u64::from(r) * SUB_ROUNDS as u64 + u64::from(s));
+                    let (sgate, sout) = (slot(s.saturating_sub(1)), slot(s));
                     timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
                         if s > 0 {
                             let mut l = stream.launch_builder(&self.f_push_sub);
                             l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
-                            l.arg(&p.head).arg(&p.next).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&pin).arg(&pcin);
-                            l.arg(&pout).arg(&pcout).arg(&p.tlist).arg(&gcount);
-                            // SAFETY: grid-stride over a list of root ids < n (each list and
-                            // tlist hold n entries, each id at most once); targets and links are
-                            // ids < n; the counter slots are < 3 NSMERGE since r < NCTL.
+                            l.arg(&p.head).arg(&p.next).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
+                            // SAFETY: grid-stride over the active roots (ids < n); targets and
+                            // links are root ids < n; sgate < NSMERGE since r < NCTL.
                             unsafe { l.launch(cfg) }?;
                         }
                         let mut l = stream.launch_builder(&self.f_groups);
                         l.arg(&p.link).arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.target).arg(&p.tkey);
                         l.arg(&p.lim).arg(&p.limj).arg(&p.head).arg(&p.next).arg(&p.gsize).arg(&p.gint);
                         l.arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode);
-                        l.arg(&min_size).arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&glist);
-                        l.arg(&gcount).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
-                        // SAFETY: grid-stride over the active roots (or the groups that received
-                        // joiners); every joiner is on one list, so each root's link/done/size is
-                        // written by one thread.
+                        l.arg(&min_size).arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout);
+                        l.arg(&rcout).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
+                        // SAFETY: grid-stride over the active roots; every joiner is on one list,
+                        // so each root's link/done/size is written by one thread.
                         unsafe { l.launch(cfg) }?;
                         Ok(())
                     })?;
