@@ -422,21 +422,44 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
         }
         u32 sz = first ? gsize[g] : size[g];
         double it = first ? gint[g] : cint[g];
+        // The joiners' data is loaded one iteration ahead: the loop is a chain of dependent
+        // decisions, and its loads (weight, size, Int, limits) would otherwise each cost a
+        // full memory latency per joiner.
+        double nw = 0.0, ncx = 0.0;
+        u32 nsx = 0;
+        u64 nlj = 0, nlm = 0;
+        if (nb > 0) {
+            u32 x0 = bx[0];
+            nw = w4[seg_eid(bk[0], eb)];
+            ncx = cint[x0];
+            nsx = size[x0];
+            nlj = limj[x0];
+            nlm = lim[x0];
+        }
         for (u32 j = 0; j < nb; ++j) {
             u64 key = bk[j];
             if (key > limit) break;
             u32 x = bx[j];
-            double w = w4[seg_eid(key, eb)];
+            double w = nw, cx = ncx;
+            u32 sx = nsx;
+            u64 ljx = nlj, lmx = nlm;
+            if (j + 1 < nb) {
+                u32 x1 = bx[j + 1];
+                nw = w4[seg_eid(bk[j + 1], eb)];
+                ncx = cint[x1];
+                nsx = size[x1];
+                nlj = limj[x1];
+                nlm = lim[x1];
+            }
             float tl = seg_thr(it, k, sz);
-            double cx = cint[x];
-            float tx = seg_thr(cx, k, size[x]);
-            bool join = mode == SEG_MODE_MIN_SIZE ? (sz < min_size || size[x] < min_size) : w < (double)fminf(tl, tx);
+            float tx = seg_thr(cx, k, sx);
+            bool join = mode == SEG_MODE_MIN_SIZE ? (sz < min_size || sx < min_size) : w < (double)fminf(tl, tx);
             if (join) {
                 link[x] = g;
-                sz += size[x];
+                sz += sx;
                 it = fmax(it, fmax(w, cx));
-                if (limj[x] < limit) limit = limj[x];
-                if (lim[x] < sl) sl = lim[x];
+                if (ljx < limit) limit = ljx;
+                if (lmx < sl) sl = lmx;
                 parent[x] = g;
                 round[x] = (u16)r;
                 ++ev;
