@@ -203,7 +203,7 @@ enum Mode {
 /// Absorption passes per exact round (the first plus `SUB_ROUNDS - 1` sub-rounds in which the
 /// joiners of absorbed joiners join the grown group). Rounds on 1080p frames fell 2-5x from 1
 /// to 8 and barely moved beyond 16 (BENCHMARKS.md).
-pub const SUB_ROUNDS: usize = 8;
+pub const SUB_ROUNDS: usize = 4;
 
 /// Rounds reserved for the zero-weight phase (global round numbers `1..=ZERO_ROUNDS`).
 pub const ZERO_ROUNDS: u32 = 32;
