@@ -46,6 +46,14 @@
 // Event counts are reduced per warp before one atomicAdd (every lane reaches the reduction).
 // The scan kernels use 1024-thread blocks and 32 words of shared memory.
 // Border policy: neighbours outside the image are skipped (their +inf weights are never read).
+//
+// GPU notes (H100, 1080p building / fruits, k = 100 / 500; BENCHMARKS.md has every version):
+// without sub-rounds 45-200 ms a frame (90-190 rounds of ~0.45 ms); 8 passes per round 39-142
+// ms; compacting the pending components per pass, or walking only the absorbed components'
+// children, made it slower; loading the joiners' data one iteration ahead 38-132 ms; 4 passes
+// 32-130 ms (shipped). Nsight Compute: a segment_groups pass runs 150-260 us at 7-10 %
+// achieved occupancy - it lasts as long as its slowest group (long joiner list, 64 dependent
+// absorption steps); next: a warp per large group, decisions from shared memory.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull

@@ -8,8 +8,8 @@
 //! the rounds either (default) one region per phase, `segment_zero`, `segment_merge`,
 //! `segment_minsize`, or with [`SegmentGpu::detailed_timing`] one region per kernel and round:
 //! `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs, joiner lists),
-//! `segment_flatten` (group absorption / chain flattening), `segment_minsize` (all `min_size`
-//! kernels). Per-kernel regions add two events per launch, so time the whole op separately.
+//! `segment_flatten` (group absorption / chain flattening), `segment_sub` (the sub-round
+//! passes: joiners of absorbed joiners), `segment_minsize` (all `min_size` kernels). Per-kernel regions add two events per launch, so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
