@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::source::{FrameFormat, TestSourceOptions};
+use crate::source::{FrameFormat, Pacing, TestSourceOptions};
 
 /// The embedded defaults (also shipped as `config/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -69,11 +69,19 @@ pub struct SourceSettings {
     pub format: FrameFormat,
     /// Size and length of `test` sources.
     pub test: TestSourceOptions,
+    /// When frames leave a file or test source: auto (real time in the viewer, as fast as
+    /// possible headless), realtime or fast. Live sources always run in real time.
+    pub pacing: Pacing,
 }
 
 impl Default for SourceSettings {
     fn default() -> Self {
-        Self { default: String::new(), format: FrameFormat::Rgb, test: TestSourceOptions::default() }
+        Self {
+            default: String::new(),
+            format: FrameFormat::Rgb,
+            test: TestSourceOptions::default(),
+            pacing: Pacing::Auto,
+        }
     }
 }
 

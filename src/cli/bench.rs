@@ -72,7 +72,7 @@ fn load_frames(source: &str, w: u32, h: u32, n: usize) -> anyhow::Result<Vec<Fra
         "videoconvert ! appsink name=sink",
         &format!("videoconvert ! videoscale ! video/x-raw,width={w},height={h} ! appsink name=sink"),
     );
-    let mut src = Source::open(&SourceSpec::Pipeline(scaled), FrameFormat::Rgb, &Default::default())?;
+    let mut src = Source::open(&SourceSpec::Pipeline(scaled), FrameFormat::Rgb, &Default::default(), false)?;
     let mut frames = Vec::new();
     while frames.len() < n {
         match src.next_frame()? {

@@ -30,7 +30,7 @@ pub use stats::{CounterSnapshot, Counters, Summary};
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::config::Settings;
-use crate::source::{Source, SourceError, SourceSpec};
+use crate::source::{Pacing, Source, SourceError, SourceSpec};
 
 /// What the worker sends downstream.
 #[derive(Debug)]
@@ -96,7 +96,12 @@ pub enum PipelineError {
 impl Pipeline {
     /// Opens the source and starts the source and worker threads.
     pub fn start(spec: &SourceSpec, settings: &Settings, backend: &Backend, delivery: Delivery) -> Result<Self, PipelineError> {
-        let mut source = Source::open(spec, settings.source.format, &settings.source.test)?;
+        let realtime = match settings.source.pacing {
+            Pacing::Auto => matches!(delivery, Delivery::Latest(_)),
+            Pacing::Realtime => true,
+            Pacing::Fast => false,
+        };
+        let mut source = Source::open(spec, settings.source.format, &settings.source.test, realtime)?;
         let estimated_frames = match spec {
             SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
             _ => source.estimated_frames(),

@@ -41,6 +41,20 @@ pub enum FrameFormat {
     Gray16,
 }
 
+/// When frames leave the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Pacing {
+    /// Real time in the viewer (a file plays at its own frame rate), as fast as the analyses
+    /// go in headless runs.
+    #[default]
+    Auto,
+    /// At the stream's own frame rate (buffer timestamps against the pipeline clock).
+    Realtime,
+    /// As fast as the analyses take them.
+    Fast,
+}
+
 /// Errors of the video source. Each carries the message GStreamer gave, where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

@@ -38,8 +38,16 @@ pub fn init() -> Result<(), SourceError> {
 
 impl Source {
     /// Builds and starts the pipeline for `spec`. Fails early for a bad description or an element
-    /// that refuses to start (a missing camera fails here or on the first `next_frame`).
-    pub fn open(spec: &SourceSpec, format: FrameFormat, test: &TestSourceOptions) -> Result<Self, SourceError> {
+    /// that refuses to start (a missing camera fails here or on the first `next_frame`). With
+    /// `realtime`, a file or test source delivers each frame at its timestamp (the appsink syncs
+    /// on the pipeline clock), as a player would; otherwise as fast as frames are pulled. Live
+    /// sources are real time by nature and never synced (that would only add latency).
+    pub fn open(
+        spec: &SourceSpec,
+        format: FrameFormat,
+        test: &TestSourceOptions,
+        realtime: bool,
+    ) -> Result<Self, SourceError> {
         init()?;
         let desc = spec.pipeline_description(test)?;
         let element = gst::parse::launch(&desc).map_err(|e| SourceError::Pipeline(e.to_string()))?;
@@ -57,7 +65,7 @@ impl Source {
         };
         let caps = gst_video::VideoCapsBuilder::new().format(caps_format).build();
         sink.set_caps(Some(&caps));
-        sink.set_sync(false);
+        sink.set_sync(realtime && !spec.is_live());
         sink.set_max_buffers(4);
         // Live sources must not stall upstream while we are busy: the worker counts drops.
         sink.set_drop(spec.is_live());
@@ -200,5 +208,33 @@ impl Source {
 impl Drop for Source {
     fn drop(&mut self) {
         let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pulls every frame of an 8-frame, 20 fps test source; returns (frames, seconds taken).
+    fn pull_all(realtime: bool) -> (u64, f64) {
+        let opts = TestSourceOptions { width: 64, height: 48, frames: 8, fps: 20 };
+        let t = Instant::now();
+        let mut src = Source::open(&SourceSpec::Test("ball".into()), FrameFormat::Gray8, &opts, realtime).unwrap();
+        let mut n = 0;
+        while let Some(f) = src.next_frame().unwrap() {
+            assert_eq!(f.index, n);
+            n += 1;
+        }
+        (n, t.elapsed().as_secs_f64())
+    }
+
+    #[test]
+    fn realtime_sources_deliver_frames_at_their_timestamps() {
+        // The last of 8 frames at 20 fps is due 0.35 s after the first.
+        let (n, secs) = pull_all(true);
+        assert_eq!(n, 8);
+        assert!(secs >= 0.3, "8 frames at 20 fps arrived in {secs:.3} s");
+        let (n, _) = pull_all(false);
+        assert_eq!(n, 8);
     }
 }
