@@ -641,6 +641,7 @@ pub fn boruvka_from_smoothed(
         min_size_rounds: ms_rounds,
         capped,
         level: rounds + ms_rounds,
+        has_rounds: true,
     };
     let hier = SegmentHierarchy { width, height, parent: st.parent, round: st.round, level_rounds };
     Ok((out, hier))

@@ -150,6 +150,7 @@ pub fn felzenszwalb_interleaved(
             min_size_rounds: 0,
             capped: false,
             level: 0,
+            has_rounds: false,
         });
     }
     if n > u32::MAX as usize {
@@ -199,6 +200,7 @@ pub fn felzenszwalb_interleaved(
         min_size_rounds: 0,
         capped: false,
         level: 0,
+        has_rounds: false,
     })
 }
 

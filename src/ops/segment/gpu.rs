@@ -707,6 +707,7 @@ impl SegmentGpu {
                 min_size_rounds: 0,
                 capped: false,
                 level: 0,
+                has_rounds: true,
             });
         };
         let ctl = stream.clone_dtoh(&b.ctl)?;
@@ -739,6 +740,7 @@ impl SegmentGpu {
             min_size_rounds: ms,
             capped: used.capped[1] || used.capped[2],
             level: p.level.map_or(top, |l| l.min(top)),
+            has_rounds: true,
         })
     }
 

@@ -157,6 +157,9 @@ pub struct SegmentOutput {
     pub capped: bool,
     /// The hierarchy level these labels are (`levels() - 1` for the final segmentation).
     pub level: u32,
+    /// False for the sequential Kruskal CPU reference, which has no rounds and no hierarchy
+    /// (its summary then leaves rounds and levels out).
+    pub has_rounds: bool,
 }
 
 impl SegmentOutput {
@@ -166,11 +169,17 @@ impl SegmentOutput {
         self.rounds + self.min_size_rounds + 1
     }
 
-    /// Per-frame summary for frames.jsonl.
+    /// Per-frame summary for frames.jsonl: the segment count and how it was computed
+    /// (`"method"`: `"kruskal"` for the sequential CPU reference, `"rounds"` with the round
+    /// counts and hierarchy levels for the GPU and its CPU model).
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
+        if !self.has_rounds {
+            return serde_json::json!({ "segments": self.segment_count, "method": "kruskal" });
+        }
         serde_json::json!({
             "segments": self.segment_count,
+            "method": "rounds",
             "rounds": self.rounds,
             "min_size_rounds": self.min_size_rounds,
             "levels": self.levels(),
