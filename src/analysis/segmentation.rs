@@ -236,12 +236,21 @@ mod tests {
         let run = |level: i32| {
             let settings = OpSettings { segmentation: SegmentationSettings { level, ..Default::default() }, ..Default::default() };
             let out = Segmentation::new(&settings).unwrap().run_cpu(&input, &mut Vec::new()).unwrap();
-            (out.summary["segments"].as_u64().unwrap(), out.summary["level"].as_u64().unwrap(), out.summary["levels"].as_u64().unwrap())
+            let s = &out.summary;
+            (s["segments"].as_u64().unwrap(), s["level"].as_u64(), s["levels"].as_u64(), s["method"].clone())
+        };
+        let (_, level, levels, method) = run(-1);
+        assert_eq!((level, levels, method), (None, None, serde_json::json!("kruskal")), "the reference has no levels");
+        let run = |level: i32| {
+            let (n, l, ls, method) = run(level);
+            assert_eq!(method, "rounds");
+            (n, l.unwrap(), ls.unwrap())
         };
         assert_eq!(run(0).0, 16 * 8, "level 0 is one segment per pixel");
         let (top_segments, top, levels) = run(1000);
         assert_eq!(top, levels - 1, "levels past the last are the final one");
-        assert_eq!(top_segments, run(-1).0, "the last level equals the final (Kruskal) segmentation");
+        let kruskal = Segmentation::new(&OpSettings::default()).unwrap().run_cpu(&input, &mut Vec::new()).unwrap();
+        assert_eq!(top_segments, kruskal.summary["segments"], "the last level equals the final (Kruskal) segmentation");
         let mut previous = u64::MAX;
         for l in 0..levels as i32 {
             let (n, _, _) = run(l);
