@@ -221,7 +221,7 @@ mod tests {
     fn rejects_garbage_and_truncation() {
         assert!(read(&mut &b"hello world, not numpy"[..]).is_err());
         let mut buf = Vec::new();
-        write(&mut buf, &[4, 4], (0..16u16).map(|v| v)).unwrap();
+        write(&mut buf, &[4, 4], 0..16u16).unwrap();
         buf.truncate(buf.len() - 3);
         assert!(read(&mut buf.as_slice()).unwrap_err().to_string().contains("truncated"));
     }

@@ -72,6 +72,10 @@ pub struct CudaRing {
     next: usize,
 }
 
+/// A frame's pixels as the ring uploads them: the RGB frame, the 16-bit grey frame, or the grey
+/// bytes of an 8-bit grey frame.
+type SourcePixels = (Option<Arc<Image<[u8; 3]>>>, Option<Arc<Image<u16>>>, Option<Image<u8>>);
+
 impl CudaRing {
     /// Creates `size` slots with their streams and each analysis' GPU stage.
     pub fn new(gpu: Arc<GpuContext>, analyses: Vec<Box<dyn Analysis>>, settings: OpSettings, size: usize) -> Result<Self, OpError> {
@@ -127,7 +131,7 @@ impl CudaRing {
         launch::check_frame_size(w, h)?;
         let (index, pts_nanos) = (s.frame.index, s.frame.pts_nanos);
         // The grey bytes to upload for grey sources; RGB frames are uploaded as they are.
-        let (rgb, gray16, gray_bytes): (Option<Arc<Image<[u8; 3]>>>, Option<Arc<Image<u16>>>, Option<Image<u8>>) = match s.frame.image {
+        let (rgb, gray16, gray_bytes): SourcePixels = match s.frame.image {
             DynImage::Rgb8(img) => (Some(Arc::new(img.into_packed())), None, None),
             DynImage::Gray8(img) => (None, None, Some(img.into_packed())),
             DynImage::Gray16(img) => {

@@ -11,12 +11,13 @@
 //! the attribute and the outputs stay on the device until [`MaxtreeGpu::download`].
 //! [`MaxtreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
 use super::{Attribute, Connectivity, MaxtreeParams, Rule, TreeKind};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, launch};
+use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback, launch};
 use crate::image::{DynImage, Gray, Image, ImageView};
 use crate::ops::OpError;
 
@@ -196,6 +197,14 @@ pub struct MaxtreeGpu {
     /// Tile height of the local kernel: 16, 32, 64 or 128 (128: 8-bit only); 0 (the default)
     /// picks [`DEFAULT_TILE_HEIGHT`] (the fastest on the H100 for 8 and 16 bits, BENCHMARKS.md).
     pub tile_height: usize,
+    /// Pinned buffers for the per-frame readback of the filtered image and the residue.
+    readbacks: RefCell<Readbacks>,
+}
+
+/// Pinned readbacks (filtered image, residue) per sample type.
+struct Readbacks {
+    u8: (Readback<u8>, Readback<u8>),
+    u16: (Readback<u16>, Readback<u16>),
 }
 
 impl std::fmt::Debug for MaxtreeGpu {
@@ -270,6 +279,10 @@ impl MaxtreeGpu {
             node_blocks: u32::try_from(gpu.info().multiprocessors.max(1) * 16).unwrap_or(2048),
             grid_simplification: true,
             tile_height: 0,
+            readbacks: RefCell::new(Readbacks {
+                u8: (Readback::new(gpu.cuda()), Readback::new(gpu.cuda())),
+                u16: (Readback::new(gpu.cuda()), Readback::new(gpu.cuda())),
+            }),
         })
     }
 
@@ -562,31 +575,28 @@ impl MaxtreeGpu {
         }
         let (w, h) = (st.width, st.height);
         let node_count = self.download_node_count(stream)?;
+        let mut rb = self.readbacks.borrow_mut();
         let (filtered, residue) = if st.bits == 8 {
-            let (o, r) = fetch(stream, &self.outputs.u8, w * h)?;
+            let (o, r) = fetch(stream, &self.outputs.u8, w * h, &mut rb.u8)?;
             (DynImage::Gray8(Image::from_vec(w, h, o)?), DynImage::Gray8(Image::from_vec(w, h, r)?))
         } else {
-            let (o, r) = fetch(stream, &self.outputs.u16, w * h)?;
+            let (o, r) = fetch(stream, &self.outputs.u16, w * h, &mut rb.u16)?;
             (DynImage::Gray16(Image::from_vec(w, h, o)?), DynImage::Gray16(Image::from_vec(w, h, r)?))
         };
         Ok(MaxtreeOutput { filtered, residue, node_count })
     }
 }
 
-/// Blocking copy of an output pair (empty vectors for an empty frame).
+/// Blocking copy of the first `n` elements of an output pair through pinned buffers (empty
+/// vectors for an empty frame).
 fn fetch<T: GpuGray>(
     stream: &Arc<CudaStream>,
     pair: &Option<(CudaSlice<T>, CudaSlice<T>)>,
     n: usize,
+    rb: &mut (Readback<T>, Readback<T>),
 ) -> Result<(Vec<T>, Vec<T>), OpError> {
     match pair {
-        Some((o, r)) if n > 0 => {
-            let (mut o, mut r) = (stream.clone_dtoh(o)?, stream.clone_dtoh(r)?);
-            stream.synchronize()?;
-            o.truncate(n);
-            r.truncate(n);
-            Ok((o, r))
-        }
+        Some((o, r)) if n > 0 => Ok((rb.0.fetch(stream, o, n)?, rb.1.fetch(stream, r, n)?)),
         _ => Ok((Vec::new(), Vec::new())),
     }
 }
