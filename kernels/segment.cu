@@ -26,8 +26,9 @@
 //   merge rounds 33..        segment_least, segment_targets, segment_limits_pairs,
 //                            segment_push, segment_groups (exact Kruskal decisions, see
 //                            boruvka.rs), then up to SUB_ROUNDS - 1 sub-rounds of
-//                            segment_push_sub + segment_groups (joiners of absorbed joiners;
-//                            each gated on the merges of the pass before it, smerge[]).
+//                            segment_push_sub, segment_alloc, segment_scatter, segment_groups
+//                            (joiners of absorbed joiners; each gated on the merges of the
+//                            pass before it, smerge[]).
 //   min_size rounds          segment_reset_done, then the merge kernels in mode MIN_SIZE:
 //                            scikit-image's second pass (an edge merges when either side is
 //                            smaller than min_size), decided exactly the same way.
@@ -41,8 +42,10 @@
 // active component with an alive edge; a pixel leaves it for good once interior or done) and
 // the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
 // root (link never changes inside a kernel that reads it this way) and segment_final resolves
-// every pixel at the end. Joiners push themselves (segment_push) onto their target's list only
-// when their key is below the group's limit, which is exactly what the group keeps of them.
+// every pixel at the end. Joiners register (segment_push / segment_push_sub: a slot from an
+// atomicAdd on their group's count) only when their key is below the group's limit, which is
+// exactly what the group keeps of them; segment_alloc gives each group a contiguous range and
+// segment_scatter fills it, so segment_groups reads arrays, not pointer chains.
 // Event counts are reduced per warp before one atomicAdd (every lane reaches the reduction).
 // The scan kernels use 1024-thread blocks and 32 words of shared memory.
 // Border policy: neighbours outside the image are skipped (their +inf weights are never read).
@@ -155,7 +158,7 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             target[i] = SEG_NONE;
             gok[i] = 0;
             pflag[i] = 0;
-            head[i] = SEG_NONE;
+            head[i] = 0;
             parent[i] = i;
             round[i] = SEG_NEVER;
         }
@@ -248,7 +251,7 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
             gok[v] = 0;
             lim[v] = SEG_NO_EDGE;
             limj[v] = SEG_NO_EDGE;
-            head[v] = SEG_NONE;
+            head[v] = 0;
             u64 key = best[v];
             best[v] = SEG_NO_EDGE;
             bool skip = mode != SEG_MODE_ZERO && done[v] != 0;
@@ -348,11 +351,15 @@ extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, co
     seg_count(ctl, mctl, r, ev, mg);
 }
 
-// Merge step 4b: a joiner (one-sided least edge into a group) pushes itself onto its target's
-// list when its key is below the group's limit (the least edge of the pair to others).
+// Merge step 4b: a joiner (one-sided least edge into a group) registers with its target when
+// its key is below the group's limit (the least edge of the pair to others): jcnt[t] counts the
+// group's joiners, jslot[v] / jtgt[v] hold the joiner's slot and group (jslot NONE: none).
+// segment_alloc and segment_scatter then lay every group's joiners out contiguously in jarr,
+// so segment_groups reads arrays instead of chasing list pointers (a group with a thousand
+// joiners held its whole pass up for a millisecond).
 extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32* __restrict__ gok,
                                         const u32* __restrict__ target, const u64* __restrict__ tkey,
-                                        const u64* __restrict__ lim, u32* head, u32* next,
+                                        const u64* __restrict__ lim, u32* jcnt, u32* jslot, u32* jtgt,
                                         const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
                                         const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
@@ -360,11 +367,44 @@ extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32*
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
         u32 t = target[v];
-        if (t == SEG_NONE || target[t] == v || gok[t] == 0) continue;
-        u64 limit = lim[t];
-        u32 o = target[t];
-        if (o != SEG_NONE && (link[o] == t || link[t] == o) && lim[o] < limit) limit = lim[o];
-        if (tkey[v] < limit) next[v] = atomicExch(&head[t], v);
+        u32 slot = SEG_NONE;
+        if (t != SEG_NONE && target[t] != v && gok[t] != 0) {
+            u64 limit = lim[t];
+            u32 o = target[t];
+            if (o != SEG_NONE && (link[o] == t || link[t] == o) && lim[o] < limit) limit = lim[o];
+            if (tkey[v] < limit) {
+                slot = atomicAdd(&jcnt[t], 1u);
+                jtgt[v] = t;
+            }
+        }
+        jslot[v] = slot;
+    }
+}
+
+// Joiner layout step 1: every root with joiners takes a contiguous range of jarr.
+extern "C" __global__ void segment_alloc(const u32* __restrict__ jcnt, u32* joff, u32* cursor,
+                                         const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ sgate,
+                                         const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+    if (ctl[gate] == 0 || *sgate == 0) return;
+    u32 nr = *rcount;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 g = rlist[i];
+        u32 c = jcnt[g];
+        if (c != 0) joff[g] = atomicAdd(cursor, c);
+    }
+}
+
+// Joiner layout step 2: every registered joiner writes itself into its group's range.
+extern "C" __global__ void segment_scatter(const u32* __restrict__ jslot, const u32* __restrict__ jtgt,
+                                           const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
+                                           u32 gate, const u32* __restrict__ sgate,
+                                           const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+    if (ctl[gate] == 0 || *sgate == 0) return;
+    u32 nr = *rcount;
+    for (u32 i = global_tid(); i < nr; i += global_threads()) {
+        u32 v = rlist[i];
+        u32 slot = jslot[v];
+        if (slot != SEG_NONE) jarr[joff[jtgt[v]] + slot] = v;
     }
 }
 
@@ -395,7 +435,7 @@ __device__ __forceinline__ void seg_buffer_insert(u64* bk, u32* bx, u32& nb, u64
 extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, const u32* __restrict__ gok,
                                           const u32* __restrict__ target, const u64* __restrict__ tkey,
                                           const u64* __restrict__ lim, const u64* __restrict__ limj,
-                                          u32* head, const u32* __restrict__ next,
+                                          u32* jcnt, const u32* __restrict__ joff, const u32* __restrict__ jarr,
                                           const u32* __restrict__ gsize, const double* __restrict__ gint,
                                           u32* size, double* cint, u32* parent, u16* round,
                                           const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
@@ -422,11 +462,17 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
         if (merged && lim[t] < sl) sl = lim[t];
         u64 limit = sl;
         u32 nb = 0;
-        for (u32 x = head[g]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
-        head[g] = SEG_NONE;
-        if (merged) {
-            for (u32 x = head[t]; x != SEG_NONE; x = next[x]) seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
-            head[t] = SEG_NONE;
+        for (u32 c = 0; c < (merged ? 2u : 1u); ++c) {
+            u32 h = c == 0 ? g : t;
+            u32 cnt = jcnt[h];
+            if (cnt == 0) continue;
+            jcnt[h] = 0;
+            const u32* js = jarr + joff[h];
+#pragma unroll 4
+            for (u32 q = 0; q < cnt; ++q) {
+                u32 x = js[q];
+                seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
+            }
         }
         u32 sz = first ? gsize[g] : size[g];
         double it = first ? gint[g] : cint[g];
@@ -495,24 +541,28 @@ extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, cons
 
 // Merge step 6, a sub-round: a component whose least edge leads into a joiner absorbed since
 // (its target now resolves to a live group) registers with that group when its key is below
-// the group's structural limit; segment_groups (first = 0) then absorbs it. Runs only when the
-// previous absorption pass merged (*sgate).
+// the group's structural limit (as in segment_push); segment_groups (first = 0) then absorbs
+// it. Runs only when the previous absorption pass merged (*sgate).
 extern "C" __global__ void segment_push_sub(const u32* __restrict__ link, const u32* __restrict__ gok,
                                             const u32* __restrict__ done, const u32* __restrict__ target,
-                                            const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* head,
-                                            u32* next, const u32* __restrict__ ctl, u32 gate,
+                                            const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* jcnt,
+                                            u32* jslot, u32* jtgt, const u32* __restrict__ ctl, u32 gate,
                                             const u32* __restrict__ sgate, const u32* __restrict__ rlist,
                                             const u32* __restrict__ rcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
-        if (link[v] != v || done[v] != 0 || gok[v] != 0) continue;
+        u32 slot = SEG_NONE;
         u32 t = target[v];
-        if (t == SEG_NONE) continue;
-        t = seg_find(link, t);
-        if (t == v || gok[t] == 0 || done[t] != 0 || tkey[v] >= slim[t]) continue;
-        next[v] = atomicExch(&head[t], v);
+        if (link[v] == v && done[v] == 0 && gok[v] == 0 && t != SEG_NONE) {
+            t = seg_find(link, t);
+            if (t != v && gok[t] != 0 && done[t] == 0 && tkey[v] < slim[t]) {
+                slot = atomicAdd(&jcnt[t], 1u);
+                jtgt[v] = t;
+            }
+        }
+        jslot[v] = slot;
     }
 }
 

@@ -63,8 +63,12 @@ struct Ptrs {
     gsize: u64,
     gint: u64,
     pflag: u64,
-    head: u64,
-    next: u64,
+    /// Joiner layout: count per group, slot and group per joiner, range offset, the ranges.
+    jcnt: u64,
+    jslot: u64,
+    jtgt: u64,
+    joff: u64,
+    jarr: u64,
     parent: u64,
     round: u64,
     minpix: u64,
@@ -108,6 +112,8 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_limits_pairs",
     "segment_push",
     "segment_push_sub",
+    "segment_alloc",
+    "segment_scatter",
     "segment_groups",
     "segment_chain_link",
     "segment_chain_flatten",
@@ -153,6 +159,8 @@ pub struct SegmentGpu {
     f_limits_pairs: CudaFunction,
     f_push: CudaFunction,
     f_push_sub: CudaFunction,
+    f_alloc: CudaFunction,
+    f_scatter: CudaFunction,
     f_groups: CudaFunction,
     f_chain_link: CudaFunction,
     f_chain_flatten: CudaFunction,
@@ -218,6 +226,8 @@ impl SegmentGpu {
             f_limits_pairs: f("segment_limits_pairs")?,
             f_push: f("segment_push")?,
             f_push_sub: f("segment_push_sub")?,
+            f_alloc: f("segment_alloc")?,
+            f_scatter: f("segment_scatter")?,
             f_groups: f("segment_groups")?,
             f_chain_link: f("segment_chain_link")?,
             f_chain_flatten: f("segment_chain_flatten")?,
@@ -274,8 +284,8 @@ impl SegmentGpu {
             "group sizes",
             "(unused)",
             "pair flags",
-            "joiner heads",
-            "joiner links",
+            "joiner counts",
+            "joiner slots",
             "first pixels",
             "root labels",
             "frontier counts",
@@ -297,7 +307,10 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(NSMERGE, "sub-round merges")?);
+        u32s.push(a(2 * NSMERGE, "sub-round merges and joiner cursors")?);
+        for what in ["joiner groups", "joiner offsets", "joiner ranges"] {
+            u32s.push(a(n, what)?);
+        }
         let mut u64s = Vec::with_capacity(7);
         for what in
             ["least edges", "target keys", "limits", "joiner limits", "internal differences", "group Int", "group limits"]
@@ -318,8 +331,11 @@ impl SegmentGpu {
             gsize: r32(7),
             gint: r64(5),
             pflag: r32(9),
-            head: r32(10),
-            next: r32(11),
+            jcnt: r32(10),
+            jslot: r32(11),
+            jtgt: r32(22),
+            joff: r32(23),
+            jarr: r32(24),
             minpix: r32(12),
             rootlabel: r32(13),
             fcnt: r32(14),
@@ -429,15 +445,15 @@ impl SegmentGpu {
         }
         let p = b.p;
         let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
-        let (nctl, nsmerge) = (NCTL as u32, NSMERGE as u32);
+        let (nctl, nsmerge) = (NCTL as u32, 2 * NSMERGE as u32);
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.gok).arg(&p.pflag).arg(&p.head).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
+            l.arg(&p.gok).arg(&p.pflag).arg(&p.jcnt).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
             l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&nsmerge);
             // SAFETY: grid-stride over max(n, NCTL); each array is written only below its own
             // length (n or NCTL), checked in the kernel; all buffers belong to this op.
-            unsafe { l.launch(self.stride(n.max(NSMERGE))) }?;
+            unsafe { l.launch(self.stride(n.max(2 * NSMERGE))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
             l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
@@ -527,7 +543,7 @@ impl SegmentGpu {
             timed(timer, stream, names("segment_merge"), || {
                 let mut l = stream.launch_builder(&self.f_targets);
                 l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.gok).arg(&p.lim);
-                l.arg(&p.limj).arg(&p.head).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
+                l.arg(&p.limj).arg(&p.jcnt).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
                 l.arg(&p.mctl).arg(&gate).arg(&r).arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
                 unsafe { l.launch(cfg) }?;
@@ -543,28 +559,45 @@ impl SegmentGpu {
                     // SAFETY: grid-stride over this round's lists (pixel / root ids < n).
                     unsafe { l.launch(cfg) }?;
                     let mut l = stream.launch_builder(&self.f_push);
-                    l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.head).arg(&p.next);
-                    l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
-                    // SAFETY: as above; head/next thread lists through root ids < n.
+                    l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.jcnt).arg(&p.jslot);
+                    l.arg(&p.jtgt).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                    // SAFETY: as above; joiner counts / slots / groups are indexed by root ids < n.
                     unsafe { l.launch(cfg) }?;
                     Ok(())
                 })?;
                 for s in 0..SUB_ROUNDS as u32 {
                     let first = u32::from(s == 0);
-                    let slot = |s: u32| p.smerge + 4 * (u64::from(r) * SUB_ROUNDS as u64 + u64::from(s));
-                    let (sgate, sout) = (slot(s.saturating_sub(1)), slot(s));
+                    let slot = |array: u64, s: u32| {
+                        p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
+                    };
+                    // The first pass runs under the round's gate (ctl[gate], already non-zero).
+                    let sgate = if s == 0 { p.ctl + 4 * u64::from(gate) } else { slot(0, s - 1) };
+                    let (sout, cursor) = (slot(0, s), slot(1, s));
                     timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
                         if s > 0 {
                             let mut l = stream.launch_builder(&self.f_push_sub);
                             l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
-                            l.arg(&p.head).arg(&p.next).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
+                            l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout);
+                            l.arg(&rcout);
                             // SAFETY: grid-stride over the active roots (ids < n); targets and
-                            // links are root ids < n; sgate < NSMERGE since r < NCTL.
+                            // links are root ids < n; sgate < 2 NSMERGE since r < NCTL.
                             unsafe { l.launch(cfg) }?;
                         }
+                        let mut l = stream.launch_builder(&self.f_alloc);
+                        l.arg(&p.jcnt).arg(&p.joff).arg(&cursor).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout);
+                        l.arg(&rcout);
+                        // SAFETY: grid-stride over the active roots; the ranges sum to the
+                        // joiners of this pass, at most n.
+                        unsafe { l.launch(cfg) }?;
+                        let mut l = stream.launch_builder(&self.f_scatter);
+                        l.arg(&p.jslot).arg(&p.jtgt).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&sgate);
+                        l.arg(&rout).arg(&rcout);
+                        // SAFETY: a joiner's slot is below its group's count, so it lands in the
+                        // group's range inside jarr (n entries).
+                        unsafe { l.launch(cfg) }?;
                         let mut l = stream.launch_builder(&self.f_groups);
                         l.arg(&p.link).arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.target).arg(&p.tkey);
-                        l.arg(&p.lim).arg(&p.limj).arg(&p.head).arg(&p.next).arg(&p.gsize).arg(&p.gint);
+                        l.arg(&p.lim).arg(&p.limj).arg(&p.jcnt).arg(&p.joff).arg(&p.jarr).arg(&p.gsize).arg(&p.gint);
                         l.arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode);
                         l.arg(&min_size).arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout);
                         l.arg(&rcout).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
