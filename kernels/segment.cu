@@ -381,16 +381,24 @@ extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32*
     }
 }
 
-// Joiner layout step 1: every root with joiners takes a contiguous range of jarr.
-extern "C" __global__ void segment_alloc(const u32* __restrict__ jcnt, u32* joff, u32* cursor,
-                                         const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ sgate,
-                                         const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+// Joiner layout step 1: every root with joiners takes a contiguous range of jarr and an entry
+// in glist (the groups segment_groups_warp works on).
+extern "C" __global__ void segment_alloc(const u32* __restrict__ jcnt, const u32* __restrict__ link, u32* joff,
+                                         u32* cursor, u32* glist,
+                                         u32* gcount, const u32* __restrict__ ctl, u32 gate,
+                                         const u32* __restrict__ sgate, const u32* __restrict__ rlist,
+                                         const u32* __restrict__ rcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
-        u32 g = rlist[i];
-        u32 c = jcnt[g];
-        if (c != 0) joff[g] = atomicAdd(cursor, c);
+        u32 h = rlist[i];
+        u32 c = jcnt[h];
+        if (c == 0) continue;
+        joff[h] = atomicAdd(cursor, c);
+        // A pair member merged into its partner (first pass) brings its joiners to the pair's
+        // root, which is listed once: by itself when it has joiners too, else here.
+        u32 g = link[h];
+        if (g == h || jcnt[g] == 0) glist[atomicAdd(gcount, 1u)] = g;
     }
 }
 
@@ -408,135 +416,220 @@ extern "C" __global__ void segment_scatter(const u32* __restrict__ jslot, const 
     }
 }
 
-// Keeps the SEG_JOIN_BUFFER least keys below `limit` (boruvka.rs buffer_insert).
-__device__ __forceinline__ void seg_buffer_insert(u64* bk, u32* bx, u32& nb, u64& limit, u64 key, u32 id) {
-    if (key >= limit) return;
-    if (nb == SEG_JOIN_BUFFER) {
-        u64 last = bk[SEG_JOIN_BUFFER - 1];
-        if (key > last) {
-            if (key < limit) limit = key;
-            return;
-        }
-        if (last < limit) limit = last;
-        --nb;
-    }
-    u32 pos = nb;
-    while (pos > 0 && bk[pos - 1] > key) {
-        bk[pos] = bk[pos - 1];
-        bx[pos] = bx[pos - 1];
-        --pos;
-    }
-    bk[pos] = key;
-    bx[pos] = id;
-    ++nb;
-}
-
-// Merge step 5: pair decisions become final, groups absorb their joiners in key order.
-extern "C" __global__ void segment_groups(u32* link, u32* done, u32* pflag, const u32* __restrict__ gok,
-                                          const u32* __restrict__ target, const u64* __restrict__ tkey,
-                                          const u64* __restrict__ lim, const u64* __restrict__ limj,
-                                          u32* jcnt, const u32* __restrict__ joff, const u32* __restrict__ jarr,
-                                          const u32* __restrict__ gsize, const double* __restrict__ gint,
-                                          u32* size, double* cint, u32* parent, u16* round,
-                                          const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
-                                          u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ rlist,
-                                          const u32* __restrict__ rcount, u64* slim, u32 first,
-                                          const u32* __restrict__ sgate, u32* smerge) {
+// Merge step 5, groups without joiners (first pass only; thread per active root): deferred
+// "done" flags of failed pair sides become final, and each group's statistics and structural
+// limit are set from the pair step. Groups with joiners are left to segment_groups_warp.
+extern "C" __global__ void segment_groups_plain(u32* done, u32* pflag, const u32* __restrict__ gok,
+                                                const u32* __restrict__ link, const u32* __restrict__ target,
+                                                const u64* __restrict__ lim, const u32* __restrict__ jcnt,
+                                                const u32* __restrict__ gsize, const double* __restrict__ gint,
+                                                u32* size, double* cint, u64* slim, const u32* __restrict__ ctl,
+                                                u32 gate, const u32* __restrict__ rlist,
+                                                const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
-    if (!first && *sgate == 0) return;
-    u32 ev = 0, mg = 0;
-    u64 bk[SEG_JOIN_BUFFER];
-    u32 bx[SEG_JOIN_BUFFER];
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 g = rlist[i];
-        if (first && pflag[g] != 0) {
+        if (pflag[g] != 0) {
             pflag[g] = 0;
             done[g] = 1;
         }
         if (gok[g] == 0 || link[g] != g) continue;
-        if (!first && done[g] != 0) continue;
+        u32 t = target[g];
+        bool merged = t != SEG_NONE && t != g && link[t] == g;
+        if (jcnt[g] != 0 || (merged && jcnt[t] != 0)) continue;
+        u64 sl = lim[g];
+        if (merged && lim[t] < sl) sl = lim[t];
+        size[g] = gsize[g];
+        cint[g] = gint[g];
+        slim[g] = sl;
+    }
+}
+
+// One compare-exchange stage of a bitonic network over 64 (key, id) pairs held two per lane
+// (element e = slot * 32 + lane): partner e ^ j, ascending where (e & kk) == 0.
+__device__ __forceinline__ void seg_bitonic_step(u64* key, u32* id, u32 kk, u32 j) {
+    u32 lane = threadIdx.x & 31u;
+    if (j == 32) {
+        // Partners share a lane (kk == 64: ascending).
+        if (key[1] < key[0]) {
+            u64 tk = key[0]; key[0] = key[1]; key[1] = tk;
+            u32 ti = id[0]; id[0] = id[1]; id[1] = ti;
+        }
+        return;
+    }
+    for (u32 s = 0; s < 2; ++s) {
+        u32 e = s * 32 + lane;
+        u64 ok = __shfl_xor_sync(FULL_MASK, key[s], j);
+        u32 oi = __shfl_xor_sync(FULL_MASK, id[s], j);
+        bool lower = (e & j) == 0;
+        bool asc = (e & kk) == 0;
+        bool take_other = (lower == asc) ? ok < key[s] : ok > key[s];
+        if (take_other) {
+            key[s] = ok;
+            id[s] = oi;
+        }
+    }
+}
+
+// Sorts 64 (key, id) pairs held two per lane ascending (keys distinct except SEG_NO_EDGE).
+__device__ __forceinline__ void seg_bitonic_sort64(u64* key, u32* id) {
+    for (u32 kk = 2; kk <= 64; kk <<= 1)
+        for (u32 j = kk >> 1; j > 0; j >>= 1) seg_bitonic_step(key, id, kk, j);
+}
+
+// Merge step 5 (and every sub-round pass), groups with joiners: one warp per group listed by
+// segment_alloc. The lanes read the group's joiner ranges 64 at a time, sort each chunk with a
+// bitonic network and keep the SEG_JOIN_BUFFER (64) least keys below the limit in registers
+// (elementwise min of the sorted buffer and the reversed chunk, then a bitonic merge; the least
+// key discarded lowers the limit, as boruvka.rs buffer_insert does), then load every kept
+// joiner's weight, size, Int and limits into shared memory at once; lane 0 runs the dependent
+// absorption decisions from there. (A thread per group walking its list and inserting into a
+// local-memory buffer left each pass waiting 150-260 us for its longest list; BENCHMARKS.md.)
+#define SEG_WARPS_PER_BLOCK 4
+extern "C" __global__ void __launch_bounds__(32 * SEG_WARPS_PER_BLOCK)
+segment_groups_warp(u32* link, u32* done, const u32* __restrict__ target, const u64* __restrict__ tkey,
+                    const u64* __restrict__ lim, const u64* __restrict__ limj, u32* jcnt,
+                    const u32* __restrict__ joff, const u32* __restrict__ jarr, const u32* __restrict__ gsize,
+                    const double* __restrict__ gint, u32* size, double* cint, u32* parent, u16* round,
+                    const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32* ctl, u32* mctl,
+                    u32 gate, u32 r, const u32* __restrict__ glist, const u32* __restrict__ gcount, u64* slim,
+                    u32 first, const u32* __restrict__ sgate, u32* smerge) {
+    if (ctl[gate] == 0) return;
+    if (!first && *sgate == 0) return;
+    __shared__ double s_w[SEG_WARPS_PER_BLOCK][64];
+    __shared__ double s_cx[SEG_WARPS_PER_BLOCK][64];
+    __shared__ u64 s_key[SEG_WARPS_PER_BLOCK][64];
+    __shared__ u64 s_lj[SEG_WARPS_PER_BLOCK][64];
+    __shared__ u64 s_lm[SEG_WARPS_PER_BLOCK][64];
+    __shared__ u32 s_x[SEG_WARPS_PER_BLOCK][64];
+    __shared__ u32 s_sx[SEG_WARPS_PER_BLOCK][64];
+    u32 lane = threadIdx.x & 31u, wib = threadIdx.x >> 5;
+    u32 warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    u32 nwarps = (gridDim.x * blockDim.x) >> 5;
+    u32 ev = 0, mg = 0;
+    u32 ng = *gcount;
+    for (u32 gi = warp; gi < ng; gi += nwarps) {
+        u32 g = glist[gi];
         u32 t = target[g];
         bool merged = first && t != SEG_NONE && t != g && link[t] == g;
         u64 sl = first ? lim[g] : slim[g];
         if (merged && lim[t] < sl) sl = lim[t];
         u64 limit = sl;
-        u32 nb = 0;
-        for (u32 c = 0; c < (merged ? 2u : 1u); ++c) {
-            u32 h = c == 0 ? g : t;
-            u32 cnt = jcnt[h];
-            if (cnt == 0) continue;
-            jcnt[h] = 0;
-            const u32* js = jarr + joff[h];
-#pragma unroll 4
-            for (u32 q = 0; q < cnt; ++q) {
-                u32 x = js[q];
-                seg_buffer_insert(bk, bx, nb, limit, tkey[x], x);
-            }
+        const u64 limit0 = sl;
+        u32 c1 = jcnt[g], c2 = merged ? jcnt[t] : 0u;
+        u32 o1 = c1 ? joff[g] : 0u, o2 = c2 ? joff[t] : 0u;
+        __syncwarp();
+        if (lane == 0) {
+            jcnt[g] = 0;
+            if (merged) jcnt[t] = 0;
         }
-        u32 sz = first ? gsize[g] : size[g];
-        double it = first ? gint[g] : cint[g];
-        // The joiners' data is loaded one iteration ahead: the loop is a chain of dependent
-        // decisions, and its loads (weight, size, Int, limits) would otherwise each cost a
-        // full memory latency per joiner.
-        double nw = 0.0, ncx = 0.0;
-        u32 nsx = 0;
-        u64 nlj = 0, nlm = 0;
-        if (nb > 0) {
-            u32 x0 = bx[0];
-            nw = w4[seg_eid(bk[0], eb)];
-            ncx = cint[x0];
-            nsx = size[x0];
-            nlj = limj[x0];
-            nlm = lim[x0];
-        }
-        for (u32 j = 0; j < nb; ++j) {
-            u64 key = bk[j];
-            if (key > limit) break;
-            u32 x = bx[j];
-            double w = nw, cx = ncx;
-            u32 sx = nsx;
-            u64 ljx = nlj, lmx = nlm;
-            if (j + 1 < nb) {
-                u32 x1 = bx[j + 1];
-                nw = w4[seg_eid(bk[j + 1], eb)];
-                ncx = cint[x1];
-                nsx = size[x1];
-                nlj = limj[x1];
-                nlm = lim[x1];
-            }
-            float tl = seg_thr(it, k, sz);
-            float tx = seg_thr(cx, k, sx);
-            bool join = mode == SEG_MODE_MIN_SIZE ? (sz < min_size || sx < min_size) : w < (double)fminf(tl, tx);
-            if (join) {
-                link[x] = g;
-                sz += sx;
-                it = fmax(it, fmax(w, cx));
-                if (ljx < limit) limit = ljx;
-                if (lmx < sl) sl = lmx;
-                parent[x] = g;
-                round[x] = (u16)r;
-                ++ev;
-                ++mg;
-            } else if (mode == SEG_MODE_MERGE) {
-                if (w >= (double)tx) {
-                    done[x] = 1;
-                    ++ev;
-                }
-                if (w >= (double)tl) {
-                    done[g] = 1;
-                    ++ev;
-                    break;
+        // The 64 least keys below limit0, sorted, two per lane.
+        u64 bkey[2] = {SEG_NO_EDGE, SEG_NO_EDGE};
+        u32 bid[2] = {0u, 0u};
+        u32 total = c1 + c2;
+        for (u32 base = 0; base < total; base += 64) {
+            u64 ck[2];
+            u32 ci[2];
+            for (u32 s = 0; s < 2; ++s) {
+                u32 q = base + s * 32 + lane;
+                ck[s] = SEG_NO_EDGE;
+                ci[s] = 0u;
+                if (q < total) {
+                    u32 x = q < c1 ? jarr[o1 + q] : jarr[o2 + (q - c1)];
+                    u64 kx = tkey[x];
+                    if (kx < limit0) {
+                        ck[s] = kx;
+                        ci[s] = x;
+                    }
                 }
             }
+            seg_bitonic_sort64(ck, ci);
+            if (base == 0) {
+                bkey[0] = ck[0]; bkey[1] = ck[1];
+                bid[0] = ci[0]; bid[1] = ci[1];
+                continue;
+            }
+            // Element e of the buffer against element 63 - e of the chunk (other slot, lane 31 - lane).
+            u64 dropped = SEG_NO_EDGE;
+            for (u32 s = 0; s < 2; ++s) {
+                u64 rk = __shfl_sync(FULL_MASK, ck[1 - s], 31 - lane);
+                u32 ri = __shfl_sync(FULL_MASK, ci[1 - s], 31 - lane);
+                if (rk < bkey[s]) {
+                    if (bkey[s] < dropped) dropped = bkey[s];
+                    bkey[s] = rk;
+                    bid[s] = ri;
+                } else if (rk < dropped) {
+                    dropped = rk;
+                }
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                u64 od = __shfl_xor_sync(FULL_MASK, dropped, o);
+                if (od < dropped) dropped = od;
+            }
+            if (dropped < limit) limit = dropped;
+            for (u32 j = 32; j > 0; j >>= 1) seg_bitonic_step(bkey, bid, 64, j);
         }
-        size[g] = sz;
-        cint[g] = it;
-        slim[g] = sl;
+        // Keys dropped while fewer than 64 chunks' worth were seen are none; the buffer holds
+        // the least keys below limit0 and `limit` is the least key left out.
+        for (u32 s = 0; s < 2; ++s) {
+            u32 e = s * 32 + lane;
+            s_key[wib][e] = bkey[s];
+            s_x[wib][e] = bid[s];
+            if (bkey[s] != SEG_NO_EDGE) {
+                u32 x = bid[s];
+                s_w[wib][e] = w4[seg_eid(bkey[s], eb)];
+                s_cx[wib][e] = cint[x];
+                s_sx[wib][e] = size[x];
+                s_lj[wib][e] = limj[x];
+                s_lm[wib][e] = lim[x];
+            }
+        }
+        __syncwarp();
+        if (lane == 0) {
+            u32 sz = first ? gsize[g] : size[g];
+            double it = first ? gint[g] : cint[g];
+            for (u32 e = 0; e < 64; ++e) {
+                u64 key = s_key[wib][e];
+                if (key == SEG_NO_EDGE || key > limit) break;
+                u32 x = s_x[wib][e];
+                double w = s_w[wib][e], cx = s_cx[wib][e];
+                u32 sx = s_sx[wib][e];
+                float tl = seg_thr(it, k, sz);
+                float tx = seg_thr(cx, k, sx);
+                bool join = mode == SEG_MODE_MIN_SIZE ? (sz < min_size || sx < min_size) : w < (double)fminf(tl, tx);
+                if (join) {
+                    link[x] = g;
+                    sz += sx;
+                    it = fmax(it, fmax(w, cx));
+                    u64 ljx = s_lj[wib][e], lmx = s_lm[wib][e];
+                    if (ljx < limit) limit = ljx;
+                    if (lmx < sl) sl = lmx;
+                    parent[x] = g;
+                    round[x] = (u16)r;
+                    ++ev;
+                    ++mg;
+                } else if (mode == SEG_MODE_MERGE) {
+                    if (w >= (double)tx) {
+                        done[x] = 1;
+                        ++ev;
+                    }
+                    if (w >= (double)tl) {
+                        done[g] = 1;
+                        ++ev;
+                        break;
+                    }
+                }
+            }
+            size[g] = sz;
+            cint[g] = it;
+            slim[g] = sl;
+        }
+        __syncwarp();
     }
     seg_count(ctl, mctl, r, ev, mg);
     for (int o = 16; o > 0; o >>= 1) mg += __shfl_down_sync(FULL_MASK, mg, o);
-    if ((threadIdx.x & 31u) == 0 && mg) atomicAdd(smerge, mg);
+    if (lane == 0 && mg) atomicAdd(smerge, mg);
 }
 
 // Merge step 6, a sub-round: a component whose least edge leads into a joiner absorbed since

@@ -35,6 +35,8 @@ const NCTL: usize = ZERO_ROUNDS as usize + 2 * MAX_ROUNDS_LIMIT as usize + 2;
 const NSMERGE: usize = NCTL * SUB_ROUNDS;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
+/// Warps per block of `segment_groups_warp` (keep in sync with SEG_WARPS_PER_BLOCK).
+const WARPS_PER_BLOCK: u32 = 4;
 /// Threads per block of the grid-stride kernels.
 const BLOCK: u32 = 256;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
@@ -69,6 +71,8 @@ struct Ptrs {
     jtgt: u64,
     joff: u64,
     jarr: u64,
+    /// Groups with joiners in this pass (for `segment_groups_warp`).
+    glist: u64,
     parent: u64,
     round: u64,
     minpix: u64,
@@ -114,7 +118,8 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_push_sub",
     "segment_alloc",
     "segment_scatter",
-    "segment_groups",
+    "segment_groups_plain",
+    "segment_groups_warp",
     "segment_chain_link",
     "segment_chain_flatten",
     "segment_reset_done",
@@ -161,7 +166,8 @@ pub struct SegmentGpu {
     f_push_sub: CudaFunction,
     f_alloc: CudaFunction,
     f_scatter: CudaFunction,
-    f_groups: CudaFunction,
+    f_groups_plain: CudaFunction,
+    f_groups_warp: CudaFunction,
     f_chain_link: CudaFunction,
     f_chain_flatten: CudaFunction,
     f_reset_done: CudaFunction,
@@ -174,6 +180,8 @@ pub struct SegmentGpu {
     f_level_threshold: CudaFunction,
     f_level_comp: CudaFunction,
     max_blocks: u32,
+    /// Launch of `segment_groups_warp`: 4 warps a block (its shared arrays), 8 blocks an SM.
+    warp_cfg: LaunchConfig,
     bufs: Option<Buffers>,
     produced: Option<Produced>,
     /// Rounds used by the last downloaded frame (for `adaptive_rounds`).
@@ -228,7 +236,8 @@ impl SegmentGpu {
             f_push_sub: f("segment_push_sub")?,
             f_alloc: f("segment_alloc")?,
             f_scatter: f("segment_scatter")?,
-            f_groups: f("segment_groups")?,
+            f_groups_plain: f("segment_groups_plain")?,
+            f_groups_warp: f("segment_groups_warp")?,
             f_chain_link: f("segment_chain_link")?,
             f_chain_flatten: f("segment_chain_flatten")?,
             f_reset_done: f("segment_reset_done")?,
@@ -241,6 +250,11 @@ impl SegmentGpu {
             f_level_threshold: f("segment_level_threshold")?,
             f_level_comp: f("segment_level_comp")?,
             max_blocks: sms * 8,
+            warp_cfg: LaunchConfig {
+                grid_dim: (sms * 8, 1, 1),
+                block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            },
             bufs: None,
             produced: None,
             hint: Cell::new(None),
@@ -307,8 +321,8 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(2 * NSMERGE, "sub-round merges and joiner cursors")?);
-        for what in ["joiner groups", "joiner offsets", "joiner ranges"] {
+        u32s.push(a(3 * NSMERGE, "sub-round merges, joiner cursors, group counts")?);
+        for what in ["joiner groups", "joiner offsets", "joiner ranges", "groups with joiners"] {
             u32s.push(a(n, what)?);
         }
         let mut u64s = Vec::with_capacity(7);
@@ -336,6 +350,7 @@ impl SegmentGpu {
             jtgt: r32(22),
             joff: r32(23),
             jarr: r32(24),
+            glist: r32(25),
             minpix: r32(12),
             rootlabel: r32(13),
             fcnt: r32(14),
@@ -445,7 +460,7 @@ impl SegmentGpu {
         }
         let p = b.p;
         let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
-        let (nctl, nsmerge) = (NCTL as u32, 2 * NSMERGE as u32);
+        let (nctl, nsmerge) = (NCTL as u32, 3 * NSMERGE as u32);
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
@@ -453,7 +468,7 @@ impl SegmentGpu {
             l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&nsmerge);
             // SAFETY: grid-stride over max(n, NCTL); each array is written only below its own
             // length (n or NCTL), checked in the kernel; all buffers belong to this op.
-            unsafe { l.launch(self.stride(n.max(2 * NSMERGE))) }?;
+            unsafe { l.launch(self.stride(n.max(3 * NSMERGE))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
             l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
@@ -572,7 +587,7 @@ impl SegmentGpu {
                     };
                     // The first pass runs under the round's gate (ctl[gate], already non-zero).
                     let sgate = if s == 0 { p.ctl + 4 * u64::from(gate) } else { slot(0, s - 1) };
-                    let (sout, cursor) = (slot(0, s), slot(1, s));
+                    let (sout, cursor, gcount) = (slot(0, s), slot(1, s), slot(2, s));
                     timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
                         if s > 0 {
                             let mut l = stream.launch_builder(&self.f_push_sub);
@@ -580,14 +595,14 @@ impl SegmentGpu {
                             l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout);
                             l.arg(&rcout);
                             // SAFETY: grid-stride over the active roots (ids < n); targets and
-                            // links are root ids < n; sgate < 2 NSMERGE since r < NCTL.
+                            // links are root ids < n; sgate < 3 NSMERGE since r < NCTL.
                             unsafe { l.launch(cfg) }?;
                         }
                         let mut l = stream.launch_builder(&self.f_alloc);
-                        l.arg(&p.jcnt).arg(&p.joff).arg(&cursor).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout);
-                        l.arg(&rcout);
+                        l.arg(&p.jcnt).arg(&p.link).arg(&p.joff).arg(&cursor).arg(&p.glist).arg(&gcount);
+                        l.arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
                         // SAFETY: grid-stride over the active roots; the ranges sum to the
-                        // joiners of this pass, at most n.
+                        // joiners of this pass, at most n; a group is listed once (n entries).
                         unsafe { l.launch(cfg) }?;
                         let mut l = stream.launch_builder(&self.f_scatter);
                         l.arg(&p.jslot).arg(&p.jtgt).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&sgate);
@@ -595,15 +610,26 @@ impl SegmentGpu {
                         // SAFETY: a joiner's slot is below its group's count, so it lands in the
                         // group's range inside jarr (n entries).
                         unsafe { l.launch(cfg) }?;
-                        let mut l = stream.launch_builder(&self.f_groups);
-                        l.arg(&p.link).arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.target).arg(&p.tkey);
-                        l.arg(&p.lim).arg(&p.limj).arg(&p.jcnt).arg(&p.joff).arg(&p.jarr).arg(&p.gsize).arg(&p.gint);
-                        l.arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode);
-                        l.arg(&min_size).arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout);
-                        l.arg(&rcout).arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
-                        // SAFETY: grid-stride over the active roots; every joiner is on one list,
-                        // so each root's link/done/size is written by one thread.
-                        unsafe { l.launch(cfg) }?;
+                        if s == 0 {
+                            let mut l = stream.launch_builder(&self.f_groups_plain);
+                            l.arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.link).arg(&p.target).arg(&p.lim);
+                            l.arg(&p.jcnt).arg(&p.gsize).arg(&p.gint).arg(&p.size).arg(&p.cint).arg(&p.slim);
+                            l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                            // SAFETY: grid-stride over the active roots (ids < n), each written by
+                            // its own thread.
+                            unsafe { l.launch(cfg) }?;
+                        }
+                        let mut l = stream.launch_builder(&self.f_groups_warp);
+                        l.arg(&p.link).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.limj);
+                        l.arg(&p.jcnt).arg(&p.joff).arg(&p.jarr).arg(&p.gsize).arg(&p.gint).arg(&p.size);
+                        l.arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
+                        l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&p.glist).arg(&gcount);
+                        l.arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
+                        // SAFETY: one warp per listed group (a group is listed once per pass);
+                        // every joiner is in one group's range, so each root's link/done/size
+                        // is written by one warp's lane 0; 4 warps a block match the kernel's
+                        // shared arrays.
+                        unsafe { l.launch(self.warp_cfg) }?;
                         Ok(())
                     })?;
                 }
