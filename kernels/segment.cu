@@ -24,11 +24,12 @@
 //                            segment_least, segment_targets, segment_chain_link,
 //                            segment_chain_flatten.
 //   merge rounds 33..        segment_least, segment_targets, segment_limits_pairs,
-//                            segment_push, segment_groups (exact Kruskal decisions, see
-//                            boruvka.rs), then up to SUB_ROUNDS - 1 sub-rounds of
-//                            segment_push_sub, segment_alloc, segment_scatter, segment_groups
-//                            (joiners of absorbed joiners; each gated on the merges of the
-//                            pass before it, smerge[]).
+//                            segment_push, segment_alloc, segment_scatter,
+//                            segment_groups_plain, segment_groups_warp (exact Kruskal
+//                            decisions, see boruvka.rs), then up to SUB_ROUNDS - 1 sub-rounds
+//                            of segment_push_sub, segment_alloc, segment_scatter,
+//                            segment_groups_warp (joiners of absorbed joiners; each gated on
+//                            the merges of the pass before it, smerge[]).
 //   min_size rounds          segment_reset_done, then the merge kernels in mode MIN_SIZE:
 //                            scikit-image's second pass (an edge merges when either side is
 //                            smaller than min_size), decided exactly the same way.
@@ -45,7 +46,8 @@
 // every pixel at the end. Joiners register (segment_push / segment_push_sub: a slot from an
 // atomicAdd on their group's count) only when their key is below the group's limit, which is
 // exactly what the group keeps of them; segment_alloc gives each group a contiguous range and
-// segment_scatter fills it, so segment_groups reads arrays, not pointer chains.
+// lists the group, segment_scatter fills the range, and segment_groups_warp works on each
+// listed group with a warp (32-thread blocks x 4 of them; 12 KB of shared memory a block).
 // Event counts are reduced per warp before one atomicAdd (every lane reaches the reduction).
 // The scan kernels use 1024-thread blocks and 32 words of shared memory.
 // Border policy: neighbours outside the image are skipped (their +inf weights are never read).
@@ -54,9 +56,12 @@
 // without sub-rounds 45-200 ms a frame (90-190 rounds of ~0.45 ms); 8 passes per round 39-142
 // ms; compacting the pending components per pass, or walking only the absorbed components'
 // children, made it slower; loading the joiners' data one iteration ahead 38-132 ms; 4 passes
-// 32-130 ms (shipped). Nsight Compute: a segment_groups pass runs 150-260 us at 7-10 %
-// achieved occupancy - it lasts as long as its slowest group (long joiner list, 64 dependent
-// absorption steps); next: a warp per large group, decisions from shared memory.
+// 32-130 ms. Nsight Compute then: a thread-per-group pass ran 150-260 us at 7-10 % achieved
+// occupancy - as long as its slowest group (lists up to 1400 joiners at k = 500, 64 dependent
+// absorption steps). A warp per group with joiners (bitonic top-64, parallel loads, decisions
+// from shared memory; predicted 3-5x on those passes): 24-43 ms (shipped), the absorption
+// passes 3-5x cheaper as predicted; now the frontier passes (segment_least,
+// segment_limits_pairs) are ~60 % of a frame at 1080p and ~75 % at 4K.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
