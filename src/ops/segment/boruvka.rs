@@ -203,7 +203,7 @@ enum Mode {
 /// Absorption passes per exact round (the first plus `SUB_ROUNDS - 1` sub-rounds in which the
 /// joiners of absorbed joiners join the grown group). In the model, rounds on 1080p frames
 /// fall 2-5x from 1 to 16 passes; on the H100 4 passes were faster than 8 (every pass costs
-/// two launches and waits for its slowest group; BENCHMARKS.md).
+/// launches and waits for its slowest group; BENCHMARKS.md).
 pub const SUB_ROUNDS: usize = 4;
 
 /// Rounds reserved for the zero-weight phase (global round numbers `1..=ZERO_ROUNDS`).
