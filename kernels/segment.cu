@@ -360,7 +360,7 @@ extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, co
 // its key is below the group's limit (the least edge of the pair to others): jcnt[t] counts the
 // group's joiners, jslot[v] / jtgt[v] hold the joiner's slot and group (jslot NONE: none).
 // segment_alloc and segment_scatter then lay every group's joiners out contiguously in jarr,
-// so segment_groups reads arrays instead of chasing list pointers (a group with a thousand
+// so segment_groups_warp reads arrays instead of chasing list pointers (a group with a thousand
 // joiners held its whole pass up for a millisecond).
 extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32* __restrict__ gok,
                                         const u32* __restrict__ target, const u64* __restrict__ tkey,
@@ -389,9 +389,8 @@ extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32*
 // Joiner layout step 1: every root with joiners takes a contiguous range of jarr and an entry
 // in glist (the groups segment_groups_warp works on).
 extern "C" __global__ void segment_alloc(const u32* __restrict__ jcnt, const u32* __restrict__ link, u32* joff,
-                                         u32* cursor, u32* glist,
-                                         u32* gcount, const u32* __restrict__ ctl, u32 gate,
-                                         const u32* __restrict__ sgate, const u32* __restrict__ rlist,
+                                         u32* cursor, u32* glist, u32* gcount, const u32* __restrict__ ctl,
+                                         u32 gate, const u32* __restrict__ sgate, const u32* __restrict__ rlist,
                                          const u32* __restrict__ rcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
     u32 nr = *rcount;
@@ -639,8 +638,8 @@ segment_groups_warp(u32* link, u32* done, const u32* __restrict__ target, const 
 
 // Merge step 6, a sub-round: a component whose least edge leads into a joiner absorbed since
 // (its target now resolves to a live group) registers with that group when its key is below
-// the group's structural limit (as in segment_push); segment_groups (first = 0) then absorbs
-// it. Runs only when the previous absorption pass merged (*sgate).
+// the group's structural limit (as in segment_push); segment_groups_warp (first = 0) then
+// absorbs it. Runs only when the previous absorption pass merged (*sgate).
 extern "C" __global__ void segment_push_sub(const u32* __restrict__ link, const u32* __restrict__ gok,
                                             const u32* __restrict__ done, const u32* __restrict__ target,
                                             const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* jcnt,
