@@ -67,7 +67,7 @@
 #define SEG_NO_EDGE 0xffffffffffffffffull
 #define SEG_NONE 0xffffffffu
 #define SEG_NEVER 0xffffu
-#define SEG_JOIN_BUFFER 64
+#define SEG_JOIN_BUFFER 64  // two per lane in segment_groups_warp: the bitonic network is for 64
 
 #define SEG_MODE_MERGE 0u
 #define SEG_MODE_MIN_SIZE 1u
@@ -148,11 +148,11 @@ extern "C" __global__ void segment_weights(const double* __restrict__ s, double*
 }
 
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, u32* done, u64* best,
-                                        u32* target, u32* gok, u32* pflag, u32* head, u32* parent, u16* round,
-                                        u32* ctl, u32* mctl, u32* fcnt, u32* rcnt, u32* smerge, u32 n, u32 nctl,
-                                        u32 nsmerge) {
-    for (u32 i = global_tid(); i < n || i < nctl || i < nsmerge; i += global_threads()) {
-        if (i < nsmerge) smerge[i] = 0;
+                                        u32* target, u32* gok, u32* pflag, u32* jcnt, u32* parent, u16* round,
+                                        u32* ctl, u32* mctl, u32* fcnt, u32* rcnt, u32* counters, u32 n, u32 nctl,
+                                        u32 ncounters) {
+    for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
+        if (i < ncounters) counters[i] = 0;
         if (i < n) {
             comp[i] = i;
             link[i] = i;
@@ -163,7 +163,7 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             target[i] = SEG_NONE;
             gok[i] = 0;
             pflag[i] = 0;
-            head[i] = 0;
+            jcnt[i] = 0;
             parent[i] = i;
             round[i] = SEG_NEVER;
         }
@@ -237,7 +237,7 @@ extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link
 // (use_list 0) or in_list[0..*in_count]; in merge mode the roots that stay active go to
 // out_list / *out_count.
 extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
-                                           u64* tkey, u32* target, u32* gok, u64* lim, u64* limj, u32* head,
+                                           u64* tkey, u32* target, u32* gok, u64* lim, u64* limj, u32* jcnt,
                                            u32* done, u32 width, u32 n, u32 eb, u32 mode,
                                            u32* ctl, u32* mctl, u32 gate, u32 r, u32 use_list,
                                            const u32* __restrict__ in_list, const u32* __restrict__ in_count,
@@ -256,7 +256,7 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
             gok[v] = 0;
             lim[v] = SEG_NO_EDGE;
             limj[v] = SEG_NO_EDGE;
-            head[v] = 0;
+            jcnt[v] = 0;
             u64 key = best[v];
             best[v] = SEG_NO_EDGE;
             bool skip = mode != SEG_MODE_ZERO && done[v] != 0;
@@ -501,13 +501,13 @@ segment_groups_warp(u32* link, u32* done, const u32* __restrict__ target, const 
                     u32 first, const u32* __restrict__ sgate, u32* smerge) {
     if (ctl[gate] == 0) return;
     if (!first && *sgate == 0) return;
-    __shared__ double s_w[SEG_WARPS_PER_BLOCK][64];
-    __shared__ double s_cx[SEG_WARPS_PER_BLOCK][64];
-    __shared__ u64 s_key[SEG_WARPS_PER_BLOCK][64];
-    __shared__ u64 s_lj[SEG_WARPS_PER_BLOCK][64];
-    __shared__ u64 s_lm[SEG_WARPS_PER_BLOCK][64];
-    __shared__ u32 s_x[SEG_WARPS_PER_BLOCK][64];
-    __shared__ u32 s_sx[SEG_WARPS_PER_BLOCK][64];
+    __shared__ double s_w[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
+    __shared__ double s_cx[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
+    __shared__ u64 s_key[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
+    __shared__ u64 s_lj[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
+    __shared__ u64 s_lm[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
+    __shared__ u32 s_x[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
+    __shared__ u32 s_sx[SEG_WARPS_PER_BLOCK][SEG_JOIN_BUFFER];
     u32 lane = threadIdx.x & 31u, wib = threadIdx.x >> 5;
     u32 warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     u32 nwarps = (gridDim.x * blockDim.x) >> 5;
@@ -593,7 +593,7 @@ segment_groups_warp(u32* link, u32* done, const u32* __restrict__ target, const 
         if (lane == 0) {
             u32 sz = first ? gsize[g] : size[g];
             double it = first ? gint[g] : cint[g];
-            for (u32 e = 0; e < 64; ++e) {
+            for (u32 e = 0; e < SEG_JOIN_BUFFER; ++e) {
                 u64 key = s_key[wib][e];
                 if (key == SEG_NO_EDGE || key > limit) break;
                 u32 x = s_x[wib][e];

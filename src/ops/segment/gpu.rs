@@ -9,7 +9,8 @@
 //! `segment_minsize`, or with [`SegmentGpu::detailed_timing`] one region per kernel and round:
 //! `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs, joiner lists),
 //! `segment_flatten` (group absorption / chain flattening), `segment_sub` (the sub-round
-//! passes: joiners of absorbed joiners), `segment_minsize` (all `min_size` kernels). Per-kernel regions add two events per launch, so time the whole op separately.
+//! passes: joiners of absorbed joiners), `segment_minsize` (all `min_size` kernels). Per-kernel
+//! regions add two events per launch, so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
@@ -31,8 +32,10 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 
 /// Entries of the per-round counters (`ctl[0]` is the always-on gate).
 const NCTL: usize = ZERO_ROUNDS as usize + 2 * MAX_ROUNDS_LIMIT as usize + 2;
-/// Entries of the per-absorption-pass merge counters (`smerge[r * SUB_ROUNDS + s]`).
+/// Entries of each per-absorption-pass counter array (`[r * SUB_ROUNDS + s]`).
 const NSMERGE: usize = NCTL * SUB_ROUNDS;
+/// The three per-pass counter arrays side by side: merges, joiner cursors, listed groups.
+const NCOUNTERS: usize = 3 * NSMERGE;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Warps per block of `segment_groups_warp` (keep in sync with SEG_WARPS_PER_BLOCK).
@@ -321,7 +324,7 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(3 * NSMERGE, "sub-round merges, joiner cursors, group counts")?);
+        u32s.push(a(NCOUNTERS, "sub-round merges, joiner cursors, group counts")?);
         for what in ["joiner groups", "joiner offsets", "joiner ranges", "groups with joiners"] {
             u32s.push(a(n, what)?);
         }
@@ -460,15 +463,15 @@ impl SegmentGpu {
         }
         let p = b.p;
         let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
-        let (nctl, nsmerge) = (NCTL as u32, 3 * NSMERGE as u32);
+        let (nctl, ncounters) = (NCTL as u32, NCOUNTERS as u32);
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
             l.arg(&p.gok).arg(&p.pflag).arg(&p.jcnt).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
-            l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&nsmerge);
-            // SAFETY: grid-stride over max(n, NCTL); each array is written only below its own
-            // length (n or NCTL), checked in the kernel; all buffers belong to this op.
-            unsafe { l.launch(self.stride(n.max(3 * NSMERGE))) }?;
+            l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&ncounters);
+            // SAFETY: grid-stride over max(n, NCOUNTERS); each array is written only below its
+            // own length (n, NCTL or NCOUNTERS), checked in the kernel; all buffers are this op's.
+            unsafe { l.launch(self.stride(n.max(NCOUNTERS))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
             l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
@@ -595,7 +598,7 @@ impl SegmentGpu {
                             l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout);
                             l.arg(&rcout);
                             // SAFETY: grid-stride over the active roots (ids < n); targets and
-                            // links are root ids < n; sgate < 3 NSMERGE since r < NCTL.
+                            // links are root ids < n; sgate < NCOUNTERS since r < NCTL.
                             unsafe { l.launch(cfg) }?;
                         }
                         let mut l = stream.launch_builder(&self.f_alloc);
