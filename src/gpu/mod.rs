@@ -1,5 +1,5 @@
 //! The CUDA backend: device discovery, NVRTC kernel registry with a disk cache, per-kernel
-//! event timers, launch helpers, and the ring of streams frames flow through.
+//! event timers, launch helpers, captured CUDA graphs, and the ring of streams frames flow through.
 //!
 //! Nothing here panics when CUDA is absent: every entry point checks that the driver and NVRTC
 //! libraries can be loaded and returns [`GpuError`] otherwise.
@@ -7,6 +7,7 @@
 pub mod compile;
 pub mod context;
 pub mod error;
+pub mod graph;
 pub mod launch;
 pub mod readback;
 pub mod timer;
@@ -14,5 +15,6 @@ pub mod timer;
 pub use compile::KernelSource;
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;
+pub use graph::GraphCache;
 pub use readback::Readback;
 pub use timer::KernelTimer;

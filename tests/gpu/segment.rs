@@ -304,6 +304,36 @@ fn adaptive_rounds_keep_results_on_repeated_frames() {
     }
 }
 
+/// Replayed CUDA graphs (the default once the round caps come from the previous frame) give
+/// the same output as direct launches, alternating two frames and two scales on one op, and a
+/// repeated frame replays its graph instead of capturing a new one.
+#[test]
+fn graph_replays_equal_direct_launches() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let (Some(a), Some(b)) = (tiled("building.jpg", 640, 360, 3), tiled("fruits.jpg", 640, 360, 3)) else { return };
+    let mut graphed = SegmentGpu::new(g).unwrap();
+    let mut direct = SegmentGpu::new(g).unwrap();
+    direct.use_graphs = false;
+    let p = |scale: f64| SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() };
+    for i in 0..8 {
+        let f = if i % 2 == 0 { &a } else { &b };
+        let scale = if i < 4 { 100.0 } else { 500.0 };
+        let want = run(&mut direct, &stream, f, &p(scale));
+        let got = run(&mut graphed, &stream, f, &p(scale));
+        assert_eq!(got, want, "{} scale {scale}, frame {i}", f.name);
+        assert!(got.segment_count > 1 && !got.capped, "{}: {got:?}", f.name);
+    }
+    assert_eq!(direct.graph_captures(), 0);
+    let captured = graphed.graph_captures();
+    assert!((1..=7).contains(&captured), "captures {captured}");
+    let want = run(&mut direct, &stream, &b, &p(500.0));
+    for _ in 0..4 {
+        assert_eq!(run(&mut graphed, &stream, &b, &p(500.0)), want);
+    }
+    assert!(graphed.graph_captures() <= captured + 1, "{} captures", graphed.graph_captures());
+}
+
 /// Median of a sample.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -338,7 +368,7 @@ fn bench_on(g: &GpuContext) {
     let runs: usize = std::env::var("SEG_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
     println!("device: {} ({} SMs)", g.info().name, g.info().multiprocessors);
     println!(
-        "| frame | scale | segments | rounds (zero+merge / min_size) | GPU ms median (min) | first frame (full caps) ms | enqueue host ms | per phase (ms) | per kernel, detailed (ms) |"
+        "| frame | scale | segments | rounds (zero+merge / min_size) | GPU ms median (min), graph | first frame (full caps) ms | enqueue host ms, graph | direct launches: GPU / host ms | regions, graph (ms) | per phase, direct (ms) | per kernel, detailed (ms) |"
     );
     for (name, w, h, ch) in [
         ("building.jpg", 1920, 1080, 3),
@@ -397,6 +427,21 @@ fn bench_on(g: &GpuContext) {
                 phases.push(timer.read().unwrap());
                 out = Some(op.download(&stream).unwrap());
             }
+            // The same steady state with direct launches instead of the captured graph.
+            op.use_graphs = false;
+            let (mut direct_gpu, mut direct_host, mut direct_phases) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..runs {
+                timer.reset();
+                e0.record(&stream).unwrap();
+                let t = Instant::now();
+                op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
+                direct_host.push(t.elapsed().as_secs_f64() * 1e3);
+                e1.record(&stream).unwrap();
+                e1.synchronize().unwrap();
+                direct_gpu.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
+                direct_phases.push(timer.read().unwrap());
+                assert_eq!(op.download(&stream).unwrap(), *out.as_ref().unwrap());
+            }
             op.detailed_timing = true;
             let mut detailed = Vec::new();
             for _ in 0..runs.min(5) {
@@ -408,7 +453,7 @@ fn bench_on(g: &GpuContext) {
             let out = out.unwrap();
             let min = gpu_ms.iter().copied().fold(f64::INFINITY, f64::min);
             println!(
-                "| {} | {scale} | {} | {}/{}{} | {:.3} ({min:.3}) | {:.3} | {:.3} | {} | {} |",
+                "| {} | {scale} | {} | {}/{}{} | {:.3} ({min:.3}) | {:.3} | {:.3} | {:.3} / {:.3} | {} | {} | {} |",
                 f.name,
                 out.segment_count,
                 out.rounds,
@@ -417,7 +462,10 @@ fn bench_on(g: &GpuContext) {
                 median(&mut gpu_ms),
                 median(&mut first_ms),
                 median(&mut host_ms),
+                median(&mut direct_gpu),
+                median(&mut direct_host),
                 region_medians(&phases),
+                region_medians(&direct_phases),
                 region_medians(&detailed)
             );
         }
@@ -425,7 +473,7 @@ fn bench_on(g: &GpuContext) {
         let t = Instant::now();
         let cpu = felzenszwalb_interleaved(&f.data, w, h, ch, &params(500.0)).unwrap();
         println!(
-            "| {} | 500 | {} | CPU reference (Rust, {} threads): {:.1} ms | | | | | |",
+            "| {} | 500 | {} | CPU reference (Rust, {} threads): {:.1} ms | | | | | | | |",
             f.name,
             cpu.segment_count,
             rayon_threads(),

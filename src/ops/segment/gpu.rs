@@ -24,7 +24,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfi
 use super::boruvka::{SUB_ROUNDS, ZERO_ROUNDS, eid_bits, zero_phase};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d, upload_packed};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
+use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 use crate::ops::blur::BlurGpu;
@@ -42,6 +42,11 @@ const SCAN_BLOCK: u32 = 1024;
 const WARPS_PER_BLOCK: u32 = 4;
 /// Threads per block of the grid-stride kernels.
 const BLOCK: u32 = 256;
+/// Adaptive round caps are rounded up to a multiple of this, so that video frames whose round
+/// counts differ a little replay the same captured graph.
+const GRAPH_ROUND_STEP: u32 = 8;
+/// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
+const GRAPH_CACHE: usize = 6;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
 const MODE_MERGE: u32 = 0;
 const MODE_MIN_SIZE: u32 = 1;
@@ -149,6 +154,30 @@ struct Produced {
     level: Option<u32>,
 }
 
+/// What one frame's launch sequence depends on (the key of its captured graph).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Body {
+    width: usize,
+    height: usize,
+    channels: usize,
+    /// Device address of the `f64` smoothing (the blur's output buffer).
+    smooth: u64,
+    /// Device address of the first buffer (identifies this allocation of the buffers).
+    comp: u64,
+    caps: [u32; 3],
+    /// `k = scale / 255` as bits (compared exactly).
+    k_bits: u64,
+    min_size: u32,
+    max_rounds: u32,
+}
+
+/// A captured frame: its body and the stream it replays on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct GraphKey {
+    stream: usize,
+    body: Body,
+}
+
 /// Rounds that changed something, per phase, read from the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct RoundsUsed {
@@ -191,8 +220,14 @@ pub struct SegmentGpu {
     hint: Cell<Option<RoundsUsed>>,
     /// Pinned buffer for the labels' readback.
     labels_readback: RefCell<Readback<u32>>,
-    /// Time every kernel of every round separately (many event pairs per frame).
+    /// Captured launch sequences of recent frames (see [`SegmentGpu::use_graphs`]).
+    graphs: RefCell<GraphCache<GraphKey>>,
+    /// Time every kernel of every round separately (many event pairs per frame; never graphs).
     pub detailed_timing: bool,
+    /// Replay a captured CUDA graph of the whole frame (edge graph, rounds, relabelling) when
+    /// the round caps come from the previous frame (`adaptive_rounds`): one launch instead of
+    /// ~20 a round. The timer then has one region, `segment_rounds`, instead of one per phase.
+    pub use_graphs: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -262,7 +297,9 @@ impl SegmentGpu {
             produced: None,
             hint: Cell::new(None),
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
+            graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
             detailed_timing: false,
+            use_graphs: true,
         })
     }
 
@@ -280,6 +317,7 @@ impl SegmentGpu {
             return Ok(());
         }
         self.bufs = None;
+        self.graphs.borrow_mut().clear();
         let n = width * height;
         let a = |len: usize, what: &str| alloc_zeroed::<u32>(stream, len, what, width, height);
         let a64 = |len: usize, what: &str| alloc_zeroed::<u64>(stream, len, what, width, height);
@@ -417,20 +455,21 @@ impl SegmentGpu {
         self.enqueue_channels(stream, timer, input, width, height, 3, params)
     }
 
-    /// Round caps for this frame: the parameters, or the last frame's use plus a margin.
-    fn caps(&self, params: &SegmentParams, n: usize) -> [u32; 3] {
+    /// Round caps for this frame: the parameters (`false`), or the last frame's use plus a
+    /// margin, rounded up to [`GRAPH_ROUND_STEP`] (`true`).
+    fn caps(&self, params: &SegmentParams, n: usize) -> ([u32; 3], bool) {
         let zero = if zero_phase(params, n) { ZERO_ROUNDS } else { 0 };
         let ms = if params.min_size > 1 { params.max_min_size_rounds } else { 0 };
         let full = [zero, params.max_rounds, ms];
         match self.hint.get().filter(|_| params.adaptive_rounds) {
-            None => full,
+            None => (full, false),
             Some(h) => {
                 let mut c = [0; 3];
                 for i in 0..3 {
                     let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { h.used[i] + h.used[i] / 4 + 4 };
-                    c[i] = want.min(full[i]);
+                    c[i] = want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i]);
                 }
-                c
+                (c, true)
             }
         }
     }
@@ -455,16 +494,56 @@ impl SegmentGpu {
         }
         self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
-        let caps = self.caps(params, n);
+        let (caps, adaptive) = self.caps(params, n);
         self.produced = Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None });
         let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
         if n == 0 {
             return Ok(());
         }
+        let body = Body {
+            width,
+            height,
+            channels,
+            smooth: raw(smooth, stream),
+            comp: b.p.comp,
+            caps,
+            k_bits: params.k().to_bits(),
+            min_size: params.min_size as u32,
+            max_rounds: params.max_rounds,
+        };
+        if adaptive && self.use_graphs && !self.detailed_timing {
+            let key = GraphKey { stream: stream.cu_stream() as usize, body };
+            let mut graphs = self.graphs.borrow_mut();
+            timer.time(stream, "segment_rounds", || {
+                graphs.launch(stream, key, || self.enqueue_body(stream, &mut None, &body))
+            })?;
+        } else {
+            self.enqueue_body(stream, &mut Some(timer), &body)?;
+        }
+        Ok(())
+    }
+
+    /// Graphs captured so far (each a new round-count bucket, parameter set or stream).
+    #[must_use]
+    pub fn graph_captures(&self) -> u64 {
+        self.graphs.borrow().captures()
+    }
+
+    /// Everything after the blur: edge graph, the three phases of rounds, relabelling. With
+    /// `timer` `None` it only launches kernels (what a graph capture records).
+    fn enqueue_body(
+        &self,
+        stream: &Arc<CudaStream>,
+        timer: &mut Option<&mut KernelTimer>,
+        body: &Body,
+    ) -> Result<(), GpuError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         let p = b.p;
-        let (w, h, c, nn) = (width as u32, height as u32, channels as u32, n as u32);
+        let (width, height, n) = (body.width, body.height, body.width * body.height);
+        let (w, h, c, nn) = (width as u32, height as u32, body.channels as u32, n as u32);
         let (nctl, ncounters) = (NCTL as u32, NCOUNTERS as u32);
-        timer.time(stream, "segment_graph", || {
+        let smooth = body.smooth;
+        timed(timer, stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
             l.arg(&p.gok).arg(&p.pflag).arg(&p.jcnt).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
@@ -473,31 +552,32 @@ impl SegmentGpu {
             // own length (n, NCTL or NCOUNTERS), checked in the kernel; all buffers are this op's.
             unsafe { l.launch(self.stride(n.max(NCOUNTERS))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
-            l.arg(smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
+            l.arg(&smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
             // doubles (this frame's blur), w4 holds 4n.
             unsafe { l.launch(grid2d(width, height, 32, 8)) }?;
             Ok(())
         })?;
-        let k = params.scale / 255.0;
-        let min_size = params.min_size as u32;
+        let k = f64::from_bits(body.k_bits);
+        let min_size = body.min_size;
         let z = ZERO_ROUNDS;
         let phases = [
-            (MODE_ZERO, 1u32, caps[0], "segment_zero"),
-            (MODE_MERGE, z + 1, caps[1], "segment_merge"),
-            (MODE_MIN_SIZE, z + params.max_rounds + 1, caps[2], "segment_minsize"),
+            (MODE_ZERO, 1u32, body.caps[0], "segment_zero"),
+            (MODE_MERGE, z + 1, body.caps[1], "segment_merge"),
+            (MODE_MIN_SIZE, z + body.max_rounds + 1, body.caps[2], "segment_minsize"),
         ];
         for (mode, first, count, name) in phases {
             if count == 0 {
                 continue;
             }
-            if self.detailed_timing {
-                self.enqueue_phase(stream, &mut Some(&mut *timer), mode, first, count, k, min_size)?;
-            } else {
-                timer.time(stream, name, || self.enqueue_phase(stream, &mut None, mode, first, count, k, min_size))?;
+            match timer {
+                Some(t) if self.detailed_timing => {
+                    self.enqueue_phase(stream, &mut Some(&mut **t), mode, first, count, k, min_size)?;
+                }
+                _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, mode, first, count, k, min_size))?,
             }
         }
-        timer.time(stream, "segment_relabel", || {
+        timed(timer, stream, "segment_relabel", || {
             let mut l = stream.launch_builder(&self.f_final);
             l.arg(&p.comp).arg(&p.link).arg(&p.minpix).arg(&nn);
             // SAFETY: grid-stride over pixels < n; link chains end at roots < n.
@@ -658,14 +738,18 @@ impl SegmentGpu {
     }
 
     /// Raster-order numbering of `comp` (minpix must hold `SEG_NONE`).
-    fn enqueue_numbering(&self, stream: &Arc<CudaStream>, timer: &mut KernelTimer) -> Result<(), OpError> {
+    fn enqueue_numbering(
+        &self,
+        stream: &Arc<CudaStream>,
+        timer: &mut Option<&mut KernelTimer>,
+    ) -> Result<(), GpuError> {
         let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         let p = b.p;
         let n = b.width * b.height;
         let (w, nn) = (b.width as u32, n as u32);
         let nblocks = blocks_for(n, SCAN_BLOCK);
         let cfg = self.stride(n);
-        timer.time(stream, "segment_relabel", || {
+        timed(timer, stream, "segment_relabel", || {
             let mut l = stream.launch_builder(&self.f_minpix);
             l.arg(&p.comp).arg(&p.minpix).arg(&w).arg(&nn);
             // SAFETY: grid-stride over pixels < n; comp values are roots < n.
@@ -722,7 +806,7 @@ impl SegmentGpu {
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
-        self.enqueue_numbering(stream, timer)
+        Ok(self.enqueue_numbering(stream, &mut Some(timer))?)
     }
 
     /// Levels (rounds that merged) and per-phase use from the counters.
