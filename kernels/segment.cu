@@ -113,25 +113,6 @@ __device__ __forceinline__ void seg_count(u32* ctl, u32* mctl, u32 r, u32 ev, u3
     }
 }
 
-// Calls BODY(q, key) for the 8 neighbours q of pixel p at (x, y); `eb` id bits.
-#define SEG_EDGE(q_, id_, BODY) { u32 q = (q_); u32 i_ = (id_); u64 key = seg_key(w4[i_], i_, eb); BODY }
-#define SEG_FOR_NEIGHBOURS(p, x, y, width, height, BODY)                                       \
-    {                                                                                         \
-        bool l_ = (x) > 0, r_ = (x) + 1 < (width), u_ = (y) > 0, d_ = (y) + 1 < (height);     \
-        if (r_) SEG_EDGE((p) + 1, (p) * 4u + 0u, BODY)                                        \
-        if (d_) {                                                                             \
-            SEG_EDGE((p) + (width), (p) * 4u + 1u, BODY)                                      \
-            if (r_) SEG_EDGE((p) + (width) + 1, (p) * 4u + 2u, BODY)                          \
-            if (l_) SEG_EDGE((p) + (width) - 1, (p) * 4u + 3u, BODY)                          \
-        }                                                                                     \
-        if (l_) SEG_EDGE((p) - 1, ((p) - 1) * 4u + 0u, BODY)                                  \
-        if (u_) {                                                                             \
-            SEG_EDGE((p) - (width), ((p) - (width)) * 4u + 1u, BODY)                          \
-            if (l_) SEG_EDGE((p) - (width) - 1, ((p) - (width) - 1) * 4u + 2u, BODY)          \
-            if (r_) SEG_EDGE((p) - (width) + 1, ((p) - (width) + 1) * 4u + 3u, BODY)          \
-        }                                                                                     \
-    }
-
 extern "C" __global__ void segment_weights(const double* __restrict__ s, double* __restrict__ w4, u32 width,
                                            u32 height, u32 channels) {
     u32 x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -145,6 +126,78 @@ extern "C" __global__ void segment_weights(const double* __restrict__ s, double*
     o[1] = down ? seg_dist(s, channels, p, p + width) : inf;
     o[2] = (right && down) ? seg_dist(s, channels, p, p + width + 1) : inf;
     o[3] = (left && down) ? seg_dist(s, channels, p, p + width - 1) : inf;
+}
+
+// Neighbour q and edge id of direction d (0 right, 1 down, 2 down-right, 3 down-left: the
+// pixel's own edges 4p + d; 4 left, 5 up, 6 up-left, 7 up-right: edge 4q + (d - 4) of q).
+__device__ __forceinline__ void seg_dir(u32 p, u32 d, u32 width, u32& q, u32& id) {
+    u32 a = d & 3u;
+    u32 off = a == 0 ? 1u : a == 1 ? width : a == 2 ? width + 1 : width - 1;
+    if (d < 4) {
+        q = p + off;
+        id = 4u * p + d;
+    } else {
+        q = p - off;
+        id = 4u * q + a;
+    }
+}
+
+// Edge order word of a pixel: its valid edges' directions sorted by key (3 bits each, rank i at
+// bits 3i), the cursor (bits 24-27: edges before it are dead for good) and the edge count
+// (bits 28-31).
+#define SEG_ORD_CUR(o) (((o) >> 24) & 15u)
+#define SEG_ORD_CNT(o) ((o) >> 28)
+#define SEG_ORD_DIR(o, i) (((o) >> (3u * (i))) & 7u)
+
+__device__ __forceinline__ void seg_cswap(u64& ka, u32& da, u64& kb, u32& db) {
+    if (kb < ka) {
+        u64 tk = ka; ka = kb; kb = tk;
+        u32 td = da; da = db; db = td;
+    }
+}
+
+// Sorts every pixel's (up to) 8 incident edges by key once a frame (a 19-comparator network in
+// registers) into order[p], cursor 0. The rounds then walk a pixel's edges from its cursor in
+// key order and stop at the first alive one: the pixel's least alive edge, usually after one or
+// two neighbour lookups instead of eight. An edge that is dead (both ends in one component, or
+// the far side done, or in min_size rounds both sides large) stays dead for the rest of its
+// phase, so the cursor only moves forward (segment_reset_done rewinds it for the min_size
+// phase, which revives edges to done components).
+extern "C" __global__ void segment_order(const double* __restrict__ w4, u32* order, u32 width, u32 height,
+                                         u32 eb) {
+    u32 n = width * height;
+    for (u32 p = global_tid(); p < n; p += global_threads()) {
+        u32 x = p % width, y = p / width;
+        bool l = x > 0, r = x + 1 < width, u = y > 0, dn = y + 1 < height;
+        bool valid[8] = {r, dn, r && dn, l && dn, l, u, l && u, r && u};
+        u64 k[8];
+        u32 d[8];
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) {
+            u32 q, id;
+            seg_dir(p, i, width, q, id);
+            k[i] = SEG_NO_EDGE;
+            if (valid[i]) k[i] = seg_key(w4[id], id, eb);
+            d[i] = i;
+        }
+        seg_cswap(k[0], d[0], k[2], d[2]); seg_cswap(k[1], d[1], k[3], d[3]);
+        seg_cswap(k[4], d[4], k[6], d[6]); seg_cswap(k[5], d[5], k[7], d[7]);
+        seg_cswap(k[0], d[0], k[4], d[4]); seg_cswap(k[1], d[1], k[5], d[5]);
+        seg_cswap(k[2], d[2], k[6], d[6]); seg_cswap(k[3], d[3], k[7], d[7]);
+        seg_cswap(k[0], d[0], k[1], d[1]); seg_cswap(k[2], d[2], k[3], d[3]);
+        seg_cswap(k[4], d[4], k[5], d[5]); seg_cswap(k[6], d[6], k[7], d[7]);
+        seg_cswap(k[2], d[2], k[4], d[4]); seg_cswap(k[3], d[3], k[5], d[5]);
+        seg_cswap(k[1], d[1], k[4], d[4]); seg_cswap(k[3], d[3], k[6], d[6]);
+        seg_cswap(k[1], d[1], k[2], d[2]); seg_cswap(k[3], d[3], k[4], d[4]);
+        seg_cswap(k[5], d[5], k[6], d[6]);
+        u32 o = 0, cnt = 0;
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) {
+            o |= d[i] << (3u * i);
+            cnt += k[i] != SEG_NO_EDGE ? 1u : 0u;
+        }
+        order[p] = o | (cnt << 28);
+    }
 }
 
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, u32* done, u64* best,
@@ -203,7 +256,7 @@ __device__ __forceinline__ void seg_append(u32* list, u32* count, bool keep, u32
 // round to out_list / *out_count.
 extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
                                          u64* best, const u32* __restrict__ size, const u32* __restrict__ done,
-                                         u32 width, u32 height, u32 eb, u32 mode, u32 min_size,
+                                         u32* order, u32 width, u32 height, u32 eb, u32 mode, u32 min_size,
                                          const u32* __restrict__ ctl, u32 gate, u32 use_list,
                                          const u32* __restrict__ in_list, const u32* __restrict__ in_count,
                                          u32* out_list, u32* out_count) {
@@ -216,17 +269,24 @@ extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link
         bool active = mode == SEG_MODE_ZERO || done[c] == 0;
         u64 bk = SEG_NO_EDGE;
         if (active) {
-            u32 x = p % width, y = p / width;
-            SEG_FOR_NEIGHBOURS(p, x, y, width, height, {
+            // The first alive edge from the cursor in key order is the pixel's least; dead ones
+            // before it are skipped for good (see segment_order).
+            u32 o = order[p];
+            u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
+            bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
+            for (; cur < cnt; ++cur) {
+                u32 q, id;
+                seg_dir(p, SEG_ORD_DIR(o, cur), width, q, id);
+                double w = w4[id];
+                if (mode == SEG_MODE_ZERO && w != 0.0) break;  // zero-weight edges sort first
                 u32 cq = comp[q];
                 u32 e = seg_find(link, cq);
                 if (e != cq) comp[q] = e;
-                if (e != c) {
-                    bool alive = mode == SEG_MODE_ZERO ? w4[i_] == 0.0
-                               : done[e] == 0 && (mode == SEG_MODE_MERGE || size[c] < min_size || size[e] < min_size);
-                    if (alive && key < bk) bk = key;
-                }
-            })
+                if (e == c || (mode != SEG_MODE_ZERO && (done[e] != 0 || (big && size[e] >= min_size)))) continue;
+                bk = seg_key(w, id, eb);
+                break;
+            }
+            if (cur != start) order[p] = (o & ~(15u << 24)) | (cur << 24);
             if (bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
         }
         if (mode != SEG_MODE_ZERO) seg_append(out_list, out_count, bk != SEG_NO_EDGE, p);
@@ -280,41 +340,52 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
     seg_count(ctl, mctl, r, ev, 0);
 }
 
-// Merge steps 3 and 4: limits over the frontier (flist), mutual pairs over the active roots.
-// (min_size rounds: the same with "alive" = either side smaller than min_size, pairs always merge.)
-extern "C" __global__ void segment_limits_pairs(const u32* __restrict__ comp, const double* __restrict__ w4,
-                                                const u32* __restrict__ done,
-                                                const u32* __restrict__ target, const u64* __restrict__ tkey,
-                                                u64* lim, u64* limj, u32* link, u32* gok, u32* gsize, double* gint,
-                                                u32* pflag, const u32* __restrict__ size,
-                                                const double* __restrict__ cint, u32* parent, u16* round, u32 width,
-                                                u32 height, u32 eb, u32 mode, u32 min_size, double k, u32* ctl,
-                                                u32* mctl, u32 gate, u32 r, const u32* __restrict__ flist,
-                                                const u32* __restrict__ fcount, const u32* __restrict__ rlist,
-                                                const u32* __restrict__ rcount) {
+// Merge step 3: limits over the frontier (flist). From the pixel's cursor in key order, limj is
+// the first alive edge to a component other than the target and lim the first such edge whose
+// far side does not target this component (so the walk usually stops after an edge or two).
+// (min_size rounds: the same with "alive" = either side smaller than min_size.)
+extern "C" __global__ void segment_limits(const u32* __restrict__ comp, const u32* __restrict__ link,
+                                          const double* __restrict__ w4, const u32* __restrict__ done,
+                                          const u32* __restrict__ target, const u32* __restrict__ order,
+                                          u64* lim, u64* limj, const u32* __restrict__ size, u32 width, u32 eb,
+                                          u32 mode, u32 min_size, const u32* __restrict__ ctl, u32 gate,
+                                          const u32* __restrict__ flist, const u32* __restrict__ fcount) {
     if (ctl[gate] == 0) return;
-    u32 ev = 0, mg = 0;
     u32 nf = *fcount;
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
         u32 p = flist[i];
-        u32 c = comp[p];
+        u32 c = comp[p];  // current: segment_least resolved it this round
         u32 t = target[c];
         if (t == SEG_NONE) continue;
-        u32 x = p % width, y = p / width;
+        u32 o = order[p];
+        bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
         u64 lm = SEG_NO_EDGE, lj = SEG_NO_EDGE;
-        // comp[q] is current: segment_least resolved every neighbour of the frontier this round
-        // (link changes below, so it must not be followed here).
-        SEG_FOR_NEIGHBOURS(p, x, y, width, height, {
-            u32 e = comp[q];
-            if (e != c && e != t && done[e] == 0 &&
-                (mode == SEG_MODE_MERGE || size[c] < min_size || size[e] < min_size)) {
-                if (key < lj) lj = key;
-                if (target[e] != c && key < lm) lm = key;
+        for (u32 j = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); j < cnt; ++j) {
+            u32 q, id;
+            seg_dir(p, SEG_ORD_DIR(o, j), width, q, id);
+            u32 e = seg_find(link, comp[q]);  // link does not change in this kernel
+            if (e == c || e == t || done[e] != 0 || (big && size[e] >= min_size)) continue;
+            u64 key = seg_key(w4[id], id, eb);
+            if (lj == SEG_NO_EDGE) lj = key;
+            if (target[e] != c) {
+                lm = key;
+                break;
             }
-        })
+        }
         if (lj != SEG_NO_EDGE) atomicMin(&limj[c], lj);
         if (lm != SEG_NO_EDGE) atomicMin(&lim[c], lm);
     }
+}
+
+// Merge step 4: mutual pairs over the active roots (min_size rounds: pairs always merge).
+extern "C" __global__ void segment_pairs(const double* __restrict__ w4, const u32* __restrict__ target,
+                                         const u64* __restrict__ tkey, u32* link, u32* gok, u32* gsize,
+                                         double* gint, u32* pflag, const u32* __restrict__ size,
+                                         const double* __restrict__ cint, u32* parent, u16* round, u32 eb,
+                                         u32 mode, double k, u32* ctl, u32* mctl, u32 gate, u32 r,
+                                         const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+    if (ctl[gate] == 0) return;
+    u32 ev = 0, mg = 0;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
@@ -710,8 +781,13 @@ extern "C" __global__ void segment_chain_flatten(const u32* __restrict__ target,
     }
 }
 
-extern "C" __global__ void segment_reset_done(u32* done, u32 n) {
-    for (u32 i = global_tid(); i < n; i += global_threads()) done[i] = 0;
+// Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
+// first edge (edges to components that were done are alive again).
+extern "C" __global__ void segment_reset_done(u32* done, u32* order, u32 n) {
+    for (u32 i = global_tid(); i < n; i += global_threads()) {
+        done[i] = 0;
+        order[i] &= ~(15u << 24);
+    }
 }
 
 extern "C" __global__ void segment_final(u32* comp, const u32* __restrict__ link, u32* minpix, u32 n) {

@@ -81,6 +81,8 @@ struct Ptrs {
     jarr: u64,
     /// Groups with joiners in this pass (for `segment_groups_warp`).
     glist: u64,
+    /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
+    order: u64,
     parent: u64,
     round: u64,
     minpix: u64,
@@ -121,7 +123,9 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_init",
     "segment_least",
     "segment_targets",
-    "segment_limits_pairs",
+    "segment_order",
+    "segment_limits",
+    "segment_pairs",
     "segment_push",
     "segment_push_sub",
     "segment_alloc",
@@ -193,7 +197,9 @@ pub struct SegmentGpu {
     f_init: CudaFunction,
     f_least: CudaFunction,
     f_targets: CudaFunction,
-    f_limits_pairs: CudaFunction,
+    f_order: CudaFunction,
+    f_limits: CudaFunction,
+    f_pairs: CudaFunction,
     f_push: CudaFunction,
     f_push_sub: CudaFunction,
     f_alloc: CudaFunction,
@@ -269,7 +275,9 @@ impl SegmentGpu {
             f_init: f("segment_init")?,
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
-            f_limits_pairs: f("segment_limits_pairs")?,
+            f_order: f("segment_order")?,
+            f_limits: f("segment_limits")?,
+            f_pairs: f("segment_pairs")?,
             f_push: f("segment_push")?,
             f_push_sub: f("segment_push_sub")?,
             f_alloc: f("segment_alloc")?,
@@ -363,7 +371,7 @@ impl SegmentGpu {
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
         u32s.push(a(NCOUNTERS, "sub-round merges, joiner cursors, group counts")?);
-        for what in ["joiner groups", "joiner offsets", "joiner ranges", "groups with joiners"] {
+        for what in ["joiner groups", "joiner offsets", "joiner ranges", "groups with joiners", "edge orders"] {
             u32s.push(a(n, what)?);
         }
         let mut u64s = Vec::with_capacity(7);
@@ -392,6 +400,7 @@ impl SegmentGpu {
             joff: r32(23),
             jarr: r32(24),
             glist: r32(25),
+            order: r32(26),
             minpix: r32(12),
             rootlabel: r32(13),
             fcnt: r32(14),
@@ -556,6 +565,11 @@ impl SegmentGpu {
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
             // doubles (this frame's blur), w4 holds 4n.
             unsafe { l.launch(grid2d(width, height, 32, 8)) }?;
+            let mut l = stream.launch_builder(&self.f_order);
+            let eb = eid_bits(n);
+            l.arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&eb);
+            // SAFETY: grid-stride over pixels < n; only in-image neighbours' edges are read.
+            unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
         let k = f64::from_bits(body.k_bits);
@@ -611,7 +625,7 @@ impl SegmentGpu {
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
-                l.arg(&p.done).arg(&nn);
+                l.arg(&p.done).arg(&p.order).arg(&nn);
                 // SAFETY: grid-stride over pixels < n.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
@@ -630,7 +644,8 @@ impl SegmentGpu {
             let (rcin, rcout) = (p.rcnt + 4 * u64::from(r - 1), p.rcnt + 4 * u64::from(r));
             timed(timer, stream, names("segment_minedge"), || {
                 let mut l = stream.launch_builder(&self.f_least);
-                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&w).arg(&h);
+                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&p.order);
+                l.arg(&w).arg(&h);
                 l.arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate).arg(&use_list).arg(&fin).arg(&fcin);
                 l.arg(&fout).arg(&fcout);
                 // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
@@ -649,12 +664,19 @@ impl SegmentGpu {
             })?;
             if exact {
                 timed(timer, stream, names("segment_merge"), || {
-                    let mut l = stream.launch_builder(&self.f_limits_pairs);
-                    l.arg(&p.comp).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.limj);
-                    l.arg(&p.link).arg(&p.gok).arg(&p.gsize).arg(&p.gint).arg(&p.pflag).arg(&p.size).arg(&p.cint);
-                    l.arg(&p.parent).arg(&p.round).arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&min_size).arg(&k);
-                    l.arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&fout).arg(&fcout).arg(&rout).arg(&rcout);
-                    // SAFETY: grid-stride over this round's lists (pixel / root ids < n).
+                    let mut l = stream.launch_builder(&self.f_limits);
+                    l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.order).arg(&p.lim);
+                    l.arg(&p.limj).arg(&p.size).arg(&w).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate);
+                    l.arg(&fout).arg(&fcout);
+                    // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
+                    // words only name in-image neighbours.
+                    unsafe { l.launch(cfg) }?;
+                    let mut l = stream.launch_builder(&self.f_pairs);
+                    l.arg(&p.w4).arg(&p.target).arg(&p.tkey).arg(&p.link).arg(&p.gok).arg(&p.gsize).arg(&p.gint);
+                    l.arg(&p.pflag).arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&eb).arg(&mode);
+                    l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout).arg(&rcout);
+                    // SAFETY: grid-stride over this round's active roots (ids < n); a pair's
+                    // smaller root writes the pair's entries.
                     unsafe { l.launch(cfg) }?;
                     let mut l = stream.launch_builder(&self.f_push);
                     l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.jcnt).arg(&p.jslot);
