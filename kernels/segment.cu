@@ -427,15 +427,32 @@ extern "C" __global__ void segment_pairs(const double* __restrict__ w4, const u3
     seg_count(ctl, mctl, r, ev, mg);
 }
 
+// Registers joiner v with group t: a slot in t's range (jcnt[t] counts them), t on the list of
+// groups with joiners when v is its first (hlist), v on the list of this pass's joiners (xlist).
+// (The list appends are warp-aggregated over the lanes that call it.)
+__device__ __forceinline__ void seg_register(bool join, u32 v, u32 t, u32* jcnt, u32* jslot, u32* jtgt, u32* hlist,
+                                             u32* hcount, u32* xlist, u32* xcount) {
+    bool head = false;
+    if (join) {
+        u32 slot = atomicAdd(&jcnt[t], 1u);
+        jslot[v] = slot;
+        jtgt[v] = t;
+        head = slot == 0;
+    }
+    seg_append(hlist, hcount, head, t);
+    seg_append(xlist, xcount, join, v);
+}
+
 // Merge step 4b: a joiner (one-sided least edge into a group) registers with its target when
 // its key is below the group's limit (the least edge of the pair to others): jcnt[t] counts the
-// group's joiners, jslot[v] / jtgt[v] hold the joiner's slot and group (jslot NONE: none).
+// group's joiners, jslot[v] / jtgt[v] hold the joiner's slot and group (set for joiners only).
 // segment_alloc and segment_scatter then lay every group's joiners out contiguously in jarr,
 // so segment_groups_warp reads arrays instead of chasing list pointers (a group with a thousand
 // joiners held its whole pass up for a millisecond).
 extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32* __restrict__ gok,
                                         const u32* __restrict__ target, const u64* __restrict__ tkey,
                                         const u64* __restrict__ lim, u32* jcnt, u32* jslot, u32* jtgt,
+                                        u32* hlist, u32* hcount, u32* xlist, u32* xcount,
                                         const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
                                         const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
@@ -443,32 +460,28 @@ extern "C" __global__ void segment_push(const u32* __restrict__ link, const u32*
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
         u32 t = target[v];
-        u32 slot = SEG_NONE;
+        bool join = false;
         if (t != SEG_NONE && target[t] != v && gok[t] != 0) {
             u64 limit = lim[t];
             u32 o = target[t];
             if (o != SEG_NONE && (link[o] == t || link[t] == o) && lim[o] < limit) limit = lim[o];
-            if (tkey[v] < limit) {
-                slot = atomicAdd(&jcnt[t], 1u);
-                jtgt[v] = t;
-            }
+            join = tkey[v] < limit;
         }
-        jslot[v] = slot;
+        seg_register(join, v, t, jcnt, jslot, jtgt, hlist, hcount, xlist, xcount);
     }
 }
 
-// Joiner layout step 1: every root with joiners takes a contiguous range of jarr and an entry
-// in glist (the groups segment_groups_warp works on).
+// Joiner layout step 1: every group with joiners (hlist) takes a contiguous range of jarr and
+// an entry in glist (the groups segment_groups_warp works on).
 extern "C" __global__ void segment_alloc(const u32* __restrict__ jcnt, const u32* __restrict__ link, u32* joff,
                                          u32* cursor, u32* glist, u32* gcount, const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ sgate, const u32* __restrict__ rlist,
-                                         const u32* __restrict__ rcount) {
+                                         u32 gate, const u32* __restrict__ sgate, const u32* __restrict__ hlist,
+                                         const u32* __restrict__ hcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
-    u32 nr = *rcount;
-    for (u32 i = global_tid(); i < nr; i += global_threads()) {
-        u32 h = rlist[i];
+    u32 nh = *hcount;
+    for (u32 i = global_tid(); i < nh; i += global_threads()) {
+        u32 h = hlist[i];
         u32 c = jcnt[h];
-        if (c == 0) continue;
         joff[h] = atomicAdd(cursor, c);
         // A pair member merged into its partner (first pass) brings its joiners to the pair's
         // root, which is listed once: by itself when it has joiners too, else here.
@@ -477,17 +490,16 @@ extern "C" __global__ void segment_alloc(const u32* __restrict__ jcnt, const u32
     }
 }
 
-// Joiner layout step 2: every registered joiner writes itself into its group's range.
+// Joiner layout step 2: every registered joiner (xlist) writes itself into its group's range.
 extern "C" __global__ void segment_scatter(const u32* __restrict__ jslot, const u32* __restrict__ jtgt,
                                            const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
                                            u32 gate, const u32* __restrict__ sgate,
-                                           const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+                                           const u32* __restrict__ xlist, const u32* __restrict__ xcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
-    u32 nr = *rcount;
-    for (u32 i = global_tid(); i < nr; i += global_threads()) {
-        u32 v = rlist[i];
-        u32 slot = jslot[v];
-        if (slot != SEG_NONE) jarr[joff[jtgt[v]] + slot] = v;
+    u32 nx = *xcount;
+    for (u32 i = global_tid(); i < nx; i += global_threads()) {
+        u32 v = xlist[i];
+        jarr[joff[jtgt[v]] + jslot[v]] = v;
     }
 }
 
@@ -714,23 +726,21 @@ segment_groups_warp(u32* link, u32* done, const u32* __restrict__ target, const 
 extern "C" __global__ void segment_push_sub(const u32* __restrict__ link, const u32* __restrict__ gok,
                                             const u32* __restrict__ done, const u32* __restrict__ target,
                                             const u64* __restrict__ tkey, const u64* __restrict__ slim, u32* jcnt,
-                                            u32* jslot, u32* jtgt, const u32* __restrict__ ctl, u32 gate,
+                                            u32* jslot, u32* jtgt, u32* hlist, u32* hcount, u32* xlist,
+                                            u32* xcount, const u32* __restrict__ ctl, u32 gate,
                                             const u32* __restrict__ sgate, const u32* __restrict__ rlist,
                                             const u32* __restrict__ rcount) {
     if (ctl[gate] == 0 || *sgate == 0) return;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
-        u32 slot = SEG_NONE;
         u32 t = target[v];
+        bool join = false;
         if (link[v] == v && done[v] == 0 && gok[v] == 0 && t != SEG_NONE) {
             t = seg_find(link, t);
-            if (t != v && gok[t] != 0 && done[t] == 0 && tkey[v] < slim[t]) {
-                slot = atomicAdd(&jcnt[t], 1u);
-                jtgt[v] = t;
-            }
+            join = t != v && gok[t] != 0 && done[t] == 0 && tkey[v] < slim[t];
         }
-        jslot[v] = slot;
+        seg_register(join, v, t, jcnt, jslot, jtgt, hlist, hcount, xlist, xcount);
     }
 }
 

@@ -34,8 +34,9 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 const NCTL: usize = ZERO_ROUNDS as usize + 2 * MAX_ROUNDS_LIMIT as usize + 2;
 /// Entries of each per-absorption-pass counter array (`[r * SUB_ROUNDS + s]`).
 const NSMERGE: usize = NCTL * SUB_ROUNDS;
-/// The three per-pass counter arrays side by side: merges, joiner cursors, listed groups.
-const NCOUNTERS: usize = 3 * NSMERGE;
+/// The five per-pass counter arrays side by side: merges, joiner cursors, listed groups,
+/// groups with joiners (`hlist`), joiners (`xlist`).
+const NCOUNTERS: usize = 5 * NSMERGE;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Warps per block of `segment_groups_warp` (keep in sync with SEG_WARPS_PER_BLOCK).
@@ -83,6 +84,9 @@ struct Ptrs {
     glist: u64,
     /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
     order: u64,
+    /// This pass's groups with joiners (each once, by its first joiner) and joiners.
+    hlist: u64,
+    xlist: u64,
     parent: u64,
     round: u64,
     minpix: u64,
@@ -370,8 +374,16 @@ impl SegmentGpu {
             u32s.push(a(len, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(NCOUNTERS, "sub-round merges, joiner cursors, group counts")?);
-        for what in ["joiner groups", "joiner offsets", "joiner ranges", "groups with joiners", "edge orders"] {
+        u32s.push(a(NCOUNTERS, "sub-round merges, joiner cursors, group counts, list counts")?);
+        for what in [
+            "joiner groups",
+            "joiner offsets",
+            "joiner ranges",
+            "groups with joiners",
+            "edge orders",
+            "groups with joiners (registration)",
+            "joiners (registration)",
+        ] {
             u32s.push(a(n, what)?);
         }
         let mut u64s = Vec::with_capacity(7);
@@ -401,6 +413,8 @@ impl SegmentGpu {
             jarr: r32(24),
             glist: r32(25),
             order: r32(26),
+            hlist: r32(27),
+            xlist: r32(28),
             minpix: r32(12),
             rootlabel: r32(13),
             fcnt: r32(14),
@@ -663,6 +677,12 @@ impl SegmentGpu {
                 Ok(())
             })?;
             if exact {
+                // Per-pass counters: array 0 merges, 1 joiner cursors, 2 listed groups, 3 groups
+                // with joiners, 4 joiners.
+                let slot = |array: u64, s: u32| {
+                    p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
+                };
+                let (hcount0, xcount0) = (slot(3, 0), slot(4, 0));
                 timed(timer, stream, names("segment_merge"), || {
                     let mut l = stream.launch_builder(&self.f_limits);
                     l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.order).arg(&p.lim);
@@ -680,38 +700,37 @@ impl SegmentGpu {
                     unsafe { l.launch(cfg) }?;
                     let mut l = stream.launch_builder(&self.f_push);
                     l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.jcnt).arg(&p.jslot);
-                    l.arg(&p.jtgt).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                    l.arg(&p.jtgt).arg(&p.hlist).arg(&hcount0).arg(&p.xlist).arg(&xcount0).arg(&p.ctl).arg(&gate);
+                    l.arg(&rout).arg(&rcout);
                     // SAFETY: as above; joiner counts / slots / groups are indexed by root ids < n.
                     unsafe { l.launch(cfg) }?;
                     Ok(())
                 })?;
                 for s in 0..SUB_ROUNDS as u32 {
                     let first = u32::from(s == 0);
-                    let slot = |array: u64, s: u32| {
-                        p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
-                    };
                     // The first pass runs under the round's gate (ctl[gate], already non-zero).
                     let sgate = if s == 0 { p.ctl + 4 * u64::from(gate) } else { slot(0, s - 1) };
                     let (sout, cursor, gcount) = (slot(0, s), slot(1, s), slot(2, s));
+                    let (hcount, xcount) = (slot(3, s), slot(4, s));
                     timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
                         if s > 0 {
                             let mut l = stream.launch_builder(&self.f_push_sub);
                             l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
-                            l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout);
-                            l.arg(&rcout);
+                            l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.hlist).arg(&hcount).arg(&p.xlist);
+                            l.arg(&xcount).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
                             // SAFETY: grid-stride over the active roots (ids < n); targets and
                             // links are root ids < n; sgate < NCOUNTERS since r < NCTL.
                             unsafe { l.launch(cfg) }?;
                         }
                         let mut l = stream.launch_builder(&self.f_alloc);
                         l.arg(&p.jcnt).arg(&p.link).arg(&p.joff).arg(&cursor).arg(&p.glist).arg(&gcount);
-                        l.arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
-                        // SAFETY: grid-stride over the active roots; the ranges sum to the
-                        // joiners of this pass, at most n; a group is listed once (n entries).
+                        l.arg(&p.ctl).arg(&gate).arg(&sgate).arg(&p.hlist).arg(&hcount);
+                        // SAFETY: grid-stride over this pass's groups with joiners (root ids < n,
+                        // each listed once); the ranges sum to the pass's joiners, at most n.
                         unsafe { l.launch(cfg) }?;
                         let mut l = stream.launch_builder(&self.f_scatter);
                         l.arg(&p.jslot).arg(&p.jtgt).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&sgate);
-                        l.arg(&rout).arg(&rcout);
+                        l.arg(&p.xlist).arg(&xcount);
                         // SAFETY: a joiner's slot is below its group's count, so it lands in the
                         // group's range inside jarr (n entries).
                         unsafe { l.launch(cfg) }?;
