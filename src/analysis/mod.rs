@@ -79,6 +79,8 @@ pub struct GpuFrame<'a> {
     pub width: usize,
     /// Height in pixels.
     pub height: usize,
+    /// Index of the frame in its source (as [`FrameInput::index`]).
+    pub index: u64,
 }
 
 /// One analysis of the pipeline.

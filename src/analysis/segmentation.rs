@@ -4,13 +4,19 @@
 //! `colour = true` (scikit-image's RGB graph), else the grey frame. Overlay: every segment
 //! filled with its mean colour (or a random colour per label) with 1-pixel boundaries.
 //! Summary: the segment count and, on the GPU, the merge rounds used.
+//!
+//! `every = N` segments only frames whose index is a multiple of N (segmentation is by far the
+//! most expensive analysis); the frames in between show the last segmentation's labels over
+//! their own pixels (mean colours recomputed), with `"skipped": true` and `"from_frame"` in
+//! their summary. The in-order [`Analysis::finish`] step keeps that last segmentation, so it
+//! works the same with the ring's overlapping slots and on the CPU.
 
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
@@ -49,6 +55,9 @@ pub struct SegmentationSettings {
     pub max_min_size_rounds: u32,
     /// GPU: enqueue the previous frame's round count plus a margin instead of the caps.
     pub adaptive_rounds: bool,
+    /// Segment every N-th frame (frame index a multiple of N); the frames between show the
+    /// last segmentation. 1: every frame.
+    pub every: u32,
 }
 
 impl Default for SegmentationSettings {
@@ -66,6 +75,7 @@ impl Default for SegmentationSettings {
             max_rounds: p.max_rounds,
             max_min_size_rounds: p.max_min_size_rounds,
             adaptive_rounds: p.adaptive_rounds,
+            every: 1,
         }
     }
 }
@@ -86,10 +96,18 @@ impl SegmentationSettings {
 
     /// Checks every field and names the bad one.
     pub fn validate(&self) -> Result<(), OpError> {
+        if self.every == 0 {
+            return Err(OpError::InvalidParam("every must be at least 1 (1: segment every frame)".into()));
+        }
         if self.level < -1 {
             return Err(OpError::InvalidParam(format!("level must be -1 (final) or a level >= 0, got {}", self.level)));
         }
         self.params().validate()
+    }
+
+    /// Whether frame `index` is segmented (the others reuse the last segmentation).
+    fn segments(&self, index: u64) -> bool {
+        index % u64::from(self.every.max(1)) == 0
     }
 
     /// The hierarchy level asked for, `None` for the final segmentation.
@@ -103,7 +121,7 @@ impl SegmentationSettings {
 }
 
 /// The overlay and summary of a segmentation of `input` (colour when it was segmented in colour).
-fn output(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
+fn overlay(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
     let picture = match input.rgb.as_deref() {
         Some(rgb) => overlay_segments_rgb(rgb.view(), out, settings.fill, settings.boundary())?,
         None => overlay_segments_gray(input.gray.view(), out, settings.fill, settings.boundary())?,
@@ -117,17 +135,38 @@ fn output(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettin
     })
 }
 
-/// Graph-based segmentation of each frame.
+/// A segmented frame's labels, handed to `finish` (which keeps them for skipped frames).
+#[derive(Debug)]
+struct Segmented {
+    index: u64,
+    out: SegmentOutput,
+}
+
+/// The output of a segmented frame: the overlay, with the labels as payload.
+fn output(out: SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
+    let mut o = overlay(&out, input, settings)?;
+    o.payload = Some(Payload::new(Segmented { index: input.index, out }));
+    Ok(o)
+}
+
+/// The output of a frame that `every` skips (filled in by `finish`).
+fn skipped() -> OpOutput {
+    OpOutput { op: "segmentation", summary: serde_json::json!({ "skipped": true }), ..Default::default() }
+}
+
+/// Graph-based segmentation of each frame (or every N-th, see the module doc).
 #[derive(Debug)]
 pub struct Segmentation {
     settings: SegmentationSettings,
+    /// The last segmented frame's labels (a [`Segmented`]), for the frames `every` skips.
+    last: Option<Payload>,
 }
 
 impl Segmentation {
     /// From settings.
     pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
         settings.segmentation.validate()?;
-        Ok(Self { settings: settings.segmentation.clone() })
+        Ok(Self { settings: settings.segmentation.clone(), last: None })
     }
 }
 
@@ -149,6 +188,9 @@ impl Analysis for Segmentation {
         Ok(())
     }
     fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+        if !self.settings.segments(input.index) {
+            return Ok(skipped());
+        }
         let t = std::time::Instant::now();
         let params = self.settings.params();
         let colour = colour_input(input, &self.settings);
@@ -166,10 +208,37 @@ impl Analysis for Segmentation {
             }
         };
         timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        output(&out, input, &self.settings)
+        output(out, input, &self.settings)
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(Some(Box::new(SegmentationStage { gpu: SegmentGpu::new(gpu)?, settings: self.settings.clone() })))
+        Ok(Some(Box::new(SegmentationStage {
+            gpu: SegmentGpu::new(gpu)?,
+            settings: self.settings.clone(),
+            skipped: false,
+        })))
+    }
+    /// Keeps a segmented frame's labels; gives a skipped frame the last labels over its pixels.
+    fn finish(&mut self, mut output: OpOutput, input: &FrameInput) -> OpOutput {
+        if let Some(p) = output.payload.take() {
+            if p.get::<Segmented>().is_some() {
+                self.last = Some(p);
+            }
+            return output;
+        }
+        let Some(last) = self.last.as_ref().and_then(|p| p.get::<Segmented>()) else { return output };
+        if (last.out.labels.width(), last.out.labels.height()) != (input.gray.width(), input.gray.height()) {
+            return output;
+        }
+        match overlay(&last.out, input, &self.settings) {
+            Ok(mut o) => {
+                if let Some(m) = o.summary.as_object_mut() {
+                    m.insert("skipped".into(), true.into());
+                    m.insert("from_frame".into(), last.index.into());
+                }
+                o
+            }
+            Err(_) => output,
+        }
     }
 }
 
@@ -177,11 +246,17 @@ struct SegmentationStage {
     gpu: SegmentGpu,
     /// The settings of the frame last enqueued (for the overlay in `collect`).
     settings: SegmentationSettings,
+    /// The frame last enqueued is one `every` skips (nothing was enqueued).
+    skipped: bool,
 }
 
 impl GpuStage for SegmentationStage {
     fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
         self.settings = settings.segmentation.clone();
+        self.skipped = !self.settings.segments(frame.index);
+        if self.skipped {
+            return Ok(());
+        }
         let params = self.settings.params();
         match frame.rgb.filter(|_| self.settings.colour) {
             Some(rgb) => self.gpu.enqueue_rgb(stream, timer, rgb, frame.width, frame.height, &params)?,
@@ -193,8 +268,11 @@ impl GpuStage for SegmentationStage {
         }
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError> {
+        if self.skipped {
+            return Ok(skipped());
+        }
         let out = self.gpu.download(stream)?;
-        output(&out, input, &self.settings)
+        output(out, input, &self.settings)
     }
 }
 
@@ -228,6 +306,41 @@ mod tests {
             assert_eq!(pic.get(7, 3), BOUNDARY);
             assert_eq!(pic.get(15, 3), if rgb { [220, 110, 0] } else { [220, 220, 220] });
         }
+    }
+
+    #[test]
+    fn every_n_frames_reuses_the_last_segmentation_in_between() {
+        let settings = OpSettings {
+            segmentation: SegmentationSettings { every: 2, ..Default::default() },
+            ..Default::default()
+        };
+        let mut a = Segmentation::new(&settings).unwrap();
+        let at = |index: u64, bright: u8| {
+            let gray = Image::from_fn(16, 8, |x, _| if x < 8 { 20u8 } else { bright });
+            FrameInput { index, rgb: None, gray: Arc::new(gray), gray16: None }
+        };
+        let mut run = |input: &FrameInput| {
+            let out = a.run_cpu(input, &mut Vec::new()).unwrap();
+            a.finish(out, input)
+        };
+        // Before any segmentation a skipped frame has no overlay.
+        let none = run(&at(1, 220));
+        assert_eq!(none.summary, serde_json::json!({ "skipped": true }));
+        assert!(none.layer.raster.is_none());
+        let first = run(&at(2, 220));
+        assert_eq!(first.summary["segments"], 2);
+        assert!(first.summary.get("skipped").is_none() && first.payload.is_none());
+        // Frame 3 is skipped: frame 2's labels, filled with frame 3's own mean colours.
+        let third = run(&at(3, 120));
+        assert_eq!((third.summary["skipped"].clone(), third.summary["from_frame"].clone()), (true.into(), 2.into()));
+        assert_eq!(third.summary["segments"], 2);
+        let Some(Raster::Rgb(pic)) = &third.layer.raster else { panic!("no overlay") };
+        assert_eq!(pic.get(15, 3), [120, 120, 120]);
+        assert_eq!(pic.get(7, 3), BOUNDARY);
+        // Frame 4 is segmented again; every = 0 is refused.
+        assert!(run(&at(4, 120)).summary.get("skipped").is_none());
+        let bad = OpSettings { segmentation: SegmentationSettings { every: 0, ..Default::default() }, ..Default::default() };
+        assert!(Segmentation::new(&bad).is_err());
     }
 
     #[test]

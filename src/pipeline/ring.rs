@@ -172,7 +172,7 @@ impl CudaRing {
         if let Some(ev) = wait_for {
             stream.wait(ev)?;
         }
-        let frame = GpuFrame { gray: &bufs.gray, rgb: format.rgb.then_some(&bufs.input), width: w, height: h };
+        let frame = GpuFrame { gray: &bufs.gray, rgb: format.rgb.then_some(&bufs.input), width: w, height: h, index };
         // Ordered stages (device state across frames) first, then the event the next slot waits
         // for, then the others: a long stage (segmentation) of frame k overlaps that of k+1.
         for ordered in [true, false] {

@@ -105,3 +105,41 @@ fn segmentation_hierarchy_levels_match_between_backends() {
         assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "level {level} overlay");
     }
 }
+
+#[test]
+fn segmentation_every_n_frames_matches_between_backends() {
+    let Some(g) = gpu() else { return };
+    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let mut settings = OpSettings::default();
+    settings.maxtree.enabled = false;
+    settings.cca.enabled = false;
+    settings.orientation.enabled = false;
+    settings.segmentation.every = 3;
+    settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
+    let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
+    let mut rng = Rng(5);
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for i in 0..10u64 {
+        let frame = Frame { index: i, pts_nanos: None, image: DynImage::Rgb8(random_rgb(&mut rng, 96, 64)) };
+        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
+        got.extend(cuda.submit(sub(frame.clone())).unwrap());
+        want.extend(cpu.submit(sub(frame)).unwrap());
+    }
+    got.extend(cuda.flush().unwrap());
+    assert_eq!(got.len(), 10);
+    let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
+    for (a, b) in got.iter().zip(&want) {
+        let (x, y) = (seg(a), seg(b));
+        let skipped = a.index % 3 != 0;
+        assert_eq!(x.summary.get("skipped").is_some(), skipped, "frame {}: {}", a.index, x.summary);
+        if skipped {
+            assert_eq!(x.summary["from_frame"], serde_json::json!(a.index / 3 * 3));
+        }
+        for key in ["skipped", "from_frame", "segments"] {
+            assert_eq!(x.summary.get(key), y.summary.get(key), "frame {} {key}", a.index);
+        }
+        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+    }
+}
