@@ -16,14 +16,17 @@
 // e = ceil(log2(4n)) id bits: a total order that follows the weights (closer than ~2^-(63-e)
 // relative they tie and the id decides). The graph is never stored as CSR.
 //
+// Setup: segment_init, segment_weights, segment_order (each pixel's 8 edges sorted by key once;
+// the rounds walk them from a cursor past the edges that are dead for good).
 // Phases (global round numbers r; every kernel first reads ctl[gate], the event count of the
 // previous round of its phase, and returns when it is 0, so rounds after convergence cost one
-// tiny launch each and nothing is read back by the host):
+// tiny launch each and nothing is read back by the host; on video the host replays the whole
+// sequence as one captured CUDA graph, src/gpu/graph.rs):
 //   zero rounds 1..32        Boruvka chains along zero-weight edges (always accepted by the
 //                            predicate when k > 0 and they leave Int = 0: exact):
 //                            segment_least, segment_targets, segment_chain_link,
 //                            segment_chain_flatten.
-//   merge rounds 33..        segment_least, segment_targets, segment_limits_pairs,
+//   merge rounds 33..        segment_least, segment_targets, segment_limits, segment_pairs,
 //                            segment_push, segment_alloc, segment_scatter,
 //                            segment_groups_plain, segment_groups_warp (exact Kruskal
 //                            decisions, see boruvka.rs), then up to SUB_ROUNDS - 1 sub-rounds
@@ -45,9 +48,11 @@
 // root (link never changes inside a kernel that reads it this way) and segment_final resolves
 // every pixel at the end. Joiners register (segment_push / segment_push_sub: a slot from an
 // atomicAdd on their group's count) only when their key is below the group's limit, which is
-// exactly what the group keeps of them; segment_alloc gives each group a contiguous range and
-// lists the group, segment_scatter fills the range, and segment_groups_warp works on each
-// listed group with a warp (32-thread blocks x 4 of them; 12 KB of shared memory a block).
+// exactly what the group keeps of them; registration also lists the joiner (xlist) and, for a
+// group's first joiner, the group (hlist); segment_alloc gives each listed group a contiguous
+// range and lists its root for the warps, segment_scatter fills the ranges from xlist, and
+// segment_groups_warp works on each listed group with a warp (32-thread blocks x 4 of them;
+// 12 KB of shared memory a block).
 // Event counts are reduced per warp before one atomicAdd (every lane reaches the reduction).
 // The scan kernels use 1024-thread blocks and 32 words of shared memory.
 // Border policy: neighbours outside the image are skipped (their +inf weights are never read).
@@ -59,9 +64,17 @@
 // 32-130 ms. Nsight Compute then: a thread-per-group pass ran 150-260 us at 7-10 % achieved
 // occupancy - as long as its slowest group (lists up to 1400 joiners at k = 500, 64 dependent
 // absorption steps). A warp per group with joiners (bitonic top-64, parallel loads, decisions
-// from shared memory; predicted 3-5x on those passes): 24-43 ms (shipped), the absorption
-// passes 3-5x cheaper as predicted; now the frontier passes (segment_least,
-// segment_limits_pairs) are ~60 % of a frame at 1080p and ~75 % at 4K.
+// from shared memory; predicted 3-5x on those passes): 24-43 ms, the absorption passes 3-5x
+// cheaper as predicted; then the frontier passes were ~60 % of a frame at 1080p, ~75 % at 4K.
+// Nsight Compute on segment_least / limits: 250-370 us per early round at 19-25 % of DRAM
+// bandwidth and 67 % occupancy - latency-bound on 8 dependent neighbour lookups per pixel.
+// Replaying the frame as a CUDA graph: 24.4 -> 22.9 ms, host enqueue 19 -> 0.1 ms (the headless
+// clip run, 50 fps with direct launches of an earlier version, now 110-120 fps). Sorted edge
+// order + cursor (predicted
+// 2-3x on least/limits): least edges 6.3 -> 4.9 ms, limits ~10 % cheaper, whole frame 22.9 ->
+// 21.2 ms - the walk stops early, but the finds and the atomicMin per frontier pixel remain.
+// Joiner lists instead of alloc/scatter passes over every active root: 21.2 -> 20.7 ms.
+// Grid of 4 / 8 / 16 blocks per SM for the grid-stride kernels: 21.3 / 20.6 / 20.9 ms (8 kept).
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull

@@ -1,16 +1,25 @@
 //! CUDA Felzenszwalb segmentation (`kernels/segment.cu`; the CPU model of every kernel is
-//! [`super::boruvka`]): blur ([`BlurGpu`]), edge weights, then three phases of rounds enqueued
-//! as a device loop — zero-weight chains, exact merge rounds, `min_size` chains — where every
-//! kernel returns at once after the round that changed nothing, so nothing is read back until
-//! [`SegmentGpu::download`]; finally raster-order labels by a block scan.
+//! [`super::boruvka`]): blur ([`BlurGpu`]), edge weights and each pixel's edges sorted by key,
+//! then three phases of rounds enqueued as a device loop — zero-weight chains, exact merge
+//! rounds, `min_size` chains — where every kernel returns at once after the round that changed
+//! nothing, so nothing is read back until [`SegmentGpu::download`]; finally raster-order labels
+//! by a block scan.
 //!
-//! Timer regions: `segment_blur`, `segment_graph` (init + weights), `segment_relabel`, and for
-//! the rounds either (default) one region per phase, `segment_zero`, `segment_merge`,
-//! `segment_minsize`, or with [`SegmentGpu::detailed_timing`] one region per kernel and round:
-//! `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs, joiner lists),
-//! `segment_flatten` (group absorption / chain flattening), `segment_sub` (the sub-round
-//! passes: joiners of absorbed joiners), `segment_minsize` (all `min_size` kernels). Per-kernel
-//! regions add two events per launch, so time the whole op separately.
+//! Launches: ~22 kernels a round and 50–100 rounds a frame. Once the round caps come from the
+//! previous frame (`adaptive_rounds`, rounded up to a multiple of 8), everything after the blur
+//! is captured once as a CUDA graph ([`GraphCache`], keyed by buffers, frame size, parameters,
+//! caps and stream) and replayed with one launch: the host spends ~0.1 ms instead of ~20 ms a
+//! 1080p frame, and the GPU ~8 % less (`BENCHMARKS.md`). The first frame, fixed caps and
+//! [`SegmentGpu::detailed_timing`] launch directly; [`SegmentGpu::use_graphs`] turns graphs off.
+//!
+//! Timer regions: `segment_blur`, then with a graph one region, `segment_rounds` (edge graph,
+//! rounds, relabelling). Direct launches: `segment_graph` (init, weights, edge order),
+//! `segment_relabel`, and for the rounds either one region per phase, `segment_zero`,
+//! `segment_merge`, `segment_minsize`, or with `detailed_timing` one region per kernel and
+//! round: `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs, joiner
+//! registration), `segment_flatten` (group absorption / chain flattening), `segment_sub` (the
+//! sub-round passes: joiners of absorbed joiners), `segment_minsize` (all `min_size` kernels).
+//! Per-kernel regions add two events per launch, so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
