@@ -6,6 +6,10 @@
 //   `src_stride` bytes apart (GStreamer pads rows), the output is packed (width bytes a row).
 //   Border policy: none needed (pointwise).
 // preprocess_gray16_to_gray8: keeps the high byte (v >> 8), as GStreamer's videoconvert does.
+// preprocess_downscale: box average of factor x factor blocks of packed interleaved 8-bit
+//   samples, (sum + n/2) / n per channel in integers, identical to src/ops/preprocess.rs
+//   downscale_box; the out_width x out_height = floor(width / f) x floor(height / f) blocks
+//   (trailing columns/rows that do not fill a block are left out). One thread per output pixel.
 #include "common/util.cuh"
 
 extern "C" __global__ void preprocess_rgb_to_gray(const u8* __restrict__ src, u32 src_stride,
@@ -24,4 +28,20 @@ extern "C" __global__ void preprocess_gray16_to_gray8(const u16* __restrict__ sr
     u32 y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= width || y >= height) return;
     dst[(size_t)y * width + x] = (u8)(src[(size_t)y * src_stride + x] >> 8);
+}
+
+extern "C" __global__ void preprocess_downscale(const u8* __restrict__ src, u8* __restrict__ dst, u32 width,
+                                               u32 out_width, u32 out_height, u32 channels, u32 f) {
+    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= out_width || y >= out_height) return;
+    u32 n = f * f;
+    for (u32 c = 0; c < channels; ++c) {
+        u32 sum = 0;
+        for (u32 dy = 0; dy < f; ++dy) {
+            const u8* row = src + ((size_t)(y * f + dy) * width + (size_t)x * f) * channels + c;
+            for (u32 dx = 0; dx < f; ++dx) sum += row[(size_t)dx * channels];
+        }
+        dst[((size_t)y * out_width + x) * channels + c] = (u8)((sum + n / 2) / n);
+    }
 }

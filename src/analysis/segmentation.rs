@@ -10,18 +10,32 @@
 //! their own pixels (mean colours recomputed), with `"skipped": true` and `"from_frame"` in
 //! their summary. The in-order [`Analysis::finish`] step keeps that last segmentation, so it
 //! works the same with the ring's overlapping slots and on the CPU.
+//!
+//! `downscale = F` segments the frame box-averaged over F x F blocks
+//! ([`crate::ops::preprocess::downscale_box`], the same integer arithmetic on both backends)
+//! and brings the labels back to the frame's size ([`upsample_labels`], nearest); the overlay's
+//! mean colours come from the full-resolution frame. F² fewer pixels, and on smooth (e.g.
+//! upscaled) video far fewer dependent rounds; `min_size` counts downscaled pixels.
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
 use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
+use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::segment::boruvka::{felzenszwalb_boruvka_gray, felzenszwalb_boruvka_rgb};
-use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_segments_gray, overlay_segments_rgb};
+use crate::ops::blur::cpu::{pack_gray, pack_rgb};
+use crate::ops::preprocess::{downscale_box, downscale_function, downscaled_size, enqueue_downscale};
+use crate::ops::segment::boruvka::felzenszwalb_boruvka;
+use crate::ops::segment::cpu::felzenszwalb_interleaved;
+use crate::ops::segment::{
+    OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_segments_gray,
+    overlay_segments_rgb, upsample_labels,
+};
 
 /// Colour of the segment boundaries in the overlay.
 const BOUNDARY: [u8; 3] = [255, 255, 0];
@@ -58,6 +72,9 @@ pub struct SegmentationSettings {
     /// Segment every N-th frame (frame index a multiple of N); the frames between show the
     /// last segmentation. 1: every frame.
     pub every: u32,
+    /// Segment the frame box-averaged over F x F blocks (1: full resolution; at most 8); the
+    /// labels are scaled back to the frame. `min_size` counts downscaled pixels.
+    pub downscale: u32,
 }
 
 impl Default for SegmentationSettings {
@@ -76,6 +93,7 @@ impl Default for SegmentationSettings {
             max_min_size_rounds: p.max_min_size_rounds,
             adaptive_rounds: p.adaptive_rounds,
             every: 1,
+            downscale: 1,
         }
     }
 }
@@ -96,6 +114,9 @@ impl SegmentationSettings {
 
     /// Checks every field and names the bad one.
     pub fn validate(&self) -> Result<(), OpError> {
+        if !(1..=8).contains(&self.downscale) {
+            return Err(OpError::InvalidParam(format!("downscale must be in 1..=8, got {}", self.downscale)));
+        }
         if self.every == 0 {
             return Err(OpError::InvalidParam("every must be at least 1 (1: segment every frame)".into()));
         }
@@ -107,7 +128,7 @@ impl SegmentationSettings {
 
     /// Whether frame `index` is segmented (the others reuse the last segmentation).
     fn segments(&self, index: u64) -> bool {
-        index % u64::from(self.every.max(1)) == 0
+        index.is_multiple_of(u64::from(self.every.max(1)))
     }
 
     /// The hierarchy level asked for, `None` for the final segmentation.
@@ -126,9 +147,15 @@ fn overlay(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSetti
         Some(rgb) => overlay_segments_rgb(rgb.view(), out, settings.fill, settings.boundary())?,
         None => overlay_segments_gray(input.gray.view(), out, settings.fill, settings.boundary())?,
     };
+    let mut summary = out.summary();
+    if settings.downscale > 1
+        && let Some(m) = summary.as_object_mut()
+    {
+        m.insert("downscale".into(), settings.downscale.into());
+    }
     Ok(OpOutput {
         op: "segmentation",
-        summary: out.summary(),
+        summary,
         layer: Layer { raster: Some(Raster::Rgb(Arc::new(picture))), shapes: Vec::new() },
         data: OpData::None,
         ..Default::default()
@@ -170,6 +197,36 @@ impl Segmentation {
     }
 }
 
+impl Segmentation {
+    /// The CPU path with `downscale > 1`: box-downscale the packed frame, segment it (Kruskal, or
+    /// the rounds' model when a level is asked for), scale the labels back.
+    fn run_cpu_downscaled(
+        &self,
+        input: &FrameInput,
+        colour: Option<&Image<[u8; 3]>>,
+        params: &SegmentParams,
+    ) -> Result<SegmentOutput, OpError> {
+        let (w, h) = (input.gray.width(), input.gray.height());
+        let (data, channels) = match colour {
+            Some(rgb) => (pack_rgb(rgb.view()), 3),
+            None => (pack_gray(input.gray.view()), 1),
+        };
+        let f = self.settings.downscale as usize;
+        let (sw, sh) = downscaled_size(w, h, f);
+        let small = downscale_box(&data, w, h, channels, f);
+        let out = match self.settings.level() {
+            None => felzenszwalb_interleaved(&small, sw, sh, channels, params)?,
+            Some(level) => {
+                let (out, hierarchy) = felzenszwalb_boruvka(&small, sw, sh, channels, params)?;
+                let level = level.min(out.levels() - 1);
+                let (labels, segment_count) = hierarchy.labels_at(level)?;
+                SegmentOutput { labels, segment_count, level, ..out }
+            }
+        };
+        Ok(upsample_labels(&out, w, h, f))
+    }
+}
+
 /// The colour frame to segment, when there is one and the settings ask for colour.
 fn colour_input<'a>(input: &'a FrameInput, settings: &SegmentationSettings) -> Option<&'a Image<[u8; 3]>> {
     input.rgb.as_deref().filter(|_| settings.colour)
@@ -194,6 +251,11 @@ impl Analysis for Segmentation {
         let t = std::time::Instant::now();
         let params = self.settings.params();
         let colour = colour_input(input, &self.settings);
+        if self.settings.downscale > 1 {
+            let out = self.run_cpu_downscaled(input, colour, &params)?;
+            timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+            return output(out, input, &self.settings);
+        }
         let out = match (self.settings.level(), colour) {
             (None, Some(rgb)) => felzenszwalb_rgb(rgb.view(), &params)?,
             (None, None) => felzenszwalb(input.gray.view(), &params)?,
@@ -213,8 +275,10 @@ impl Analysis for Segmentation {
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(SegmentationStage {
             gpu: SegmentGpu::new(gpu)?,
+            f_downscale: downscale_function(gpu)?,
             settings: self.settings.clone(),
             skipped: false,
+            small: None,
         })))
     }
     /// Keeps a segmented frame's labels; gives a skipped frame the last labels over its pixels.
@@ -248,6 +312,9 @@ struct SegmentationStage {
     settings: SegmentationSettings,
     /// The frame last enqueued is one `every` skips (nothing was enqueued).
     skipped: bool,
+    /// The downscaled frame (`downscale > 1`), reallocated when its size changes.
+    small: Option<CudaSlice<u8>>,
+    f_downscale: CudaFunction,
 }
 
 impl GpuStage for SegmentationStage {
@@ -258,9 +325,31 @@ impl GpuStage for SegmentationStage {
             return Ok(());
         }
         let params = self.settings.params();
-        match frame.rgb.filter(|_| self.settings.colour) {
-            Some(rgb) => self.gpu.enqueue_rgb(stream, timer, rgb, frame.width, frame.height, &params)?,
-            None => self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &params)?,
+        let (src, channels) = match frame.rgb.filter(|_| self.settings.colour) {
+            Some(rgb) => (rgb, 3),
+            None => (frame.gray, 1),
+        };
+        let f = self.settings.downscale as usize;
+        let (sw, sh) = downscaled_size(frame.width, frame.height, f);
+        if (sw, sh) == (frame.width, frame.height) {
+            self.gpu.enqueue_channels(stream, timer, src, frame.width, frame.height, channels, &params)?;
+        } else {
+            let len = sw * sh * channels;
+            if self.small.as_ref().is_none_or(|b| b.len() != len) {
+                self.small = None;
+                self.small = Some(alloc_zeroed::<u8>(stream, len, "downscaled frame", sw, sh)?);
+            }
+            let Some(small) = self.small.as_mut() else { return Ok(()) };
+            let func = &self.f_downscale;
+            let mut failed = None;
+            timer.time(stream, "segment_downscale", || {
+                failed = enqueue_downscale(func, stream, src, small, frame.width, frame.height, channels, f).err();
+                Ok(())
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            self.gpu.enqueue_channels(stream, timer, small, sw, sh, channels, &params)?;
         }
         match self.settings.level() {
             Some(level) => self.gpu.enqueue_level(stream, timer, level),
@@ -272,6 +361,7 @@ impl GpuStage for SegmentationStage {
             return Ok(skipped());
         }
         let out = self.gpu.download(stream)?;
+        let out = upsample_labels(&out, input.gray.width(), input.gray.height(), self.settings.downscale as usize);
         output(out, input, &self.settings)
     }
 }
@@ -306,6 +396,36 @@ mod tests {
             assert_eq!(pic.get(7, 3), BOUNDARY);
             assert_eq!(pic.get(15, 3), if rgb { [220, 110, 0] } else { [220, 220, 220] });
         }
+    }
+
+    #[test]
+    fn downscaled_segmentation_is_scaled_back_to_the_frame() {
+        for (rgb, level) in [(false, -1), (true, -1), (true, 2)] {
+            let settings = OpSettings {
+                segmentation: SegmentationSettings { downscale: 2, level, min_size: 4, ..Default::default() },
+                ..Default::default()
+            };
+            let input = frame(rgb);
+            let mut a = Segmentation::new(&settings).unwrap();
+            let out = a.run_cpu(&input, &mut Vec::new()).unwrap();
+            assert_eq!(out.summary["downscale"], 2);
+            let Some(Raster::Rgb(pic)) = &out.layer.raster else { panic!("no colour overlay") };
+            assert_eq!((pic.width(), pic.height()), (16, 8));
+            if level < 0 {
+                // The definition: segment the 8x4 box average, scale the labels back, draw.
+                let (data, ch) = match input.rgb.as_deref() {
+                    Some(c) => (pack_rgb(c.view()), 3),
+                    None => (pack_gray(input.gray.view()), 1),
+                };
+                let small = downscale_box(&data, 16, 8, ch, 2);
+                let seg = felzenszwalb_interleaved(&small, 8, 4, ch, &settings.segmentation.params()).unwrap();
+                let want = overlay(&upsample_labels(&seg, 16, 8, 2), &input, &settings.segmentation).unwrap();
+                assert_eq!(out.summary["segments"], seg.segment_count, "rgb={rgb}");
+                assert!(matches!(&want.layer.raster, Some(Raster::Rgb(q)) if q == pic), "rgb={rgb}");
+            }
+        }
+        let bad = OpSettings { segmentation: SegmentationSettings { downscale: 9, ..Default::default() }, ..Default::default() };
+        assert!(Segmentation::new(&bad).unwrap_err().to_string().contains("downscale"));
     }
 
     #[test]

@@ -143,3 +143,61 @@ fn segmentation_every_n_frames_matches_between_backends() {
         assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
     }
 }
+
+#[test]
+fn downscale_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let func = morphoscope::ops::preprocess::downscale_function(g).unwrap();
+    let mut rng = Rng(3);
+    for &(w, h, ch, f) in &[(97, 61, 3, 2), (97, 61, 1, 3), (1920, 1080, 3, 2), (5, 3, 3, 4), (64, 48, 1, 8)] {
+        let data: Vec<u8> = (0..w * h * ch).map(|_| rng.below(256) as u8).collect();
+        let want = morphoscope::ops::preprocess::downscale_box(&data, w, h, ch, f);
+        let src = stream.clone_htod(&data).unwrap();
+        let mut dst = stream.alloc_zeros::<u8>(want.len().max(1)).unwrap();
+        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, &stream, &src, &mut dst, w, h, ch, f).unwrap();
+        assert_eq!(size, morphoscope::ops::preprocess::downscaled_size(w, h, f));
+        let got = stream.clone_dtoh(&dst).unwrap();
+        assert_eq!(&got[..want.len()], &want[..], "{w}x{h}x{ch} by {f}");
+    }
+}
+
+#[test]
+fn downscaled_segmentation_matches_between_backends() {
+    let Some(g) = gpu() else { return };
+    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let mut settings = OpSettings::default();
+    settings.maxtree.enabled = false;
+    settings.cca.enabled = false;
+    settings.orientation.enabled = false;
+    settings.segmentation.downscale = 2;
+    settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
+    let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
+    let mut rng = Rng(9);
+    // Random and gradient frames (real photographs can hold near-ties where Kruskal's f64 order
+    // and the GPU's keys differ, see the segmentation quality test).
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for i in 0..6u64 {
+        let image = match i {
+            0 => DynImage::Rgb8(Image::from_fn(97, 61, |x, y| [(x * 2) as u8, (y * 3) as u8, (x + y) as u8])),
+            1 => DynImage::Gray8(Image::from_fn(97, 61, |x, y| ((x * 5 + y * 3) % 251) as u8)),
+            _ => DynImage::Rgb8(random_rgb(&mut rng, 97, 61)),
+        };
+        let frame = Frame { index: i, pts_nanos: None, image };
+        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
+        got.extend(cuda.submit(sub(frame.clone())).unwrap());
+        want.extend(cpu.submit(sub(frame)).unwrap());
+    }
+    got.extend(cuda.flush().unwrap());
+    assert_eq!(got.len(), 6);
+    let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
+    for (a, b) in got.iter().zip(&want) {
+        let (x, y) = (seg(a), seg(b));
+        assert_eq!(x.summary["downscale"], 2, "frame {}", a.index);
+        assert_eq!(x.summary["capped"], false, "frame {}", a.index);
+        assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
+        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+    }
+}

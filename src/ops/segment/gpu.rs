@@ -15,11 +15,13 @@
 //! Timer regions: `segment_blur`, then with a graph one region, `segment_rounds` (edge graph,
 //! rounds, relabelling). Direct launches: `segment_graph` (init, weights, edge order),
 //! `segment_relabel`, and for the rounds either one region per phase, `segment_zero`,
-//! `segment_merge`, `segment_minsize`, or with `detailed_timing` one region per kernel and
-//! round: `segment_minedge` (least edges), `segment_merge` (targets, limits, pairs, joiner
-//! registration), `segment_flatten` (group absorption / chain flattening), `segment_sub` (the
-//! sub-round passes: joiners of absorbed joiners), `segment_minsize` (all `min_size` kernels).
-//! Per-kernel regions add two events per launch, so time the whole op separately.
+//! `segment_merge`, `segment_minsize`, or with `detailed_timing` one region per launch, named
+//! after its kernel: `segment_minedge` (least edges, every phase), `segment_targets`,
+//! `segment_limits`, `segment_pairs`, `segment_push`, `segment_alloc`, `segment_scatter`,
+//! `segment_plain`, `segment_groups` (the first absorption pass), `segment_sub_*` (the same for
+//! the sub-round passes), `segment_zero_link` / `segment_zero_flatten` (zero-weight chains),
+//! `segment_merge` (targets of the zero phase) and `segment_minsize` (every `min_size` kernel).
+//! Per-launch regions add two events per launch, so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
@@ -676,7 +678,7 @@ impl SegmentGpu {
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            timed(timer, stream, names("segment_merge"), || {
+            timed(timer, stream, names(if exact { "segment_targets" } else { "segment_merge" }), || {
                 let mut l = stream.launch_builder(&self.f_targets);
                 l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.gok).arg(&p.lim);
                 l.arg(&p.limj).arg(&p.jcnt).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
@@ -692,7 +694,7 @@ impl SegmentGpu {
                     p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
                 };
                 let (hcount0, xcount0) = (slot(3, 0), slot(4, 0));
-                timed(timer, stream, names("segment_merge"), || {
+                timed(timer, stream, names("segment_limits"), || {
                     let mut l = stream.launch_builder(&self.f_limits);
                     l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.order).arg(&p.lim);
                     l.arg(&p.limj).arg(&p.size).arg(&w).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate);
@@ -700,6 +702,9 @@ impl SegmentGpu {
                     // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
                     // words only name in-image neighbours.
                     unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+                timed(timer, stream, names("segment_pairs"), || {
                     let mut l = stream.launch_builder(&self.f_pairs);
                     l.arg(&p.w4).arg(&p.target).arg(&p.tkey).arg(&p.link).arg(&p.gok).arg(&p.gsize).arg(&p.gint);
                     l.arg(&p.pflag).arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&eb).arg(&mode);
@@ -707,6 +712,9 @@ impl SegmentGpu {
                     // SAFETY: grid-stride over this round's active roots (ids < n); a pair's
                     // smaller root writes the pair's entries.
                     unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+                timed(timer, stream, names("segment_push"), || {
                     let mut l = stream.launch_builder(&self.f_push);
                     l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.jcnt).arg(&p.jslot);
                     l.arg(&p.jtgt).arg(&p.hlist).arg(&hcount0).arg(&p.xlist).arg(&xcount0).arg(&p.ctl).arg(&gate);
@@ -721,8 +729,9 @@ impl SegmentGpu {
                     let sgate = if s == 0 { p.ctl + 4 * u64::from(gate) } else { slot(0, s - 1) };
                     let (sout, cursor, gcount) = (slot(0, s), slot(1, s), slot(2, s));
                     let (hcount, xcount) = (slot(3, s), slot(4, s));
-                    timed(timer, stream, names(if s == 0 { "segment_flatten" } else { "segment_sub" }), || {
-                        if s > 0 {
+                    let sub = |first_pass: &'static str, later: &'static str| names(if s == 0 { first_pass } else { later });
+                    if s > 0 {
+                        timed(timer, stream, names("segment_sub_push"), || {
                             let mut l = stream.launch_builder(&self.f_push_sub);
                             l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
                             l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.hlist).arg(&hcount).arg(&p.xlist);
@@ -730,20 +739,29 @@ impl SegmentGpu {
                             // SAFETY: grid-stride over the active roots (ids < n); targets and
                             // links are root ids < n; sgate < NCOUNTERS since r < NCTL.
                             unsafe { l.launch(cfg) }?;
-                        }
+                            Ok(())
+                        })?;
+                    }
+                    timed(timer, stream, sub("segment_alloc", "segment_sub_alloc"), || {
                         let mut l = stream.launch_builder(&self.f_alloc);
                         l.arg(&p.jcnt).arg(&p.link).arg(&p.joff).arg(&cursor).arg(&p.glist).arg(&gcount);
                         l.arg(&p.ctl).arg(&gate).arg(&sgate).arg(&p.hlist).arg(&hcount);
                         // SAFETY: grid-stride over this pass's groups with joiners (root ids < n,
                         // each listed once); the ranges sum to the pass's joiners, at most n.
                         unsafe { l.launch(cfg) }?;
+                        Ok(())
+                    })?;
+                    timed(timer, stream, sub("segment_scatter", "segment_sub_scatter"), || {
                         let mut l = stream.launch_builder(&self.f_scatter);
                         l.arg(&p.jslot).arg(&p.jtgt).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&sgate);
                         l.arg(&p.xlist).arg(&xcount);
                         // SAFETY: a joiner's slot is below its group's count, so it lands in the
                         // group's range inside jarr (n entries).
                         unsafe { l.launch(cfg) }?;
-                        if s == 0 {
+                        Ok(())
+                    })?;
+                    if s == 0 {
+                        timed(timer, stream, names("segment_plain"), || {
                             let mut l = stream.launch_builder(&self.f_groups_plain);
                             l.arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.link).arg(&p.target).arg(&p.lim);
                             l.arg(&p.jcnt).arg(&p.gsize).arg(&p.gint).arg(&p.size).arg(&p.cint).arg(&p.slim);
@@ -751,7 +769,10 @@ impl SegmentGpu {
                             // SAFETY: grid-stride over the active roots (ids < n), each written by
                             // its own thread.
                             unsafe { l.launch(cfg) }?;
-                        }
+                            Ok(())
+                        })?;
+                    }
+                    timed(timer, stream, sub("segment_groups", "segment_sub_groups"), || {
                         let mut l = stream.launch_builder(&self.f_groups_warp);
                         l.arg(&p.link).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.limj);
                         l.arg(&p.jcnt).arg(&p.joff).arg(&p.jarr).arg(&p.gsize).arg(&p.gint).arg(&p.size);
@@ -767,14 +788,14 @@ impl SegmentGpu {
                     })?;
                 }
             } else {
-                timed(timer, stream, "segment_merge", || {
+                timed(timer, stream, "segment_zero_link", || {
                     let mut l = stream.launch_builder(&self.f_chain_link);
                     l.arg(&p.target).arg(&p.link).arg(&nn).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
                     // SAFETY: grid-stride over roots < n.
                     unsafe { l.launch(cfg) }?;
                     Ok(())
                 })?;
-                timed(timer, stream, "segment_flatten", || {
+                timed(timer, stream, "segment_zero_flatten", || {
                     let mut l = stream.launch_builder(&self.f_chain_flatten);
                     l.arg(&p.target).arg(&p.link).arg(&p.size).arg(&p.parent).arg(&p.round).arg(&nn).arg(&p.ctl);
                     l.arg(&gate).arg(&r);

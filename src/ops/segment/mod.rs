@@ -189,6 +189,23 @@ impl SegmentOutput {
     }
 }
 
+/// A segmentation of a frame downscaled by `factor` ([`crate::ops::preprocess::downscale_box`])
+/// brought back to `width` x `height` (nearest neighbour: pixel `(x, y)` takes the label of
+/// block `(x / factor, y / factor)`, clamped to the last block for trailing columns and rows).
+/// Labels stay numbered in raster order of first pixel and the segment count is unchanged: a
+/// segment's first block comes first in the large raster too.
+#[must_use]
+pub fn upsample_labels(out: &SegmentOutput, width: usize, height: usize, factor: usize) -> SegmentOutput {
+    let small = out.labels.view();
+    let (sw, sh) = (small.width(), small.height());
+    if (sw, sh) == (width, height) || sw == 0 || sh == 0 {
+        return out.clone();
+    }
+    let f = factor.max(1);
+    let labels = Image::from_fn(width, height, |x, y| small.get((x / f).min(sw - 1), (y / f).min(sh - 1)));
+    SegmentOutput { labels, ..out.clone() }
+}
+
 /// Every level of a round-based segmentation in two per-pixel arrays: when root `v` was
 /// absorbed (`round[v]`, a global round number; `u16::MAX` if never) and the root it joined
 /// then (`parent[v]`). Zero-weight rounds are numbered `1..=32`, merge rounds
@@ -302,6 +319,29 @@ mod tests {
         let partial: SegmentParams = serde_json::from_str(r#"{"scale": 500}"#).unwrap();
         assert_eq!(partial.scale, 500.0);
         assert!(serde_json::from_str::<SegmentParams>(r#"{"k": 5}"#).is_err());
+    }
+
+    #[test]
+    fn upsampled_labels_stay_a_raster_ordered_partition() {
+        // A 3x2 segmentation of a 7x5 frame downscaled by 2 (the trailing column and row take
+        // the last block's labels).
+        let small = Image::from_vec(3, 2, vec![0, 0, 1, 2, 0, 1]).unwrap();
+        let out = SegmentOutput {
+            labels: small,
+            segment_count: 3,
+            rounds: 4,
+            min_size_rounds: 1,
+            capped: false,
+            level: 5,
+            has_rounds: true,
+        };
+        let big = upsample_labels(&out, 7, 5, 2);
+        assert_eq!((big.labels.width(), big.labels.height(), big.segment_count, big.rounds), (7, 5, 3, 4));
+        assert_eq!(big.labels.row(0), &[0, 0, 0, 0, 1, 1, 1]);
+        assert_eq!(big.labels.row(2), &[2, 2, 0, 0, 1, 1, 1]);
+        assert_eq!(big.labels.row(4), big.labels.row(2));
+        assert!(metrics::check_labels(big.labels.view(), 3).is_ok());
+        assert_eq!(upsample_labels(&out, 3, 2, 2), out);
     }
 
     #[test]
