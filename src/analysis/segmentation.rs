@@ -223,7 +223,7 @@ impl Segmentation {
                 SegmentOutput { labels, segment_count, level, ..out }
             }
         };
-        Ok(upsample_labels(&out, w, h, f))
+        Ok(upsample_labels(out, w, h, f))
     }
 }
 
@@ -361,7 +361,7 @@ impl GpuStage for SegmentationStage {
             return Ok(skipped());
         }
         let out = self.gpu.download(stream)?;
-        let out = upsample_labels(&out, input.gray.width(), input.gray.height(), self.settings.downscale as usize);
+        let out = upsample_labels(out, input.gray.width(), input.gray.height(), self.settings.downscale as usize);
         output(out, input, &self.settings)
     }
 }
@@ -419,7 +419,7 @@ mod tests {
                 };
                 let small = downscale_box(&data, 16, 8, ch, 2);
                 let seg = felzenszwalb_interleaved(&small, 8, 4, ch, &settings.segmentation.params()).unwrap();
-                let want = overlay(&upsample_labels(&seg, 16, 8, 2), &input, &settings.segmentation).unwrap();
+                let want = overlay(&upsample_labels(seg.clone(), 16, 8, 2), &input, &settings.segmentation).unwrap();
                 assert_eq!(out.summary["segments"], seg.segment_count, "rgb={rgb}");
                 assert!(matches!(&want.layer.raster, Some(Raster::Rgb(q)) if q == pic), "rgb={rgb}");
             }

@@ -52,6 +52,7 @@ pub mod overlay;
 #[cfg(test)]
 mod goldens;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::image::Image;
@@ -195,15 +196,25 @@ impl SegmentOutput {
 /// Labels stay numbered in raster order of first pixel and the segment count is unchanged: a
 /// segment's first block comes first in the large raster too.
 #[must_use]
-pub fn upsample_labels(out: &SegmentOutput, width: usize, height: usize, factor: usize) -> SegmentOutput {
+pub fn upsample_labels(out: SegmentOutput, width: usize, height: usize, factor: usize) -> SegmentOutput {
     let small = out.labels.view();
     let (sw, sh) = (small.width(), small.height());
     if (sw, sh) == (width, height) || sw == 0 || sh == 0 {
-        return out.clone();
+        return out;
     }
     let f = factor.max(1);
-    let labels = Image::from_fn(width, height, |x, y| small.get((x / f).min(sw - 1), (y / f).min(sh - 1)));
-    SegmentOutput { labels, ..out.clone() }
+    let cols: Vec<usize> = (0..width).map(|x| (x / f).min(sw - 1)).collect();
+    let mut data = vec![0u32; width * height];
+    if width > 0 {
+        data.par_chunks_mut(width).enumerate().for_each(|(y, row)| {
+            let src = small.row((y / f).min(sh - 1));
+            for (o, &c) in row.iter_mut().zip(&cols) {
+                *o = src[c];
+            }
+        });
+    }
+    let labels = Image::from_vec(width, height, data).unwrap_or_else(|_| Image::new(0, 0, 0));
+    SegmentOutput { labels, ..out }
 }
 
 /// Every level of a round-based segmentation in two per-pixel arrays: when root `v` was
@@ -335,13 +346,13 @@ mod tests {
             level: 5,
             has_rounds: true,
         };
-        let big = upsample_labels(&out, 7, 5, 2);
+        let big = upsample_labels(out.clone(), 7, 5, 2);
         assert_eq!((big.labels.width(), big.labels.height(), big.segment_count, big.rounds), (7, 5, 3, 4));
         assert_eq!(big.labels.row(0), &[0, 0, 0, 0, 1, 1, 1]);
         assert_eq!(big.labels.row(2), &[2, 2, 0, 0, 1, 1, 1]);
         assert_eq!(big.labels.row(4), big.labels.row(2));
         assert!(metrics::check_labels(big.labels.view(), 3).is_ok());
-        assert_eq!(upsample_labels(&out, 3, 2, 2), out);
+        assert_eq!(upsample_labels(out.clone(), 3, 2, 2), out);
     }
 
     #[test]
