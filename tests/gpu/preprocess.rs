@@ -106,41 +106,63 @@ fn segmentation_hierarchy_levels_match_between_backends() {
     }
 }
 
-#[test]
-fn segmentation_every_n_frames_matches_between_backends() {
-    let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+/// Settings with only the segmentation on and no round caps (exact on noise frames too),
+/// changed by `edit`.
+fn segmentation_only(edit: impl FnOnce(&mut morphoscope::analysis::segmentation::SegmentationSettings)) -> OpSettings {
     let mut settings = OpSettings::default();
     settings.maxtree.enabled = false;
     settings.cca.enabled = false;
     settings.orientation.enabled = false;
-    settings.segmentation.every = 3;
     settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
     settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
-    let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
-    let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
-    let mut rng = Rng(5);
+    edit(&mut settings.segmentation);
+    settings
+}
+
+/// Frame `i` = `images[i]` through a 3-slot CUDA ring and the CPU engine: (index, GPU
+/// segmentation output, CPU segmentation output) per frame, in order.
+fn segment_both(
+    g: &morphoscope::gpu::GpuContext,
+    settings: &OpSettings,
+    images: Vec<DynImage>,
+) -> Vec<(u64, morphoscope::analysis::OpOutput, morphoscope::analysis::OpOutput)> {
+    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let mut cuda = Engine::new(&backend, settings, 3).unwrap();
+    let mut cpu = Engine::new(&Backend::Cpu, settings, 1).unwrap();
+    let n = images.len();
     let (mut got, mut want) = (Vec::new(), Vec::new());
-    for i in 0..10u64 {
-        let frame = Frame { index: i, pts_nanos: None, image: DynImage::Rgb8(random_rgb(&mut rng, 96, 64)) };
+    for (i, image) in images.into_iter().enumerate() {
+        let frame = Frame { index: i as u64, pts_nanos: None, image };
         let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
         got.extend(cuda.submit(sub(frame.clone())).unwrap());
         want.extend(cpu.submit(sub(frame)).unwrap());
     }
     got.extend(cuda.flush().unwrap());
-    assert_eq!(got.len(), 10);
+    assert_eq!((got.len(), want.len()), (n, n));
     let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
-    for (a, b) in got.iter().zip(&want) {
-        let (x, y) = (seg(a), seg(b));
-        let skipped = a.index % 3 != 0;
-        assert_eq!(x.summary.get("skipped").is_some(), skipped, "frame {}: {}", a.index, x.summary);
+    got.iter().zip(&want).map(|(a, b)| (a.index, seg(a), seg(b))).collect()
+}
+
+fn same_overlay(x: &morphoscope::analysis::OpOutput, y: &morphoscope::analysis::OpOutput) -> bool {
+    matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q)
+}
+
+#[test]
+fn segmentation_every_n_frames_matches_between_backends() {
+    let Some(g) = gpu() else { return };
+    let settings = segmentation_only(|s| s.every = 3);
+    let mut rng = Rng(5);
+    let images = (0..10).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 96, 64))).collect();
+    for (index, x, y) in segment_both(g, &settings, images) {
+        let skipped = index % 3 != 0;
+        assert_eq!(x.summary.get("skipped").is_some(), skipped, "frame {index}: {}", x.summary);
         if skipped {
-            assert_eq!(x.summary["from_frame"], serde_json::json!(a.index / 3 * 3));
+            assert_eq!(x.summary["from_frame"], serde_json::json!(index / 3 * 3));
         }
         for key in ["skipped", "from_frame", "segments"] {
-            assert_eq!(x.summary.get(key), y.summary.get(key), "frame {} {key}", a.index);
+            assert_eq!(x.summary.get(key), y.summary.get(key), "frame {index} {key}");
         }
-        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+        assert!(same_overlay(&x, &y), "frame {index} overlay");
     }
 }
 
@@ -165,39 +187,19 @@ fn downscale_matches_cpu() {
 #[test]
 fn downscaled_segmentation_matches_between_backends() {
     let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
-    let mut settings = OpSettings::default();
-    settings.maxtree.enabled = false;
-    settings.cca.enabled = false;
-    settings.orientation.enabled = false;
-    settings.segmentation.downscale = 2;
-    settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
-    settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
-    let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
-    let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
+    let settings = segmentation_only(|s| s.downscale = 2);
     let mut rng = Rng(9);
     // Random and gradient frames (real photographs can hold near-ties where Kruskal's f64 order
     // and the GPU's keys differ, see the segmentation quality test).
-    let (mut got, mut want) = (Vec::new(), Vec::new());
-    for i in 0..6u64 {
-        let image = match i {
-            0 => DynImage::Rgb8(Image::from_fn(97, 61, |x, y| [(x * 2) as u8, (y * 3) as u8, (x + y) as u8])),
-            1 => DynImage::Gray8(Image::from_fn(97, 61, |x, y| ((x * 5 + y * 3) % 251) as u8)),
-            _ => DynImage::Rgb8(random_rgb(&mut rng, 97, 61)),
-        };
-        let frame = Frame { index: i, pts_nanos: None, image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        got.extend(cuda.submit(sub(frame.clone())).unwrap());
-        want.extend(cpu.submit(sub(frame)).unwrap());
-    }
-    got.extend(cuda.flush().unwrap());
-    assert_eq!(got.len(), 6);
-    let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
-    for (a, b) in got.iter().zip(&want) {
-        let (x, y) = (seg(a), seg(b));
-        assert_eq!(x.summary["downscale"], 2, "frame {}", a.index);
-        assert_eq!(x.summary["capped"], false, "frame {}", a.index);
-        assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
-        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+    let mut images = vec![
+        DynImage::Rgb8(Image::from_fn(97, 61, |x, y| [(x * 2) as u8, (y * 3) as u8, (x + y) as u8])),
+        DynImage::Gray8(Image::from_fn(97, 61, |x, y| ((x * 5 + y * 3) % 251) as u8)),
+    ];
+    images.extend((0..4).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 97, 61))));
+    for (index, x, y) in segment_both(g, &settings, images) {
+        assert_eq!(x.summary["downscale"], 2, "frame {index}");
+        assert_eq!(x.summary["capped"], false, "frame {index}");
+        assert_eq!(x.summary["segments"], y.summary["segments"], "frame {index} segments");
+        assert!(same_overlay(&x, &y), "frame {index} overlay");
     }
 }

@@ -413,35 +413,27 @@ fn bench_on(g: &GpuContext) {
                 op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
                 op.download(&stream).unwrap();
             }
-            let (mut gpu_ms, mut host_ms, mut phases) = (Vec::new(), Vec::new(), Vec::new());
-            let mut out = None;
-            for _ in 0..runs {
-                timer.reset();
-                e0.record(&stream).unwrap();
-                let t = Instant::now();
-                op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
-                host_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                e1.record(&stream).unwrap();
-                e1.synchronize().unwrap();
-                gpu_ms.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
-                phases.push(timer.read().unwrap());
-                out = Some(op.download(&stream).unwrap());
-            }
+            let mut steady = |op: &mut SegmentGpu| {
+                let (mut gpu_ms, mut host_ms, mut phases, mut out) = (Vec::new(), Vec::new(), Vec::new(), None);
+                for _ in 0..runs {
+                    timer.reset();
+                    e0.record(&stream).unwrap();
+                    let t = Instant::now();
+                    op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
+                    host_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    e1.record(&stream).unwrap();
+                    e1.synchronize().unwrap();
+                    gpu_ms.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
+                    phases.push(timer.read().unwrap());
+                    out = Some(op.download(&stream).unwrap());
+                }
+                (gpu_ms, host_ms, phases, out.unwrap())
+            };
+            let (mut gpu_ms, mut host_ms, phases, out) = steady(&mut op);
             // The same steady state with direct launches instead of the captured graph.
             op.use_graphs = false;
-            let (mut direct_gpu, mut direct_host, mut direct_phases) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..runs {
-                timer.reset();
-                e0.record(&stream).unwrap();
-                let t = Instant::now();
-                op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
-                direct_host.push(t.elapsed().as_secs_f64() * 1e3);
-                e1.record(&stream).unwrap();
-                e1.synchronize().unwrap();
-                direct_gpu.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
-                direct_phases.push(timer.read().unwrap());
-                assert_eq!(op.download(&stream).unwrap(), *out.as_ref().unwrap());
-            }
+            let (mut direct_gpu, mut direct_host, direct_phases, direct_out) = steady(&mut op);
+            assert_eq!(direct_out, out);
             op.detailed_timing = true;
             let mut detailed = Vec::new();
             for _ in 0..runs.min(5) {
@@ -450,7 +442,6 @@ fn bench_on(g: &GpuContext) {
                 stream.synchronize().unwrap();
                 detailed.push(timer.read().unwrap());
             }
-            let out = out.unwrap();
             let min = gpu_ms.iter().copied().fold(f64::INFINITY, f64::min);
             println!(
                 "| {} | {scale} | {} | {}/{}{} | {:.3} ({min:.3}) | {:.3} | {:.3} | {:.3} / {:.3} | {} | {} | {} |",
