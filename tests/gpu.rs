@@ -8,6 +8,8 @@ mod common;
 mod blur;
 #[path = "gpu/ccl.rs"]
 mod ccl;
+#[path = "gpu/graph.rs"]
+mod graph;
 #[path = "gpu/linear_opening.rs"]
 mod linear_opening;
 #[path = "gpu/maxtree.rs"]

@@ -547,13 +547,24 @@ impl SegmentGpu {
         };
         if adaptive && self.use_graphs && !self.detailed_timing {
             let key = GraphKey { stream: stream.cu_stream() as usize, body };
-            let mut graphs = self.graphs.borrow_mut();
-            timer.time(stream, "segment_rounds", || {
-                graphs.launch(stream, key, || self.enqueue_body(stream, &mut None, &body))
-            })?;
-        } else {
-            self.enqueue_body(stream, &mut Some(timer), &body)?;
+            let replayed = {
+                let mut graphs = self.graphs.borrow_mut();
+                timer.time(stream, "segment_rounds", || {
+                    graphs.launch(stream, key, || self.enqueue_body(stream, &mut None, &body))
+                })
+            };
+            match replayed {
+                Ok(()) => return Ok(()),
+                // Nothing of the frame ran (a failed capture is ended and dropped): launch it
+                // directly, and from now on (a driver without graph support fails every time).
+                Err(e) => {
+                    log::warn!("segmentation: CUDA graph capture or launch failed ({e}); launching kernels directly");
+                    self.use_graphs = false;
+                    self.graphs.borrow_mut().clear();
+                }
+            }
         }
+        self.enqueue_body(stream, &mut Some(timer), &body)?;
         Ok(())
     }
 
