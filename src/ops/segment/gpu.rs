@@ -10,7 +10,9 @@
 //! is captured once as a CUDA graph ([`GraphCache`], keyed by buffers, frame size, parameters,
 //! caps and stream) and replayed with one launch: the host spends ~0.1 ms instead of ~20 ms a
 //! 1080p frame, and the GPU ~8 % less (`BENCHMARKS.md`). The first frame, fixed caps and
-//! [`SegmentGpu::detailed_timing`] launch directly; [`SegmentGpu::use_graphs`] turns graphs off.
+//! [`SegmentGpu::detailed_timing`] launch directly; [`SegmentGpu::use_graphs`] turns graphs off,
+//! and a failed capture or graph launch (a driver without graph support) turns them off for good
+//! after launching that frame directly.
 //!
 //! Timer regions: `segment_blur`, then with a graph one region, `segment_rounds` (edge graph,
 //! rounds, relabelling). Direct launches: `segment_graph` (init, weights, edge order),
