@@ -86,9 +86,9 @@ pub fn overlay_segments_gray(
 
 /// The four entry points: `dense_count = Some(n)` when `labels` are already `0..n` in raster
 /// order (then they are used as they are), `None` to renumber them first.
-fn overlay_with<P: Copy>(
+fn overlay_with<P: Copy + Sync>(
     img: ImageView<'_, P>,
-    to_rgb: impl Fn(&P) -> [u8; 3],
+    to_rgb: impl Fn(&P) -> [u8; 3] + Sync,
     labels: ImageView<'_, u32>,
     dense_count: Option<usize>,
     mode: OverlayMode,
@@ -117,9 +117,9 @@ fn overlay_with<P: Copy>(
 
 /// The colour of each of `count` dense labels: the mean of its pixels, or [`label_colour`] of
 /// its original label `raw` (first pixel). Labels `>= count` are ignored.
-fn segment_fill<'a, P: 'a>(
+fn segment_fill<'a, P: Sync + 'a>(
     rows: impl Iterator<Item = &'a [P]>,
-    to_rgb: impl Fn(&P) -> [u8; 3],
+    to_rgb: impl Fn(&P) -> [u8; 3] + Sync,
     width: usize,
     dense: &[u32],
     raw: &[u32],
@@ -137,9 +137,10 @@ fn segment_fill<'a, P: 'a>(
             first.into_iter().map(label_colour).collect()
         }
         OverlayMode::Mean => {
-            let mut sums = vec![[0u64; 4]; count];
-            for (row, ids) in rows.zip(dense.chunks_exact(width.max(1))) {
-                for (p, &d) in row.iter().zip(ids) {
+            let rows: Vec<&[P]> = rows.collect();
+            let ids: Vec<&[u32]> = dense.chunks_exact(width.max(1)).collect();
+            let add = |sums: &mut Vec<[u64; 4]>, y: usize| {
+                for (p, &d) in rows[y].iter().zip(ids[y]) {
                     if let Some(s) = sums.get_mut(d as usize) {
                         let c = to_rgb(p);
                         for k in 0..3 {
@@ -148,7 +149,38 @@ fn segment_fill<'a, P: 'a>(
                         s[3] += 1;
                     }
                 }
-            }
+            };
+            let n_rows = rows.len().min(ids.len());
+            // Bands of rows in parallel, each with its own table, when the tables are small
+            // next to the image (the usual case: thousands of segments); else one pass.
+            let bands = rayon::current_num_threads().clamp(1, 16);
+            let sums = if bands > 1 && count.saturating_mul(bands) <= dense.len() / 4 {
+                let band = n_rows.div_ceil(bands).max(1);
+                (0..n_rows.div_ceil(band))
+                    .into_par_iter()
+                    .map(|b| {
+                        let mut sums = vec![[0u64; 4]; count];
+                        for y in b * band..((b + 1) * band).min(n_rows) {
+                            add(&mut sums, y);
+                        }
+                        sums
+                    })
+                    .reduce_with(|mut a, b| {
+                        for (x, y) in a.iter_mut().zip(&b) {
+                            for k in 0..4 {
+                                x[k] += y[k];
+                            }
+                        }
+                        a
+                    })
+                    .unwrap_or_else(|| vec![[0u64; 4]; count])
+            } else {
+                let mut sums = vec![[0u64; 4]; count];
+                for y in 0..n_rows {
+                    add(&mut sums, y);
+                }
+                sums
+            };
             sums.iter()
                 .map(|s| {
                     let n = s[3].max(1);
@@ -196,6 +228,27 @@ mod tests {
         let g = overlay_gray(Image::new(4, 1, 7u8).view(), labels.view(), OverlayMode::Mean, None).unwrap();
         assert_eq!(g.get(0, 0), [7, 7, 7]);
         assert!(overlay_gray(Image::new(3, 1, 7u8).view(), labels.view(), OverlayMode::Mean, None).is_err());
+    }
+
+    #[test]
+    fn banded_mean_fill_equals_the_definition() {
+        // 4x4 blocks: 192 segments on 64x48, few enough for the banded path with 4 threads.
+        let img = Image::from_fn(64, 48, |x, y| [(x * 37 + y * 11) as u8, (x * y) as u8, (x ^ y) as u8 * 3]);
+        let labels = Image::from_fn(64, 48, |x, y| ((y / 4) * 16 + x / 4) as u32);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let out = pool.install(|| overlay_rgb(img.view(), labels.view(), OverlayMode::Mean, None)).unwrap();
+        for (bx, by) in [(0, 0), (5, 3), (15, 11)] {
+            let mut sum = [0u64; 3];
+            for y in by * 4..by * 4 + 4 {
+                for x in bx * 4..bx * 4 + 4 {
+                    for k in 0..3 {
+                        sum[k] += u64::from(img.get(x, y)[k]);
+                    }
+                }
+            }
+            let mean = sum.map(|s| ((s + 8) / 16) as u8);
+            assert_eq!(out.get(bx * 4 + 1, by * 4 + 2), mean, "block ({bx}, {by})");
+        }
     }
 
     #[test]
