@@ -195,9 +195,7 @@ impl Segmentation {
         settings.segmentation.validate()?;
         Ok(Self { settings: settings.segmentation.clone(), last: None })
     }
-}
 
-impl Segmentation {
     /// The CPU path with `downscale > 1`: box-downscale the packed frame, segment it (Kruskal, or
     /// the rounds' model when a level is asked for), scale the labels back.
     fn run_cpu_downscaled(
