@@ -27,14 +27,13 @@ use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
-use crate::ops::segment::boruvka::{felzenszwalb_boruvka_gray, felzenszwalb_boruvka_rgb};
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 use crate::ops::preprocess::{downscale_box, downscale_function, downscaled_size, enqueue_downscale};
 use crate::ops::segment::boruvka::felzenszwalb_boruvka;
 use crate::ops::segment::cpu::felzenszwalb_interleaved;
 use crate::ops::segment::{
-    OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, felzenszwalb, felzenszwalb_rgb, overlay_segments_gray,
-    overlay_segments_rgb, upsample_labels,
+    OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, overlay_segments_gray, overlay_segments_rgb,
+    upsample_labels,
 };
 
 /// Colour of the segment boundaries in the overlay.
@@ -196,9 +195,9 @@ impl Segmentation {
         Ok(Self { settings: settings.segmentation.clone(), last: None })
     }
 
-    /// The CPU path with `downscale > 1`: box-downscale the packed frame, segment it (Kruskal, or
-    /// the rounds' model when a level is asked for), scale the labels back.
-    fn run_cpu_downscaled(
+    /// The CPU segmentation of a frame: pack it, box-downscale it when `downscale > 1`, segment
+    /// it (Kruskal, or the rounds' model when a level is asked for), scale the labels back.
+    fn segment_cpu(
         &self,
         input: &FrameInput,
         colour: Option<&Image<[u8; 3]>>,
@@ -211,7 +210,7 @@ impl Segmentation {
         };
         let f = self.settings.downscale as usize;
         let (sw, sh) = downscaled_size(w, h, f);
-        let small = downscale_box(&data, w, h, channels, f);
+        let small = if (sw, sh) == (w, h) { data } else { downscale_box(&data, w, h, channels, f) };
         let out = match self.settings.level() {
             None => felzenszwalb_interleaved(&small, sw, sh, channels, params)?,
             Some(level) => {
@@ -248,25 +247,7 @@ impl Analysis for Segmentation {
         }
         let t = std::time::Instant::now();
         let params = self.settings.params();
-        let colour = colour_input(input, &self.settings);
-        if self.settings.downscale > 1 {
-            let out = self.run_cpu_downscaled(input, colour, &params)?;
-            timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-            return output(out, input, &self.settings);
-        }
-        let out = match (self.settings.level(), colour) {
-            (None, Some(rgb)) => felzenszwalb_rgb(rgb.view(), &params)?,
-            (None, None) => felzenszwalb(input.gray.view(), &params)?,
-            (Some(level), rgb) => {
-                let (out, hierarchy) = match rgb {
-                    Some(rgb) => felzenszwalb_boruvka_rgb(rgb.view(), &params)?,
-                    None => felzenszwalb_boruvka_gray(input.gray.view(), &params)?,
-                };
-                let level = level.min(out.levels() - 1);
-                let (labels, segment_count) = hierarchy.labels_at(level)?;
-                SegmentOutput { labels, segment_count, level, ..out }
-            }
-        };
+        let out = self.segment_cpu(input, colour_input(input, &self.settings), &params)?;
         timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
         output(out, input, &self.settings)
     }
