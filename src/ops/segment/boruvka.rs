@@ -8,58 +8,51 @@
 //! the edges: the top `64 - e` bits of the weight's `f64` bits, then the edge id (`e` =
 //! [`eid_bits`], 23 bits at 1080p), a total order that follows the weights to ~2^-30 relative.
 //! (An `f32` pipeline was tried first; on `text_motion.jpg` at scale 500 its rounding alone
-//! changed 35 of 160 segments — the predicate amplifies tiny differences, see below.)
+//! changed 35 of 160 segments — the predicate amplifies tiny differences.)
 //!
-//! # Why not plain Borůvka
+//! # Why the result is exact although the rounds are parallel
 //! Felzenszwalb's predicate `w < Int(C) + k/|C|` depends on the order edges are processed in:
-//! with Borůvka's "every component takes its lightest edge", singletons (threshold `k/1`) merge
-//! along edges Kruskal would reach only after their neighbours had grown, and the error cascades
-//! (on real frames whole images collapse into a few segments). Even Kruskal itself with edges
-//! reordered inside 1 % weight buckets drops to ASA 0.91 against the exact order. So the rounds
-//! here reproduce Kruskal's decisions exactly, in key order:
+//! plain Borůvka (ETH report §3.1: every component merges along its least edge) evaluates it
+//! out of Kruskal's order and whole frames collapse; even Kruskal with edges reordered inside
+//! 1 % weight buckets drops to ASA 0.91. Two facts make exact parallel rounds possible:
+//! 1. **Freezing.** A component `C` whose threshold an edge fails (`w >= Int(C) + k/|C|`) never
+//!    merges again: its threshold only changes when it merges, and every later edge is at least
+//!    as heavy. Between freezes the process is plain single linkage, whose merges do not depend
+//!    on the order (scikit-image's loop merges along every edge of the minimum spanning forest
+//!    of the components still alive).
+//! 2. **Caterpillars.** Take the least alive edge of every component (Borůvka's step 1 of the
+//!    paper's Algorithm 1); they form trees, each with one mutual pair `(A, B)` at its root
+//!    (the paper's Algorithm 4, cycle removal), and keys fall strictly towards the pair. Let
+//!    `x(T)` be the least alive edge from a tree `T` to another tree. Every member `C` of `T`
+//!    whose least edge is below `x(T)` (the *core*) joins the pair's component exactly when
+//!    Kruskal reaches that edge, after every core member with a smaller one, and `C` itself is
+//!    unchanged until then: nothing else touches `C` or the growing component below `x(T)`. So
+//!    sorting the core by key gives Kruskal's own sequence of merges around `T` — a caterpillar:
+//!    `|R|` is a prefix sum of the members' sizes and `Int(R)` the previous key's weight — and
+//!    the predicate is evaluated at every step with Kruskal's own statistics. The prefix before
+//!    the first failure merges; at the failure the failing side(s) freeze; the rest of the tree
+//!    waits for the next round.
 //!
-//! # One exact round (`r`)
-//! 1. **least alive edge**: every pixel of an active component `c` takes the least key to a
-//!    neighbour in another active component; `best[c] = min` (`atomicMin` on the GPU). Edges to
-//!    finished (`done`) components are dead: Kruskal would reject them.
-//! 2. **targets**: `target[c]` = the other end of `best[c]`; a component without alive edges is
-//!    done.
-//! 3. **limits**: `lim[c]` = least key from `c` to a component other than its target and other
-//!    than those targeting `c`; `limj[c]` = least key to a component other than its target.
-//! 4. **pairs** (mutual least edges, the only edges Kruskal may process next on both sides):
-//!    merge when `w < min(Int + k/|·|)` on both sides, else the side(s) whose own threshold
-//!    fails are done (Kruskal: no heavier edge of theirs can pass either). A surviving pair
-//!    member, or the merged pair, is a *group*.
-//! 5. **joiners**: a component whose least edge leads into a group (one-sided) waits for it. The
-//!    group absorbs its joiners in key order, updating `|L|` and `Int(L)` after each, as long as
-//!    the joiner's key is below the group's limit (the least edge of the grown group to anything
-//!    else: `lim` of the pair, `limj` of each absorbed joiner) — exactly the edges Kruskal would
-//!    process next around this group. The lists hold the [`JOIN_BUFFER`] least keys below the
-//!    limit; the next key becomes the limit. A joiner whose own threshold fails is done; when
-//!    the group's threshold fails, the group is done.
-//! 6. **sub-rounds** (up to [`SUB_ROUNDS`] − 1, each only while the previous one merged):
-//!    components whose least edge leads into an absorbed joiner now lead into the grown group;
-//!    they register with it (their least edges are unchanged: the group is alive) and the group
-//!    absorbs them the same way, below its *structural* limit `slim` (the least `lim` of its
-//!    members: edges to anything but their targets and joiners) and the running `limj` of
-//!    what it absorbs. Without them a region grows along a chain of least edges one level per
-//!    round; with them a round resolves several levels of the least-edge tree (text_motion
-//!    1080p at k = 500: 304 rounds → 56 with 16 sub-rounds; a variant that ran a sequential
-//!    Kruskal over each whole least-edge tree needed 55, but one thread per tree is hopeless
-//!    on the GPU with trees of 60 000 components).
+//! # One round (`r`), model of the kernels
+//! 1. **least alive edge** of every active component (`atomicMin` per component on the GPU);
+//!    alive = the far side is another component and not frozen (`min_size` phase: and not both
+//!    sides at least `min_size`).
+//! 2. **targets**: the far component of that edge; a component without alive edges is done.
+//! 3. **trees**: follow targets to the mutual pair; the tree's id is the pair's smaller
+//!    component id (which the whole core merges into).
+//! 4. **exits**: `x(T)`, the least alive edge from a member to a component of another tree.
+//! 5. **caterpillars**: per tree, the core sorted by `(key, id)` (the pair first, smaller id
+//!    first), prefix sizes, the predicate at each step, merges up to the first failure.
 //!
-//! # Phases
-//! 1. **zero** (rounds `1..=32`): Borůvka chains along zero-weight edges. They always merge
-//!    (every threshold is positive when `k > 0`) and leave `Int = 0`, and Kruskal takes them
-//!    first, so this is exact; it removes the long tie chains of flat areas.
-//! 2. **merge**: exact rounds until one changes nothing.
-//! 3. **min_size**: scikit-image's second pass (an edge merges when either side is smaller than
-//!    `min_size`) decided by the same exact rounds, with "alive" = an edge with a small side
-//!    and pairs always merging.
+//! The `min_size` phase (scikit-image's second pass: an edge merges when either side is smaller
+//! than `min_size`) runs the same rounds with that predicate; a failing step freezes nothing (the
+//! edge between two large components is dead for good, both stay alive).
 //!
-//! The labels equal [`kruskal_keys`] (sequential Kruskal and `min_size` pass over the same keys;
-//! property-tested), which on the sample images equals scikit-image's labels up to the order
-//! of exactly equal weights.
+//! In the CPU model on 1080p tiled samples (sigma 0.8, before `min_size`) this takes 20-23
+//! rounds where the previous exact rounds (pairs, joiners below limits, sub-rounds) took 39-66
+//! and Kruskal's sequential order ~2 million steps; the labels equal [`kruskal_keys`]
+//! (sequential Kruskal and `min_size` pass over the same keys; property-tested), which on the
+//! sample images equals scikit-image's labels up to the order of exactly equal weights.
 
 use rayon::prelude::*;
 
@@ -73,8 +66,7 @@ use crate::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 pub const NO_EDGE: u64 = u64::MAX;
 /// No component.
 pub const NONE: u32 = u32::MAX;
-/// Joiners a group considers per round (the kernels' per-thread buffer).
-pub const JOIN_BUFFER: usize = 64;
+
 
 /// Forward edges of pixel `p = (x, y)`, as `dir`: 0 right `(x+1, y)`, 1 down `(x, y+1)`,
 /// 2 down-right `(x+1, y+1)`, 3 down-left `(x-1, y+1)`. Edge id = `4 p + dir`.
@@ -169,45 +161,22 @@ fn for_neighbours(p: usize, width: usize, height: usize, w4: &[[f64; 4]], e: u32
     }
 }
 
-/// Keeps the `JOIN_BUFFER` least `(key, id)` below `limit`; a key pushed out (or arriving to a
-/// full buffer) lowers `limit`, since that joiner's edge is then the next one around the group.
-fn buffer_insert(buf: &mut Vec<(u64, u32)>, limit: &mut u64, key: u64, id: u32) {
-    if key >= *limit {
-        return;
-    }
-    if buf.len() == JOIN_BUFFER {
-        let last = buf[JOIN_BUFFER - 1];
-        if key > last.0 {
-            *limit = (*limit).min(key);
-            return;
-        }
-        *limit = (*limit).min(last.0);
-        buf.pop();
-    }
-    let pos = buf.partition_point(|e| e.0 < key);
-    buf.insert(pos, (key, id));
-}
-
-/// What a round works on.
+/// What a round decides.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
-    /// Exact Kruskal rounds with the Felzenszwalb predicate.
+    /// Felzenszwalb's predicate; a side whose own threshold fails freezes.
     Merge,
-    /// Exact rounds of scikit-image's `min_size` pass: an edge merges when either side is
-    /// smaller than `min_size` (edges between two large components are dead).
+    /// scikit-image's `min_size` pass: an edge merges when either side is smaller than
+    /// `min_size` (edges between two large components are dead).
     MinSize,
-    /// Borůvka chains along zero-weight edges.
-    Zero,
 }
 
-/// Absorption passes per exact round (the first plus `SUB_ROUNDS - 1` sub-rounds in which the
-/// joiners of absorbed joiners join the grown group). In the model, rounds on 1080p frames
-/// fall 2-5x from 1 to 16 passes; on the H100 4 passes were faster than 8 (every pass costs
-/// launches and waits for its slowest group; BENCHMARKS.md).
-pub const SUB_ROUNDS: usize = 4;
-
-/// Rounds reserved for the zero-weight phase (global round numbers `1..=ZERO_ROUNDS`).
-pub const ZERO_ROUNDS: u32 = 32;
+/// Events (merges and newly frozen components) and merges of one round.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    events: u32,
+    merges: u32,
+}
 
 struct State<'a> {
     width: usize,
@@ -216,37 +185,59 @@ struct State<'a> {
     ebits: u32,
     k: f64,
     min_size: u32,
+    /// Component of every pixel (resolved through `link` at the start of each round).
     comp: Vec<u32>,
+    /// Component links: a component is named by one of its pixels; roots link to themselves.
     link: Vec<u32>,
     size: Vec<u32>,
     cint: Vec<f64>,
+    /// Frozen (merge phase): no later edge can pass this component's threshold.
     done: Vec<bool>,
     best: Vec<u64>,
-    tkey: Vec<u64>,
     target: Vec<u32>,
-    lim: Vec<u64>,
-    limj: Vec<u64>,
-    gok: Vec<bool>,
-    gsize: Vec<u32>,
-    gint: Vec<f64>,
-    joiners: Vec<Vec<u32>>,
+    tkey: Vec<u64>,
+    tree: Vec<u32>,
+    exit: Vec<u64>,
     parent: Vec<u32>,
     round: Vec<u16>,
-    /// Structural limit of a group: the least key from its members to components other than
-    /// their targets and their joiners (kept across sub-rounds).
-    slim: Vec<u64>,
 }
 
 impl State<'_> {
-    /// scikit-image's threshold `f32(Int + k/|C|)`.
-    fn thr(&self, v: usize) -> f32 {
-        threshold_f32(self.cint[v], self.k, self.size[v] as usize)
-    }
-
     /// The exact `f64` weight of an edge key.
     fn weight(&self, key: u64) -> f64 {
         let eid = key_eid(key, self.ebits);
         self.w4[(eid >> 2) as usize][(eid & 3) as usize]
+    }
+
+    fn find(&self, mut x: usize) -> usize {
+        while self.link[x] as usize != x {
+            x = self.link[x] as usize;
+        }
+        x
+    }
+
+    fn active(&self, mode: Mode, c: usize) -> bool {
+        mode == Mode::MinSize || !self.done[c]
+    }
+
+    /// Whether the edge from component `c` to `e` is alive in `mode`.
+    fn alive(&self, mode: Mode, c: usize, e: usize) -> bool {
+        e != c
+            && match mode {
+                Mode::Merge => !self.done[e],
+                Mode::MinSize => self.size[c] < self.min_size || self.size[e] < self.min_size,
+            }
+    }
+
+    /// Per component, the least key over its pixels of `edge(p, c)` (the least qualifying
+    /// edge of pixel `p` in component `c`, or [`NO_EDGE`]), into `out[c]`.
+    fn least_per_component(&self, out: &mut [u64], edge: impl Fn(usize, usize) -> u64 + Sync) {
+        let keys: Vec<u64> = (0..self.comp.len()).into_par_iter().map(|p| edge(p, self.comp[p] as usize)).collect();
+        out.iter_mut().for_each(|b| *b = NO_EDGE);
+        for (p, key) in keys.into_iter().enumerate() {
+            let c = self.comp[p] as usize;
+            out[c] = out[c].min(key);
+        }
     }
 
     fn other_end(&self, key: u64, v: usize) -> usize {
@@ -255,303 +246,152 @@ impl State<'_> {
         if ca == v { self.comp[b] as usize } else { ca }
     }
 
-    /// Whether the edge `key` from component `c` to `e != c` is alive in `mode`.
-    fn alive(&self, mode: Mode, c: usize, e: usize, key: u64) -> bool {
-        match mode {
-            Mode::Merge => !self.done[e],
-            Mode::MinSize => !self.done[e] && (self.size[c] < self.min_size || self.size[e] < self.min_size),
-            Mode::Zero => self.weight(key) == 0.0,
-        }
-    }
-
-    /// Step 1: relabel through `link`, then the least alive key of every active component.
-    fn least_edges(&mut self, mode: Mode) {
-        for i in 0..self.comp.len() {
-            let mut c = self.comp[i] as usize;
-            while self.link[c] as usize != c {
-                c = self.link[c] as usize;
-            }
-            self.comp[i] = c as u32;
+    /// One round (numbered `r` in the hierarchy).
+    fn round(&mut self, mode: Mode, r: u16) -> Counts {
+        let n = self.comp.len();
+        let mut counts = Counts::default();
+        // 1. Relabel, then the least alive edge of every active component.
+        for p in 0..n {
+            self.comp[p] = self.find(self.comp[p] as usize) as u32;
         }
         let (w, h, w4, eb) = (self.width, self.height, self.w4, self.ebits);
-        let this = &*self;
-        let keys: Vec<u64> = (0..this.comp.len())
-            .into_par_iter()
-            .map(|p| {
-                let c = this.comp[p] as usize;
-                let mut best = NO_EDGE;
-                if mode == Mode::Zero || !this.done[c] {
-                    for_neighbours(p, w, h, w4, eb, |q, key| {
-                        let e = this.comp[q] as usize;
-                        if e != c && this.alive(mode, c, e, key) {
-                            best = best.min(key);
-                        }
-                    });
-                }
-                best
-            })
-            .collect();
-        for (p, key) in keys.into_iter().enumerate() {
-            let c = self.comp[p] as usize;
-            self.best[c] = self.best[c].min(key);
-        }
-    }
-
-    /// Step 2: targets; a component without alive edges is done (exact modes). Returns the
-    /// number of components found done.
-    fn targets(&mut self, roots: &[usize], mode: Mode) -> u32 {
-        let mut events = 0;
-        for &v in roots {
-            self.link[v] = v as u32;
+        let mut best = std::mem::take(&mut self.best);
+        self.least_per_component(&mut best, |p, c| {
+            let mut b = NO_EDGE;
+            if self.active(mode, c) {
+                for_neighbours(p, w, h, w4, eb, |q, key| {
+                    if key < b && self.alive(mode, c, self.comp[q] as usize) {
+                        b = key;
+                    }
+                });
+            }
+            b
+        });
+        self.best = best;
+        // 2. Targets of the roots; a root without alive edges is done.
+        let roots: Vec<usize> = (0..n).filter(|&v| self.link[v] as usize == v).collect();
+        for &v in &roots {
             self.target[v] = NONE;
-            self.gok[v] = false;
-            self.lim[v] = NO_EDGE;
-            self.limj[v] = NO_EDGE;
-            self.joiners[v].clear();
-            let key = self.best[v];
-            self.best[v] = NO_EDGE;
-            if mode != Mode::Zero && self.done[v] {
+            self.tree[v] = NONE;
+            if !self.active(mode, v) {
                 continue;
             }
+            let key = self.best[v];
             if key == NO_EDGE {
-                if mode != Mode::Zero {
+                if mode == Mode::Merge {
                     self.done[v] = true;
-                    events += 1;
+                    counts.events += 1;
                 }
                 continue;
             }
             self.tkey[v] = key;
             self.target[v] = self.other_end(key, v) as u32;
         }
-        events
-    }
-
-    /// One exact round (merge or `min_size` pass); returns (events, merges).
-    fn exact_round(&mut self, mode: Mode, r: u16) -> (u32, u32) {
-        let n = self.comp.len();
-        self.least_edges(mode);
-        let roots: Vec<usize> = (0..n).filter(|&v| self.comp[v] as usize == v).collect();
-        let mut events = self.targets(&roots, mode);
-        let mut merges = 0;
-        // Step 3: limits.
-        for p in 0..n {
-            let c = self.comp[p] as usize;
-            let t = self.target[c];
-            if t == NONE {
-                continue;
-            }
-            let (mut lim, mut limj) = (self.lim[c], self.limj[c]);
-            let this = &*self;
-            for_neighbours(p, this.width, this.height, this.w4, this.ebits, |q, key| {
-                let e = this.comp[q] as usize;
-                if e != c && e as u32 != t && this.alive(mode, c, e, key) {
-                    limj = limj.min(key);
-                    if this.target[e] as usize != c {
-                        lim = lim.min(key);
-                    }
-                }
-            });
-            self.lim[c] = lim;
-            self.limj[c] = limj;
-        }
-        // Step 4: mutual pairs; joiners register with their target.
+        // 3. Trees: follow targets to the mutual pair; the tree is named by its smaller id.
         for &v in &roots {
-            let t = self.target[v];
-            if t == NONE {
+            if self.target[v] == NONE {
                 continue;
             }
-            let t = t as usize;
-            if self.target[t] as usize != v {
-                self.joiners[t].push(v as u32);
-                continue;
-            }
-            if v > t {
-                continue;
-            }
-            let w = self.weight(self.tkey[v]);
-            let (tv, tt) = (self.thr(v), self.thr(t));
-            // min_size: the pair's edge is alive, so it merges.
-            if mode == Mode::MinSize || w < f64::from(tv.min(tt)) {
-                self.link[t] = v as u32;
-                self.gok[v] = true;
-                self.gok[t] = true;
-                self.gsize[v] = self.size[v] + self.size[t];
-                self.gint[v] = self.cint[v].max(self.cint[t]).max(w);
-                self.parent[t] = v as u32;
-                self.round[t] = r;
-                events += 1;
-                merges += 1;
-            } else {
-                for (a, ta) in [(v, tv), (t, tt)] {
-                    if w >= f64::from(ta) {
-                        self.done[a] = true;
-                        events += 1;
-                    } else {
-                        self.gok[a] = true;
-                        self.gsize[a] = self.size[a];
-                        self.gint[a] = self.cint[a];
-                    }
-                }
-            }
-        }
-        // Step 5: groups absorb joiners in key order below their limit; then sub-rounds:
-        // joiners of absorbed joiners join the grown group the same way, without recomputing
-        // least edges (they are unchanged while the group is alive).
-        for sub in 0..SUB_ROUNDS {
-            if sub > 0 {
-                for &v in &roots {
-                    self.joiners[v].clear();
-                }
-                let mut any = false;
-                for &x in &roots {
-                    if self.link[x] as usize != x || self.done[x] || self.gok[x] || self.target[x] == NONE {
-                        continue;
-                    }
-                    let mut t = self.target[x] as usize;
-                    while self.link[t] as usize != t {
-                        t = self.link[t] as usize;
-                    }
-                    if t == x || !self.gok[t] || self.done[t] || self.tkey[x] >= self.slim[t] {
-                        continue;
-                    }
-                    self.joiners[t].push(x as u32);
-                    any = true;
-                }
-                if !any {
+            let mut x = v;
+            loop {
+                let t = self.target[x] as usize;
+                if self.target[t] as usize == x {
+                    self.tree[v] = x.min(t) as u32;
                     break;
                 }
+                x = t;
             }
-            let (e, m) = self.absorb(mode, r, &roots, sub == 0);
-            events += e;
-            merges += m;
-            if m == 0 {
+        }
+        // 4. Exits: the least alive edge from each tree to another tree.
+        let mut exit = std::mem::take(&mut self.exit);
+        self.least_per_component(&mut exit, |p, c| {
+            let mut b = NO_EDGE;
+            if self.target[c] != NONE {
+                let t = self.tree[c];
+                for_neighbours(p, w, h, w4, eb, |q, key| {
+                    let e = self.comp[q] as usize;
+                    if key < b && self.alive(mode, c, e) && self.tree[e] != t {
+                        b = key;
+                    }
+                });
+            }
+            b
+        });
+        // `exit` is per component so far; reduce it to the trees.
+        let mut tree_exit = vec![NO_EDGE; n];
+        for &v in &roots {
+            if self.target[v] != NONE {
+                let t = self.tree[v] as usize;
+                tree_exit[t] = tree_exit[t].min(exit[v]);
+            }
+        }
+        self.exit = exit;
+        // 5. Caterpillars: each tree's core in key order.
+        let mut core: Vec<(u32, u64, u32)> = roots
+            .iter()
+            .filter(|&&v| self.target[v] != NONE && self.tkey[v] < tree_exit[self.tree[v] as usize])
+            .map(|&v| (self.tree[v], self.tkey[v], v as u32))
+            .collect();
+        core.sort_unstable();
+        for members in core.chunk_by(|a, b| a.0 == b.0) {
+            let c = self.caterpillar(mode, members, r);
+            counts.events += c.events;
+            counts.merges += c.merges;
+        }
+        counts
+    }
+
+    /// Merges one tree's core (`(tree, key, id)` sorted by key then id: the pair first, the
+    /// tree's own id first) into the tree's id up to the first step the predicate rejects.
+    fn caterpillar(&mut self, mode: Mode, members: &[(u32, u64, u32)], r: u16) -> Counts {
+        let a = members[0].2 as usize;
+        debug_assert_eq!(members[0].0 as usize, a);
+        let mut counts = Counts::default();
+        let (mut size, mut int) = (self.size[a], self.cint[a]);
+        let mut merged = 0;
+        for &(_, key, c) in &members[1..] {
+            let c = c as usize;
+            let w = self.weight(key);
+            let (ok_c, ok_r) = match mode {
+                Mode::Merge => (
+                    w < f64::from(threshold_f32(self.cint[c], self.k, self.size[c] as usize)),
+                    w < f64::from(threshold_f32(int, self.k, size as usize)),
+                ),
+                Mode::MinSize => {
+                    let ok = size < self.min_size || self.size[c] < self.min_size;
+                    (ok, ok)
+                }
+            };
+            if !(ok_c && ok_r) {
+                if mode == Mode::Merge {
+                    for (v, ok) in [(c, ok_c), (a, ok_r)] {
+                        if !ok {
+                            self.done[v] = true;
+                            counts.events += 1;
+                        }
+                    }
+                }
                 break;
             }
+            self.link[c] = a as u32;
+            self.parent[c] = a as u32;
+            self.round[c] = r;
+            size += self.size[c];
+            int = w;
+            merged += 1;
         }
-        (events, merges)
-    }
-
-
-    /// Step 5 (and its sub-rounds): every group absorbs its registered joiners in key order
-    /// below its limit. Returns (events, merges).
-    fn absorb(&mut self, mode: Mode, r: u16, roots: &[usize], first: bool) -> (u32, u32) {
-        let (mut events, mut merges) = (0, 0);
-        for &g in roots {
-            if !self.gok[g] || self.link[g] as usize != g {
-                continue;
-            }
-            if self.done[g] {
-                continue;
-            }
-            let t = self.target[g] as usize;
-            let merged = first && self.link[t] as usize == g && t != g;
-            let mut slim = if first { self.lim[g] } else { self.slim[g] };
-            if merged {
-                slim = slim.min(self.lim[t]);
-            }
-            let mut limit = slim;
-            let mut buf: Vec<(u64, u32)> = Vec::with_capacity(JOIN_BUFFER);
-            let centres: &[usize] = if merged { &[g, t] } else { &[g] };
-            for &c in centres {
-                for &x in &self.joiners[c] {
-                    buffer_insert(&mut buf, &mut limit, self.tkey[x as usize], x);
-                }
-            }
-            let (mut sz, mut it) = if first { (self.gsize[g], self.gint[g]) } else { (self.size[g], self.cint[g]) };
-            for (key, x) in buf {
-                if key > limit {
-                    break;
-                }
-                let x = x as usize;
-                let w = self.weight(key);
-                let tl = threshold_f32(it, self.k, sz as usize);
-                let tx = self.thr(x);
-                let join = match mode {
-                    Mode::MinSize => sz < self.min_size || self.size[x] < self.min_size,
-                    _ => w < f64::from(tl.min(tx)),
-                };
-                if join {
-                    self.link[x] = g as u32;
-                    sz += self.size[x];
-                    it = it.max(w.max(self.cint[x]));
-                    limit = limit.min(self.limj[x]);
-                    slim = slim.min(self.lim[x]);
-                    self.parent[x] = g as u32;
-                    self.round[x] = r;
-                    events += 1;
-                    merges += 1;
-                } else if mode == Mode::Merge {
-                    if w >= f64::from(tx) {
-                        self.done[x] = true;
-                        events += 1;
-                    }
-                    if w >= f64::from(tl) {
-                        self.done[g] = true;
-                        events += 1;
-                        break;
-                    }
-                }
-            }
-            self.size[g] = sz;
-            self.cint[g] = it;
-            self.slim[g] = slim;
+        self.size[a] = size;
+        if mode == Mode::Merge {
+            self.cint[a] = int;
         }
-        (events, merges)
-    }
-
-    /// One round of Borůvka chains along zero-weight edges; returns the links.
-    fn zero_round(&mut self, r: u16) -> u32 {
-        let n = self.comp.len();
-        self.least_edges(Mode::Zero);
-        let roots: Vec<usize> = (0..n).filter(|&v| self.comp[v] as usize == v).collect();
-        self.targets(&roots, Mode::Zero);
-        let mut links = 0;
-        for &v in &roots {
-            let t = self.target[v];
-            if t == NONE {
-                continue;
-            }
-            let t = t as usize;
-            if self.target[t] as usize == v && v < t {
-                continue;
-            }
-            self.link[v] = t as u32;
-            links += 1;
-        }
-        if links == 0 {
-            return 0;
-        }
-        let mut fin = vec![0u32; n];
-        for &v in &roots {
-            let mut f = v;
-            while self.link[f] as usize != f {
-                f = self.link[f] as usize;
-            }
-            fin[v] = f as u32;
-        }
-        for &v in &roots {
-            let f = fin[v] as usize;
-            if f != v {
-                self.size[f] += self.size[v];
-                self.parent[v] = f as u32;
-                self.round[v] = r;
-            }
-        }
-        for &v in &roots {
-            self.link[v] = fin[v];
-        }
-        links
+        counts.events += merged;
+        counts.merges += merged;
+        counts
     }
 }
 
-/// True when zero-weight edges certainly merge: `k > 0` and `k / n` does not underflow, so
-/// every threshold `Int + k/|C|` is positive.
-#[must_use]
-pub fn zero_phase(params: &SegmentParams, n: usize) -> bool {
-    threshold_f32(0.0, params.scale / 255.0, n.max(1)) > 0.0
-}
-
-/// The segmentation of a smoothed interleaved `f64` image (the GPU's computation).
+/// The segmentation of a smoothed interleaved `f64` image (the GPU's computation). Merge
+/// rounds are numbered `1..=max_rounds` in the hierarchy, `min_size` rounds after them.
 pub fn boruvka_from_smoothed(
     smoothed: &[f64],
     width: usize,
@@ -571,7 +411,7 @@ pub fn boruvka_from_smoothed(
         height,
         w4: &w4,
         ebits: eid_bits(n),
-        k: params.scale / 255.0,
+        k: params.k(),
         min_size: params.min_size as u32,
         comp: ids.clone(),
         link: ids.clone(),
@@ -579,61 +419,43 @@ pub fn boruvka_from_smoothed(
         cint: vec![0.0; n],
         done: vec![false; n],
         best: vec![NO_EDGE; n],
-        tkey: vec![NO_EDGE; n],
         target: vec![NONE; n],
-        lim: vec![NO_EDGE; n],
-        limj: vec![NO_EDGE; n],
-        gok: vec![false; n],
-        gsize: vec![0; n],
-        gint: vec![0.0; n],
-        joiners: vec![Vec::new(); n],
+        tkey: vec![NO_EDGE; n],
+        tree: vec![NONE; n],
+        exit: vec![NO_EDGE; n],
         parent: ids,
         round: vec![u16::MAX; n],
-        slim: vec![NO_EDGE; n],
     };
     let mut level_rounds = Vec::new();
     let (mut rounds, mut capped) = (0, false);
-    if zero_phase(params, n) {
-        for r in 1..=ZERO_ROUNDS {
-            if st.zero_round(r as u16) == 0 {
-                break;
-            }
-            rounds += 1;
-            level_rounds.push(r as u16);
-        }
-    }
-    for m in 1..=params.max_rounds {
-        let r = ZERO_ROUNDS + m;
-        let (events, merges) = st.exact_round(Mode::Merge, r as u16);
-        if events == 0 {
+    for r in 1..=params.max_rounds {
+        let c = st.round(Mode::Merge, r as u16);
+        if c.events == 0 {
             break;
         }
-        if merges > 0 {
+        if c.merges > 0 {
             rounds += 1;
             level_rounds.push(r as u16);
         }
-        capped = m == params.max_rounds;
+        capped = r == params.max_rounds;
     }
     let mut ms_rounds = 0;
     if params.min_size > 1 {
-        st.done.iter_mut().for_each(|d| *d = false);
         for m in 1..=params.max_min_size_rounds {
-            let r = ZERO_ROUNDS + params.max_rounds + m;
-            let (events, merges) = st.exact_round(Mode::MinSize, r as u16);
-            if events == 0 {
+            let r = params.max_rounds + m;
+            let c = st.round(Mode::MinSize, r as u16);
+            if c.events == 0 {
                 break;
             }
-            if merges > 0 {
+            if c.merges > 0 {
                 ms_rounds += 1;
                 level_rounds.push(r as u16);
             }
             capped |= m == params.max_min_size_rounds;
         }
     }
-    for i in 0..n {
-        st.comp[i] = st.link[st.comp[i] as usize];
-    }
-    let (labels, count) = raster_relabel(&st.comp);
+    let comp: Vec<u32> = (0..n).map(|p| st.find(st.comp[p] as usize) as u32).collect();
+    let (labels, count) = raster_relabel(&comp);
     let out = SegmentOutput {
         labels: Image::from_vec(width, height, labels)?,
         segment_count: count,
@@ -754,21 +576,6 @@ mod tests {
     }
 
     #[test]
-    fn join_buffer_keeps_the_least_keys_and_lowers_the_limit() {
-        let mut buf = Vec::new();
-        let mut limit = 10_000u64;
-        let n = JOIN_BUFFER as u64 + 8;
-        for k in (0..n).rev().map(|i| i * 10 + 5) {
-            buffer_insert(&mut buf, &mut limit, k, k as u32);
-        }
-        buffer_insert(&mut buf, &mut limit, 20_000, 1);
-        assert_eq!(buf.len(), JOIN_BUFFER);
-        assert_eq!(buf[0].0, 5);
-        assert_eq!(buf[JOIN_BUFFER - 1].0, (JOIN_BUFFER as u64 - 1) * 10 + 5);
-        assert_eq!(limit, JOIN_BUFFER as u64 * 10 + 5);
-    }
-
-    #[test]
     fn two_halves_and_hierarchy() {
         let img = Image::from_fn(16, 8, |x, _| if x < 8 { 20u8 } else { 220 });
         let p = SegmentParams { scale: 100.0, sigma: 0.0, min_size: 0, ..SegmentParams::default() };
@@ -794,6 +601,25 @@ mod tests {
         let c = check_labels(out.labels.view(), out.segment_count).unwrap();
         assert!(c.min_size >= 10, "{c:?}");
         assert!(!out.capped);
+    }
+
+    #[test]
+    fn capped_rounds_are_flagged_and_refine_the_exact_result() {
+        let img = Image::from_fn(40, 30, |x, y| ((x * 37 + y * 11 + (x * y) % 7) % 256) as u8);
+        let full = SegmentParams { scale: 300.0, sigma: 0.5, min_size: 0, ..SegmentParams::default() };
+        let (exact, _) = felzenszwalb_boruvka_gray(img.view(), &full).unwrap();
+        assert!(!exact.capped);
+        assert!(exact.rounds >= 2, "{exact:?}");
+        let (cut, _) = felzenszwalb_boruvka_gray(img.view(), &SegmentParams { max_rounds: 1, ..full }).unwrap();
+        assert!(cut.capped);
+        assert!(cut.segment_count > exact.segment_count);
+        // Every segment of the capped run lies inside one exact segment.
+        let mut owner = vec![u32::MAX; cut.segment_count];
+        for (c, e) in cut.labels.data().iter().zip(exact.labels.data()) {
+            let o = &mut owner[*c as usize];
+            assert!(*o == u32::MAX || *o == *e);
+            *o = *e;
+        }
     }
 
     #[test]

@@ -34,7 +34,18 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
-use super::boruvka::{SUB_ROUNDS, ZERO_ROUNDS, eid_bits, zero_phase};
+use super::boruvka::eid_bits;
+use super::cpu::threshold_f32;
+
+/// Absorption passes per exact round of these kernels (the first plus sub-rounds).
+const SUB_ROUNDS: usize = 4;
+/// Rounds reserved for the kernels' zero-weight phase (global round numbers `1..=32`).
+const ZERO_ROUNDS: u32 = 32;
+
+/// True when zero-weight edges certainly merge (`k > 0` and `k / n` does not underflow).
+fn zero_phase(params: &SegmentParams, n: usize) -> bool {
+    threshold_f32(0.0, params.k(), n.max(1)) > 0.0
+}
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
