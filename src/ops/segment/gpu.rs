@@ -1,29 +1,26 @@
 //! CUDA Felzenszwalb segmentation (`kernels/segment.cu`; the CPU model of every kernel is
 //! [`super::boruvka`]): blur ([`BlurGpu`]), edge weights and each pixel's edges sorted by key,
-//! then three phases of rounds enqueued as a device loop — zero-weight chains, exact merge
-//! rounds, `min_size` chains — where every kernel returns at once after the round that changed
-//! nothing, so nothing is read back until [`SegmentGpu::download`]; finally raster-order labels
-//! by a block scan.
+//! then two phases of exact rounds enqueued as a device loop — merge rounds, `min_size` rounds —
+//! where every kernel returns at once after the round that changed nothing, so nothing is read
+//! back until [`SegmentGpu::download`]; finally raster-order labels by a block scan.
 //!
-//! Launches: ~22 kernels a round and 50–100 rounds a frame. Once the round caps come from the
-//! previous frame (`adaptive_rounds`, rounded up to a multiple of 8), everything after the blur
-//! is captured once as a CUDA graph ([`GraphCache`], keyed by buffers, frame size, parameters,
-//! caps and stream) and replayed with one launch: the host spends ~0.1 ms instead of ~20 ms a
-//! 1080p frame, and the GPU ~8 % less (`BENCHMARKS.md`). The first frame, fixed caps and
-//! [`SegmentGpu::detailed_timing`] launch directly; [`SegmentGpu::use_graphs`] turns graphs off,
-//! and a failed capture or graph launch (a driver without graph support) turns them off for good
-//! after launching that frame directly.
+//! A round is 9 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
+//! caterpillars of small and large trees); 1080p photographs take ~20 merge and ~6 `min_size`
+//! rounds. Once the round caps come from the previous frame (`adaptive_rounds`, rounded up to a
+//! multiple of 8), everything after the blur is captured once as a CUDA graph ([`GraphCache`],
+//! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
+//! first frame, fixed caps and [`SegmentGpu::detailed_timing`] launch directly;
+//! [`SegmentGpu::use_graphs`] turns graphs off, and a failed capture or graph launch (a driver
+//! without graph support) turns them off for good after launching that frame directly.
 //!
 //! Timer regions: `segment_blur`, then with a graph one region, `segment_rounds` (edge graph,
 //! rounds, relabelling). Direct launches: `segment_graph` (init, weights, edge order),
-//! `segment_relabel`, and for the rounds either one region per phase, `segment_zero`,
-//! `segment_merge`, `segment_minsize`, or with `detailed_timing` one region per launch, named
-//! after its kernel: `segment_minedge` (least edges, every phase), `segment_targets`,
-//! `segment_limits`, `segment_pairs`, `segment_push`, `segment_alloc`, `segment_scatter`,
-//! `segment_plain`, `segment_groups` (the first absorption pass), `segment_sub_*` (the same for
-//! the sub-round passes), `segment_zero_link` / `segment_zero_flatten` (zero-weight chains),
-//! `segment_merge` (targets of the zero phase) and `segment_minsize` (every `min_size` kernel).
-//! Per-launch regions add two events per launch, so time the whole op separately.
+//! `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
+//! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
+//! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
+//! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_warp`, `segment_cat_block`
+//! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
+//! so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
@@ -35,17 +32,6 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
 use super::boruvka::eid_bits;
-use super::cpu::threshold_f32;
-
-/// Absorption passes per exact round of these kernels (the first plus sub-rounds).
-const SUB_ROUNDS: usize = 4;
-/// Rounds reserved for the kernels' zero-weight phase (global round numbers `1..=32`).
-const ZERO_ROUNDS: u32 = 32;
-
-/// True when zero-weight edges certainly merge (`k > 0` and `k / n` does not underflow).
-fn zero_phase(params: &SegmentParams, n: usize) -> bool {
-    threshold_f32(0.0, params.k(), n.max(1)) > 0.0
-}
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
@@ -54,19 +40,25 @@ use crate::ops::OpError;
 use crate::ops::blur::BlurGpu;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 
-/// Entries of the per-round counters (`ctl[0]` is the always-on gate).
-const NCTL: usize = ZERO_ROUNDS as usize + 2 * MAX_ROUNDS_LIMIT as usize + 2;
-/// Entries of each per-absorption-pass counter array (`[r * SUB_ROUNDS + s]`).
-const NSMERGE: usize = NCTL * SUB_ROUNDS;
-/// The five per-pass counter arrays side by side: merges, joiner cursors, listed groups,
-/// groups with joiners (`hlist`), joiners (`xlist`).
-const NCOUNTERS: usize = 5 * NSMERGE;
+/// Entries of the per-round counters (`ctl[0]` is the always-on gate; merge rounds are
+/// `1..=max_rounds`, `min_size` rounds follow).
+const NCTL: usize = 2 * MAX_ROUNDS_LIMIT as usize + 2;
+/// Per-round list counts, `NCTL` entries each: frontier, active roots, trees with members,
+/// members, small trees, large trees, range cursor.
+const NCOUNTS: usize = 7;
+const C_FRONTIER: u64 = 0;
+const C_ROOTS: u64 = 1;
+const C_TREES: u64 = 2;
+const C_MEMBERS: u64 = 3;
+const C_SMALL: u64 = 4;
+const C_LARGE: u64 = 5;
+const C_CURSOR: u64 = 6;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
-/// Warps per block of `segment_groups_warp` (keep in sync with SEG_WARPS_PER_BLOCK).
-const WARPS_PER_BLOCK: u32 = 4;
 /// Threads per block of the grid-stride kernels.
 const BLOCK: u32 = 256;
+/// Threads per block of `segment_cat_block` (keep in sync with SEG_CAT_THREADS).
+const CAT_THREADS: u32 = 1024;
 /// Adaptive round caps are rounded up to a multiple of this, so that video frames whose round
 /// counts differ a little replay the same captured graph.
 const GRAPH_ROUND_STEP: u32 = 8;
@@ -75,7 +67,6 @@ const GRAPH_CACHE: usize = 6;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
 const MODE_MERGE: u32 = 0;
 const MODE_MIN_SIZE: u32 = 1;
-const MODE_ZERO: u32 = 2;
 
 /// Raw device addresses of the op's buffers. The kernels of one frame run on one stream in
 /// order, so the launches pass these plain addresses instead of tracked `CudaSlice`s: cudarc's
@@ -92,25 +83,20 @@ struct Ptrs {
     best: u64,
     tkey: u64,
     target: u64,
-    lim: u64,
-    limj: u64,
-    gok: u64,
-    gsize: u64,
-    gint: u64,
-    pflag: u64,
-    /// Joiner layout: count per group, slot and group per joiner, range offset, the ranges.
-    jcnt: u64,
-    jslot: u64,
-    jtgt: u64,
+    tree: u64,
+    exitk: u64,
+    /// Members per tree, each member's slot, each tree's range and the ranges.
+    ccnt: u64,
+    cslot: u64,
     joff: u64,
     jarr: u64,
-    /// Groups with joiners in this pass (for `segment_groups_warp`).
-    glist: u64,
-    /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
-    order: u64,
-    /// This pass's groups with joiners (each once, by its first joiner) and joiners.
+    /// Trees with members, members, small and large trees of the round.
     hlist: u64,
     xlist: u64,
+    slist: u64,
+    blist: u64,
+    /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
+    order: u64,
     parent: u64,
     round: u64,
     minpix: u64,
@@ -119,13 +105,10 @@ struct Ptrs {
     blocksum: u64,
     ctl: u64,
     mctl: u64,
-    fcnt: u64,
-    rcnt: u64,
+    counts: u64,
     flist: [u64; 2],
     rlist: [u64; 2],
     info: u64,
-    slim: u64,
-    smerge: u64,
 }
 
 /// The device buffers (owned; `p` holds their addresses).
@@ -149,19 +132,16 @@ struct Buffers {
 pub const FUNCTIONS: &[&str] = &[
     "segment_weights",
     "segment_init",
+    "segment_order",
     "segment_least",
     "segment_targets",
-    "segment_order",
-    "segment_limits",
-    "segment_pairs",
-    "segment_push",
-    "segment_push_sub",
+    "segment_trees",
+    "segment_exits",
+    "segment_core",
     "segment_alloc",
     "segment_scatter",
-    "segment_groups_plain",
-    "segment_groups_warp",
-    "segment_chain_link",
-    "segment_chain_flatten",
+    "segment_cat_warp",
+    "segment_cat_block",
     "segment_reset_done",
     "segment_final",
     "segment_minpix",
@@ -178,8 +158,8 @@ pub const FUNCTIONS: &[&str] = &[
 struct Produced {
     width: usize,
     height: usize,
-    /// Rounds enqueued per phase: zero, merge, min_size.
-    caps: [u32; 3],
+    /// Rounds enqueued per phase: merge, min_size.
+    caps: [u32; 2],
     /// `max_rounds` of the parameters (the `min_size` rounds are numbered after it).
     max_rounds: u32,
     /// `Some(level)` after [`SegmentGpu::enqueue_level`].
@@ -196,7 +176,7 @@ struct Body {
     smooth: u64,
     /// Device address of the first buffer (identifies this allocation of the buffers).
     comp: u64,
-    caps: [u32; 3],
+    caps: [u32; 2],
     /// `k = scale / 255` as bits (compared exactly).
     k_bits: u64,
     min_size: u32,
@@ -213,8 +193,8 @@ struct GraphKey {
 /// Rounds that changed something, per phase, read from the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct RoundsUsed {
-    used: [u32; 3],
-    capped: [bool; 3],
+    used: [u32; 2],
+    capped: [bool; 2],
 }
 
 /// GPU Felzenszwalb segmentation with buffers for one frame size. Use one per stream: the
@@ -223,19 +203,16 @@ pub struct SegmentGpu {
     blur: BlurGpu,
     f_weights: CudaFunction,
     f_init: CudaFunction,
+    f_order: CudaFunction,
     f_least: CudaFunction,
     f_targets: CudaFunction,
-    f_order: CudaFunction,
-    f_limits: CudaFunction,
-    f_pairs: CudaFunction,
-    f_push: CudaFunction,
-    f_push_sub: CudaFunction,
+    f_trees: CudaFunction,
+    f_exits: CudaFunction,
+    f_core: CudaFunction,
     f_alloc: CudaFunction,
     f_scatter: CudaFunction,
-    f_groups_plain: CudaFunction,
-    f_groups_warp: CudaFunction,
-    f_chain_link: CudaFunction,
-    f_chain_flatten: CudaFunction,
+    f_cat_warp: CudaFunction,
+    f_cat_block: CudaFunction,
     f_reset_done: CudaFunction,
     f_final: CudaFunction,
     f_minpix: CudaFunction,
@@ -246,8 +223,10 @@ pub struct SegmentGpu {
     f_level_threshold: CudaFunction,
     f_level_comp: CudaFunction,
     max_blocks: u32,
-    /// Launch of `segment_groups_warp`: 4 warps a block (its shared arrays), 8 blocks an SM.
+    /// Launch of `segment_cat_warp`: 4 warps a block, 8 blocks an SM, warps striding over trees.
     warp_cfg: LaunchConfig,
+    /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
+    block_cfg: LaunchConfig,
     bufs: Option<Buffers>,
     produced: Option<Produced>,
     /// Rounds used by the last downloaded frame (for `adaptive_rounds`).
@@ -301,19 +280,16 @@ impl SegmentGpu {
             blur: BlurGpu::new(gpu)?,
             f_weights: f("segment_weights")?,
             f_init: f("segment_init")?,
+            f_order: f("segment_order")?,
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
-            f_order: f("segment_order")?,
-            f_limits: f("segment_limits")?,
-            f_pairs: f("segment_pairs")?,
-            f_push: f("segment_push")?,
-            f_push_sub: f("segment_push_sub")?,
+            f_trees: f("segment_trees")?,
+            f_exits: f("segment_exits")?,
+            f_core: f("segment_core")?,
             f_alloc: f("segment_alloc")?,
             f_scatter: f("segment_scatter")?,
-            f_groups_plain: f("segment_groups_plain")?,
-            f_groups_warp: f("segment_groups_warp")?,
-            f_chain_link: f("segment_chain_link")?,
-            f_chain_flatten: f("segment_chain_flatten")?,
+            f_cat_warp: f("segment_cat_warp")?,
+            f_cat_block: f("segment_cat_block")?,
             f_reset_done: f("segment_reset_done")?,
             f_final: f("segment_final")?,
             f_minpix: f("segment_minpix")?,
@@ -324,11 +300,8 @@ impl SegmentGpu {
             f_level_threshold: f("segment_level_threshold")?,
             f_level_comp: f("segment_level_comp")?,
             max_blocks: sms * 8,
-            warp_cfg: LaunchConfig {
-                grid_dim: (sms * 8, 1, 1),
-                block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            },
+            warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
+            block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
             bufs: None,
             produced: None,
             hint: Cell::new(None),
@@ -368,52 +341,33 @@ impl SegmentGpu {
             "components",
             "links",
             "sizes",
-            "(unused)",
-            "done flags",
+            "frozen flags",
             "targets",
-            "group flags",
-            "group sizes",
-            "(unused)",
-            "pair flags",
-            "joiner counts",
-            "joiner slots",
+            "trees",
+            "tree member counts",
+            "member slots",
+            "tree ranges",
+            "members by tree",
+            "trees with members",
+            "members",
+            "small trees",
+            "large trees",
+            "edge orders",
             "first pixels",
             "root labels",
-            "frontier counts",
-            "root counts",
             "frontier list A",
             "frontier list B",
             "root list A",
             "root list B",
         ];
-        let mut u32s = Vec::with_capacity(names32.len() + 1);
-        for (i, what) in names32.iter().enumerate() {
-            let len = if (14..16).contains(&i) {
-                NCTL
-            } else if i == 3 || i == 8 {
-                1
-            } else {
-                n
-            };
-            u32s.push(a(len, what)?);
-        }
-        u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(NCOUNTERS, "sub-round merges, joiner cursors, group counts, list counts")?);
-        for what in [
-            "joiner groups",
-            "joiner offsets",
-            "joiner ranges",
-            "groups with joiners",
-            "edge orders",
-            "groups with joiners (registration)",
-            "joiners (registration)",
-        ] {
+        let mut u32s = Vec::with_capacity(names32.len() + 2);
+        for what in names32 {
             u32s.push(a(n, what)?);
         }
-        let mut u64s = Vec::with_capacity(7);
-        for what in
-            ["least edges", "target keys", "limits", "joiner limits", "internal differences", "group Int", "group limits"]
-        {
+        u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
+        u32s.push(a(NCOUNTS * NCTL, "per-round list counts")?);
+        let mut u64s = Vec::with_capacity(4);
+        for what in ["least edges", "target keys", "tree exits", "internal differences"] {
             u64s.push(a64(n, what)?);
         }
         let r32 = |i: usize| raw(&u32s[i], stream);
@@ -423,35 +377,28 @@ impl SegmentGpu {
             comp: r32(0),
             link: r32(1),
             size: r32(2),
-            cint: r64(4),
-            done: r32(4),
-            target: r32(5),
-            gok: r32(6),
-            gsize: r32(7),
-            gint: r64(5),
-            pflag: r32(9),
-            jcnt: r32(10),
-            jslot: r32(11),
-            jtgt: r32(22),
-            joff: r32(23),
-            jarr: r32(24),
-            glist: r32(25),
-            order: r32(26),
-            hlist: r32(27),
-            xlist: r32(28),
-            minpix: r32(12),
-            rootlabel: r32(13),
-            fcnt: r32(14),
-            rcnt: r32(15),
-            flist: [r32(16), r32(17)],
-            rlist: [r32(18), r32(19)],
-            blocksum: r32(20),
-            smerge: r32(21),
-            slim: r64(6),
+            done: r32(3),
+            target: r32(4),
+            tree: r32(5),
+            ccnt: r32(6),
+            cslot: r32(7),
+            joff: r32(8),
+            jarr: r32(9),
+            hlist: r32(10),
+            xlist: r32(11),
+            slist: r32(12),
+            blist: r32(13),
+            order: r32(14),
+            minpix: r32(15),
+            rootlabel: r32(16),
+            flist: [r32(17), r32(18)],
+            rlist: [r32(19), r32(20)],
+            blocksum: r32(21),
+            counts: r32(22),
             best: r64(0),
             tkey: r64(1),
-            lim: r64(2),
-            limj: r64(3),
+            exitk: r64(2),
+            cint: r64(3),
             parent: raw(&parent, stream),
             round: raw(&round, stream),
             labels: raw(&labels, stream),
@@ -504,15 +451,14 @@ impl SegmentGpu {
 
     /// Round caps for this frame: the parameters (`false`), or the last frame's use plus a
     /// margin, rounded up to [`GRAPH_ROUND_STEP`] (`true`).
-    fn caps(&self, params: &SegmentParams, n: usize) -> ([u32; 3], bool) {
-        let zero = if zero_phase(params, n) { ZERO_ROUNDS } else { 0 };
+    fn caps(&self, params: &SegmentParams) -> ([u32; 2], bool) {
         let ms = if params.min_size > 1 { params.max_min_size_rounds } else { 0 };
-        let full = [zero, params.max_rounds, ms];
+        let full = [params.max_rounds, ms];
         match self.hint.get().filter(|_| params.adaptive_rounds) {
             None => (full, false),
             Some(h) => {
-                let mut c = [0; 3];
-                for i in 0..3 {
+                let mut c = [0; 2];
+                for i in 0..2 {
                     let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { h.used[i] + h.used[i] / 4 + 4 };
                     c[i] = want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i]);
                 }
@@ -541,7 +487,7 @@ impl SegmentGpu {
         }
         self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
-        let (caps, adaptive) = self.caps(params, n);
+        let (caps, adaptive) = self.caps(params);
         self.produced = Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None });
         let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
         if n == 0 {
@@ -599,16 +545,16 @@ impl SegmentGpu {
         let p = b.p;
         let (width, height, n) = (body.width, body.height, body.width * body.height);
         let (w, h, c, nn) = (width as u32, height as u32, body.channels as u32, n as u32);
-        let (nctl, ncounters) = (NCTL as u32, NCOUNTERS as u32);
+        let (nctl, ncounts) = (NCTL as u32, (NCOUNTS * NCTL) as u32);
         let smooth = body.smooth;
         timed(timer, stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.gok).arg(&p.pflag).arg(&p.jcnt).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl);
-            l.arg(&p.fcnt).arg(&p.rcnt).arg(&p.smerge).arg(&nn).arg(&nctl).arg(&ncounters);
-            // SAFETY: grid-stride over max(n, NCOUNTERS); each array is written only below its
-            // own length (n, NCTL or NCOUNTERS), checked in the kernel; all buffers are this op's.
-            unsafe { l.launch(self.stride(n.max(NCOUNTERS))) }?;
+            l.arg(&p.tree).arg(&p.ccnt).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+            l.arg(&nn).arg(&nctl).arg(&ncounts);
+            // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
+            // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
+            unsafe { l.launch(self.stride(n.max(NCOUNTS * NCTL))) }?;
             let mut l = stream.launch_builder(&self.f_weights);
             l.arg(&smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
             // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
@@ -623,11 +569,9 @@ impl SegmentGpu {
         })?;
         let k = f64::from_bits(body.k_bits);
         let min_size = body.min_size;
-        let z = ZERO_ROUNDS;
         let phases = [
-            (MODE_ZERO, 1u32, body.caps[0], "segment_zero"),
-            (MODE_MERGE, z + 1, body.caps[1], "segment_merge"),
-            (MODE_MIN_SIZE, z + body.max_rounds + 1, body.caps[2], "segment_minsize"),
+            (MODE_MERGE, 1u32, body.caps[0], "segment_merge"),
+            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], "segment_minsize"),
         ];
         for (mode, first, count, name) in phases {
             if count == 0 {
@@ -670,7 +614,6 @@ impl SegmentGpu {
         let eb = eid_bits(n);
         let cfg = self.stride(n);
         let ms = mode == MODE_MIN_SIZE;
-        let exact = mode != MODE_ZERO;
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
@@ -680,151 +623,100 @@ impl SegmentGpu {
                 Ok(())
             })?;
         }
-        let names = |merge: &'static str| if ms { "segment_minsize" } else { merge };
+        let name = |merge: &'static str| if ms { "segment_minsize" } else { merge };
+        // Address of list count `kind` of round `r`.
+        let count_of = |kind: u64, r: u32| p.counts + 4 * (kind * NCTL as u64 + u64::from(r));
         for i in 0..count {
             let r = first + i;
             let gate = if i == 0 { 0 } else { r - 1 };
-            // Exact rounds after the first of their phase run over the previous round's lists.
-            let use_list = u32::from(exact && i > 0);
+            // Rounds after the first of their phase run over the previous round's lists.
+            let use_list = u32::from(i > 0);
             let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
             let (fin, fout) = (p.flist[prev], p.flist[cur]);
             let (rin, rout) = (p.rlist[prev], p.rlist[cur]);
-            let (fcin, fcout) = (p.fcnt + 4 * u64::from(r - 1), p.fcnt + 4 * u64::from(r));
-            let (rcin, rcout) = (p.rcnt + 4 * u64::from(r - 1), p.rcnt + 4 * u64::from(r));
-            timed(timer, stream, names("segment_minedge"), || {
+            let (fcin, fcout) = (count_of(C_FRONTIER, r - 1), count_of(C_FRONTIER, r));
+            let (rcin, rcout) = (count_of(C_ROOTS, r - 1), count_of(C_ROOTS, r));
+            let (hcount, xcount) = (count_of(C_TREES, r), count_of(C_MEMBERS, r));
+            let (scount, bcount, cursor) = (count_of(C_SMALL, r), count_of(C_LARGE, r), count_of(C_CURSOR, r));
+            timed(timer, stream, name("segment_minedge"), || {
                 let mut l = stream.launch_builder(&self.f_least);
                 l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&p.order);
-                l.arg(&w).arg(&h);
-                l.arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate).arg(&use_list).arg(&fin).arg(&fcin);
-                l.arg(&fout).arg(&fcout);
+                l.arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate).arg(&use_list);
+                l.arg(&fin).arg(&fcin).arg(&fout).arg(&fcout);
                 // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
                 // hold pixel ids); neighbours are bounds-checked; lists hold n entries.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            timed(timer, stream, names(if exact { "segment_targets" } else { "segment_merge" }), || {
+            timed(timer, stream, name("segment_targets"), || {
                 let mut l = stream.launch_builder(&self.f_targets);
-                l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.gok).arg(&p.lim);
-                l.arg(&p.limj).arg(&p.jcnt).arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl);
-                l.arg(&p.mctl).arg(&gate).arg(&r).arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
+                l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.tree).arg(&p.exitk);
+                l.arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
+                l.arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            if exact {
-                // Per-pass counters: array 0 merges, 1 joiner cursors, 2 listed groups, 3 groups
-                // with joiners, 4 joiners.
-                let slot = |array: u64, s: u32| {
-                    p.smerge + 4 * (array * NSMERGE as u64 + u64::from(r) * SUB_ROUNDS as u64 + u64::from(s))
-                };
-                let (hcount0, xcount0) = (slot(3, 0), slot(4, 0));
-                timed(timer, stream, names("segment_limits"), || {
-                    let mut l = stream.launch_builder(&self.f_limits);
-                    l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.order).arg(&p.lim);
-                    l.arg(&p.limj).arg(&p.size).arg(&w).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate);
-                    l.arg(&fout).arg(&fcout);
-                    // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
-                    // words only name in-image neighbours.
-                    unsafe { l.launch(cfg) }?;
-                    Ok(())
-                })?;
-                timed(timer, stream, names("segment_pairs"), || {
-                    let mut l = stream.launch_builder(&self.f_pairs);
-                    l.arg(&p.w4).arg(&p.target).arg(&p.tkey).arg(&p.link).arg(&p.gok).arg(&p.gsize).arg(&p.gint);
-                    l.arg(&p.pflag).arg(&p.size).arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&eb).arg(&mode);
-                    l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&rout).arg(&rcout);
-                    // SAFETY: grid-stride over this round's active roots (ids < n); a pair's
-                    // smaller root writes the pair's entries.
-                    unsafe { l.launch(cfg) }?;
-                    Ok(())
-                })?;
-                timed(timer, stream, names("segment_push"), || {
-                    let mut l = stream.launch_builder(&self.f_push);
-                    l.arg(&p.link).arg(&p.gok).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.jcnt).arg(&p.jslot);
-                    l.arg(&p.jtgt).arg(&p.hlist).arg(&hcount0).arg(&p.xlist).arg(&xcount0).arg(&p.ctl).arg(&gate);
-                    l.arg(&rout).arg(&rcout);
-                    // SAFETY: as above; joiner counts / slots / groups are indexed by root ids < n.
-                    unsafe { l.launch(cfg) }?;
-                    Ok(())
-                })?;
-                for s in 0..SUB_ROUNDS as u32 {
-                    let first = u32::from(s == 0);
-                    // The first pass runs under the round's gate (ctl[gate], already non-zero).
-                    let sgate = if s == 0 { p.ctl + 4 * u64::from(gate) } else { slot(0, s - 1) };
-                    let (sout, cursor, gcount) = (slot(0, s), slot(1, s), slot(2, s));
-                    let (hcount, xcount) = (slot(3, s), slot(4, s));
-                    let sub = |first_pass: &'static str, later: &'static str| names(if s == 0 { first_pass } else { later });
-                    if s > 0 {
-                        timed(timer, stream, names("segment_sub_push"), || {
-                            let mut l = stream.launch_builder(&self.f_push_sub);
-                            l.arg(&p.link).arg(&p.gok).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.slim);
-                            l.arg(&p.jcnt).arg(&p.jslot).arg(&p.jtgt).arg(&p.hlist).arg(&hcount).arg(&p.xlist);
-                            l.arg(&xcount).arg(&p.ctl).arg(&gate).arg(&sgate).arg(&rout).arg(&rcout);
-                            // SAFETY: grid-stride over the active roots (ids < n); targets and
-                            // links are root ids < n; sgate < NCOUNTERS since r < NCTL.
-                            unsafe { l.launch(cfg) }?;
-                            Ok(())
-                        })?;
-                    }
-                    timed(timer, stream, sub("segment_alloc", "segment_sub_alloc"), || {
-                        let mut l = stream.launch_builder(&self.f_alloc);
-                        l.arg(&p.jcnt).arg(&p.link).arg(&p.joff).arg(&cursor).arg(&p.glist).arg(&gcount);
-                        l.arg(&p.ctl).arg(&gate).arg(&sgate).arg(&p.hlist).arg(&hcount);
-                        // SAFETY: grid-stride over this pass's groups with joiners (root ids < n,
-                        // each listed once); the ranges sum to the pass's joiners, at most n.
-                        unsafe { l.launch(cfg) }?;
-                        Ok(())
-                    })?;
-                    timed(timer, stream, sub("segment_scatter", "segment_sub_scatter"), || {
-                        let mut l = stream.launch_builder(&self.f_scatter);
-                        l.arg(&p.jslot).arg(&p.jtgt).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&sgate);
-                        l.arg(&p.xlist).arg(&xcount);
-                        // SAFETY: a joiner's slot is below its group's count, so it lands in the
-                        // group's range inside jarr (n entries).
-                        unsafe { l.launch(cfg) }?;
-                        Ok(())
-                    })?;
-                    if s == 0 {
-                        timed(timer, stream, names("segment_plain"), || {
-                            let mut l = stream.launch_builder(&self.f_groups_plain);
-                            l.arg(&p.done).arg(&p.pflag).arg(&p.gok).arg(&p.link).arg(&p.target).arg(&p.lim);
-                            l.arg(&p.jcnt).arg(&p.gsize).arg(&p.gint).arg(&p.size).arg(&p.cint).arg(&p.slim);
-                            l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
-                            // SAFETY: grid-stride over the active roots (ids < n), each written by
-                            // its own thread.
-                            unsafe { l.launch(cfg) }?;
-                            Ok(())
-                        })?;
-                    }
-                    timed(timer, stream, sub("segment_groups", "segment_sub_groups"), || {
-                        let mut l = stream.launch_builder(&self.f_groups_warp);
-                        l.arg(&p.link).arg(&p.done).arg(&p.target).arg(&p.tkey).arg(&p.lim).arg(&p.limj);
-                        l.arg(&p.jcnt).arg(&p.joff).arg(&p.jarr).arg(&p.gsize).arg(&p.gint).arg(&p.size);
-                        l.arg(&p.cint).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
-                        l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&p.glist).arg(&gcount);
-                        l.arg(&p.slim).arg(&first).arg(&sgate).arg(&sout);
-                        // SAFETY: one warp per listed group (a group is listed once per pass);
-                        // every joiner is in one group's range, so each root's link/done/size
-                        // is written by one warp's lane 0; 4 warps a block match the kernel's
-                        // shared arrays.
-                        unsafe { l.launch(self.warp_cfg) }?;
-                        Ok(())
-                    })?;
-                }
-            } else {
-                timed(timer, stream, "segment_zero_link", || {
-                    let mut l = stream.launch_builder(&self.f_chain_link);
-                    l.arg(&p.target).arg(&p.link).arg(&nn).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
-                    // SAFETY: grid-stride over roots < n.
-                    unsafe { l.launch(cfg) }?;
-                    Ok(())
-                })?;
-                timed(timer, stream, "segment_zero_flatten", || {
-                    let mut l = stream.launch_builder(&self.f_chain_flatten);
-                    l.arg(&p.target).arg(&p.link).arg(&p.size).arg(&p.parent).arg(&p.round).arg(&nn).arg(&p.ctl);
-                    l.arg(&gate).arg(&r);
-                    // SAFETY: grid-stride over roots < n; links form a forest over roots.
-                    unsafe { l.launch(cfg) }?;
+            timed(timer, stream, name("segment_trees"), || {
+                let mut l = stream.launch_builder(&self.f_trees);
+                l.arg(&p.target).arg(&p.tree).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                // SAFETY: grid-stride over this round's active roots (ids < n, each with a
+                // target whose chain ends in a mutual pair).
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            timed(timer, stream, name("segment_exits"), || {
+                let mut l = stream.launch_builder(&self.f_exits);
+                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.tree).arg(&p.order);
+                l.arg(&p.exitk).arg(&p.size).arg(&w).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate);
+                l.arg(&fout).arg(&fcout);
+                // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
+                // words only name in-image neighbours; tree ids are roots < n.
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            timed(timer, stream, name("segment_core"), || {
+                let mut l = stream.launch_builder(&self.f_core);
+                l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.ccnt).arg(&p.cslot);
+                l.arg(&p.hlist).arg(&hcount).arg(&p.xlist).arg(&xcount).arg(&p.ctl).arg(&gate).arg(&rout);
+                l.arg(&rcout);
+                // SAFETY: grid-stride over the active roots (ids < n); a tree is listed once (by
+                // its slot-0 member), the members at most n.
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            timed(timer, stream, name("segment_alloc"), || {
+                let mut l = stream.launch_builder(&self.f_alloc);
+                l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.slist).arg(&scount).arg(&p.blist).arg(&bcount);
+                l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
+                // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
+                // to the round's members, at most n.
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            timed(timer, stream, name("segment_scatter"), || {
+                let mut l = stream.launch_builder(&self.f_scatter);
+                l.arg(&p.tree).arg(&p.cslot).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&p.xlist);
+                l.arg(&xcount);
+                // SAFETY: a member's slot is below its tree's count, so it lands in the tree's
+                // range inside jarr (n entries).
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            for (f, list, lcount, lcfg, region) in [
+                (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
+                (&self.f_cat_block, p.blist, bcount, self.block_cfg, "segment_cat_block"),
+            ] {
+                timed(timer, stream, name(region), || {
+                    let mut l = stream.launch_builder(f);
+                    l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
+                    l.arg(&p.jarr).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
+                    l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
+                    // SAFETY: one warp (block) per listed tree, each tree listed once; a member
+                    // is in one tree's range, so its link/parent/round and the tree root's
+                    // size/Int/done are written by that warp (block) only; the block launch
+                    // has the kernel's SEG_CAT_THREADS threads.
+                    unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
             }
@@ -906,8 +798,7 @@ impl SegmentGpu {
 
     /// Levels (rounds that merged) and per-phase use from the counters.
     fn read_rounds(ctl: &[u32], mctl: &[u32], prod: &Produced, max_rounds: u32) -> (Vec<u16>, RoundsUsed) {
-        let z = ZERO_ROUNDS;
-        let firsts = [1, z + 1, z + max_rounds + 1];
+        let firsts = [1, max_rounds + 1];
         let mut used = RoundsUsed::default();
         let mut levels = Vec::new();
         for (ph, &first) in firsts.iter().enumerate() {
@@ -959,7 +850,7 @@ impl SegmentGpu {
         let max_rounds = p.max_rounds;
         let (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
         self.hint.set(Some(used));
-        let ms_first = ZERO_ROUNDS + max_rounds + 1;
+        let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
         let top = levels.len() as u32;
         if let Some(hs) = hier {
@@ -979,7 +870,7 @@ impl SegmentGpu {
             segment_count: info[0] as usize,
             rounds: top - ms,
             min_size_rounds: ms,
-            capped: used.capped[1] || used.capped[2],
+            capped: used.capped[0] || used.capped[1],
             level: p.level.map_or(top, |l| l.min(top)),
             has_rounds: true,
         })
@@ -1045,19 +936,20 @@ mod tests {
 
     #[test]
     fn rounds_from_counters() {
-        let prod = Produced { width: 1, height: 1, caps: [32, 4, 3], max_rounds: 4, level: None };
+        let prod = Produced { width: 1, height: 1, caps: [4, 3], max_rounds: 4, level: None };
         let mut ctl = vec![0u32; NCTL];
         let mut mctl = vec![0u32; NCTL];
         ctl[0] = 1;
-        for (r, e, m) in [(1, 5, 5), (2, 1, 1), (33, 9, 3), (34, 2, 0), (37, 1, 1)] {
+        // Merge rounds 1..=4 (round 2 froze components but merged nothing), min_size 5..=7.
+        for (r, e, m) in [(1, 5, 5), (2, 1, 0), (3, 2, 2), (5, 9, 3), (6, 1, 1)] {
             ctl[r] = e;
             mctl[r] = m;
         }
         let (lv, used) = SegmentGpu::read_rounds(&ctl, &mctl, &prod, 4);
-        assert_eq!(lv, vec![1, 2, 33, 37]);
-        assert_eq!(used.used, [2, 2, 1]);
-        assert_eq!(used.capped, [false, false, false]);
-        ctl[36] = 1;
-        assert!(SegmentGpu::read_rounds(&ctl, &mctl, &prod, 4).1.capped[1]);
+        assert_eq!(lv, vec![1, 3, 5, 6]);
+        assert_eq!(used.used, [3, 2]);
+        assert_eq!(used.capped, [false, false]);
+        ctl[4] = 1;
+        assert!(SegmentGpu::read_rounds(&ctl, &mctl, &prod, 4).1.capped[0]);
     }
 }
