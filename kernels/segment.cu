@@ -61,8 +61,14 @@
 //
 // GPU notes (H100, BENCHMARKS.md has every version): the previous exact rounds (mutual pairs,
 // joiners absorbed below limits by a warp per group, 3 sub-rounds; ~22 launches a round) took
-// 39-66 merge rounds and 20.7-36.5 ms at 1080p; these rounds take 19-22 (CPU model, same
-// frames) with 9 launches each.
+// 39-66 merge rounds and 20.7-36.5 ms at 1080p (smooth video: 89-202 rounds, ~95 ms). Predicted
+// from the CPU model: 19-22 rounds on the same frames, 22-26 on smooth video. Measured
+// (2026-11-25): the same round counts, 7.9-8.9 ms at 1080p, 35 ms at 4K, 10-12.5 ms on the
+// clip scaled to 1080p. A first version capped a large tree at its 1024 least keys per round
+// (more rounds, and one block chunk-sorting 36 000-member trees: 74 ms on the clip at k = 500);
+// the chunked caterpillar with a radix select made that 12.5 ms. Per kernel at 1080p k = 100
+// (sums over rounds): least edges 2.3 ms, targets 1.3, exits 1.3, caterpillars 1.7, core /
+// trees / alloc / scatter 1.4, the min_size phase 1.0; a round ~340 us, ~45 % frontier passes.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull

@@ -19,20 +19,24 @@
 //! `(weight, edge index)`. Labels are identical unless two edges of exactly equal non-zero
 //! weight compete (synthetic images with flat patches); see `tests/data/segment/README.md`.
 //!
-//! # GPU: rounds after the atomics-based Borůvka ([`gpu`], `kernels/segment.cu`)
+//! # GPU: exact rounds after the atomics-based Borůvka ([`gpu`], `kernels/segment.cu`)
 //! The paper's loop (least outgoing edge per pixel, `atomicMin` per component on packed
 //! `(weight, edge id)` keys, mutual-pair cycle removal, predicate, parent update, flatten,
 //! sizes/`Int` in place) runs in rounds on the GPU, but plain Borůvka evaluates the predicate
 //! out of Kruskal's order and leaks: on real frames whole images collapse into a few segments,
-//! and even Kruskal with edges reordered inside 1 % weight buckets only reaches ASA 0.91. So the
-//! rounds decide exactly the edges Kruskal processes next — mutual least edges, then the
-//! one-sided "joiners" a group absorbs in key order below a limit ([`boruvka`] explains the
-//! rule) — in scikit-image's own arithmetic (`f64` blur and weights, `f32`-rounded thresholds).
-//! A zero-weight phase (Borůvka chains; exact, since such edges always merge) comes first and
-//! the `min_size` pass is decided the same exact way. The result equals a sequential Kruskal
-//! over the same keys ([`boruvka::kruskal_keys`], property-tested) and on the sample images the
-//! CPU reference: identical labels except for exact ties (ASA >= 0.9998). The cost is the
-//! number of dependent rounds (90–320 on 1080p frames), see `BENCHMARKS.md`.
+//! and even Kruskal with edges reordered inside 1 % weight buckets only reaches ASA 0.91. So
+//! every round decides exactly what Kruskal decides ([`boruvka`] proves the rule): a component
+//! an edge fails freezes for good, and between freezes merges are order-free single linkage;
+//! the least edges form trees whose *core* (members whose least edge is below the tree's least
+//! edge to another tree) joins the mutual pair's component in key order — Kruskal's own
+//! sequence — so one sort per tree gives every step's `|C|` (a prefix sum) and `Int` (the
+//! previous key) and the predicate is evaluated with Kruskal's statistics up to the first
+//! failing step. scikit-image's arithmetic throughout (`f64` blur and weights, `f32`-rounded
+//! thresholds); the `min_size` pass runs the same rounds with its own predicate. The result
+//! equals a sequential Kruskal over the same keys ([`boruvka::kruskal_keys`], property-tested)
+//! and on the sample images the CPU reference: identical labels except for exact ties
+//! (ASA >= 0.9998). 1080p frames take ~20 merge and ~6 `min_size` rounds (the previous exact
+//! rounds, pairs and joiners below limits, took 40–200), see `BENCHMARKS.md`.
 //! [`boruvka`] is the sequential CPU model of every kernel: the GPU equals it bit for bit
 //! (labels, rounds, hierarchy).
 //!
@@ -81,8 +85,8 @@ pub struct SegmentParams {
     pub min_size: usize,
     /// GPU/rounds: at most this many merge rounds (the device loops without reading back;
     /// rounds after the last one that changed anything return at once). 1080p frames need
-    /// about 100 (scale 100) to 170 (scale 500); a capped run is a refinement of the exact
-    /// result (fewer merges), flagged in [`SegmentOutput::capped`].
+    /// about 20 (photographs and video alike, scale 100 to 500); a capped run is a refinement
+    /// of the exact result (fewer merges), flagged in [`SegmentOutput::capped`].
     pub max_rounds: u32,
     /// GPU/rounds: at most this many `min_size` rounds.
     pub max_min_size_rounds: u32,
@@ -98,8 +102,8 @@ impl Default for SegmentParams {
             scale: 100.0,
             sigma: 0.8,
             min_size: 20,
-            max_rounds: 1024,
-            max_min_size_rounds: 256,
+            max_rounds: 256,
+            max_min_size_rounds: 128,
             adaptive_rounds: true,
         }
     }
@@ -219,8 +223,8 @@ pub fn upsample_labels(out: SegmentOutput, width: usize, height: usize, factor: 
 
 /// Every level of a round-based segmentation in two per-pixel arrays: when root `v` was
 /// absorbed (`round[v]`, a global round number; `u16::MAX` if never) and the root it joined
-/// then (`parent[v]`). Zero-weight rounds are numbered `1..=32`, merge rounds
-/// `33..=32+max_rounds`, `min_size` rounds after; `level_rounds[l-1]` is the round of level `l`
+/// then (`parent[v]`). Merge rounds are numbered `1..=max_rounds`, `min_size` rounds after
+/// them; `level_rounds[l-1]` is the round of level `l`
 /// (only rounds that merged something are levels).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentHierarchy {
