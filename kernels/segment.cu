@@ -37,11 +37,12 @@
 //   segment_core     members below their tree's exit register (a slot per tree, lists)
 //   segment_alloc    each tree with members takes a contiguous range, listed by size
 //   segment_scatter  members into their tree's range
-//   segment_cat_warp / segment_cat_block
-//                    a warp per tree of up to 32 members (bitonic sort across lanes, warp
-//                    scan, first failure by ballot) or a block per larger tree (the 1024
-//                    least keys in shared memory: a prefix of the key order, still exact);
-//                    merges up to the first failing step, freezes the failing side(s).
+//   segment_cat_thread / segment_cat_warp / segment_cat_block
+//                    a thread per tree of up to 8 members (a sorting network in registers),
+//                    a warp per tree of up to 32 (bitonic sort across lanes, warp scan, first
+//                    failure by ballot), a block per larger tree (the caterpillar in chunks
+//                    of 2048 in key order, radix-selected); merges up to the first failing
+//                    step, freezes the failing side(s).
 // min_size rounds: segment_reset_done, then the same kernels in mode MIN_SIZE (an edge merges
 // when either side is smaller than min_size; nothing freezes).
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
@@ -451,17 +452,20 @@ extern "C" __global__ void segment_core(const u32* __restrict__ target, const u3
 }
 
 // Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
-// of small (at most 32 members: a warp each) or large trees (a block each).
-extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* slist,
-                                         u32* scount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
+// of tiny (at most 8 members: a thread each), small (at most 32: a warp each) or large trees
+// (a block each).
+extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
+                                         u32* tcount, u32* slist, u32* scount, u32* blist, u32* bcount,
+                                         const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ hlist,
+                                         const u32* __restrict__ hcount) {
     if (ctl[gate] == 0) return;
     u32 nh = *hcount;
     for (u32 i = global_tid(); i < nh; i += global_threads()) {
         u32 t = hlist[i];
         u32 c = ccnt[t];
         joff[t] = atomicAdd(cursor, c);
-        seg_append(slist, scount, c <= 32u, t);
+        seg_append(tlist, tcount, c <= 8u, t);
+        seg_append(slist, scount, c > 8u && c <= 32u, t);
         seg_append(blist, bcount, c > 32u, t);
     }
 }
@@ -496,6 +500,98 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
         ok_c = ok;
         ok_r = ok;
     }
+}
+
+// Orders (key, id) pairs a <= b.
+__device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
+    if (seg_less(kb, ib, ka, ia)) {
+        u64 tk = ka;
+        ka = kb;
+        kb = tk;
+        u32 ti = ia;
+        ia = ib;
+        ib = ti;
+    }
+}
+
+// Step 8, trees of at most 8 members (most of them in the first rounds, where a tree averages
+// ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
+// 19-comparator network in registers and the caterpillar is walked in order.
+extern "C" __global__ void segment_cat_thread(u32* link, u32* done, u32* size, double* cint,
+                                              const u64* __restrict__ tkey, u32* ccnt,
+                                              const u32* __restrict__ joff, const u32* __restrict__ jarr,
+                                              u32* parent, u16* round, const double* __restrict__ w4, u32 eb,
+                                              u32 mode, u32 min_size, double k, u32* ctl, u32* mctl, u32 gate,
+                                              u32 r, const u32* __restrict__ tlist,
+                                              const u32* __restrict__ tcount) {
+    if (ctl[gate] == 0) return;
+    u32 ev = 0, mg = 0;
+    u32 nt = *tcount;
+    for (u32 i = global_tid(); i < nt; i += global_threads()) {
+        u32 t = tlist[i];
+        u32 cnt = ccnt[t], off = joff[t];
+        u64 kk[8];
+        u32 id[8];
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) {
+            kk[j] = SEG_NO_EDGE;
+            id[j] = SEG_NONE;
+            if (j < cnt) {
+                id[j] = jarr[off + j];
+                kk[j] = tkey[id[j]];
+            }
+        }
+        seg_cswap2(kk[0], id[0], kk[2], id[2]); seg_cswap2(kk[1], id[1], kk[3], id[3]);
+        seg_cswap2(kk[4], id[4], kk[6], id[6]); seg_cswap2(kk[5], id[5], kk[7], id[7]);
+        seg_cswap2(kk[0], id[0], kk[4], id[4]); seg_cswap2(kk[1], id[1], kk[5], id[5]);
+        seg_cswap2(kk[2], id[2], kk[6], id[6]); seg_cswap2(kk[3], id[3], kk[7], id[7]);
+        seg_cswap2(kk[0], id[0], kk[1], id[1]); seg_cswap2(kk[2], id[2], kk[3], id[3]);
+        seg_cswap2(kk[4], id[4], kk[5], id[5]); seg_cswap2(kk[6], id[6], kk[7], id[7]);
+        seg_cswap2(kk[2], id[2], kk[4], id[4]); seg_cswap2(kk[3], id[3], kk[5], id[5]);
+        seg_cswap2(kk[1], id[1], kk[4], id[4]); seg_cswap2(kk[3], id[3], kk[6], id[6]);
+        seg_cswap2(kk[1], id[1], kk[2], id[2]); seg_cswap2(kk[3], id[3], kk[4], id[4]);
+        seg_cswap2(kk[5], id[5], kk[6], id[6]);
+        u32 a = id[0];
+        u32 sr = size[a];
+        double ir = cint[a];
+        bool merged = false;
+#pragma unroll
+        for (u32 j = 1; j < 8; ++j) {
+            if (j < cnt) {
+                u32 c = id[j];
+                double w = w4[seg_eid(kk[j], eb)];
+                u32 sc = size[c];
+                bool ok_c, ok_r;
+                seg_step(mode, w, sc, cint[c], sr, ir, k, min_size, ok_c, ok_r);
+                if (!(ok_c && ok_r)) {
+                    if (mode == SEG_MODE_MERGE) {
+                        if (!ok_c) {
+                            done[c] = 1;
+                            ++ev;
+                        }
+                        if (!ok_r) {
+                            done[a] = 1;
+                            ++ev;
+                        }
+                    }
+                    cnt = j;  // stop here
+                } else {
+                    link[c] = a;
+                    parent[c] = a;
+                    round[c] = (u16)r;
+                    sr += sc;
+                    ir = w;
+                    merged = true;
+                    ++ev;
+                    ++mg;
+                }
+            }
+        }
+        size[a] = sr;
+        if (mode == SEG_MODE_MERGE && merged) cint[a] = ir;
+        ccnt[t] = 0;
+    }
+    seg_count(ctl, mctl, r, ev, mg);
 }
 
 // Step 8, trees of at most 32 members: a warp per tree (slist). Lane i holds member i after a

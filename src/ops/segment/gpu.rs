@@ -4,8 +4,8 @@
 //! where every kernel returns at once after the round that changed nothing, so nothing is read
 //! back until [`SegmentGpu::download`]; finally raster-order labels by a block scan.
 //!
-//! A round is 9 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
-//! caterpillars of small and large trees); 1080p photographs take ~20 merge and ~6 `min_size`
+//! A round is 10 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
+//! caterpillars of tiny, small and large trees); 1080p photographs take ~20 merge and ~6 `min_size`
 //! rounds. Once the round caps come from the previous frame (`adaptive_rounds`, rounded up to a
 //! multiple of 8), everything after the blur is captured once as a CUDA graph ([`GraphCache`],
 //! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
@@ -18,7 +18,8 @@
 //! `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
-//! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_warp`, `segment_cat_block`
+//! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
+//! `segment_cat_block`
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
 //! so time the whole op separately.
 //!
@@ -44,8 +45,8 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 /// `1..=max_rounds`, `min_size` rounds follow).
 const NCTL: usize = 2 * MAX_ROUNDS_LIMIT as usize + 2;
 /// Per-round list counts, `NCTL` entries each: frontier, active roots, trees with members,
-/// members, small trees, large trees, range cursor.
-const NCOUNTS: usize = 7;
+/// members, small trees, large trees, range cursor, tiny trees.
+const NCOUNTS: usize = 8;
 const C_FRONTIER: u64 = 0;
 const C_ROOTS: u64 = 1;
 const C_TREES: u64 = 2;
@@ -53,6 +54,7 @@ const C_MEMBERS: u64 = 3;
 const C_SMALL: u64 = 4;
 const C_LARGE: u64 = 5;
 const C_CURSOR: u64 = 6;
+const C_TINY: u64 = 7;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride kernels.
@@ -90,9 +92,10 @@ struct Ptrs {
     cslot: u64,
     joff: u64,
     jarr: u64,
-    /// Trees with members, members, small and large trees of the round.
+    /// Trees with members, members, tiny, small and large trees of the round.
     hlist: u64,
     xlist: u64,
+    tlist: u64,
     slist: u64,
     blist: u64,
     /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
@@ -140,6 +143,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_core",
     "segment_alloc",
     "segment_scatter",
+    "segment_cat_thread",
     "segment_cat_warp",
     "segment_cat_block",
     "segment_reset_done",
@@ -211,6 +215,7 @@ pub struct SegmentGpu {
     f_core: CudaFunction,
     f_alloc: CudaFunction,
     f_scatter: CudaFunction,
+    f_cat_thread: CudaFunction,
     f_cat_warp: CudaFunction,
     f_cat_block: CudaFunction,
     f_reset_done: CudaFunction,
@@ -288,6 +293,7 @@ impl SegmentGpu {
             f_core: f("segment_core")?,
             f_alloc: f("segment_alloc")?,
             f_scatter: f("segment_scatter")?,
+            f_cat_thread: f("segment_cat_thread")?,
             f_cat_warp: f("segment_cat_warp")?,
             f_cat_block: f("segment_cat_block")?,
             f_reset_done: f("segment_reset_done")?,
@@ -359,6 +365,7 @@ impl SegmentGpu {
             "frontier list B",
             "root list A",
             "root list B",
+            "tiny trees",
         ];
         let mut u32s = Vec::with_capacity(names32.len() + 2);
         for what in names32 {
@@ -393,8 +400,9 @@ impl SegmentGpu {
             rootlabel: r32(16),
             flist: [r32(17), r32(18)],
             rlist: [r32(19), r32(20)],
-            blocksum: r32(21),
-            counts: r32(22),
+            tlist: r32(21),
+            blocksum: r32(22),
+            counts: r32(23),
             best: r64(0),
             tkey: r64(1),
             exitk: r64(2),
@@ -638,6 +646,7 @@ impl SegmentGpu {
             let (rcin, rcout) = (count_of(C_ROOTS, r - 1), count_of(C_ROOTS, r));
             let (hcount, xcount) = (count_of(C_TREES, r), count_of(C_MEMBERS, r));
             let (scount, bcount, cursor) = (count_of(C_SMALL, r), count_of(C_LARGE, r), count_of(C_CURSOR, r));
+            let tcount = count_of(C_TINY, r);
             timed(timer, stream, name("segment_minedge"), || {
                 let mut l = stream.launch_builder(&self.f_least);
                 l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&p.order);
@@ -687,7 +696,8 @@ impl SegmentGpu {
             })?;
             timed(timer, stream, name("segment_alloc"), || {
                 let mut l = stream.launch_builder(&self.f_alloc);
-                l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.slist).arg(&scount).arg(&p.blist).arg(&bcount);
+                l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount);
+                l.arg(&p.blist).arg(&bcount);
                 l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
                 // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
                 // to the round's members, at most n.
@@ -704,6 +714,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             for (f, list, lcount, lcfg, region) in [
+                (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
                 (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
                 (&self.f_cat_block, p.blist, bcount, self.block_cfg, "segment_cat_block"),
             ] {
@@ -712,10 +723,10 @@ impl SegmentGpu {
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
-                    // SAFETY: one warp (block) per listed tree, each tree listed once; a member
-                    // is in one tree's range, so its link/parent/round and the tree root's
-                    // size/Int/done are written by that warp (block) only; the block launch
-                    // has the kernel's SEG_CAT_THREADS threads.
+                    // SAFETY: one thread (warp, block) per listed tree, each tree listed once; a
+                    // member is in one tree's range, so its link/parent/round and the tree
+                    // root's size/Int/done are written by that thread (warp, block) only; the
+                    // block launch has the kernel's SEG_CAT_THREADS threads.
                     unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
