@@ -155,11 +155,36 @@ __device__ __forceinline__ void seg_dir(u32 p, u32 d, u32 width, u32& q, u32& id
 #define SEG_ORD_CNT(o) ((o) >> 28)
 #define SEG_ORD_DIR(o, i) (((o) >> (3u * (i))) & 7u)
 
-__device__ __forceinline__ void seg_cswap(u64& ka, u32& da, u64& kb, u32& db) {
-    if (kb < ka) {
-        u64 tk = ka; ka = kb; kb = tk;
-        u32 td = da; da = db; db = td;
+// (key, id) < (key2, id2).
+__device__ __forceinline__ bool seg_less(u64 ka, u32 ia, u64 kb, u32 ib) {
+    return ka < kb || (ka == kb && ia < ib);
+}
+
+// Orders (key, id) pairs a <= b.
+__device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
+    if (seg_less(kb, ib, ka, ia)) {
+        u64 tk = ka;
+        ka = kb;
+        kb = tk;
+        u32 ti = ia;
+        ia = ib;
+        ib = ti;
     }
+}
+
+// Sorts 8 (key, id) pairs held in registers by the 19-comparator network (fully unrolled, so
+// the arrays stay in registers).
+__device__ __forceinline__ void seg_sort8(u64 (&k)[8], u32 (&d)[8]) {
+    seg_cswap2(k[0], d[0], k[2], d[2]); seg_cswap2(k[1], d[1], k[3], d[3]);
+    seg_cswap2(k[4], d[4], k[6], d[6]); seg_cswap2(k[5], d[5], k[7], d[7]);
+    seg_cswap2(k[0], d[0], k[4], d[4]); seg_cswap2(k[1], d[1], k[5], d[5]);
+    seg_cswap2(k[2], d[2], k[6], d[6]); seg_cswap2(k[3], d[3], k[7], d[7]);
+    seg_cswap2(k[0], d[0], k[1], d[1]); seg_cswap2(k[2], d[2], k[3], d[3]);
+    seg_cswap2(k[4], d[4], k[5], d[5]); seg_cswap2(k[6], d[6], k[7], d[7]);
+    seg_cswap2(k[2], d[2], k[4], d[4]); seg_cswap2(k[3], d[3], k[5], d[5]);
+    seg_cswap2(k[1], d[1], k[4], d[4]); seg_cswap2(k[3], d[3], k[6], d[6]);
+    seg_cswap2(k[1], d[1], k[2], d[2]); seg_cswap2(k[3], d[3], k[4], d[4]);
+    seg_cswap2(k[5], d[5], k[6], d[6]);
 }
 
 // Sorts every pixel's (up to) 8 incident edges by key once a frame (a 19-comparator network in
@@ -186,16 +211,7 @@ extern "C" __global__ void segment_order(const double* __restrict__ w4, u32* ord
             if (valid[i]) k[i] = seg_key(w4[id], id, eb);
             d[i] = i;
         }
-        seg_cswap(k[0], d[0], k[2], d[2]); seg_cswap(k[1], d[1], k[3], d[3]);
-        seg_cswap(k[4], d[4], k[6], d[6]); seg_cswap(k[5], d[5], k[7], d[7]);
-        seg_cswap(k[0], d[0], k[4], d[4]); seg_cswap(k[1], d[1], k[5], d[5]);
-        seg_cswap(k[2], d[2], k[6], d[6]); seg_cswap(k[3], d[3], k[7], d[7]);
-        seg_cswap(k[0], d[0], k[1], d[1]); seg_cswap(k[2], d[2], k[3], d[3]);
-        seg_cswap(k[4], d[4], k[5], d[5]); seg_cswap(k[6], d[6], k[7], d[7]);
-        seg_cswap(k[2], d[2], k[4], d[4]); seg_cswap(k[3], d[3], k[5], d[5]);
-        seg_cswap(k[1], d[1], k[4], d[4]); seg_cswap(k[3], d[3], k[6], d[6]);
-        seg_cswap(k[1], d[1], k[2], d[2]); seg_cswap(k[3], d[3], k[4], d[4]);
-        seg_cswap(k[5], d[5], k[6], d[6]);
+        seg_sort8(k, d);
         u32 o = 0, cnt = 0;
 #pragma unroll
         for (u32 i = 0; i < 8; ++i) {
@@ -482,10 +498,6 @@ extern "C" __global__ void segment_scatter(const u32* __restrict__ tree, const u
     }
 }
 
-// (key, id) < (key2, id2).
-__device__ __forceinline__ bool seg_less(u64 ka, u32 ia, u64 kb, u32 ib) {
-    return ka < kb || (ka == kb && ia < ib);
-}
 
 // The predicate of a caterpillar step: member c (size sc, Int ic) joins the tree's component
 // R (size sr, Int ir) along an edge of weight w. Merge rounds: w below both thresholds
@@ -502,17 +514,6 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
     }
 }
 
-// Orders (key, id) pairs a <= b.
-__device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
-    if (seg_less(kb, ib, ka, ia)) {
-        u64 tk = ka;
-        ka = kb;
-        kb = tk;
-        u32 ti = ia;
-        ia = ib;
-        ib = ti;
-    }
-}
 
 // Step 8, trees of at most 8 members (most of them in the first rounds, where a tree averages
 // ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
@@ -541,16 +542,7 @@ extern "C" __global__ void segment_cat_thread(u32* link, u32* done, u32* size, d
                 kk[j] = tkey[id[j]];
             }
         }
-        seg_cswap2(kk[0], id[0], kk[2], id[2]); seg_cswap2(kk[1], id[1], kk[3], id[3]);
-        seg_cswap2(kk[4], id[4], kk[6], id[6]); seg_cswap2(kk[5], id[5], kk[7], id[7]);
-        seg_cswap2(kk[0], id[0], kk[4], id[4]); seg_cswap2(kk[1], id[1], kk[5], id[5]);
-        seg_cswap2(kk[2], id[2], kk[6], id[6]); seg_cswap2(kk[3], id[3], kk[7], id[7]);
-        seg_cswap2(kk[0], id[0], kk[1], id[1]); seg_cswap2(kk[2], id[2], kk[3], id[3]);
-        seg_cswap2(kk[4], id[4], kk[5], id[5]); seg_cswap2(kk[6], id[6], kk[7], id[7]);
-        seg_cswap2(kk[2], id[2], kk[4], id[4]); seg_cswap2(kk[3], id[3], kk[5], id[5]);
-        seg_cswap2(kk[1], id[1], kk[4], id[4]); seg_cswap2(kk[3], id[3], kk[6], id[6]);
-        seg_cswap2(kk[1], id[1], kk[2], id[2]); seg_cswap2(kk[3], id[3], kk[4], id[4]);
-        seg_cswap2(kk[5], id[5], kk[6], id[6]);
+        seg_sort8(kk, id);
         u32 a = id[0];
         u32 sr = size[a];
         double ir = cint[a];
