@@ -515,6 +515,29 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
 }
 
 
+// Member c joins the tree's component a in round r (its link and its hierarchy entry).
+__device__ __forceinline__ void seg_join(u32* link, u32* parent, u16* round, u32 c, u32 a, u32 r) {
+    link[c] = a;
+    parent[c] = a;
+    round[c] = (u16)r;
+}
+
+// A failing caterpillar step in merge rounds: the side(s) whose own threshold failed freeze.
+// Returns the events (frozen components).
+__device__ __forceinline__ u32 seg_freeze(u32* done, u32 mode, u32 c, u32 a, bool ok_c, bool ok_r) {
+    if (mode != SEG_MODE_MERGE) return 0;
+    u32 ev = 0;
+    if (!ok_c) {
+        done[c] = 1;
+        ++ev;
+    }
+    if (!ok_r) {
+        done[a] = 1;
+        ++ev;
+    }
+    return ev;
+}
+
 // Step 8, trees of at most 8 members (most of them in the first rounds, where a tree averages
 // ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
 // 19-comparator network in registers and the caterpillar is walked in order.
@@ -556,21 +579,10 @@ extern "C" __global__ void segment_cat_thread(u32* link, u32* done, u32* size, d
                 bool ok_c, ok_r;
                 seg_step(mode, w, sc, cint[c], sr, ir, k, min_size, ok_c, ok_r);
                 if (!(ok_c && ok_r)) {
-                    if (mode == SEG_MODE_MERGE) {
-                        if (!ok_c) {
-                            done[c] = 1;
-                            ++ev;
-                        }
-                        if (!ok_r) {
-                            done[a] = 1;
-                            ++ev;
-                        }
-                    }
+                    ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
                     cnt = j;  // stop here
                 } else {
-                    link[c] = a;
-                    parent[c] = a;
-                    round[c] = (u16)r;
+                    seg_join(link, parent, round, c, a, r);
                     sr += sc;
                     ir = w;
                     merged = true;
@@ -645,22 +657,11 @@ extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, dou
         u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & 31u);
         double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & 31u);
         if (lane >= 1 && lane < f) {
-            link[id] = a;
-            parent[id] = a;
-            round[id] = (u16)r;
+            seg_join(link, parent, round, id, a, r);
             ++ev;
             ++mg;
         }
-        if (lane == f && mode == SEG_MODE_MERGE) {
-            if (!ok_c) {
-                done[id] = 1;
-                ++ev;
-            }
-            if (!ok_r) {
-                done[a] = 1;
-                ++ev;
-            }
-        }
+        if (lane == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
         if (lane == 0) {
             size[a] = total;
             if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
@@ -807,10 +808,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
             u32 f = sfail;
             for (u32 e = e0; e <= e1; ++e) {
                 if (taken + e >= 1 && e < f) {
-                    u32 c = sid[e];
-                    link[c] = a;
-                    parent[c] = a;
-                    round[c] = (u16)r;
+                    seg_join(link, parent, round, sid[e], a, r);
                     ++ev;
                     ++mg;
                 }
@@ -821,14 +819,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
                 double ir = taken + f == 1 ? int_a : (f == 0 ? carry_w : w4[seg_eid(skey[f - 1], eb)]);
                 bool ok_c, ok_r;
                 seg_step(mode, w, size[c], cint[c], ssr[f], ir, k, min_size, ok_c, ok_r);
-                if (!ok_c) {
-                    done[c] = 1;
-                    ++ev;
-                }
-                if (!ok_r) {
-                    done[a] = 1;
-                    ++ev;
-                }
+                ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
             }
             // Carry to the next chunk (or the final statistics of R).
             u32 upto = f;  // members merged or a taken before the failure: [0, f)
