@@ -278,6 +278,71 @@ __device__ __forceinline__ void seg_append(u32* list, u32* count, bool keep, u32
     if (keep) list[base + __popc(ballot & ((1u << lane) - 1u))] = id;
 }
 
+// Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
+// rounds take ~2 M entries, and a warp-aggregated append serialises ~65 000 atomics on one
+// counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
+// block must call it the same number of times (block-uniform loops, see SEG_BLOCK_LOOP); the
+// block size is at most 1024.
+__device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
+    __shared__ u32 s_warp[32];
+    __shared__ u32 s_base;
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    u32 ballot = __ballot_sync(FULL_MASK, keep);
+    if (lane == 0) s_warp[warp] = (u32)__popc(ballot);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32 sum = 0;
+        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+            u32 c = s_warp[w];
+            s_warp[w] = sum;
+            sum += c;
+        }
+        s_base = sum ? atomicAdd(count, sum) : 0u;
+    }
+    __syncthreads();
+    if (keep) list[s_base + s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
+    __syncthreads();
+}
+
+// A grid-stride loop over items `i` that every thread of a block runs the same number of times
+// (for seg_append_block); the body checks i < count itself.
+#define SEG_BLOCK_LOOP(i, count)                                                                  \
+    for (u32 seg_base_ = blockIdx.x * blockDim.x, i = seg_base_ + threadIdx.x; seg_base_ < (count); \
+         seg_base_ += global_threads(), i = seg_base_ + threadIdx.x)
+
+// Edges a frontier scan examines at once: their neighbour, link and far-side loads are issued
+// together (the scans are latency-bound: ncu, round 2, 93 % of the stall cycles wait on a load),
+// so a batch costs one comp -> link -> flag chain instead of one per edge.
+#define SEG_BATCH 4
+
+// Far roots e[j] (and edge ids) of pixel p's edges cur + j (j < SEG_BATCH, cur + j < cnt) in
+// key order; compresses comp[q] of the neighbours whose entry was stale.
+__device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ link, u32 p, u32 o, u32 cur, u32 cnt,
+                                          u32 width, u32 (&id)[SEG_BATCH], u32 (&e)[SEG_BATCH]) {
+    u32 q[SEG_BATCH], cq[SEG_BATCH];
+#pragma unroll
+    for (u32 j = 0; j < SEG_BATCH; ++j) {
+        q[j] = p;
+        id[j] = 0;
+        cq[j] = 0;
+        if (cur + j < cnt) {
+            seg_dir(p, SEG_ORD_DIR(o, cur + j), width, q[j], id[j]);
+            cq[j] = comp[q[j]];
+        }
+    }
+#pragma unroll
+    for (u32 j = 0; j < SEG_BATCH; ++j) e[j] = cur + j < cnt ? link[cq[j]] : SEG_NONE;
+#pragma unroll
+    for (u32 j = 0; j < SEG_BATCH; ++j) {
+        if (cur + j < cnt) {
+            if (e[j] != cq[j]) {
+                e[j] = seg_find(link, e[j]);
+                comp[q[j]] = e[j];
+            }
+        }
+    }
+}
+
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
 // Algorithms 2 and 3). Iterates all pixels (use_list 0) or in_list[0..*in_count]; writes the
 // frontier of this round (pixels with an alive edge) to out_list / *out_count.
@@ -289,33 +354,50 @@ extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link
                                          u32* out_list, u32* out_count) {
     if (ctl[gate] == 0) return;
     u32 count = use_list ? *in_count : width * height;
-    for (u32 i = global_tid(); i < count; i += global_threads()) {
-        u32 p = use_list ? in_list[i] : i;
-        u32 c = seg_find(link, comp[p]);
-        comp[p] = c;
-        bool active = mode == SEG_MODE_MIN_SIZE || done[c] == 0;
+    SEG_BLOCK_LOOP(i, count) {
+        bool in = i < count;
+        u32 p = in ? (use_list ? in_list[i] : i) : 0u;
         u64 bk = SEG_NO_EDGE;
-        if (active) {
-            // The first alive edge from the cursor in key order is the pixel's least; dead ones
-            // before it are skipped for good (see segment_order).
+        if (in) {
+            u32 c0 = comp[p];
             u32 o = order[p];
-            u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
-            bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
-            for (; cur < cnt; ++cur) {
-                u32 q, id;
-                seg_dir(p, SEG_ORD_DIR(o, cur), width, q, id);
-                double w = w4[id];
-                u32 cq = comp[q];
-                u32 e = seg_find(link, cq);
-                if (e != cq) comp[q] = e;
-                if (!seg_alive(mode, c, e, big, done, size, min_size)) continue;
-                bk = seg_key(w, id, eb);
-                break;
+            u32 c = seg_find(link, c0);
+            if (c != c0) comp[p] = c;
+            bool active = mode == SEG_MODE_MIN_SIZE || done[c] == 0;
+            if (active) {
+                // The first alive edge from the cursor in key order is the pixel's least; dead
+                // ones before it are skipped for good (see segment_order).
+                u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
+                bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
+                u32 hit_id = SEG_NONE;
+                for (; cur < cnt; cur += SEG_BATCH) {
+                    u32 id[SEG_BATCH], e[SEG_BATCH];
+                    seg_batch(comp, link, p, o, cur, cnt, width, id, e);
+                    bool al[SEG_BATCH];
+#pragma unroll
+                    for (u32 j = 0; j < SEG_BATCH; ++j)
+                        al[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size);
+                    u32 hit = SEG_BATCH;
+#pragma unroll
+                    for (int j = SEG_BATCH - 1; j >= 0; --j)
+                        if (al[j]) hit = (u32)j;
+                    if (hit < SEG_BATCH) {
+#pragma unroll
+                        for (u32 j = 0; j < SEG_BATCH; ++j)
+                            if (j == hit) hit_id = id[j];
+                        cur += hit;
+                        break;
+                    }
+                }
+                if (cur > cnt) cur = cnt;
+                if (cur != start) order[p] = (o & ~(15u << 24)) | (cur << 24);
+                if (hit_id != SEG_NONE) {
+                    bk = seg_key(w4[hit_id], hit_id, eb);
+                    atomicMin(&best[c], bk);
+                }
             }
-            if (cur != start) order[p] = (o & ~(15u << 24)) | (cur << 24);
-            if (bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
         }
-        seg_append(out_list, out_count, bk != SEG_NO_EDGE, p);
+        seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
     }
 }
 
@@ -359,16 +441,19 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
     if (ctl[gate] == 0) return;
     u32 ev = 0;
     u32 count = use_list ? *in_count : n;
-    for (u32 i = global_tid(); i < count; i += global_threads()) {
-        u32 v = use_list ? in_list[i] : i;
-        bool keep = false;
-        if (link[v] == v) {
+    SEG_BLOCK_LOOP(i, count) {
+        bool in = i < count, keep = false;
+        u32 v = in ? (use_list ? in_list[i] : i) : 0u;
+        // The root's words are loaded together, then both ends of its edge (latency-bound).
+        u32 lv = in ? link[v] : SEG_NONE;
+        u64 key = in ? best[v] : SEG_NO_EDGE;
+        u32 dv = in ? done[v] : 1u;
+        if (lv == v) {
             target[v] = SEG_NONE;
             tree[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
-            u64 key = best[v];
             best[v] = SEG_NO_EDGE;
-            if (mode == SEG_MODE_MIN_SIZE || done[v] == 0) {
+            if (mode == SEG_MODE_MIN_SIZE || dv == 0) {
                 if (key == SEG_NO_EDGE) {
                     if (mode == SEG_MODE_MERGE) {
                         done[v] = 1;
@@ -377,13 +462,16 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
                 } else {
                     tkey[v] = key;
                     u32 eid = seg_eid(key, eb);
-                    u32 cp = seg_find(link, comp[eid >> 2]);
-                    target[v] = (cp == v) ? seg_find(link, comp[seg_other(eid, width)]) : cp;
+                    u32 ca = comp[eid >> 2], cb = comp[seg_other(eid, width)];
+                    u32 la = link[ca], lb = link[cb];
+                    u32 ra = la == ca ? ca : seg_find(link, la);
+                    u32 rb = lb == cb ? cb : seg_find(link, lb);
+                    target[v] = ra == v ? rb : ra;
                     keep = true;
                 }
             }
         }
-        seg_append(out_list, out_count, keep, v);
+        seg_append_block(out_list, out_count, keep, v);
     }
     seg_count(ctl, mctl, r, ev, 0);
 }
@@ -418,7 +506,7 @@ extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tr
 
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
 // to a component of another tree; exitk[tree] = min (atomicMin).
-extern "C" __global__ void segment_exits(const u32* __restrict__ comp, const u32* __restrict__ link,
+extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link,
                                          const double* __restrict__ w4, const u32* __restrict__ done,
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
                                          const u32* __restrict__ order, u64* exitk, const u32* __restrict__ size,
@@ -429,17 +517,25 @@ extern "C" __global__ void segment_exits(const u32* __restrict__ comp, const u32
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
         u32 p = flist[i];
         u32 c = comp[p];  // current: segment_least resolved it this round
-        if (target[c] == SEG_NONE) continue;
-        u32 t = tree[c];
         u32 o = order[p];
+        u32 tc = target[c], t = tree[c];
+        if (tc == SEG_NONE) continue;
         bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
-        for (u32 j = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); j < cnt; ++j) {
-            u32 q, id;
-            seg_dir(p, SEG_ORD_DIR(o, j), width, q, id);
-            u32 e = seg_find(link, comp[q]);  // link does not change in this kernel
-            if (!seg_alive(mode, c, e, big, done, size, min_size) || tree[e] == t) continue;
-            atomicMin(&exitk[t], seg_key(w4[id], id, eb));
-            break;
+        for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
+            u32 id[SEG_BATCH], e[SEG_BATCH];
+            seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
+            bool ex[SEG_BATCH];
+#pragma unroll
+            for (u32 j = 0; j < SEG_BATCH; ++j)
+                ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size) && tree[e[j]] != t;
+            u32 hit = SEG_NONE;
+#pragma unroll
+            for (int j = SEG_BATCH - 1; j >= 0; --j)
+                if (ex[j]) hit = id[j];
+            if (hit != SEG_NONE) {
+                atomicMin(&exitk[t], seg_key(w4[hit], hit, eb));
+                break;
+            }
         }
     }
 }
@@ -454,16 +550,17 @@ extern "C" __global__ void segment_core(const u32* __restrict__ target, const u3
                                         const u32* __restrict__ rcount) {
     if (ctl[gate] == 0) return;
     u32 nr = *rcount;
-    for (u32 i = global_tid(); i < nr; i += global_threads()) {
-        u32 v = rlist[i];
-        u32 t = tree[v], slot = 1;
-        bool join = target[v] != SEG_NONE && tkey[v] < exitk[t];
+    SEG_BLOCK_LOOP(i, nr) {
+        bool in = i < nr;
+        u32 v = in ? rlist[i] : 0u;
+        u32 t = in ? tree[v] : 0u, slot = 1;
+        bool join = in && target[v] != SEG_NONE && tkey[v] < exitk[t];
         if (join) {
             slot = atomicAdd(&ccnt[t], 1u);
             cslot[v] = slot;
         }
-        seg_append(xlist, xcount, join, v);
-        seg_append(hlist, hcount, join && slot == 0, t);
+        seg_append_block(xlist, xcount, join, v);
+        seg_append_block(hlist, hcount, join && slot == 0, t);
     }
 }
 
@@ -475,14 +572,20 @@ extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff
                                          const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ hlist,
                                          const u32* __restrict__ hcount) {
     if (ctl[gate] == 0) return;
+    __shared__ u32 s_base;
     u32 nh = *hcount;
-    for (u32 i = global_tid(); i < nh; i += global_threads()) {
-        u32 t = hlist[i];
-        u32 c = ccnt[t];
-        joff[t] = atomicAdd(cursor, c);
-        seg_append(tlist, tcount, c <= 8u, t);
-        seg_append(slist, scount, c > 8u && c <= 32u, t);
-        seg_append(blist, bcount, c > 32u, t);
+    SEG_BLOCK_LOOP(i, nh) {
+        bool in = i < nh;
+        u32 t = in ? hlist[i] : 0u;
+        u32 c = in ? ccnt[t] : 0u;
+        u32 total;
+        u32 off = seg_block_scan(c, &total);
+        if (threadIdx.x == 0) s_base = total ? atomicAdd(cursor, total) : 0u;
+        __syncthreads();
+        if (in) joff[t] = s_base + off;
+        seg_append_block(tlist, tcount, in && c <= 8u, t);
+        seg_append_block(slist, scount, in && c > 8u && c <= 32u, t);
+        seg_append_block(blist, bcount, in && c > 32u, t);
     }
 }
 
@@ -566,18 +669,33 @@ extern "C" __global__ void segment_cat_thread(u32* link, u32* done, u32* size, d
             }
         }
         seg_sort8(kk, id);
+        // Every member's words at once (the steps below only depend on them, not on each
+        // other's loads).
+        u32 sz[8];
+        double ci[8], wt[8];
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) {
+            sz[j] = 0;
+            ci[j] = 0.0;
+            wt[j] = 0.0;
+            if (j < cnt) {
+                sz[j] = size[id[j]];
+                ci[j] = cint[id[j]];
+                if (j > 0) wt[j] = w4[seg_eid(kk[j], eb)];
+            }
+        }
         u32 a = id[0];
-        u32 sr = size[a];
-        double ir = cint[a];
+        u32 sr = sz[0];
+        double ir = ci[0];
         bool merged = false;
 #pragma unroll
         for (u32 j = 1; j < 8; ++j) {
             if (j < cnt) {
                 u32 c = id[j];
-                double w = w4[seg_eid(kk[j], eb)];
-                u32 sc = size[c];
+                double w = wt[j];
+                u32 sc = sz[j];
                 bool ok_c, ok_r;
-                seg_step(mode, w, sc, cint[c], sr, ir, k, min_size, ok_c, ok_r);
+                seg_step(mode, w, sc, ci[j], sr, ir, k, min_size, ok_c, ok_r);
                 if (!(ok_c && ok_r)) {
                     ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
                     cnt = j;  // stop here
