@@ -51,7 +51,7 @@
 //
 // Thread mapping: grid-stride loops (1-D blocks of 256, a fixed grid) over pixels or roots.
 // A pixel v is a root iff link[v] == v. Rounds after the first of their phase run over two
-// compacted lists rebuilt every round (warp-aggregated appends): the frontier (pixels of an
+// compacted lists rebuilt every round (block-aggregated appends): the frontier (pixels of an
 // active component with an alive edge; a pixel leaves it for good once interior or done) and
 // the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
 // root (link never changes inside a kernel that reads it this way) and segment_final resolves
@@ -70,6 +70,16 @@
 // the chunked caterpillar with a radix select made that 12.5 ms. Per kernel at 1080p k = 100
 // (sums over rounds): least edges 2.3 ms, targets 1.3, exits 1.3, caterpillars 1.7, core /
 // trees / alloc / scatter 1.4, the min_size phase 1.0; a round ~340 us, ~45 % frontier passes.
+// ncu (round 2, least edges): 93 % of stall cycles waiting on loads, 21 % of DRAM bandwidth,
+// 0.11 eligible warps per scheduler - latency, not bytes. Two causes, two changes: (1) list
+// appends aggregated per warp serialised ~65 000 atomics on one counter per 2 M-entry list
+// (predicted: about half of least/targets/core in round 1); one atomic per block instead
+// (seg_append_block): round 1 least 194 -> 81 us, targets 191 -> 43, core 173 -> 61. (2) the
+// frontier scans walked one edge at a time (comp -> link -> done per edge); SEG_BATCH edges'
+// loads issued together, and targets / cat_thread load their words at once. Whole op
+// 7.71 -> 4.90 ms (building 1080p), 34.4 -> 18.7 ms at 4K, 10.0 -> 7.2 ms on the clip frame.
+// Tried and dropped: the tree's keys copied next to its members at scatter time (the
+// caterpillars' loads contiguous): caterpillars -50 us, scatter +50 us, no net change.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
