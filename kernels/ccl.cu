@@ -438,11 +438,7 @@ extern "C" __global__ void ccl_label_roots(const u64* __restrict__ roots, const 
             const int c = c0 + lane;
             u64 r = c < wpr ? roots[(size_t)y * wpr + c] : 0ull;
             const u32 cnt = (u32)__popcll((long long)r);
-            u32 incl = cnt;
-            for (int o = 1; o < 32; o <<= 1) {
-                const u32 v = __shfl_up_sync(FULL_MASK, incl, o);
-                if (lane >= o) incl += v;
-            }
+            const u32 incl = warp_inclusive_scan(cnt);
             u32 lab = running + incl - cnt;
             const u32 k0 = y * (u32)width + (u32)c * 64u;
             while (r) {

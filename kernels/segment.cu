@@ -420,20 +420,11 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
     __shared__ u32 warp_sums[32];
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     u32 nwarps = blockDim.x >> 5;
-    u32 x = v;
-    for (u32 o = 1; o < 32; o <<= 1) {
-        u32 y = __shfl_up_sync(FULL_MASK, x, o);
-        if (lane >= o) x += y;
-    }
+    u32 x = warp_inclusive_scan(v);
     if (lane == 31) warp_sums[warp] = x;
     __syncthreads();
     if (warp == 0) {
-        u32 s = lane < nwarps ? warp_sums[lane] : 0;
-        for (u32 o = 1; o < 32; o <<= 1) {
-            u32 y = __shfl_up_sync(FULL_MASK, s, o);
-            if (lane >= o) s += y;
-        }
-        warp_sums[lane] = s;
+        warp_sums[lane] = warp_inclusive_scan(lane < nwarps ? warp_sums[lane] : 0u);
     }
     __syncthreads();
     u32 off = warp > 0 ? warp_sums[warp - 1] : 0;
@@ -771,12 +762,7 @@ extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, dou
         double w = valid ? w4[seg_eid(key, eb)] : 0.0;
         u32 sz = valid ? size[id] : 0u;
         double ci = valid ? cint[id] : 0.0;
-        u32 incl = sz;
-#pragma unroll
-        for (u32 o = 1; o < 32; o <<= 1) {
-            u32 y = __shfl_up_sync(FULL_MASK, incl, o);
-            if (lane >= o) incl += y;
-        }
+        u32 incl = warp_inclusive_scan(sz);
         u32 sr = incl - sz;
         double wprev = __shfl_up_sync(FULL_MASK, w, 1);
         double c0 = __shfl_sync(FULL_MASK, ci, 0);
@@ -849,12 +835,7 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
                 c[b] = hist[lane * 8 + b];
                 sum += c[b];
             }
-            u32 incl = sum;
-#pragma unroll
-            for (u32 o = 1; o < 32; o <<= 1) {
-                u32 y = __shfl_up_sync(FULL_MASK, incl, o);
-                if (lane >= o) incl += y;
-            }
+            u32 incl = warp_inclusive_scan(sum);
             u32 cum = incl - sum;
             if (cum < need && need <= incl) {
                 u32 d = lane * 8;

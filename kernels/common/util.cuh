@@ -16,5 +16,16 @@ typedef long long i64;
 __device__ __forceinline__ u32 global_tid() { return blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u32 global_threads() { return gridDim.x * blockDim.x; }
 
+// Inclusive prefix sum of one value per lane across the full warp (every lane must call it).
+__device__ __forceinline__ u32 warp_inclusive_scan(u32 x) {
+    const u32 lane = threadIdx.x & 31u;
+#pragma unroll
+    for (u32 o = 1; o < 32; o <<= 1) {
+        const u32 y = __shfl_up_sync(FULL_MASK, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
