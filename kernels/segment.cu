@@ -24,8 +24,8 @@
 // e = ceil(log2(4n)) id bits: a total order that follows the weights (closer than ~2^-(63-e)
 // relative they tie and the id decides). The graph is never stored as CSR.
 //
-// Setup: segment_init, segment_weights, segment_order (each pixel's 8 edges sorted by key once;
-// the rounds walk them from a cursor past the edges that are dead for good).
+// Setup: segment_init, segment_edges (weights, and each pixel's 8 edges sorted by key once; the
+// rounds walk them from a cursor past the edges that are dead for good).
 // A round r (merge rounds 1.., then min_size rounds; every kernel first reads ctl[gate], the
 // event count of the previous round of its phase, and returns when it is 0, so rounds after
 // convergence cost one tiny launch each and nothing is read back by the host; on video the host
@@ -132,21 +132,6 @@ __device__ __forceinline__ void seg_count(u32* ctl, u32* mctl, u32 r, u32 ev, u3
     }
 }
 
-extern "C" __global__ void segment_weights(const double* __restrict__ s, double* __restrict__ w4, u32 width,
-                                           u32 height, u32 channels) {
-    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= width || y >= height) return;
-    u32 p = y * width + x;
-    const double inf = __longlong_as_double(0x7ff0000000000000ll);
-    bool right = x + 1 < width, down = y + 1 < height, left = x > 0;
-    double* o = w4 + (size_t)p * 4;
-    o[0] = right ? seg_dist(s, channels, p, p + 1) : inf;
-    o[1] = down ? seg_dist(s, channels, p, p + width) : inf;
-    o[2] = (right && down) ? seg_dist(s, channels, p, p + width + 1) : inf;
-    o[3] = (left && down) ? seg_dist(s, channels, p, p + width - 1) : inf;
-}
-
 // Neighbour q and edge id of direction d (0 right, 1 down, 2 down-right, 3 down-left: the
 // pixel's own edges 4p + d; 4 left, 5 up, 6 up-left, 7 up-right: edge 4q + (d - 4) of q).
 __device__ __forceinline__ void seg_dir(u32 p, u32 d, u32 width, u32& q, u32& id) {
@@ -200,30 +185,43 @@ __device__ __forceinline__ void seg_sort8(u64 (&k)[8], u32 (&d)[8]) {
     seg_cswap2(k[5], d[5], k[6], d[6]);
 }
 
-// Sorts every pixel's (up to) 8 incident edges by key once a frame (a 19-comparator network in
-// registers) into order[p], cursor 0. The rounds then walk a pixel's edges from its cursor in
-// key order and stop at the first alive one: the pixel's least alive edge, usually after one or
-// two neighbour lookups instead of eight. An edge that is dead (both ends in one component, or
-// the far side done, or in min_size rounds both sides large) stays dead for the rest of its
-// phase, so the cursor only moves forward (segment_reset_done rewinds it for the min_size
-// phase, which revives edges to done components).
-extern "C" __global__ void segment_order(const double* __restrict__ w4, u32* order, u32 width, u32 height,
-                                         u32 eb) {
+// The edge graph of a frame in one pass (the weights of the paper's section 3.1, never stored
+// as CSR): every pixel writes its own 4 weights (w4[4p + dir]: right, down, down-right,
+// down-left; +inf outside the image) and sorts all (up to) 8 of its incident edges by key with
+// the 19-comparator network in registers into order[p], cursor 0. The 4 edges owned by the
+// left/upper neighbours are recomputed here (seg_dist of the owner, the same operations, so the
+// same bits) instead of read back from w4: one pass instead of two (GPU notes: weights 99 us +
+// order 49 us at 1080p before). The rounds then walk a pixel's edges from its cursor in key
+// order and stop at the first alive one: the pixel's least alive edge, usually after one or two
+// neighbour lookups instead of eight. An edge that is dead (both ends in one component, or the
+// far side done, or in min_size rounds both sides large) stays dead for the rest of its phase,
+// so the cursor only moves forward (segment_reset_done rewinds it for the min_size phase, which
+// revives edges to done components).
+extern "C" __global__ void segment_edges(const double* __restrict__ s, double* __restrict__ w4, u32* order,
+                                         u32 width, u32 height, u32 channels, u32 eb) {
     u32 n = width * height;
+    const double inf = __longlong_as_double(0x7ff0000000000000ll);
     for (u32 p = global_tid(); p < n; p += global_threads()) {
         u32 x = p % width, y = p / width;
         bool l = x > 0, r = x + 1 < width, u = y > 0, dn = y + 1 < height;
         bool valid[8] = {r, dn, r && dn, l && dn, l, u, l && u, r && u};
         u64 k[8];
         u32 d[8];
+        double own[4];
 #pragma unroll
         for (u32 i = 0; i < 8; ++i) {
             u32 q, id;
             seg_dir(p, i, width, q, id);
             k[i] = SEG_NO_EDGE;
-            if (valid[i]) k[i] = seg_key(w4[id], id, eb);
             d[i] = i;
+            double w = inf;
+            if (valid[i]) w = i < 4 ? seg_dist(s, channels, p, q) : seg_dist(s, channels, q, p);
+            if (i < 4) own[i] = w;
+            if (valid[i]) k[i] = seg_key(w, id, eb);
         }
+        double* o4 = w4 + (size_t)p * 4;
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) o4[i] = own[i];
         seg_sort8(k, d);
         u32 o = 0, cnt = 0;
 #pragma unroll
@@ -234,7 +232,6 @@ extern "C" __global__ void segment_order(const double* __restrict__ w4, u32* ord
         order[p] = o | (cnt << 28);
     }
 }
-
 
 // Whether the edge from component c to component e != c... is alive: merge rounds, e is not
 // frozen; min_size rounds, not both sides at least min_size (`big`: c is).
@@ -278,17 +275,58 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
     }
 }
 
-// Appends `id` to list[*count] when `keep` (warp-aggregated among the lanes executing here).
-__device__ __forceinline__ void seg_append(u32* list, u32* count, bool keep, u32 id) {
-    u32 mask = __activemask();
-    u32 ballot = __ballot_sync(mask, keep);
-    if (ballot == 0) return;
+// List appends staged per warp: a warp collects its entries in shared memory (SEG_WBUF a warp)
+// and takes its range of the list with one atomicAdd when the buffer is full and once at the
+// end. Entries appended per warp without staging serialised ~65 000 atomics on one counter per
+// 2 M-entry list; a block-wide append (seg_append_block) costs three barriers an item, which
+// hold every warp of the block to its slowest thread's dependent loads (these loops are
+// latency-bound). Every lane of the warp must call these (warp-uniform loops, SEG_WARP_LOOP).
+#define SEG_WBUF 256
+#define SEG_LIST_WARPS 8  // warps a block of the kernels that stage appends (blocks of 256)
+
+__device__ __forceinline__ void seg_wflush(u32* buf, u32& fill, u32* list, u32* count) {
     u32 lane = threadIdx.x & 31u;
-    u32 leader = __ffs(ballot) - 1;
+    __syncwarp();
     u32 base = 0;
-    if (lane == leader) base = atomicAdd(count, (u32)__popc(ballot));
-    base = __shfl_sync(mask, base, leader);
-    if (keep) list[base + __popc(ballot & ((1u << lane) - 1u))] = id;
+    if (lane == 0 && fill) base = atomicAdd(count, fill);
+    base = __shfl_sync(FULL_MASK, base, 0);
+    for (u32 j = lane; j < fill; j += 32) list[base + j] = buf[j];
+    __syncwarp();
+    fill = 0;
+}
+
+__device__ __forceinline__ void seg_wappend(u32* buf, u32& fill, u32* list, u32* count, bool keep, u32 id) {
+    u32 lane = threadIdx.x & 31u;
+    u32 ballot = __ballot_sync(FULL_MASK, keep);
+    u32 nk = (u32)__popc(ballot);
+    if (fill + nk > SEG_WBUF) seg_wflush(buf, fill, list, count);
+    if (keep) buf[fill + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
+    fill += nk;
+}
+
+// This warp's staging buffer `which` (of `lists` a warp) in the block's shared array.
+#define SEG_WARP_BUF(arr, lists, which) ((arr) + ((threadIdx.x >> 5) * (lists) + (which)) * SEG_WBUF)
+
+// A grid-stride loop over items `i` that every lane of a warp runs the same number of times
+// (for seg_wappend / seg_run_min); the body checks i < count itself.
+#define SEG_WARP_LOOP(i, count)                                                                    \
+    for (u32 seg_wb_ = global_tid() & ~31u, i = global_tid(); seg_wb_ < (count);                   \
+         seg_wb_ += global_threads(), i += global_threads())
+
+// Minimum of `key` over each run of consecutive lanes with the same `grp` (a segmented scan):
+// returns true on the last lane of its run, whose `key` is then the minimum over the run (and
+// possibly over other lanes of the same group, which is as good). Lets one atomicMin stand for a
+// run of pixels of one component (the frontier lists keep neighbouring pixels together).
+__device__ __forceinline__ bool seg_run_min(u32 grp, u64& key) {
+    u32 lane = threadIdx.x & 31u;
+#pragma unroll
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u64 k2 = __shfl_up_sync(FULL_MASK, key, o);
+        u32 g2 = __shfl_up_sync(FULL_MASK, grp, o);
+        if (lane >= o && g2 == grp && k2 < key) key = k2;
+    }
+    u32 gn = __shfl_down_sync(FULL_MASK, grp, 1);
+    return lane == 31 || gn != grp;
 }
 
 // Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
@@ -322,6 +360,44 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
 #define SEG_BLOCK_LOOP(i, count)                                                                  \
     for (u32 seg_base_ = blockIdx.x * blockDim.x, i = seg_base_ + threadIdx.x; seg_base_ < (count); \
          seg_base_ += global_threads(), i = seg_base_ + threadIdx.x)
+
+// Appends of the kernels that build the round's lists (least, targets, core): one atomicAdd per
+// block and item (seg_append_block, SEG_BLOCK_LOOP; the default), or with SEG_STAGED per-warp
+// staging buffers (seg_wappend, SEG_WARP_LOOP; measured slower, H100 2026-11-25: least
+// 1.04 -> 1.24 ms, targets 0.55 -> 0.61 ms a frame at 1080p, kept as a variant to measure).
+#ifndef SEG_STAGED
+#define SEG_STAGED 0
+#endif
+#ifndef SEG_RUN_MIN
+#define SEG_RUN_MIN 0
+#endif
+struct SegList {
+    u32* list;
+    u32* count;
+    u32* buf;
+    u32 fill;
+};
+#if SEG_STAGED
+#define SEG_LIST_LOOP SEG_WARP_LOOP
+#define SEG_LIST_SHARED(lists) __shared__ u32 s_buf[SEG_LIST_WARPS * (lists) * SEG_WBUF]
+#define SEG_LIST(l, c, lists, which) SegList{(l), (c), SEG_WARP_BUF(s_buf, (lists), (which)), 0u}
+#else
+#define SEG_LIST_LOOP SEG_BLOCK_LOOP
+#define SEG_LIST_SHARED(lists)
+#define SEG_LIST(l, c, lists, which) SegList{(l), (c), nullptr, 0u}
+#endif
+__device__ __forceinline__ void seg_push(SegList& L, bool keep, u32 id) {
+#if SEG_STAGED
+    seg_wappend(L.buf, L.fill, L.list, L.count, keep, id);
+#else
+    seg_append_block(L.list, L.count, keep, id);
+#endif
+}
+__device__ __forceinline__ void seg_end(SegList& L) {
+#if SEG_STAGED
+    seg_wflush(L.buf, L.fill, L.list, L.count);
+#endif
+}
 
 // Edges a frontier scan examines at once: their neighbour, link and far-side loads are issued
 // together (the scans are latency-bound: ncu, round 2, 93 % of the stall cycles wait on a load),
@@ -358,28 +434,43 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
 
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
 // Algorithms 2 and 3). Iterates all pixels (use_list 0) or in_list[0..*in_count]; writes the
-// frontier of this round (pixels with an alive edge) to out_list / *out_count.
-extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
-                                         u64* best, const u32* __restrict__ size, const u32* __restrict__ done,
-                                         u32* order, u32 width, u32 height, u32 eb, u32 mode, u32 min_size,
-                                         const u32* __restrict__ ctl, u32 gate, u32 use_list,
-                                         const u32* __restrict__ in_list, const u32* __restrict__ in_count,
-                                         u32* out_list, u32* out_count) {
+// frontier of this round (pixels with an alive edge) to out_list / *out_count. The first merge
+// round (use_list 0) needs no lookups: every pixel is its own component and every edge is alive,
+// so a pixel's least edge is the first of its order word. Later, one atomicMin stands for each
+// run of lanes of one component (seg_run_min).
+extern "C" __global__ void __launch_bounds__(256)
+    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
+                  const u32* __restrict__ size, const u32* __restrict__ done, u32* order, u32 width, u32 height,
+                  u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl, u32 gate, u32 use_list,
+                  const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
+                  u32* out_count) {
+    SEG_LIST_SHARED(1u);
     if (ctl[gate] == 0) return;
+    SegList out = SEG_LIST(out_list, out_count, 1u, 0u);
+    bool first = mode == SEG_MODE_MERGE && !use_list;
     u32 count = use_list ? *in_count : width * height;
-    SEG_BLOCK_LOOP(i, count) {
+    SEG_LIST_LOOP(i, count) {
         bool in = i < count;
         u32 p = in ? (use_list ? in_list[i] : i) : 0u;
         u64 bk = SEG_NO_EDGE;
-        if (in) {
+        u32 c = SEG_NONE;
+        if (in && first) {
+            u32 o = order[p];
+            if (SEG_ORD_CNT(o) > 0) {
+                u32 q, id;
+                seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
+                bk = seg_key(w4[id], id, eb);
+                best[p] = bk;  // the component is p alone
+            }
+        } else if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
-            u32 c = seg_find(link, c0);
+            c = seg_find(link, c0);
             if (c != c0) comp[p] = c;
             bool active = mode == SEG_MODE_MIN_SIZE || done[c] == 0;
             if (active) {
                 // The first alive edge from the cursor in key order is the pixel's least; dead
-                // ones before it are skipped for good (see segment_order).
+                // ones before it are skipped for good (see segment_edges).
                 u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
                 bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
                 u32 hit_id = SEG_NONE;
@@ -404,14 +495,21 @@ extern "C" __global__ void segment_least(u32* comp, const u32* __restrict__ link
                 }
                 if (cur > cnt) cur = cnt;
                 if (cur != start) order[p] = (o & ~(15u << 24)) | (cur << 24);
-                if (hit_id != SEG_NONE) {
-                    bk = seg_key(w4[hit_id], hit_id, eb);
-                    atomicMin(&best[c], bk);
-                }
+                if (hit_id != SEG_NONE) bk = seg_key(w4[hit_id], hit_id, eb);
             }
         }
-        seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
+        if (!first) {
+#if SEG_RUN_MIN
+            u64 m = bk;
+            u32 grp = bk != SEG_NO_EDGE ? c : SEG_NONE;
+            if (seg_run_min(grp, m) && grp != SEG_NONE) atomicMin(&best[grp], m);
+#else
+            if (bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
+#endif
+        }
+        seg_push(out, bk != SEG_NO_EDGE, p);
     }
+    seg_end(out);
 }
 
 // Exclusive scan of one value per thread over the block (blockDim.x a multiple of 32, at most
@@ -437,21 +535,25 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 // active roots): the far component of the least alive edge (the paper's Algorithm 5 'sources');
 // a root without alive edges is done in merge rounds. Resets the root's per-round tree and exit;
 // the roots that stay active go to out_list / *out_count.
-extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
-                                           u64* tkey, u32* target, u32* tree, u64* exitk, u32* done, u32 width,
-                                           u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl, u32 gate, u32 r,
-                                           u32 use_list, const u32* __restrict__ in_list,
-                                           const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
+extern "C" __global__ void __launch_bounds__(256)
+    segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
+                    u32* tree, u64* exitk, u32* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
+                    u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
+                    const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
+    SEG_LIST_SHARED(1u);
     if (ctl[gate] == 0) return;
+    SegList out = SEG_LIST(out_list, out_count, 1u, 0u);
+    // First merge round: every pixel is a root of itself, so an edge's ends are its components.
+    bool first = mode == SEG_MODE_MERGE && !use_list;
     u32 ev = 0;
     u32 count = use_list ? *in_count : n;
-    SEG_BLOCK_LOOP(i, count) {
+    SEG_LIST_LOOP(i, count) {
         bool in = i < count, keep = false;
         u32 v = in ? (use_list ? in_list[i] : i) : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
-        u32 lv = in ? link[v] : SEG_NONE;
+        u32 lv = in ? (first ? v : link[v]) : SEG_NONE;
         u64 key = in ? best[v] : SEG_NO_EDGE;
-        u32 dv = in ? done[v] : 1u;
+        u32 dv = in ? (first ? 0u : done[v]) : 1u;
         if (lv == v) {
             target[v] = SEG_NONE;
             tree[v] = SEG_NONE;
@@ -466,17 +568,21 @@ extern "C" __global__ void segment_targets(const u32* __restrict__ comp, const u
                 } else {
                     tkey[v] = key;
                     u32 eid = seg_eid(key, eb);
-                    u32 ca = comp[eid >> 2], cb = comp[seg_other(eid, width)];
-                    u32 la = link[ca], lb = link[cb];
-                    u32 ra = la == ca ? ca : seg_find(link, la);
-                    u32 rb = lb == cb ? cb : seg_find(link, lb);
+                    u32 ra = eid >> 2, rb = seg_other(eid, width);
+                    if (!first) {
+                        u32 ca = comp[ra], cb = comp[rb];
+                        u32 la = link[ca], lb = link[cb];
+                        ra = la == ca ? ca : seg_find(link, la);
+                        rb = lb == cb ? cb : seg_find(link, lb);
+                    }
                     target[v] = ra == v ? rb : ra;
                     keep = true;
                 }
             }
         }
-        seg_append_block(out_list, out_count, keep, v);
+        seg_push(out, keep, v);
     }
+    seg_end(out);
     seg_count(ctl, mctl, r, ev, 0);
 }
 
@@ -518,43 +624,62 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
     if (ctl[gate] == 0) return;
     u32 nf = *fcount;
+#if SEG_RUN_MIN
+    SEG_WARP_LOOP(i, nf) {
+#else
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
-        u32 p = flist[i];
-        u32 c = comp[p];  // current: segment_least resolved it this round
-        u32 o = order[p];
-        u32 tc = target[c], t = tree[c];
-        if (tc == SEG_NONE) continue;
-        bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
-        for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
-            u32 id[SEG_BATCH], e[SEG_BATCH];
-            seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
-            bool ex[SEG_BATCH];
+#endif
+        u64 xk = SEG_NO_EDGE;
+        u32 t = SEG_NONE;
+        if (i < nf) {
+            u32 p = flist[i];
+            u32 c = comp[p];  // current: segment_least resolved it this round
+            u32 o = order[p];
+            u32 tc = target[c];
+            t = tree[c];
+            if (tc != SEG_NONE) {
+                bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
+                for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
+                    u32 id[SEG_BATCH], e[SEG_BATCH];
+                    seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
+                    bool ex[SEG_BATCH];
 #pragma unroll
-            for (u32 j = 0; j < SEG_BATCH; ++j)
-                ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size) && tree[e[j]] != t;
-            u32 hit = SEG_NONE;
+                    for (u32 j = 0; j < SEG_BATCH; ++j)
+                        ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size) &&
+                                tree[e[j]] != t;
+                    u32 hit = SEG_NONE;
 #pragma unroll
-            for (int j = SEG_BATCH - 1; j >= 0; --j)
-                if (ex[j]) hit = id[j];
-            if (hit != SEG_NONE) {
-                atomicMin(&exitk[t], seg_key(w4[hit], hit, eb));
-                break;
+                    for (int j = SEG_BATCH - 1; j >= 0; --j)
+                        if (ex[j]) hit = id[j];
+                    if (hit != SEG_NONE) {
+                        xk = seg_key(w4[hit], hit, eb);
+                        break;
+                    }
+                }
             }
         }
+#if SEG_RUN_MIN
+        u32 grp = xk != SEG_NO_EDGE ? t : SEG_NONE;
+        if (seg_run_min(grp, xk) && grp != SEG_NONE) atomicMin(&exitk[grp], xk);
+#else
+        if (xk != SEG_NO_EDGE) atomicMin(&exitk[t], xk);
+#endif
     }
 }
 
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
 // its tree (ccnt[tree] counts them) and goes on the member list (xlist); a tree's first member
 // lists the tree (hlist).
-extern "C" __global__ void segment_core(const u32* __restrict__ target, const u32* __restrict__ tree,
-                                        const u64* __restrict__ tkey, const u64* __restrict__ exitk, u32* ccnt,
-                                        u32* cslot, u32* hlist, u32* hcount, u32* xlist, u32* xcount,
-                                        const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
-                                        const u32* __restrict__ rcount) {
+extern "C" __global__ void __launch_bounds__(256)
+    segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
+                 const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
+                 u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
+                 const u32* __restrict__ rcount) {
+    SEG_LIST_SHARED(2u);
     if (ctl[gate] == 0) return;
+    SegList xs = SEG_LIST(xlist, xcount, 2u, 0u), hs = SEG_LIST(hlist, hcount, 2u, 1u);
     u32 nr = *rcount;
-    SEG_BLOCK_LOOP(i, nr) {
+    SEG_LIST_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u, slot = 1;
@@ -563,9 +688,11 @@ extern "C" __global__ void segment_core(const u32* __restrict__ target, const u3
             slot = atomicAdd(&ccnt[t], 1u);
             cslot[v] = slot;
         }
-        seg_append_block(xlist, xcount, join, v);
-        seg_append_block(hlist, hcount, join && slot == 0, t);
+        seg_push(xs, join, v);
+        seg_push(hs, join && slot == 0, t);
     }
+    seg_end(xs);
+    seg_end(hs);
 }
 
 // Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
@@ -648,7 +775,12 @@ __device__ __forceinline__ u32 seg_freeze(u32* done, u32 mode, u32 c, u32 a, boo
 // Step 8, trees of at most 8 members (most of them in the first rounds, where a tree averages
 // ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
 // 19-comparator network in registers and the caterpillar is walked in order.
-extern "C" __global__ void segment_cat_thread(u32* link, u32* done, u32* size, double* cint,
+#ifdef SEG_CAT_THREAD_MINB
+#define SEG_CAT_THREAD_BOUNDS __launch_bounds__(256, SEG_CAT_THREAD_MINB)
+#else
+#define SEG_CAT_THREAD_BOUNDS
+#endif
+extern "C" __global__ void SEG_CAT_THREAD_BOUNDS segment_cat_thread(u32* link, u32* done, u32* size, double* cint,
                                               const u64* __restrict__ tkey, u32* ccnt,
                                               const u32* __restrict__ joff, const u32* __restrict__ jarr,
                                               u32* parent, u16* round, const double* __restrict__ w4, u32 eb,

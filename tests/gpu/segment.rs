@@ -304,6 +304,31 @@ fn adaptive_rounds_keep_results_on_repeated_frames() {
     }
 }
 
+/// A frame that needs many more rounds than the one before it (a flat frame, then a
+/// photograph) hits its adaptive caps and is run again before its download: the same result as
+/// fixed caps, not a capped refinement.
+#[test]
+fn adaptive_rounds_rerun_frames_that_need_more() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let Some(photo) = tiled("building.jpg", 640, 360, 3) else { return };
+    let flat = Frame { name: "flat".into(), data: vec![90; 640 * 360 * 3], width: 640, height: 360, channels: 3 };
+    let p = SegmentParams { scale: 100.0, adaptive_rounds: true, ..SegmentParams::default() };
+    let mut fixed = SegmentGpu::new(g).unwrap();
+    let want = run(&mut fixed, &stream, &photo, &SegmentParams { adaptive_rounds: false, ..p });
+    let mut op = SegmentGpu::new(g).unwrap();
+    let f0 = run(&mut op, &stream, &flat, &p);
+    assert_eq!(f0.segment_count, 1);
+    for i in 0..3 {
+        let got = run(&mut op, &stream, &photo, &p);
+        assert_eq!(got, want, "photo after the flat frame, {i}");
+        assert!(!got.capped);
+    }
+    eprintln!("rounds {}+{}, reruns {}", want.rounds, want.min_size_rounds, op.reruns());
+    assert_eq!(op.reruns(), 1, "only the first photograph after the flat frame runs again");
+    assert_eq!(run(&mut op, &stream, &flat, &p), f0);
+}
+
 /// Replayed CUDA graphs (the default once the round caps come from the previous frame) give
 /// the same output as direct launches, alternating two frames and two scales on one op, and a
 /// repeated frame replays its graph instead of capturing a new one.

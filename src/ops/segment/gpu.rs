@@ -7,14 +7,14 @@
 //! A round is 10 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
 //! caterpillars of tiny, small and large trees); 1080p photographs take ~20 merge and ~6 `min_size`
 //! rounds. Once the round caps come from the previous frame (`adaptive_rounds`, rounded up to a
-//! multiple of 8), everything after the blur is captured once as a CUDA graph ([`GraphCache`],
+//! multiple of 4), everything after the blur is captured once as a CUDA graph ([`GraphCache`],
 //! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
 //! first frame, fixed caps and [`SegmentGpu::detailed_timing`] launch directly;
 //! [`SegmentGpu::use_graphs`] turns graphs off, and a failed capture or graph launch (a driver
 //! without graph support) turns them off for good after launching that frame directly.
 //!
 //! Timer regions: `segment_blur`, then with a graph one region, `segment_rounds` (edge graph,
-//! rounds, relabelling). Direct launches: `segment_graph` (init, weights, edge order),
+//! rounds, relabelling). Direct launches: `segment_graph` (init, weights and edge order),
 //! `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
@@ -24,8 +24,10 @@
 //! so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
-//! `adaptive_rounds` the next frame enqueues the rounds this frame used plus a margin (video
-//! frames are alike), doubling after a capped frame.
+//! `adaptive_rounds` the next frame enqueues the rounds this frame used plus 2 (video frames are
+//! alike); a frame whose last enqueued round still changed something is run again with doubled
+//! caps inside [`SegmentGpu::download`] (direct launches from the kept blur), so every frame is
+//! exact and [`SegmentGpu::reruns`] counts the misses.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -34,7 +36,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfi
 
 use super::boruvka::eid_bits;
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, grid2d, upload_packed};
+use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -63,7 +65,11 @@ const BLOCK: u32 = 256;
 const CAT_THREADS: u32 = 1024;
 /// Adaptive round caps are rounded up to a multiple of this, so that video frames whose round
 /// counts differ a little replay the same captured graph.
-const GRAPH_ROUND_STEP: u32 = 8;
+const GRAPH_ROUND_STEP: u32 = 4;
+/// Rounds an adaptive cap adds to the previous frame's use. A frame that needs more is run again
+/// with larger caps before it is downloaded (exact either way), so the margin only trades empty
+/// rounds (~26 us each at 1080p on the H100) against occasional reruns.
+const ADAPTIVE_MARGIN: u32 = 2;
 /// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
 const GRAPH_CACHE: usize = 6;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
@@ -133,9 +139,8 @@ struct Buffers {
 
 /// Entry points of `kernels/segment.cu` (checked by the registry at start).
 pub const FUNCTIONS: &[&str] = &[
-    "segment_weights",
     "segment_init",
-    "segment_order",
+    "segment_edges",
     "segment_least",
     "segment_targets",
     "segment_trees",
@@ -205,9 +210,8 @@ struct RoundsUsed {
 /// internal buffers are ordered by the stream that enqueues, not by cudarc's event tracking.
 pub struct SegmentGpu {
     blur: BlurGpu,
-    f_weights: CudaFunction,
     f_init: CudaFunction,
-    f_order: CudaFunction,
+    f_edges: CudaFunction,
     f_least: CudaFunction,
     f_targets: CudaFunction,
     f_trees: CudaFunction,
@@ -233,7 +237,11 @@ pub struct SegmentGpu {
     /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
     block_cfg: LaunchConfig,
     bufs: Option<Buffers>,
-    produced: Option<Produced>,
+    produced: Cell<Option<Produced>>,
+    /// The last frame's launch sequence (a capped adaptive frame is run again from it).
+    last_body: Cell<Option<Body>>,
+    /// Frames run again because they needed more rounds than their adaptive caps.
+    reruns: Cell<u64>,
     /// Rounds used by the last downloaded frame (for `adaptive_rounds`).
     hint: Cell<Option<RoundsUsed>>,
     /// Pinned buffer for the labels' readback.
@@ -250,8 +258,14 @@ pub struct SegmentGpu {
 
 impl std::fmt::Debug for SegmentGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SegmentGpu").field("produced", &self.produced).finish_non_exhaustive()
+        f.debug_struct("SegmentGpu").field("produced", &self.produced.get()).finish_non_exhaustive()
     }
+}
+
+/// Round caps of the parameters: merge rounds, `min_size` rounds (none when `min_size` <= 1).
+fn full_caps(params: &SegmentParams) -> [u32; 2] {
+    let ms = if params.min_size > 1 { params.max_min_size_rounds } else { 0 };
+    [params.max_rounds, ms]
 }
 
 fn cfg_scan(n: usize) -> LaunchConfig {
@@ -283,9 +297,8 @@ impl SegmentGpu {
         let sms = u32::try_from(gpu.info().multiprocessors.max(1)).unwrap_or(1);
         Ok(Self {
             blur: BlurGpu::new(gpu)?,
-            f_weights: f("segment_weights")?,
             f_init: f("segment_init")?,
-            f_order: f("segment_order")?,
+            f_edges: f("segment_edges")?,
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
             f_trees: f("segment_trees")?,
@@ -309,7 +322,9 @@ impl SegmentGpu {
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
             bufs: None,
-            produced: None,
+            produced: Cell::new(None),
+            last_body: Cell::new(None),
+            reruns: Cell::new(0),
             hint: Cell::new(None),
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
@@ -457,17 +472,23 @@ impl SegmentGpu {
         self.enqueue_channels(stream, timer, input, width, height, 3, params)
     }
 
+    /// Frames that needed more rounds than their adaptive caps and were run again before their
+    /// download (see [`SegmentParams::adaptive_rounds`]).
+    #[must_use]
+    pub fn reruns(&self) -> u64 {
+        self.reruns.get()
+    }
+
     /// Round caps for this frame: the parameters (`false`), or the last frame's use plus a
     /// margin, rounded up to [`GRAPH_ROUND_STEP`] (`true`).
     fn caps(&self, params: &SegmentParams) -> ([u32; 2], bool) {
-        let ms = if params.min_size > 1 { params.max_min_size_rounds } else { 0 };
-        let full = [params.max_rounds, ms];
+        let full = full_caps(params);
         match self.hint.get().filter(|_| params.adaptive_rounds) {
             None => (full, false),
             Some(h) => {
                 let mut c = [0; 2];
                 for i in 0..2 {
-                    let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { h.used[i] + h.used[i] / 4 + 4 };
+                    let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { h.used[i] + ADAPTIVE_MARGIN };
                     c[i] = want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i]);
                 }
                 (c, true)
@@ -496,7 +517,8 @@ impl SegmentGpu {
         self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
         let (caps, adaptive) = self.caps(params);
-        self.produced = Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None });
+        self.produced.set(Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None }));
+        self.last_body.set(None);
         let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
         if n == 0 {
             return Ok(());
@@ -512,6 +534,9 @@ impl SegmentGpu {
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
         };
+        if adaptive {
+            self.last_body.set(Some(Body { caps: full_caps(params), ..body }));
+        }
         if adaptive && self.use_graphs && !self.detailed_timing {
             let key = GraphKey { stream: stream.cu_stream() as usize, body };
             let replayed = {
@@ -563,15 +588,11 @@ impl SegmentGpu {
             // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
             // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
             unsafe { l.launch(self.stride(n.max(NCOUNTS * NCTL))) }?;
-            let mut l = stream.launch_builder(&self.f_weights);
-            l.arg(&smooth).arg(&p.w4).arg(&w).arg(&h).arg(&c);
-            // SAFETY: one thread per pixel (bounded in the kernel); smooth holds n * channels
-            // doubles (this frame's blur), w4 holds 4n.
-            unsafe { l.launch(grid2d(width, height, 32, 8)) }?;
-            let mut l = stream.launch_builder(&self.f_order);
+            let mut l = stream.launch_builder(&self.f_edges);
             let eb = eid_bits(n);
-            l.arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&eb);
-            // SAFETY: grid-stride over pixels < n; only in-image neighbours' edges are read.
+            l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb);
+            // SAFETY: grid-stride over pixels < n; only in-image neighbours are read; smooth
+            // holds n * channels doubles (this frame's blur), w4 holds 4n, order n.
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
@@ -784,10 +805,11 @@ impl SegmentGpu {
         timer: &mut KernelTimer,
         level: u32,
     ) -> Result<(), OpError> {
-        let Some(prod) = self.produced.as_mut() else {
+        let Some(mut prod) = self.produced.get() else {
             return Err(OpError::InvalidParam("enqueue_level needs a segmented frame (call enqueue)".into()));
         };
         prod.level = Some(level);
+        self.produced.set(Some(prod));
         let n = prod.width * prod.height;
         let total = NCTL as u32 - 1;
         let Some(b) = self.bufs.as_ref().filter(|_| n > 0) else { return Ok(()) };
@@ -838,7 +860,7 @@ impl SegmentGpu {
         stream: &Arc<CudaStream>,
         hier: Option<&mut Option<SegmentHierarchy>>,
     ) -> Result<SegmentOutput, OpError> {
-        let Some(p) = self.produced else {
+        let Some(mut p) = self.produced.get() else {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
         };
         let n = p.width * p.height;
@@ -853,13 +875,41 @@ impl SegmentGpu {
                 has_rounds: true,
             });
         };
-        let ctl = stream.clone_dtoh(&b.ctl)?;
-        let mctl = stream.clone_dtoh(&b.mctl)?;
+        let mut ctl = stream.clone_dtoh(&b.ctl)?;
+        let mut mctl = stream.clone_dtoh(&b.mctl)?;
+        stream.synchronize()?;
+        let max_rounds = p.max_rounds;
+        let (mut levels, mut used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
+        // A frame that hit its adaptive caps (video that changed) is run again with larger caps
+        // (doubled, up to the parameters'), so every frame is the exact result.
+        let mut rerun = false;
+        while p.level.is_none() && (used.capped[0] || used.capped[1]) {
+            let Some(full) = self.last_body.get() else { break };
+            let mut caps = p.caps;
+            for ph in 0..2 {
+                if used.capped[ph] {
+                    caps[ph] = caps[ph].saturating_mul(2).max(GRAPH_ROUND_STEP).min(full.caps[ph]);
+                }
+            }
+            if caps == p.caps {
+                break;
+            }
+            if !rerun {
+                self.reruns.set(self.reruns.get() + 1);
+                rerun = true;
+            }
+            log::debug!("segmentation: frame needed more rounds than {:?}, running it again with {caps:?}", p.caps);
+            self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
+            p.caps = caps;
+            self.produced.set(Some(p));
+            ctl = stream.clone_dtoh(&b.ctl)?;
+            mctl = stream.clone_dtoh(&b.mctl)?;
+            stream.synchronize()?;
+            (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
+        }
         let info = stream.clone_dtoh(&b.info)?;
         stream.synchronize()?;
         let labels = self.labels_readback.borrow_mut().fetch(stream, &b.labels, n)?;
-        let max_rounds = p.max_rounds;
-        let (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
         self.hint.set(Some(used));
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
@@ -891,7 +941,7 @@ impl SegmentGpu {
     pub fn download_hierarchy(&self, stream: &Arc<CudaStream>) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
         let mut h = None;
         let out = self.download_with(stream, Some(&mut h))?;
-        let p = self.produced.map_or((0, 0), |p| (p.width, p.height));
+        let p = self.produced.get().map_or((0, 0), |p| (p.width, p.height));
         let hier = h.unwrap_or(SegmentHierarchy {
             width: p.0,
             height: p.1,
@@ -904,7 +954,7 @@ impl SegmentGpu {
 
     /// The `f64` smoothing of the last enqueue (for parity tests of the smoothing step).
     pub fn download_blur(&self, stream: &Arc<CudaStream>, channels: usize) -> Result<Vec<f64>, OpError> {
-        let n = self.produced.map_or(0, |p| p.width * p.height);
+        let n = self.produced.get().map_or(0, |p| p.width * p.height);
         self.blur.download_f64(stream, n * channels)
     }
 }

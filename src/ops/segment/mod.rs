@@ -90,9 +90,10 @@ pub struct SegmentParams {
     pub max_rounds: u32,
     /// GPU/rounds: at most this many `min_size` rounds.
     pub max_min_size_rounds: u32,
-    /// GPU: enqueue the rounds the previous frame used plus a margin instead of the caps
-    /// (fewer empty launches on video; a frame that needs more is flagged `capped` and the
-    /// next one gets twice as many).
+    /// GPU: enqueue the rounds the previous frame used plus a small margin instead of the caps
+    /// (fewer empty launches on video). A frame that needs more is run again with doubled caps
+    /// (up to `max_rounds` / `max_min_size_rounds`) before its download, so the result is the
+    /// same as without this option.
     pub adaptive_rounds: bool,
 }
 
