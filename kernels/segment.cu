@@ -402,7 +402,9 @@ __device__ __forceinline__ void seg_end(SegList& L) {
 // Edges a frontier scan examines at once: their neighbour, link and far-side loads are issued
 // together (the scans are latency-bound: ncu, round 2, 93 % of the stall cycles wait on a load),
 // so a batch costs one comp -> link -> flag chain instead of one per edge.
+#ifndef SEG_BATCH
 #define SEG_BATCH 4
+#endif
 
 // Far roots e[j] (and edge ids) of pixel p's edges cur + j (j < SEG_BATCH, cur + j < cnt) in
 // key order; compresses comp[q] of the neighbours whose entry was stale.

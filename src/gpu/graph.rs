@@ -12,8 +12,10 @@
 //! depend on (the caller's key: buffer addresses, frame size, parameters, round counts, and the
 //! stream, since a graph replays on the stream it was captured on). A new key is captured
 //! afresh; the least recently used graph is dropped beyond the capacity. The enqueue closure
-//! must only launch kernels with plain arguments on the capturing stream: no allocation, no
-//! synchronisation, no event tracking (raw device pointers), no timer events.
+//! must only launch kernels with plain arguments on the capturing stream, or on streams that
+//! wait on an event recorded on it and are joined back by events before it returns (parallel
+//! branches of the graph): no allocation, no synchronisation, no event tracking (raw device
+//! pointers), no timer events.
 
 use std::sync::Arc;
 

@@ -32,7 +32,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
 use super::boruvka::eid_bits;
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
@@ -236,6 +236,12 @@ pub struct SegmentGpu {
     warp_cfg: LaunchConfig,
     /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
     block_cfg: LaunchConfig,
+    /// Streams that run the small and large trees' caterpillars beside the tiny trees' (the
+    /// three kernels touch disjoint trees), forked from and joined back to the caller's stream
+    /// by events; inside a captured graph they become parallel branches.
+    side: [Arc<CudaStream>; 2],
+    fork: CudaEvent,
+    joins: [CudaEvent; 2],
     bufs: Option<Buffers>,
     produced: Cell<Option<Produced>>,
     /// The last frame's launch sequence (a capped adaptive frame is run again from it).
@@ -321,6 +327,9 @@ impl SegmentGpu {
             max_blocks: sms * 8,
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
+            side: [gpu.cuda().new_stream().map_err(GpuError::from)?, gpu.cuda().new_stream().map_err(GpuError::from)?],
+            fork: gpu.cuda().new_event(None).map_err(GpuError::from)?,
+            joins: [gpu.cuda().new_event(None).map_err(GpuError::from)?, gpu.cuda().new_event(None).map_err(GpuError::from)?],
             bufs: None,
             produced: Cell::new(None),
             last_body: Cell::new(None),
@@ -734,23 +743,42 @@ impl SegmentGpu {
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            for (f, list, lcount, lcfg, region) in [
+            // With per-launch timing everything stays on `stream` (the timer's events are there).
+            let concurrent = timer.is_none();
+            if concurrent {
+                self.fork.record(stream)?;
+                for side in &self.side {
+                    side.wait(&self.fork)?;
+                }
+            }
+            for (j, (f, list, lcount, lcfg, region)) in [
                 (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
                 (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
                 (&self.f_cat_block, p.blist, bcount, self.block_cfg, "segment_cat_block"),
-            ] {
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let on = if concurrent && j > 0 { &self.side[j - 1] } else { stream };
                 timed(timer, stream, name(region), || {
-                    let mut l = stream.launch_builder(f);
+                    let mut l = on.launch_builder(f);
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
-                    // SAFETY: one thread (warp, block) per listed tree, each tree listed once; a
-                    // member is in one tree's range, so its link/parent/round and the tree
-                    // root's size/Int/done are written by that thread (warp, block) only; the
-                    // block launch has the kernel's SEG_CAT_THREADS threads.
+                    // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
+                    // three lists disjoint (so the kernels may run at once); a member is in one
+                    // tree's range, so its link/parent/round and the tree root's size/Int/done
+                    // are written by that thread (warp, block) only; the block launch has the
+                    // kernel's SEG_CAT_THREADS threads.
                     unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
+            }
+            if concurrent {
+                for (side, join) in self.side.iter().zip(&self.joins) {
+                    join.record(side)?;
+                    stream.wait(join)?;
+                }
             }
         }
         Ok(())
