@@ -70,6 +70,10 @@ const GRAPH_ROUND_STEP: u32 = 4;
 /// with larger caps before it is downloaded (exact either way), so the margin only trades empty
 /// rounds (~26 us each at 1080p on the H100) against occasional reruns.
 const ADAPTIVE_MARGIN: u32 = 2;
+/// Rounds a phase sizes its grids for from the previous frame (later ones take full grids).
+const GRID_SLOTS: usize = 48;
+/// Fewest blocks of a round sized from the previous frame.
+const MIN_ROUND_BLOCKS: u32 = 8;
 /// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
 const GRAPH_CACHE: usize = 6;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
@@ -129,6 +133,8 @@ struct Buffers {
     _u32s: Vec<CudaSlice<u32>>,
     _u64s: Vec<CudaSlice<u64>>,
     _w4: CudaSlice<f64>,
+    /// Entries of the per-round list counts (the last of `_u32s`).
+    counts_len: usize,
     round: CudaSlice<u16>,
     parent: CudaSlice<u32>,
     labels: CudaSlice<u32>,
@@ -190,6 +196,20 @@ struct Body {
     k_bits: u64,
     min_size: u32,
     max_rounds: u32,
+    /// Grid of each round's grid-stride kernels (see [`RoundsUsed::grids`]).
+    grids: [[u8; GRID_SLOTS]; 2],
+}
+
+/// One phase of rounds to enqueue.
+struct Phase<'a> {
+    mode: u32,
+    /// Global number of its first round.
+    first: u32,
+    /// Rounds enqueued.
+    count: u32,
+    k: f64,
+    min_size: u32,
+    grids: &'a [u8; GRID_SLOTS],
 }
 
 /// A captured frame: its body and the stream it replays on.
@@ -200,10 +220,19 @@ struct GraphKey {
 }
 
 /// Rounds that changed something, per phase, read from the counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct RoundsUsed {
     used: [u32; 2],
     capped: [bool; 2],
+    /// Per phase and round: log2 of the blocks its grid-stride kernels take next frame, from
+    /// the work this frame's round had (0: the full grid).
+    grids: [[u8; GRID_SLOTS]; 2],
+}
+
+impl Default for RoundsUsed {
+    fn default() -> Self {
+        Self { used: [0; 2], capped: [false; 2], grids: [[0; GRID_SLOTS]; 2] }
+    }
 }
 
 /// GPU Felzenszwalb segmentation with buffers for one frame size. Use one per stream: the
@@ -445,6 +474,7 @@ impl SegmentGpu {
             _u32s: u32s,
             _u64s: u64s,
             _w4: w4,
+            counts_len: NCOUNTS * NCTL,
             round,
             parent,
             labels,
@@ -526,6 +556,10 @@ impl SegmentGpu {
         self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
         let (caps, adaptive) = self.caps(params);
+        let grids = match self.hint.get() {
+            Some(h) if adaptive => h.grids,
+            _ => [[0; GRID_SLOTS]; 2],
+        };
         self.produced.set(Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None }));
         self.last_body.set(None);
         let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
@@ -542,9 +576,10 @@ impl SegmentGpu {
             k_bits: params.k().to_bits(),
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
+            grids,
         };
         if adaptive {
-            self.last_body.set(Some(Body { caps: full_caps(params), ..body }));
+            self.last_body.set(Some(Body { caps: full_caps(params), grids: [[0; GRID_SLOTS]; 2], ..body }));
         }
         if adaptive && self.use_graphs && !self.detailed_timing {
             let key = GraphKey { stream: stream.cu_stream() as usize, body };
@@ -608,18 +643,17 @@ impl SegmentGpu {
         let k = f64::from_bits(body.k_bits);
         let min_size = body.min_size;
         let phases = [
-            (MODE_MERGE, 1u32, body.caps[0], "segment_merge"),
-            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], "segment_minsize"),
+            (MODE_MERGE, 1u32, body.caps[0], "segment_merge", &body.grids[0]),
+            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], "segment_minsize", &body.grids[1]),
         ];
-        for (mode, first, count, name) in phases {
+        for (mode, first, count, name, grids) in phases {
             if count == 0 {
                 continue;
             }
+            let ph = Phase { mode, first, count, k, min_size, grids };
             match timer {
-                Some(t) if self.detailed_timing => {
-                    self.enqueue_phase(stream, &mut Some(&mut **t), mode, first, count, k, min_size)?;
-                }
-                _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, mode, first, count, k, min_size))?,
+                Some(t) if self.detailed_timing => self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?,
+                _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, &ph))?,
             }
         }
         timed(timer, stream, "segment_relabel", || {
@@ -633,31 +667,27 @@ impl SegmentGpu {
     }
 
     /// `count` rounds of `mode` with global numbers `first..`, each gated on the previous.
-    #[allow(clippy::too_many_arguments)]
     fn enqueue_phase(
         &self,
         stream: &Arc<CudaStream>,
         timer: &mut Option<&mut KernelTimer>,
-        mode: u32,
-        first: u32,
-        count: u32,
-        k: f64,
-        min_size: u32,
+        ph: &Phase<'_>,
     ) -> Result<(), GpuError> {
+        let (mode, first, count, k, min_size) = (ph.mode, ph.first, ph.count, ph.k, ph.min_size);
         let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         let p = b.p;
         let (w, h) = (b.width as u32, b.height as u32);
         let n = b.width * b.height;
         let nn = n as u32;
         let eb = eid_bits(n);
-        let cfg = self.stride(n);
+        let full_cfg = self.stride(n);
         let ms = mode == MODE_MIN_SIZE;
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
                 l.arg(&p.done).arg(&p.order).arg(&nn);
                 // SAFETY: grid-stride over pixels < n.
-                unsafe { l.launch(cfg) }?;
+                unsafe { l.launch(full_cfg) }?;
                 Ok(())
             })?;
         }
@@ -667,6 +697,19 @@ impl SegmentGpu {
         for i in 0..count {
             let r = first + i;
             let gate = if i == 0 { 0 } else { r - 1 };
+            // A round whose work was small last frame takes a small grid (grid-stride loops are
+            // right at any size; an idle block still costs: ~3 us for an empty full grid).
+            let lg = ph.grids.get(i as usize).copied().unwrap_or(0);
+            let (cfg, warp_cfg, block_cfg) = if lg == 0 {
+                (full_cfg, self.warp_cfg, self.block_cfg)
+            } else {
+                let blocks = (1u32 << lg).min(full_cfg.grid_dim.0);
+                let mut w = self.warp_cfg;
+                w.grid_dim.0 = w.grid_dim.0.min(blocks);
+                let mut b = self.block_cfg;
+                b.grid_dim.0 = b.grid_dim.0.min((blocks / 4).max(MIN_ROUND_BLOCKS));
+                (LaunchConfig { grid_dim: (blocks, 1, 1), ..full_cfg }, w, b)
+            };
             // Rounds after the first of their phase run over the previous round's lists.
             let use_list = u32::from(i > 0);
             let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
@@ -753,8 +796,8 @@ impl SegmentGpu {
             }
             for (j, (f, list, lcount, lcfg, region)) in [
                 (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
-                (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
-                (&self.f_cat_block, p.blist, bcount, self.block_cfg, "segment_cat_block"),
+                (&self.f_cat_warp, p.slist, scount, warp_cfg, "segment_cat_warp"),
+                (&self.f_cat_block, p.blist, bcount, block_cfg, "segment_cat_block"),
             ]
             .into_iter()
             .enumerate()
@@ -878,6 +921,27 @@ impl SegmentGpu {
         (levels, used)
     }
 
+    /// Grids for the next frame's rounds from this frame's list counts (`rows`: the frontier
+    /// counts, then the active roots', `NCTL` each): a round's kernels run over the lists of the
+    /// round before, so round `r` gets twice the larger of those counts in threads, a power of
+    /// two of blocks, at least [`MIN_ROUND_BLOCKS`]; the first round of a phase and rounds with
+    /// as much work as the full grid keep the full grid (0).
+    fn round_grids(rows: &[u32], prod: &Produced, full_blocks: u32) -> [[u8; GRID_SLOTS]; 2] {
+        let mut grids = [[0u8; GRID_SLOTS]; 2];
+        let firsts = [1, prod.max_rounds + 1];
+        for (ph, &first) in firsts.iter().enumerate() {
+            for (i, g) in grids[ph].iter_mut().enumerate().skip(1) {
+                let prev = (first as usize + i - 1).min(NCTL - 1);
+                let work = rows.get(prev).copied().unwrap_or(u32::MAX).max(rows.get(NCTL + prev).copied().unwrap_or(u32::MAX));
+                let blocks = work.saturating_mul(2).div_ceil(BLOCK).max(MIN_ROUND_BLOCKS).next_power_of_two();
+                if blocks < full_blocks {
+                    *g = blocks.trailing_zeros() as u8;
+                }
+            }
+        }
+        grids
+    }
+
     /// Blocking readback of the last enqueued frame (or level).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<SegmentOutput, OpError> {
         self.download_with(stream, None)
@@ -935,8 +999,15 @@ impl SegmentGpu {
             stream.synchronize()?;
             (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
         }
+        let rows = match b._u32s.last().filter(|c| c.len() == b.counts_len) {
+            Some(counts) => Some(stream.clone_dtoh(&counts.slice(0..2 * NCTL))?),
+            None => None,
+        };
         let info = stream.clone_dtoh(&b.info)?;
         stream.synchronize()?;
+        if let Some(rows) = rows {
+            used.grids = Self::round_grids(&rows, &p, self.stride(n).grid_dim.0);
+        }
         let labels = self.labels_readback.borrow_mut().fetch(stream, &b.labels, n)?;
         self.hint.set(Some(used));
         let ms_first = max_rounds + 1;
@@ -1022,6 +1093,27 @@ pub fn segment_gpu_rgb(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_grids_follow_the_previous_frames_lists() {
+        let prod = Produced { width: 1, height: 1, caps: [4, 2], max_rounds: 4, level: None };
+        let mut rows = vec![0u32; 2 * NCTL];
+        // Merge rounds 1..=3: frontier 1 000 000, 3 000, 10; roots 400 000, 900, 4.
+        for (r, f, a) in [(1, 1_000_000, 400_000), (2, 3_000, 900), (3, 10, 4)] {
+            rows[r] = f;
+            rows[NCTL + r] = a;
+        }
+        // min_size round 5 (the first of its phase): 5 000 frontier pixels.
+        rows[5] = 5_000;
+        let g = SegmentGpu::round_grids(&rows, &prod, 1056);
+        assert_eq!(g[0][0], 0, "a phase's first round runs over every pixel: full grid");
+        assert_eq!(g[0][1], 0, "after 1 000 000 frontier pixels: full grid");
+        assert_eq!(g[0][2], 5, "2 * 3 000 / 256 -> 24 -> 32 blocks");
+        assert_eq!(g[0][3], 3, "tiny work: the fewest blocks, 8");
+        assert_eq!(g[0][4], 3, "a round that merged nothing: 8 blocks");
+        assert_eq!(g[1][0], 0);
+        assert_eq!(g[1][1], 6, "2 * 5 000 / 256 -> 40 -> 64 blocks");
+    }
 
     #[test]
     fn rounds_from_counters() {
