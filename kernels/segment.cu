@@ -446,6 +446,8 @@ extern "C" __global__ void __launch_bounds__(256)
                   u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
                   u32* out_count) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     SEG_LIST_SHARED(1u);
     if (ctl[gate] == 0) return;
     SegList out = SEG_LIST(out_list, out_count, 1u, 0u);
@@ -542,6 +544,8 @@ extern "C" __global__ void __launch_bounds__(256)
                     u32* tree, u64* exitk, u32* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
                     u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
                     const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     SEG_LIST_SHARED(1u);
     if (ctl[gate] == 0) return;
     SegList out = SEG_LIST(out_list, out_count, 1u, 0u);
@@ -594,6 +598,8 @@ extern "C" __global__ void __launch_bounds__(256)
 // race: tree[x] is either SEG_NONE or final).
 extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tree, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
@@ -624,6 +630,8 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                                          const u32* __restrict__ order, u64* exitk, const u32* __restrict__ size,
                                          u32 width, u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 nf = *fcount;
 #if SEG_RUN_MIN
@@ -677,6 +685,8 @@ extern "C" __global__ void __launch_bounds__(256)
                  const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
                  u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
                  const u32* __restrict__ rcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     SEG_LIST_SHARED(2u);
     if (ctl[gate] == 0) return;
     SegList xs = SEG_LIST(xlist, xcount, 2u, 0u), hs = SEG_LIST(hlist, hcount, 2u, 1u);
@@ -704,6 +714,8 @@ extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff
                                          u32* tcount, u32* slist, u32* scount, u32* blist, u32* bcount,
                                          const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ hlist,
                                          const u32* __restrict__ hcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     __shared__ u32 s_base;
     u32 nh = *hcount;
@@ -726,6 +738,8 @@ extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff
 extern "C" __global__ void segment_scatter(const u32* __restrict__ tree, const u32* __restrict__ cslot,
                                            const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
                                            u32 gate, const u32* __restrict__ xlist, const u32* __restrict__ xcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 nx = *xcount;
     for (u32 i = global_tid(); i < nx; i += global_threads()) {

@@ -27,5 +27,21 @@ __device__ __forceinline__ u32 warp_inclusive_scan(u32 x) {
     return x;
 }
 
+// Programmatic dependent launch (compute capability 9.0+, src/gpu/launch.rs ExLaunch): a kernel
+// launched with it may start while the kernel before it on the stream is still running, and
+// must call grid_dep_wait() before it touches what that kernel writes or reads;
+// grid_dep_launch() lets the next such kernel start (its blocks then wait in grid_dep_wait).
+// Both are no-ops on older devices and for kernels launched the ordinary way.
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }

@@ -75,3 +75,67 @@ pub fn upload_image<T: DeviceRepr + ValidAsZeroBits + Copy>(
     let px: Vec<T> = img.rows().flat_map(|r| r.iter().copied()).collect();
     upload_packed(stream, &px, img.width(), img.height())
 }
+
+/// A kernel launch through `cuLaunchKernelEx` that may start before the previous kernel on its
+/// stream has finished (programmatic dependent launch, compute capability 9.0+): the kernel's
+/// blocks are scheduled once every block of the previous kernel has signalled
+/// (`griddepcontrol.launch_dependents`, or its exit) and must wait (`griddepcontrol.wait`,
+/// `grid_dep_wait` in `kernels/common/util.cuh`) before they read anything it wrote. Saves
+/// most of the launch gap between dependent kernels, in captured graphs too (they become
+/// programmatic edges). Without `programmatic` it is an ordinary launch.
+///
+/// Arguments are plain values (raw device addresses, scalars) borrowed until the launch.
+pub struct ExLaunch<'a> {
+    stream: &'a CudaStream,
+    func: &'a cudarc::driver::CudaFunction,
+    args: Vec<*mut std::ffi::c_void>,
+    programmatic: bool,
+}
+
+impl<'a> ExLaunch<'a> {
+    /// A launch of `func` on `stream`; `programmatic` as above (only on devices that have it).
+    #[must_use]
+    pub fn new(stream: &'a CudaStream, func: &'a cudarc::driver::CudaFunction, programmatic: bool) -> Self {
+        Self { stream, func, args: Vec::with_capacity(24), programmatic }
+    }
+
+    /// Appends a kernel argument (its bytes are read at launch).
+    pub fn arg<T: DeviceRepr>(&mut self, value: &'a T) -> &mut Self {
+        self.args.push(std::ptr::from_ref(value).cast_mut().cast());
+        self
+    }
+
+    /// Enqueues the kernel.
+    ///
+    /// # Safety
+    /// As `cudarc`'s `LaunchArgs::launch`: the arguments must match the kernel's parameters in
+    /// number, order and type, and the kernel must stay inside the memory they name. With
+    /// `programmatic`, the kernel must call `griddepcontrol.wait` before touching memory the
+    /// previous kernel on the stream writes or reads.
+    pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), cudarc::driver::DriverError> {
+        use cudarc::driver::sys;
+        self.stream.context().bind_to_thread()?;
+        // SAFETY: all-zero bytes are a valid launch attribute (a union of plain integers).
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &raw mut attr,
+            numAttrs: u32::from(self.programmatic),
+        };
+        // SAFETY: the config, attribute and argument pointers live across the call, which copies
+        // them; the caller vouches for the arguments (see above).
+        unsafe {
+            sys::cuLaunchKernelEx(&raw const config, self.func.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut())
+                .result()
+        }
+    }
+}

@@ -408,6 +408,8 @@ fn bench_on(g: &GpuContext) {
         for scale in [100.0, 500.0] {
             let p = SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() };
             let mut op = SegmentGpu::new(g).unwrap();
+            // SEG_BENCH_PDL=0: measure without programmatic dependent launches.
+            op.programmatic_launch = std::env::var("SEG_BENCH_PDL").map_or(true, |v| v != "0");
             let ctx = g.cuda();
             let e0 = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
             let e1 = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();

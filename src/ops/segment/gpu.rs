@@ -36,7 +36,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, 
 
 use super::boruvka::eid_bits;
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, upload_packed};
+use crate::gpu::launch::{ExLaunch, alloc_zeroed, blocks_for, check_frame_size, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -198,6 +198,8 @@ struct Body {
     max_rounds: u32,
     /// Grid of each round's grid-stride kernels (see [`RoundsUsed::grids`]).
     grids: [[u8; GRID_SLOTS]; 2],
+    /// [`SegmentGpu::programmatic_launch`] on a device that has it.
+    programmatic: bool,
 }
 
 /// One phase of rounds to enqueue.
@@ -210,6 +212,7 @@ struct Phase<'a> {
     k: f64,
     min_size: u32,
     grids: &'a [u8; GRID_SLOTS],
+    programmatic: bool,
 }
 
 /// A captured frame: its body and the stream it replays on.
@@ -285,6 +288,12 @@ pub struct SegmentGpu {
     graphs: RefCell<GraphCache<GraphKey>>,
     /// Time every kernel of every round separately (many event pairs per frame; never graphs).
     pub detailed_timing: bool,
+    /// Launch the round kernels that follow another kernel on the stream as programmatic
+    /// dependent launches (compute capability 9.0+; ignored elsewhere): each may start while
+    /// the one before it drains and waits for it on the device (`griddepcontrol.wait`).
+    pub programmatic_launch: bool,
+    /// The device has programmatic dependent launch (compute capability 9.0+).
+    has_pdl: bool,
     /// Replay a captured CUDA graph of the whole frame (edge graph, rounds, relabelling) when
     /// the round caps come from the previous frame (`adaptive_rounds`): one launch instead of
     /// ~20 a round. The timer then has one region, `segment_rounds`, instead of one per phase.
@@ -367,6 +376,8 @@ impl SegmentGpu {
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
             detailed_timing: false,
+            programmatic_launch: true,
+            has_pdl: gpu.info().compute_capability.0 >= 9,
             use_graphs: true,
         })
     }
@@ -577,6 +588,7 @@ impl SegmentGpu {
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
             grids,
+            programmatic: self.programmatic_launch && self.has_pdl,
         };
         if adaptive {
             self.last_body.set(Some(Body { caps: full_caps(params), grids: [[0; GRID_SLOTS]; 2], ..body }));
@@ -650,7 +662,7 @@ impl SegmentGpu {
             if count == 0 {
                 continue;
             }
-            let ph = Phase { mode, first, count, k, min_size, grids };
+            let ph = Phase { mode, first, count, k, min_size, grids, programmatic: body.programmatic };
             match timer {
                 Some(t) if self.detailed_timing => self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?,
                 _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, &ph))?,
@@ -682,6 +694,9 @@ impl SegmentGpu {
         let eb = eid_bits(n);
         let full_cfg = self.stride(n);
         let ms = mode == MODE_MIN_SIZE;
+        // Kernels that follow a kernel on the same stream start early (programmatic dependent
+        // launch) unless every launch is timed (the timer's events sit between them).
+        let pdl = ph.programmatic && timer.is_none();
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
@@ -731,7 +746,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             timed(timer, stream, name("segment_targets"), || {
-                let mut l = stream.launch_builder(&self.f_targets);
+                let mut l = ExLaunch::new(stream, &self.f_targets, pdl);
                 l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.tree).arg(&p.exitk);
                 l.arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
                 l.arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
@@ -740,7 +755,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             timed(timer, stream, name("segment_trees"), || {
-                let mut l = stream.launch_builder(&self.f_trees);
+                let mut l = ExLaunch::new(stream, &self.f_trees, pdl);
                 l.arg(&p.target).arg(&p.tree).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over this round's active roots (ids < n, each with a
                 // target whose chain ends in a mutual pair).
@@ -748,7 +763,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             timed(timer, stream, name("segment_exits"), || {
-                let mut l = stream.launch_builder(&self.f_exits);
+                let mut l = ExLaunch::new(stream, &self.f_exits, pdl);
                 l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.tree).arg(&p.order);
                 l.arg(&p.exitk).arg(&p.size).arg(&w).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate);
                 l.arg(&fout).arg(&fcout);
@@ -758,7 +773,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             timed(timer, stream, name("segment_core"), || {
-                let mut l = stream.launch_builder(&self.f_core);
+                let mut l = ExLaunch::new(stream, &self.f_core, pdl);
                 l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.ccnt).arg(&p.cslot);
                 l.arg(&p.hlist).arg(&hcount).arg(&p.xlist).arg(&xcount).arg(&p.ctl).arg(&gate).arg(&rout);
                 l.arg(&rcout);
@@ -768,7 +783,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             timed(timer, stream, name("segment_alloc"), || {
-                let mut l = stream.launch_builder(&self.f_alloc);
+                let mut l = ExLaunch::new(stream, &self.f_alloc, pdl);
                 l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount);
                 l.arg(&p.blist).arg(&bcount);
                 l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
@@ -778,7 +793,7 @@ impl SegmentGpu {
                 Ok(())
             })?;
             timed(timer, stream, name("segment_scatter"), || {
-                let mut l = stream.launch_builder(&self.f_scatter);
+                let mut l = ExLaunch::new(stream, &self.f_scatter, pdl);
                 l.arg(&p.tree).arg(&p.cslot).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&p.xlist);
                 l.arg(&xcount);
                 // SAFETY: a member's slot is below its tree's count, so it lands in the tree's
