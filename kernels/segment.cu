@@ -803,6 +803,8 @@ extern "C" __global__ void SEG_CAT_THREAD_BOUNDS segment_cat_thread(u32* link, u
                                               u32 mode, u32 min_size, double k, u32* ctl, u32* mctl, u32 gate,
                                               u32 r, const u32* __restrict__ tlist,
                                               const u32* __restrict__ tcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 ev = 0, mg = 0;
     u32 nt = *tcount;
@@ -878,6 +880,8 @@ extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, dou
                                             const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
                                             u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ slist,
                                             const u32* __restrict__ scount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 lane = threadIdx.x & 31u;
     u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
@@ -1025,6 +1029,8 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
     __shared__ u32 hist[256];
     __shared__ u64 sprefix;
     __shared__ u32 sneed, sfill, sfail;
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 tid = threadIdx.x;
     u32 nb = *bcount;

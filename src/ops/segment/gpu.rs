@@ -694,8 +694,9 @@ impl SegmentGpu {
         let eb = eid_bits(n);
         let full_cfg = self.stride(n);
         let ms = mode == MODE_MIN_SIZE;
-        // Kernels that follow a kernel on the same stream start early (programmatic dependent
-        // launch) unless every launch is timed (the timer's events sit between them).
+        // Every round kernel starts while the one before it drains (programmatic dependent
+        // launch; each waits on the device first) unless every launch is timed (the timer's
+        // events sit between them).
         let pdl = ph.programmatic && timer.is_none();
         if ms {
             timed(timer, stream, "segment_minsize", || {
@@ -736,7 +737,7 @@ impl SegmentGpu {
             let (scount, bcount, cursor) = (count_of(C_SMALL, r), count_of(C_LARGE, r), count_of(C_CURSOR, r));
             let tcount = count_of(C_TINY, r);
             timed(timer, stream, name("segment_minedge"), || {
-                let mut l = stream.launch_builder(&self.f_least);
+                let mut l = ExLaunch::new(stream, &self.f_least, pdl);
                 l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&p.order);
                 l.arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate).arg(&use_list);
                 l.arg(&fin).arg(&fcin).arg(&fout).arg(&fcout);
@@ -819,7 +820,7 @@ impl SegmentGpu {
             {
                 let on = if concurrent && j > 0 { &self.side[j - 1] } else { stream };
                 timed(timer, stream, name(region), || {
-                    let mut l = on.launch_builder(f);
+                    let mut l = ExLaunch::new(on, f, pdl);
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
