@@ -802,7 +802,7 @@ extern "C" __global__ void SEG_CAT_THREAD_BOUNDS segment_cat_thread(u32* link, u
                                               u32* parent, u16* round, const double* __restrict__ w4, u32 eb,
                                               u32 mode, u32 min_size, double k, u32* ctl, u32* mctl, u32 gate,
                                               u32 r, const u32* __restrict__ tlist,
-                                              const u32* __restrict__ tcount) {
+                                              const u32* __restrict__ tcount, u64* scr_k, u32* scr_i, u32 n) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
@@ -879,7 +879,7 @@ extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, dou
                                             const u32* __restrict__ jarr, u32* parent, u16* round,
                                             const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
                                             u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ slist,
-                                            const u32* __restrict__ scount) {
+                                            const u32* __restrict__ scount, u64* scr_k, u32* scr_i, u32 n) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
@@ -942,10 +942,15 @@ extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, dou
 
 #define SEG_CAT_CAP 2048      // members a block sorts at once (a chunk of the caterpillar)
 #define SEG_CAT_THREADS 1024  // one compare-exchange a thread per step of a full chunk
+// Trees above this many members are sorted whole (seg_sort_tree) instead of chunk by chunk:
+// the chunks' selects cost O(members^2 / SEG_CAT_CAP), the sort O(members) (H100, 2026-11-25:
+// whole sorts of every tree above SEG_CAT_CAP took the clip frame at k = 500 from 8.3 to 6.4 ms
+// but photographs' 2 000-6 000-member trees, which mostly stop in their first chunk, from
+// 0.62 to 0.73 ms of segment_cat_block).
+#ifndef SEG_CAT_SORT
+#define SEG_CAT_SORT 8192
+#endif
 
-// Of the members (jarr[off .. off + cnt)) with key > lo (every member when `all`), the key of
-// rank `need` (1-based) in key order: an MSB-first radix select, one 8-bit digit a pass, counted
-// in a shared histogram (keys are distinct except the pair's, which are the least of a tree).
 // Members m0 + u * blockDim.x (u < 4) of a tree's range: ids, then keys (SEG_NO_EDGE past
 // cnt). The four loads of each kind are independent, so a pass over a large tree keeps four
 // member -> key chains in flight a thread instead of one.
@@ -960,6 +965,9 @@ __device__ __forceinline__ void seg_members4(const u64* __restrict__ tkey, const
     for (u32 u = 0; u < 4; ++u) key[u] = id[u] != SEG_NONE ? tkey[id[u]] : SEG_NO_EDGE;
 }
 
+// Of the members (jarr[off .. off + cnt)) with key > lo (every member when `all`), the key of
+// rank `need` (1-based) in key order: an MSB-first radix select, one 8-bit digit a pass, counted
+// in a shared histogram (keys are distinct except the pair's, which are the least of a tree).
 __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
                           bool all, u32 need, u32* hist, u64* sprefix, u32* sneed) {
     u64 prefix = 0, mask = 0;
@@ -1011,24 +1019,142 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
     return prefix;
 }
 
+// One stable LSD radix pass (8-bit digit at `shift`) of cnt (key, id) pairs from (sk, si) to
+// (dk, di) by one block: a shared histogram, its scan (the digits' bases), then tiles of
+// blockDim.x pairs in order, each pair ranked among its warp's pairs of the same digit
+// (__match_any_sync) and the warps' counts scanned per digit (wcnt: 32 x 256 words), so equal
+// digits keep their order. hist / base: 256 words each.
+__device__ void seg_radix_pass(const u64* __restrict__ sk, const u32* __restrict__ si, u64* dk, u32* di, u32 cnt,
+                               u32 shift, u32* hist, u32* base, u32* wcnt) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    for (u32 j = tid; j < 256; j += blockDim.x) hist[j] = 0;
+    __syncthreads();
+    for (u32 m = tid; m < cnt; m += blockDim.x) atomicAdd(&hist[(sk[m] >> shift) & 255u], 1u);
+    __syncthreads();
+    u32 total;
+    u32 x = seg_block_scan(tid < 256 ? hist[tid] : 0u, &total);
+    if (tid < 256) base[tid] = x;
+    __syncthreads();
+    for (u32 t0 = 0; t0 < cnt; t0 += blockDim.x) {
+        for (u32 j = tid; j < 32u * 256u; j += blockDim.x) wcnt[j] = 0;
+        u32 m = t0 + tid;
+        bool valid = m < cnt;
+        u64 k = valid ? sk[m] : 0ull;
+        u32 id = valid ? si[m] : 0u;
+        u32 d = valid ? (u32)((k >> shift) & 255u) : 256u;
+        u32 peers = __match_any_sync(FULL_MASK, d);
+        u32 rank = (u32)__popc(peers & ((1u << lane) - 1u));
+        __syncthreads();
+        if (valid && rank == 0) wcnt[warp * 256u + d] = (u32)__popc(peers);
+        __syncthreads();
+        if (tid < 256) {
+            u32 run = 0;
+            for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+                u32 c = wcnt[w * 256u + tid];
+                wcnt[w * 256u + tid] = run;
+                run += c;
+            }
+            hist[tid] = base[tid];  // this tile's base of the digit
+            base[tid] += run;
+        }
+        __syncthreads();
+        if (valid) {
+            u32 dst = hist[d] + wcnt[warp * 256u + d] + rank;
+            dk[dst] = k;
+            di[dst] = id;
+        }
+        __syncthreads();
+    }
+}
+
+// Sorts a large tree's core by (key, id) into scratch (2 x cnt pairs at sk/si and sk2/si2):
+// the members are gathered once (four member -> key chains in flight a thread), then stable
+// LSD radix passes over the digits below the highest bit where the keys differ. Keys are unique
+// except the mutual pair's (the same edge, the least key of the tree), whose order by id is
+// fixed at the end. Returns which half holds the result (0: sk/si). Shared: wcnt 8192 words,
+// hist / base 256 each, red 2 x 32 u64.
+__device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64* sk,
+                             u32* si, u64* sk2, u32* si2, u32* hist, u32* base, u32* wcnt, u64* red) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u64 kmin = SEG_NO_EDGE, kmax = 0;
+    for (u32 m0 = tid; m0 < cnt; m0 += 4 * blockDim.x) {
+        u32 id[4];
+        u64 kk[4];
+        seg_members4(tkey, jarr, off, cnt, m0, id, kk);
+#pragma unroll
+        for (u32 u = 0; u < 4; ++u) {
+            u32 m = m0 + u * blockDim.x;
+            if (m < cnt) {
+                sk[m] = kk[u];
+                si[m] = id[u];
+                kmin = kk[u] < kmin ? kk[u] : kmin;
+                kmax = kk[u] > kmax ? kk[u] : kmax;
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        u64 a = __shfl_xor_sync(FULL_MASK, kmin, o), b = __shfl_xor_sync(FULL_MASK, kmax, o);
+        kmin = a < kmin ? a : kmin;
+        kmax = b > kmax ? b : kmax;
+    }
+    if (lane == 0) {
+        red[warp] = kmin;
+        red[32 + warp] = kmax;
+    }
+    __syncthreads();
+    u64 lo = SEG_NO_EDGE, hi = 0;
+    for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+        lo = red[w] < lo ? red[w] : lo;
+        hi = red[32 + w] > hi ? red[32 + w] : hi;
+    }
+    __syncthreads();
+    u64 diff = lo ^ hi;
+    u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;  // bits that differ: [0, top)
+    u32 half = 0;
+    for (u32 shift = 0; shift < top; shift += 8) {
+        if (half == 0) seg_radix_pass(sk, si, sk2, si2, cnt, shift, hist, base, wcnt);
+        else seg_radix_pass(sk2, si2, sk, si, cnt, shift, hist, base, wcnt);
+        half ^= 1u;
+    }
+    if (tid == 0 && cnt >= 2) {
+        u64* k = half ? sk2 : sk;
+        u32* d = half ? si2 : si;
+        if (k[0] == k[1] && d[1] < d[0]) {
+            u32 t = d[0];
+            d[0] = d[1];
+            d[1] = t;
+        }
+    }
+    __syncthreads();
+    return half;
+}
+
 // Step 8, trees of more than 32 members: a block per tree (blist), the caterpillar in chunks
-// of at most SEG_CAT_CAP members in key order: the next chunk is the members with keys above
-// the last chunk's (radix-selected when more than SEG_CAT_CAP remain), compacted into shared
-// memory and sorted by a bitonic network sized to the chunk. Each chunk is evaluated as in
-// segment_cat_warp (a block scan for |R|, a shared minimum for the first failing step) with
-// |R| and Int carried over from the previous chunk; the tree stops at its first failing step,
-// so one round covers the whole core exactly as the CPU model does.
+// of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
+// radix-selected (the next SEG_CAT_CAP keys), gathered into shared memory and sorted by a
+// bitonic network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable
+// LSD radix passes over the digits where its keys differ) and read a chunk at a time. Each chunk is evaluated as in segment_cat_warp (a block scan for |R|,
+// a shared minimum for the first failing step) with |R| and Int carried over from the previous
+// chunk; the tree stops at its first failing step, so one round covers the whole core exactly
+// as the CPU model does. GPU notes (H100): the chunks used to be radix-selected from the
+// unsorted tree (8 passes over every member per chunk: O(members^2 / 2048), 4.7 of 8.3 ms on
+// the clip frame at k = 500, whose largest tree has 36 754 members).
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
     segment_cat_block(u32* link, u32* done, u32* size, double* cint, const u64* __restrict__ tkey, u32* ccnt,
                       const u32* __restrict__ joff, const u32* __restrict__ jarr, u32* parent, u16* round,
                       const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32* ctl, u32* mctl,
-                      u32 gate, u32 r, const u32* __restrict__ blist, const u32* __restrict__ bcount) {
-    __shared__ u64 skey[SEG_CAT_CAP];
-    __shared__ u32 sid[SEG_CAT_CAP];
-    __shared__ u32 ssr[SEG_CAT_CAP];
-    __shared__ u32 hist[256];
+                      u32 gate, u32 r, const u32* __restrict__ blist, const u32* __restrict__ bcount, u64* scr_k,
+                      u32* scr_i, u32 n) {
+    // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
+    // warp counts (8192 words).
+    __shared__ u64 s_raw[2 * SEG_CAT_CAP];
+    __shared__ u32 hist[256], sbase[256];
+    __shared__ u64 sred[64];
     __shared__ u64 sprefix;
     __shared__ u32 sneed, sfill, sfail;
+    u64* skey = s_raw;
+    u32* sid = (u32*)(s_raw + SEG_CAT_CAP);
+    u32* ssr = sid + SEG_CAT_CAP;
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
@@ -1044,55 +1170,79 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
         double carry_w = 0.0;  // weight of the last merged member (Int of R after it)
         bool merged = false;
         u32 taken = 0;
+        // A tree of more than SEG_CAT_SORT members is sorted once into scratch (its range of
+        // jarr, twice) and read a chunk at a time; a smaller one radix-selects each chunk.
+        bool sorted = false;
+        const u64* rk = scr_k + off;
+        const u32* ri = scr_i + off;
         u64 lo = 0;
         while (taken < cnt) {
-            bool all = taken == 0;
+            u32 mm;
             u32 left = cnt - taken;
-            u64 thr = SEG_NO_EDGE;
-            if (left > SEG_CAT_CAP) thr = seg_select(tkey, jarr, off, cnt, lo, all, SEG_CAT_CAP, hist, &sprefix, &sneed);
-            if (tid == 0) sfill = 0;
-            __syncthreads();
-            for (u32 m0 = tid; m0 < cnt; m0 += 4 * blockDim.x) {
-                u32 ids[4];
-                u64 kks[4];
-                seg_members4(tkey, jarr, off, cnt, m0, ids, kks);
-#pragma unroll
-                for (u32 u = 0; u < 4; ++u) {
-                    if (ids[u] != SEG_NONE && (all || kks[u] > lo) && kks[u] <= thr) {
-                        u32 slot = atomicAdd(&sfill, 1u);
-                        skey[slot] = kks[u];
-                        sid[slot] = ids[u];
-                    }
+            if (!sorted && cnt > SEG_CAT_SORT) {
+                sorted = true;
+                if (seg_sort_tree(tkey, jarr, off, cnt, scr_k + off, scr_i + off, scr_k + n + off, scr_i + n + off,
+                                  hist, sbase, (u32*)s_raw, sred)) {
+                    rk = scr_k + n + off;
+                    ri = scr_i + n + off;
                 }
             }
-            __syncthreads();
-            u32 mm = sfill;
-            u32 pw = 2;
-            while (pw < mm) pw <<= 1;
-            for (u32 e = mm + tid; e < pw; e += blockDim.x) {
-                skey[e] = SEG_NO_EDGE;
-                sid[e] = SEG_NONE;
-            }
-            __syncthreads();
-            for (u32 kk = 2; kk <= pw; kk <<= 1) {
-                for (u32 j = kk >> 1; j > 0; j >>= 1) {
-                    for (u32 e = tid; e < pw; e += blockDim.x) {
-                        u32 o = e ^ j;
-                        if (o > e) {
-                            bool asc = (e & kk) == 0;
-                            bool swap = asc ? seg_less(skey[o], sid[o], skey[e], sid[e])
-                                            : seg_less(skey[e], sid[e], skey[o], sid[o]);
-                            if (swap) {
-                                u64 tk = skey[e];
-                                skey[e] = skey[o];
-                                skey[o] = tk;
-                                u32 ti = sid[e];
-                                sid[e] = sid[o];
-                                sid[o] = ti;
-                            }
+            if (sorted) {
+                mm = left < SEG_CAT_CAP ? left : SEG_CAT_CAP;
+                for (u32 e = tid; e < mm; e += blockDim.x) {
+                    skey[e] = rk[taken + e];
+                    sid[e] = ri[taken + e];
+                }
+                __syncthreads();
+            } else {
+                bool all = taken == 0;
+                u64 thr = SEG_NO_EDGE;
+                if (left > SEG_CAT_CAP)
+                    thr = seg_select(tkey, jarr, off, cnt, lo, all, SEG_CAT_CAP, hist, &sprefix, &sneed);
+                if (tid == 0) sfill = 0;
+                __syncthreads();
+                for (u32 m0 = tid; m0 < cnt; m0 += 4 * blockDim.x) {
+                    u32 ids[4];
+                    u64 kks[4];
+                    seg_members4(tkey, jarr, off, cnt, m0, ids, kks);
+#pragma unroll
+                    for (u32 u = 0; u < 4; ++u) {
+                        if (ids[u] != SEG_NONE && (all || kks[u] > lo) && kks[u] <= thr) {
+                            u32 slot = atomicAdd(&sfill, 1u);
+                            skey[slot] = kks[u];
+                            sid[slot] = ids[u];
                         }
                     }
-                    __syncthreads();
+                }
+                __syncthreads();
+                mm = sfill;
+                u32 pw = 2;
+                while (pw < mm) pw <<= 1;
+                for (u32 e = mm + tid; e < pw; e += blockDim.x) {
+                    skey[e] = SEG_NO_EDGE;
+                    sid[e] = SEG_NONE;
+                }
+                __syncthreads();
+                for (u32 kk = 2; kk <= pw; kk <<= 1) {
+                    for (u32 j = kk >> 1; j > 0; j >>= 1) {
+                        for (u32 e = tid; e < pw; e += blockDim.x) {
+                            u32 o = e ^ j;
+                            if (o > e) {
+                                bool asc = (e & kk) == 0;
+                                bool swap = asc ? seg_less(skey[o], sid[o], skey[e], sid[e])
+                                                : seg_less(skey[e], sid[e], skey[o], sid[o]);
+                                if (swap) {
+                                    u64 tk = skey[e];
+                                    skey[e] = skey[o];
+                                    skey[o] = tk;
+                                    u32 ti = sid[e];
+                                    sid[e] = sid[o];
+                                    sid[o] = ti;
+                                }
+                            }
+                        }
+                        __syncthreads();
+                    }
                 }
             }
             // |R| before each member: carry + block scan (two consecutive members a thread).

@@ -119,6 +119,9 @@ struct Ptrs {
     ctl: u64,
     mctl: u64,
     counts: u64,
+    /// segment_cat_block's sort of large trees: keys and ids, 2n each.
+    scr_k: u64,
+    scr_i: u64,
     flist: [u64; 2],
     rlist: [u64; 2],
     info: u64,
@@ -133,8 +136,8 @@ struct Buffers {
     _u32s: Vec<CudaSlice<u32>>,
     _u64s: Vec<CudaSlice<u64>>,
     _w4: CudaSlice<f64>,
-    /// Entries of the per-round list counts (the last of `_u32s`).
-    counts_len: usize,
+    /// Index of the per-round list counts in `_u32s`.
+    counts_at: usize,
     round: CudaSlice<u16>,
     parent: CudaSlice<u32>,
     labels: CudaSlice<u32>,
@@ -437,10 +440,13 @@ impl SegmentGpu {
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
         u32s.push(a(NCOUNTS * NCTL, "per-round list counts")?);
-        let mut u64s = Vec::with_capacity(4);
+        let mut u64s = Vec::with_capacity(5);
         for what in ["least edges", "target keys", "tree exits", "internal differences"] {
             u64s.push(a64(n, what)?);
         }
+        // Large trees sorted by segment_cat_block: (key, id) twice over each tree's range.
+        u64s.push(a64(2 * n, "large-tree sort keys")?);
+        u32s.push(a(2 * n, "large-tree sort ids")?);
         let r32 = |i: usize| raw(&u32s[i], stream);
         let r64 = |i: usize| raw(&u64s[i], stream);
         let p = Ptrs {
@@ -467,6 +473,8 @@ impl SegmentGpu {
             tlist: r32(21),
             blocksum: r32(22),
             counts: r32(23),
+            scr_i: r32(24),
+            scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
             exitk: r64(2),
@@ -485,7 +493,7 @@ impl SegmentGpu {
             _u32s: u32s,
             _u64s: u64s,
             _w4: w4,
-            counts_len: NCOUNTS * NCTL,
+            counts_at: 23,
             round,
             parent,
             labels,
@@ -824,11 +832,13 @@ impl SegmentGpu {
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
+                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn);
                     // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
                     // three lists disjoint (so the kernels may run at once); a member is in one
                     // tree's range, so its link/parent/round and the tree root's size/Int/done
-                    // are written by that thread (warp, block) only; the block launch has the
-                    // kernel's SEG_CAT_THREADS threads.
+                    // are written by that thread (warp, block) only, as is the tree's range of the
+                    // sort scratch (2n keys and ids: [off, off + count) and n past it); the block
+                    // launch has the kernel's SEG_CAT_THREADS threads.
                     unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
@@ -1015,7 +1025,7 @@ impl SegmentGpu {
             stream.synchronize()?;
             (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
         }
-        let rows = match b._u32s.last().filter(|c| c.len() == b.counts_len) {
+        let rows = match b._u32s.get(b.counts_at) {
             Some(counts) => Some(stream.clone_dtoh(&counts.slice(0..2 * NCTL))?),
             None => None,
         };
