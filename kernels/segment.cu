@@ -92,6 +92,11 @@
 #define SEG_MODE_MERGE 0u
 #define SEG_MODE_MIN_SIZE 1u
 
+#define SEG_CAT_CAP 2048      // members a block sorts at once (a chunk of the caterpillar)
+#define SEG_CAT_THREADS 1024  // one compare-exchange a thread per step of a full chunk
+#define SEG_CAT_MID_CAP 512   // segment_cat_mid: trees of up to this many members, one chunk
+#define SEG_CAT_MID_THREADS 256
+
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
 __device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
     double acc = 0.0;
@@ -708,12 +713,13 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
-// of tiny (at most 8 members: a thread each), small (at most 32: a warp each) or large trees
-// (a block each).
+// of tiny (at most 8 members: a thread each), small (at most 32: a warp each), mid-size (at most
+// SEG_CAT_MID_CAP: a block of SEG_CAT_MID_THREADS each) or large trees (a block of
+// SEG_CAT_THREADS each).
 extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
-                                         u32* tcount, u32* slist, u32* scount, u32* blist, u32* bcount,
-                                         const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ hlist,
-                                         const u32* __restrict__ hcount) {
+                                         u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
+                                         u32* bcount, const u32* __restrict__ ctl, u32 gate,
+                                         const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
@@ -730,7 +736,8 @@ extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff
         if (in) joff[t] = s_base + off;
         seg_append_block(tlist, tcount, in && c <= 8u, t);
         seg_append_block(slist, scount, in && c > 8u && c <= 32u, t);
-        seg_append_block(blist, bcount, in && c > 32u, t);
+        seg_append_block(mlist, mcount, in && c > 32u && c <= SEG_CAT_MID_CAP, t);
+        seg_append_block(blist, bcount, in && c > SEG_CAT_MID_CAP, t);
     }
 }
 
@@ -940,8 +947,6 @@ extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, dou
     seg_count(ctl, mctl, r, ev, mg);
 }
 
-#define SEG_CAT_CAP 2048      // members a block sorts at once (a chunk of the caterpillar)
-#define SEG_CAT_THREADS 1024  // one compare-exchange a thread per step of a full chunk
 // Trees above this many members are sorted whole (seg_sort_tree) instead of chunk by chunk:
 // the chunks' selects cost O(members^2 / SEG_CAT_CAP), the sort O(members) (H100, 2026-11-25:
 // whole sorts of every tree above SEG_CAT_CAP took the clip frame at k = 500 from 8.3 to 6.4 ms
@@ -1139,22 +1144,27 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
 // as the CPU model does. GPU notes (H100): the chunks used to be radix-selected from the
 // unsorted tree (8 passes over every member per chunk: O(members^2 / 2048), 4.7 of 8.3 ms on
 // the clip frame at k = 500, whose largest tree has 36 754 members).
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
-    segment_cat_block(u32* link, u32* done, u32* size, double* cint, const u64* __restrict__ tkey, u32* ccnt,
-                      const u32* __restrict__ joff, const u32* __restrict__ jarr, u32* parent, u16* round,
-                      const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32* ctl, u32* mctl,
-                      u32 gate, u32 r, const u32* __restrict__ blist, const u32* __restrict__ bcount, u64* scr_k,
-                      u32* scr_i, u32 n) {
+// The caterpillars of the trees listed in blist by blocks of CAP / 2 threads (chunks of CAP
+// members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
+// every tree fits one chunk (the mid-size kernel).
+template <u32 CAP, bool LARGE>
+__device__ __forceinline__ void seg_cat_blocks(u32* link, u32* done, u32* size, double* cint,
+                                               const u64* __restrict__ tkey, u32* ccnt, const u32* __restrict__ joff,
+                                               const u32* __restrict__ jarr, u32* parent, u16* round,
+                                               const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size,
+                                               double k, u32* ctl, u32* mctl, u32 gate, u32 r,
+                                               const u32* __restrict__ blist, const u32* __restrict__ bcount,
+                                               u64* scr_k, u32* scr_i, u32 n) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
-    // warp counts (8192 words).
-    __shared__ u64 s_raw[2 * SEG_CAT_CAP];
+    // warp counts (8192 words: CAP 2048).
+    __shared__ u64 s_raw[2 * CAP];
     __shared__ u32 hist[256], sbase[256];
     __shared__ u64 sred[64];
     __shared__ u64 sprefix;
     __shared__ u32 sneed, sfill, sfail;
     u64* skey = s_raw;
-    u32* sid = (u32*)(s_raw + SEG_CAT_CAP);
-    u32* ssr = sid + SEG_CAT_CAP;
+    u32* sid = (u32*)(s_raw + CAP);
+    u32* ssr = sid + CAP;
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
@@ -1179,7 +1189,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
         while (taken < cnt) {
             u32 mm;
             u32 left = cnt - taken;
-            if (!sorted && cnt > SEG_CAT_SORT) {
+            if (LARGE && !sorted && cnt > SEG_CAT_SORT) {
                 sorted = true;
                 if (seg_sort_tree(tkey, jarr, off, cnt, scr_k + off, scr_i + off, scr_k + n + off, scr_i + n + off,
                                   hist, sbase, (u32*)s_raw, sred)) {
@@ -1188,7 +1198,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
                 }
             }
             if (sorted) {
-                mm = left < SEG_CAT_CAP ? left : SEG_CAT_CAP;
+                mm = left < CAP ? left : CAP;
                 for (u32 e = tid; e < mm; e += blockDim.x) {
                     skey[e] = rk[taken + e];
                     sid[e] = ri[taken + e];
@@ -1197,8 +1207,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
             } else {
                 bool all = taken == 0;
                 u64 thr = SEG_NO_EDGE;
-                if (left > SEG_CAT_CAP)
-                    thr = seg_select(tkey, jarr, off, cnt, lo, all, SEG_CAT_CAP, hist, &sprefix, &sneed);
+                if (LARGE && left > CAP) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
                 if (tid == 0) sfill = 0;
                 __syncthreads();
                 for (u32 m0 = tid; m0 < cnt; m0 += 4 * blockDim.x) {
@@ -1304,6 +1313,26 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS)
         __syncthreads();
     }
     seg_count(ctl, mctl, r, ev, mg);
+}
+
+#define SEG_CAT_ARGS                                                                                  \
+    u32 *link, u32 *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u32 *ccnt,                   \
+        const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u32 *parent, u16 *round,                \
+        const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
+        u32 r, const u32 *__restrict__ blist, const u32 *__restrict__ bcount, u64 *scr_k, u32 *scr_i, u32 n
+#define SEG_CAT_PASS                                                                                    \
+    link, done, size, cint, tkey, ccnt, joff, jarr, parent, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
+        blist, bcount, scr_k, scr_i, n
+
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(SEG_CAT_ARGS) {
+    seg_cat_blocks<SEG_CAT_CAP, true>(SEG_CAT_PASS);
+}
+
+// Trees of 33..SEG_CAT_MID_CAP members: one chunk each, by blocks a quarter the size, so four
+// times as many trees are under way at once (rounds 4-6 of a 1080p photograph have ~600 such
+// trees, ~100 members each).
+extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mid(SEG_CAT_ARGS) {
+    seg_cat_blocks<SEG_CAT_MID_CAP, false>(SEG_CAT_PASS);
 }
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its

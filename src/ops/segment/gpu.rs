@@ -47,8 +47,8 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 /// `1..=max_rounds`, `min_size` rounds follow).
 const NCTL: usize = 2 * MAX_ROUNDS_LIMIT as usize + 2;
 /// Per-round list counts, `NCTL` entries each: frontier, active roots, trees with members,
-/// members, small trees, large trees, range cursor, tiny trees.
-const NCOUNTS: usize = 8;
+/// members, small trees, large trees, range cursor, tiny trees, mid-size trees.
+const NCOUNTS: usize = 9;
 const C_FRONTIER: u64 = 0;
 const C_ROOTS: u64 = 1;
 const C_TREES: u64 = 2;
@@ -57,12 +57,15 @@ const C_SMALL: u64 = 4;
 const C_LARGE: u64 = 5;
 const C_CURSOR: u64 = 6;
 const C_TINY: u64 = 7;
+const C_MID: u64 = 8;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride kernels.
 const BLOCK: u32 = 256;
 /// Threads per block of `segment_cat_block` (keep in sync with SEG_CAT_THREADS).
 const CAT_THREADS: u32 = 1024;
+/// Threads per block of `segment_cat_mid` (keep in sync with SEG_CAT_MID_THREADS).
+const CAT_MID_THREADS: u32 = 256;
 /// Adaptive round caps are rounded up to a multiple of this, so that video frames whose round
 /// counts differ a little replay the same captured graph.
 const GRAPH_ROUND_STEP: u32 = 4;
@@ -106,6 +109,7 @@ struct Ptrs {
     hlist: u64,
     xlist: u64,
     tlist: u64,
+    mlist: u64,
     slist: u64,
     blist: u64,
     /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
@@ -160,6 +164,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_cat_thread",
     "segment_cat_warp",
     "segment_cat_block",
+    "segment_cat_mid",
     "segment_reset_done",
     "segment_final",
     "segment_minpix",
@@ -257,6 +262,7 @@ pub struct SegmentGpu {
     f_cat_thread: CudaFunction,
     f_cat_warp: CudaFunction,
     f_cat_block: CudaFunction,
+    f_cat_mid: CudaFunction,
     f_reset_done: CudaFunction,
     f_final: CudaFunction,
     f_minpix: CudaFunction,
@@ -271,12 +277,14 @@ pub struct SegmentGpu {
     warp_cfg: LaunchConfig,
     /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
     block_cfg: LaunchConfig,
+    /// Launch of `segment_cat_mid`: 5 blocks of 256 an SM striding over the mid-size trees.
+    mid_cfg: LaunchConfig,
     /// Streams that run the small and large trees' caterpillars beside the tiny trees' (the
     /// three kernels touch disjoint trees), forked from and joined back to the caller's stream
     /// by events; inside a captured graph they become parallel branches.
-    side: [Arc<CudaStream>; 2],
+    side: [Arc<CudaStream>; 3],
     fork: CudaEvent,
-    joins: [CudaEvent; 2],
+    joins: [CudaEvent; 3],
     bufs: Option<Buffers>,
     produced: Cell<Option<Produced>>,
     /// The last frame's launch sequence (a capped adaptive frame is run again from it).
@@ -342,6 +350,8 @@ impl SegmentGpu {
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
         let f = |name: &str| gpu.function("segment", name);
         let sms = u32::try_from(gpu.info().multiprocessors.max(1)).unwrap_or(1);
+        let stream = || gpu.cuda().new_stream().map_err(GpuError::from);
+        let event = || gpu.cuda().new_event(None).map_err(GpuError::from);
         Ok(Self {
             blur: BlurGpu::new(gpu)?,
             f_init: f("segment_init")?,
@@ -356,6 +366,7 @@ impl SegmentGpu {
             f_cat_thread: f("segment_cat_thread")?,
             f_cat_warp: f("segment_cat_warp")?,
             f_cat_block: f("segment_cat_block")?,
+            f_cat_mid: f("segment_cat_mid")?,
             f_reset_done: f("segment_reset_done")?,
             f_final: f("segment_final")?,
             f_minpix: f("segment_minpix")?,
@@ -368,9 +379,10 @@ impl SegmentGpu {
             max_blocks: sms * 8,
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
-            side: [gpu.cuda().new_stream().map_err(GpuError::from)?, gpu.cuda().new_stream().map_err(GpuError::from)?],
-            fork: gpu.cuda().new_event(None).map_err(GpuError::from)?,
-            joins: [gpu.cuda().new_event(None).map_err(GpuError::from)?, gpu.cuda().new_event(None).map_err(GpuError::from)?],
+            mid_cfg: LaunchConfig { grid_dim: (sms * 5, 1, 1), block_dim: (CAT_MID_THREADS, 1, 1), shared_mem_bytes: 0 },
+            side: [stream()?, stream()?, stream()?],
+            fork: event()?,
+            joins: [event()?, event()?, event()?],
             bufs: None,
             produced: Cell::new(None),
             last_body: Cell::new(None),
@@ -433,6 +445,7 @@ impl SegmentGpu {
             "root list A",
             "root list B",
             "tiny trees",
+            "mid-size trees",
         ];
         let mut u32s = Vec::with_capacity(names32.len() + 2);
         for what in names32 {
@@ -471,9 +484,10 @@ impl SegmentGpu {
             flist: [r32(17), r32(18)],
             rlist: [r32(19), r32(20)],
             tlist: r32(21),
-            blocksum: r32(22),
-            counts: r32(23),
-            scr_i: r32(24),
+            mlist: r32(22),
+            blocksum: r32(23),
+            counts: r32(24),
+            scr_i: r32(25),
             scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
@@ -493,7 +507,7 @@ impl SegmentGpu {
             _u32s: u32s,
             _u64s: u64s,
             _w4: w4,
-            counts_at: 23,
+            counts_at: 24,
             round,
             parent,
             labels,
@@ -724,15 +738,17 @@ impl SegmentGpu {
             // A round whose work was small last frame takes a small grid (grid-stride loops are
             // right at any size; an idle block still costs: ~3 us for an empty full grid).
             let lg = ph.grids.get(i as usize).copied().unwrap_or(0);
-            let (cfg, warp_cfg, block_cfg) = if lg == 0 {
-                (full_cfg, self.warp_cfg, self.block_cfg)
+            let (cfg, warp_cfg, mid_cfg, block_cfg) = if lg == 0 {
+                (full_cfg, self.warp_cfg, self.mid_cfg, self.block_cfg)
             } else {
                 let blocks = (1u32 << lg).min(full_cfg.grid_dim.0);
                 let mut w = self.warp_cfg;
                 w.grid_dim.0 = w.grid_dim.0.min(blocks);
+                let mut m = self.mid_cfg;
+                m.grid_dim.0 = m.grid_dim.0.min(blocks);
                 let mut b = self.block_cfg;
                 b.grid_dim.0 = b.grid_dim.0.min((blocks / 4).max(MIN_ROUND_BLOCKS));
-                (LaunchConfig { grid_dim: (blocks, 1, 1), ..full_cfg }, w, b)
+                (LaunchConfig { grid_dim: (blocks, 1, 1), ..full_cfg }, w, m, b)
             };
             // Rounds after the first of their phase run over the previous round's lists.
             let use_list = u32::from(i > 0);
@@ -743,7 +759,7 @@ impl SegmentGpu {
             let (rcin, rcout) = (count_of(C_ROOTS, r - 1), count_of(C_ROOTS, r));
             let (hcount, xcount) = (count_of(C_TREES, r), count_of(C_MEMBERS, r));
             let (scount, bcount, cursor) = (count_of(C_SMALL, r), count_of(C_LARGE, r), count_of(C_CURSOR, r));
-            let tcount = count_of(C_TINY, r);
+            let (tcount, mcount) = (count_of(C_TINY, r), count_of(C_MID, r));
             timed(timer, stream, name("segment_minedge"), || {
                 let mut l = ExLaunch::new(stream, &self.f_least, pdl);
                 l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&p.order);
@@ -794,6 +810,7 @@ impl SegmentGpu {
             timed(timer, stream, name("segment_alloc"), || {
                 let mut l = ExLaunch::new(stream, &self.f_alloc, pdl);
                 l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount);
+                l.arg(&p.mlist).arg(&mcount);
                 l.arg(&p.blist).arg(&bcount);
                 l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
                 // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
@@ -821,6 +838,7 @@ impl SegmentGpu {
             for (j, (f, list, lcount, lcfg, region)) in [
                 (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
                 (&self.f_cat_warp, p.slist, scount, warp_cfg, "segment_cat_warp"),
+                (&self.f_cat_mid, p.mlist, mcount, mid_cfg, "segment_cat_mid"),
                 (&self.f_cat_block, p.blist, bcount, block_cfg, "segment_cat_block"),
             ]
             .into_iter()
@@ -834,11 +852,11 @@ impl SegmentGpu {
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
                     l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn);
                     // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
-                    // three lists disjoint (so the kernels may run at once); a member is in one
+                    // four lists disjoint (so the kernels may run at once); a member is in one
                     // tree's range, so its link/parent/round and the tree root's size/Int/done
                     // are written by that thread (warp, block) only, as is the tree's range of the
                     // sort scratch (2n keys and ids: [off, off + count) and n past it); the block
-                    // launch has the kernel's SEG_CAT_THREADS threads.
+                    // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads.
                     unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
