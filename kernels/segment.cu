@@ -280,60 +280,6 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
     }
 }
 
-// List appends staged per warp: a warp collects its entries in shared memory (SEG_WBUF a warp)
-// and takes its range of the list with one atomicAdd when the buffer is full and once at the
-// end. Entries appended per warp without staging serialised ~65 000 atomics on one counter per
-// 2 M-entry list; a block-wide append (seg_append_block) costs three barriers an item, which
-// hold every warp of the block to its slowest thread's dependent loads (these loops are
-// latency-bound). Every lane of the warp must call these (warp-uniform loops, SEG_WARP_LOOP).
-#define SEG_WBUF 256
-#define SEG_LIST_WARPS 8  // warps a block of the kernels that stage appends (blocks of 256)
-
-__device__ __forceinline__ void seg_wflush(u32* buf, u32& fill, u32* list, u32* count) {
-    u32 lane = threadIdx.x & 31u;
-    __syncwarp();
-    u32 base = 0;
-    if (lane == 0 && fill) base = atomicAdd(count, fill);
-    base = __shfl_sync(FULL_MASK, base, 0);
-    for (u32 j = lane; j < fill; j += 32) list[base + j] = buf[j];
-    __syncwarp();
-    fill = 0;
-}
-
-__device__ __forceinline__ void seg_wappend(u32* buf, u32& fill, u32* list, u32* count, bool keep, u32 id) {
-    u32 lane = threadIdx.x & 31u;
-    u32 ballot = __ballot_sync(FULL_MASK, keep);
-    u32 nk = (u32)__popc(ballot);
-    if (fill + nk > SEG_WBUF) seg_wflush(buf, fill, list, count);
-    if (keep) buf[fill + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
-    fill += nk;
-}
-
-// This warp's staging buffer `which` (of `lists` a warp) in the block's shared array.
-#define SEG_WARP_BUF(arr, lists, which) ((arr) + ((threadIdx.x >> 5) * (lists) + (which)) * SEG_WBUF)
-
-// A grid-stride loop over items `i` that every lane of a warp runs the same number of times
-// (for seg_wappend / seg_run_min); the body checks i < count itself.
-#define SEG_WARP_LOOP(i, count)                                                                    \
-    for (u32 seg_wb_ = global_tid() & ~31u, i = global_tid(); seg_wb_ < (count);                   \
-         seg_wb_ += global_threads(), i += global_threads())
-
-// Minimum of `key` over each run of consecutive lanes with the same `grp` (a segmented scan):
-// returns true on the last lane of its run, whose `key` is then the minimum over the run (and
-// possibly over other lanes of the same group, which is as good). Lets one atomicMin stand for a
-// run of pixels of one component (the frontier lists keep neighbouring pixels together).
-__device__ __forceinline__ bool seg_run_min(u32 grp, u64& key) {
-    u32 lane = threadIdx.x & 31u;
-#pragma unroll
-    for (u32 o = 1; o < 32; o <<= 1) {
-        u64 k2 = __shfl_up_sync(FULL_MASK, key, o);
-        u32 g2 = __shfl_up_sync(FULL_MASK, grp, o);
-        if (lane >= o && g2 == grp && k2 < key) key = k2;
-    }
-    u32 gn = __shfl_down_sync(FULL_MASK, grp, 1);
-    return lane == 31 || gn != grp;
-}
-
 // Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
 // rounds take ~2 M entries, and a warp-aggregated append serialises ~65 000 atomics on one
 // counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
@@ -365,44 +311,6 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
 #define SEG_BLOCK_LOOP(i, count)                                                                  \
     for (u32 seg_base_ = blockIdx.x * blockDim.x, i = seg_base_ + threadIdx.x; seg_base_ < (count); \
          seg_base_ += global_threads(), i = seg_base_ + threadIdx.x)
-
-// Appends of the kernels that build the round's lists (least, targets, core): one atomicAdd per
-// block and item (seg_append_block, SEG_BLOCK_LOOP; the default), or with SEG_STAGED per-warp
-// staging buffers (seg_wappend, SEG_WARP_LOOP; measured slower, H100 2026-11-25: least
-// 1.04 -> 1.24 ms, targets 0.55 -> 0.61 ms a frame at 1080p, kept as a variant to measure).
-#ifndef SEG_STAGED
-#define SEG_STAGED 0
-#endif
-#ifndef SEG_RUN_MIN
-#define SEG_RUN_MIN 0
-#endif
-struct SegList {
-    u32* list;
-    u32* count;
-    u32* buf;
-    u32 fill;
-};
-#if SEG_STAGED
-#define SEG_LIST_LOOP SEG_WARP_LOOP
-#define SEG_LIST_SHARED(lists) __shared__ u32 s_buf[SEG_LIST_WARPS * (lists) * SEG_WBUF]
-#define SEG_LIST(l, c, lists, which) SegList{(l), (c), SEG_WARP_BUF(s_buf, (lists), (which)), 0u}
-#else
-#define SEG_LIST_LOOP SEG_BLOCK_LOOP
-#define SEG_LIST_SHARED(lists)
-#define SEG_LIST(l, c, lists, which) SegList{(l), (c), nullptr, 0u}
-#endif
-__device__ __forceinline__ void seg_push(SegList& L, bool keep, u32 id) {
-#if SEG_STAGED
-    seg_wappend(L.buf, L.fill, L.list, L.count, keep, id);
-#else
-    seg_append_block(L.list, L.count, keep, id);
-#endif
-}
-__device__ __forceinline__ void seg_end(SegList& L) {
-#if SEG_STAGED
-    seg_wflush(L.buf, L.fill, L.list, L.count);
-#endif
-}
 
 // Edges a frontier scan examines at once: their neighbour, link and far-side loads are issued
 // together (the scans are latency-bound: ncu, round 2, 93 % of the stall cycles wait on a load),
@@ -443,8 +351,7 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
 // Algorithms 2 and 3). Iterates all pixels (use_list 0) or in_list[0..*in_count]; writes the
 // frontier of this round (pixels with an alive edge) to out_list / *out_count. The first merge
 // round (use_list 0) needs no lookups: every pixel is its own component and every edge is alive,
-// so a pixel's least edge is the first of its order word. Later, one atomicMin stands for each
-// run of lanes of one component (seg_run_min).
+// so a pixel's least edge is the first of its order word.
 extern "C" __global__ void __launch_bounds__(256)
     segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
                   const u32* __restrict__ size, const u32* __restrict__ done, u32* order, u32 width, u32 height,
@@ -453,12 +360,10 @@ extern "C" __global__ void __launch_bounds__(256)
                   u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    SEG_LIST_SHARED(1u);
     if (ctl[gate] == 0) return;
-    SegList out = SEG_LIST(out_list, out_count, 1u, 0u);
     bool first = mode == SEG_MODE_MERGE && !use_list;
     u32 count = use_list ? *in_count : width * height;
-    SEG_LIST_LOOP(i, count) {
+    SEG_BLOCK_LOOP(i, count) {
         bool in = i < count;
         u32 p = in ? (use_list ? in_list[i] : i) : 0u;
         u64 bk = SEG_NO_EDGE;
@@ -507,18 +412,9 @@ extern "C" __global__ void __launch_bounds__(256)
                 if (hit_id != SEG_NONE) bk = seg_key(w4[hit_id], hit_id, eb);
             }
         }
-        if (!first) {
-#if SEG_RUN_MIN
-            u64 m = bk;
-            u32 grp = bk != SEG_NO_EDGE ? c : SEG_NONE;
-            if (seg_run_min(grp, m) && grp != SEG_NONE) atomicMin(&best[grp], m);
-#else
-            if (bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
-#endif
-        }
-        seg_push(out, bk != SEG_NO_EDGE, p);
+        if (!first && bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
+        seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
     }
-    seg_end(out);
 }
 
 // Exclusive scan of one value per thread over the block (blockDim.x a multiple of 32, at most
@@ -551,14 +447,12 @@ extern "C" __global__ void __launch_bounds__(256)
                     const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    SEG_LIST_SHARED(1u);
     if (ctl[gate] == 0) return;
-    SegList out = SEG_LIST(out_list, out_count, 1u, 0u);
     // First merge round: every pixel is a root of itself, so an edge's ends are its components.
     bool first = mode == SEG_MODE_MERGE && !use_list;
     u32 ev = 0;
     u32 count = use_list ? *in_count : n;
-    SEG_LIST_LOOP(i, count) {
+    SEG_BLOCK_LOOP(i, count) {
         bool in = i < count, keep = false;
         u32 v = in ? (use_list ? in_list[i] : i) : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
@@ -591,9 +485,8 @@ extern "C" __global__ void __launch_bounds__(256)
                 }
             }
         }
-        seg_push(out, keep, v);
+        seg_append_block(out_list, out_count, keep, v);
     }
-    seg_end(out);
     seg_count(ctl, mctl, r, ev, 0);
 }
 
@@ -639,11 +532,7 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
     grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 nf = *fcount;
-#if SEG_RUN_MIN
-    SEG_WARP_LOOP(i, nf) {
-#else
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
-#endif
         u64 xk = SEG_NO_EDGE;
         u32 t = SEG_NONE;
         if (i < nf) {
@@ -673,12 +562,7 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                 }
             }
         }
-#if SEG_RUN_MIN
-        u32 grp = xk != SEG_NO_EDGE ? t : SEG_NONE;
-        if (seg_run_min(grp, xk) && grp != SEG_NONE) atomicMin(&exitk[grp], xk);
-#else
         if (xk != SEG_NO_EDGE) atomicMin(&exitk[t], xk);
-#endif
     }
 }
 
@@ -692,11 +576,9 @@ extern "C" __global__ void __launch_bounds__(256)
                  const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    SEG_LIST_SHARED(2u);
     if (ctl[gate] == 0) return;
-    SegList xs = SEG_LIST(xlist, xcount, 2u, 0u), hs = SEG_LIST(hlist, hcount, 2u, 1u);
     u32 nr = *rcount;
-    SEG_LIST_LOOP(i, nr) {
+    SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u, slot = 1;
@@ -705,11 +587,9 @@ extern "C" __global__ void __launch_bounds__(256)
             slot = atomicAdd(&ccnt[t], 1u);
             cslot[v] = slot;
         }
-        seg_push(xs, join, v);
-        seg_push(hs, join && slot == 0, t);
+        seg_append_block(xlist, xcount, join, v);
+        seg_append_block(hlist, hcount, join && slot == 0, t);
     }
-    seg_end(xs);
-    seg_end(hs);
 }
 
 // Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
