@@ -3,7 +3,8 @@
 //! Baranwal et al. on the GPU). It segments the colour frame when the source is colour and
 //! `colour = true` (scikit-image's RGB graph), else the grey frame. Overlay: every segment
 //! filled with its mean colour (or a random colour per label) with 1-pixel boundaries.
-//! Summary: the segment count and, on the GPU, the merge rounds used.
+//! Summary: the segment count and, on the GPU, the merge rounds used (and `"rerun": true` on a
+//! frame that needed more rounds than the previous frame's adaptive caps and was run again).
 //!
 //! `every = N` segments only frames whose index is a multiple of N (segmentation is by far the
 //! most expensive analysis); the frames in between show the last segmentation's labels over
@@ -339,9 +340,17 @@ impl GpuStage for SegmentationStage {
         if self.skipped {
             return Ok(skipped());
         }
+        let reruns = self.gpu.reruns();
         let out = self.gpu.download(stream)?;
         let out = upsample_labels(out, input.gray.width(), input.gray.height(), self.settings.downscale as usize);
-        output(out, input, &self.settings)
+        let mut o = output(out, input, &self.settings)?;
+        // A frame that needed more rounds than the last one's caps ran again (exact either way).
+        if self.gpu.reruns() > reruns
+            && let Some(m) = o.summary.as_object_mut()
+        {
+            m.insert("rerun".into(), true.into());
+        }
+        Ok(o)
     }
 }
 

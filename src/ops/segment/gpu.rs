@@ -24,10 +24,10 @@
 //! so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
-//! `adaptive_rounds` the next frame enqueues the rounds this frame used plus 2 (video frames are
-//! alike); a frame whose last enqueued round still changed something is run again with doubled
-//! caps inside [`SegmentGpu::download`] (direct launches from the kept blur), so every frame is
-//! exact and [`SegmentGpu::reruns`] counts the misses.
+//! `adaptive_rounds` the next frame enqueues the most rounds any of the last 8 frames used plus
+//! 2 (video frames are alike); a frame whose last enqueued round still changed something is run
+//! again with doubled caps inside [`SegmentGpu::download`] (direct launches from the kept blur),
+//! so every frame is exact and [`SegmentGpu::reruns`] counts the misses.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -69,14 +69,14 @@ const CAT_MID_THREADS: u32 = 256;
 /// Adaptive round caps are rounded up to a multiple of this, so that video frames whose round
 /// counts differ a little replay the same captured graph.
 const GRAPH_ROUND_STEP: u32 = 4;
-/// Rounds an adaptive cap adds to the previous frame's use. A frame that needs more is run again
-/// with larger caps before it is downloaded (exact either way), so the margin only trades empty
-/// rounds (~26 us each at 1080p on the H100) against occasional reruns.
+/// Rounds an adaptive cap adds to the most any of the last [`ADAPTIVE_HISTORY`] frames used. A
+/// frame that needs more is run again with larger caps before it is downloaded (exact either
+/// way), so the margin trades empty rounds (~20 us each at 1080p on the H100) against reruns,
+/// which cost a whole frame: with +2 over the last frame alone, 137 of the sample clip's 795
+/// frames ran again in the pipeline (H100, 2026-11-25).
 const ADAPTIVE_MARGIN: u32 = 2;
-/// Rounds a phase sizes its grids for from the previous frame (later ones take full grids).
-const GRID_SLOTS: usize = 48;
-/// Fewest blocks of a round sized from the previous frame.
-const MIN_ROUND_BLOCKS: u32 = 8;
+/// Frames whose round counts set the adaptive caps (their maximum, per phase).
+const ADAPTIVE_HISTORY: usize = 8;
 /// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
 const GRAPH_CACHE: usize = 6;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
@@ -140,8 +140,6 @@ struct Buffers {
     _u32s: Vec<CudaSlice<u32>>,
     _u64s: Vec<CudaSlice<u64>>,
     _w4: CudaSlice<f64>,
-    /// Index of the per-round list counts in `_u32s`.
-    counts_at: usize,
     round: CudaSlice<u16>,
     parent: CudaSlice<u32>,
     labels: CudaSlice<u32>,
@@ -204,14 +202,12 @@ struct Body {
     k_bits: u64,
     min_size: u32,
     max_rounds: u32,
-    /// Grid of each round's grid-stride kernels (see [`RoundsUsed::grids`]).
-    grids: [[u8; GRID_SLOTS]; 2],
     /// [`SegmentGpu::programmatic_launch`] on a device that has it.
     programmatic: bool,
 }
 
 /// One phase of rounds to enqueue.
-struct Phase<'a> {
+struct Phase {
     mode: u32,
     /// Global number of its first round.
     first: u32,
@@ -219,7 +215,6 @@ struct Phase<'a> {
     count: u32,
     k: f64,
     min_size: u32,
-    grids: &'a [u8; GRID_SLOTS],
     programmatic: bool,
 }
 
@@ -231,19 +226,10 @@ struct GraphKey {
 }
 
 /// Rounds that changed something, per phase, read from the counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct RoundsUsed {
     used: [u32; 2],
     capped: [bool; 2],
-    /// Per phase and round: log2 of the blocks its grid-stride kernels take next frame, from
-    /// the work this frame's round had (0: the full grid).
-    grids: [[u8; GRID_SLOTS]; 2],
-}
-
-impl Default for RoundsUsed {
-    fn default() -> Self {
-        Self { used: [0; 2], capped: [false; 2], grids: [[0; GRID_SLOTS]; 2] }
-    }
 }
 
 /// GPU Felzenszwalb segmentation with buffers for one frame size. Use one per stream: the
@@ -291,6 +277,8 @@ pub struct SegmentGpu {
     last_body: Cell<Option<Body>>,
     /// Frames run again because they needed more rounds than their adaptive caps.
     reruns: Cell<u64>,
+    /// Rounds used by the last [`ADAPTIVE_HISTORY`] downloaded frames, newest last.
+    recent: RefCell<std::collections::VecDeque<[u32; 2]>>,
     /// Rounds used by the last downloaded frame (for `adaptive_rounds`).
     hint: Cell<Option<RoundsUsed>>,
     /// Pinned buffer for the labels' readback.
@@ -388,10 +376,12 @@ impl SegmentGpu {
             last_body: Cell::new(None),
             reruns: Cell::new(0),
             hint: Cell::new(None),
+            recent: RefCell::new(std::collections::VecDeque::with_capacity(ADAPTIVE_HISTORY)),
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
             detailed_timing: false,
-            programmatic_launch: true,
+            // Development switch: MORPHOSCOPE_NO_PDL set turns programmatic launches off.
+            programmatic_launch: std::env::var_os("MORPHOSCOPE_NO_PDL").is_none(),
             has_pdl: gpu.info().compute_capability.0 >= 9,
             use_graphs: true,
         })
@@ -507,7 +497,6 @@ impl SegmentGpu {
             _u32s: u32s,
             _u64s: u64s,
             _w4: w4,
-            counts_at: 24,
             round,
             parent,
             labels,
@@ -559,8 +548,10 @@ impl SegmentGpu {
             None => (full, false),
             Some(h) => {
                 let mut c = [0; 2];
+                let recent = self.recent.borrow();
                 for i in 0..2 {
-                    let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { h.used[i] + ADAPTIVE_MARGIN };
+                    let most = recent.iter().map(|u| u[i]).max().unwrap_or(0).max(h.used[i]);
+                    let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { most + ADAPTIVE_MARGIN };
                     c[i] = want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i]);
                 }
                 (c, true)
@@ -589,10 +580,6 @@ impl SegmentGpu {
         self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
         let (caps, adaptive) = self.caps(params);
-        let grids = match self.hint.get() {
-            Some(h) if adaptive => h.grids,
-            _ => [[0; GRID_SLOTS]; 2],
-        };
         self.produced.set(Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None }));
         self.last_body.set(None);
         let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
@@ -609,11 +596,10 @@ impl SegmentGpu {
             k_bits: params.k().to_bits(),
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
-            grids,
             programmatic: self.programmatic_launch && self.has_pdl,
         };
         if adaptive {
-            self.last_body.set(Some(Body { caps: full_caps(params), grids: [[0; GRID_SLOTS]; 2], ..body }));
+            self.last_body.set(Some(Body { caps: full_caps(params), ..body }));
         }
         if adaptive && self.use_graphs && !self.detailed_timing {
             let key = GraphKey { stream: stream.cu_stream() as usize, body };
@@ -677,14 +663,14 @@ impl SegmentGpu {
         let k = f64::from_bits(body.k_bits);
         let min_size = body.min_size;
         let phases = [
-            (MODE_MERGE, 1u32, body.caps[0], "segment_merge", &body.grids[0]),
-            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], "segment_minsize", &body.grids[1]),
+            (MODE_MERGE, 1u32, body.caps[0], "segment_merge"),
+            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], "segment_minsize"),
         ];
-        for (mode, first, count, name, grids) in phases {
+        for (mode, first, count, name) in phases {
             if count == 0 {
                 continue;
             }
-            let ph = Phase { mode, first, count, k, min_size, grids, programmatic: body.programmatic };
+            let ph = Phase { mode, first, count, k, min_size, programmatic: body.programmatic };
             match timer {
                 Some(t) if self.detailed_timing => self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?,
                 _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, &ph))?,
@@ -705,7 +691,7 @@ impl SegmentGpu {
         &self,
         stream: &Arc<CudaStream>,
         timer: &mut Option<&mut KernelTimer>,
-        ph: &Phase<'_>,
+        ph: &Phase,
     ) -> Result<(), GpuError> {
         let (mode, first, count, k, min_size) = (ph.mode, ph.first, ph.count, ph.k, ph.min_size);
         let Some(b) = self.bufs.as_ref() else { return Ok(()) };
@@ -714,7 +700,7 @@ impl SegmentGpu {
         let n = b.width * b.height;
         let nn = n as u32;
         let eb = eid_bits(n);
-        let full_cfg = self.stride(n);
+        let cfg = self.stride(n);
         let ms = mode == MODE_MIN_SIZE;
         // Every round kernel starts while the one before it drains (programmatic dependent
         // launch; each waits on the device first) unless every launch is timed (the timer's
@@ -725,7 +711,7 @@ impl SegmentGpu {
                 let mut l = stream.launch_builder(&self.f_reset_done);
                 l.arg(&p.done).arg(&p.order).arg(&nn);
                 // SAFETY: grid-stride over pixels < n.
-                unsafe { l.launch(full_cfg) }?;
+                unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
         }
@@ -735,21 +721,6 @@ impl SegmentGpu {
         for i in 0..count {
             let r = first + i;
             let gate = if i == 0 { 0 } else { r - 1 };
-            // A round whose work was small last frame takes a small grid (grid-stride loops are
-            // right at any size; an idle block still costs: ~3 us for an empty full grid).
-            let lg = ph.grids.get(i as usize).copied().unwrap_or(0);
-            let (cfg, warp_cfg, mid_cfg, block_cfg) = if lg == 0 {
-                (full_cfg, self.warp_cfg, self.mid_cfg, self.block_cfg)
-            } else {
-                let blocks = (1u32 << lg).min(full_cfg.grid_dim.0);
-                let mut w = self.warp_cfg;
-                w.grid_dim.0 = w.grid_dim.0.min(blocks);
-                let mut m = self.mid_cfg;
-                m.grid_dim.0 = m.grid_dim.0.min(blocks);
-                let mut b = self.block_cfg;
-                b.grid_dim.0 = b.grid_dim.0.min((blocks / 4).max(MIN_ROUND_BLOCKS));
-                (LaunchConfig { grid_dim: (blocks, 1, 1), ..full_cfg }, w, m, b)
-            };
             // Rounds after the first of their phase run over the previous round's lists.
             let use_list = u32::from(i > 0);
             let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
@@ -837,9 +808,9 @@ impl SegmentGpu {
             }
             for (j, (f, list, lcount, lcfg, region)) in [
                 (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
-                (&self.f_cat_warp, p.slist, scount, warp_cfg, "segment_cat_warp"),
-                (&self.f_cat_mid, p.mlist, mcount, mid_cfg, "segment_cat_mid"),
-                (&self.f_cat_block, p.blist, bcount, block_cfg, "segment_cat_block"),
+                (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
+                (&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid"),
+                (&self.f_cat_block, p.blist, bcount, self.block_cfg, "segment_cat_block"),
             ]
             .into_iter()
             .enumerate()
@@ -965,27 +936,6 @@ impl SegmentGpu {
         (levels, used)
     }
 
-    /// Grids for the next frame's rounds from this frame's list counts (`rows`: the frontier
-    /// counts, then the active roots', `NCTL` each): a round's kernels run over the lists of the
-    /// round before, so round `r` gets twice the larger of those counts in threads, a power of
-    /// two of blocks, at least [`MIN_ROUND_BLOCKS`]; the first round of a phase and rounds with
-    /// as much work as the full grid keep the full grid (0).
-    fn round_grids(rows: &[u32], prod: &Produced, full_blocks: u32) -> [[u8; GRID_SLOTS]; 2] {
-        let mut grids = [[0u8; GRID_SLOTS]; 2];
-        let firsts = [1, prod.max_rounds + 1];
-        for (ph, &first) in firsts.iter().enumerate() {
-            for (i, g) in grids[ph].iter_mut().enumerate().skip(1) {
-                let prev = (first as usize + i - 1).min(NCTL - 1);
-                let work = rows.get(prev).copied().unwrap_or(u32::MAX).max(rows.get(NCTL + prev).copied().unwrap_or(u32::MAX));
-                let blocks = work.saturating_mul(2).div_ceil(BLOCK).max(MIN_ROUND_BLOCKS).next_power_of_two();
-                if blocks < full_blocks {
-                    *g = blocks.trailing_zeros() as u8;
-                }
-            }
-        }
-        grids
-    }
-
     /// Blocking readback of the last enqueued frame (or level).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<SegmentOutput, OpError> {
         self.download_with(stream, None)
@@ -1022,9 +972,9 @@ impl SegmentGpu {
         while p.level.is_none() && (used.capped[0] || used.capped[1]) {
             let Some(full) = self.last_body.get() else { break };
             let mut caps = p.caps;
-            for ph in 0..2 {
-                if used.capped[ph] {
-                    caps[ph] = caps[ph].saturating_mul(2).max(GRAPH_ROUND_STEP).min(full.caps[ph]);
+            for ((c, &capped), &most) in caps.iter_mut().zip(&used.capped).zip(&full.caps) {
+                if capped {
+                    *c = c.saturating_mul(2).max(GRAPH_ROUND_STEP).min(most);
                 }
             }
             if caps == p.caps {
@@ -1043,17 +993,17 @@ impl SegmentGpu {
             stream.synchronize()?;
             (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
         }
-        let rows = match b._u32s.get(b.counts_at) {
-            Some(counts) => Some(stream.clone_dtoh(&counts.slice(0..2 * NCTL))?),
-            None => None,
-        };
         let info = stream.clone_dtoh(&b.info)?;
         stream.synchronize()?;
-        if let Some(rows) = rows {
-            used.grids = Self::round_grids(&rows, &p, self.stride(n).grid_dim.0);
-        }
         let labels = self.labels_readback.borrow_mut().fetch(stream, &b.labels, n)?;
         self.hint.set(Some(used));
+        if p.level.is_none() {
+            let mut recent = self.recent.borrow_mut();
+            if recent.len() == ADAPTIVE_HISTORY {
+                recent.pop_front();
+            }
+            recent.push_back(used.used);
+        }
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
         let top = levels.len() as u32;
@@ -1137,27 +1087,6 @@ pub fn segment_gpu_rgb(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn round_grids_follow_the_previous_frames_lists() {
-        let prod = Produced { width: 1, height: 1, caps: [4, 2], max_rounds: 4, level: None };
-        let mut rows = vec![0u32; 2 * NCTL];
-        // Merge rounds 1..=3: frontier 1 000 000, 3 000, 10; roots 400 000, 900, 4.
-        for (r, f, a) in [(1, 1_000_000, 400_000), (2, 3_000, 900), (3, 10, 4)] {
-            rows[r] = f;
-            rows[NCTL + r] = a;
-        }
-        // min_size round 5 (the first of its phase): 5 000 frontier pixels.
-        rows[5] = 5_000;
-        let g = SegmentGpu::round_grids(&rows, &prod, 1056);
-        assert_eq!(g[0][0], 0, "a phase's first round runs over every pixel: full grid");
-        assert_eq!(g[0][1], 0, "after 1 000 000 frontier pixels: full grid");
-        assert_eq!(g[0][2], 5, "2 * 3 000 / 256 -> 24 -> 32 blocks");
-        assert_eq!(g[0][3], 3, "tiny work: the fewest blocks, 8");
-        assert_eq!(g[0][4], 3, "a round that merged nothing: 8 blocks");
-        assert_eq!(g[1][0], 0);
-        assert_eq!(g[1][1], 6, "2 * 5 000 / 256 -> 40 -> 64 blocks");
-    }
 
     #[test]
     fn rounds_from_counters() {
