@@ -37,12 +37,17 @@
 //   segment_core     members below their tree's exit register (a slot per tree, lists)
 //   segment_alloc    each tree with members takes a contiguous range, listed by size
 //   segment_scatter  members into their tree's range
-//   segment_cat_thread / segment_cat_warp / segment_cat_block
+//   segment_cat_thread / segment_cat_warp / segment_cat_mid / segment_cat_block
 //                    a thread per tree of up to 8 members (a sorting network in registers),
 //                    a warp per tree of up to 32 (bitonic sort across lanes, warp scan, first
-//                    failure by ballot), a block per larger tree (the caterpillar in chunks
-//                    of 2048 in key order, radix-selected); merges up to the first failing
-//                    step, freezes the failing side(s).
+//                    failure by ballot), a block of 256 per tree of up to 512 and of 1024 per
+//                    larger tree (the caterpillar in chunks of 2048 in key order, each
+//                    radix-selected, or the whole tree radix-sorted above 8192 members);
+//                    merges up to the first failing step, freezes the failing side(s). The
+//                    four kernels touch disjoint trees and run side by side (forked streams).
+// Every round kernel starts with griddepcontrol.launch_dependents / .wait (grid_dep_*): on
+// sm_90 the host launches them as programmatic dependent launches (src/gpu/launch.rs
+// ExLaunch), so each one's blocks are scheduled while the previous kernel drains.
 // min_size rounds: segment_reset_done, then the same kernels in mode MIN_SIZE (an edge merges
 // when either side is smaller than min_size; nothing freezes).
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
@@ -83,6 +88,14 @@
 // segment_cat_block's passes over a large tree keep four member -> key chains in flight a thread
 // (seg_members4) and warp 0 scans the digit counts: predicted 5.4 -> ~2 ms on the clip frame at
 // k = 500, measured 5.4 -> 4.8 ms (the chunks' barriers and sorts remain; 9.71 -> 9.07 ms whole).
+// Third pass (2026-11-25, building 1080p k = 100 unless stated): one edge-graph kernel (graph
+// 0.19 -> 0.14 ms), a first merge round without lookups (least 81 -> 41 us), adaptive caps
+// +2 with a rerun of frames that need more (4.83 -> 4.42 ms with the two before), the
+// caterpillar kernels side by side (-> 4.35), programmatic dependent launches (-> 4.21), trees
+// above 8192 members sorted once (clip frame k = 500 8.28 -> 6.42 ms) and a mid-size caterpillar
+// kernel (-> 4.14; 4K 16.9 -> 16.2). Measured slower and dropped: per-warp staged appends (5.36
+// ms: the lists lose their spatial order), one atomicMin per run of lanes (4.71), cat_thread at
+// 64 registers (4.52), skipping exit scans above the tree's largest member key (4.54).
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
@@ -850,6 +863,21 @@ __device__ __forceinline__ void seg_members4(const u64* __restrict__ tkey, const
     for (u32 u = 0; u < 4; ++u) key[u] = id[u] != SEG_NONE ? tkey[id[u]] : SEG_NO_EDGE;
 }
 
+// f(m, id, key) for each member m < cnt of a tree's range that falls to this thread, four
+// member -> key chains in flight at a time (seg_members4).
+template <class F>
+__device__ __forceinline__ void seg_each_member(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off,
+                                                u32 cnt, F f) {
+    for (u32 m0 = threadIdx.x; m0 < cnt; m0 += 4 * blockDim.x) {
+        u32 id[4];
+        u64 kk[4];
+        seg_members4(tkey, jarr, off, cnt, m0, id, kk);
+#pragma unroll
+        for (u32 u = 0; u < 4; ++u)
+            if (id[u] != SEG_NONE) f(m0 + u * blockDim.x, id[u], kk[u]);
+    }
+}
+
 // Of the members (jarr[off .. off + cnt)) with key > lo (every member when `all`), the key of
 // rank `need` (1-based) in key order: an MSB-first radix select, one 8-bit digit a pass, counted
 // in a shared histogram (keys are distinct except the pair's, which are the least of a tree).
@@ -859,17 +887,9 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (u32 j = threadIdx.x; j < 256; j += blockDim.x) hist[j] = 0;
         __syncthreads();
-        for (u32 m0 = threadIdx.x; m0 < cnt; m0 += 4 * blockDim.x) {
-            u32 id[4];
-            u64 kk[4];
-            seg_members4(tkey, jarr, off, cnt, m0, id, kk);
-#pragma unroll
-            for (u32 u = 0; u < 4; ++u) {
-                u64 k = kk[u];
-                if (id[u] != SEG_NONE && (all || k > lo) && (k & mask) == prefix)
-                    atomicAdd(&hist[(k >> shift) & 255u], 1u);
-            }
-        }
+        seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
+            if ((all || k > lo) && (k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255u], 1u);
+        });
         __syncthreads();
         // The digit whose cumulative count reaches `need` (the last digit when none does): warp
         // 0 scans the 256 counts, 8 a lane.
@@ -962,21 +982,12 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
                              u32* si, u64* sk2, u32* si2, u32* hist, u32* base, u32* wcnt, u64* red) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u64 kmin = SEG_NO_EDGE, kmax = 0;
-    for (u32 m0 = tid; m0 < cnt; m0 += 4 * blockDim.x) {
-        u32 id[4];
-        u64 kk[4];
-        seg_members4(tkey, jarr, off, cnt, m0, id, kk);
-#pragma unroll
-        for (u32 u = 0; u < 4; ++u) {
-            u32 m = m0 + u * blockDim.x;
-            if (m < cnt) {
-                sk[m] = kk[u];
-                si[m] = id[u];
-                kmin = kk[u] < kmin ? kk[u] : kmin;
-                kmax = kk[u] > kmax ? kk[u] : kmax;
-            }
-        }
-    }
+    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
+        sk[m] = k;
+        si[m] = id;
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    });
     for (int o = 16; o > 0; o >>= 1) {
         u64 a = __shfl_xor_sync(FULL_MASK, kmin, o), b = __shfl_xor_sync(FULL_MASK, kmax, o);
         kmin = a < kmin ? a : kmin;
@@ -1090,19 +1101,13 @@ __device__ __forceinline__ void seg_cat_blocks(u32* link, u32* done, u32* size, 
                 if (LARGE && left > CAP) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
                 if (tid == 0) sfill = 0;
                 __syncthreads();
-                for (u32 m0 = tid; m0 < cnt; m0 += 4 * blockDim.x) {
-                    u32 ids[4];
-                    u64 kks[4];
-                    seg_members4(tkey, jarr, off, cnt, m0, ids, kks);
-#pragma unroll
-                    for (u32 u = 0; u < 4; ++u) {
-                        if (ids[u] != SEG_NONE && (all || kks[u] > lo) && kks[u] <= thr) {
-                            u32 slot = atomicAdd(&sfill, 1u);
-                            skey[slot] = kks[u];
-                            sid[slot] = ids[u];
-                        }
+                seg_each_member(tkey, jarr, off, cnt, [&](u32, u32 id, u64 k) {
+                    if ((all || k > lo) && k <= thr) {
+                        u32 slot = atomicAdd(&sfill, 1u);
+                        skey[slot] = k;
+                        sid[slot] = id;
                     }
-                }
+                });
                 __syncthreads();
                 mm = sfill;
                 u32 pw = 2;

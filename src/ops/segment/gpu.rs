@@ -4,10 +4,12 @@
 //! where every kernel returns at once after the round that changed nothing, so nothing is read
 //! back until [`SegmentGpu::download`]; finally raster-order labels by a block scan.
 //!
-//! A round is 10 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
-//! caterpillars of tiny, small and large trees); 1080p photographs take ~20 merge and ~6 `min_size`
-//! rounds. Once the round caps come from the previous frame (`adaptive_rounds`, rounded up to a
-//! multiple of 4), everything after the blur is captured once as a CUDA graph ([`GraphCache`],
+//! A round is 11 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
+//! caterpillars of tiny, small, mid-size and large trees, the last three on side streams forked
+//! from the caller's by events); on compute capability 9.0+ each is a programmatic dependent
+//! launch ([`ExLaunch`]). 1080p photographs take ~20 merge and ~6 `min_size` rounds. Once the
+//! round caps come from recent frames (`adaptive_rounds`, rounded up to a multiple of 4),
+//! everything after the blur is captured once as a CUDA graph ([`GraphCache`],
 //! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
 //! first frame, fixed caps and [`SegmentGpu::detailed_timing`] launch directly;
 //! [`SegmentGpu::use_graphs`] turns graphs off, and a failed capture or graph launch (a driver
@@ -19,7 +21,7 @@
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
 //! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
-//! `segment_cat_block`
+//! `segment_cat_mid`, `segment_cat_block`
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
 //! so time the whole op separately.
 //!
