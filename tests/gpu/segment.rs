@@ -329,6 +329,33 @@ fn adaptive_rounds_rerun_frames_that_need_more() {
     assert_eq!(run(&mut op, &stream, &flat, &p), f0);
 }
 
+/// Programmatic dependent launches and the caterpillar kernels on side streams (the defaults on
+/// an H100) give the same labels and hierarchy as plain launches one after another on one
+/// stream (`detailed_timing`), on a photograph and on smooth video with large trees.
+#[test]
+fn programmatic_and_side_stream_launches_change_nothing() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    for name in ["building.jpg", "vtest_1080.png"] {
+        let Some(f) = tiled(name, 1280, 720, 3) else { continue };
+        for scale in [100.0, 500.0] {
+            let p = SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() };
+            let mut plain = SegmentGpu::new(g).unwrap();
+            plain.programmatic_launch = false;
+            plain.detailed_timing = true;
+            let want = run(&mut plain, &stream, &f, &p);
+            let (_, want_h) = plain.download_hierarchy(&stream).unwrap();
+            let mut fast = SegmentGpu::new(g).unwrap();
+            for i in 0..3 {
+                let got = run(&mut fast, &stream, &f, &p);
+                assert_eq!(got, want, "{} k={scale} frame {i}", f.name);
+                let (_, got_h) = fast.download_hierarchy(&stream).unwrap();
+                assert_eq!((&got_h.parent, &got_h.round), (&want_h.parent, &want_h.round), "{} k={scale}", f.name);
+            }
+        }
+    }
+}
+
 /// Replayed CUDA graphs (the default once the round caps come from the previous frame) give
 /// the same output as direct launches, alternating two frames and two scales on one op, and a
 /// repeated frame replays its graph instead of capturing a new one.
