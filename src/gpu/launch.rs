@@ -82,7 +82,7 @@ pub fn upload_image<T: DeviceRepr + ValidAsZeroBits + Copy>(
 /// (`griddepcontrol.launch_dependents`, or its exit) and must wait (`griddepcontrol.wait`,
 /// `grid_dep_wait` in `kernels/common/util.cuh`) before they read anything it wrote. Saves
 /// most of the launch gap between dependent kernels, in captured graphs too (they become
-/// programmatic edges). Without `programmatic` it is an ordinary launch.
+/// programmatic edges). Without `programmatic` it is an ordinary `cuLaunchKernel`.
 ///
 /// Arguments are plain values (raw device addresses, scalars) borrowed until the launch.
 pub struct ExLaunch<'a> {
@@ -115,6 +115,20 @@ impl<'a> ExLaunch<'a> {
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), cudarc::driver::DriverError> {
         use cudarc::driver::sys;
         self.stream.context().bind_to_thread()?;
+        if !self.programmatic {
+            // cuLaunchKernel: drivers older than CUDA 11.8 (Jetson Xavier) lack cuLaunchKernelEx.
+            // SAFETY: as below, without the attribute.
+            return unsafe {
+                cudarc::driver::result::launch_kernel(
+                    self.func.cu_function(),
+                    cfg.grid_dim,
+                    cfg.block_dim,
+                    cfg.shared_mem_bytes,
+                    self.stream.cu_stream(),
+                    &mut self.args,
+                )
+            };
+        }
         // SAFETY: all-zero bytes are a valid launch attribute (a union of plain integers).
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
         attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -129,7 +143,7 @@ impl<'a> ExLaunch<'a> {
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: self.stream.cu_stream(),
             attrs: &raw mut attr,
-            numAttrs: u32::from(self.programmatic),
+            numAttrs: 1,
         };
         // SAFETY: the config, attribute and argument pointers live across the call, which copies
         // them; the caller vouches for the arguments (see above).
