@@ -546,36 +546,28 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
     if (ctl[gate] == 0) return;
     u32 nf = *fcount;
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
-        u64 xk = SEG_NO_EDGE;
-        u32 t = SEG_NONE;
-        if (i < nf) {
-            u32 p = flist[i];
-            u32 c = comp[p];  // current: segment_least resolved it this round
-            u32 o = order[p];
-            u32 tc = target[c];
-            t = tree[c];
-            if (tc != SEG_NONE) {
-                bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
-                for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
-                    u32 id[SEG_BATCH], e[SEG_BATCH];
-                    seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
-                    bool ex[SEG_BATCH];
+        u32 p = flist[i];
+        u32 c = comp[p];  // current: segment_least resolved it this round
+        u32 o = order[p];
+        u32 tc = target[c], t = tree[c];
+        if (tc == SEG_NONE) continue;
+        bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
+        for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
+            u32 id[SEG_BATCH], e[SEG_BATCH];
+            seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
+            bool ex[SEG_BATCH];
 #pragma unroll
-                    for (u32 j = 0; j < SEG_BATCH; ++j)
-                        ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size) &&
-                                tree[e[j]] != t;
-                    u32 hit = SEG_NONE;
+            for (u32 j = 0; j < SEG_BATCH; ++j)
+                ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size) && tree[e[j]] != t;
+            u32 hit = SEG_NONE;
 #pragma unroll
-                    for (int j = SEG_BATCH - 1; j >= 0; --j)
-                        if (ex[j]) hit = id[j];
-                    if (hit != SEG_NONE) {
-                        xk = seg_key(w4[hit], hit, eb);
-                        break;
-                    }
-                }
+            for (int j = SEG_BATCH - 1; j >= 0; --j)
+                if (ex[j]) hit = id[j];
+            if (hit != SEG_NONE) {
+                atomicMin(&exitk[t], seg_key(w4[hit], hit, eb));
+                break;
             }
         }
-        if (xk != SEG_NO_EDGE) atomicMin(&exitk[t], xk);
     }
 }
 
@@ -691,25 +683,25 @@ __device__ __forceinline__ u32 seg_freeze(u32* done, u32 mode, u32 c, u32 a, boo
 // Step 8, trees of at most 8 members (most of them in the first rounds, where a tree averages
 // ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
 // 19-comparator network in registers and the caterpillar is walked in order.
-#ifdef SEG_CAT_THREAD_MINB
-#define SEG_CAT_THREAD_BOUNDS __launch_bounds__(256, SEG_CAT_THREAD_MINB)
-#else
-#define SEG_CAT_THREAD_BOUNDS
-#endif
-extern "C" __global__ void SEG_CAT_THREAD_BOUNDS segment_cat_thread(u32* link, u32* done, u32* size, double* cint,
-                                              const u64* __restrict__ tkey, u32* ccnt,
-                                              const u32* __restrict__ joff, const u32* __restrict__ jarr,
-                                              u32* parent, u16* round, const double* __restrict__ w4, u32 eb,
-                                              u32 mode, u32 min_size, double k, u32* ctl, u32* mctl, u32 gate,
-                                              u32 r, const u32* __restrict__ tlist,
-                                              const u32* __restrict__ tcount, u64* scr_k, u32* scr_i, u32 n) {
+// The parameters of the four caterpillar kernels (the host launches them alike): the tree list
+// and its count, the sort scratch (used by segment_cat_block only) and n.
+#define SEG_CAT_ARGS                                                                                  \
+    u32 *link, u32 *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u32 *ccnt,                   \
+        const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u32 *parent, u16 *round,                \
+        const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
+        u32 r, const u32 *__restrict__ list, const u32 *__restrict__ lcount, u64 *scr_k, u32 *scr_i, u32 n
+#define SEG_CAT_PASS                                                                                    \
+    link, done, size, cint, tkey, ccnt, joff, jarr, parent, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
+        list, lcount, scr_k, scr_i, n
+
+extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 ev = 0, mg = 0;
-    u32 nt = *tcount;
+    u32 nt = *lcount;
     for (u32 i = global_tid(); i < nt; i += global_threads()) {
-        u32 t = tlist[i];
+        u32 t = list[i];
         u32 cnt = ccnt[t], off = joff[t];
         u64 kk[8];
         u32 id[8];
@@ -774,21 +766,16 @@ extern "C" __global__ void SEG_CAT_THREAD_BOUNDS segment_cat_thread(u32* link, u
 // bitonic sort by (key, id) across the lanes; lane 0 is the pair's smaller root (the tree id,
 // which the others join). A warp scan gives each step's |R|, the previous lane's weight its
 // Int; the first failing step (ballot) ends the merges; a failing side freezes (merge rounds).
-extern "C" __global__ void segment_cat_warp(u32* link, u32* done, u32* size, double* cint,
-                                            const u64* __restrict__ tkey, u32* ccnt, const u32* __restrict__ joff,
-                                            const u32* __restrict__ jarr, u32* parent, u16* round,
-                                            const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size, double k,
-                                            u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ slist,
-                                            const u32* __restrict__ scount, u64* scr_k, u32* scr_i, u32 n) {
+extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 lane = threadIdx.x & 31u;
     u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
-    u32 ns = *scount;
+    u32 ns = *lcount;
     u32 ev = 0, mg = 0;
     for (u32 i = warp; i < ns; i += nwarps) {
-        u32 t = slist[i];
+        u32 t = list[i];
         u32 cnt = ccnt[t], off = joff[t];
         bool valid = lane < cnt;
         u64 key = SEG_NO_EDGE;
@@ -1025,7 +1012,8 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
     return half;
 }
 
-// Step 8, trees of more than 32 members: a block per tree (blist), the caterpillar in chunks
+// Step 8, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
+// blist above), the caterpillar in chunks
 // of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
 // radix-selected (the next SEG_CAT_CAP keys), gathered into shared memory and sorted by a
 // bitonic network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable
@@ -1035,17 +1023,11 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
 // as the CPU model does. GPU notes (H100): the chunks used to be radix-selected from the
 // unsorted tree (8 passes over every member per chunk: O(members^2 / 2048), 4.7 of 8.3 ms on
 // the clip frame at k = 500, whose largest tree has 36 754 members).
-// The caterpillars of the trees listed in blist by blocks of CAP / 2 threads (chunks of CAP
+// The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size kernel).
 template <u32 CAP, bool LARGE>
-__device__ __forceinline__ void seg_cat_blocks(u32* link, u32* done, u32* size, double* cint,
-                                               const u64* __restrict__ tkey, u32* ccnt, const u32* __restrict__ joff,
-                                               const u32* __restrict__ jarr, u32* parent, u16* round,
-                                               const double* __restrict__ w4, u32 eb, u32 mode, u32 min_size,
-                                               double k, u32* ctl, u32* mctl, u32 gate, u32 r,
-                                               const u32* __restrict__ blist, const u32* __restrict__ bcount,
-                                               u64* scr_k, u32* scr_i, u32 n) {
+__device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
     __shared__ u64 s_raw[2 * CAP];
@@ -1060,10 +1042,10 @@ __device__ __forceinline__ void seg_cat_blocks(u32* link, u32* done, u32* size, 
     grid_dep_wait();
     if (ctl[gate] == 0) return;
     u32 tid = threadIdx.x;
-    u32 nb = *bcount;
+    u32 nb = *lcount;
     u32 ev = 0, mg = 0;
     for (u32 i = blockIdx.x; i < nb; i += gridDim.x) {
-        u32 t = blist[i];
+        u32 t = list[i];
         u32 cnt = ccnt[t], off = joff[t];
         u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
         double int_a = cint[a];
@@ -1199,15 +1181,6 @@ __device__ __forceinline__ void seg_cat_blocks(u32* link, u32* done, u32* size, 
     }
     seg_count(ctl, mctl, r, ev, mg);
 }
-
-#define SEG_CAT_ARGS                                                                                  \
-    u32 *link, u32 *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u32 *ccnt,                   \
-        const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u32 *parent, u16 *round,                \
-        const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
-        u32 r, const u32 *__restrict__ blist, const u32 *__restrict__ bcount, u64 *scr_k, u32 *scr_i, u32 n
-#define SEG_CAT_PASS                                                                                    \
-    link, done, size, cint, tkey, ccnt, joff, jarr, parent, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
-        blist, bcount, scr_k, scr_i, n
 
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(SEG_CAT_ARGS) {
     seg_cat_blocks<SEG_CAT_CAP, true>(SEG_CAT_PASS);

@@ -267,9 +267,9 @@ pub struct SegmentGpu {
     block_cfg: LaunchConfig,
     /// Launch of `segment_cat_mid`: 5 blocks of 256 an SM striding over the mid-size trees.
     mid_cfg: LaunchConfig,
-    /// Streams that run the small and large trees' caterpillars beside the tiny trees' (the
-    /// three kernels touch disjoint trees), forked from and joined back to the caller's stream
-    /// by events; inside a captured graph they become parallel branches.
+    /// Streams that run the small, mid-size and large trees' caterpillars beside the tiny trees'
+    /// (the four kernels touch disjoint trees), forked from and joined back to the caller's
+    /// stream by events; inside a captured graph they become parallel branches.
     side: [Arc<CudaStream>; 3],
     fork: CudaEvent,
     joins: [CudaEvent; 3],
@@ -281,7 +281,7 @@ pub struct SegmentGpu {
     reruns: Cell<u64>,
     /// Rounds used by the last [`ADAPTIVE_HISTORY`] downloaded frames, newest last.
     recent: RefCell<std::collections::VecDeque<[u32; 2]>>,
-    /// Rounds used by the last downloaded frame (for `adaptive_rounds`).
+    /// Whether the last downloaded frame hit its caps, and its rounds (for `adaptive_rounds`).
     hint: Cell<Option<RoundsUsed>>,
     /// Pinned buffer for the labels' readback.
     labels_readback: RefCell<Readback<u32>>,
@@ -289,9 +289,9 @@ pub struct SegmentGpu {
     graphs: RefCell<GraphCache<GraphKey>>,
     /// Time every kernel of every round separately (many event pairs per frame; never graphs).
     pub detailed_timing: bool,
-    /// Launch the round kernels that follow another kernel on the stream as programmatic
-    /// dependent launches (compute capability 9.0+; ignored elsewhere): each may start while
-    /// the one before it drains and waits for it on the device (`griddepcontrol.wait`).
+    /// Launch the round kernels as programmatic dependent launches (compute capability 9.0+;
+    /// ignored elsewhere): each may start while the one before it drains and waits for it on the
+    /// device (`griddepcontrol.wait`).
     pub programmatic_launch: bool,
     /// The device has programmatic dependent launch (compute capability 9.0+).
     has_pdl: bool,
@@ -542,20 +542,20 @@ impl SegmentGpu {
         self.reruns.get()
     }
 
-    /// Round caps for this frame: the parameters (`false`), or the last frame's use plus a
-    /// margin, rounded up to [`GRAPH_ROUND_STEP`] (`true`).
+    /// Round caps for this frame: the parameters (`false`), or the most recent frames used plus
+    /// [`ADAPTIVE_MARGIN`], rounded up to [`GRAPH_ROUND_STEP`] (`true`). A phase the last frame
+    /// ran to its caps (only the parameters' caps stay capped after a rerun) keeps them.
     fn caps(&self, params: &SegmentParams) -> ([u32; 2], bool) {
         let full = full_caps(params);
         match self.hint.get().filter(|_| params.adaptive_rounds) {
             None => (full, false),
             Some(h) => {
-                let mut c = [0; 2];
                 let recent = self.recent.borrow();
-                for i in 0..2 {
-                    let most = recent.iter().map(|u| u[i]).max().unwrap_or(0).max(h.used[i]);
-                    let want = if h.capped[i] { h.used[i].saturating_mul(2) } else { most + ADAPTIVE_MARGIN };
-                    c[i] = want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i]);
-                }
+                let c = std::array::from_fn(|i| {
+                    let most = recent.iter().map(|u| u[i]).max().unwrap_or(h.used[i]);
+                    let want = if h.capped[i] { full[i] } else { most + ADAPTIVE_MARGIN };
+                    want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i])
+                });
                 (c, true)
             }
         }
