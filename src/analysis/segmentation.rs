@@ -4,7 +4,8 @@
 //! `colour = true` (scikit-image's RGB graph), else the grey frame. Overlay: every segment
 //! filled with its mean colour (or a random colour per label) with 1-pixel boundaries.
 //! Summary: the segment count and, on the GPU, the merge rounds used (and `"rerun": true` on a
-//! frame that needed more rounds than the previous frame's adaptive caps and was run again).
+//! frame that needed more rounds than the previous frame's adaptive caps and was run again, and
+//! `"graph_capture": true` on a frame whose caps were new, so its launches were captured).
 //!
 //! `every = N` segments only frames whose index is a multiple of N (segmentation is by far the
 //! most expensive analysis); the frames in between show the last segmentation's labels over
@@ -256,6 +257,7 @@ impl Analysis for Segmentation {
         Ok(Some(Box::new(SegmentationStage {
             gpu: SegmentGpu::new(gpu)?,
             f_downscale: downscale_function(gpu)?,
+            captures: 0,
             settings: self.settings.clone(),
             skipped: false,
             small: None,
@@ -295,6 +297,8 @@ struct SegmentationStage {
     /// The downscaled frame (`downscale > 1`), reallocated when its size changes.
     small: Option<CudaSlice<u8>>,
     f_downscale: CudaFunction,
+    /// The op's graph captures before the frame last enqueued (a capture costs host time).
+    captures: u64,
 }
 
 impl GpuStage for SegmentationStage {
@@ -304,6 +308,7 @@ impl GpuStage for SegmentationStage {
         if self.skipped {
             return Ok(());
         }
+        self.captures = self.gpu.graph_captures();
         let params = self.settings.params();
         let (src, channels) = match frame.rgb.filter(|_| self.settings.colour) {
             Some(rgb) => (rgb, 3),
@@ -349,6 +354,12 @@ impl GpuStage for SegmentationStage {
             && let Some(m) = o.summary.as_object_mut()
         {
             m.insert("rerun".into(), true.into());
+        }
+        // The frame's round caps were new to the op: its launch sequence was captured as a graph.
+        if self.gpu.graph_captures() > self.captures
+            && let Some(m) = o.summary.as_object_mut()
+        {
+            m.insert("graph_capture".into(), true.into());
         }
         Ok(o)
     }

@@ -498,6 +498,35 @@ fn bench_on(g: &GpuContext) {
                 stream.synchronize().unwrap();
                 detailed.push(timer.read().unwrap());
             }
+            // SEG_BENCH_PROFILE=1: each round's time as the graph replays it (stamped), with its
+            // list counts, median over the runs.
+            if std::env::var("SEG_BENCH_PROFILE").as_deref() == Ok("1") {
+                op.detailed_timing = false;
+                op.use_graphs = true;
+                op.round_stamps = true;
+                let mut per: Vec<(String, Vec<f64>, Vec<u32>)> = Vec::new();
+                for run in 0..runs + 1 {
+                    timer.reset();
+                    op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
+                    stream.synchronize().unwrap();
+                    let prof = op.round_profile(&stream).unwrap();
+                    if run == 0 {
+                        continue; // the capture
+                    }
+                    for (i, (label, us, counts)) in prof.into_iter().enumerate() {
+                        if per.len() <= i {
+                            per.push((label, Vec::new(), counts));
+                        }
+                        per[i].1.push(us);
+                    }
+                }
+                let total: f64 = per.iter_mut().map(|(_, v, _)| median(v)).sum();
+                println!("profile {} k={scale}: {total:.1} us stamped (frontier roots trees members small large cursor tiny mid)", f.name);
+                for (label, v, c) in &mut per {
+                    println!("  {label:14} {:8.1} us  {c:?}", median(v));
+                }
+                op.round_stamps = false;
+            }
             let min = gpu_ms.iter().copied().fold(f64::INFINITY, f64::min);
             println!(
                 "| {} | {scale} | {} | {}/{}{} | {:.3} ({min:.3}) | {:.3} | {:.3} | {:.3} / {:.3} | {} | {} | {} |",

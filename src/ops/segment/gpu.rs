@@ -80,7 +80,7 @@ const ADAPTIVE_MARGIN: u32 = 2;
 /// Frames whose round counts set the adaptive caps (their maximum, per phase).
 const ADAPTIVE_HISTORY: usize = 8;
 /// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
-const GRAPH_CACHE: usize = 6;
+const GRAPH_CACHE: usize = 16;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
 const MODE_MERGE: u32 = 0;
 const MODE_MIN_SIZE: u32 = 1;
@@ -131,6 +131,8 @@ struct Ptrs {
     flist: [u64; 2],
     rlist: [u64; 2],
     info: u64,
+    /// `%globaltimer` stamps of [`SegmentGpu::round_stamps`].
+    stamps: u64,
 }
 
 /// The device buffers (owned; `p` holds their addresses).
@@ -148,6 +150,8 @@ struct Buffers {
     ctl: CudaSlice<u32>,
     mctl: CudaSlice<u32>,
     info: CudaSlice<u32>,
+    counts: CudaSlice<u32>,
+    stamps: CudaSlice<u64>,
 }
 
 /// Entry points of `kernels/segment.cu` (checked by the registry at start).
@@ -174,6 +178,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_labels",
     "segment_level_threshold",
     "segment_level_comp",
+    "segment_stamp",
 ];
 
 /// What the last enqueue produced.
@@ -206,6 +211,8 @@ struct Body {
     max_rounds: u32,
     /// [`SegmentGpu::programmatic_launch`] on a device that has it.
     programmatic: bool,
+    /// [`SegmentGpu::round_stamps`].
+    stamps: bool,
 }
 
 /// One phase of rounds to enqueue.
@@ -218,6 +225,7 @@ struct Phase {
     k: f64,
     min_size: u32,
     programmatic: bool,
+    stamps: bool,
 }
 
 /// A captured frame: its body and the stream it replays on.
@@ -260,7 +268,11 @@ pub struct SegmentGpu {
     f_labels: CudaFunction,
     f_level_threshold: CudaFunction,
     f_level_comp: CudaFunction,
+    f_stamp: CudaFunction,
     max_blocks: u32,
+    /// Adaptive caps are multiples of this ([`GRAPH_ROUND_STEP`]; development switch
+    /// `MORPHOSCOPE_SEG_ROUND_STEP`).
+    round_step: u32,
     /// Launch of `segment_cat_warp`: 4 warps a block, 8 blocks an SM, warps striding over trees.
     warp_cfg: LaunchConfig,
     /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
@@ -287,6 +299,12 @@ pub struct SegmentGpu {
     labels_readback: RefCell<Readback<u32>>,
     /// Captured launch sequences of recent frames (see [`SegmentGpu::use_graphs`]).
     graphs: RefCell<GraphCache<GraphKey>>,
+    /// What each stamp of [`SegmentGpu::round_stamps`] follows (setup, a round, relabelling).
+    stamp_labels: RefCell<Vec<String>>,
+    /// Development diagnostic: a one-thread kernel writes `%globaltimer` after the setup, after
+    /// every round and after the relabelling (inside the captured graph too), so
+    /// [`SegmentGpu::round_profile`] gives each round's time as the graph replays it.
+    pub round_stamps: bool,
     /// Time every kernel of every round separately (many event pairs per frame; never graphs).
     pub detailed_timing: bool,
     /// Launch the round kernels as programmatic dependent launches (compute capability 9.0+;
@@ -366,7 +384,13 @@ impl SegmentGpu {
             f_labels: f("segment_labels")?,
             f_level_threshold: f("segment_level_threshold")?,
             f_level_comp: f("segment_level_comp")?,
+            f_stamp: f("segment_stamp")?,
             max_blocks: sms * 8,
+            round_step: std::env::var("MORPHOSCOPE_SEG_ROUND_STEP")
+                .ok()
+                .and_then(|v| v.parse::<u32>().ok())
+                .filter(|&s| s > 0)
+                .unwrap_or(GRAPH_ROUND_STEP),
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
             mid_cfg: LaunchConfig { grid_dim: (sms * 5, 1, 1), block_dim: (CAT_MID_THREADS, 1, 1), shared_mem_bytes: 0 },
@@ -381,6 +405,8 @@ impl SegmentGpu {
             recent: RefCell::new(std::collections::VecDeque::with_capacity(ADAPTIVE_HISTORY)),
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
+            stamp_labels: RefCell::new(Vec::new()),
+            round_stamps: false,
             detailed_timing: false,
             // Development switch: MORPHOSCOPE_NO_PDL set turns programmatic launches off.
             programmatic_launch: std::env::var_os("MORPHOSCOPE_NO_PDL").is_none(),
@@ -444,7 +470,8 @@ impl SegmentGpu {
             u32s.push(a(n, what)?);
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
-        u32s.push(a(NCOUNTS * NCTL, "per-round list counts")?);
+        let counts = a(NCOUNTS * NCTL, "per-round list counts")?;
+        let stamps = a64(NCTL + 4, "round stamps")?;
         let mut u64s = Vec::with_capacity(5);
         for what in ["least edges", "target keys", "tree exits", "internal differences"] {
             u64s.push(a64(n, what)?);
@@ -478,8 +505,9 @@ impl SegmentGpu {
             tlist: r32(21),
             mlist: r32(22),
             blocksum: r32(23),
-            counts: r32(24),
-            scr_i: r32(25),
+            counts: raw(&counts, stream),
+            stamps: raw(&stamps, stream),
+            scr_i: r32(24),
             scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
@@ -505,6 +533,8 @@ impl SegmentGpu {
             ctl,
             mctl,
             info,
+            counts,
+            stamps,
         });
         Ok(())
     }
@@ -554,7 +584,7 @@ impl SegmentGpu {
                 let c = std::array::from_fn(|i| {
                     let most = recent.iter().map(|u| u[i]).max().unwrap_or(h.used[i]);
                     let want = if h.capped[i] { full[i] } else { most + ADAPTIVE_MARGIN };
-                    want.div_ceil(GRAPH_ROUND_STEP).saturating_mul(GRAPH_ROUND_STEP).min(full[i])
+                    want.div_ceil(self.round_step).saturating_mul(self.round_step).min(full[i])
                 });
                 (c, true)
             }
@@ -599,6 +629,7 @@ impl SegmentGpu {
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
             programmatic: self.programmatic_launch && self.has_pdl,
+            stamps: self.round_stamps,
         };
         if adaptive {
             self.last_body.set(Some(Body { caps: full_caps(params), ..body }));
@@ -646,6 +677,10 @@ impl SegmentGpu {
         let (w, h, c, nn) = (width as u32, height as u32, body.channels as u32, n as u32);
         let (nctl, ncounts) = (NCTL as u32, (NCOUNTS * NCTL) as u32);
         let smooth = body.smooth;
+        if body.stamps {
+            self.stamp_labels.borrow_mut().clear();
+            self.stamp(stream, "start".into())?;
+        }
         timed(timer, stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
@@ -662,6 +697,9 @@ impl SegmentGpu {
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
+        if body.stamps {
+            self.stamp(stream, "graph".into())?;
+        }
         let k = f64::from_bits(body.k_bits);
         let min_size = body.min_size;
         let phases = [
@@ -672,7 +710,7 @@ impl SegmentGpu {
             if count == 0 {
                 continue;
             }
-            let ph = Phase { mode, first, count, k, min_size, programmatic: body.programmatic };
+            let ph = Phase { mode, first, count, k, min_size, programmatic: body.programmatic, stamps: body.stamps };
             match timer {
                 Some(t) if self.detailed_timing => self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?,
                 _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, &ph))?,
@@ -685,7 +723,48 @@ impl SegmentGpu {
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
-        self.enqueue_numbering(stream, timer)
+        self.enqueue_numbering(stream, timer)?;
+        if body.stamps {
+            self.stamp(stream, "relabel".into())?;
+        }
+        Ok(())
+    }
+
+    /// Launches `segment_stamp` (the next entry of the stamp buffer) after what `stream` holds.
+    fn stamp(&self, stream: &Arc<CudaStream>, label: String) -> Result<(), GpuError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
+        let mut labels = self.stamp_labels.borrow_mut();
+        let i = labels.len() as u32;
+        if i as usize >= NCTL + 4 {
+            return Ok(());
+        }
+        let mut l = stream.launch_builder(&self.f_stamp);
+        l.arg(&b.p.stamps).arg(&i);
+        // SAFETY: one thread writes stamps[i], i < NCTL + 4 (the buffer's length).
+        unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }) }?;
+        labels.push(label);
+        Ok(())
+    }
+
+    /// Development diagnostic ([`SegmentGpu::round_stamps`] on): each interval of the last frame
+    /// (setup, every round, relabelling) in microseconds, with the round's list counts (frontier,
+    /// active roots, trees, members, small, large, cursor, tiny, mid-size; zeros elsewhere).
+    pub fn round_profile(&self, stream: &Arc<CudaStream>) -> Result<Vec<(String, f64, Vec<u32>)>, OpError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(Vec::new()) };
+        let labels = self.stamp_labels.borrow().clone();
+        let t = stream.clone_dtoh(&b.stamps)?;
+        let counts = stream.clone_dtoh(&b.counts)?;
+        stream.synchronize()?;
+        let mut out = Vec::new();
+        for i in 1..labels.len() {
+            let us = t[i].wrapping_sub(t[i - 1]) as f64 / 1e3;
+            let c = match labels[i].split_once(' ').and_then(|(_, r)| r.parse::<usize>().ok()) {
+                Some(r) if r < NCTL => (0..NCOUNTS).map(|k| counts[k * NCTL + r]).collect(),
+                _ => vec![0; NCOUNTS],
+            };
+            out.push((labels[i].clone(), us, c));
+        }
+        Ok(out)
     }
 
     /// `count` rounds of `mode` with global numbers `first..`, each gated on the previous.
@@ -840,6 +919,9 @@ impl SegmentGpu {
                     stream.wait(join)?;
                 }
             }
+            if ph.stamps {
+                self.stamp(stream, format!("{} {r}", if ms { "min_size" } else { "merge" }))?;
+            }
         }
         Ok(())
     }
@@ -976,7 +1058,7 @@ impl SegmentGpu {
             let mut caps = p.caps;
             for ((c, &capped), &most) in caps.iter_mut().zip(&used.capped).zip(&full.caps) {
                 if capped {
-                    *c = c.saturating_mul(2).max(GRAPH_ROUND_STEP).min(most);
+                    *c = c.saturating_mul(2).max(self.round_step).min(most);
                 }
             }
             if caps == p.caps {
