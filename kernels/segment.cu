@@ -52,7 +52,8 @@
 // when either side is smaller than min_size; nothing freezes).
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
 // a block scan of "first pixel" flags (segment_scan_*), segment_labels (raster order).
-// segment_level_* extract any hierarchy level from (parent, round) the same way.
+// segment_level_* extract any hierarchy level from (link, round) the same way: link is only
+// ever written when a component joins another (seg_join), so it is the hierarchy's parent.
 //
 // Thread mapping: grid-stride loops (1-D blocks of 256, a fixed grid) over pixels or roots.
 // A pixel v is a root iff link[v] == v. Rounds after the first of their phase run over two
@@ -109,6 +110,20 @@
 #define SEG_CAT_THREADS 1024  // one compare-exchange a thread per step of a full chunk
 #define SEG_CAT_MID_CAP 512   // segment_cat_mid: trees of up to this many members, one chunk
 #define SEG_CAT_MID_THREADS 256
+
+// The frozen ("done") flag of a component, per pixel id: a byte (the whole array, 2 MB at
+// 1080p, stays in L2 for the frontier scans' per-edge lookups) unless SEG_DONE_U8 is 0.
+#ifndef SEG_DONE_U8
+#define SEG_DONE_U8 1
+#endif
+#if SEG_DONE_U8
+typedef u8 seg_done_t;
+#else
+typedef u32 seg_done_t;
+#endif
+#ifndef SEG_MS_FLAG
+#define SEG_MS_FLAG 1
+#endif
 
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
 __device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
@@ -252,15 +267,18 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
 }
 
 // Whether the edge from component c to component e != c... is alive: merge rounds, e is not
-// frozen; min_size rounds, not both sides at least min_size (`big`: c is).
-__device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, const u32* __restrict__ done,
+// frozen; min_size rounds, not both sides at least min_size (`big`: c is; in min_size rounds
+// done[] holds "at least min_size" when SEG_MS_FLAG, kept by the caterpillars: a byte per
+// lookup instead of a size word).
+__device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, const seg_done_t* __restrict__ done,
                                           const u32* __restrict__ size, u32 min_size) {
     if (e == c) return false;
-    return mode == SEG_MODE_MERGE ? done[e] == 0 : !(big && size[e] >= min_size);
+    if (mode == SEG_MODE_MERGE) return done[e] == 0;
+    return !(big && (SEG_MS_FLAG ? done[e] != 0 : size[e] >= min_size));
 }
 
-extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, u32* done, u64* best,
-                                        u32* target, u32* tree, u32* ccnt, u32* parent, u16* round, u32* ctl,
+extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
+                                        u32* target, u32* tree, u32* ccnt, u16* round, u32* ctl,
                                         u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
     for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
@@ -274,7 +292,6 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             target[i] = SEG_NONE;
             tree[i] = SEG_NONE;
             ccnt[i] = 0;
-            parent[i] = i;
             round[i] = SEG_NEVER;
         }
         if (i < nctl) {
@@ -367,7 +384,7 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
 // so a pixel's least edge is the first of its order word.
 extern "C" __global__ void __launch_bounds__(256)
     segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
-                  const u32* __restrict__ size, const u32* __restrict__ done, u32* order, u32 width, u32 height,
+                  const u32* __restrict__ size, const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height,
                   u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
                   u32* out_count) {
@@ -399,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(256)
                 // The first alive edge from the cursor in key order is the pixel's least; dead
                 // ones before it are skipped for good (see segment_edges).
                 u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
-                bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
+                bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? done[c] != 0 : size[c] >= min_size);
                 u32 hit_id = SEG_NONE;
                 for (; cur < cnt; cur += SEG_BATCH) {
                     u32 id[SEG_BATCH], e[SEG_BATCH];
@@ -455,7 +472,7 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 // the roots that stay active go to out_list / *out_count.
 extern "C" __global__ void __launch_bounds__(256)
     segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
-                    u32* tree, u64* exitk, u32* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
+                    u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
                     u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
                     const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
@@ -536,7 +553,7 @@ extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tr
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
 // to a component of another tree; exitk[tree] = min (atomicMin).
 extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link,
-                                         const double* __restrict__ w4, const u32* __restrict__ done,
+                                         const double* __restrict__ w4, const seg_done_t* __restrict__ done,
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
                                          const u32* __restrict__ order, u64* exitk, const u32* __restrict__ size,
                                          u32 width, u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl,
@@ -551,7 +568,7 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
         u32 o = order[p];
         u32 tc = target[c], t = tree[c];
         if (tc == SEG_NONE) continue;
-        bool big = mode == SEG_MODE_MIN_SIZE && size[c] >= min_size;
+        bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? done[c] != 0 : size[c] >= min_size);
         for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
             u32 id[SEG_BATCH], e[SEG_BATCH];
             seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
@@ -658,15 +675,14 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
 
 
 // Member c joins the tree's component a in round r (its link and its hierarchy entry).
-__device__ __forceinline__ void seg_join(u32* link, u32* parent, u16* round, u32 c, u32 a, u32 r) {
+__device__ __forceinline__ void seg_join(u32* link, u16* round, u32 c, u32 a, u32 r) {
     link[c] = a;
-    parent[c] = a;
     round[c] = (u16)r;
 }
 
 // A failing caterpillar step in merge rounds: the side(s) whose own threshold failed freeze.
 // Returns the events (frozen components).
-__device__ __forceinline__ u32 seg_freeze(u32* done, u32 mode, u32 c, u32 a, bool ok_c, bool ok_r) {
+__device__ __forceinline__ u32 seg_freeze(seg_done_t* done, u32 mode, u32 c, u32 a, bool ok_c, bool ok_r) {
     if (mode != SEG_MODE_MERGE) return 0;
     u32 ev = 0;
     if (!ok_c) {
@@ -686,12 +702,12 @@ __device__ __forceinline__ u32 seg_freeze(u32* done, u32 mode, u32 c, u32 a, boo
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
 // and its count, the sort scratch (used by segment_cat_block only) and n.
 #define SEG_CAT_ARGS                                                                                  \
-    u32 *link, u32 *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u32 *ccnt,                   \
-        const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u32 *parent, u16 *round,                \
+    u32 *link, seg_done_t *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u32 *ccnt,                   \
+        const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u16 *round,                \
         const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
         u32 r, const u32 *__restrict__ list, const u32 *__restrict__ lcount, u64 *scr_k, u32 *scr_i, u32 n
 #define SEG_CAT_PASS                                                                                    \
-    link, done, size, cint, tkey, ccnt, joff, jarr, parent, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
+    link, done, size, cint, tkey, ccnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
         list, lcount, scr_k, scr_i, n
 
 extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
@@ -746,7 +762,7 @@ extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
                     ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
                     cnt = j;  // stop here
                 } else {
-                    seg_join(link, parent, round, c, a, r);
+                    seg_join(link, round, c, a, r);
                     sr += sc;
                     ir = w;
                     merged = true;
@@ -756,6 +772,7 @@ extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
             }
         }
         size[a] = sr;
+        if (SEG_MS_FLAG && mode == SEG_MODE_MIN_SIZE) done[a] = sr >= min_size;
         if (mode == SEG_MODE_MERGE && merged) cint[a] = ir;
         ccnt[t] = 0;
     }
@@ -813,13 +830,14 @@ extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
         u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & 31u);
         double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & 31u);
         if (lane >= 1 && lane < f) {
-            seg_join(link, parent, round, id, a, r);
+            seg_join(link, round, id, a, r);
             ++ev;
             ++mg;
         }
         if (lane == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
         if (lane == 0) {
             size[a] = total;
+            if (SEG_MS_FLAG && mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
             if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
             ccnt[t] = 0;
         }
@@ -1145,7 +1163,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             u32 f = sfail;
             for (u32 e = e0; e <= e1; ++e) {
                 if (taken + e >= 1 && e < f) {
-                    seg_join(link, parent, round, sid[e], a, r);
+                    seg_join(link, round, sid[e], a, r);
                     ++ev;
                     ++mg;
                 }
@@ -1174,6 +1192,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         }
         if (tid == 0) {
             size[a] = carry_size;
+            if (SEG_MS_FLAG && mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
             if (mode == SEG_MODE_MERGE && merged) cint[a] = carry_w;
             ccnt[t] = 0;
         }
@@ -1194,10 +1213,12 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 }
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
-// first edge (edges to components that were done are alive again).
-extern "C" __global__ void segment_reset_done(u32* done, u32* order, u32 n) {
+// first edge (edges to components that were done are alive again). With SEG_MS_FLAG the flags
+// say instead whether a root is at least min_size (its byte is what the edge scans read).
+extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
+                                              u32 min_size, u32 n) {
     for (u32 i = global_tid(); i < n; i += global_threads()) {
-        done[i] = 0;
+        done[i] = SEG_MS_FLAG && size[i] >= min_size ? 1 : 0;  // read at roots only
         order[i] &= ~(15u << 24);
     }
 }
@@ -1267,13 +1288,13 @@ extern "C" __global__ void segment_level_threshold(const u32* __restrict__ mctl,
     info[1] = thr;
 }
 
-extern "C" __global__ void segment_level_comp(u32* comp, const u32* __restrict__ parent,
+extern "C" __global__ void segment_level_comp(u32* comp, const u32* __restrict__ link,
                                               const u16* __restrict__ round, u32* minpix,
                                               const u32* __restrict__ info, u32 n) {
     u32 thr = info[1];
     for (u32 p = global_tid(); p < n; p += global_threads()) {
         u32 v = p;
-        while ((u32)round[v] <= thr) v = parent[v];
+        while ((u32)round[v] <= thr) v = link[v];
         comp[p] = v;
         minpix[p] = SEG_NONE;
     }

@@ -116,7 +116,6 @@ struct Ptrs {
     blist: u64,
     /// Per pixel: its edges' directions sorted by key, a cursor past its dead edges, the count.
     order: u64,
-    parent: u64,
     round: u64,
     minpix: u64,
     rootlabel: u64,
@@ -145,7 +144,7 @@ struct Buffers {
     _u64s: Vec<CudaSlice<u64>>,
     _w4: CudaSlice<f64>,
     round: CudaSlice<u16>,
-    parent: CudaSlice<u32>,
+    link: CudaSlice<u32>,
     labels: CudaSlice<u32>,
     ctl: CudaSlice<u32>,
     mctl: CudaSlice<u32>,
@@ -435,14 +434,15 @@ impl SegmentGpu {
         let a64 = |len: usize, what: &str| alloc_zeroed::<u64>(stream, len, what, width, height);
         let w4 = alloc_zeroed::<f64>(stream, 4 * n, "segment edge weights", width, height)?;
         let round = alloc_zeroed::<u16>(stream, n, "segment hierarchy rounds", width, height)?;
-        let parent = a(n, "segment hierarchy parents")?;
+        // Union-find links; a link is only written when its component joins another, so the
+        // links are also the hierarchy's parents.
+        let link = a(n, "segment links (hierarchy parents)")?;
         let labels = a(n, "segment labels")?;
         let ctl = a(NCTL, "segment round events")?;
         let mctl = a(NCTL, "segment round merges")?;
         let info = a(4, "segment info")?;
         let names32 = [
             "components",
-            "links",
             "sizes",
             "frozen flags",
             "targets",
@@ -484,36 +484,35 @@ impl SegmentGpu {
         let p = Ptrs {
             w4: raw(&w4, stream),
             comp: r32(0),
-            link: r32(1),
-            size: r32(2),
-            done: r32(3),
-            target: r32(4),
-            tree: r32(5),
-            ccnt: r32(6),
-            cslot: r32(7),
-            joff: r32(8),
-            jarr: r32(9),
-            hlist: r32(10),
-            xlist: r32(11),
-            slist: r32(12),
-            blist: r32(13),
-            order: r32(14),
-            minpix: r32(15),
-            rootlabel: r32(16),
-            flist: [r32(17), r32(18)],
-            rlist: [r32(19), r32(20)],
-            tlist: r32(21),
-            mlist: r32(22),
-            blocksum: r32(23),
+            link: raw(&link, stream),
+            size: r32(1),
+            done: r32(2),
+            target: r32(3),
+            tree: r32(4),
+            ccnt: r32(5),
+            cslot: r32(6),
+            joff: r32(7),
+            jarr: r32(8),
+            hlist: r32(9),
+            xlist: r32(10),
+            slist: r32(11),
+            blist: r32(12),
+            order: r32(13),
+            minpix: r32(14),
+            rootlabel: r32(15),
+            flist: [r32(16), r32(17)],
+            rlist: [r32(18), r32(19)],
+            tlist: r32(20),
+            mlist: r32(21),
+            blocksum: r32(22),
             counts: raw(&counts, stream),
             stamps: raw(&stamps, stream),
-            scr_i: r32(24),
+            scr_i: r32(23),
             scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
             exitk: r64(2),
             cint: r64(3),
-            parent: raw(&parent, stream),
             round: raw(&round, stream),
             labels: raw(&labels, stream),
             ctl: raw(&ctl, stream),
@@ -528,7 +527,7 @@ impl SegmentGpu {
             _u64s: u64s,
             _w4: w4,
             round,
-            parent,
+            link,
             labels,
             ctl,
             mctl,
@@ -684,7 +683,7 @@ impl SegmentGpu {
         timed(timer, stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.tree).arg(&p.ccnt).arg(&p.parent).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
             l.arg(&nn).arg(&nctl).arg(&ncounts);
             // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
             // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
@@ -790,7 +789,7 @@ impl SegmentGpu {
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
-                l.arg(&p.done).arg(&p.order).arg(&nn);
+                l.arg(&p.done).arg(&p.order).arg(&p.size).arg(&min_size).arg(&nn);
                 // SAFETY: grid-stride over pixels < n.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
@@ -900,12 +899,12 @@ impl SegmentGpu {
                 timed(timer, stream, name(region), || {
                     let mut l = ExLaunch::new(on, f, pdl);
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
-                    l.arg(&p.jarr).arg(&p.parent).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
+                    l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
                     l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn);
                     // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
                     // four lists disjoint (so the kernels may run at once); a member is in one
-                    // tree's range, so its link/parent/round and the tree root's size/Int/done
+                    // tree's range, so its link/round and the tree root's size/Int/done
                     // are written by that thread (warp, block) only, as is the tree's range of the
                     // sort scratch (2n keys and ids: [off, off + count) and n past it); the block
                     // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads.
@@ -991,8 +990,8 @@ impl SegmentGpu {
             // SAFETY: one thread reads mctl[1..=total] (total < NCTL) and writes info[1].
             unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }) }?;
             let mut l = stream.launch_builder(&self.f_level_comp);
-            l.arg(&p.comp).arg(&p.parent).arg(&p.round).arg(&p.minpix).arg(&p.info).arg(&nn);
-            // SAFETY: grid-stride over pixels < n; parent chains end at never-absorbed roots.
+            l.arg(&p.comp).arg(&p.link).arg(&p.round).arg(&p.minpix).arg(&p.info).arg(&nn);
+            // SAFETY: grid-stride over pixels < n; link chains end at never-absorbed roots.
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
@@ -1092,7 +1091,7 @@ impl SegmentGpu {
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
         let top = levels.len() as u32;
         if let Some(hs) = hier {
-            let parent = stream.clone_dtoh(&b.parent.slice(0..n))?;
+            let parent = stream.clone_dtoh(&b.link.slice(0..n))?;
             let round = stream.clone_dtoh(&b.round.slice(0..n))?;
             stream.synchronize()?;
             *hs = Some(SegmentHierarchy {
