@@ -56,8 +56,9 @@
 // ever written when a component joins another (seg_join), so it is the hierarchy's parent.
 //
 // Thread mapping: grid-stride loops (1-D blocks of 256, a fixed grid) over pixels or roots.
-// A pixel v is a root iff link[v] == v. Rounds after the first of their phase run over two
-// compacted lists rebuilt every round (block-aggregated appends): the frontier (pixels of an
+// A pixel v is a root iff link[v] == v (with SEG_JOIN_FLAG: iff its flag's joined bit is
+// clear). Rounds after the first of their phase run over two compacted lists rebuilt every
+// round (block-aggregated appends): the frontier (pixels of an
 // active component with an alive edge; a pixel leaves it for good once interior or done) and
 // the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
 // root (link never changes inside a kernel that reads it this way) and segment_final resolves
@@ -124,6 +125,15 @@ typedef u32 seg_done_t;
 #ifndef SEG_MS_FLAG
 #define SEG_MS_FLAG 1
 #endif
+// Bit 1 of a pixel's flag byte: its component joined another (it is no longer a root; seg_join
+// sets it, nothing clears it). The frontier scans then learn "root or not" and "frozen" from one
+// byte load (the 2 MB array stays in L2) and follow link only for stale entries, instead of
+// reading link (8 MB) and then the flag: one dependent load fewer per batch of edges.
+// SEG_JOIN_FLAG 0 reads link first as before.
+#ifndef SEG_JOIN_FLAG
+#define SEG_JOIN_FLAG 1
+#endif
+#define SEG_JOINED 2u
 
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
 __device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
@@ -266,15 +276,15 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
     }
 }
 
-// Whether the edge from component c to component e != c... is alive: merge rounds, e is not
-// frozen; min_size rounds, not both sides at least min_size (`big`: c is; in min_size rounds
-// done[] holds "at least min_size" when SEG_MS_FLAG, kept by the caterpillars: a byte per
-// lookup instead of a size word).
-__device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, const seg_done_t* __restrict__ done,
-                                          const u32* __restrict__ size, u32 min_size) {
+// Whether the edge from component c to component e != c... is alive (fe: e's flag byte): merge
+// rounds, e is not frozen; min_size rounds, not both sides at least min_size (`big`: c is; in
+// min_size rounds bit 0 of the flag holds "at least min_size" when SEG_MS_FLAG, kept by the
+// caterpillars: a byte per lookup instead of a size word).
+__device__ __forceinline__ bool seg_alive_f(u32 mode, u32 c, u32 e, bool big, u32 fe, const u32* __restrict__ size,
+                                            u32 min_size) {
     if (e == c) return false;
-    if (mode == SEG_MODE_MERGE) return done[e] == 0;
-    return !(big && (SEG_MS_FLAG ? done[e] != 0 : size[e] >= min_size));
+    if (mode == SEG_MODE_MERGE) return (fe & 1u) == 0;
+    return !(big && (SEG_MS_FLAG ? (fe & 1u) != 0 : size[e] >= min_size));
 }
 
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
@@ -351,8 +361,9 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
 
 // Far roots e[j] (and edge ids) of pixel p's edges cur + j (j < SEG_BATCH, cur + j < cnt) in
 // key order; compresses comp[q] of the neighbours whose entry was stale.
-__device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ link, u32 p, u32 o, u32 cur, u32 cnt,
-                                          u32 width, u32 (&id)[SEG_BATCH], u32 (&e)[SEG_BATCH]) {
+__device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ link, const seg_done_t* __restrict__ done,
+                                          u32 p, u32 o, u32 cur, u32 cnt, u32 width, u32 (&id)[SEG_BATCH],
+                                          u32 (&e)[SEG_BATCH], u32 (&fl)[SEG_BATCH]) {
     u32 q[SEG_BATCH], cq[SEG_BATCH];
 #pragma unroll
     for (u32 j = 0; j < SEG_BATCH; ++j) {
@@ -364,6 +375,19 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
             cq[j] = comp[q[j]];
         }
     }
+#if SEG_JOIN_FLAG
+#pragma unroll
+    for (u32 j = 0; j < SEG_BATCH; ++j) fl[j] = cur + j < cnt ? (u32)done[cq[j]] : 0u;
+#pragma unroll
+    for (u32 j = 0; j < SEG_BATCH; ++j) {
+        e[j] = cur + j < cnt ? cq[j] : SEG_NONE;
+        if (cur + j < cnt && (fl[j] & SEG_JOINED)) {
+            e[j] = seg_find(link, cq[j]);
+            comp[q[j]] = e[j];
+            fl[j] = done[e[j]];
+        }
+    }
+#else
 #pragma unroll
     for (u32 j = 0; j < SEG_BATCH; ++j) e[j] = cur + j < cnt ? link[cq[j]] : SEG_NONE;
 #pragma unroll
@@ -375,6 +399,22 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
             }
         }
     }
+#pragma unroll
+    for (u32 j = 0; j < SEG_BATCH; ++j) fl[j] = cur + j < cnt ? (u32)done[e[j]] : 0u;
+#endif
+}
+
+// Root of pixel-component c0 and its flag byte: with SEG_JOIN_FLAG one byte load when c0 is
+// still a root; else link is followed.
+__device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
+                                             u32 c0, u32& fl) {
+#if SEG_JOIN_FLAG
+    fl = done[c0];
+    if (!(fl & SEG_JOINED)) return c0;
+#endif
+    u32 c = seg_find(link, c0);
+    fl = done[c];
+    return c;
 }
 
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
@@ -409,22 +449,23 @@ extern "C" __global__ void __launch_bounds__(256)
         } else if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
-            c = seg_find(link, c0);
+            u32 fc;
+            c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
-            bool active = mode == SEG_MODE_MIN_SIZE || done[c] == 0;
+            bool active = mode == SEG_MODE_MIN_SIZE || fc == 0;
             if (active) {
                 // The first alive edge from the cursor in key order is the pixel's least; dead
                 // ones before it are skipped for good (see segment_edges).
                 u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
-                bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? done[c] != 0 : size[c] >= min_size);
+                bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? fc != 0 : size[c] >= min_size);
                 u32 hit_id = SEG_NONE;
                 for (; cur < cnt; cur += SEG_BATCH) {
-                    u32 id[SEG_BATCH], e[SEG_BATCH];
-                    seg_batch(comp, link, p, o, cur, cnt, width, id, e);
+                    u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
+                    seg_batch(comp, link, done, p, o, cur, cnt, width, id, e, fl);
                     bool al[SEG_BATCH];
 #pragma unroll
                     for (u32 j = 0; j < SEG_BATCH; ++j)
-                        al[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size);
+                        al[j] = cur + j < cnt && seg_alive_f(mode, c, e[j], big, fl[j], size, min_size);
                     u32 hit = SEG_BATCH;
 #pragma unroll
                     for (int j = SEG_BATCH - 1; j >= 0; --j)
@@ -486,10 +527,11 @@ extern "C" __global__ void __launch_bounds__(256)
         bool in = i < count, keep = false;
         u32 v = in ? (use_list ? in_list[i] : i) : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
-        u32 lv = in ? (first ? v : link[v]) : SEG_NONE;
         u64 key = in ? best[v] : SEG_NO_EDGE;
-        u32 dv = in ? (first ? 0u : done[v]) : 1u;
-        if (lv == v) {
+        u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
+        bool root = in && (first || (SEG_JOIN_FLAG ? (fv & SEG_JOINED) == 0 : link[v] == v));
+        u32 dv = fv & 1u;
+        if (root) {
             target[v] = SEG_NONE;
             tree[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
@@ -506,9 +548,15 @@ extern "C" __global__ void __launch_bounds__(256)
                     u32 ra = eid >> 2, rb = seg_other(eid, width);
                     if (!first) {
                         u32 ca = comp[ra], cb = comp[rb];
+#if SEG_JOIN_FLAG
+                        u32 fa = done[ca], fb = done[cb];
+                        ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
+                        rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
+#else
                         u32 la = link[ca], lb = link[cb];
                         ra = la == ca ? ca : seg_find(link, la);
                         rb = lb == cb ? cb : seg_find(link, lb);
+#endif
                     }
                     target[v] = ra == v ? rb : ra;
                     keep = true;
@@ -570,12 +618,12 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
         if (tc == SEG_NONE) continue;
         bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? done[c] != 0 : size[c] >= min_size);
         for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
-            u32 id[SEG_BATCH], e[SEG_BATCH];
-            seg_batch(comp, link, p, o, cur, cnt, width, id, e);  // link does not change here
+            u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
+            seg_batch(comp, link, done, p, o, cur, cnt, width, id, e, fl);  // link does not change here
             bool ex[SEG_BATCH];
 #pragma unroll
             for (u32 j = 0; j < SEG_BATCH; ++j)
-                ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, done, size, min_size) && tree[e[j]] != t;
+                ex[j] = cur + j < cnt && seg_alive_f(mode, c, e[j], big, fl[j], size, min_size) && tree[e[j]] != t;
             u32 hit = SEG_NONE;
 #pragma unroll
             for (int j = SEG_BATCH - 1; j >= 0; --j)
@@ -657,7 +705,6 @@ extern "C" __global__ void segment_scatter(const u32* __restrict__ tree, const u
     }
 }
 
-
 // The predicate of a caterpillar step: member c (size sc, Int ic) joins the tree's component
 // R (size sr, Int ir) along an edge of weight w. Merge rounds: w below both thresholds
 // (scikit-image's f32(Int + k/|C|)); min_size rounds: either side smaller than min_size.
@@ -673,10 +720,10 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
     }
 }
 
-
 // Member c joins the tree's component a in round r (its link and its hierarchy entry).
-__device__ __forceinline__ void seg_join(u32* link, u16* round, u32 c, u32 a, u32 r) {
+__device__ __forceinline__ void seg_join(u32* link, seg_done_t* done, u16* round, u32 c, u32 a, u32 r) {
     link[c] = a;
+    if (SEG_JOIN_FLAG) done[c] = SEG_JOINED;
     round[c] = (u16)r;
 }
 
@@ -762,7 +809,7 @@ extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
                     ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
                     cnt = j;  // stop here
                 } else {
-                    seg_join(link, round, c, a, r);
+                    seg_join(link, done, round, c, a, r);
                     sr += sc;
                     ir = w;
                     merged = true;
@@ -830,7 +877,7 @@ extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
         u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & 31u);
         double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & 31u);
         if (lane >= 1 && lane < f) {
-            seg_join(link, round, id, a, r);
+            seg_join(link, done, round, id, a, r);
             ++ev;
             ++mg;
         }
@@ -1163,7 +1210,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             u32 f = sfail;
             for (u32 e = e0; e <= e1; ++e) {
                 if (taken + e >= 1 && e < f) {
-                    seg_join(link, round, sid[e], a, r);
+                    seg_join(link, done, round, sid[e], a, r);
                     ++ev;
                     ++mg;
                 }
@@ -1218,7 +1265,8 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
                                               u32 min_size, u32 n) {
     for (u32 i = global_tid(); i < n; i += global_threads()) {
-        done[i] = SEG_MS_FLAG && size[i] >= min_size ? 1 : 0;  // read at roots only
+        // Bit 0 is read at roots only; the joined bit stays.
+        done[i] = (SEG_JOIN_FLAG ? (done[i] & SEG_JOINED) : 0u) | (SEG_MS_FLAG && size[i] >= min_size ? 1u : 0u);
         order[i] &= ~(15u << 24);
     }
 }
