@@ -98,6 +98,15 @@
 // kernel (-> 4.14; 4K 16.9 -> 16.2). Measured slower and dropped: per-warp staged appends (5.36
 // ms: the lists lose their spatial order), one atomicMin per run of lanes (4.71), cat_thread at
 // 64 registers (4.52), skipping exit scans above the tree's largest member key (4.54).
+// Fourth pass (2026-11-25; per-round times inside the replayed graph from segment_stamp):
+// rounds 1-8 are 65 % of the frame and their scans miss L2 (ncu: least 116 MB, exits 127 MB
+// of DRAM reads a round, L2 hits 40-65 %; the per-pixel arrays are ~160 MB at 1080p). Flags in
+// bytes that stay in L2 (frozen; "at least min_size" in min_size rounds; a joined bit, so "root
+// or not" needs no link read) and no separate parent array: building 1080p 4.20 -> 3.95 ms, 4K
+// 16.2 -> 14.4. Measured slower and dropped: 32-byte per-root records (4.76: the dense first
+// rounds touch one field of many roots), least handing its hit to exits (+70 us), a tree-id
+// hash in the flag byte (+150 us), a 4-member caterpillar kernel (round 1 +37 us), batches of
+// 8 or 3 edges.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
