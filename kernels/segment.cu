@@ -56,11 +56,10 @@
 // ever written when a component joins another (seg_join), so it is the hierarchy's parent.
 //
 // Thread mapping: grid-stride loops (1-D blocks of 256, a fixed grid) over pixels or roots.
-// A pixel v is a root iff link[v] == v (with SEG_JOIN_FLAG: iff its flag's joined bit is
-// clear). Rounds after the first of their phase run over two compacted lists rebuilt every
-// round (block-aggregated appends): the frontier (pixels of an
-// active component with an alive edge; a pixel leaves it for good once interior or done) and
-// the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
+// A pixel v is a root iff link[v] == v (iff its flag's joined bit is clear). Rounds after the
+// first of their phase run over two compacted lists rebuilt every round (block-aggregated
+// appends): the frontier (pixels of an active component with an alive edge; a pixel leaves it
+// for good once interior or done) and the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
 // root (link never changes inside a kernel that reads it this way) and segment_final resolves
 // every pixel at the end. A tree's members are written by the one warp or block of that tree.
 // Event counts are reduced per warp before one atomicAdd (every lane reaches the reduction).
@@ -121,27 +120,13 @@
 #define SEG_CAT_MID_CAP 512   // segment_cat_mid: trees of up to this many members, one chunk
 #define SEG_CAT_MID_THREADS 256
 
-// The frozen ("done") flag of a component, per pixel id: a byte (the whole array, 2 MB at
-// 1080p, stays in L2 for the frontier scans' per-edge lookups) unless SEG_DONE_U8 is 0.
-#ifndef SEG_DONE_U8
-#define SEG_DONE_U8 1
-#endif
-#if SEG_DONE_U8
+// A component's flag byte, per pixel id (`done`; the whole array, 2 MB at 1080p, stays in L2 for
+// the frontier scans' per-edge lookups). Bit 0: frozen in merge rounds; "at least min_size" in
+// min_size rounds (set by segment_reset_done and the caterpillars, so no size word is read per
+// lookup). Bit 1 (SEG_JOINED): the component joined another, so it is no longer a root
+// (seg_join sets it, nothing clears it): the scans learn "root or not" and "frozen" from one
+// byte load and follow link (8 MB) only for stale entries.
 typedef u8 seg_done_t;
-#else
-typedef u32 seg_done_t;
-#endif
-#ifndef SEG_MS_FLAG
-#define SEG_MS_FLAG 1
-#endif
-// Bit 1 of a pixel's flag byte: its component joined another (it is no longer a root; seg_join
-// sets it, nothing clears it). The frontier scans then learn "root or not" and "frozen" from one
-// byte load (the 2 MB array stays in L2) and follow link only for stale entries, instead of
-// reading link (8 MB) and then the flag: one dependent load fewer per batch of edges.
-// SEG_JOIN_FLAG 0 reads link first as before.
-#ifndef SEG_JOIN_FLAG
-#define SEG_JOIN_FLAG 1
-#endif
 #define SEG_JOINED 2u
 
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
@@ -286,14 +271,12 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
 }
 
 // Whether the edge from component c to component e != c... is alive (fe: e's flag byte): merge
-// rounds, e is not frozen; min_size rounds, not both sides at least min_size (`big`: c is; in
-// min_size rounds bit 0 of the flag holds "at least min_size" when SEG_MS_FLAG, kept by the
-// caterpillars: a byte per lookup instead of a size word).
-__device__ __forceinline__ bool seg_alive_f(u32 mode, u32 c, u32 e, bool big, u32 fe, const u32* __restrict__ size,
-                                            u32 min_size) {
+// rounds, e is not frozen; min_size rounds, not both sides at least min_size (`big`: c is; bit
+// 0 of e's flag says whether e is).
+__device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 fe) {
     if (e == c) return false;
     if (mode == SEG_MODE_MERGE) return (fe & 1u) == 0;
-    return !(big && (SEG_MS_FLAG ? (fe & 1u) != 0 : size[e] >= min_size));
+    return !(big && (fe & 1u) != 0);
 }
 
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
@@ -384,7 +367,6 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
             cq[j] = comp[q[j]];
         }
     }
-#if SEG_JOIN_FLAG
 #pragma unroll
     for (u32 j = 0; j < SEG_BATCH; ++j) fl[j] = cur + j < cnt ? (u32)done[cq[j]] : 0u;
 #pragma unroll
@@ -396,31 +378,14 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
             fl[j] = done[e[j]];
         }
     }
-#else
-#pragma unroll
-    for (u32 j = 0; j < SEG_BATCH; ++j) e[j] = cur + j < cnt ? link[cq[j]] : SEG_NONE;
-#pragma unroll
-    for (u32 j = 0; j < SEG_BATCH; ++j) {
-        if (cur + j < cnt) {
-            if (e[j] != cq[j]) {
-                e[j] = seg_find(link, e[j]);
-                comp[q[j]] = e[j];
-            }
-        }
-    }
-#pragma unroll
-    for (u32 j = 0; j < SEG_BATCH; ++j) fl[j] = cur + j < cnt ? (u32)done[e[j]] : 0u;
-#endif
 }
 
-// Root of pixel-component c0 and its flag byte: with SEG_JOIN_FLAG one byte load when c0 is
-// still a root; else link is followed.
+// Root of pixel-component c0 and its flag byte: one byte load when c0 is still a root; else
+// link is followed.
 __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
                                              u32 c0, u32& fl) {
-#if SEG_JOIN_FLAG
     fl = done[c0];
     if (!(fl & SEG_JOINED)) return c0;
-#endif
     u32 c = seg_find(link, c0);
     fl = done[c];
     return c;
@@ -433,8 +398,8 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // so a pixel's least edge is the first of its order word.
 extern "C" __global__ void __launch_bounds__(256)
     segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
-                  const u32* __restrict__ size, const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height,
-                  u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl, u32 gate, u32 use_list,
+                  const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height, u32 eb, u32 mode,
+                  const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
                   u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
@@ -466,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(256)
                 // The first alive edge from the cursor in key order is the pixel's least; dead
                 // ones before it are skipped for good (see segment_edges).
                 u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
-                bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? fc != 0 : size[c] >= min_size);
+                bool big = mode == SEG_MODE_MIN_SIZE && fc != 0;
                 u32 hit_id = SEG_NONE;
                 for (; cur < cnt; cur += SEG_BATCH) {
                     u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
@@ -474,7 +439,7 @@ extern "C" __global__ void __launch_bounds__(256)
                     bool al[SEG_BATCH];
 #pragma unroll
                     for (u32 j = 0; j < SEG_BATCH; ++j)
-                        al[j] = cur + j < cnt && seg_alive_f(mode, c, e[j], big, fl[j], size, min_size);
+                        al[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, fl[j]);
                     u32 hit = SEG_BATCH;
 #pragma unroll
                     for (int j = SEG_BATCH - 1; j >= 0; --j)
@@ -538,7 +503,7 @@ extern "C" __global__ void __launch_bounds__(256)
         // The root's words are loaded together, then both ends of its edge (latency-bound).
         u64 key = in ? best[v] : SEG_NO_EDGE;
         u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
-        bool root = in && (first || (SEG_JOIN_FLAG ? (fv & SEG_JOINED) == 0 : link[v] == v));
+        bool root = in && (first || (fv & SEG_JOINED) == 0);
         u32 dv = fv & 1u;
         if (root) {
             target[v] = SEG_NONE;
@@ -557,15 +522,9 @@ extern "C" __global__ void __launch_bounds__(256)
                     u32 ra = eid >> 2, rb = seg_other(eid, width);
                     if (!first) {
                         u32 ca = comp[ra], cb = comp[rb];
-#if SEG_JOIN_FLAG
                         u32 fa = done[ca], fb = done[cb];
                         ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
                         rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
-#else
-                        u32 la = link[ca], lb = link[cb];
-                        ra = la == ca ? ca : seg_find(link, la);
-                        rb = lb == cb ? cb : seg_find(link, lb);
-#endif
                     }
                     target[v] = ra == v ? rb : ra;
                     keep = true;
@@ -612,8 +571,8 @@ extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tr
 extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link,
                                          const double* __restrict__ w4, const seg_done_t* __restrict__ done,
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
-                                         const u32* __restrict__ order, u64* exitk, const u32* __restrict__ size,
-                                         u32 width, u32 eb, u32 mode, u32 min_size, const u32* __restrict__ ctl,
+                                         const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
+                                         const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
@@ -625,14 +584,14 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
         u32 o = order[p];
         u32 tc = target[c], t = tree[c];
         if (tc == SEG_NONE) continue;
-        bool big = mode == SEG_MODE_MIN_SIZE && (SEG_MS_FLAG ? done[c] != 0 : size[c] >= min_size);
+        bool big = mode == SEG_MODE_MIN_SIZE && done[c] != 0;
         for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
             u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
             seg_batch(comp, link, done, p, o, cur, cnt, width, id, e, fl);  // link does not change here
             bool ex[SEG_BATCH];
 #pragma unroll
             for (u32 j = 0; j < SEG_BATCH; ++j)
-                ex[j] = cur + j < cnt && seg_alive_f(mode, c, e[j], big, fl[j], size, min_size) && tree[e[j]] != t;
+                ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, fl[j]) && tree[e[j]] != t;
             u32 hit = SEG_NONE;
 #pragma unroll
             for (int j = SEG_BATCH - 1; j >= 0; --j)
@@ -732,7 +691,7 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
 // Member c joins the tree's component a in round r (its link and its hierarchy entry).
 __device__ __forceinline__ void seg_join(u32* link, seg_done_t* done, u16* round, u32 c, u32 a, u32 r) {
     link[c] = a;
-    if (SEG_JOIN_FLAG) done[c] = SEG_JOINED;
+    done[c] = SEG_JOINED;
     round[c] = (u16)r;
 }
 
@@ -828,7 +787,7 @@ extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
             }
         }
         size[a] = sr;
-        if (SEG_MS_FLAG && mode == SEG_MODE_MIN_SIZE) done[a] = sr >= min_size;
+        if (mode == SEG_MODE_MIN_SIZE) done[a] = sr >= min_size;
         if (mode == SEG_MODE_MERGE && merged) cint[a] = ir;
         ccnt[t] = 0;
     }
@@ -893,7 +852,7 @@ extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
         if (lane == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
         if (lane == 0) {
             size[a] = total;
-            if (SEG_MS_FLAG && mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
+            if (mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
             if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
             ccnt[t] = 0;
         }
@@ -1248,7 +1207,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         }
         if (tid == 0) {
             size[a] = carry_size;
-            if (SEG_MS_FLAG && mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
+            if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
             if (mode == SEG_MODE_MERGE && merged) cint[a] = carry_w;
             ccnt[t] = 0;
         }
@@ -1269,13 +1228,13 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 }
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
-// first edge (edges to components that were done are alive again). With SEG_MS_FLAG the flags
-// say instead whether a root is at least min_size (its byte is what the edge scans read).
+// first edge (edges to components that were done are alive again). Bit 0 of the flags says
+// instead whether a root is at least min_size (what the edge scans read).
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
                                               u32 min_size, u32 n) {
     for (u32 i = global_tid(); i < n; i += global_threads()) {
         // Bit 0 is read at roots only; the joined bit stays.
-        done[i] = (SEG_JOIN_FLAG ? (done[i] & SEG_JOINED) : 0u) | (SEG_MS_FLAG && size[i] >= min_size ? 1u : 0u);
+        done[i] = (done[i] & SEG_JOINED) | (size[i] >= min_size ? 1u : 0u);
         order[i] &= ~(15u << 24);
     }
 }

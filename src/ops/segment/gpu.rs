@@ -143,6 +143,7 @@ struct Buffers {
     _u32s: Vec<CudaSlice<u32>>,
     _u64s: Vec<CudaSlice<u64>>,
     _w4: CudaSlice<f64>,
+    _flags: CudaSlice<u8>,
     round: CudaSlice<u16>,
     link: CudaSlice<u32>,
     labels: CudaSlice<u32>,
@@ -299,7 +300,7 @@ pub struct SegmentGpu {
     /// Captured launch sequences of recent frames (see [`SegmentGpu::use_graphs`]).
     graphs: RefCell<GraphCache<GraphKey>>,
     /// What each stamp of [`SegmentGpu::round_stamps`] follows (setup, a round, relabelling).
-    stamp_labels: RefCell<Vec<String>>,
+    stamp_labels: RefCell<Vec<(&'static str, Option<u32>)>>,
     /// Development diagnostic: a one-thread kernel writes `%globaltimer` after the setup, after
     /// every round and after the relabelling (inside the captured graph too), so
     /// [`SegmentGpu::round_profile`] gives each round's time as the graph replays it.
@@ -437,6 +438,8 @@ impl SegmentGpu {
         // Union-find links; a link is only written when its component joins another, so the
         // links are also the hierarchy's parents.
         let link = a(n, "segment links (hierarchy parents)")?;
+        // A flag byte per component (frozen / at least min_size, joined): see segment.cu.
+        let flags = alloc_zeroed::<u8>(stream, n, "segment component flags", width, height)?;
         let labels = a(n, "segment labels")?;
         let ctl = a(NCTL, "segment round events")?;
         let mctl = a(NCTL, "segment round merges")?;
@@ -444,7 +447,6 @@ impl SegmentGpu {
         let names32 = [
             "components",
             "sizes",
-            "frozen flags",
             "targets",
             "trees",
             "tree member counts",
@@ -486,28 +488,28 @@ impl SegmentGpu {
             comp: r32(0),
             link: raw(&link, stream),
             size: r32(1),
-            done: r32(2),
-            target: r32(3),
-            tree: r32(4),
-            ccnt: r32(5),
-            cslot: r32(6),
-            joff: r32(7),
-            jarr: r32(8),
-            hlist: r32(9),
-            xlist: r32(10),
-            slist: r32(11),
-            blist: r32(12),
-            order: r32(13),
-            minpix: r32(14),
-            rootlabel: r32(15),
-            flist: [r32(16), r32(17)],
-            rlist: [r32(18), r32(19)],
-            tlist: r32(20),
-            mlist: r32(21),
-            blocksum: r32(22),
+            done: raw(&flags, stream),
+            target: r32(2),
+            tree: r32(3),
+            ccnt: r32(4),
+            cslot: r32(5),
+            joff: r32(6),
+            jarr: r32(7),
+            hlist: r32(8),
+            xlist: r32(9),
+            slist: r32(10),
+            blist: r32(11),
+            order: r32(12),
+            minpix: r32(13),
+            rootlabel: r32(14),
+            flist: [r32(15), r32(16)],
+            rlist: [r32(17), r32(18)],
+            tlist: r32(19),
+            mlist: r32(20),
+            blocksum: r32(21),
             counts: raw(&counts, stream),
             stamps: raw(&stamps, stream),
-            scr_i: r32(23),
+            scr_i: r32(22),
             scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
@@ -526,6 +528,7 @@ impl SegmentGpu {
             _u32s: u32s,
             _u64s: u64s,
             _w4: w4,
+            _flags: flags,
             round,
             link,
             labels,
@@ -678,7 +681,7 @@ impl SegmentGpu {
         let smooth = body.smooth;
         if body.stamps {
             self.stamp_labels.borrow_mut().clear();
-            self.stamp(stream, "start".into())?;
+            self.stamp(stream, "start", None)?;
         }
         timed(timer, stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_init);
@@ -697,7 +700,7 @@ impl SegmentGpu {
             Ok(())
         })?;
         if body.stamps {
-            self.stamp(stream, "graph".into())?;
+            self.stamp(stream, "graph", None)?;
         }
         let k = f64::from_bits(body.k_bits);
         let min_size = body.min_size;
@@ -724,13 +727,14 @@ impl SegmentGpu {
         })?;
         self.enqueue_numbering(stream, timer)?;
         if body.stamps {
-            self.stamp(stream, "relabel".into())?;
+            self.stamp(stream, "relabel", None)?;
         }
         Ok(())
     }
 
-    /// Launches `segment_stamp` (the next entry of the stamp buffer) after what `stream` holds.
-    fn stamp(&self, stream: &Arc<CudaStream>, label: String) -> Result<(), GpuError> {
+    /// Launches `segment_stamp` (the next entry of the stamp buffer) after what `stream` holds;
+    /// `round`: the global number of the round it follows.
+    fn stamp(&self, stream: &Arc<CudaStream>, label: &'static str, round: Option<u32>) -> Result<(), GpuError> {
         let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         let mut labels = self.stamp_labels.borrow_mut();
         let i = labels.len() as u32;
@@ -741,13 +745,14 @@ impl SegmentGpu {
         l.arg(&b.p.stamps).arg(&i);
         // SAFETY: one thread writes stamps[i], i < NCTL + 4 (the buffer's length).
         unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }) }?;
-        labels.push(label);
+        labels.push((label, round));
         Ok(())
     }
 
     /// Development diagnostic ([`SegmentGpu::round_stamps`] on): each interval of the last frame
     /// (setup, every round, relabelling) in microseconds, with the round's list counts (frontier,
     /// active roots, trees, members, small, large, cursor, tiny, mid-size; zeros elsewhere).
+    /// Labels: `graph`, `merge N`, `min_size N` (N the global round number), `relabel`.
     pub fn round_profile(&self, stream: &Arc<CudaStream>) -> Result<Vec<(String, f64, Vec<u32>)>, OpError> {
         let Some(b) = self.bufs.as_ref() else { return Ok(Vec::new()) };
         let labels = self.stamp_labels.borrow().clone();
@@ -757,11 +762,12 @@ impl SegmentGpu {
         let mut out = Vec::new();
         for i in 1..labels.len() {
             let us = t[i].wrapping_sub(t[i - 1]) as f64 / 1e3;
-            let c = match labels[i].split_once(' ').and_then(|(_, r)| r.parse::<usize>().ok()) {
-                Some(r) if r < NCTL => (0..NCOUNTS).map(|k| counts[k * NCTL + r]).collect(),
-                _ => vec![0; NCOUNTS],
+            let (label, round) = labels[i];
+            let (name, c) = match round.map(|r| r as usize).filter(|&r| r < NCTL) {
+                Some(r) => (format!("{label} {r}"), (0..NCOUNTS).map(|k| counts[k * NCTL + r]).collect()),
+                None => (label.to_owned(), vec![0; NCOUNTS]),
             };
-            out.push((labels[i].clone(), us, c));
+            out.push((name, us, c));
         }
         Ok(out)
     }
@@ -813,8 +819,8 @@ impl SegmentGpu {
             let (tcount, mcount) = (count_of(C_TINY, r), count_of(C_MID, r));
             timed(timer, stream, name("segment_minedge"), || {
                 let mut l = ExLaunch::new(stream, &self.f_least, pdl);
-                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.size).arg(&p.done).arg(&p.order);
-                l.arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate).arg(&use_list);
+                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.done).arg(&p.order);
+                l.arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&p.ctl).arg(&gate).arg(&use_list);
                 l.arg(&fin).arg(&fcin).arg(&fout).arg(&fcout);
                 // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
                 // hold pixel ids); neighbours are bounds-checked; lists hold n entries.
@@ -841,7 +847,7 @@ impl SegmentGpu {
             timed(timer, stream, name("segment_exits"), || {
                 let mut l = ExLaunch::new(stream, &self.f_exits, pdl);
                 l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.done).arg(&p.target).arg(&p.tree).arg(&p.order);
-                l.arg(&p.exitk).arg(&p.size).arg(&w).arg(&eb).arg(&mode).arg(&min_size).arg(&p.ctl).arg(&gate);
+                l.arg(&p.exitk).arg(&w).arg(&eb).arg(&mode).arg(&p.ctl).arg(&gate);
                 l.arg(&fout).arg(&fcout);
                 // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
                 // words only name in-image neighbours; tree ids are roots < n.
@@ -919,7 +925,7 @@ impl SegmentGpu {
                 }
             }
             if ph.stamps {
-                self.stamp(stream, format!("{} {r}", if ms { "min_size" } else { "merge" }))?;
+                self.stamp(stream, if ms { "min_size" } else { "merge" }, Some(r))?;
             }
         }
         Ok(())
