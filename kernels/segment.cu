@@ -48,6 +48,8 @@
 // Every round kernel starts with griddepcontrol.launch_dependents / .wait (grid_dep_*): on
 // sm_90 the host launches them as programmatic dependent launches (src/gpu/launch.rs
 // ExLaunch), so each one's blocks are scheduled while the previous kernel drains.
+// segment_finish: the rounds after the launched ones, in one block (each step above as a device
+// function over the block, __syncthreads between them), until a round changes nothing.
 // min_size rounds: segment_reset_done, then the same kernels in mode MIN_SIZE (an edge merges
 // when either side is smaller than min_size; nothing freezes).
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
@@ -396,15 +398,12 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // frontier of this round (pixels with an alive edge) to out_list / *out_count. The first merge
 // round (use_list 0) needs no lookups: every pixel is its own component and every edge is alive,
 // so a pixel's least edge is the first of its order word.
-extern "C" __global__ void __launch_bounds__(256)
-    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
-                  const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height, u32 eb, u32 mode,
-                  const u32* __restrict__ ctl, u32 gate, u32 use_list,
+__device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
+                                               u64* best, const seg_done_t* __restrict__ done, u32* order, u32 width,
+                                               u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
+                                               u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
                   u32* out_count) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
     bool first = mode == SEG_MODE_MERGE && !use_list;
     u32 count = use_list ? *in_count : width * height;
     SEG_BLOCK_LOOP(i, count) {
@@ -462,6 +461,19 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
+                  const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height, u32 eb, u32 mode,
+                  const u32* __restrict__ ctl, u32 gate, u32 use_list,
+                  const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
+                  u32* out_count) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_least_body(comp, link, w4, best, done, order, width, height, eb, mode, ctl, gate, use_list, in_list, in_count,
+                   out_list, out_count);
+}
+
 // Exclusive scan of one value per thread over the block (blockDim.x a multiple of 32, at most
 // 1024); the block total goes to *total. Uses 32 words of shared memory.
 __device__ u32 seg_block_scan(u32 v, u32* total) {
@@ -485,14 +497,10 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 // active roots): the far component of the least alive edge (the paper's Algorithm 5 'sources');
 // a root without alive edges is done in merge rounds. Resets the root's per-round tree and exit;
 // the roots that stay active go to out_list / *out_count.
-extern "C" __global__ void __launch_bounds__(256)
-    segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
+__device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
                     u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
                     u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
                     const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
     // First merge round: every pixel is a root of itself, so an edge's ends are its components.
     bool first = mode == SEG_MODE_MERGE && !use_list;
     u32 ev = 0;
@@ -536,15 +544,23 @@ extern "C" __global__ void __launch_bounds__(256)
     seg_count(ctl, mctl, r, ev, 0);
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+    segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
+                    u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
+                    u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
+                    const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_count, out_list, out_count);
+}
+
 // Step 3: the tree of every active root: follow targets (keys fall strictly along them) to the
 // mutual pair (the paper's Algorithm 6 finds the same pairs); the tree is named by the pair's
 // smaller root. A walk stops early at a root whose tree another thread already wrote (a benign
 // race: tree[x] is either SEG_NONE or final).
-extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tree, const u32* __restrict__ ctl,
+__device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
         u32 v = rlist[i];
@@ -566,17 +582,22 @@ extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tr
     }
 }
 
+extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tree, const u32* __restrict__ ctl,
+                                         u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_trees_body(target, tree, ctl, gate, rlist, rcount);
+}
+
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
 // to a component of another tree; exitk[tree] = min (atomicMin).
-extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link,
+__device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict__ link,
                                          const double* __restrict__ w4, const seg_done_t* __restrict__ done,
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
                                          const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
                                          const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
     u32 nf = *fcount;
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
         u32 p = flist[i];
@@ -604,17 +625,25 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
     }
 }
 
-// Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
-// its tree (ccnt[tree] counts them) and goes on the member list (xlist); a tree's first member
-// lists the tree (hlist).
-extern "C" __global__ void __launch_bounds__(256)
-    segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
-                 u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
-                 const u32* __restrict__ rcount) {
+extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link,
+                                         const double* __restrict__ w4, const seg_done_t* __restrict__ done,
+                                         const u32* __restrict__ target, const u32* __restrict__ tree,
+                                         const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
+                                         const u32* __restrict__ ctl,
+                                         u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
+    seg_exits_body(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist, fcount);
+}
+
+// Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
+// its tree (ccnt[tree] counts them) and goes on the member list (xlist); a tree's first member
+// lists the tree (hlist).
+__device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
+                 const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
+                 u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
+                 const u32* __restrict__ rcount) {
     u32 nr = *rcount;
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
@@ -630,17 +659,25 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+    segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
+                 const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
+                 u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
+                 const u32* __restrict__ rcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_core_body(target, tree, tkey, exitk, ccnt, cslot, hlist, hcount, xlist, xcount, ctl, gate, rlist, rcount);
+}
+
 // Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
 // of tiny (at most 8 members: a thread each), small (at most 32: a warp each), mid-size (at most
 // SEG_CAT_MID_CAP: a block of SEG_CAT_MID_THREADS each) or large trees (a block of
 // SEG_CAT_THREADS each).
-extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
+__device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
                                          u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
                                          u32* bcount, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
     __shared__ u32 s_base;
     u32 nh = *hcount;
     SEG_BLOCK_LOOP(i, nh) {
@@ -659,18 +696,34 @@ extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff
     }
 }
 
+extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
+                                         u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
+                                         u32* bcount, const u32* __restrict__ ctl, u32 gate,
+                                         const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_alloc_body(ccnt, joff, cursor, tlist, tcount, slist, scount, mlist, mcount, blist, bcount, ctl, gate, hlist, hcount);
+}
+
 // Step 7: every member writes itself into its tree's range.
+__device__ __forceinline__ void seg_scatter_body(const u32* __restrict__ tree, const u32* __restrict__ cslot,
+                                           const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
+                                           u32 gate, const u32* __restrict__ xlist, const u32* __restrict__ xcount) {
+    u32 nx = *xcount;
+    for (u32 i = global_tid(); i < nx; i += global_threads()) {
+        u32 v = xlist[i];
+        jarr[joff[tree[v]] + cslot[v]] = v;
+    }
+}
+
 extern "C" __global__ void segment_scatter(const u32* __restrict__ tree, const u32* __restrict__ cslot,
                                            const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
                                            u32 gate, const u32* __restrict__ xlist, const u32* __restrict__ xcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    u32 nx = *xcount;
-    for (u32 i = global_tid(); i < nx; i += global_threads()) {
-        u32 v = xlist[i];
-        jarr[joff[tree[v]] + cslot[v]] = v;
-    }
+    seg_scatter_body(tree, cslot, joff, jarr, ctl, gate, xlist, xcount);
 }
 
 // The predicate of a caterpillar step: member c (size sc, Int ic) joins the tree's component
@@ -725,10 +778,7 @@ __device__ __forceinline__ u32 seg_freeze(seg_done_t* done, u32 mode, u32 c, u32
     link, done, size, cint, tkey, ccnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
         list, lcount, scr_k, scr_i, n
 
-extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
+__device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS) {
     u32 ev = 0, mg = 0;
     u32 nt = *lcount;
     for (u32 i = global_tid(); i < nt; i += global_threads()) {
@@ -794,14 +844,18 @@ extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
     seg_count(ctl, mctl, r, ev, mg);
 }
 
+extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_cat_thread_body(SEG_CAT_PASS);
+}
+
 // Step 8, trees of at most 32 members: a warp per tree (slist). Lane i holds member i after a
 // bitonic sort by (key, id) across the lanes; lane 0 is the pair's smaller root (the tree id,
 // which the others join). A warp scan gives each step's |R|, the previous lane's weight its
 // Int; the first failing step (ballot) ends the merges; a failing side freezes (merge rounds).
-extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
+__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS) {
     u32 lane = threadIdx.x & 31u;
     u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
     u32 ns = *lcount;
@@ -858,6 +912,13 @@ extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
         }
     }
     seg_count(ctl, mctl, r, ev, mg);
+}
+
+extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    if (ctl[gate] == 0) return;
+    seg_cat_warp_body(SEG_CAT_PASS);
 }
 
 // Trees above this many members are sorted whole (seg_sort_tree) instead of chunk by chunk:
@@ -1059,7 +1120,7 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
 // The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size kernel).
-template <u32 CAP, bool LARGE>
+template <u32 CAP, bool LARGE, bool PROLOGUE = true>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
@@ -1071,9 +1132,11 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     u64* skey = s_raw;
     u32* sid = (u32*)(s_raw + CAP);
     u32* ssr = sid + CAP;
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
+    if (PROLOGUE) {
+        grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+        grid_dep_wait();
+        if (ctl[gate] == 0) return;
+    }
     u32 tid = threadIdx.x;
     u32 nb = *lcount;
     u32 ev = 0, mg = 0;
@@ -1225,6 +1288,144 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(
 // trees, ~100 members each).
 extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mid(SEG_CAT_ARGS) {
     seg_cat_blocks<SEG_CAT_MID_CAP, false>(SEG_CAT_PASS);
+}
+
+// Per-round list counts (src/ops/segment/gpu.rs C_*; kind * nctl + round).
+#define SEG_C_FRONTIER 0u
+#define SEG_C_ROOTS 1u
+#define SEG_C_TREES 2u
+#define SEG_C_MEMBERS 3u
+#define SEG_C_SMALL 4u
+#define SEG_C_LARGE 5u
+#define SEG_C_CURSOR 6u
+#define SEG_C_TINY 7u
+#define SEG_C_MID 8u
+
+// Everything segment_finish touches (SegFinish in src/ops/segment/gpu.rs, the same layout:
+// device addresses, then k, then the u32 scalars).
+struct SegFinish {
+    u32* comp;
+    u32* link;
+    u32* size;
+    double* cint;
+    seg_done_t* done;
+    u64* best;
+    u64* tkey;
+    u32* target;
+    u32* tree;
+    u64* exitk;
+    u32* ccnt;
+    u32* cslot;
+    u32* joff;
+    u32* jarr;
+    u32* hlist;
+    u32* xlist;
+    u32* tlist;
+    u32* slist;
+    u32* mlist;
+    u32* blist;
+    u32* order;
+    u16* round;
+    const double* w4;
+    u32* ctl;
+    u32* mctl;
+    u32* counts;
+    u64* scr_k;
+    u32* scr_i;
+    u32* flist0;
+    u32* flist1;
+    u32* rlist0;
+    u32* rlist1;
+    u32* info;
+    double k;
+    u32 width, height, n, eb, mode, min_size, nctl;
+    u32 first;      // global number of the phase's first round (its lists' parity counts from it)
+    u32 from;       // first round run here (the rounds before it were launched)
+    u32 last;       // last round allowed (the parameters' cap)
+    u32 limit;      // most frontier pixels a round here may start with
+    u32 info_slot;  // info[info_slot] = 1 when a round was left with work (frontier above limit)
+};
+
+// The last rounds of a phase in one block of SEG_CAT_THREADS threads: every step of a round
+// (the same device functions as the round kernels, their grid-stride loops running over one
+// block), __syncthreads between steps, until a round changes nothing or its frontier exceeds
+// `limit`. The launched rounds before it are the adaptive caps (src/ops/segment/gpu.rs), so
+// the tail of small rounds costs no launches and no gated empty rounds, and a frame that needs
+// a few more rounds than its caps is finished here instead of run again. One block (not a grid
+// with barriers): the ring's other streams may hold SMs, and only a single block is sure to
+// be resident. Large and mid-size trees go through the chunked block caterpillar.
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(SegFinish a) {
+    grid_dep_wait();
+    const u32 N = a.nctl;
+    u32* C = a.counts;
+    u32 r = a.from;
+    for (; r <= a.last; ++r) {
+        __syncthreads();
+        u32 gate = r - 1;
+        if (a.ctl[gate] == 0) break;                          // the phase converged
+        if (C[SEG_C_FRONTIER * N + gate] > a.limit) break;    // left to the launched rounds
+        u32 cur = (r - a.first) & 1u;
+        u32 *fin = cur ? a.flist0 : a.flist1, *fout = cur ? a.flist1 : a.flist0;
+        u32 *rin = cur ? a.rlist0 : a.rlist1, *rout = cur ? a.rlist1 : a.rlist0;
+        u32 *fcin = C + SEG_C_FRONTIER * N + gate, *fcout = C + SEG_C_FRONTIER * N + r;
+        u32 *rcin = C + SEG_C_ROOTS * N + gate, *rcout = C + SEG_C_ROOTS * N + r;
+        u32 *hcount = C + SEG_C_TREES * N + r, *xcount = C + SEG_C_MEMBERS * N + r;
+        u32 *scount = C + SEG_C_SMALL * N + r, *bcount = C + SEG_C_LARGE * N + r;
+        u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
+        u32* mcount = C + SEG_C_MID * N + r;
+        seg_least_body(a.comp, a.link, a.w4, a.best, a.done, a.order, a.width, a.height, a.eb, a.mode, a.ctl, gate, 1u,
+                       fin, fcin, fout, fcout);
+        __syncthreads();
+        seg_targets_body(a.comp, a.link, a.best, a.tkey, a.target, a.tree, a.exitk, a.done, a.width, a.n, a.eb,
+                         a.mode, a.ctl, a.mctl, gate, r, 1u, rin, rcin, rout, rcout);
+        __syncthreads();
+        seg_trees_body(a.target, a.tree, a.ctl, gate, rout, rcout);
+        __syncthreads();
+        seg_exits_body(a.comp, a.link, a.w4, a.done, a.target, a.tree, a.order, a.exitk, a.width, a.eb, a.mode, a.ctl,
+                       gate, fout, fcout);
+        __syncthreads();
+        seg_core_body(a.target, a.tree, a.tkey, a.exitk, a.ccnt, a.cslot, a.hlist, hcount, a.xlist, xcount, a.ctl,
+                      gate, rout, rcout);
+        __syncthreads();
+        seg_alloc_body(a.ccnt, a.joff, cursor, a.tlist, tcount, a.slist, scount, a.mlist, mcount, a.blist, bcount,
+                       a.ctl, gate, a.hlist, hcount);
+        __syncthreads();
+        seg_scatter_body(a.tree, a.cslot, a.joff, a.jarr, a.ctl, gate, a.xlist, xcount);
+        __syncthreads();
+        // The caterpillars (SEG_CAT_PASS names): tiny and small trees, then each larger one by
+        // the whole block.
+        u32* link = a.link;
+        seg_done_t* done = a.done;
+        u32* size = a.size;
+        double* cint = a.cint;
+        const u64* tkey = a.tkey;
+        u32* ccnt = a.ccnt;
+        const u32* joff = a.joff;
+        const u32* jarr = a.jarr;
+        u16* round = a.round;
+        const double* w4 = a.w4;
+        u32 eb = a.eb, mode = a.mode, min_size = a.min_size, n = a.n;
+        double k = a.k;
+        u32 *ctl = a.ctl, *mctl = a.mctl;
+        u64* scr_k = a.scr_k;
+        u32* scr_i = a.scr_i;
+        const u32* list = a.tlist;
+        const u32* lcount = tcount;
+        seg_cat_thread_body(SEG_CAT_PASS);
+        list = a.slist;
+        lcount = scount;
+        seg_cat_warp_body(SEG_CAT_PASS);
+        __syncthreads();
+        list = a.mlist;
+        lcount = mcount;
+        seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
+        __syncthreads();
+        list = a.blist;
+        lcount = bcount;
+        seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) a.info[a.info_slot] = (r <= a.last && a.ctl[r - 1] != 0) ? 1u : 0u;
 }
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its

@@ -356,6 +356,40 @@ fn programmatic_and_side_stream_launches_change_nothing() {
     }
 }
 
+/// The rounds `segment_finish` runs in one block after the launched ones give the labels and
+/// hierarchy of launched rounds: with the default hand-off, and with every round after the
+/// first few of each phase left to it (a frame's whole tail on one block, inside the graph).
+#[test]
+fn finisher_rounds_change_nothing() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    for name in ["building.jpg", "vtest_1080.png"] {
+        let Some(f) = tiled(name, 640, 360, 3) else { continue };
+        for scale in [100.0, 500.0] {
+            let p = SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() };
+            let mut plain = SegmentGpu::new(g).unwrap();
+            plain.finisher = false;
+            let want = run(&mut plain, &stream, &f, &p);
+            let (_, want_h) = plain.download_hierarchy(&stream).unwrap();
+            for everything in [false, true] {
+                let mut op = SegmentGpu::new(g).unwrap();
+                op.finisher = true;
+                if everything {
+                    op.finish_frontier = u32::MAX;
+                    op.finish_limit = u32::MAX;
+                }
+                for i in 0..4 {
+                    let got = run(&mut op, &stream, &f, &p);
+                    assert_eq!(got, want, "{} k={scale} all={everything} frame {i}", f.name);
+                    let (_, got_h) = op.download_hierarchy(&stream).unwrap();
+                    assert_eq!((&got_h.parent, &got_h.round), (&want_h.parent, &want_h.round), "{} k={scale}", f.name);
+                }
+                assert_eq!(op.reruns(), 0, "{} k={scale} all={everything}", f.name);
+            }
+        }
+    }
+}
+
 /// Replayed CUDA graphs (the default once the round caps come from the previous frame) give
 /// the same output as direct launches, alternating two frames and two scales on one op, and a
 /// repeated frame replays its graph instead of capturing a new one.

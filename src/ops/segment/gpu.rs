@@ -21,15 +21,20 @@
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
 //! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
-//! `segment_cat_mid`, `segment_cat_block`
+//! `segment_cat_mid`, `segment_cat_block`, `segment_finish`
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
 //! so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
-//! `adaptive_rounds` the next frame enqueues the most rounds any of the last 8 frames used plus
-//! 2 (video frames are alike); a frame whose last enqueued round still changed something is run
-//! again with doubled caps inside [`SegmentGpu::download`] (direct launches from the kept blur),
-//! so every frame is exact and [`SegmentGpu::reruns`] counts the misses.
+//! `adaptive_rounds` the next frame launches the rounds that any of the last 8 frames needed
+//! before its frontier fell to `FINISH_FRONTIER` pixels, and then `segment_finish`: one block
+//! runs the phase's remaining rounds (small ones: no launches, no empty gated rounds) until a
+//! round changes nothing. Without [`SegmentGpu::finisher`] the launched rounds are the most any
+//! of the last 8 frames used plus 2 (video frames are alike). A frame whose launched rounds
+//! left more than `FINISH_LIMIT` frontier pixels (or, without the finisher, whose last round
+//! still changed something) is run again with doubled caps inside [`SegmentGpu::download`]
+//! (direct launches from the kept blur), so every frame is exact and [`SegmentGpu::reruns`]
+//! counts the misses.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -77,6 +82,15 @@ const GRAPH_ROUND_STEP: u32 = 4;
 /// which cost a whole frame: with +2 over the last frame alone, 137 of the sample clip's 795
 /// frames ran again in the pipeline (H100, 2026-11-25).
 const ADAPTIVE_MARGIN: u32 = 2;
+/// A round that starts with at most this many frontier pixels is left to `segment_finish` (one
+/// block runs the rest of the phase): below it a launched round costs more (~30 µs of
+/// launches and drains at 1080p on the H100) than one block's passes. The adaptive caps launch
+/// the rounds before it (the most any recent frame needed).
+const FINISH_FRONTIER: u32 = 32_768;
+/// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
+/// its launched rounds is run again with larger caps (one block would take about as long as
+/// the rerun: estimated ~1 µs a frontier pixel per thread of 1024, so ~65 µs a round here).
+const FINISH_LIMIT: u32 = 65_536;
 /// Frames whose round counts set the adaptive caps (their maximum, per phase).
 const ADAPTIVE_HISTORY: usize = 8;
 /// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
@@ -179,6 +193,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_level_threshold",
     "segment_level_comp",
     "segment_stamp",
+    "segment_finish",
 ];
 
 /// What the last enqueue produced.
@@ -186,8 +201,11 @@ pub const FUNCTIONS: &[&str] = &[
 struct Produced {
     width: usize,
     height: usize,
-    /// Rounds enqueued per phase: merge, min_size.
+    /// Rounds launched per phase: merge, min_size.
     caps: [u32; 2],
+    /// `segment_finish` ran each phase on to the parameters' caps (`full`).
+    finish: bool,
+    full: [u32; 2],
     /// `max_rounds` of the parameters (the `min_size` rounds are numbered after it).
     max_rounds: u32,
     /// `Some(level)` after [`SegmentGpu::enqueue_level`].
@@ -213,6 +231,9 @@ struct Body {
     programmatic: bool,
     /// [`SegmentGpu::round_stamps`].
     stamps: bool,
+    /// `segment_finish` after the launched rounds of each phase, up to `full` rounds.
+    finish: bool,
+    full: [u32; 2],
 }
 
 /// One phase of rounds to enqueue.
@@ -226,7 +247,66 @@ struct Phase {
     min_size: u32,
     programmatic: bool,
     stamps: bool,
+    /// Rounds `segment_finish` may run after the launched ones (0: none).
+    finish: u32,
+    /// Slot of `info` where `segment_finish` reports rounds left undone.
+    info_slot: u32,
 }
+
+/// The parameter block of `segment_finish` (`SegFinish` in segment.cu, the same layout: device
+/// addresses, then `k`, then the `u32`s).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct SegFinish {
+    comp: u64,
+    link: u64,
+    size: u64,
+    cint: u64,
+    done: u64,
+    best: u64,
+    tkey: u64,
+    target: u64,
+    tree: u64,
+    exitk: u64,
+    ccnt: u64,
+    cslot: u64,
+    joff: u64,
+    jarr: u64,
+    hlist: u64,
+    xlist: u64,
+    tlist: u64,
+    slist: u64,
+    mlist: u64,
+    blist: u64,
+    order: u64,
+    round: u64,
+    w4: u64,
+    ctl: u64,
+    mctl: u64,
+    counts: u64,
+    scr_k: u64,
+    scr_i: u64,
+    flist: [u64; 2],
+    rlist: [u64; 2],
+    info: u64,
+    k: f64,
+    width: u32,
+    height: u32,
+    n: u32,
+    eb: u32,
+    mode: u32,
+    min_size: u32,
+    nctl: u32,
+    first: u32,
+    from: u32,
+    last: u32,
+    limit: u32,
+    info_slot: u32,
+}
+
+// SAFETY: plain old data with the C layout of the kernel's struct (8-byte fields first, then
+// 4-byte ones; 320 bytes, a multiple of 8), passed by value as a kernel parameter.
+unsafe impl cudarc::driver::DeviceRepr for SegFinish {}
 
 /// A captured frame: its body and the stream it replays on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -240,6 +320,9 @@ struct GraphKey {
 struct RoundsUsed {
     used: [u32; 2],
     capped: [bool; 2],
+    /// Rounds to launch before `segment_finish` takes over (the first round whose frontier was
+    /// at most `FINISH_FRONTIER`, or one past the last that changed something).
+    handoff: [u32; 2],
 }
 
 /// GPU Felzenszwalb segmentation with buffers for one frame size. Use one per stream: the
@@ -269,10 +352,18 @@ pub struct SegmentGpu {
     f_level_threshold: CudaFunction,
     f_level_comp: CudaFunction,
     f_stamp: CudaFunction,
+    f_finish: CudaFunction,
     max_blocks: u32,
     /// Adaptive caps are multiples of this ([`GRAPH_ROUND_STEP`]; development switch
     /// `MORPHOSCOPE_SEG_ROUND_STEP`).
     round_step: u32,
+    /// With [`SegmentGpu::finisher`]: the rounds launched are those before the first that starts
+    /// with at most this many frontier pixels, in recent frames (`FINISH_FRONTIER`;
+    /// development switch `MORPHOSCOPE_SEG_FINISH_FRONTIER`).
+    pub finish_frontier: u32,
+    /// The most frontier pixels `segment_finish` takes a round with (`FINISH_LIMIT`;
+    /// development switch `MORPHOSCOPE_SEG_FINISH_LIMIT`); a frame with more is run again.
+    pub finish_limit: u32,
     /// Launch of `segment_cat_warp`: 4 warps a block, 8 blocks an SM, warps striding over trees.
     warp_cfg: LaunchConfig,
     /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
@@ -301,6 +392,10 @@ pub struct SegmentGpu {
     graphs: RefCell<GraphCache<GraphKey>>,
     /// What each stamp of [`SegmentGpu::round_stamps`] follows (setup, a round, relabelling).
     stamp_labels: RefCell<Vec<(&'static str, Option<u32>)>>,
+    /// End each phase with `segment_finish` (one block runs the rounds after the launched ones:
+    /// no empty gated rounds, and a frame that needs a few more rounds than its caps is
+    /// finished instead of run again). Development switch `MORPHOSCOPE_SEG_NO_FINISH` turns it off.
+    pub finisher: bool,
     /// Development diagnostic: a one-thread kernel writes `%globaltimer` after the setup, after
     /// every round and after the relabelling (inside the captured graph too), so
     /// [`SegmentGpu::round_profile`] gives each round's time as the graph replays it.
@@ -323,6 +418,11 @@ impl std::fmt::Debug for SegmentGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SegmentGpu").field("produced", &self.produced.get()).finish_non_exhaustive()
     }
+}
+
+/// A development switch's value.
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
 }
 
 /// Round caps of the parameters: merge rounds, `min_size` rounds (none when `min_size` <= 1).
@@ -385,12 +485,11 @@ impl SegmentGpu {
             f_level_threshold: f("segment_level_threshold")?,
             f_level_comp: f("segment_level_comp")?,
             f_stamp: f("segment_stamp")?,
+            f_finish: f("segment_finish")?,
             max_blocks: sms * 8,
-            round_step: std::env::var("MORPHOSCOPE_SEG_ROUND_STEP")
-                .ok()
-                .and_then(|v| v.parse::<u32>().ok())
-                .filter(|&s| s > 0)
-                .unwrap_or(GRAPH_ROUND_STEP),
+            round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
+            finish_frontier: env_u32("MORPHOSCOPE_SEG_FINISH_FRONTIER").unwrap_or(FINISH_FRONTIER),
+            finish_limit: env_u32("MORPHOSCOPE_SEG_FINISH_LIMIT").unwrap_or(FINISH_LIMIT),
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
             mid_cfg: LaunchConfig { grid_dim: (sms * 5, 1, 1), block_dim: (CAT_MID_THREADS, 1, 1), shared_mem_bytes: 0 },
@@ -407,6 +506,7 @@ impl SegmentGpu {
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
             stamp_labels: RefCell::new(Vec::new()),
             round_stamps: false,
+            finisher: std::env::var_os("MORPHOSCOPE_SEG_NO_FINISH").is_none(),
             detailed_timing: false,
             // Development switch: MORPHOSCOPE_NO_PDL set turns programmatic launches off.
             programmatic_launch: std::env::var_os("MORPHOSCOPE_NO_PDL").is_none(),
@@ -574,8 +674,10 @@ impl SegmentGpu {
         self.reruns.get()
     }
 
-    /// Round caps for this frame: the parameters (`false`), or the most recent frames used plus
-    /// [`ADAPTIVE_MARGIN`], rounded up to [`GRAPH_ROUND_STEP`] (`true`). A phase the last frame
+    /// Round caps for this frame: the parameters (`false`), or the most rounds recent frames
+    /// wanted launched (the rounds they used plus [`ADAPTIVE_MARGIN`], or with
+    /// [`SegmentGpu::finisher`] the rounds before the hand-off), rounded up to
+    /// [`GRAPH_ROUND_STEP`] (`true`). A phase the last frame
     /// ran to its caps (only the parameters' caps stay capped after a rerun) keeps them.
     fn caps(&self, params: &SegmentParams) -> ([u32; 2], bool) {
         let full = full_caps(params);
@@ -584,8 +686,8 @@ impl SegmentGpu {
             Some(h) => {
                 let recent = self.recent.borrow();
                 let c = std::array::from_fn(|i| {
-                    let most = recent.iter().map(|u| u[i]).max().unwrap_or(h.used[i]);
-                    let want = if h.capped[i] { full[i] } else { most + ADAPTIVE_MARGIN };
+                    let most = recent.iter().map(|u| u[i]).max().unwrap_or(h.used[i] + ADAPTIVE_MARGIN);
+                    let want = if h.capped[i] { full[i] } else { most };
                     want.div_ceil(self.round_step).saturating_mul(self.round_step).min(full[i])
                 });
                 (c, true)
@@ -614,7 +716,9 @@ impl SegmentGpu {
         self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
         self.ensure_buffers(stream, width, height)?;
         let (caps, adaptive) = self.caps(params);
-        self.produced.set(Some(Produced { width, height, caps, max_rounds: params.max_rounds, level: None }));
+        let full = full_caps(params);
+        let finish = adaptive && self.finisher;
+        self.produced.set(Some(Produced { width, height, caps, finish, full, max_rounds: params.max_rounds, level: None }));
         self.last_body.set(None);
         let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
         if n == 0 {
@@ -632,6 +736,8 @@ impl SegmentGpu {
             max_rounds: params.max_rounds,
             programmatic: self.programmatic_launch && self.has_pdl,
             stamps: self.round_stamps,
+            finish,
+            full,
         };
         if adaptive {
             self.last_body.set(Some(Body { caps: full_caps(params), ..body }));
@@ -705,14 +811,25 @@ impl SegmentGpu {
         let k = f64::from_bits(body.k_bits);
         let min_size = body.min_size;
         let phases = [
-            (MODE_MERGE, 1u32, body.caps[0], "segment_merge"),
-            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], "segment_minsize"),
+            (MODE_MERGE, 1u32, body.caps[0], body.full[0], "segment_merge"),
+            (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], body.full[1], "segment_minsize"),
         ];
-        for (mode, first, count, name) in phases {
+        for (slot, (mode, first, count, full, name)) in phases.into_iter().enumerate() {
             if count == 0 {
                 continue;
             }
-            let ph = Phase { mode, first, count, k, min_size, programmatic: body.programmatic, stamps: body.stamps };
+            let finish = if body.finish { full.saturating_sub(count) } else { 0 };
+            let ph = Phase {
+                mode,
+                first,
+                count,
+                k,
+                min_size,
+                programmatic: body.programmatic,
+                stamps: body.stamps,
+                finish,
+                info_slot: 2 + slot as u32,
+            };
             match timer {
                 Some(t) if self.detailed_timing => self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?,
                 _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, &ph))?,
@@ -928,6 +1045,69 @@ impl SegmentGpu {
                 self.stamp(stream, if ms { "min_size" } else { "merge" }, Some(r))?;
             }
         }
+        if ph.finish > 0 {
+            let from = first + count;
+            let a = SegFinish {
+                comp: p.comp,
+                link: p.link,
+                size: p.size,
+                cint: p.cint,
+                done: p.done,
+                best: p.best,
+                tkey: p.tkey,
+                target: p.target,
+                tree: p.tree,
+                exitk: p.exitk,
+                ccnt: p.ccnt,
+                cslot: p.cslot,
+                joff: p.joff,
+                jarr: p.jarr,
+                hlist: p.hlist,
+                xlist: p.xlist,
+                tlist: p.tlist,
+                slist: p.slist,
+                mlist: p.mlist,
+                blist: p.blist,
+                order: p.order,
+                round: p.round,
+                w4: p.w4,
+                ctl: p.ctl,
+                mctl: p.mctl,
+                counts: p.counts,
+                scr_k: p.scr_k,
+                scr_i: p.scr_i,
+                flist: p.flist,
+                rlist: p.rlist,
+                info: p.info,
+                k,
+                width: w,
+                height: h,
+                n: nn,
+                eb,
+                mode,
+                min_size,
+                nctl: NCTL as u32,
+                first,
+                from,
+                last: from + ph.finish - 1,
+                limit: self.finish_limit,
+                info_slot: ph.info_slot,
+            };
+            timed(timer, stream, name("segment_finish"), || {
+                let mut l = stream.launch_builder(&self.f_finish);
+                l.arg(&a);
+                // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)
+                // over this frame's buffers, the same accesses as the round kernels (each step's
+                // grid-stride loops over one block); info has 4 entries (info_slot 2 or 3).
+                unsafe {
+                    l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 })
+                }?;
+                Ok(())
+            })?;
+            if ph.stamps {
+                self.stamp(stream, if ms { "min_size finish" } else { "merge finish" }, None)?;
+            }
+        }
         Ok(())
     }
 
@@ -1005,12 +1185,15 @@ impl SegmentGpu {
     }
 
     /// Levels (rounds that merged) and per-phase use from the counters.
-    fn read_rounds(ctl: &[u32], mctl: &[u32], prod: &Produced, max_rounds: u32) -> (Vec<u16>, RoundsUsed) {
-        let firsts = [1, max_rounds + 1];
+    /// `frontier`: each round's frontier count; `info`: the op's info words (`segment_finish`
+    /// reports a phase it left undone in `info[2 + phase]`); `hand`: `FINISH_FRONTIER`.
+    fn read_rounds(ctl: &[u32], mctl: &[u32], frontier: &[u32], info: &[u32], prod: &Produced, hand: u32) -> (Vec<u16>, RoundsUsed) {
+        let firsts = [1, prod.max_rounds + 1];
         let mut used = RoundsUsed::default();
         let mut levels = Vec::new();
         for (ph, &first) in firsts.iter().enumerate() {
-            let cap = prod.caps[ph];
+            // With segment_finish the phase ran on past its launched rounds.
+            let cap = if prod.finish { prod.full[ph] } else { prod.caps[ph] };
             for i in 0..cap {
                 let r = (first + i) as usize;
                 if ctl.get(r).is_some_and(|&c| c > 0) {
@@ -1020,7 +1203,14 @@ impl SegmentGpu {
                     levels.push(r as u16);
                 }
             }
-            used.capped[ph] = cap > 0 && ctl.get((first + cap - 1) as usize).is_some_and(|&c| c > 0);
+            let left = prod.finish && prod.caps[ph] < cap && info.get(2 + ph).is_some_and(|&f| f != 0);
+            used.capped[ph] = left || (cap > 0 && ctl.get((first + cap - 1) as usize).is_some_and(|&c| c > 0));
+            // The first round after which at most `hand` frontier pixels were left.
+            let last = used.used[ph] + 1;
+            used.handoff[ph] = (1..last)
+                .find(|&i| frontier.get((first + i - 1) as usize).is_some_and(|&f| f <= hand))
+                .unwrap_or(last)
+                .min(cap.max(1));
         }
         (levels, used)
     }
@@ -1050,11 +1240,17 @@ impl SegmentGpu {
                 has_rounds: true,
             });
         };
-        let mut ctl = stream.clone_dtoh(&b.ctl)?;
-        let mut mctl = stream.clone_dtoh(&b.mctl)?;
-        stream.synchronize()?;
+        // Round counters, each round's frontier (C_FRONTIER is the counts' first row) and info.
+        let read = |p: &Produced| -> Result<(Vec<u16>, RoundsUsed), OpError> {
+            let ctl = stream.clone_dtoh(&b.ctl)?;
+            let mctl = stream.clone_dtoh(&b.mctl)?;
+            let frontier = stream.clone_dtoh(&b.counts.slice(0..NCTL))?;
+            let info = stream.clone_dtoh(&b.info)?;
+            stream.synchronize()?;
+            Ok(Self::read_rounds(&ctl, &mctl, &frontier, &info, p, self.finish_frontier))
+        };
         let max_rounds = p.max_rounds;
-        let (mut levels, mut used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
+        let (mut levels, mut used) = read(&p)?;
         // A frame that hit its adaptive caps (video that changed) is run again with larger caps
         // (doubled, up to the parameters'), so every frame is the exact result.
         let mut rerun = false;
@@ -1077,10 +1273,7 @@ impl SegmentGpu {
             self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
             p.caps = caps;
             self.produced.set(Some(p));
-            ctl = stream.clone_dtoh(&b.ctl)?;
-            mctl = stream.clone_dtoh(&b.mctl)?;
-            stream.synchronize()?;
-            (levels, used) = Self::read_rounds(&ctl, &mctl, &p, max_rounds);
+            (levels, used) = read(&p)?;
         }
         let info = stream.clone_dtoh(&b.info)?;
         stream.synchronize()?;
@@ -1091,7 +1284,11 @@ impl SegmentGpu {
             if recent.len() == ADAPTIVE_HISTORY {
                 recent.pop_front();
             }
-            recent.push_back(used.used);
+            // What this frame wants launched: the rounds before the hand-off to segment_finish,
+            // or the rounds it used plus a margin.
+            recent.push_back(std::array::from_fn(|i| {
+                if p.finish { used.handoff[i].max(1) } else { used.used[i] + ADAPTIVE_MARGIN }
+            }));
         }
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
@@ -1178,21 +1375,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn finish_parameters_have_the_kernel_layout() {
+        // 33 device addresses, k, 12 u32s (SegFinish in segment.cu).
+        assert_eq!(std::mem::size_of::<SegFinish>(), 33 * 8 + 8 + 12 * 4);
+        assert_eq!(std::mem::align_of::<SegFinish>(), 8);
+    }
+
+    #[test]
     fn rounds_from_counters() {
-        let prod = Produced { width: 1, height: 1, caps: [4, 3], max_rounds: 4, level: None };
+        let prod =
+            Produced { width: 1, height: 1, caps: [4, 3], finish: false, full: [4, 3], max_rounds: 4, level: None };
         let mut ctl = vec![0u32; NCTL];
         let mut mctl = vec![0u32; NCTL];
+        let mut frontier = vec![0u32; NCTL];
+        let mut info = vec![0u32; 4];
         ctl[0] = 1;
         // Merge rounds 1..=4 (round 2 froze components but merged nothing), min_size 5..=7.
-        for (r, e, m) in [(1, 5, 5), (2, 1, 0), (3, 2, 2), (5, 9, 3), (6, 1, 1)] {
+        for (r, e, m, f) in [(1, 5, 5, 900), (2, 1, 0, 500), (3, 2, 2, 90), (5, 9, 3, 700), (6, 1, 1, 600)] {
             ctl[r] = e;
             mctl[r] = m;
+            frontier[r] = f;
         }
-        let (lv, used) = SegmentGpu::read_rounds(&ctl, &mctl, &prod, 4);
+        let read = |ctl: &[u32], frontier: &[u32], info: &[u32], prod: &Produced| {
+            SegmentGpu::read_rounds(ctl, &mctl, frontier, info, prod, 100)
+        };
+        let (lv, used) = read(&ctl, &frontier, &info, &prod);
         assert_eq!(lv, vec![1, 3, 5, 6]);
         assert_eq!(used.used, [3, 2]);
         assert_eq!(used.capped, [false, false]);
+        // Merge: round 3 left 90 <= 100 frontier pixels; min_size: never, so one past its last.
+        assert_eq!(used.handoff, [3, 3]);
         ctl[4] = 1;
-        assert!(SegmentGpu::read_rounds(&ctl, &mctl, &prod, 4).1.capped[0]);
+        assert!(read(&ctl, &frontier, &info, &prod).1.capped[0]);
+        ctl[4] = 0;
+        // segment_finish ran each phase on to the parameters' caps (8 / 4 rounds here): its
+        // rounds count, and a phase it left undone is capped.
+        let fin = Produced { caps: [2, 1], finish: true, full: [8, 4], max_rounds: 8, ..prod };
+        let (mut ctl8, mut mctl8, mut front8) = (vec![0u32; NCTL], vec![0u32; NCTL], vec![0u32; NCTL]);
+        for (r, e, f) in [(1, 5, 900), (2, 3, 400), (3, 2, 50), (4, 1, 10), (9, 4, 300), (10, 1, 20)] {
+            ctl8[r] = e;
+            mctl8[r] = e;
+            front8[r] = f;
+        }
+        let (lv, used) = SegmentGpu::read_rounds(&ctl8, &mctl8, &front8, &info, &fin, 100);
+        assert_eq!(lv, vec![1, 2, 3, 4, 9, 10]);
+        assert_eq!(used.used, [4, 2]);
+        assert_eq!(used.capped, [false, false]);
+        assert_eq!(used.handoff, [3, 2]);
+        info[3] = 1;
+        assert_eq!(SegmentGpu::read_rounds(&ctl8, &mctl8, &front8, &info, &fin, 100).1.capped, [false, true]);
     }
 }
