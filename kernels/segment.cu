@@ -1353,7 +1353,10 @@ struct SegFinish {
 // the tail of small rounds costs no launches and no gated empty rounds, and a frame that needs
 // a few more rounds than its caps is finished here instead of run again. One block (not a grid
 // with barriers): the ring's other streams may hold SMs, and only a single block is sure to
-// be resident. Large and mid-size trees go through the chunked block caterpillar.
+// be resident. Large and mid-size trees go through the chunked block caterpillar. It reads what
+// its own earlier steps wrote, so its loads must not take the non-coherent path that the round
+// kernels' const __restrict__ parameters allow: its pointers come from a plain struct, and
+// tests/kernels_compile.rs checks its PTX has no ld.global.nc.
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(SegFinish a) {
     grid_dep_wait();
     const u32 N = a.nctl;
