@@ -1006,61 +1006,116 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 }
 
 // One stable LSD radix pass (8-bit digit at `shift`) of cnt (key, id) pairs from (sk, si) to
-// (dk, di) by one block: a shared histogram, its scan (the digits' bases), then tiles of
-// blockDim.x pairs in order, each pair ranked among its warp's pairs of the same digit
-// (__match_any_sync) and the warps' counts scanned per digit (wcnt: 32 x 256 words), so equal
-// digits keep their order. hist / base: 256 words each.
-__device__ void seg_radix_pass(const u64* __restrict__ sk, const u32* __restrict__ si, u64* dk, u32* di, u32 cnt,
-                               u32 shift, u32* hist, u32* base, u32* wcnt) {
-    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-    for (u32 j = tid; j < 256; j += blockDim.x) hist[j] = 0;
-    __syncthreads();
-    for (u32 m = tid; m < cnt; m += blockDim.x) atomicAdd(&hist[(sk[m] >> shift) & 255u], 1u);
-    __syncthreads();
-    u32 total;
-    u32 x = seg_block_scan(tid < 256 ? hist[tid] : 0u, &total);
-    if (tid < 256) base[tid] = x;
-    __syncthreads();
-    for (u32 t0 = 0; t0 < cnt; t0 += blockDim.x) {
-        for (u32 j = tid; j < 32u * 256u; j += blockDim.x) wcnt[j] = 0;
-        u32 m = t0 + tid;
-        bool valid = m < cnt;
-        u64 k = valid ? sk[m] : 0ull;
-        u32 id = valid ? si[m] : 0u;
-        u32 d = valid ? (u32)((k >> shift) & 255u) : 256u;
-        u32 peers = __match_any_sync(FULL_MASK, d);
-        u32 rank = (u32)__popc(peers & ((1u << lane) - 1u));
-        __syncthreads();
-        if (valid && rank == 0) wcnt[warp * 256u + d] = (u32)__popc(peers);
-        __syncthreads();
-        if (tid < 256) {
-            u32 run = 0;
-            for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-                u32 c = wcnt[w * 256u + tid];
-                wcnt[w * 256u + tid] = run;
-                run += c;
-            }
-            hist[tid] = base[tid];  // this tile's base of the digit
-            base[tid] += run;
-        }
-        __syncthreads();
-        if (valid) {
-            u32 dst = hist[d] + wcnt[warp * 256u + d] + rank;
-            dk[dst] = k;
-            di[dst] = id;
-        }
-        __syncthreads();
+// (dk, di) by one block. Warp w owns the contiguous range [w * per, (w + 1) * per) of the input;
+// its digit counts go to wcnt (256 x warps words, 8192 at 1024 threads) at SEG_WC(digit, w),
+// whose exclusive scan in (digit, warp) order is where each warp's pairs of each digit start, so
+// equal digits keep their order. Then each warp walks its range again, 32 pairs a step, ranks a
+// pair among its step's pairs of the same digit (seg_peers) and bumps its own count: three
+// block barriers a pass, four loads a lane in flight. GPU notes (H100, 2026-11-25; a tree's sort
+// timed by %globaltimer printf in a throwaway build): the previous pass ranked tiles of blockDim
+// pairs with four barriers and a 32-step serial scan each; the clip frame's 14 712-member tree
+// (7 passes) sorted in 327 us with this one under __match_any_sync, 269 us with ballots (about
+// 35 us a pass, so the whole op 6.27 -> 5.98 ms at k = 100, 6.41 -> 5.88 at k = 500). What is
+// left is one SM's throughput: two scattered 8- and 4-byte stores a pair a pass; staging in
+// shared memory or a cluster of blocks per tree would be next.
+// Counts of (digit, warp): a row of `warps` words per digit, the warp index XOR-swizzled by the
+// digit so one warp's counters of different digits fall in different banks.
+#define SEG_WC(d, w, nw) ((d) * (nw) + ((w) ^ ((d) & ((nw) - 1u))))
+
+// Lanes whose 8-bit digit equals this lane's (among `valid` lanes): eight ballots, one a bit
+// (__match_any_sync costs far more).
+__device__ __forceinline__ u32 seg_peers(u32 d, bool valid) {
+    u32 peers = __ballot_sync(FULL_MASK, valid);
+#pragma unroll
+    for (u32 b = 0; b < 8; ++b) {
+        u32 bit = (d >> b) & 1u;
+        u32 bal = __ballot_sync(FULL_MASK, bit);
+        peers &= bit ? bal : ~bal;
     }
+    return peers;
+}
+
+__device__ void seg_radix_pass(const u64* __restrict__ sk, const u32* __restrict__ si, u64* dk, u32* di, u32 cnt,
+                               u32 shift, u32* wcnt) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5, nw = blockDim.x >> 5;
+    u32 per = (cnt + nw - 1) / nw;
+    u32 beg = min(cnt, warp * per), end = min(cnt, beg + per);
+    u32 below = (1u << lane) - 1u;
+    for (u32 j = tid; j < 256u * nw; j += blockDim.x) wcnt[j] = 0;
+    __syncthreads();
+    for (u32 m0 = beg; m0 < end; m0 += 4u * 32u) {
+        u32 d[4];
+#pragma unroll
+        for (u32 u = 0; u < 4; ++u) {
+            u32 m = m0 + u * 32u + lane;
+            d[u] = m < end ? (u32)((sk[m] >> shift) & 255u) : 256u;
+        }
+#pragma unroll
+        for (u32 u = 0; u < 4; ++u) {
+            if (m0 + u * 32u >= end) break;  // warp-uniform
+            bool valid = d[u] < 256u;
+            u32 peers = seg_peers(d[u], valid);
+            if (valid && (peers & below) == 0) wcnt[SEG_WC(d[u], warp, nw)] += (u32)__popc(peers);
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    // Exclusive scan of the 256 * nw counts in (digit, warp) order: eight consecutive a thread.
+    u32 v[8], sum = 0;
+#pragma unroll
+    for (u32 b = 0; b < 8; ++b) {
+        u32 f = 8u * tid + b, d = f / nw, w = f % nw;
+        v[b] = wcnt[SEG_WC(d, w, nw)];
+        sum += v[b];
+    }
+    u32 total;
+    u32 x = seg_block_scan(sum, &total);
+#pragma unroll
+    for (u32 b = 0; b < 8; ++b) {
+        u32 f = 8u * tid + b, d = f / nw, w = f % nw;
+        wcnt[SEG_WC(d, w, nw)] = x;
+        x += v[b];
+    }
+    __syncthreads();
+    for (u32 m0 = beg; m0 < end; m0 += 4u * 32u) {
+        u64 k[4];
+        u32 id[4], d[4];
+#pragma unroll
+        for (u32 u = 0; u < 4; ++u) {
+            u32 m = m0 + u * 32u + lane;
+            bool valid = m < end;
+            k[u] = valid ? sk[m] : 0ull;
+            id[u] = valid ? si[m] : 0u;
+            d[u] = valid ? (u32)((k[u] >> shift) & 255u) : 256u;
+        }
+#pragma unroll
+        for (u32 u = 0; u < 4; ++u) {
+            if (m0 + u * 32u >= end) break;  // warp-uniform
+            bool valid = d[u] < 256u;
+            u32 peers = seg_peers(d[u], valid);
+            u32 at = 0;
+            if (valid) {
+                at = wcnt[SEG_WC(d[u], warp, nw)];
+                u32 dst = at + (u32)__popc(peers & below);
+                dk[dst] = k[u];
+                di[dst] = id[u];
+            }
+            __syncwarp();
+            if (valid && (peers & below) == 0) wcnt[SEG_WC(d[u], warp, nw)] = at + (u32)__popc(peers);
+            __syncwarp();
+        }
+    }
+    __syncthreads();
 }
 
 // Sorts a large tree's core by (key, id) into scratch (2 x cnt pairs at sk/si and sk2/si2):
 // the members are gathered once (four member -> key chains in flight a thread), then stable
 // LSD radix passes over the digits below the highest bit where the keys differ. Keys are unique
 // except the mutual pair's (the same edge, the least key of the tree), whose order by id is
-// fixed at the end. Returns which half holds the result (0: sk/si). Shared: wcnt 8192 words,
-// hist / base 256 each, red 2 x 32 u64.
+// fixed at the end. Returns which half holds the result (0: sk/si). Shared: wcnt 256 words a
+// warp (8192 at 1024 threads), red 2 x 32 u64.
 __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64* sk,
-                             u32* si, u64* sk2, u32* si2, u32* hist, u32* base, u32* wcnt, u64* red) {
+                             u32* si, u64* sk2, u32* si2, u32* wcnt, u64* red) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u64 kmin = SEG_NO_EDGE, kmax = 0;
     seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
@@ -1089,8 +1144,8 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
     u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;  // bits that differ: [0, top)
     u32 half = 0;
     for (u32 shift = 0; shift < top; shift += 8) {
-        if (half == 0) seg_radix_pass(sk, si, sk2, si2, cnt, shift, hist, base, wcnt);
-        else seg_radix_pass(sk2, si2, sk, si, cnt, shift, hist, base, wcnt);
+        if (half == 0) seg_radix_pass(sk, si, sk2, si2, cnt, shift, wcnt);
+        else seg_radix_pass(sk2, si2, sk, si, cnt, shift, wcnt);
         half ^= 1u;
     }
     if (tid == 0 && cnt >= 2) {
@@ -1161,7 +1216,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (LARGE && !sorted && cnt > SEG_CAT_SORT) {
                 sorted = true;
                 if (seg_sort_tree(tkey, jarr, off, cnt, scr_k + off, scr_i + off, scr_k + n + off, scr_i + n + off,
-                                  hist, sbase, (u32*)s_raw, sred)) {
+                                  (u32*)s_raw, sred)) {
                     rk = scr_k + n + off;
                     ri = scr_i + n + off;
                 }

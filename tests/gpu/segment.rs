@@ -146,6 +146,37 @@ fn equals_cpu_model_bit_for_bit() {
     assert!(failures.is_empty(), "GPU differs from the CPU model: {failures:?}");
 }
 
+/// Smooth video at 1080p grows trees of thousands to tens of thousands of members (the clip
+/// frame: 9 000-15 000 at k = 100, up to 36 754 at k = 500), which `segment_cat_block` sorts whole
+/// (`seg_sort_tree`) instead of chunk by chunk: labels, counts and hierarchy still equal the CPU
+/// model's.
+#[test]
+fn large_trees_equal_cpu_model() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let Some(f) = tiled("vtest_1080.png", 1920, 1080, 3) else { return };
+    for scale in [100.0, 500.0] {
+        let p = params(scale);
+        let mut op = SegmentGpu::new(g).unwrap();
+        op.round_stamps = true;
+        let out = run(&mut op, &stream, &f, &p);
+        let large: u32 = op.round_profile(&stream).unwrap().iter().map(|(_, _, c)| c[5]).sum();
+        assert!(large > 0, "k={scale}: no tree for segment_cat_block, nothing sorted");
+        let (_, hier) = op.download_hierarchy(&stream).unwrap();
+        let (model, mhier) = felzenszwalb_boruvka(&f.data, f.width, f.height, f.channels, &p).unwrap();
+        let diff = out.labels.data().iter().zip(model.labels.data()).filter(|(a, b)| a != b).count();
+        assert_eq!(diff, 0, "k={scale}: labels differ from the CPU model");
+        assert_eq!(
+            (out.segment_count, out.rounds, out.min_size_rounds),
+            (model.segment_count, model.rounds, model.min_size_rounds),
+            "k={scale}"
+        );
+        if let Some((r, count, ex)) = hierarchy_diff(&hier, &mhier) {
+            panic!("k={scale}: hierarchy differs from round {r} on {count} entries: {}", ex.join("; "));
+        }
+    }
+}
+
 #[test]
 fn quality_against_scikit_image_reference() {
     let Some(g) = gpu() else { return };
@@ -464,6 +495,10 @@ fn bench_on(g: &GpuContext) {
         // A frame of the sample clip scaled to 1080p by GStreamer (smooth: the hard case).
         ("vtest_1080.png", 1920, 1080, 3),
     ] {
+        // SEG_BENCH_ONLY=<substring>: only the frames whose name contains it.
+        if std::env::var("SEG_BENCH_ONLY").is_ok_and(|o| !format!("{name} {w}x{h}x{ch}").contains(&o)) {
+            continue;
+        }
         let Some(f) = tiled(name, w, h, ch) else { continue };
         let input = stream.clone_htod(&f.data).unwrap();
         for scale in [100.0, 500.0] {
@@ -531,6 +566,20 @@ fn bench_on(g: &GpuContext) {
                 op.enqueue_channels(&stream, &mut timer, &input, w, h, ch, &p).unwrap();
                 stream.synchronize().unwrap();
                 detailed.push(timer.read().unwrap());
+            }
+            // SEG_BENCH_KERNELS=1: the last detailed run's launches (events around each, so
+            // serialised), a line per round (a round starts at its least-edge kernel).
+            if std::env::var("SEG_BENCH_KERNELS").as_deref() == Ok("1") {
+                println!("kernels {} k={scale}:", f.name);
+                let mut line = String::new();
+                for (n, ms) in detailed.last().map(Vec::as_slice).unwrap_or(&[]) {
+                    if *n == "segment_minedge" && !line.is_empty() {
+                        println!("  {line}");
+                        line.clear();
+                    }
+                    line.push_str(&format!("{} {:.0} ", n.trim_start_matches("segment_"), ms * 1e3));
+                }
+                println!("  {line}");
             }
             // SEG_BENCH_PROFILE=1: each round's time as the graph replays it (stamped), with its
             // list counts, median over the runs.
