@@ -108,6 +108,13 @@
 // rounds touch one field of many roots), least handing its hit to exits (+70 us), a tree-id
 // hash in the flag byte (+150 us), a 4-member caterpillar kernel (round 1 +37 us), batches of
 // 8 or 3 edges.
+// Fifth pass (2026-11-25): segment_finish (predicted -250 us at 1080p: no empty gated rounds).
+// Measured: the bench unchanged, because one block takes building 1080p's rounds 17-20
+// (frontier 7 797 -> 20) in 350 us against 126 us launched, so the caps hand over only near
+// convergence; on the clip pipeline no frame is run again (12 before), segment_rounds 2.16 ->
+// 2.03 ms. Large trees: segment_cat_block was 138-430 us a round in rounds 7-12 of the clip
+// frame, ~80 % of it the whole-tree radix sort (seg_radix_pass notes): 6.27 -> 6.00 ms (k =
+// 100), 6.41 -> 5.89 (k = 500) with the warp-range pass.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
@@ -1358,7 +1365,10 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 
 // Everything segment_finish touches (SegFinish in src/ops/segment/gpu.rs, the same layout:
 // device addresses, then k, then the u32 scalars).
-struct SegFinish {
+// The buffers' addresses (Ptrs in src/ops/segment/gpu.rs, #[repr(C)]: the same fields in the
+// same order; segment_finish reads all but the relabelling's and the stamps).
+struct SegPtrs {
+    const double* w4;
     u32* comp;
     u32* link;
     u32* size;
@@ -1376,22 +1386,28 @@ struct SegFinish {
     u32* hlist;
     u32* xlist;
     u32* tlist;
-    u32* slist;
     u32* mlist;
+    u32* slist;
     u32* blist;
     u32* order;
     u16* round;
-    const double* w4;
+    u32* minpix;
+    u32* rootlabel;
+    u32* labels;
+    u32* blocksum;
     u32* ctl;
     u32* mctl;
     u32* counts;
     u64* scr_k;
     u32* scr_i;
-    u32* flist0;
-    u32* flist1;
-    u32* rlist0;
-    u32* rlist1;
+    u32* flist[2];
+    u32* rlist[2];
     u32* info;
+    u64* stamps;
+};
+
+struct SegFinish {
+    SegPtrs p;
     double k;
     u32 width, height, n, eb, mode, min_size, nctl;
     u32 first;      // global number of the phase's first round (its lists' parity counts from it)
@@ -1415,75 +1431,75 @@ struct SegFinish {
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(SegFinish a) {
     grid_dep_wait();
     const u32 N = a.nctl;
-    u32* C = a.counts;
+    u32* C = a.p.counts;
     u32 r = a.from;
     for (; r <= a.last; ++r) {
         __syncthreads();
         u32 gate = r - 1;
-        if (a.ctl[gate] == 0) break;                          // the phase converged
+        if (a.p.ctl[gate] == 0) break;                          // the phase converged
         if (C[SEG_C_FRONTIER * N + gate] > a.limit) break;    // left to the launched rounds
         u32 cur = (r - a.first) & 1u;
-        u32 *fin = cur ? a.flist0 : a.flist1, *fout = cur ? a.flist1 : a.flist0;
-        u32 *rin = cur ? a.rlist0 : a.rlist1, *rout = cur ? a.rlist1 : a.rlist0;
+        u32 *fin = cur ? a.p.flist[0] : a.p.flist[1], *fout = cur ? a.p.flist[1] : a.p.flist[0];
+        u32 *rin = cur ? a.p.rlist[0] : a.p.rlist[1], *rout = cur ? a.p.rlist[1] : a.p.rlist[0];
         u32 *fcin = C + SEG_C_FRONTIER * N + gate, *fcout = C + SEG_C_FRONTIER * N + r;
         u32 *rcin = C + SEG_C_ROOTS * N + gate, *rcout = C + SEG_C_ROOTS * N + r;
         u32 *hcount = C + SEG_C_TREES * N + r, *xcount = C + SEG_C_MEMBERS * N + r;
         u32 *scount = C + SEG_C_SMALL * N + r, *bcount = C + SEG_C_LARGE * N + r;
         u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
         u32* mcount = C + SEG_C_MID * N + r;
-        seg_least_body(a.comp, a.link, a.w4, a.best, a.done, a.order, a.width, a.height, a.eb, a.mode, a.ctl, gate, 1u,
+        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
                        fin, fcin, fout, fcout);
         __syncthreads();
-        seg_targets_body(a.comp, a.link, a.best, a.tkey, a.target, a.tree, a.exitk, a.done, a.width, a.n, a.eb,
-                         a.mode, a.ctl, a.mctl, gate, r, 1u, rin, rcin, rout, rcout);
+        seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
+                         a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
         __syncthreads();
-        seg_trees_body(a.target, a.tree, a.ctl, gate, rout, rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.ctl, gate, rout, rcout);
         __syncthreads();
-        seg_exits_body(a.comp, a.link, a.w4, a.done, a.target, a.tree, a.order, a.exitk, a.width, a.eb, a.mode, a.ctl,
+        seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, fcout);
         __syncthreads();
-        seg_core_body(a.target, a.tree, a.tkey, a.exitk, a.ccnt, a.cslot, a.hlist, hcount, a.xlist, xcount, a.ctl,
+        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.ccnt, a.p.cslot, a.p.hlist, hcount, a.p.xlist, xcount, a.p.ctl,
                       gate, rout, rcout);
         __syncthreads();
-        seg_alloc_body(a.ccnt, a.joff, cursor, a.tlist, tcount, a.slist, scount, a.mlist, mcount, a.blist, bcount,
-                       a.ctl, gate, a.hlist, hcount);
+        seg_alloc_body(a.p.ccnt, a.p.joff, cursor, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount,
+                       a.p.ctl, gate, a.p.hlist, hcount);
         __syncthreads();
-        seg_scatter_body(a.tree, a.cslot, a.joff, a.jarr, a.ctl, gate, a.xlist, xcount);
+        seg_scatter_body(a.p.tree, a.p.cslot, a.p.joff, a.p.jarr, a.p.ctl, gate, a.p.xlist, xcount);
         __syncthreads();
         // The caterpillars (SEG_CAT_PASS names): tiny and small trees, then each larger one by
         // the whole block.
-        u32* link = a.link;
-        seg_done_t* done = a.done;
-        u32* size = a.size;
-        double* cint = a.cint;
-        const u64* tkey = a.tkey;
-        u32* ccnt = a.ccnt;
-        const u32* joff = a.joff;
-        const u32* jarr = a.jarr;
-        u16* round = a.round;
-        const double* w4 = a.w4;
+        u32* link = a.p.link;
+        seg_done_t* done = a.p.done;
+        u32* size = a.p.size;
+        double* cint = a.p.cint;
+        const u64* tkey = a.p.tkey;
+        u32* ccnt = a.p.ccnt;
+        const u32* joff = a.p.joff;
+        const u32* jarr = a.p.jarr;
+        u16* round = a.p.round;
+        const double* w4 = a.p.w4;
         u32 eb = a.eb, mode = a.mode, min_size = a.min_size, n = a.n;
         double k = a.k;
-        u32 *ctl = a.ctl, *mctl = a.mctl;
-        u64* scr_k = a.scr_k;
-        u32* scr_i = a.scr_i;
-        const u32* list = a.tlist;
+        u32 *ctl = a.p.ctl, *mctl = a.p.mctl;
+        u64* scr_k = a.p.scr_k;
+        u32* scr_i = a.p.scr_i;
+        const u32* list = a.p.tlist;
         const u32* lcount = tcount;
         seg_cat_thread_body(SEG_CAT_PASS);
-        list = a.slist;
+        list = a.p.slist;
         lcount = scount;
         seg_cat_warp_body(SEG_CAT_PASS);
         __syncthreads();
-        list = a.mlist;
+        list = a.p.mlist;
         lcount = mcount;
         seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
         __syncthreads();
-        list = a.blist;
+        list = a.p.blist;
         lcount = bcount;
         seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
     }
     __syncthreads();
-    if (threadIdx.x == 0) a.info[a.info_slot] = (r <= a.last && a.ctl[r - 1] != 0) ? 1u : 0u;
+    if (threadIdx.x == 0) a.p.info[a.info_slot] = (r <= a.last && a.p.ctl[r - 1] != 0) ? 1u : 0u;
 }
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its

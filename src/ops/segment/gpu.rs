@@ -102,7 +102,9 @@ const MODE_MIN_SIZE: u32 = 1;
 /// Raw device addresses of the op's buffers. The kernels of one frame run on one stream in
 /// order, so the launches pass these plain addresses instead of tracked `CudaSlice`s: cudarc's
 /// per-argument event tracking costs ~1 µs per argument and a frame launches hundreds of
-/// kernels with ~20 arguments each.
+/// kernels with ~20 arguments each. `#[repr(C)]`: `segment_finish` takes the whole struct
+/// (`SegPtrs` in segment.cu, the same fields in the same order).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct Ptrs {
     w4: u64,
@@ -253,42 +255,12 @@ struct Phase {
     info_slot: u32,
 }
 
-/// The parameter block of `segment_finish` (`SegFinish` in segment.cu, the same layout: device
-/// addresses, then `k`, then the `u32`s).
+/// The parameter block of `segment_finish` (`SegFinish` in segment.cu, the same layout: the
+/// buffers' addresses, then `k`, then the `u32`s).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 struct SegFinish {
-    comp: u64,
-    link: u64,
-    size: u64,
-    cint: u64,
-    done: u64,
-    best: u64,
-    tkey: u64,
-    target: u64,
-    tree: u64,
-    exitk: u64,
-    ccnt: u64,
-    cslot: u64,
-    joff: u64,
-    jarr: u64,
-    hlist: u64,
-    xlist: u64,
-    tlist: u64,
-    slist: u64,
-    mlist: u64,
-    blist: u64,
-    order: u64,
-    round: u64,
-    w4: u64,
-    ctl: u64,
-    mctl: u64,
-    counts: u64,
-    scr_k: u64,
-    scr_i: u64,
-    flist: [u64; 2],
-    rlist: [u64; 2],
-    info: u64,
+    p: Ptrs,
     k: f64,
     width: u32,
     height: u32,
@@ -1048,37 +1020,7 @@ impl SegmentGpu {
         if ph.finish > 0 {
             let from = first + count;
             let a = SegFinish {
-                comp: p.comp,
-                link: p.link,
-                size: p.size,
-                cint: p.cint,
-                done: p.done,
-                best: p.best,
-                tkey: p.tkey,
-                target: p.target,
-                tree: p.tree,
-                exitk: p.exitk,
-                ccnt: p.ccnt,
-                cslot: p.cslot,
-                joff: p.joff,
-                jarr: p.jarr,
-                hlist: p.hlist,
-                xlist: p.xlist,
-                tlist: p.tlist,
-                slist: p.slist,
-                mlist: p.mlist,
-                blist: p.blist,
-                order: p.order,
-                round: p.round,
-                w4: p.w4,
-                ctl: p.ctl,
-                mctl: p.mctl,
-                counts: p.counts,
-                scr_k: p.scr_k,
-                scr_i: p.scr_i,
-                flist: p.flist,
-                rlist: p.rlist,
-                info: p.info,
+                p,
                 k,
                 width: w,
                 height: h,
@@ -1376,8 +1318,9 @@ mod tests {
 
     #[test]
     fn finish_parameters_have_the_kernel_layout() {
-        // 33 device addresses, k, 12 u32s (SegFinish in segment.cu).
-        assert_eq!(std::mem::size_of::<SegFinish>(), 33 * 8 + 8 + 12 * 4);
+        // 38 device addresses (SegPtrs), k, 12 u32s (SegFinish in segment.cu).
+        assert_eq!(std::mem::size_of::<Ptrs>(), 38 * 8);
+        assert_eq!(std::mem::size_of::<SegFinish>(), 38 * 8 + 8 + 12 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
     }
 
