@@ -360,6 +360,56 @@ fn adaptive_rounds_rerun_frames_that_need_more() {
     assert_eq!(run(&mut op, &stream, &flat, &p), f0);
 }
 
+/// A photograph and smooth video (large trees) at `width` x `height`, k = 100 and 500, with
+/// adaptive round caps (the pipeline's settings).
+fn photo_and_video(width: usize, height: usize) -> Vec<(Frame, SegmentParams)> {
+    let mut cases = Vec::new();
+    for name in ["building.jpg", "vtest_1080.png"] {
+        for scale in [100.0, 500.0] {
+            if let Some(f) = tiled(name, width, height, 3) {
+                cases.push((f, SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() }));
+            }
+        }
+    }
+    cases
+}
+
+/// Result and hierarchy of `f` on a fresh op set up by `configure`.
+fn reference(
+    g: &GpuContext,
+    stream: &Arc<cudarc::driver::CudaStream>,
+    f: &Frame,
+    p: &SegmentParams,
+    configure: impl FnOnce(&mut SegmentGpu),
+) -> (morphoscope::ops::segment::SegmentOutput, SegmentHierarchy) {
+    let mut op = SegmentGpu::new(g).unwrap();
+    configure(&mut op);
+    let out = run(&mut op, stream, f, p);
+    let (_, hier) = op.download_hierarchy(stream).unwrap();
+    (out, hier)
+}
+
+/// Segments `f` `runs` times on `op` (the later runs replay its graph) and asserts each result
+/// and hierarchy equal the reference's.
+#[allow(clippy::too_many_arguments)]
+fn assert_runs_equal(
+    op: &mut SegmentGpu,
+    stream: &Arc<cudarc::driver::CudaStream>,
+    f: &Frame,
+    p: &SegmentParams,
+    runs: usize,
+    want: &morphoscope::ops::segment::SegmentOutput,
+    want_h: &SegmentHierarchy,
+    what: &str,
+) {
+    for i in 0..runs {
+        let got = run(op, stream, f, p);
+        assert_eq!(&got, want, "{} k={} {what} frame {i}", f.name, p.scale);
+        let (_, got_h) = op.download_hierarchy(stream).unwrap();
+        assert_eq!((&got_h.parent, &got_h.round), (&want_h.parent, &want_h.round), "{} k={} {what}", f.name, p.scale);
+    }
+}
+
 /// Programmatic dependent launches and the caterpillar kernels on side streams (the defaults on
 /// an H100) give the same labels and hierarchy as plain launches one after another on one
 /// stream (`detailed_timing`), on a photograph and on smooth video with large trees.
@@ -367,23 +417,13 @@ fn adaptive_rounds_rerun_frames_that_need_more() {
 fn programmatic_and_side_stream_launches_change_nothing() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
-    for name in ["building.jpg", "vtest_1080.png"] {
-        let Some(f) = tiled(name, 1280, 720, 3) else { continue };
-        for scale in [100.0, 500.0] {
-            let p = SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() };
-            let mut plain = SegmentGpu::new(g).unwrap();
-            plain.programmatic_launch = false;
-            plain.detailed_timing = true;
-            let want = run(&mut plain, &stream, &f, &p);
-            let (_, want_h) = plain.download_hierarchy(&stream).unwrap();
-            let mut fast = SegmentGpu::new(g).unwrap();
-            for i in 0..3 {
-                let got = run(&mut fast, &stream, &f, &p);
-                assert_eq!(got, want, "{} k={scale} frame {i}", f.name);
-                let (_, got_h) = fast.download_hierarchy(&stream).unwrap();
-                assert_eq!((&got_h.parent, &got_h.round), (&want_h.parent, &want_h.round), "{} k={scale}", f.name);
-            }
-        }
+    for (f, p) in photo_and_video(1280, 720) {
+        let (want, want_h) = reference(g, &stream, &f, &p, |op| {
+            op.programmatic_launch = false;
+            op.detailed_timing = true;
+        });
+        let mut fast = SegmentGpu::new(g).unwrap();
+        assert_runs_equal(&mut fast, &stream, &f, &p, 3, &want, &want_h, "");
     }
 }
 
@@ -394,29 +434,17 @@ fn programmatic_and_side_stream_launches_change_nothing() {
 fn finisher_rounds_change_nothing() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
-    for name in ["building.jpg", "vtest_1080.png"] {
-        let Some(f) = tiled(name, 640, 360, 3) else { continue };
-        for scale in [100.0, 500.0] {
-            let p = SegmentParams { scale, adaptive_rounds: true, ..SegmentParams::default() };
-            let mut plain = SegmentGpu::new(g).unwrap();
-            plain.finisher = false;
-            let want = run(&mut plain, &stream, &f, &p);
-            let (_, want_h) = plain.download_hierarchy(&stream).unwrap();
-            for everything in [false, true] {
-                let mut op = SegmentGpu::new(g).unwrap();
-                op.finisher = true;
-                if everything {
-                    op.finish_frontier = u32::MAX;
-                    op.finish_limit = u32::MAX;
-                }
-                for i in 0..4 {
-                    let got = run(&mut op, &stream, &f, &p);
-                    assert_eq!(got, want, "{} k={scale} all={everything} frame {i}", f.name);
-                    let (_, got_h) = op.download_hierarchy(&stream).unwrap();
-                    assert_eq!((&got_h.parent, &got_h.round), (&want_h.parent, &want_h.round), "{} k={scale}", f.name);
-                }
-                assert_eq!(op.reruns(), 0, "{} k={scale} all={everything}", f.name);
+    for (f, p) in photo_and_video(640, 360) {
+        let (want, want_h) = reference(g, &stream, &f, &p, |op| op.finisher = false);
+        for everything in [false, true] {
+            let mut op = SegmentGpu::new(g).unwrap();
+            op.finisher = true;
+            if everything {
+                op.finish_frontier = u32::MAX;
+                op.finish_limit = u32::MAX;
             }
+            assert_runs_equal(&mut op, &stream, &f, &p, 4, &want, &want_h, &format!("all={everything}"));
+            assert_eq!(op.reruns(), 0, "{} k={} all={everything}", f.name, p.scale);
         }
     }
 }
