@@ -83,13 +83,16 @@ const GRAPH_ROUND_STEP: u32 = 4;
 /// frames ran again in the pipeline (H100, 2026-11-25).
 const ADAPTIVE_MARGIN: u32 = 2;
 /// A round that starts with at most this many frontier pixels is left to `segment_finish` (one
-/// block runs the rest of the phase): below it a launched round costs more (~30 µs of
-/// launches and drains at 1080p on the H100) than one block's passes. The adaptive caps launch
-/// the rounds before it (the most any recent frame needed).
+/// block runs the rest of the phase); the adaptive caps launch the rounds before it (the most
+/// any recent frame needed), rounded up to steps of 4, so on repeated frames the finisher
+/// mostly confirms convergence. One block is slower than launched rounds on a real frontier
+/// (H100, 2026-11-25: building 1080p's rounds 17-20, frontier 7 797 -> 20 pixels, 350 µs
+/// against 126 µs launched); hand-offs at 2 048-16 384 pixels measured the same. What it
+/// buys is on video: frames that need a few more rounds than their caps are not run again.
 const FINISH_FRONTIER: u32 = 32_768;
 /// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
-/// its launched rounds is run again with larger caps (one block would take about as long as
-/// the rerun: estimated ~1 µs a frontier pixel per thread of 1024, so ~65 µs a round here).
+/// its launched rounds is run again with larger caps (one block's rounds at this size would
+/// cost about as much as the rerun).
 const FINISH_LIMIT: u32 = 65_536;
 /// Frames whose round counts set the adaptive caps (their maximum, per phase).
 const ADAPTIVE_HISTORY: usize = 8;
@@ -277,7 +280,7 @@ struct SegFinish {
 }
 
 // SAFETY: plain old data with the C layout of the kernel's struct (8-byte fields first, then
-// 4-byte ones; 320 bytes, a multiple of 8), passed by value as a kernel parameter.
+// 4-byte ones; 360 bytes, a multiple of 8), passed by value as a kernel parameter.
 unsafe impl cudarc::driver::DeviceRepr for SegFinish {}
 
 /// A captured frame: its body and the stream it replays on.
