@@ -42,6 +42,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
 use super::boruvka::eid_bits;
+use super::boruvka::{TILE_H, TILE_W};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{ExLaunch, alloc_zeroed, blocks_for, check_frame_size, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
@@ -101,6 +102,12 @@ const GRAPH_CACHE: usize = 16;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
 const MODE_MERGE: u32 = 0;
 const MODE_MIN_SIZE: u32 = 1;
+/// What a phase's first round iterates (`use_list` of the round kernels): every pixel as its own
+/// component (`SEG_ALL_SINGLE`), or every pixel in the components left before it (`SEG_ALL`).
+const ALL_SINGLE: u32 = 0;
+const ALL: u32 = 2;
+/// Threads of a `segment_tiles` block: a pixel each (`SEG_TILE_PX`).
+const TILE_THREADS: u32 = (TILE_W * TILE_H) as u32;
 
 /// Raw device addresses of the op's buffers. The kernels of one frame run on one stream in
 /// order, so the launches pass these plain addresses instead of tracked `CudaSlice`s: cudarc's
@@ -199,6 +206,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_level_comp",
     "segment_stamp",
     "segment_finish",
+    "segment_tiles",
 ];
 
 /// What the last enqueue produced.
@@ -234,6 +242,8 @@ struct Body {
     max_rounds: u32,
     /// [`SegmentGpu::programmatic_launch`] on a device that has it.
     programmatic: bool,
+    /// [`SegmentGpu::tile_pass`].
+    tiles: bool,
     /// [`SegmentGpu::round_stamps`].
     stamps: bool,
     /// `segment_finish` after the launched rounds of each phase, up to `full` rounds.
@@ -246,6 +256,8 @@ struct Phase {
     mode: u32,
     /// Global number of its first round.
     first: u32,
+    /// What its first round iterates ([`ALL_SINGLE`] or [`ALL`]).
+    first_iter: u32,
     /// Rounds enqueued.
     count: u32,
     k: f64,
@@ -328,6 +340,7 @@ pub struct SegmentGpu {
     f_level_comp: CudaFunction,
     f_stamp: CudaFunction,
     f_finish: CudaFunction,
+    f_tiles: CudaFunction,
     max_blocks: u32,
     /// Adaptive caps are multiples of this ([`GRAPH_ROUND_STEP`]; development switch
     /// `MORPHOSCOPE_SEG_ROUND_STEP`).
@@ -387,6 +400,11 @@ pub struct SegmentGpu {
     /// the round caps come from the previous frame (`adaptive_rounds`): one launch instead of
     /// ~20 a round. The timer then has one region, `segment_rounds`, instead of one per phase.
     pub use_graphs: bool,
+    /// Merge round 1 is `segment_tiles` (the first round for the trees inside one tile, in
+    /// shared memory; see [`super::boruvka`]), the launched rounds start at 2. Development
+    /// switch `MORPHOSCOPE_SEG_NO_TILES` turns it off (round 1 is then a global round: the labels
+    /// are the same, the hierarchy's levels no longer equal the CPU model's).
+    pub tile_pass: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -461,6 +479,7 @@ impl SegmentGpu {
             f_level_comp: f("segment_level_comp")?,
             f_stamp: f("segment_stamp")?,
             f_finish: f("segment_finish")?,
+            f_tiles: f("segment_tiles")?,
             max_blocks: sms * 8,
             round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
             finish_frontier: env_u32("MORPHOSCOPE_SEG_FINISH_FRONTIER").unwrap_or(FINISH_FRONTIER),
@@ -487,6 +506,7 @@ impl SegmentGpu {
             programmatic_launch: std::env::var_os("MORPHOSCOPE_NO_PDL").is_none(),
             has_pdl: gpu.info().compute_capability.0 >= 9,
             use_graphs: true,
+            tile_pass: std::env::var_os("MORPHOSCOPE_SEG_NO_TILES").is_none(),
         })
     }
 
@@ -710,6 +730,7 @@ impl SegmentGpu {
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
             programmatic: self.programmatic_launch && self.has_pdl,
+            tiles: self.tile_pass,
             stamps: self.round_stamps,
             finish,
             full,
@@ -789,14 +810,25 @@ impl SegmentGpu {
             (MODE_MERGE, 1u32, body.caps[0], body.full[0], "segment_merge"),
             (MODE_MIN_SIZE, body.max_rounds + 1, body.caps[1], body.full[1], "segment_minsize"),
         ];
-        for (slot, (mode, first, count, full, name)) in phases.into_iter().enumerate() {
+        for (slot, (mode, mut first, mut count, full, name)) in phases.into_iter().enumerate() {
             if count == 0 {
                 continue;
             }
             let finish = if body.finish { full.saturating_sub(count) } else { 0 };
+            let mut first_iter = ALL_SINGLE;
+            if mode == MODE_MERGE && body.tiles {
+                timed(timer, stream, "segment_tiles", || self.enqueue_tiles(stream, body))?;
+                if body.stamps {
+                    self.stamp(stream, "merge", Some(1))?;
+                }
+                (first, count, first_iter) = (2, count - 1, ALL);
+            }
+            // segment_finish continues from the lists of a launched round.
+            let finish = if count == 0 { 0 } else { finish };
             let ph = Phase {
                 mode,
                 first,
+                first_iter,
                 count,
                 k,
                 min_size,
@@ -821,6 +853,30 @@ impl SegmentGpu {
         if body.stamps {
             self.stamp(stream, "relabel", None)?;
         }
+        Ok(())
+    }
+
+    /// Round 1 of the merge phase: `segment_tiles`, blocks of a pixel a thread striding over
+    /// the tiles.
+    fn enqueue_tiles(&self, stream: &Arc<CudaStream>, body: &Body) -> Result<(), GpuError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
+        let p = b.p;
+        let (w, h) = (body.width as u32, body.height as u32);
+        let eb = eid_bits(body.width * body.height);
+        let k = f64::from_bits(body.k_bits);
+        let tiles = (body.width.div_ceil(TILE_W) * body.height.div_ceil(TILE_H)) as u32;
+        let (ctl, mctl) = (p.ctl, p.mctl);
+        let frontier = p.counts + 4 * (C_FRONTIER * NCTL as u64 + 1);
+        let mut l = stream.launch_builder(&self.f_tiles);
+        l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.round).arg(&p.w4).arg(&p.order);
+        l.arg(&w).arg(&h).arg(&eb).arg(&k).arg(&ctl).arg(&mctl).arg(&frontier);
+        // Blocks stride over the tiles (the kernel counts them from its own SEG_TILE_W / _H).
+        let grid = tiles.min(self.max_blocks / 2).max(1);
+        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: blocks of SEG_TILE_PX threads stride over the SEG_TILE_W x SEG_TILE_H tiles,
+        // each tile writing only its own pixels (< n) and reading order (n) and w4 (4n) at
+        // in-image pixels and edges; ctl/mctl have NCTL > 1 entries, counts NCOUNTS * NCTL.
+        unsafe { l.launch(cfg) }?;
         Ok(())
     }
 
@@ -900,7 +956,7 @@ impl SegmentGpu {
             let r = first + i;
             let gate = if i == 0 { 0 } else { r - 1 };
             // Rounds after the first of their phase run over the previous round's lists.
-            let use_list = u32::from(i > 0);
+            let use_list = if i > 0 { 1 } else { ph.first_iter };
             let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
             let (fin, fout) = (p.flist[prev], p.flist[cur]);
             let (rin, rout) = (p.rlist[prev], p.rlist[cur]);
