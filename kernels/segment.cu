@@ -26,6 +26,9 @@
 //
 // Setup: segment_init, segment_edges (weights, and each pixel's 8 edges sorted by key once; the
 // rounds walk them from a cursor past the edges that are dead for good).
+// Merge round 1: segment_tiles (every pixel its own component: the round below for the trees
+// that lie inside one 32x16 tile, decided in shared memory by one kernel; the trees that cross
+// a tile wait for round 2, which is the first launched round and scans every pixel).
 // A round r (merge rounds 1.., then min_size rounds; every kernel first reads ctl[gate], the
 // event count of the previous round of its phase, and returns when it is 0, so rounds after
 // convergence cost one tiny launch each and nothing is read back by the host; on video the host
@@ -115,6 +118,14 @@
 // 2.03 ms. Large trees: segment_cat_block was 138-430 us a round in rounds 7-12 of the clip
 // frame, ~80 % of it the whole-tree radix sort (seg_radix_pass notes): 6.27 -> 6.00 ms (k =
 // 100), 6.41 -> 5.89 (k = 500) with the warp-range pass.
+// Sixth pass (2026-11-25, H200: no H100 was lent; A/B in one run): round 1 was ~11 % of the
+// frame as ten launched kernels over every pixel. Tried first: sequential Kruskal inside tiles,
+// exact by sealing (a component stops at its least edge leaving the tile; branch tile-pass):
+// it merges what ~1.5-1.8 rounds do, but sorting a tile's keys and the warp-serial decisions
+// cost 0.97 ms (16x16 tiles, a warp each; 1.6 ms with 32x16 and a block) for the ~0.5 ms of
+// rounds it saved. Shipped: segment_tiles, round 1 itself in tiles (141 us; it merges 978 k of
+// the 1.13 M pixels round 1 merges at 1080p): building 1080p 3.58 -> 3.43 ms, clip frame 5.60 ->
+// 5.21 (k = 100), 4K 12.09 -> 11.77.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull

@@ -44,6 +44,13 @@
 //! 5. **caterpillars**: per tree, the core sorted by `(key, id)` (the pair first, smaller id
 //!    first), prefix sizes, the predicate at each step, merges up to the first failure.
 //!
+//! **Merge round 1** (every component a single pixel) decides only the trees that lie inside
+//! one [`TILE_W`] x [`TILE_H`] tile and have at most [`TILE_TREE`] members: the GPU decides
+//! them in one kernel from shared memory (`segment_tiles`); the others wait for round 2. That
+//! keeps the result exact: whichever trees a round decides, every component it leaves is
+//! Kruskal's just before its least alive edge, which is all the next round needs. When round 1
+//! decides nothing (every tree crosses a tile), round 2 still runs.
+//!
 //! The `min_size` phase (scikit-image's second pass: an edge merges when either side is smaller
 //! than `min_size`) runs the same rounds with that predicate; a failing step freezes nothing (the
 //! edge between two large components is dead for good, both stay alive).

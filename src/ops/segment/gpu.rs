@@ -7,7 +7,9 @@
 //! A round is 11 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
 //! caterpillars of tiny, small, mid-size and large trees, the last three on side streams forked
 //! from the caller's by events); on compute capability 9.0+ each is a programmatic dependent
-//! launch ([`ExLaunch`]). 1080p photographs take ~20 merge and ~6 `min_size` rounds. Once the
+//! launch ([`ExLaunch`]). Merge round 1 is one kernel instead, `segment_tiles` (the round for
+//! the trees inside one 32x16 tile, in shared memory; [`SegmentGpu::tile_pass`]), and the
+//! launched merge rounds start at 2. 1080p photographs take ~20 merge and ~6 `min_size` rounds. Once the
 //! round caps come from recent frames (`adaptive_rounds`, rounded up to a multiple of 4),
 //! everything after the blur is captured once as a CUDA graph ([`GraphCache`],
 //! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
@@ -21,7 +23,8 @@
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
 //! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
-//! `segment_cat_mid`, `segment_cat_block`, `segment_finish`
+//! `segment_cat_mid`, `segment_cat_block`, `segment_finish`, and `segment_tiles` (merge
+//! round 1, its own region in either mode)
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
 //! so time the whole op separately.
 //!
