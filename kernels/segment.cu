@@ -125,7 +125,8 @@
 // cost 0.97 ms (16x16 tiles, a warp each; 1.6 ms with 32x16 and a block) for the ~0.5 ms of
 // rounds it saved. Shipped: segment_tiles, round 1 itself in tiles (141 us; it merges 978 k of
 // the 1.13 M pixels round 1 merges at 1080p): building 1080p 3.58 -> 3.43 ms, clip frame 5.60 ->
-// 5.21 (k = 100), 4K 12.09 -> 11.77.
+// 5.21 (k = 100), 4K 12.09 -> 11.77; on the H100 (run 8) 3.97 -> 3.75, 5.98 -> 5.58, 14.37 ->
+// 13.60.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
