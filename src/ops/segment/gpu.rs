@@ -44,8 +44,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
-use super::boruvka::eid_bits;
-use super::boruvka::{TILE_H, TILE_W};
+use super::boruvka::{TILE_H, TILE_W, eid_bits};
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{ExLaunch, alloc_zeroed, blocks_for, check_frame_size, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
@@ -105,8 +104,9 @@ const GRAPH_CACHE: usize = 16;
 /// Kernel modes (keep in sync with SEG_MODE_* in segment.cu).
 const MODE_MERGE: u32 = 0;
 const MODE_MIN_SIZE: u32 = 1;
-/// What a phase's first round iterates (`use_list` of the round kernels): every pixel as its own
-/// component (`SEG_ALL_SINGLE`), or every pixel in the components left before it (`SEG_ALL`).
+/// What a phase's first round iterates (`use_list` of the round kernels): every pixel, each its
+/// own component in merge mode (`SEG_ALL_SINGLE`), or every pixel in whatever components the
+/// steps before it left (`SEG_ALL`: the merge round after `segment_tiles`).
 const ALL_SINGLE: u32 = 0;
 const ALL: u32 = 2;
 /// Threads of a `segment_tiles` block: a pixel each (`SEG_TILE_PX`).
