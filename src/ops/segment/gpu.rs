@@ -817,7 +817,7 @@ impl SegmentGpu {
             if count == 0 {
                 continue;
             }
-            let finish = if body.finish { full.saturating_sub(count) } else { 0 };
+            let mut finish = if body.finish { full.saturating_sub(count) } else { 0 };
             let mut first_iter = ALL_SINGLE;
             if mode == MODE_MERGE && body.tiles {
                 timed(timer, stream, "segment_tiles", || self.enqueue_tiles(stream, body))?;
@@ -825,9 +825,10 @@ impl SegmentGpu {
                     self.stamp(stream, "merge", Some(1))?;
                 }
                 (first, count, first_iter) = (2, count - 1, ALL);
+                if count == 0 {
+                    finish = 0;  // segment_finish continues from the lists of a launched round
+                }
             }
-            // segment_finish continues from the lists of a launched round.
-            let finish = if count == 0 { 0 } else { finish };
             let ph = Phase {
                 mode,
                 first,
