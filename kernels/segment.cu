@@ -27,7 +27,8 @@
 // Setup: segment_blur_edges (the f64 blur, the weights, and each pixel's 8 edges sorted by key,
 // in one tiled pass from the frame's bytes; for blur radii above 4 kernels/blur.cu's two passes
 // and segment_edges), then segment_init (inside the captured rounds). The rounds walk a pixel's
-// sorted edges from a cursor past the edges that are dead for good.
+// sorted edges from a cursor past the edges that are dead for good; ckey caches the key of the
+// edge at the cursor (SEG_CKEY).
 // Merge round 1: segment_tiles (every pixel its own component: the round below for the trees
 // that lie inside one 32x16 tile, decided in shared memory by one kernel; the trees that cross
 // a tile wait for round 2, which is the first launched round and scans every pixel).
@@ -265,7 +266,7 @@ __device__ __forceinline__ void seg_sort8(u64 (&k)[8], u32 (&d)[8]) {
 // so the cursor only moves forward (segment_reset_done rewinds it for the min_size phase, which
 // revives edges to done components).
 extern "C" __global__ void segment_edges(const double* __restrict__ s, double* __restrict__ w4, u32* order,
-                                         u32 width, u32 height, u32 channels, u32 eb) {
+                                         u64* ckey, u32 width, u32 height, u32 channels, u32 eb) {
     u32 n = width * height;
     const double inf = __longlong_as_double(0x7ff0000000000000ll);
     for (u32 p = global_tid(); p < n; p += global_threads()) {
@@ -297,6 +298,7 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
             cnt += k[i] != SEG_NO_EDGE ? 1u : 0u;
         }
         order[p] = o | (cnt << 28);
+        ckey[p] = k[0];
     }
 }
 
@@ -335,7 +337,7 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
 
 extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
     segment_blur_edges(const u8* __restrict__ src, BlurWeightsF64 wt, double* __restrict__ w4, u32* order,
-                       u32 width, u32 height, u32 channels, u32 eb, double inv255) {
+                       u64* ckey, u32 width, u32 height, u32 channels, u32 eb, double inv255) {
     __shared__ double s_a[SEG_GT_AR * SEG_GT_RS];
     __shared__ double s_b[SEG_GT_SR * SEG_GT_RS];
     double* s_w = s_b;  // (C) after (B): 4 * 17 * 34 <= 18 * 132 doubles
@@ -442,6 +444,7 @@ extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
             cnt += k[j] != SEG_NO_EDGE ? 1u : 0u;
         }
         order[p] = o | (cnt << 28);
+        ckey[p] = k[0];
     }
 }
 
@@ -454,10 +457,8 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
     return !(big && (fe & 1u) != 0);
 }
 
-// Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
-// before the captured rounds, and a frame run again starts from the cursors its first run left).
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
-                                        u32* target, u32* tree, u32* ccnt, u16* round, u32* order, u32* ctl,
+                                        u32* target, u32* tree, u32* ccnt, u16* round, u32* ctl,
                                         u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
     for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
@@ -472,12 +473,28 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             tree[i] = SEG_NONE;
             ccnt[i] = 0;
             round[i] = SEG_NEVER;
-            order[i] &= ~(15u << 24);
         }
         if (i < nctl) {
             ctl[i] = (i == 0) ? 1u : 0u;
             mctl[i] = 0;
         }
+    }
+}
+
+// A frame run again (src/ops/segment/gpu.rs, larger round caps) starts from the edge graph its
+// first run left: every pixel's cursor back to its first edge, and that edge's key cached again.
+extern "C" __global__ void segment_rewind(const double* __restrict__ w4, u32* order, u64* ckey, u32 width, u32 n,
+                                          u32 eb) {
+    for (u32 p = global_tid(); p < n; p += global_threads()) {
+        u32 o = order[p] & ~(15u << 24);
+        order[p] = o;
+        u64 k = SEG_NO_EDGE;
+        if (SEG_ORD_CNT(o) > 0) {
+            u32 q, id;
+            seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
+            k = seg_key(w4[id], id, eb);
+        }
+        ckey[p] = k;
     }
 }
 
@@ -558,6 +575,18 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
     }
 }
 
+// Whether segment_least's merge rounds take the key of the edge at a pixel's cursor from ckey
+// (8 bytes a pixel, loaded with the pixel's other words) instead of the weight (w4: a 32-byte
+// sector a pixel, loaded after the walk). The cursor only moves in segment_least (and back in
+// segment_rewind / segment_reset_done), so ckey[p] is the key at the cursor whenever a merge
+// round starts; min_size rounds read w4 (their cursors were rewound without the keys).
+// GPU notes (H100, 2026-11-25, same run): photographs at 1080p -1.0 to -2.1 %, the clip frame
+// -1.2 to -1.6 %; segment_least summed over the rounds 845 -> 808 us (building k = 100).
+#ifndef SEG_CKEY
+#define SEG_CKEY 1
+#endif
+
+
 // Root of pixel-component c0 and its flag byte: one byte load when c0 is still a root; else
 // link is followed.
 __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
@@ -576,7 +605,7 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // no lookups: every pixel is its own component and every edge is alive, so a pixel's least edge
 // is the first of its order word.
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
-                                               u64* best, const seg_done_t* __restrict__ done, u32* order, u32 width,
+                                               u64* ckey, u64* best, const seg_done_t* __restrict__ done, u32* order, u32 width,
                                                u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
                                                u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
@@ -589,16 +618,12 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
         u64 bk = SEG_NO_EDGE;
         u32 c = SEG_NONE;
         if (in && first) {
-            u32 o = order[p];
-            if (SEG_ORD_CNT(o) > 0) {
-                u32 q, id;
-                seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
-                bk = seg_key(w4[id], id, eb);
-                best[p] = bk;  // the component is p alone
-            }
+            bk = ckey[p];  // the first edge's key (cursor 0), SEG_NO_EDGE without edges
+            if (bk != SEG_NO_EDGE) best[p] = bk;  // the component is p alone
         } else if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
+            u64 ck = SEG_CKEY && mode == SEG_MODE_MERGE ? ckey[p] : SEG_NO_EDGE;  // key at the cursor (merge rounds)
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
@@ -630,7 +655,14 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                 }
                 if (cur > cnt) cur = cnt;
                 if (cur != start) order[p] = (o & ~(15u << 24)) | (cur << 24);
-                if (hit_id != SEG_NONE) bk = seg_key(w4[hit_id], hit_id, eb);
+                if (hit_id != SEG_NONE) {
+                    if (SEG_CKEY && mode == SEG_MODE_MERGE && cur == start) {
+                        bk = ck;
+                    } else {
+                        bk = seg_key(w4[hit_id], hit_id, eb);
+                        if (mode == SEG_MODE_MERGE) ckey[p] = bk;
+                    }
+                }
             }
         }
         if (!first && bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
@@ -639,7 +671,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
+    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* ckey, u64* best,
                   const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height, u32 eb, u32 mode,
                   const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
@@ -647,7 +679,7 @@ extern "C" __global__ void __launch_bounds__(256)
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_least_body(comp, link, w4, best, done, order, width, height, eb, mode, ctl, gate, use_list, in_list, in_count,
+    seg_least_body(comp, link, w4, ckey, best, done, order, width, height, eb, mode, ctl, gate, use_list, in_list, in_count,
                    out_list, out_count);
 }
 
@@ -795,6 +827,8 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
             for (int j = SEG_BATCH - 1; j >= 0; --j)
                 if (ex[j]) hit = id[j];
             if (hit != SEG_NONE) {
+                // The weight, not ckey, even when the hit is the cursor's edge: measured slower
+                // with either a late or an early ckey load (H100, 2026-11-25: +40-60 us a frame).
                 atomicMin(&exitk[t], seg_key(w4[hit], hit, eb));
                 break;
             }
@@ -1781,6 +1815,7 @@ struct SegPtrs {
     u32* rlist[2];
     u32* info;
     u64* stamps;
+    u64* ckey;
 };
 
 struct SegFinish {
@@ -1824,7 +1859,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
         u32 *scount = C + SEG_C_SMALL * N + r, *bcount = C + SEG_C_LARGE * N + r;
         u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
         u32* mcount = C + SEG_C_MID * N + r;
-        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
+        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.ckey, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
                        fin, fcin, fout, fcout);
         __syncthreads();
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,

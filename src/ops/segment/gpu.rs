@@ -170,6 +170,8 @@ struct Ptrs {
     info: u64,
     /// `%globaltimer` stamps of [`SegmentGpu::round_stamps`].
     stamps: u64,
+    /// Per pixel: the key of the edge at its cursor (merge rounds; see segment_least).
+    ckey: u64,
 }
 
 /// The device buffers (owned; `p` holds their addresses).
@@ -195,6 +197,7 @@ struct Buffers {
 /// Entry points of `kernels/segment.cu` (checked by the registry at start).
 pub const FUNCTIONS: &[&str] = &[
     "segment_init",
+    "segment_rewind",
     "segment_edges",
     "segment_blur_edges",
     "segment_least",
@@ -328,6 +331,7 @@ pub struct SegmentGpu {
     blur: BlurGpu,
     f_init: CudaFunction,
     f_edges: CudaFunction,
+    f_rewind: CudaFunction,
     f_blur_edges: CudaFunction,
     f_least: CudaFunction,
     f_targets: CudaFunction,
@@ -472,6 +476,7 @@ impl SegmentGpu {
             blur: BlurGpu::new(gpu)?,
             f_init: f("segment_init")?,
             f_edges: f("segment_edges")?,
+            f_rewind: f("segment_rewind")?,
             f_blur_edges: f("segment_blur_edges")?,
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
@@ -592,6 +597,7 @@ impl SegmentGpu {
         }
         // Large trees sorted by segment_cat_block: (key, id) twice over each tree's range.
         u64s.push(a64(2 * n, "large-tree sort keys")?);
+        u64s.push(a64(n, "cursor keys")?);
         u32s.push(a(2 * n, "large-tree sort ids")?);
         let r32 = |i: usize| raw(&u32s[i], stream);
         let r64 = |i: usize| raw(&u64s[i], stream);
@@ -623,6 +629,7 @@ impl SegmentGpu {
             stamps: raw(&stamps, stream),
             scr_i: r32(22),
             scr_k: r64(4),
+            ckey: r64(5),
             best: r64(0),
             tkey: r64(1),
             exitk: r64(2),
@@ -815,7 +822,7 @@ impl SegmentGpu {
             let inv255 = 1.0f64 / 255.0;
             timer.time(stream, "segment_graph", || {
                 let mut l = stream.launch_builder(&self.f_blur_edges);
-                l.arg(input).arg(&weights).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb).arg(&inv255);
+                l.arg(input).arg(&weights).arg(&p.w4).arg(&p.order).arg(&p.ckey).arg(&w).arg(&h).arg(&c).arg(&eb).arg(&inv255);
                 // SAFETY: one block per 32x16 tile (grid above); the kernel reads input samples
                 // of in-image pixels only (input holds n * channels bytes, checked by the
                 // caller), radius <= SEG_GT_MAXR, and writes w4 (4n) and order (n) of its tile.
@@ -828,7 +835,7 @@ impl SegmentGpu {
         let Some(smooth) = self.blur.output_f64().map(|s| raw(s, stream)) else { return Ok(()) };
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_edges);
-            l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb);
+            l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&p.ckey).arg(&w).arg(&h).arg(&c).arg(&eb);
             // SAFETY: grid-stride over pixels < n; only in-image neighbours are read; smooth
             // holds n * channels doubles (this frame's blur), w4 holds 4n, order n.
             unsafe { l.launch(self.stride(n)) }?;
@@ -837,7 +844,21 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Everything after the blur: edge graph, the three phases of rounds, relabelling. With
+    /// Rewinds the kept edge graph (cursors to each pixel's first edge, its key cached) for a
+    /// frame run again.
+    fn enqueue_rewind(&self, stream: &Arc<CudaStream>, body: &Body) -> Result<(), GpuError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
+        let p = b.p;
+        let n = body.width * body.height;
+        let (w, nn, eb) = (body.width as u32, n as u32, eid_bits(n));
+        let mut l = stream.launch_builder(&self.f_rewind);
+        l.arg(&p.w4).arg(&p.order).arg(&p.ckey).arg(&w).arg(&nn).arg(&eb);
+        // SAFETY: grid-stride over pixels < n; a pixel's first edge is an in-image edge id < 4n.
+        unsafe { l.launch(self.stride(n)) }?;
+        Ok(())
+    }
+
+    /// Everything after the edge graph: init, the phases of rounds, relabelling. With
     /// `timer` `None` it only launches kernels (what a graph capture records).
     fn enqueue_body(
         &self,
@@ -857,7 +878,7 @@ impl SegmentGpu {
         timed(timer, stream, "segment_init", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
             l.arg(&nn).arg(&nctl).arg(&ncounts);
             // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
             // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
@@ -1031,7 +1052,7 @@ impl SegmentGpu {
             let (tcount, mcount) = (count_of(C_TINY, r), count_of(C_MID, r));
             timed(timer, stream, name("segment_minedge"), || {
                 let mut l = ExLaunch::new(stream, &self.f_least, pdl);
-                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.done).arg(&p.order);
+                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.ckey).arg(&p.best).arg(&p.done).arg(&p.order);
                 l.arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&p.ctl).arg(&gate).arg(&use_list);
                 l.arg(&fin).arg(&fcin).arg(&fout).arg(&fcout);
                 // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
@@ -1335,6 +1356,7 @@ impl SegmentGpu {
                 rerun = true;
             }
             log::debug!("segmentation: frame needed more rounds than {:?}, running it again with {caps:?}", p.caps);
+            self.enqueue_rewind(stream, &full)?;
             self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
             p.caps = caps;
             self.produced.set(Some(p));
