@@ -1916,10 +1916,17 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
 // first edge (edges to components that were done are alive again). Bit 0 of the flags says
-// instead whether a root is at least min_size (what the edge scans read).
+// instead whether a root is at least min_size (what the edge scans read). Every pixel's comp is
+// resolved to its root here, once (SEG_RESET_RESOLVE): the first min_size round scans every
+// pixel, most of which left the frontier rounds ago, and would otherwise follow the same stale
+// link chains from each neighbour. GPU notes (H100, 2026-11-25): see BENCHMARKS.md.
+#ifndef SEG_RESET_RESOLVE
+#define SEG_RESET_RESOLVE 1
+#endif
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
-                                              u32 min_size, u32 n) {
+                                              u32* comp, const u32* __restrict__ link, u32 min_size, u32 n) {
     for (u32 i = global_tid(); i < n; i += global_threads()) {
+        if (SEG_RESET_RESOLVE) comp[i] = seg_find(link, comp[i]);
         // Bit 0 is read at roots only; the joined bit stays.
         done[i] = (done[i] & SEG_JOINED) | (size[i] >= min_size ? 1u : 0u);
         order[i] &= ~(15u << 24);

@@ -257,6 +257,9 @@ struct Body {
     programmatic: bool,
     /// [`SegmentGpu::tile_pass`].
     tiles: bool,
+    /// `segment_init` is part of the body (else it ran before the edge graph:
+    /// [`SegmentGpu::init_first`]).
+    init: bool,
     /// [`SegmentGpu::round_stamps`].
     stamps: bool,
     /// `segment_finish` after the launched rounds of each phase, up to `full` rounds.
@@ -424,6 +427,10 @@ pub struct SegmentGpu {
     /// `segment_blur_edges` could do both in one (same bits; for A/B measurements and tests).
     /// Development switch `MORPHOSCOPE_SEG_SEPARATE_BLUR`.
     pub separate_blur: bool,
+    /// Run `segment_init` before the edge graph instead of first in the captured rounds, so the
+    /// rounds start with the graph (weights, edge order) as the most recent writes in L2.
+    /// Development switch `MORPHOSCOPE_SEG_INIT_LAST=1` puts it back in the rounds.
+    pub init_first: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -529,6 +536,7 @@ impl SegmentGpu {
             use_graphs: true,
             tile_pass: std::env::var_os("MORPHOSCOPE_SEG_NO_TILES").is_none(),
             separate_blur: std::env::var_os("MORPHOSCOPE_SEG_SEPARATE_BLUR").is_some(),
+            init_first: std::env::var_os("MORPHOSCOPE_SEG_INIT_LAST").is_none(),
         })
     }
 
@@ -734,6 +742,9 @@ impl SegmentGpu {
         }
         crate::ops::blur::gpu::check_input(input, width, height, channels)?;
         self.ensure_buffers(stream, width, height)?;
+        if self.init_first {
+            timer.time(stream, "segment_init", || self.enqueue_init(stream, width * height))?;
+        }
         self.enqueue_graph(stream, timer, input, width, height, channels, params)?;
         let (caps, adaptive) = self.caps(params);
         let full = full_caps(params);
@@ -754,6 +765,7 @@ impl SegmentGpu {
             max_rounds: params.max_rounds,
             programmatic: self.programmatic_launch && self.has_pdl,
             tiles: self.tile_pass,
+            init: !self.init_first,
             stamps: self.round_stamps,
             finish,
             full,
@@ -844,6 +856,21 @@ impl SegmentGpu {
         Ok(())
     }
 
+    /// Every pixel its own component; the round counters zeroed.
+    fn enqueue_init(&self, stream: &Arc<CudaStream>, n: usize) -> Result<(), GpuError> {
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
+        let p = b.p;
+        let (nn, nctl, ncounts) = (n as u32, NCTL as u32, (NCOUNTS * NCTL) as u32);
+        let mut l = stream.launch_builder(&self.f_init);
+        l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
+        l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+        l.arg(&nn).arg(&nctl).arg(&ncounts);
+        // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
+        // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
+        unsafe { l.launch(self.stride(n.max(NCOUNTS * NCTL))) }?;
+        Ok(())
+    }
+
     /// Rewinds the kept edge graph (cursors to each pixel's first edge, its key cached) for a
     /// frame run again.
     fn enqueue_rewind(&self, stream: &Arc<CudaStream>, body: &Body) -> Result<(), GpuError> {
@@ -870,21 +897,13 @@ impl SegmentGpu {
         let p = b.p;
         let n = body.width * body.height;
         let nn = n as u32;
-        let (nctl, ncounts) = (NCTL as u32, (NCOUNTS * NCTL) as u32);
         if body.stamps {
             self.stamp_labels.borrow_mut().clear();
             self.stamp(stream, "start", None)?;
         }
-        timed(timer, stream, "segment_init", || {
-            let mut l = stream.launch_builder(&self.f_init);
-            l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
-            l.arg(&nn).arg(&nctl).arg(&ncounts);
-            // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
-            // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
-            unsafe { l.launch(self.stride(n.max(NCOUNTS * NCTL))) }?;
-            Ok(())
-        })?;
+        if body.init {
+            timed(timer, stream, "segment_init", || self.enqueue_init(stream, n))?;
+        }
         if body.stamps {
             self.stamp(stream, "graph", None)?;
         }
@@ -1028,8 +1047,8 @@ impl SegmentGpu {
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
-                l.arg(&p.done).arg(&p.order).arg(&p.size).arg(&min_size).arg(&nn);
-                // SAFETY: grid-stride over pixels < n.
+                l.arg(&p.done).arg(&p.order).arg(&p.size).arg(&p.comp).arg(&p.link).arg(&min_size).arg(&nn);
+                // SAFETY: grid-stride over pixels < n; link chains end at roots < n.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
@@ -1356,6 +1375,9 @@ impl SegmentGpu {
                 rerun = true;
             }
             log::debug!("segmentation: frame needed more rounds than {:?}, running it again with {caps:?}", p.caps);
+            if !full.init {
+                self.enqueue_init(stream, full.width * full.height)?;
+            }
             self.enqueue_rewind(stream, &full)?;
             self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
             p.caps = caps;
