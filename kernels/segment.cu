@@ -24,11 +24,8 @@
 // e = ceil(log2(4n)) id bits: a total order that follows the weights (closer than ~2^-(63-e)
 // relative they tie and the id decides). The graph is never stored as CSR.
 //
-// Setup: segment_blur_edges (the f64 blur, the weights, and each pixel's 8 edges sorted by key,
-// in one tiled pass from the frame's bytes; for blur radii above 4 kernels/blur.cu's two passes
-// and segment_edges), then segment_init (inside the captured rounds). The rounds walk a pixel's
-// sorted edges from a cursor past the edges that are dead for good; ckey caches the key of the
-// edge at the cursor (SEG_CKEY).
+// Setup: segment_init, segment_edges (weights, and each pixel's 8 edges sorted by key once; the
+// rounds walk them from a cursor past the edges that are dead for good).
 // Merge round 1: segment_tiles (every pixel its own component: the round below for the trees
 // that lie inside one 32x16 tile, decided in shared memory by one kernel; the trees that cross
 // a tile wait for round 2, which is the first launched round and scans every pixel).
@@ -130,7 +127,7 @@
 // the 1.13 M pixels round 1 merges at 1080p): building 1080p 3.58 -> 3.43 ms, clip frame 5.60 ->
 // 5.21 (k = 100), 4K 12.09 -> 11.77; on the H100 (run 8) 3.97 -> 3.75, 5.98 -> 5.58, 14.37 ->
 // 13.60.
-#include "common/blur.cuh"
+#include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
 #define SEG_NONE 0xffffffffu
@@ -266,7 +263,7 @@ __device__ __forceinline__ void seg_sort8(u64 (&k)[8], u32 (&d)[8]) {
 // so the cursor only moves forward (segment_reset_done rewinds it for the min_size phase, which
 // revives edges to done components).
 extern "C" __global__ void segment_edges(const double* __restrict__ s, double* __restrict__ w4, u32* order,
-                                         u64* ckey, u32 width, u32 height, u32 channels, u32 eb) {
+                                         u32 width, u32 height, u32 channels, u32 eb) {
     u32 n = width * height;
     const double inf = __longlong_as_double(0x7ff0000000000000ll);
     for (u32 p = global_tid(); p < n; p += global_threads()) {
@@ -298,153 +295,6 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
             cnt += k[i] != SEG_NO_EDGE ? 1u : 0u;
         }
         order[p] = o | (cnt << 28);
-        ckey[p] = k[0];
-    }
-}
-
-// segment_blur_edges: the blur (common/blur.cuh, the arithmetic of kernels/blur.cu's f64 passes)
-// and segment_edges in one kernel, from the frame's bytes, a 32x16 tile of pixels a block of 512
-// threads, everything in shared memory: (A1) the samples of the rows and columns the tile's blur
-// reaches, scaled to [0, 1] once each, at their reflected positions (row and column i of the
-// window hold the image's reflect(first + i), so no tap reflects again); (A2) vertical sums of
-// the tile's rows and one above and below; (B) horizontal sums of the tile plus the one-pixel
-// ring its edges need (one more column either side for the down-left / down-right neighbours);
-// (C) the 4 own weights of each pixel of the tile, the row above and the columns either side
-// (the owners of the tile's up / left edges); (D) per pixel what segment_edges writes: its own
-// weights and its 8 edges sorted by key. Every sample, sum and weight is the same operation
-// sequence as blur_vertical_f64 -> blur_horizontal_f64 -> segment_edges (a tap of the window at
-// i - j reads the value blur_reflect would), so the bits are the same; the smoothed image never
-// reaches global memory. Window entries outside the image (rows or columns past the border of
-// (A2) / (B)) hold reflected sums nothing reads.
-// Shared memory (46 KB static, radius <= SEG_GT_MAXR): s_a = (A1) [26 rows][132 samples], then
-// (B) [18][108]; s_b = (A2) [18][132], then (C) [dir][17][34]. Samples interleaved by channel
-// (a warp reads doubles at a stride of 1 or 3: no bank conflicts).
-// GPU notes (H100, 2026-11-25, ncu): blur_vertical_f64 51 us, blur_horizontal_f64 50, segment_edges
-// 118 (SM clock locked by ncu), all three compute-bound (issue slots 65-77 % busy): the taps
-// reloaded and rescaled their bytes and reflected per tap, and segment_edges recomputed 8
-// distances a pixel. A first fused version with the per-tap code of blur.cu took 216 us (71 %
-// issue-busy, ~2 000 instructions a pixel).
-#define SEG_GT_W 32
-#define SEG_GT_H 16
-#define SEG_GT_THREADS 512
-#define SEG_GT_MAXR 4
-#define SEG_GT_AR (SEG_GT_H + 2 + 2 * SEG_GT_MAXR)    // (A1) rows
-#define SEG_GT_RS ((SEG_GT_W + 4 + 2 * SEG_GT_MAXR) * 3)  // (A1) / (A2) row stride, samples
-#define SEG_GT_SR (SEG_GT_H + 2)                      // (A2) / (B) rows
-#define SEG_GT_SS ((SEG_GT_W + 4) * 3)                // (B) row stride, samples
-#define SEG_GT_WR (SEG_GT_H + 1)
-#define SEG_GT_WC (SEG_GT_W + 2)
-
-extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
-    segment_blur_edges(const u8* __restrict__ src, BlurWeightsF64 wt, double* __restrict__ w4, u32* order,
-                       u64* ckey, u32 width, u32 height, u32 channels, u32 eb, double inv255) {
-    __shared__ double s_a[SEG_GT_AR * SEG_GT_RS];
-    __shared__ double s_b[SEG_GT_SR * SEG_GT_RS];
-    double* s_w = s_b;  // (C) after (B): 4 * 17 * 34 <= 18 * 132 doubles
-    const double inf = __longlong_as_double(0x7ff0000000000000ll);
-    const int W = (int)width, H = (int)height, R = wt.radius, ch = (int)channels;
-    const int x0 = (int)(blockIdx.x * SEG_GT_W), y0 = (int)(blockIdx.y * SEG_GT_H);
-    const u32 row = width * channels;
-    const int tid = (int)threadIdx.x;
-    // Window columns: pixels vx0 .. vx0 + pc - 1 (reflected), cols samples a row.
-    const int vx0 = x0 - 2 - R, pc = SEG_GT_W + 4 + 2 * R, cols = pc * ch;
-    const int arows = SEG_GT_H + 2 + 2 * R;
-    // i / cols for i < 2^12 by a float reciprocal (exact: the quotient is at least 1 / (2 cols)
-    // from the next integer, far above the float error).
-    const float inv_cols = 1.0f / (float)cols;
-    // (A1) scaled samples of rows reflect(y0 - 1 - R + r), columns reflect(vx0 + px).
-    for (int i = tid; i < arows * cols; i += SEG_GT_THREADS) {
-        int r = (int)(((float)i + 0.5f) * inv_cols), sm = i - r * cols;
-        int px = ch == 1 ? sm : sm / 3, c = sm - px * ch;
-        int gy = blur_reflect(y0 - 1 - R + r, H), gx = blur_reflect(vx0 + px, W);
-        s_a[r * SEG_GT_RS + sm] = __dmul_rn((double)src[(size_t)gy * row + (u32)(gx * ch + c)], inv255);
-    }
-    __syncthreads();
-    // (A2) vertical sums of rows y0 - 1 .. y0 + H (blur_vertical_f64_at's operations).
-    for (int i = tid; i < SEG_GT_SR * cols; i += SEG_GT_THREADS) {
-        int vr = (int)(((float)i + 0.5f) * inv_cols), sm = i - vr * cols;
-        const double* a = s_a + (vr + R) * SEG_GT_RS + sm;
-        double t = __dmul_rn(a[0], wt.half[0]);
-        for (int j = R; j >= 1; --j) t = __dadd_rn(t, __dmul_rn(__dadd_rn(a[-j * SEG_GT_RS], a[j * SEG_GT_RS]), wt.half[j]));
-        s_b[vr * SEG_GT_RS + sm] = t;
-    }
-    __syncthreads();
-    // (B) horizontal sums of columns x0 - 2 .. x0 + W + 1 (blur_horizontal_f64_at's operations;
-    // window column x - vx0 holds column reflect(x)), into s_a.
-    const int bcols = (SEG_GT_W + 4) * ch;
-    const float inv_bcols = 1.0f / (float)bcols;
-    for (int i = tid; i < SEG_GT_SR * bcols; i += SEG_GT_THREADS) {
-        int sr = (int)(((float)i + 0.5f) * inv_bcols), sm = i - sr * bcols;
-        const double* v = s_b + sr * SEG_GT_RS + sm + R * ch;
-        double t = __dmul_rn(v[0], wt.half[0]);
-        for (int j = R; j >= 1; --j) t = __dadd_rn(t, __dmul_rn(__dadd_rn(v[-j * ch], v[j * ch]), wt.half[j]));
-        s_a[sr * SEG_GT_SS + sm] = t;
-    }
-    __syncthreads();
-    // (C) own weights (seg_dist's operations) of rows y0 - 1 .. y0 + H - 1, columns x0 - 1 ..
-    // x0 + W, into s_b.
-    for (int i = tid; i < SEG_GT_WR * SEG_GT_WC; i += SEG_GT_THREADS) {
-        int wr = i / SEG_GT_WC, wc = i - wr * SEG_GT_WC;
-        int x = x0 - 1 + wc, y = y0 - 1 + wr;
-        if (x < 0 || x >= W || y < 0 || y >= H) continue;
-        const double* sp = s_a + wr * SEG_GT_SS + (wc + 1) * ch;  // (x, y) in (B)
-#pragma unroll
-        for (int d = 0; d < 4; ++d) {
-            int dx = d == 0 ? 1 : d == 1 ? 0 : d == 2 ? 1 : -1, dy = d == 0 ? 0 : 1;
-            double w = inf;
-            if (x + dx >= 0 && x + dx < W && y + dy < H) {
-                const double* sq = sp + dy * SEG_GT_SS + dx * ch;
-                double acc = 0.0;
-                for (int c = 0; c < ch; ++c) {
-                    double df = __dsub_rn(sq[c], sp[c]);
-                    double sqr = __dmul_rn(df, df);
-                    acc = (c == 0) ? sqr : __dadd_rn(acc, sqr);
-                }
-                w = __dsqrt_rn(acc);
-            }
-            s_w[(d * SEG_GT_WR + wr) * SEG_GT_WC + wc] = w;
-        }
-    }
-    __syncthreads();
-    // (D) each pixel of the tile: its own weights to w4, its edges sorted into order.
-    for (int i = (int)threadIdx.x; i < SEG_GT_W * SEG_GT_H; i += SEG_GT_THREADS) {
-        int ly = i / SEG_GT_W, lx = i - ly * SEG_GT_W;
-        int x = x0 + lx, y = y0 + ly;
-        if (x >= W || y >= H) continue;
-        u32 p = (u32)y * width + (u32)x;
-        bool l = x > 0, r = x + 1 < W, u = y > 0, dn = y + 1 < H;
-        bool valid[8] = {r, dn, r && dn, l && dn, l, u, l && u, r && u};
-        // Weight of each direction: own (d < 4) at (lx, ly); left, up, up-left, up-right are the
-        // right / down / down-right / down-left weights of the neighbour that owns them.
-        const int wr = ly + 1, wc = lx + 1;
-        double wd[8];
-#pragma unroll
-        for (int d = 0; d < 4; ++d) wd[d] = s_w[(d * SEG_GT_WR + wr) * SEG_GT_WC + wc];
-        wd[4] = s_w[(0 * SEG_GT_WR + wr) * SEG_GT_WC + wc - 1];
-        wd[5] = s_w[(1 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc];
-        wd[6] = s_w[(2 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc - 1];
-        wd[7] = s_w[(3 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc + 1];
-        u64 k[8];
-        u32 d[8];
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) {
-            u32 q, id;
-            seg_dir(p, j, width, q, id);
-            d[j] = j;
-            k[j] = valid[j] ? seg_key(wd[j], id, eb) : SEG_NO_EDGE;
-        }
-        double2* o4 = (double2*)(w4 + (size_t)p * 4);
-        o4[0] = make_double2(wd[0], wd[1]);
-        o4[1] = make_double2(wd[2], wd[3]);
-        seg_sort8(k, d);
-        u32 o = 0, cnt = 0;
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) {
-            o |= d[j] << (3u * j);
-            cnt += k[j] != SEG_NO_EDGE ? 1u : 0u;
-        }
-        order[p] = o | (cnt << 28);
-        ckey[p] = k[0];
     }
 }
 
@@ -478,23 +328,6 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             ctl[i] = (i == 0) ? 1u : 0u;
             mctl[i] = 0;
         }
-    }
-}
-
-// A frame run again (src/ops/segment/gpu.rs, larger round caps) starts from the edge graph its
-// first run left: every pixel's cursor back to its first edge, and that edge's key cached again.
-extern "C" __global__ void segment_rewind(const double* __restrict__ w4, u32* order, u64* ckey, u32 width, u32 n,
-                                          u32 eb) {
-    for (u32 p = global_tid(); p < n; p += global_threads()) {
-        u32 o = order[p] & ~(15u << 24);
-        order[p] = o;
-        u64 k = SEG_NO_EDGE;
-        if (SEG_ORD_CNT(o) > 0) {
-            u32 q, id;
-            seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
-            k = seg_key(w4[id], id, eb);
-        }
-        ckey[p] = k;
     }
 }
 
@@ -575,18 +408,6 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
     }
 }
 
-// Whether segment_least's merge rounds take the key of the edge at a pixel's cursor from ckey
-// (8 bytes a pixel, loaded with the pixel's other words) instead of the weight (w4: a 32-byte
-// sector a pixel, loaded after the walk). The cursor only moves in segment_least (and back in
-// segment_rewind / segment_reset_done), so ckey[p] is the key at the cursor whenever a merge
-// round starts; min_size rounds read w4 (their cursors were rewound without the keys).
-// GPU notes (H100, 2026-11-25, same run): photographs at 1080p -1.0 to -2.1 %, the clip frame
-// -1.2 to -1.6 %; segment_least summed over the rounds 845 -> 808 us (building k = 100).
-#ifndef SEG_CKEY
-#define SEG_CKEY 1
-#endif
-
-
 // Root of pixel-component c0 and its flag byte: one byte load when c0 is still a root; else
 // link is followed.
 __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
@@ -605,7 +426,7 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // no lookups: every pixel is its own component and every edge is alive, so a pixel's least edge
 // is the first of its order word.
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
-                                               u64* ckey, u64* best, const seg_done_t* __restrict__ done, u32* order, u32 width,
+                                               u64* best, const seg_done_t* __restrict__ done, u32* order, u32 width,
                                                u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
                                                u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
@@ -618,12 +439,16 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
         u64 bk = SEG_NO_EDGE;
         u32 c = SEG_NONE;
         if (in && first) {
-            bk = ckey[p];  // the first edge's key (cursor 0), SEG_NO_EDGE without edges
-            if (bk != SEG_NO_EDGE) best[p] = bk;  // the component is p alone
+            u32 o = order[p];
+            if (SEG_ORD_CNT(o) > 0) {
+                u32 q, id;
+                seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
+                bk = seg_key(w4[id], id, eb);
+                best[p] = bk;  // the component is p alone
+            }
         } else if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
-            u64 ck = SEG_CKEY && mode == SEG_MODE_MERGE ? ckey[p] : SEG_NO_EDGE;  // key at the cursor (merge rounds)
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
@@ -655,14 +480,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                 }
                 if (cur > cnt) cur = cnt;
                 if (cur != start) order[p] = (o & ~(15u << 24)) | (cur << 24);
-                if (hit_id != SEG_NONE) {
-                    if (SEG_CKEY && mode == SEG_MODE_MERGE && cur == start) {
-                        bk = ck;
-                    } else {
-                        bk = seg_key(w4[hit_id], hit_id, eb);
-                        if (mode == SEG_MODE_MERGE) ckey[p] = bk;
-                    }
-                }
+                if (hit_id != SEG_NONE) bk = seg_key(w4[hit_id], hit_id, eb);
             }
         }
         if (!first && bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
@@ -671,7 +489,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* ckey, u64* best,
+    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
                   const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height, u32 eb, u32 mode,
                   const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
@@ -679,7 +497,7 @@ extern "C" __global__ void __launch_bounds__(256)
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_least_body(comp, link, w4, ckey, best, done, order, width, height, eb, mode, ctl, gate, use_list, in_list, in_count,
+    seg_least_body(comp, link, w4, best, done, order, width, height, eb, mode, ctl, gate, use_list, in_list, in_count,
                    out_list, out_count);
 }
 
@@ -827,8 +645,6 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
             for (int j = SEG_BATCH - 1; j >= 0; --j)
                 if (ex[j]) hit = id[j];
             if (hit != SEG_NONE) {
-                // The weight, not ckey, even when the hit is the cursor's edge: measured slower
-                // with either a late or an early ckey load (H100, 2026-11-25: +40-60 us a frame).
                 atomicMin(&exitk[t], seg_key(w4[hit], hit, eb));
                 break;
             }
@@ -1815,7 +1631,6 @@ struct SegPtrs {
     u32* rlist[2];
     u32* info;
     u64* stamps;
-    u64* ckey;
 };
 
 struct SegFinish {
@@ -1859,7 +1674,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
         u32 *scount = C + SEG_C_SMALL * N + r, *bcount = C + SEG_C_LARGE * N + r;
         u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
         u32* mcount = C + SEG_C_MID * N + r;
-        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.ckey, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
+        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
                        fin, fcin, fout, fcout);
         __syncthreads();
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
@@ -1916,17 +1731,10 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
 // first edge (edges to components that were done are alive again). Bit 0 of the flags says
-// instead whether a root is at least min_size (what the edge scans read). Every pixel's comp is
-// resolved to its root here, once (SEG_RESET_RESOLVE): the first min_size round scans every
-// pixel, most of which left the frontier rounds ago, and would otherwise follow the same stale
-// link chains from each neighbour. GPU notes (H100, 2026-11-25): see BENCHMARKS.md.
-#ifndef SEG_RESET_RESOLVE
-#define SEG_RESET_RESOLVE 1
-#endif
+// instead whether a root is at least min_size (what the edge scans read).
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
-                                              u32* comp, const u32* __restrict__ link, u32 min_size, u32 n) {
+                                              u32 min_size, u32 n) {
     for (u32 i = global_tid(); i < n; i += global_threads()) {
-        if (SEG_RESET_RESOLVE) comp[i] = seg_find(link, comp[i]);
         // Bit 0 is read at roots only; the joined bit stays.
         done[i] = (done[i] & SEG_JOINED) | (size[i] >= min_size ? 1u : 0u);
         order[i] &= ~(15u << 24);
