@@ -127,6 +127,12 @@
 // the 1.13 M pixels round 1 merges at 1080p): building 1080p 3.58 -> 3.43 ms, clip frame 5.60 ->
 // 5.21 (k = 100), 4K 12.09 -> 11.77; on the H100 (run 8) 3.97 -> 3.75, 5.98 -> 5.58, 14.37 ->
 // 13.60.
+// Seventh pass (2026-11-25, H100; BENCHMARKS.md, branch seg-fused-graph): blur + edge graph in
+// one tiled kernel (-40 us: those passes are instruction-bound), a cache of the key at each
+// pixel's cursor for segment_least (-40 to -90 us), comps resolved once before min_size (-10 to
+// -50 us), each measured against its own switch; together the binary was still 1-3 % slower
+// than this code in the same lease (merge rounds +90 us at 1080p, +500 us at 4K even with the
+// cache off), so none shipped until that shared cost is found.
 #include "common/util.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
