@@ -1648,29 +1648,68 @@ struct SegFinish {
     u32 last;       // last round allowed (the parameters' cap)
     u32 limit;      // most frontier pixels a round here may start with
     u32 info_slot;  // info[info_slot] = 1 when a round was left with work (frontier above limit)
+    u32 solo;       // segment_finish_grid: a round starting with at most this many frontier pixels
+                    // is left to segment_finish (one block), which follows it
+    u32 resume;     // segment_finish: start at info[SEG_INFO_RESUME] (where the grid stopped), not from
 };
 
-// The last rounds of a phase in one block of SEG_CAT_THREADS threads: every step of a round
-// (the same device functions as the round kernels, their grid-stride loops running over one
-// block), __syncthreads between steps, until a round changes nothing or its frontier exceeds
-// `limit`. The launched rounds before it are the adaptive caps (src/ops/segment/gpu.rs), so
-// the tail of small rounds costs no launches and no gated empty rounds, and a frame that needs
-// a few more rounds than its caps is finished here instead of run again. One block (not a grid
-// with barriers): the ring's other streams may hold SMs, and only a single block is sure to
-// be resident. Large and mid-size trees go through the chunked block caterpillar. It reads what
-// its own earlier steps wrote, so its loads must not take the non-coherent path that the round
-// kernels' const __restrict__ parameters allow: its pointers come from a plain struct, and
-// tests/kernels_compile.rs checks its PTX has no ld.global.nc.
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(SegFinish a) {
-    grid_dep_wait();
+// Grid-wide barrier of a cooperative launch (segment_finish_grid: every block resident at
+// once). bar[0] counts the blocks that arrived, bar[1] is the barrier's generation; the last
+// block to arrive resets the count and bumps the generation, the others spin on it. The count
+// is back at 0 after every barrier, so the words need zeroing only once (at allocation). The
+// fences around it order each block's writes before the barrier against every block's reads
+// after it (release, then acquire at GPU scope; the block barriers extend them to the block).
+__device__ __forceinline__ void seg_grid_sync(u32* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile u32* gen = bar + 1;
+        u32 g = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// Words of `info` that hold segment_finish_grid's barrier (count, generation), and the first
+// round it left to segment_finish.
+#define SEG_INFO_BAR 4u
+#define SEG_INFO_RESUME 6u
+
+// The last rounds of a phase (segment_finish, segment_finish_grid): every step of a round (the
+// same device functions as the round kernels, their grid-stride loops running over this grid),
+// a barrier between steps (the block's, or with GRID the grid's), until a round changes nothing
+// or its frontier exceeds `limit`. The caterpillars of the four sizes touch disjoint trees, so
+// they follow each other without a grid barrier (only the block's, for their shared memory).
+// Every block reads the same counters after the same barrier, so all leave the loop together.
+// It reads what its own earlier steps wrote, so its loads must not take the non-coherent path
+// that the round kernels' const __restrict__ parameters allow: its pointers come from a plain
+// struct, and tests/kernels_compile.rs checks the PTX of both kernels has no ld.global.nc.
+template <bool GRID>
+__device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
     const u32 N = a.nctl;
     u32* C = a.p.counts;
-    u32 r = a.from;
+    u32* bar = a.p.info + SEG_INFO_BAR;
+#define SEG_FIN_SYNC()              \
+    do {                            \
+        if (GRID) seg_grid_sync(bar); \
+        else __syncthreads();       \
+    } while (0)
+    u32 from = (!GRID && a.resume) ? a.p.info[SEG_INFO_RESUME] : a.from;
+    u32 r = from;
     for (; r <= a.last; ++r) {
-        __syncthreads();
+        if (r > from) SEG_FIN_SYNC();
         u32 gate = r - 1;
         if (a.p.ctl[gate] == 0) break;                          // the phase converged
         if (C[SEG_C_FRONTIER * N + gate] > a.limit) break;    // left to the launched rounds
+        if (GRID && C[SEG_C_FRONTIER * N + gate] <= a.solo) break;  // left to segment_finish
         u32 cur = (r - a.first) & 1u;
         u32 *fin = cur ? a.p.flist[0] : a.p.flist[1], *fout = cur ? a.p.flist[1] : a.p.flist[0];
         u32 *rin = cur ? a.p.rlist[0] : a.p.rlist[1], *rout = cur ? a.p.rlist[1] : a.p.rlist[0];
@@ -1682,25 +1721,25 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
         u32* mcount = C + SEG_C_MID * N + r;
         seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
                        fin, fcin, fout, fcout);
-        __syncthreads();
+        SEG_FIN_SYNC();
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
                          a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
-        __syncthreads();
+        SEG_FIN_SYNC();
         seg_trees_body(a.p.target, a.p.tree, a.p.ctl, gate, rout, rcout);
-        __syncthreads();
+        SEG_FIN_SYNC();
         seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, fcout);
-        __syncthreads();
+        SEG_FIN_SYNC();
         seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.ccnt, a.p.cslot, a.p.hlist, hcount, a.p.xlist, xcount, a.p.ctl,
                       gate, rout, rcout);
-        __syncthreads();
+        SEG_FIN_SYNC();
         seg_alloc_body(a.p.ccnt, a.p.joff, cursor, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount,
                        a.p.ctl, gate, a.p.hlist, hcount);
-        __syncthreads();
+        SEG_FIN_SYNC();
         seg_scatter_body(a.p.tree, a.p.cslot, a.p.joff, a.p.jarr, a.p.ctl, gate, a.p.xlist, xcount);
-        __syncthreads();
+        SEG_FIN_SYNC();
         // The caterpillars (SEG_CAT_PASS names): tiny and small trees, then each larger one by
-        // the whole block.
+        // a whole block.
         u32* link = a.p.link;
         seg_done_t* done = a.p.done;
         u32* size = a.p.size;
@@ -1731,8 +1770,30 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
         lcount = bcount;
         seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) a.p.info[a.info_slot] = (r <= a.last && a.p.ctl[r - 1] != 0) ? 1u : 0u;
+    SEG_FIN_SYNC();
+#undef SEG_FIN_SYNC
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        a.p.info[a.info_slot] = (r <= a.last && a.p.ctl[r - 1] != 0) ? 1u : 0u;
+        if (GRID) a.p.info[SEG_INFO_RESUME] = r;
+    }
+}
+
+// The last rounds of a phase in one block of SEG_CAT_THREADS threads (seg_finish_rounds). The
+// launched rounds before it are the adaptive caps (src/ops/segment/gpu.rs), so the tail of
+// small rounds costs no launches and no gated empty rounds, and a frame that needs a few more
+// rounds than its caps is finished here instead of run again. One block is sure to be resident
+// wherever it runs; segment_finish_grid is the same over a whole cooperative grid.
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(SegFinish a) {
+    grid_dep_wait();
+    seg_finish_rounds<false>(a);
+}
+
+// The same rounds over a cooperative grid (every block resident, seg_grid_sync between steps):
+// 8 grid barriers a round instead of 11 launches, and a whole GPU instead of one block's serial
+// loops. It stops at the first round with at most `solo` frontier pixels, which it leaves to
+// segment_finish launched after it with `resume` (one block's barriers are cheaper there).
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish_grid(SegFinish a) {
+    seg_finish_rounds<true>(a);
 }
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its

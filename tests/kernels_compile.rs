@@ -74,7 +74,7 @@ fn a_broken_kernel_reports_the_nvrtc_log() {
     assert!(err.contains("undeclared_thing"), "log should name the error: {err}");
 }
 
-/// `segment_finish` runs every step of a round in one kernel and reads what earlier steps wrote,
+/// `segment_finish` (and `segment_finish_grid`) runs every step of a round in one kernel and reads what earlier steps wrote,
 /// so it must not use the non-coherent load path (`ld.global.nc`, which the round kernels'
 /// `const __restrict__` parameters allow): its pointers come from a plain struct, and this
 /// checks that the compiler kept it that way, for every target.
@@ -88,11 +88,13 @@ fn the_segmentation_finisher_uses_no_non_coherent_loads() {
     let Some(module) = SOURCES.iter().find(|m| m.name == "segment") else { panic!("no segment module") };
     for arch in wanted_archs().into_iter().filter(|a| supported.contains(a)) {
         let ptx = compile_ptx(module, HEADERS, &arch).unwrap();
-        let start = ptx.find(".entry segment_finish(").expect("segment_finish in the PTX");
-        let body = &ptx[start..];
-        let end = body.find("\n}\n").map_or(body.len(), |e| e + 3);
-        let body = &body[..end];
-        assert!(body.contains("ld.global"), "{arch}: no global loads found in segment_finish");
-        assert!(!body.contains("ld.global.nc"), "{arch}: segment_finish reads through the non-coherent path");
+        for kernel in ["segment_finish", "segment_finish_grid"] {
+            let start = ptx.find(&format!(".entry {kernel}(")).unwrap_or_else(|| panic!("{kernel} in the PTX"));
+            let body = &ptx[start..];
+            let end = body.find("\n}\n").map_or(body.len(), |e| e + 3);
+            let body = &body[..end];
+            assert!(body.contains("ld.global"), "{arch}: no global loads found in {kernel}");
+            assert!(!body.contains("ld.global.nc"), "{arch}: {kernel} reads through the non-coherent path");
+        }
     }
 }

@@ -84,19 +84,32 @@ pub fn upload_image<T: DeviceRepr + ValidAsZeroBits + Copy>(
 /// most of the launch gap between dependent kernels, in captured graphs too (they become
 /// programmatic edges). Without `programmatic` it is an ordinary `cuLaunchKernel`.
 ///
+/// [`ExLaunch::cooperative`] makes it a cooperative launch instead (`cuLaunchCooperativeKernel`:
+/// every block is resident at once, so the kernel may synchronise the whole grid).
+///
 /// Arguments are plain values (raw device addresses, scalars) borrowed until the launch.
 pub struct ExLaunch<'a> {
     stream: &'a CudaStream,
     func: &'a cudarc::driver::CudaFunction,
     args: Vec<*mut std::ffi::c_void>,
     programmatic: bool,
+    cooperative: bool,
 }
 
 impl<'a> ExLaunch<'a> {
     /// A launch of `func` on `stream`; `programmatic` as above (only on devices that have it).
     #[must_use]
     pub fn new(stream: &'a CudaStream, func: &'a cudarc::driver::CudaFunction, programmatic: bool) -> Self {
-        Self { stream, func, args: Vec::with_capacity(24), programmatic }
+        Self { stream, func, args: Vec::with_capacity(24), programmatic, cooperative: false }
+    }
+
+    /// Makes it a cooperative launch (not programmatic): the driver starts every block at once
+    /// or fails the launch when the grid is larger than the device holds.
+    #[must_use]
+    pub fn cooperative(mut self) -> Self {
+        self.cooperative = true;
+        self.programmatic = false;
+        self
     }
 
     /// Appends a kernel argument (its bytes are read at launch).
@@ -115,6 +128,24 @@ impl<'a> ExLaunch<'a> {
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), cudarc::driver::DriverError> {
         use cudarc::driver::sys;
         self.stream.context().bind_to_thread()?;
+        if self.cooperative {
+            // SAFETY: as below; the caller sizes the grid to what the device holds at once.
+            return unsafe {
+                sys::cuLaunchCooperativeKernel(
+                    self.func.cu_function(),
+                    cfg.grid_dim.0,
+                    cfg.grid_dim.1,
+                    cfg.grid_dim.2,
+                    cfg.block_dim.0,
+                    cfg.block_dim.1,
+                    cfg.block_dim.2,
+                    cfg.shared_mem_bytes,
+                    self.stream.cu_stream(),
+                    self.args.as_mut_ptr(),
+                )
+                .result()
+            };
+        }
         if !self.programmatic {
             // cuLaunchKernel: drivers older than CUDA 11.8 (Jetson Xavier) lack cuLaunchKernelEx.
             // SAFETY: as below, without the attribute.

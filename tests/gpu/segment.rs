@@ -434,24 +434,42 @@ fn programmatic_and_side_stream_launches_change_nothing() {
     }
 }
 
-/// The rounds `segment_finish` runs in one block after the launched ones give the labels and
-/// hierarchy of launched rounds: with the default hand-off, and with every round after the
-/// first few of each phase left to it (a frame's whole tail on one block, inside the graph).
+/// The rounds the finisher runs after the launched ones (`segment_finish`, one block, and
+/// `segment_finish_grid`, a cooperative grid, alone or handing the smallest rounds on to
+/// `segment_finish`) give the labels and hierarchy of launched rounds: with the default
+/// hand-offs, with early ones, and with every round after the first few of each phase left to
+/// them (a frame's whole tail in the finisher, inside the graph).
 #[test]
 fn finisher_rounds_change_nothing() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
-    for (f, p) in photo_and_video(640, 360) {
+    let mut cases = photo_and_video(640, 360);
+    cases.extend(photo_and_video(1920, 1080).into_iter().take(2));
+    // (grid, launched rounds end at this frontier, grid leaves rounds below this to one block)
+    let setups: [(bool, Option<u32>, Option<u32>); 6] = [
+        (false, None, None),
+        (false, Some(u32::MAX), None),
+        (true, None, None),
+        (true, Some(262_144), Some(0)),
+        (true, Some(u32::MAX), Some(100_000)),
+        (true, Some(u32::MAX), Some(0)),
+    ];
+    for (f, p) in cases {
         let (want, want_h) = reference(g, &stream, &f, &p, |op| op.finisher = false);
-        for everything in [false, true] {
+        for (grid, hand, solo) in setups {
             let mut op = SegmentGpu::new(g).unwrap();
             op.finisher = true;
-            if everything {
-                op.finish_frontier = u32::MAX;
+            assert_eq!(op.set_grid_finisher(grid), grid, "cooperative launch on a GPU that runs these tests");
+            if let Some(h) = hand {
+                op.finish_frontier = h;
                 op.finish_limit = u32::MAX;
             }
-            assert_runs_equal(&mut op, &stream, &f, &p, 4, &want, &want_h, &format!("all={everything}"));
-            assert_eq!(op.reruns(), 0, "{} k={} all={everything}", f.name, p.scale);
+            if let Some(s) = solo {
+                op.finish_solo = s;
+            }
+            let what = format!("grid={grid} hand-off={hand:?} solo={solo:?}");
+            assert_runs_equal(&mut op, &stream, &f, &p, 4, &want, &want_h, &what);
+            assert_eq!(op.reruns(), 0, "{} k={} {what}", f.name, p.scale);
         }
     }
 }
@@ -518,7 +536,16 @@ fn region_medians(runs: &[Vec<(&'static str, f64)>]) -> String {
 fn bench_on(g: &GpuContext) {
     let stream = g.new_stream().unwrap();
     let runs: usize = std::env::var("SEG_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
-    println!("device: {} ({} SMs)", g.info().name, g.info().multiprocessors);
+    let mut probe = SegmentGpu::new(g).unwrap();
+    println!(
+        "device: {} ({} SMs); finisher: {} blocks, hand-off at {} frontier pixels, limit {}, solo {}",
+        g.info().name,
+        g.info().multiprocessors,
+        if probe.set_grid_finisher(true) && std::env::var_os("MORPHOSCOPE_SEG_BLOCK_FINISH").is_none() { probe.grid_finish_blocks() } else { 1 },
+        SegmentGpu::new(g).unwrap().finish_frontier,
+        SegmentGpu::new(g).unwrap().finish_limit,
+        probe.finish_solo
+    );
     println!(
         "| frame | scale | segments | rounds (merge / min_size) | GPU ms median (min), graph | first frame (full caps) ms | enqueue host ms, graph | direct launches: GPU / host ms | regions, graph (ms) | per phase, direct (ms) | per kernel, detailed (ms) |"
     );

@@ -93,6 +93,14 @@ const ADAPTIVE_MARGIN: u32 = 2;
 /// against 126 µs launched); hand-offs at 2 048-16 384 pixels measured the same. What it
 /// buys is on video: frames that need a few more rounds than their caps are not run again.
 const FINISH_FRONTIER: u32 = 32_768;
+/// `FINISH_FRONTIER` for `segment_finish_grid` (the same rounds over a cooperative grid, a
+/// grid barrier between steps instead of a launch): it takes rounds of any size, so the
+/// hand-off comes where its barriers beat the launches.
+const GRID_FINISH_FRONTIER: u32 = 32_768;
+/// With the grid finisher, the rounds from the first that starts with at most this many frontier
+/// pixels go to `segment_finish` (one block, launched after it): a tiny round costs one block a
+/// few `__syncthreads`, the grid 8 barriers of every SM.
+const FINISH_SOLO: u32 = 4_096;
 /// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
 /// its launched rounds is run again with larger caps (one block's rounds at this size would
 /// cost about as much as the rerun).
@@ -209,6 +217,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_level_comp",
     "segment_stamp",
     "segment_finish",
+    "segment_finish_grid",
     "segment_tiles",
 ];
 
@@ -292,6 +301,11 @@ struct SegFinish {
     last: u32,
     limit: u32,
     info_slot: u32,
+    /// `segment_finish_grid` leaves a round with at most this many frontier pixels to
+    /// `segment_finish`.
+    solo: u32,
+    /// `segment_finish` starts where `segment_finish_grid` stopped (`info[6]`), not at `from`.
+    resume: u32,
 }
 
 // SAFETY: plain old data with the C layout of the kernel's struct (8-byte fields first, then
@@ -343,8 +357,13 @@ pub struct SegmentGpu {
     f_level_comp: CudaFunction,
     f_stamp: CudaFunction,
     f_finish: CudaFunction,
+    f_finish_grid: CudaFunction,
     f_tiles: CudaFunction,
     max_blocks: u32,
+    /// Blocks of `segment_finish_grid` (every one resident at once: the SMs times the blocks of
+    /// SEG_CAT_THREADS an SM holds; development switch `MORPHOSCOPE_SEG_FINISH_BLOCKS` caps it);
+    /// 0 where the device has no cooperative launch.
+    grid_finish_blocks: u32,
     /// Adaptive caps are multiples of this ([`GRAPH_ROUND_STEP`]; development switch
     /// `MORPHOSCOPE_SEG_ROUND_STEP`).
     round_step: u32,
@@ -387,6 +406,12 @@ pub struct SegmentGpu {
     /// no empty gated rounds, and a frame that needs a few more rounds than its caps is
     /// finished instead of run again). Development switch `MORPHOSCOPE_SEG_NO_FINISH` turns it off.
     pub finisher: bool,
+    /// The finisher is `segment_finish_grid` (see [`SegmentGpu::set_grid_finisher`]).
+    grid_finisher: bool,
+    /// With the grid finisher: a round that starts with at most this many frontier pixels is
+    /// left to `segment_finish` (one block), launched after the grid (`FINISH_SOLO`;
+    /// development switch `MORPHOSCOPE_SEG_FINISH_SOLO`; 0: the grid runs every round).
+    pub finish_solo: u32,
     /// Development diagnostic: a one-thread kernel writes `%globaltimer` after the setup, after
     /// every round and after the relabelling (inside the captured graph too), so
     /// [`SegmentGpu::round_profile`] gives each round's time as the graph replays it.
@@ -419,6 +444,28 @@ impl std::fmt::Debug for SegmentGpu {
 /// A development switch's value.
 fn env_u32(name: &str) -> Option<u32> {
     std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
+}
+
+/// `FINISH_FRONTIER` and `FINISH_LIMIT` of the grid or the one-block finisher (development
+/// switches `MORPHOSCOPE_SEG_FINISH_FRONTIER`, `MORPHOSCOPE_SEG_FINISH_LIMIT`).
+fn hand_off(grid: bool) -> (u32, u32) {
+    let (frontier, limit) = if grid { (GRID_FINISH_FRONTIER, u32::MAX) } else { (FINISH_FRONTIER, FINISH_LIMIT) };
+    (
+        env_u32("MORPHOSCOPE_SEG_FINISH_FRONTIER").unwrap_or(frontier),
+        env_u32("MORPHOSCOPE_SEG_FINISH_LIMIT").unwrap_or(limit),
+    )
+}
+
+/// Blocks of `segment_finish_grid` on this device: every SM's share of resident blocks of
+/// `CAT_THREADS` threads (0: no cooperative launch).
+fn grid_finish_blocks(gpu: &GpuContext, f: &CudaFunction, sms: u32) -> Result<u32, GpuError> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    if gpu.cuda().attribute(A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
+        return Ok(0);
+    }
+    let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(CAT_THREADS, 0, None)?;
+    let cap = env_u32("MORPHOSCOPE_SEG_FINISH_BLOCKS").unwrap_or(u32::MAX);
+    Ok(per_sm.saturating_mul(sms).min(cap))
 }
 
 /// Round caps of the parameters: merge rounds, `min_size` rounds (none when `min_size` <= 1).
@@ -456,6 +503,9 @@ impl SegmentGpu {
         let sms = u32::try_from(gpu.info().multiprocessors.max(1)).unwrap_or(1);
         let stream = || gpu.cuda().new_stream().map_err(GpuError::from);
         let event = || gpu.cuda().new_event(None).map_err(GpuError::from);
+        let f_finish_grid = f("segment_finish_grid")?;
+        let grid_finish_blocks = grid_finish_blocks(gpu, &f_finish_grid, sms)?;
+        let grid_finisher = grid_finish_blocks > 0 && std::env::var_os("MORPHOSCOPE_SEG_BLOCK_FINISH").is_none();
         Ok(Self {
             blur: BlurGpu::new(gpu)?,
             f_init: f("segment_init")?,
@@ -482,11 +532,13 @@ impl SegmentGpu {
             f_level_comp: f("segment_level_comp")?,
             f_stamp: f("segment_stamp")?,
             f_finish: f("segment_finish")?,
+            f_finish_grid: f_finish_grid.clone(),
+            grid_finish_blocks,
             f_tiles: f("segment_tiles")?,
             max_blocks: sms * 8,
             round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
-            finish_frontier: env_u32("MORPHOSCOPE_SEG_FINISH_FRONTIER").unwrap_or(FINISH_FRONTIER),
-            finish_limit: env_u32("MORPHOSCOPE_SEG_FINISH_LIMIT").unwrap_or(FINISH_LIMIT),
+            finish_frontier: hand_off(grid_finisher).0,
+            finish_limit: hand_off(grid_finisher).1,
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
             mid_cfg: LaunchConfig { grid_dim: (sms * 5, 1, 1), block_dim: (CAT_MID_THREADS, 1, 1), shared_mem_bytes: 0 },
@@ -504,6 +556,8 @@ impl SegmentGpu {
             stamp_labels: RefCell::new(Vec::new()),
             round_stamps: false,
             finisher: std::env::var_os("MORPHOSCOPE_SEG_NO_FINISH").is_none(),
+            grid_finisher,
+            finish_solo: env_u32("MORPHOSCOPE_SEG_FINISH_SOLO").unwrap_or(FINISH_SOLO),
             detailed_timing: false,
             // Development switch: MORPHOSCOPE_NO_PDL set turns programmatic launches off.
             programmatic_launch: std::env::var_os("MORPHOSCOPE_NO_PDL").is_none(),
@@ -511,6 +565,24 @@ impl SegmentGpu {
             use_graphs: true,
             tile_pass: std::env::var_os("MORPHOSCOPE_SEG_NO_TILES").is_none(),
         })
+    }
+
+    /// Ends each phase with `segment_finish_grid` (`on`, where the device has cooperative
+    /// launch: the default there, unless `MORPHOSCOPE_SEG_BLOCK_FINISH` is set), the finisher's
+    /// rounds over a cooperative grid of every SM, a grid barrier between steps, or with
+    /// `segment_finish` (one block). Resets [`SegmentGpu::finish_frontier`] and
+    /// [`SegmentGpu::finish_limit`] to that finisher's defaults. Returns whether the grid
+    /// finisher is on.
+    pub fn set_grid_finisher(&mut self, on: bool) -> bool {
+        self.grid_finisher = on && self.grid_finish_blocks > 0;
+        (self.finish_frontier, self.finish_limit) = hand_off(self.grid_finisher);
+        self.grid_finisher
+    }
+
+    /// Blocks `segment_finish_grid` launches with (0: the device has no cooperative launch).
+    #[must_use]
+    pub fn grid_finish_blocks(&self) -> u32 {
+        self.grid_finish_blocks
     }
 
     /// A grid-stride launch over at most `items` items.
@@ -541,7 +613,9 @@ impl SegmentGpu {
         let labels = a(n, "segment labels")?;
         let ctl = a(NCTL, "segment round events")?;
         let mctl = a(NCTL, "segment round merges")?;
-        let info = a(4, "segment info")?;
+        // Words 0-3: segment count, level threshold, phases left undone; 4-5: the barrier of
+        // segment_finish_grid (zero here, back to zero after every barrier).
+        let info = a(8, "segment info")?;
         let names32 = [
             "components",
             "sizes",
@@ -1097,13 +1171,32 @@ impl SegmentGpu {
                 last: from + ph.finish - 1,
                 limit: self.finish_limit,
                 info_slot: ph.info_slot,
+                solo: self.finish_solo,
+                resume: 0,
             };
             timed(timer, stream, name("segment_finish"), || {
+                if self.grid_finisher {
+                    let mut l = ExLaunch::new(stream, &self.f_finish_grid, false).cooperative();
+                    l.arg(&a);
+                    let cfg = LaunchConfig {
+                        grid_dim: (self.grid_finish_blocks, 1, 1),
+                        block_dim: (CAT_THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    // SAFETY: as below over a cooperative grid of at most the blocks the device
+                    // holds at once (so its barriers, info[4..6], complete); info has 8 entries.
+                    unsafe { l.launch(cfg) }?;
+                    if self.finish_solo == 0 {
+                        return Ok(());
+                    }
+                }
+                // After the grid: the rounds it left, from the one it recorded in info[6].
+                let a = SegFinish { resume: u32::from(self.grid_finisher), ..a };
                 let mut l = stream.launch_builder(&self.f_finish);
                 l.arg(&a);
                 // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)
                 // over this frame's buffers, the same accesses as the round kernels (each step's
-                // grid-stride loops over one block); info has 4 entries (info_slot 2 or 3).
+                // grid-stride loops over one block); info has 8 entries (info_slot 2 or 3).
                 unsafe {
                     l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 })
                 }?;
