@@ -14,9 +14,7 @@
 // blur_horizontal: one thread per sample (e, y); reads 2r+1 f32 of its row, same channel.
 // Border policy: SciPy 'reflect' (half-sample symmetric, d c b a | a b c d | d c b a), applied
 // repeatedly for kernels longer than the line. No shared memory.
-#include "common/util.cuh"
-
-#define BLUR_MAX_RADIUS 127
+#include "common/blur.cuh"
 
 // Half kernel w[0..=radius], centre first, rounded to f32 on the host. Passed by value.
 // Keep in sync with BlurWeights in src/ops/blur/gpu.rs.
@@ -26,14 +24,6 @@ struct BlurWeights {
     int pad[3];
 };
 static_assert(sizeof(BlurWeights) == 528, "BlurWeights layout");
-
-__device__ __forceinline__ int blur_reflect(int i, int n) {
-    if (i >= 0 && i < n) return i;
-    int p = 2 * n;
-    int m = i % p;
-    if (m < 0) m += p;
-    return m < n ? m : p - 1 - m;
-}
 
 extern "C" __global__ void blur_vertical(const u8* __restrict__ src, float* __restrict__ dst, BlurWeights wt,
                                          u32 row, u32 height, float inv255) {
@@ -73,30 +63,14 @@ extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float*
 }
 
 // f64 variants (what scikit-image computes; src/ops/blur/cpu.rs blur_f64 is bit-identical,
-// and on the sample images so is SciPy): the same sums with __dmul_rn / __dadd_rn.
-// Keep in sync with BlurWeightsF64 in src/ops/blur/gpu.rs.
-struct BlurWeightsF64 {
-    double half[BLUR_MAX_RADIUS + 1];
-    int radius;
-    int pad[3];
-};
-static_assert(sizeof(BlurWeightsF64) == 1040, "BlurWeightsF64 layout");
-
+// and on the sample images so is SciPy): the same sums with __dmul_rn / __dadd_rn, written in
+// common/blur.cuh (segment_blur_edges in kernels/segment.cu computes them the same way).
 extern "C" __global__ void blur_vertical_f64(const u8* __restrict__ src, double* __restrict__ dst,
                                              BlurWeightsF64 wt, u32 row, u32 height, double inv255) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
     u32 y = blockIdx.y * blockDim.y + threadIdx.y;
     if (e >= row || y >= height) return;
-    const int h = (int)height;
-    double t = __dmul_rn(__dmul_rn((double)src[(size_t)y * row + e], inv255), wt.half[0]);
-    for (int j = wt.radius; j >= 1; --j) {
-        int ya = blur_reflect((int)y - j, h);
-        int yb = blur_reflect((int)y + j, h);
-        double a = __dmul_rn((double)src[(size_t)ya * row + e], inv255);
-        double b = __dmul_rn((double)src[(size_t)yb * row + e], inv255);
-        t = __dadd_rn(t, __dmul_rn(__dadd_rn(a, b), wt.half[j]));
-    }
-    dst[(size_t)y * row + e] = t;
+    dst[(size_t)y * row + e] = blur_vertical_f64_at(src, wt, row, (int)height, (int)y, e, inv255);
 }
 
 extern "C" __global__ void blur_horizontal_f64(const double* __restrict__ src, double* __restrict__ dst,
@@ -108,13 +82,6 @@ extern "C" __global__ void blur_horizontal_f64(const double* __restrict__ src, d
     const double* line = src + (size_t)y * row;
     int x = (int)(e / channels);
     int c = (int)(e - (u32)x * channels);
-    int w = (int)width;
     int ch = (int)channels;
-    double t = __dmul_rn(line[e], wt.half[0]);
-    for (int j = wt.radius; j >= 1; --j) {
-        double a = line[blur_reflect(x - j, w) * ch + c];
-        double b = line[blur_reflect(x + j, w) * ch + c];
-        t = __dadd_rn(t, __dmul_rn(__dadd_rn(a, b), wt.half[j]));
-    }
-    dst[(size_t)y * row + e] = t;
+    dst[(size_t)y * row + e] = blur_horizontal_f64_at(wt, (int)width, x, [&](int i) { return line[i * ch + c]; });
 }

@@ -24,8 +24,10 @@
 // e = ceil(log2(4n)) id bits: a total order that follows the weights (closer than ~2^-(63-e)
 // relative they tie and the id decides). The graph is never stored as CSR.
 //
-// Setup: segment_init, segment_edges (weights, and each pixel's 8 edges sorted by key once; the
-// rounds walk them from a cursor past the edges that are dead for good).
+// Setup: segment_blur_edges (the f64 blur, the weights, and each pixel's 8 edges sorted by key,
+// in one tiled pass from the frame's bytes; for blur radii above 4 kernels/blur.cu's two passes
+// and segment_edges), then segment_init (inside the captured rounds). The rounds walk a pixel's
+// sorted edges from a cursor past the edges that are dead for good.
 // Merge round 1: segment_tiles (every pixel its own component: the round below for the trees
 // that lie inside one 32x16 tile, decided in shared memory by one kernel; the trees that cross
 // a tile wait for round 2, which is the first launched round and scans every pixel).
@@ -133,7 +135,7 @@
 // -50 us), each measured against its own switch; together the binary was still 1-3 % slower
 // than this code in the same lease (merge rounds +90 us at 1080p, +500 us at 4K even with the
 // cache off), so none shipped until that shared cost is found.
-#include "common/util.cuh"
+#include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
 #define SEG_NONE 0xffffffffu
@@ -304,6 +306,151 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
     }
 }
 
+// segment_blur_edges: the blur (common/blur.cuh, the arithmetic of kernels/blur.cu's f64 passes)
+// and segment_edges in one kernel, from the frame's bytes, a 32x16 tile of pixels a block of 512
+// threads, everything in shared memory: (A1) the samples of the rows and columns the tile's blur
+// reaches, scaled to [0, 1] once each, at their reflected positions (row and column i of the
+// window hold the image's reflect(first + i), so no tap reflects again); (A2) vertical sums of
+// the tile's rows and one above and below; (B) horizontal sums of the tile plus the one-pixel
+// ring its edges need (one more column either side for the down-left / down-right neighbours);
+// (C) the 4 own weights of each pixel of the tile, the row above and the columns either side
+// (the owners of the tile's up / left edges); (D) per pixel what segment_edges writes: its own
+// weights and its 8 edges sorted by key. Every sample, sum and weight is the same operation
+// sequence as blur_vertical_f64 -> blur_horizontal_f64 -> segment_edges (a tap of the window at
+// i - j reads the value blur_reflect would), so the bits are the same; the smoothed image never
+// reaches global memory. Window entries outside the image (rows or columns past the border of
+// (A2) / (B)) hold reflected sums nothing reads.
+// Shared memory (46 KB static, radius <= SEG_GT_MAXR): s_a = (A1) [26 rows][132 samples], then
+// (B) [18][108]; s_b = (A2) [18][132], then (C) [dir][17][34]. Samples interleaved by channel
+// (a warp reads doubles at a stride of 1 or 3: no bank conflicts).
+// GPU notes (H100, 2026-11-25, ncu): blur_vertical_f64 51 us, blur_horizontal_f64 50, segment_edges
+// 118 (SM clock locked by ncu), all three compute-bound (issue slots 65-77 % busy): the taps
+// reloaded and rescaled their bytes and reflected per tap, and segment_edges recomputed 8
+// distances a pixel. A first fused version with the per-tap code of blur.cu took 216 us (71 %
+// issue-busy, ~2 000 instructions a pixel).
+#define SEG_GT_W 32
+#define SEG_GT_H 16
+#define SEG_GT_THREADS 512
+#define SEG_GT_MAXR 4
+#define SEG_GT_AR (SEG_GT_H + 2 + 2 * SEG_GT_MAXR)    // (A1) rows
+#define SEG_GT_RS ((SEG_GT_W + 4 + 2 * SEG_GT_MAXR) * 3)  // (A1) / (A2) row stride, samples
+#define SEG_GT_SR (SEG_GT_H + 2)                      // (A2) / (B) rows
+#define SEG_GT_SS ((SEG_GT_W + 4) * 3)                // (B) row stride, samples
+#define SEG_GT_WR (SEG_GT_H + 1)
+#define SEG_GT_WC (SEG_GT_W + 2)
+
+extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
+    segment_blur_edges(const u8* __restrict__ src, BlurWeightsF64 wt, double* __restrict__ w4, u32* order,
+                       u32 width, u32 height, u32 channels, u32 eb, double inv255) {
+    __shared__ double s_a[SEG_GT_AR * SEG_GT_RS];
+    __shared__ double s_b[SEG_GT_SR * SEG_GT_RS];
+    double* s_w = s_b;  // (C) after (B): 4 * 17 * 34 <= 18 * 132 doubles
+    const double inf = __longlong_as_double(0x7ff0000000000000ll);
+    const int W = (int)width, H = (int)height, R = wt.radius, ch = (int)channels;
+    const int x0 = (int)(blockIdx.x * SEG_GT_W), y0 = (int)(blockIdx.y * SEG_GT_H);
+    const u32 row = width * channels;
+    const int tid = (int)threadIdx.x;
+    // Window columns: pixels vx0 .. vx0 + pc - 1 (reflected), cols samples a row.
+    const int vx0 = x0 - 2 - R, pc = SEG_GT_W + 4 + 2 * R, cols = pc * ch;
+    const int arows = SEG_GT_H + 2 + 2 * R;
+    // i / cols for i < 2^12 by a float reciprocal (exact: the quotient is at least 1 / (2 cols)
+    // from the next integer, far above the float error).
+    const float inv_cols = 1.0f / (float)cols;
+    // (A1) scaled samples of rows reflect(y0 - 1 - R + r), columns reflect(vx0 + px).
+    for (int i = tid; i < arows * cols; i += SEG_GT_THREADS) {
+        int r = (int)(((float)i + 0.5f) * inv_cols), sm = i - r * cols;
+        int px = ch == 1 ? sm : sm / 3, c = sm - px * ch;
+        int gy = blur_reflect(y0 - 1 - R + r, H), gx = blur_reflect(vx0 + px, W);
+        s_a[r * SEG_GT_RS + sm] = __dmul_rn((double)src[(size_t)gy * row + (u32)(gx * ch + c)], inv255);
+    }
+    __syncthreads();
+    // (A2) vertical sums of rows y0 - 1 .. y0 + H (blur_vertical_f64_at's operations).
+    for (int i = tid; i < SEG_GT_SR * cols; i += SEG_GT_THREADS) {
+        int vr = (int)(((float)i + 0.5f) * inv_cols), sm = i - vr * cols;
+        const double* a = s_a + (vr + R) * SEG_GT_RS + sm;
+        double t = __dmul_rn(a[0], wt.half[0]);
+        for (int j = R; j >= 1; --j) t = __dadd_rn(t, __dmul_rn(__dadd_rn(a[-j * SEG_GT_RS], a[j * SEG_GT_RS]), wt.half[j]));
+        s_b[vr * SEG_GT_RS + sm] = t;
+    }
+    __syncthreads();
+    // (B) horizontal sums of columns x0 - 2 .. x0 + W + 1 (blur_horizontal_f64_at's operations;
+    // window column x - vx0 holds column reflect(x)), into s_a.
+    const int bcols = (SEG_GT_W + 4) * ch;
+    const float inv_bcols = 1.0f / (float)bcols;
+    for (int i = tid; i < SEG_GT_SR * bcols; i += SEG_GT_THREADS) {
+        int sr = (int)(((float)i + 0.5f) * inv_bcols), sm = i - sr * bcols;
+        const double* v = s_b + sr * SEG_GT_RS + sm + R * ch;
+        double t = __dmul_rn(v[0], wt.half[0]);
+        for (int j = R; j >= 1; --j) t = __dadd_rn(t, __dmul_rn(__dadd_rn(v[-j * ch], v[j * ch]), wt.half[j]));
+        s_a[sr * SEG_GT_SS + sm] = t;
+    }
+    __syncthreads();
+    // (C) own weights (seg_dist's operations) of rows y0 - 1 .. y0 + H - 1, columns x0 - 1 ..
+    // x0 + W, into s_b.
+    for (int i = tid; i < SEG_GT_WR * SEG_GT_WC; i += SEG_GT_THREADS) {
+        int wr = i / SEG_GT_WC, wc = i - wr * SEG_GT_WC;
+        int x = x0 - 1 + wc, y = y0 - 1 + wr;
+        if (x < 0 || x >= W || y < 0 || y >= H) continue;
+        const double* sp = s_a + wr * SEG_GT_SS + (wc + 1) * ch;  // (x, y) in (B)
+#pragma unroll
+        for (int d = 0; d < 4; ++d) {
+            int dx = d == 0 ? 1 : d == 1 ? 0 : d == 2 ? 1 : -1, dy = d == 0 ? 0 : 1;
+            double w = inf;
+            if (x + dx >= 0 && x + dx < W && y + dy < H) {
+                const double* sq = sp + dy * SEG_GT_SS + dx * ch;
+                double acc = 0.0;
+                for (int c = 0; c < ch; ++c) {
+                    double df = __dsub_rn(sq[c], sp[c]);
+                    double sqr = __dmul_rn(df, df);
+                    acc = (c == 0) ? sqr : __dadd_rn(acc, sqr);
+                }
+                w = __dsqrt_rn(acc);
+            }
+            s_w[(d * SEG_GT_WR + wr) * SEG_GT_WC + wc] = w;
+        }
+    }
+    __syncthreads();
+    // (D) each pixel of the tile: its own weights to w4, its edges sorted into order.
+    for (int i = (int)threadIdx.x; i < SEG_GT_W * SEG_GT_H; i += SEG_GT_THREADS) {
+        int ly = i / SEG_GT_W, lx = i - ly * SEG_GT_W;
+        int x = x0 + lx, y = y0 + ly;
+        if (x >= W || y >= H) continue;
+        u32 p = (u32)y * width + (u32)x;
+        bool l = x > 0, r = x + 1 < W, u = y > 0, dn = y + 1 < H;
+        bool valid[8] = {r, dn, r && dn, l && dn, l, u, l && u, r && u};
+        // Weight of each direction: own (d < 4) at (lx, ly); left, up, up-left, up-right are the
+        // right / down / down-right / down-left weights of the neighbour that owns them.
+        const int wr = ly + 1, wc = lx + 1;
+        double wd[8];
+#pragma unroll
+        for (int d = 0; d < 4; ++d) wd[d] = s_w[(d * SEG_GT_WR + wr) * SEG_GT_WC + wc];
+        wd[4] = s_w[(0 * SEG_GT_WR + wr) * SEG_GT_WC + wc - 1];
+        wd[5] = s_w[(1 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc];
+        wd[6] = s_w[(2 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc - 1];
+        wd[7] = s_w[(3 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc + 1];
+        u64 k[8];
+        u32 d[8];
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) {
+            u32 q, id;
+            seg_dir(p, j, width, q, id);
+            d[j] = j;
+            k[j] = valid[j] ? seg_key(wd[j], id, eb) : SEG_NO_EDGE;
+        }
+        double2* o4 = (double2*)(w4 + (size_t)p * 4);
+        o4[0] = make_double2(wd[0], wd[1]);
+        o4[1] = make_double2(wd[2], wd[3]);
+        seg_sort8(k, d);
+        u32 o = 0, cnt = 0;
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) {
+            o |= d[j] << (3u * j);
+            cnt += k[j] != SEG_NO_EDGE ? 1u : 0u;
+        }
+        order[p] = o | (cnt << 28);
+    }
+}
+
 // Whether the edge from component c to component e != c... is alive (fe: e's flag byte): merge
 // rounds, e is not frozen; min_size rounds, not both sides at least min_size (`big`: c is; bit
 // 0 of e's flag says whether e is).
@@ -313,8 +460,10 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
     return !(big && (fe & 1u) != 0);
 }
 
+// Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
+// before the captured rounds, and a frame run again starts from the cursors its first run left).
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
-                                        u32* target, u32* tree, u32* ccnt, u16* round, u32* ctl,
+                                        u32* target, u32* tree, u32* ccnt, u16* round, u32* order, u32* ctl,
                                         u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
     for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
@@ -329,6 +478,7 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             tree[i] = SEG_NONE;
             ccnt[i] = 0;
             round[i] = SEG_NEVER;
+            order[i] &= ~(15u << 24);
         }
         if (i < nctl) {
             ctl[i] = (i == 0) ? 1u : 0u;

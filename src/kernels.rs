@@ -6,7 +6,10 @@
 use crate::gpu::KernelSource;
 
 /// Shared headers, by the name `#include` uses.
-pub const HEADERS: &[(&str, &str)] = &[("common/util.cuh", include_str!("../kernels/common/util.cuh"))];
+pub const HEADERS: &[(&str, &str)] = &[
+    ("common/util.cuh", include_str!("../kernels/common/util.cuh")),
+    ("common/blur.cuh", include_str!("../kernels/common/blur.cuh")),
+];
 
 /// Every kernel module.
 pub const SOURCES: &[KernelSource] = &[

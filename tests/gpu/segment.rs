@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer};
 use morphoscope::image::Image;
 use morphoscope::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
-use morphoscope::ops::segment::boruvka::felzenszwalb_boruvka;
+use morphoscope::ops::segment::boruvka::{edge_weights, felzenszwalb_boruvka};
 use morphoscope::ops::segment::cpu::felzenszwalb_interleaved;
 use morphoscope::ops::segment::{
     SegmentGpu, SegmentHierarchy, SegmentParams, asa, check_labels, undersegmentation_error,
@@ -92,6 +92,56 @@ fn hierarchy_diff(a: &SegmentHierarchy, b: &SegmentHierarchy) -> Option<(u16, us
     (count > 0).then_some((first, count, examples))
 }
 
+/// The CPU model's edge weights of a frame (its f64 blur, then `edge_weights`), flattened as
+/// the GPU's `w4`.
+fn cpu_edge_weights(f: &Frame, p: &SegmentParams) -> Vec<f64> {
+    let smooth = blur_f64(&f.data, f.width, f.height, f.channels, &p.blur()).unwrap();
+    edge_weights(&smooth, f.width, f.height, f.channels).into_iter().flatten().collect()
+}
+
+/// How many entries of `a` have the bits of the same entry of `b` (0 when the lengths differ).
+fn same_bits(a: &[f64], b: &[f64]) -> usize {
+    if a.len() != b.len() {
+        return 0;
+    }
+    a.iter().zip(b).filter(|(x, y)| x.to_bits() == y.to_bits()).count()
+}
+
+/// The edge graph's weights, built by `segment_blur_edges` (blur and edges in one tiled pass,
+/// radius <= 4) or by the blur's two passes and `segment_edges` (larger radii, or
+/// `separate_blur`), have the CPU model's bits: tiles cut off at every image edge, lines shorter
+/// than the blur radius (reflected more than once), grey and RGB, radius 1 to 8.
+#[test]
+fn edge_weights_equal_cpu_model() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut rng = Rng(5);
+    let mut frames: Vec<Frame> = tiled("building.jpg", 301, 97, 3).into_iter().collect();
+    frames.extend(tiled("fruits.jpg", 64, 48, 1));
+    for (w, h, ch) in [(33, 17, 3), (1, 37, 3), (45, 1, 1), (1, 1, 3), (2, 2, 1), (5, 70, 3), (3, 9, 1)] {
+        frames.push(random_frame(&mut rng, w, h, ch, 256));
+    }
+    let mut failures = Vec::new();
+    for f in &frames {
+        // Radii 1, 3, 4 (the fused kernel's largest) and 8 (two passes).
+        for sigma in [0.3, 0.8, 1.0, 1.9] {
+            let p = SegmentParams { sigma, ..params(100.0) };
+            let cpu = cpu_edge_weights(f, &p);
+            for separate in [false, true] {
+                let mut op = SegmentGpu::new(g).unwrap();
+                op.separate_blur = separate;
+                run(&mut op, &stream, f, &p);
+                let gpu = op.download_weights(&stream).unwrap();
+                let same = same_bits(&gpu, &cpu);
+                if same != cpu.len() || cpu.len() != 4 * f.width * f.height {
+                    failures.push(format!("{} sigma {sigma} separate {separate}: {same}/{} bit-identical", f.name, cpu.len()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "edge weights differ from the CPU model: {failures:?}");
+}
+
 #[test]
 fn equals_cpu_model_bit_for_bit() {
     let Some(g) = gpu() else { return };
@@ -118,13 +168,13 @@ fn equals_cpu_model_bit_for_bit() {
             let mut op = SegmentGpu::new(g).unwrap();
             let out = run(&mut op, &stream, f, &p);
             let (_, hier) = op.download_hierarchy(&stream).unwrap();
-            let blur = op.download_blur(&stream, f.channels).unwrap();
-            let cpu_blur = blur_f64(&f.data, f.width, f.height, f.channels, &p.blur()).unwrap();
-            let blur_same = blur.iter().zip(&cpu_blur).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
+            let weights = op.download_weights(&stream).unwrap();
+            let cpu_weights = cpu_edge_weights(f, &p);
+            let weights_same = same_bits(&weights, &cpu_weights);
             let (model, mhier) = felzenszwalb_boruvka(&f.data, f.width, f.height, f.channels, &p).unwrap();
             let diff = out.labels.data().iter().zip(model.labels.data()).filter(|(a, b)| a != b).count();
             eprintln!(
-                "{} k={scale}: gpu {} segments, model {}, rounds {}+{} / {}+{}, {diff} labels differ, blur {blur_same}/{} bit-identical",
+                "{} k={scale}: gpu {} segments, model {}, rounds {}+{} / {}+{}, {diff} labels differ, weights {weights_same}/{} bit-identical",
                 f.name,
                 out.segment_count,
                 model.segment_count,
@@ -132,7 +182,7 @@ fn equals_cpu_model_bit_for_bit() {
                 out.min_size_rounds,
                 model.rounds,
                 model.min_size_rounds,
-                cpu_blur.len()
+                cpu_weights.len()
             );
             if let Some((r, count, ex)) = hierarchy_diff(&hier, &mhier) {
                 eprintln!("  hierarchy differs from round {r} on ({count} entries): {}", ex.join("; "));
@@ -141,7 +191,7 @@ fn equals_cpu_model_bit_for_bit() {
                 && out.segment_count == model.segment_count
                 && (out.rounds, out.min_size_rounds, out.capped) == (model.rounds, model.min_size_rounds, model.capped)
                 && hier == mhier
-                && blur_same == cpu_blur.len();
+                && weights_same == cpu_weights.len();
             if !ok {
                 failures.push(format!("{} k={scale}", f.name));
             }

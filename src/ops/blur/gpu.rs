@@ -306,7 +306,8 @@ pub fn blur_rgb_gpu(
 }
 
 /// Checks the channel count, the frame size and that `input` holds the frame.
-fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<(), OpError> {
+/// Checks that `input` holds a `width` x `height` frame of 1 or 3 interleaved channels.
+pub(crate) fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<(), OpError> {
     if channels != 1 && channels != 3 {
         return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
     }

@@ -1,6 +1,7 @@
 //! CUDA Felzenszwalb segmentation (`kernels/segment.cu`; the CPU model of every kernel is
-//! [`super::boruvka`]): blur ([`BlurGpu`]), edge weights and each pixel's edges sorted by key,
-//! then two phases of exact rounds enqueued as a device loop — merge rounds, `min_size` rounds —
+//! [`super::boruvka`]): the edge graph from the frame's bytes (`segment_blur_edges`: the f64
+//! blur, edge weights and each pixel's edges sorted by key in one tiled pass; for blur radii
+//! above 4 the blur's two passes ([`BlurGpu`]) and `segment_edges`), then two phases of exact rounds enqueued as a device loop — merge rounds, `min_size` rounds —
 //! where every kernel returns at once after the round that changed nothing, so nothing is read
 //! back until [`SegmentGpu::download`]; finally raster-order labels by a block scan.
 //!
@@ -11,15 +12,15 @@
 //! the trees inside one 32x16 tile, in shared memory; [`SegmentGpu::tile_pass`]), and the
 //! launched merge rounds start at 2. 1080p photographs take ~20 merge and ~6 `min_size` rounds. Once the
 //! round caps come from recent frames (`adaptive_rounds`, rounded up to a multiple of 4),
-//! everything after the blur is captured once as a CUDA graph ([`GraphCache`],
+//! everything after the edge graph is captured once as a CUDA graph ([`GraphCache`],
 //! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
 //! first frame, fixed caps and [`SegmentGpu::detailed_timing`] launch directly;
 //! [`SegmentGpu::use_graphs`] turns graphs off, and a failed capture or graph launch (a driver
 //! without graph support) turns them off for good after launching that frame directly.
 //!
-//! Timer regions: `segment_blur`, then with a graph one region, `segment_rounds` (edge graph,
-//! rounds, relabelling). Direct launches: `segment_graph` (init, weights and edge order),
-//! `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
+//! Timer regions: `segment_graph` (the edge graph; `segment_blur` before it for large radii),
+//! then with a graph one region, `segment_rounds` (init, rounds, relabelling). Direct launches:
+//! `segment_init`, `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
 //! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
@@ -36,7 +37,7 @@
 //! of the last 8 frames used plus 2 (video frames are alike). A frame whose launched rounds
 //! left more than `FINISH_LIMIT` frontier pixels (or, without the finisher, whose last round
 //! still changed something) is run again with doubled caps inside [`SegmentGpu::download`]
-//! (direct launches from the kept blur), so every frame is exact and [`SegmentGpu::reruns`]
+//! (direct launches from the kept edge graph; `segment_init` rewinds its cursors), so every frame is exact and [`SegmentGpu::reruns`]
 //! counts the misses.
 
 use std::cell::{Cell, RefCell};
@@ -51,6 +52,7 @@ use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 use crate::ops::blur::BlurGpu;
+use crate::ops::blur::gpu::BlurWeightsF64;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 
 /// Entries of the per-round counters (`ctl[0]` is the always-on gate; merge rounds are
@@ -105,6 +107,13 @@ const FINISH_SOLO: u32 = 4_096;
 /// its launched rounds is run again with larger caps (one block's rounds at this size would
 /// cost about as much as the rerun).
 const FINISH_LIMIT: u32 = 65_536;
+/// Largest blur radius `segment_blur_edges` handles (keep in sync with SEG_GT_MAXR in
+/// segment.cu; sigma < 1.125 with scikit-image's truncation at 4 sigma, the default 0.8 is
+/// radius 3). Larger ones blur in two passes and build the edge graph after.
+const FUSED_BLUR_RADIUS: u32 = 4;
+/// Pixels of a `segment_blur_edges` tile (SEG_GT_W x SEG_GT_H) and its block size.
+const FUSED_TILE: (u32, u32) = (32, 16);
+const FUSED_THREADS: u32 = 512;
 /// Frames whose round counts set the adaptive caps (their maximum, per phase).
 const ADAPTIVE_HISTORY: usize = 8;
 /// Captured graphs kept per op (round-count buckets and parameter sets seen recently).
@@ -179,7 +188,7 @@ struct Buffers {
     // Owners of the memory `p` points into (read only through `p`).
     _u32s: Vec<CudaSlice<u32>>,
     _u64s: Vec<CudaSlice<u64>>,
-    _w4: CudaSlice<f64>,
+    w4: CudaSlice<f64>,
     _flags: CudaSlice<u8>,
     round: CudaSlice<u16>,
     link: CudaSlice<u32>,
@@ -195,6 +204,7 @@ struct Buffers {
 pub const FUNCTIONS: &[&str] = &[
     "segment_init",
     "segment_edges",
+    "segment_blur_edges",
     "segment_least",
     "segment_targets",
     "segment_trees",
@@ -242,9 +252,6 @@ struct Produced {
 struct Body {
     width: usize,
     height: usize,
-    channels: usize,
-    /// Device address of the `f64` smoothing (the blur's output buffer).
-    smooth: u64,
     /// Device address of the first buffer (identifies this allocation of the buffers).
     comp: u64,
     caps: [u32; 2],
@@ -335,6 +342,7 @@ pub struct SegmentGpu {
     blur: BlurGpu,
     f_init: CudaFunction,
     f_edges: CudaFunction,
+    f_blur_edges: CudaFunction,
     f_least: CudaFunction,
     f_targets: CudaFunction,
     f_trees: CudaFunction,
@@ -433,6 +441,10 @@ pub struct SegmentGpu {
     /// switch `MORPHOSCOPE_SEG_NO_TILES` turns it off (round 1 is then a global round: the labels
     /// are the same, the hierarchy's levels no longer equal the CPU model's).
     pub tile_pass: bool,
+    /// Blur in two passes and build the edge graph after (`segment_edges`) even where
+    /// `segment_blur_edges` could do both in one (same bits; for A/B measurements and tests).
+    /// Development switch `MORPHOSCOPE_SEG_SEPARATE_BLUR`.
+    pub separate_blur: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -510,6 +522,7 @@ impl SegmentGpu {
             blur: BlurGpu::new(gpu)?,
             f_init: f("segment_init")?,
             f_edges: f("segment_edges")?,
+            f_blur_edges: f("segment_blur_edges")?,
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
             f_trees: f("segment_trees")?,
@@ -564,6 +577,7 @@ impl SegmentGpu {
             has_pdl: gpu.info().compute_capability.0 >= 9,
             use_graphs: true,
             tile_pass: std::env::var_os("MORPHOSCOPE_SEG_NO_TILES").is_none(),
+            separate_blur: std::env::var_os("MORPHOSCOPE_SEG_SEPARATE_BLUR").is_some(),
         })
     }
 
@@ -699,7 +713,7 @@ impl SegmentGpu {
             p,
             _u32s: u32s,
             _u64s: u64s,
-            _w4: w4,
+            w4,
             _flags: flags,
             round,
             link,
@@ -785,22 +799,21 @@ impl SegmentGpu {
         if n >= (1 << 30) {
             return Err(OpError::Unsupported(format!("{width}x{height}: edge ids need 4 * pixels < 2^32")));
         }
-        self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
+        crate::ops::blur::gpu::check_input(input, width, height, channels)?;
         self.ensure_buffers(stream, width, height)?;
+        self.enqueue_graph(stream, timer, input, width, height, channels, params)?;
         let (caps, adaptive) = self.caps(params);
         let full = full_caps(params);
         let finish = adaptive && self.finisher;
         self.produced.set(Some(Produced { width, height, caps, finish, full, max_rounds: params.max_rounds, level: None }));
         self.last_body.set(None);
-        let (Some(b), Some(smooth)) = (self.bufs.as_ref(), self.blur.output_f64()) else { return Ok(()) };
+        let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         if n == 0 {
             return Ok(());
         }
         let body = Body {
             width,
             height,
-            channels,
-            smooth: raw(smooth, stream),
             comp: b.p.comp,
             caps,
             k_bits: params.k().to_bits(),
@@ -844,6 +857,60 @@ impl SegmentGpu {
         self.graphs.borrow().captures()
     }
 
+    /// The frame's edge graph (weights `w4` and each pixel's edges sorted by key, `order`) from
+    /// its bytes, launched before the rounds (so a frame run again starts from the same graph):
+    /// `segment_blur_edges` (blur and edges in one tiled pass) when the blur's radius is at most
+    /// [`FUSED_BLUR_RADIUS`], else the blur's two passes and `segment_edges` (timer regions
+    /// `segment_blur` and `segment_graph`).
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_graph(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        timer: &mut KernelTimer,
+        input: &CudaSlice<u8>,
+        width: usize,
+        height: usize,
+        channels: usize,
+        params: &SegmentParams,
+    ) -> Result<(), OpError> {
+        let n = width * height;
+        let Some(p) = self.bufs.as_ref().map(|b| b.p) else { return Ok(()) };
+        if n == 0 {
+            return Ok(());
+        }
+        let weights = BlurWeightsF64::new(&params.blur())?;
+        let (w, h, c, eb) = (width as u32, height as u32, channels as u32, eid_bits(n));
+        if weights.radius as u32 <= FUSED_BLUR_RADIUS && !self.separate_blur {
+            let cfg = LaunchConfig {
+                grid_dim: (w.div_ceil(FUSED_TILE.0), h.div_ceil(FUSED_TILE.1), 1),
+                block_dim: (FUSED_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let inv255 = 1.0f64 / 255.0;
+            timer.time(stream, "segment_graph", || {
+                let mut l = stream.launch_builder(&self.f_blur_edges);
+                l.arg(input).arg(&weights).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb).arg(&inv255);
+                // SAFETY: one block per 32x16 tile (grid above); the kernel reads input samples
+                // of in-image pixels only (input holds n * channels bytes, checked by the
+                // caller), radius <= SEG_GT_MAXR, and writes w4 (4n) and order (n) of its tile.
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            return Ok(());
+        }
+        self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
+        let Some(smooth) = self.blur.output_f64().map(|s| raw(s, stream)) else { return Ok(()) };
+        timer.time(stream, "segment_graph", || {
+            let mut l = stream.launch_builder(&self.f_edges);
+            l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb);
+            // SAFETY: grid-stride over pixels < n; only in-image neighbours are read; smooth
+            // holds n * channels doubles (this frame's blur), w4 holds 4n, order n.
+            unsafe { l.launch(self.stride(n)) }?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
     /// Everything after the blur: edge graph, the three phases of rounds, relabelling. With
     /// `timer` `None` it only launches kernels (what a graph capture records).
     fn enqueue_body(
@@ -854,28 +921,21 @@ impl SegmentGpu {
     ) -> Result<(), GpuError> {
         let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         let p = b.p;
-        let (width, height, n) = (body.width, body.height, body.width * body.height);
-        let (w, h, c, nn) = (width as u32, height as u32, body.channels as u32, n as u32);
+        let n = body.width * body.height;
+        let nn = n as u32;
         let (nctl, ncounts) = (NCTL as u32, (NCOUNTS * NCTL) as u32);
-        let smooth = body.smooth;
         if body.stamps {
             self.stamp_labels.borrow_mut().clear();
             self.stamp(stream, "start", None)?;
         }
-        timed(timer, stream, "segment_graph", || {
+        timed(timer, stream, "segment_init", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
             l.arg(&nn).arg(&nctl).arg(&ncounts);
             // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
             // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
             unsafe { l.launch(self.stride(n.max(NCOUNTS * NCTL))) }?;
-            let mut l = stream.launch_builder(&self.f_edges);
-            let eb = eid_bits(n);
-            l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb);
-            // SAFETY: grid-stride over pixels < n; only in-image neighbours are read; smooth
-            // holds n * channels doubles (this frame's blur), w4 holds 4n, order n.
-            unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
         if body.stamps {
@@ -1429,10 +1489,14 @@ impl SegmentGpu {
         Ok((out, hier))
     }
 
-    /// The `f64` smoothing of the last enqueue (for parity tests of the smoothing step).
-    pub fn download_blur(&self, stream: &Arc<CudaStream>, channels: usize) -> Result<Vec<f64>, OpError> {
+    /// The edge weights of the last enqueue, `4 * pixels` (right, down, down-right, down-left of
+    /// each pixel; +inf outside the image), for parity tests of the blur and edge graph.
+    pub fn download_weights(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
         let n = self.produced.get().map_or(0, |p| p.width * p.height);
-        self.blur.download_f64(stream, n * channels)
+        match self.bufs.as_ref() {
+            Some(b) if n > 0 => Ok(stream.clone_dtoh(&b.w4.slice(0..4 * n))?),
+            _ => Ok(Vec::new()),
+        }
     }
 }
 
