@@ -53,8 +53,11 @@
 // Every round kernel starts with griddepcontrol.launch_dependents / .wait (grid_dep_*): on
 // sm_90 the host launches them as programmatic dependent launches (src/gpu/launch.rs
 // ExLaunch), so each one's blocks are scheduled while the previous kernel drains.
-// segment_finish: the rounds after the launched ones, in one block (each step above as a device
-// function over the block, __syncthreads between them), until a round changes nothing.
+// segment_finish_grid: the rounds after the launched ones (from the first that starts with at
+// most 32 768 frontier pixels) over a cooperative grid of every SM (each step above as a device
+// function over the grid, seg_grid_sync between them), until a round changes nothing or starts
+// with at most 4 096 frontier pixels; segment_finish then runs the rest in one block
+// (__syncthreads between steps). Without cooperative launch segment_finish takes the whole tail.
 // min_size rounds: segment_reset_done, then the same kernels in mode MIN_SIZE (an edge merges
 // when either side is smaller than min_size; nothing freezes).
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
@@ -135,6 +138,19 @@
 // -50 us), each measured against its own switch; together the binary was still 1-3 % slower
 // than this code in the same lease (merge rounds +90 us at 1080p, +500 us at 4K even with the
 // cache off), so none shipped until that shared cost is found.
+// Eighth pass (2026-11-25, H100, A/B in one lease): segment_finish_grid. Predicted: the one-block
+// finisher's rounds 17-20 (350 us at 1080p) at launched-round speed without their launches.
+// Measured: handing over at 262 144 or 1 M frontier pixels was slower (a grid round at 100 k+
+// pixels costs more than a launched one: one 1024-thread block an SM, no overlap between
+// steps), at 32 768 the grid alone won at k = 100 (merge 3.20 -> 3.05 ms) but lost at k = 500
+// (+77 us: a round of a few pixels costs 8 grid barriers); with the smallest rounds left to
+// one block: building 1080p 3.92 -> 3.69 ms (k = 100), 4.28 -> 4.26 (k = 500), fruits RGB
+// 5.10 -> 4.27, grey 4.23 -> 4.03, clip frame 5.70 -> 5.53, 4K unchanged. Blur + edge graph in
+// one kernel shipped (bisected on top of it: -5 to -50 us). The cursor-key cache's commit cost
+// +70-90 us (+120 with the cache compiled out) with the same register counts and with buffer
+// placement ruled out (an unused allocation of 2-64 MB in its place changed nothing): its merge
+// rounds slow down once segment_init stops rewriting `order`, so the rounds start faster with
+// the cursor words just written (L2) - not understood yet.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull

@@ -24,16 +24,20 @@
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
 //! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
-//! `segment_cat_mid`, `segment_cat_block`, `segment_finish`, and `segment_tiles` (merge
+//! `segment_cat_mid`, `segment_cat_block`, `segment_finish` (both finishers), and `segment_tiles` (merge
 //! round 1, its own region in either mode)
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
 //! so time the whole op separately.
 //!
 //! Rounds: a phase stops by itself; `max_rounds` only bounds the launches. With
 //! `adaptive_rounds` the next frame launches the rounds that any of the last 8 frames needed
-//! before its frontier fell to `FINISH_FRONTIER` pixels, and then `segment_finish`: one block
-//! runs the phase's remaining rounds (small ones: no launches, no empty gated rounds) until a
-//! round changes nothing. Without [`SegmentGpu::finisher`] the launched rounds are the most any
+//! before its frontier fell to `FINISH_FRONTIER` pixels, and then the finisher runs the phase's
+//! remaining rounds (no launches, no empty gated rounds) until a round changes nothing:
+//! `segment_finish_grid` over a cooperative grid of every SM (grid barriers between a round's
+//! steps) while a round starts with more than `FINISH_SOLO` frontier pixels, then
+//! `segment_finish` in one block; without cooperative launch (or with
+//! [`SegmentGpu::set_grid_finisher`] off) `segment_finish` alone. Without
+//! [`SegmentGpu::finisher`] the launched rounds are the most any
 //! of the last 8 frames used plus 2 (video frames are alike). A frame whose launched rounds
 //! left more than `FINISH_LIMIT` frontier pixels (or, without the finisher, whose last round
 //! still changed something) is run again with doubled caps inside [`SegmentGpu::download`]
@@ -96,12 +100,17 @@ const ADAPTIVE_MARGIN: u32 = 2;
 /// buys is on video: frames that need a few more rounds than their caps are not run again.
 const FINISH_FRONTIER: u32 = 32_768;
 /// `FINISH_FRONTIER` for `segment_finish_grid` (the same rounds over a cooperative grid, a
-/// grid barrier between steps instead of a launch): it takes rounds of any size, so the
-/// hand-off comes where its barriers beat the launches.
+/// grid barrier between steps instead of a launch). It takes rounds of any size, but a grid
+/// round at 100 k+ frontier pixels costs more than a launched one (one 1024-thread block an
+/// SM, no overlap between steps): H100, 2026-11-25, building 1080p, hand-off at 32 768 /
+/// 65 536 / 262 144 / 1 M pixels 3.69 / 3.69 / 3.89 / 4.04 ms at k = 100 (4.26 / 4.35 / 4.58 /
+/// 4.76 at k = 500; the last two without `FINISH_SOLO`).
 const GRID_FINISH_FRONTIER: u32 = 32_768;
 /// With the grid finisher, the rounds from the first that starts with at most this many frontier
 /// pixels go to `segment_finish` (one block, launched after it): a tiny round costs one block a
-/// few `__syncthreads`, the grid 8 barriers of every SM.
+/// few `__syncthreads`, the grid 8 barriers of every SM (H100, 2026-11-25, building 1080p:
+/// without it k = 500 lost 77 µs to the one-block finisher; 1 024 / 4 096 / 16 384 measured
+/// within 1 %).
 const FINISH_SOLO: u32 = 4_096;
 /// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
 /// its launched rounds is run again with larger caps (one block's rounds at this size would
