@@ -274,6 +274,20 @@ __device__ __forceinline__ void seg_sort8(u64 (&k)[8], u32 (&d)[8]) {
     seg_cswap2(k[5], d[5], k[6], d[6]);
 }
 
+// A pixel's order word from its 8 edge keys (SEG_NO_EDGE where there is no edge) and their
+// directions d[i] = i: the directions sorted by (key, direction), 3 bits each, and the number of
+// real edges in bits 28-31 (the cursor, bits 24-27, starts at 0).
+__device__ __forceinline__ u32 seg_order_word(u64 (&k)[8], u32 (&d)[8]) {
+    seg_sort8(k, d);
+    u32 o = 0, cnt = 0;
+#pragma unroll
+    for (u32 i = 0; i < 8; ++i) {
+        o |= d[i] << (3u * i);
+        cnt += k[i] != SEG_NO_EDGE ? 1u : 0u;
+    }
+    return o | (cnt << 28);
+}
+
 // The edge graph of a frame in one pass (the weights of the paper's section 3.1, never stored
 // as CSR): every pixel writes its own 4 weights (w4[4p + dir]: right, down, down-right,
 // down-left; +inf outside the image) and sorts all (up to) 8 of its incident edges by key with
@@ -311,14 +325,7 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
         double* o4 = w4 + (size_t)p * 4;
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) o4[i] = own[i];
-        seg_sort8(k, d);
-        u32 o = 0, cnt = 0;
-#pragma unroll
-        for (u32 i = 0; i < 8; ++i) {
-            o |= d[i] << (3u * i);
-            cnt += k[i] != SEG_NO_EDGE ? 1u : 0u;
-        }
-        order[p] = o | (cnt << 28);
+        order[p] = seg_order_word(k, d);
     }
 }
 
@@ -456,14 +463,7 @@ extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
         double2* o4 = (double2*)(w4 + (size_t)p * 4);
         o4[0] = make_double2(wd[0], wd[1]);
         o4[1] = make_double2(wd[2], wd[3]);
-        seg_sort8(k, d);
-        u32 o = 0, cnt = 0;
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) {
-            o |= d[j] << (3u * j);
-            cnt += k[j] != SEG_NO_EDGE ? 1u : 0u;
-        }
-        order[p] = o | (cnt << 28);
+        order[p] = seg_order_word(k, d);
     }
 }
 
