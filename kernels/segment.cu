@@ -148,9 +148,8 @@
 // 5.10 -> 4.27, grey 4.23 -> 4.03, clip frame 5.70 -> 5.53, 4K unchanged. Blur + edge graph in
 // one kernel shipped (bisected on top of it: -5 to -50 us). The cursor-key cache's commit cost
 // +70-90 us (+120 with the cache compiled out) with the same register counts and with buffer
-// placement ruled out (an unused allocation of 2-64 MB in its place changed nothing): its merge
-// rounds slow down once segment_init stops rewriting `order`, so the rounds start faster with
-// the cursor words just written (L2) - not understood yet.
+// placement ruled out (an unused allocation of 2-64 MB in its place changed nothing); which of
+// its other differences costs the merge rounds ~120 us is not separated yet (BENCHMARKS.md).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
