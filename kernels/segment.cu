@@ -148,8 +148,9 @@
 // 5.10 -> 4.27, grey 4.23 -> 4.03, clip frame 5.70 -> 5.53, 4K unchanged. Blur + edge graph in
 // one kernel shipped (bisected on top of it: -5 to -50 us). The cursor-key cache's commit cost
 // +70-90 us (+120 with the cache compiled out) with the same register counts and with buffer
-// placement ruled out (an unused allocation of 2-64 MB in its place changed nothing); which of
-// its other differences costs the merge rounds ~120 us is not separated yet (BENCHMARKS.md).
+// placement, its extra 16 MB write and segment_init's skipped `order` rewrite each measured free;
+// left as suspects: segment_least's and the finishers' code (their spills moved: 168 -> 160
+// bytes of stack at 64 registers), BENCHMARKS.md.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
