@@ -1547,9 +1547,9 @@ mod tests {
 
     #[test]
     fn finish_parameters_have_the_kernel_layout() {
-        // 38 device addresses (SegPtrs), k, 12 u32s (SegFinish in segment.cu).
+        // 38 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
         assert_eq!(std::mem::size_of::<Ptrs>(), 38 * 8);
-        assert_eq!(std::mem::size_of::<SegFinish>(), 38 * 8 + 8 + 12 * 4);
+        assert_eq!(std::mem::size_of::<SegFinish>(), 38 * 8 + 8 + 14 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
     }
 
