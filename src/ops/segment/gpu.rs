@@ -527,6 +527,7 @@ impl SegmentGpu {
         let f_finish_grid = f("segment_finish_grid")?;
         let grid_finish_blocks = grid_finish_blocks(gpu, &f_finish_grid, sms)?;
         let grid_finisher = grid_finish_blocks > 0 && std::env::var_os("MORPHOSCOPE_SEG_BLOCK_FINISH").is_none();
+        let (finish_frontier, finish_limit) = hand_off(grid_finisher);
         Ok(Self {
             blur: BlurGpu::new(gpu)?,
             f_init: f("segment_init")?,
@@ -554,13 +555,13 @@ impl SegmentGpu {
             f_level_comp: f("segment_level_comp")?,
             f_stamp: f("segment_stamp")?,
             f_finish: f("segment_finish")?,
-            f_finish_grid: f_finish_grid.clone(),
+            f_finish_grid,
             grid_finish_blocks,
             f_tiles: f("segment_tiles")?,
             max_blocks: sms * 8,
             round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
-            finish_frontier: hand_off(grid_finisher).0,
-            finish_limit: hand_off(grid_finisher).1,
+            finish_frontier,
+            finish_limit,
             warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
             mid_cfg: LaunchConfig { grid_dim: (sms * 5, 1, 1), block_dim: (CAT_MID_THREADS, 1, 1), shared_mem_bytes: 0 },
@@ -920,7 +921,7 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Everything after the blur: edge graph, the three phases of rounds, relabelling. With
+    /// Everything after the edge graph: init, the two phases of rounds, relabelling. With
     /// `timer` `None` it only launches kernels (what a graph capture records).
     fn enqueue_body(
         &self,
