@@ -180,6 +180,17 @@
 // byte load and follow link (8 MB) only for stale entries.
 typedef u8 seg_done_t;
 #define SEG_JOINED 2u
+// Bit 2 (SEG_KEEP, merge rounds): the root was an active component outside its tree's core in
+// the last round that listed it (segment_core writes it for every active root), so it neither
+// merged nor absorbed anything then: its least alive edge is still the key segment_targets took
+// (tkey) unless the far side's root has frozen since. segment_least checks that root once per
+// pixel and then skips the pixel's walk and its atomicMin (the pixel stays on the frontier);
+// segment_targets makes the same check once per root and takes tkey as the key. Nothing else
+// tests this bit; freezing, joining and segment_reset_done clear it.
+#ifndef SEG_KEEP
+#define SEG_KEEP 1
+#endif
+#define SEG_KEEP_BIT 4u
 
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
 __device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
@@ -591,6 +602,32 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
     return c;
 }
 
+// atomicMin of a per-component key by many pixels (the frontier scans): with SEG_ATOMIC_FILTER a
+// plain load first, and no atomic when the stored key is already at most `key`.
+#ifndef SEG_ATOMIC_FILTER
+#define SEG_ATOMIC_FILTER 1
+#endif
+#ifndef SEG_CORE_AGG
+#define SEG_CORE_AGG 1
+#endif
+
+__device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
+    if (SEG_ATOMIC_FILTER && *(volatile u64*)slot <= key) return;
+    atomicMin(slot, key);
+}
+
+// Whether root c (flag fc) keeps last round's least edge (SEG_KEEP): it was outside its tree's
+// core then, and the far side's root has not frozen since (it cannot be c: c absorbed nothing).
+// segment_least and segment_targets decide alike: nothing between them changes flags or links.
+__device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
+                                         const u32* __restrict__ target, u32 c, u32 fc) {
+    if (!(fc & SEG_KEEP_BIT)) return false;
+    u32 t = target[c];
+    u32 ft = done[t];
+    if (ft & SEG_JOINED) ft = done[seg_find(link, t)];
+    return (ft & 1u) == 0;
+}
+
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
 // Algorithms 2 and 3). Iterates all pixels (use_list SEG_ALL_*) or in_list[0..*in_count]
 // (SEG_LIST); writes the frontier of this round (pixels with an alive edge) to out_list /
@@ -598,7 +635,9 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // no lookups: every pixel is its own component and every edge is alive, so a pixel's least edge
 // is the first of its order word.
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
-                                               u64* best, const seg_done_t* __restrict__ done, u32* order, u32 width,
+                                               u64* best, const seg_done_t* __restrict__ done,
+                                               const u32* __restrict__ target, const u64* __restrict__ tkey,
+                                               u32* order, u32 width,
                                                u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
                                                u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
@@ -610,6 +649,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
         u32 p = in ? (use_list == SEG_LIST ? in_list[i] : i) : 0u;
         u64 bk = SEG_NO_EDGE;
         u32 c = SEG_NONE;
+        bool kept = false;
         if (in && first) {
             u32 o = order[p];
             if (SEG_ORD_CNT(o) > 0) {
@@ -624,8 +664,12 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
-            bool active = mode == SEG_MODE_MIN_SIZE || fc == 0;
-            if (active) {
+            bool active = mode == SEG_MODE_MIN_SIZE || (fc & 1u) == 0;
+            if (SEG_KEEP && active && mode == SEG_MODE_MERGE && seg_kept(link, done, target, c, fc)) {
+                bk = tkey[c];
+                kept = true;
+            }
+            if (active && !kept) {
                 // The first alive edge from the cursor in key order is the pixel's least; dead
                 // ones before it are skipped for good (see segment_edges).
                 u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
@@ -655,22 +699,29 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                 if (hit_id != SEG_NONE) bk = seg_key(w4[hit_id], hit_id, eb);
             }
         }
-        if (!first && bk != SEG_NO_EDGE) atomicMin(&best[c], bk);
+        // A kept component's key is taken by segment_targets itself (no atomic here).
+        if (!first && bk != SEG_NO_EDGE && !kept) seg_atomic_min(&best[c], bk);
         seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+// Blocks an SM keeps of segment_least (8: 32 registers, the whole SM's 64 warps; the SEG_KEEP
+// path would otherwise take 40 registers and 48 warps an SM).
+#ifndef SEG_LEAST_BLOCKS
+#define SEG_LEAST_BLOCKS 8
+#endif
+extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
     segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
-                  const seg_done_t* __restrict__ done, u32* order, u32 width, u32 height, u32 eb, u32 mode,
+                  const seg_done_t* __restrict__ done, const u32* __restrict__ target, const u64* __restrict__ tkey,
+                  u32* order, u32 width, u32 height, u32 eb, u32 mode,
                   const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
                   u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_least_body(comp, link, w4, best, done, order, width, height, eb, mode, ctl, gate, use_list, in_list, in_count,
-                   out_list, out_count);
+    seg_least_body(comp, link, w4, best, done, target, tkey, order, width, height, eb, mode, ctl, gate, use_list, in_list,
+                   in_count, out_list, out_count);
 }
 
 // Exclusive scan of one value per thread over the block (blockDim.x a multiple of 32, at most
@@ -712,6 +763,9 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
         u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
         bool root = in && (first || (fv & SEG_JOINED) == 0);
         u32 dv = fv & 1u;
+        // A kept component's pixels left best alone (SEG_KEEP): its key is last round's.
+        if (SEG_KEEP && root && mode == SEG_MODE_MERGE && dv == 0 && seg_kept(link, done, target, v, fv))
+            key = tkey[v];
         if (root) {
             target[v] = SEG_NONE;
             tree[v] = SEG_NONE;
@@ -817,7 +871,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
             for (int j = SEG_BATCH - 1; j >= 0; --j)
                 if (ex[j]) hit = id[j];
             if (hit != SEG_NONE) {
-                atomicMin(&exitk[t], seg_key(w4[hit], hit, eb));
+                seg_atomic_min(&exitk[t], seg_key(w4[hit], hit, eb));
                 break;
             }
         }
@@ -840,19 +894,38 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
 // its tree (ccnt[tree] counts them) and goes on the member list (xlist); a tree's first member
 // lists the tree (hlist).
 __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
-                 u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
-                 const u32* __restrict__ rcount) {
+                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* cslot, u32* hlist,
+                 u32* hcount, u32* xlist, u32* xcount, const u32* __restrict__ ctl, u32 gate,
+                 const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     u32 nr = *rcount;
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u, slot = 1;
-        bool join = in && target[v] != SEG_NONE && tkey[v] < exitk[t];
+        bool listed = in && target[v] != SEG_NONE;
+        bool join = listed && tkey[v] < exitk[t];
+        // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
+        // edge for the next round (SEG_KEEP).
+        if (SEG_KEEP && listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
+#if SEG_CORE_AGG
+        // The lanes of a warp that join the same tree take their slots with one atomicAdd (the
+        // active roots are listed in pixel order, so a warp's roots are mostly of one tree).
+        u32 lane = threadIdx.x & 31u;
+        u32 peers = __match_any_sync(FULL_MASK, join ? t : SEG_NONE);
+        u32 leader = (u32)__ffs(peers) - 1u;
+        u32 base = 0;
+        if (join && lane == leader) base = atomicAdd(&ccnt[t], (u32)__popc(peers));
+        base = __shfl_sync(FULL_MASK, base, leader);
+        if (join) {
+            slot = base + (u32)__popc(peers & ((1u << lane) - 1u));
+            cslot[v] = slot;
+        }
+#else
         if (join) {
             slot = atomicAdd(&ccnt[t], 1u);
             cslot[v] = slot;
         }
+#endif
         seg_append_block(xlist, xcount, join, v);
         seg_append_block(hlist, hcount, join && slot == 0, t);
     }
@@ -860,13 +933,14 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
 
 extern "C" __global__ void __launch_bounds__(256)
     segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, u32* ccnt, u32* cslot, u32* hlist, u32* hcount, u32* xlist,
-                 u32* xcount, const u32* __restrict__ ctl, u32 gate, const u32* __restrict__ rlist,
-                 const u32* __restrict__ rcount) {
+                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* cslot, u32* hlist,
+                 u32* hcount, u32* xlist, u32* xcount, const u32* __restrict__ ctl, u32 gate,
+                 const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_core_body(target, tree, tkey, exitk, ccnt, cslot, hlist, hcount, xlist, xcount, ctl, gate, rlist, rcount);
+    seg_core_body(target, tree, tkey, exitk, done, mode, ccnt, cslot, hlist, hcount, xlist, xcount, ctl, gate, rlist,
+                  rcount);
 }
 
 // Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
@@ -1885,8 +1959,8 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32 *scount = C + SEG_C_SMALL * N + r, *bcount = C + SEG_C_LARGE * N + r;
         u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
         u32* mcount = C + SEG_C_MID * N + r;
-        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.order, a.width, a.height, a.eb, a.mode, a.p.ctl, gate, 1u,
-                       fin, fcin, fout, fcout);
+        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.target, a.p.tkey, a.p.order, a.width, a.height,
+                       a.eb, a.mode, a.p.ctl, gate, 1u, fin, fcin, fout, fcout);
         SEG_FIN_SYNC();
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
                          a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
@@ -1896,8 +1970,8 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, fcout);
         SEG_FIN_SYNC();
-        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.ccnt, a.p.cslot, a.p.hlist, hcount, a.p.xlist, xcount, a.p.ctl,
-                      gate, rout, rcout);
+        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.ccnt, a.p.cslot, a.p.hlist, hcount,
+                      a.p.xlist, xcount, a.p.ctl, gate, rout, rcout);
         SEG_FIN_SYNC();
         seg_alloc_body(a.p.ccnt, a.p.joff, cursor, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount,
                        a.p.ctl, gate, a.p.hlist, hcount);

@@ -1115,8 +1115,8 @@ impl SegmentGpu {
             let (tcount, mcount) = (count_of(C_TINY, r), count_of(C_MID, r));
             timed(timer, stream, name("segment_minedge"), || {
                 let mut l = ExLaunch::new(stream, &self.f_least, pdl);
-                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.done).arg(&p.order);
-                l.arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&p.ctl).arg(&gate).arg(&use_list);
+                l.arg(&p.comp).arg(&p.link).arg(&p.w4).arg(&p.best).arg(&p.done).arg(&p.target).arg(&p.tkey);
+                l.arg(&p.order).arg(&w).arg(&h).arg(&eb).arg(&mode).arg(&p.ctl).arg(&gate).arg(&use_list);
                 l.arg(&fin).arg(&fcin).arg(&fout).arg(&fcout);
                 // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
                 // hold pixel ids); neighbours are bounds-checked; lists hold n entries.
@@ -1152,7 +1152,8 @@ impl SegmentGpu {
             })?;
             timed(timer, stream, name("segment_core"), || {
                 let mut l = ExLaunch::new(stream, &self.f_core, pdl);
-                l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.ccnt).arg(&p.cslot);
+                l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.done).arg(&mode);
+                l.arg(&p.ccnt).arg(&p.cslot);
                 l.arg(&p.hlist).arg(&hcount).arg(&p.xlist).arg(&xcount).arg(&p.ctl).arg(&gate).arg(&rout);
                 l.arg(&rcout);
                 // SAFETY: grid-stride over the active roots (ids < n); a tree is listed once (by
