@@ -35,7 +35,8 @@
 // event count of the previous round of its phase, and returns when it is 0, so rounds after
 // convergence cost one tiny launch each and nothing is read back by the host; on video the host
 // replays the whole sequence as one captured CUDA graph, src/gpu/graph.rs):
-//   segment_least    least alive edge of every active component (frontier pixels)
+//   segment_least    least alive edge of every active component (frontier pixels; a component
+//                    outside its tree's core last round keeps its edge, SEG_KEEP)
 //   segment_targets  its far component; a component without alive edges is done
 //   segment_trees    tree id: the smaller component of the mutual pair the targets lead to
 //   segment_exits    least alive edge from a tree to another tree (frontier pixels)
@@ -151,6 +152,16 @@
 // placement, its extra 16 MB write and segment_init's skipped `order` rewrite each measured free;
 // left as suspects: segment_least's and the finishers' code (their spills moved: 168 -> 160
 // bytes of stack at 64 registers), BENCHMARKS.md.
+// Ninth pass (2026-11-25, H100, A/B in one lease): fewer global atomics. Predicted from the CPU
+// model: in rounds 4-16 only 36-55 % of the frontier pixels belong to a component whose least
+// edge can have changed, so skipping the rest's walks (SEG_KEEP) would save ~150 us at 1080p.
+// Measured: skipping the walks alone saved nothing; skipping those pixels' atomicMin as well did
+// (-30 to -170 us), and a load before every frontier atomicMin (SEG_ATOMIC_FILTER) more (-60 to
+// -170 us; 4K -650 us), warp-aggregated core slots (SEG_CORE_AGG) -25 us: building 1080p 3.66 ->
+// 3.54 ms (k = 100), 4.21 -> 3.99 (k = 500), clip frame 5.49 -> 5.13, 4K 13.36 -> 12.19. Same-
+// address atomics from many pixels, not the lookups, were the scans' hidden cost. Dropped: a
+// per-warp run dedup on top of the filter (noise), exits skipping pixels whose component's least
+// key is above the tree's exit so far (+10 to +50 us), segment_least at 40 registers (+200 us).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
