@@ -296,6 +296,19 @@ __device__ __forceinline__ void seg_sort8(u64 (&k)[8], u32 (&d)[8]) {
     seg_cswap2(k[5], d[5], k[6], d[6]);
 }
 
+// Which of pixel (x, y)'s 8 directions (seg_dir's numbering) lead to a pixel of the image.
+__device__ __forceinline__ void seg_valid8(u32 x, u32 y, u32 width, u32 height, bool (&valid)[8]) {
+    bool l = x > 0, r = x + 1 < width, u = y > 0, dn = y + 1 < height;
+    valid[0] = r;
+    valid[1] = dn;
+    valid[2] = r && dn;
+    valid[3] = l && dn;
+    valid[4] = l;
+    valid[5] = u;
+    valid[6] = l && u;
+    valid[7] = r && u;
+}
+
 // A pixel's order word from its 8 edge keys (SEG_NO_EDGE where there is no edge) and their
 // directions d[i] = i: the directions sorted by (key, direction), 3 bits each, and the number of
 // real edges in bits 28-31 (the cursor, bits 24-27, starts at 0).
@@ -308,6 +321,24 @@ __device__ __forceinline__ u32 seg_order_word(u64 (&k)[8], u32 (&d)[8]) {
         cnt += k[i] != SEG_NO_EDGE ? 1u : 0u;
     }
     return o | (cnt << 28);
+}
+
+// The order word of pixel p = (x, y) from the weights of its 8 directions (w[i] is read only
+// where the direction leads into the image): the keys, then seg_order_word.
+__device__ __forceinline__ u32 seg_pixel_order(u32 p, u32 x, u32 y, u32 width, u32 height, u32 eb,
+                                               const double (&w)[8]) {
+    bool valid[8];
+    seg_valid8(x, y, width, height, valid);
+    u64 k[8];
+    u32 d[8];
+#pragma unroll
+    for (u32 i = 0; i < 8; ++i) {
+        u32 q, id;
+        seg_dir(p, i, width, q, id);
+        d[i] = i;
+        k[i] = valid[i] ? seg_key(w[i], id, eb) : SEG_NO_EDGE;
+    }
+    return seg_order_word(k, d);
 }
 
 // The edge graph of a frame in one pass (the weights of the paper's section 3.1, never stored
@@ -328,26 +359,20 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
     const double inf = __longlong_as_double(0x7ff0000000000000ll);
     for (u32 p = global_tid(); p < n; p += global_threads()) {
         u32 x = p % width, y = p / width;
-        bool l = x > 0, r = x + 1 < width, u = y > 0, dn = y + 1 < height;
-        bool valid[8] = {r, dn, r && dn, l && dn, l, u, l && u, r && u};
-        u64 k[8];
-        u32 d[8];
-        double own[4];
+        bool valid[8];
+        seg_valid8(x, y, width, height, valid);
+        double w[8];
 #pragma unroll
         for (u32 i = 0; i < 8; ++i) {
             u32 q, id;
             seg_dir(p, i, width, q, id);
-            k[i] = SEG_NO_EDGE;
-            d[i] = i;
-            double w = inf;
-            if (valid[i]) w = i < 4 ? seg_dist(s, channels, p, q) : seg_dist(s, channels, q, p);
-            if (i < 4) own[i] = w;
-            if (valid[i]) k[i] = seg_key(w, id, eb);
+            w[i] = inf;
+            if (valid[i]) w[i] = i < 4 ? seg_dist(s, channels, p, q) : seg_dist(s, channels, q, p);
         }
         double* o4 = w4 + (size_t)p * 4;
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) o4[i] = own[i];
-        order[p] = seg_order_word(k, d);
+        for (u32 i = 0; i < 4; ++i) o4[i] = w[i];
+        order[p] = seg_pixel_order(p, x, y, width, height, eb, w);
     }
 }
 
@@ -461,8 +486,6 @@ extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
         int x = x0 + lx, y = y0 + ly;
         if (x >= W || y >= H) continue;
         u32 p = (u32)y * width + (u32)x;
-        bool l = x > 0, r = x + 1 < W, u = y > 0, dn = y + 1 < H;
-        bool valid[8] = {r, dn, r && dn, l && dn, l, u, l && u, r && u};
         // Weight of each direction: own (d < 4) at (lx, ly); left, up, up-left, up-right are the
         // right / down / down-right / down-left weights of the neighbour that owns them.
         const int wr = ly + 1, wc = lx + 1;
@@ -473,19 +496,10 @@ extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS)
         wd[5] = s_w[(1 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc];
         wd[6] = s_w[(2 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc - 1];
         wd[7] = s_w[(3 * SEG_GT_WR + wr - 1) * SEG_GT_WC + wc + 1];
-        u64 k[8];
-        u32 d[8];
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) {
-            u32 q, id;
-            seg_dir(p, j, width, q, id);
-            d[j] = j;
-            k[j] = valid[j] ? seg_key(wd[j], id, eb) : SEG_NO_EDGE;
-        }
         double2* o4 = (double2*)(w4 + (size_t)p * 4);
         o4[0] = make_double2(wd[0], wd[1]);
         o4[1] = make_double2(wd[2], wd[3]);
-        order[p] = seg_order_word(k, d);
+        order[p] = seg_pixel_order(p, (u32)x, (u32)y, width, height, eb, wd);
     }
 }
 
