@@ -202,6 +202,19 @@ typedef u8 seg_done_t;
 #define SEG_KEEP 1
 #endif
 #define SEG_KEEP_BIT 4u
+// min_size rounds (SEG_MS_SINK): a component of at least min_size pixels (flag bit 0) takes no
+// edge of its own; it is a sink that absorbs, in one round, every tree whose targets lead into
+// it (its members are all smaller than min_size, so every step passes whatever the order, and
+// the sink is at least min_size all along, so the tree needs no exit). Every edge a large
+// component could merge along is the least edge of the small component on its other side, or
+// dead by the time Kruskal reaches it. Sink trees list the sink as an extra member with key 0
+// (segment_alloc), so the caterpillars merge into it unchanged. 0 restores the earlier rounds
+// (every component takes its least alive edge; a large-large step stops its caterpillar).
+#ifndef SEG_MS_SINK
+#define SEG_MS_SINK 1
+#endif
+// Whether root c (flag fc) is a sink (SEG_MS_SINK, min_size rounds).
+#define SEG_SINK(mode, fc) (SEG_MS_SINK && (mode) == SEG_MODE_MIN_SIZE && ((fc) & 1u) != 0)
 
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
 __device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
@@ -689,7 +702,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
-            bool active = mode == SEG_MODE_MIN_SIZE || (fc & 1u) == 0;
+            bool active = (mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || (fc & 1u) == 0;
             if (SEG_KEEP && active && mode == SEG_MODE_MERGE && seg_kept(link, done, target, c, fc)) {
                 bk = tkey[c];
                 kept = true;
@@ -796,7 +809,7 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
             tree[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
             best[v] = SEG_NO_EDGE;
-            if (mode == SEG_MODE_MIN_SIZE || dv == 0) {
+            if ((mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || dv == 0) {
                 if (key == SEG_NO_EDGE) {
                     if (mode == SEG_MODE_MERGE) {
                         done[v] = 1;
@@ -834,10 +847,12 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // Step 3: the tree of every active root: follow targets (keys fall strictly along them) to the
-// mutual pair (the paper's Algorithm 6 finds the same pairs); the tree is named by the pair's
-// smaller root. A walk stops early at a root whose tree another thread already wrote (a benign
-// race: tree[x] is either SEG_NONE or final).
-__device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree, const u32* __restrict__ ctl,
+// mutual pair (the paper's Algorithm 6 finds the same pairs) or, in min_size rounds, a sink
+// (SEG_MS_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
+// a root whose tree another thread already wrote (a benign race: tree[x] is either SEG_NONE or
+// final).
+__device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
+                                         const seg_done_t* __restrict__ done, u32 mode, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     u32 nr = *rcount;
     for (u32 i = global_tid(); i < nr; i += global_threads()) {
@@ -850,6 +865,10 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
                 break;
             }
             u32 y = target[x];
+            if (SEG_SINK(mode, (u32)done[y])) {
+                t = y;
+                break;
+            }
             if (target[y] == x) {
                 t = x < y ? x : y;
                 break;
@@ -860,12 +879,13 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
     }
 }
 
-extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tree, const u32* __restrict__ ctl,
+extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tree,
+                                         const seg_done_t* __restrict__ done, u32 mode, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_trees_body(target, tree, ctl, gate, rlist, rcount);
+    seg_trees_body(target, tree, done, mode, ctl, gate, rlist, rcount);
 }
 
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
@@ -882,7 +902,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
         u32 c = comp[p];  // current: segment_least resolved it this round
         u32 o = order[p];
         u32 tc = target[c], t = tree[c];
-        if (tc == SEG_NONE) continue;
+        if (tc == SEG_NONE || SEG_SINK(mode, (u32)done[t])) continue;  // a sink's tree has no exit
         bool big = mode == SEG_MODE_MIN_SIZE && done[c] != 0;
         for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
             u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
@@ -972,9 +992,10 @@ extern "C" __global__ void __launch_bounds__(256)
 // of tiny (at most 8 members: a thread each), small (at most 32: a warp each), mid-size (at most
 // SEG_CAT_MID_CAP: a block of SEG_CAT_MID_THREADS each) or large trees (a block of
 // SEG_CAT_THREADS each).
-__device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
+__device__ __forceinline__ void seg_alloc_body(u32* ccnt, u32* joff, u32* cursor, u32* tlist,
                                          u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
-                                         u32* bcount, const u32* __restrict__ ctl, u32 gate,
+                                         u32* bcount, const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
+                                         u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     __shared__ u32 s_base;
     u32 nh = *hcount;
@@ -982,11 +1003,20 @@ __device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ ccnt, u32
         bool in = i < nh;
         u32 t = in ? hlist[i] : 0u;
         u32 c = in ? ccnt[t] : 0u;
+        // A sink's tree takes one more slot, after its members', for the sink itself (key 0:
+        // it leads the caterpillar; segment_scatter fills the slots before it).
+        bool sink = in && SEG_SINK(mode, (u32)done[t]);
+        c += sink ? 1u : 0u;
         u32 total;
         u32 off = seg_block_scan(c, &total);
         if (threadIdx.x == 0) s_base = total ? atomicAdd(cursor, total) : 0u;
         __syncthreads();
         if (in) joff[t] = s_base + off;
+        if (sink) {
+            jarr[s_base + off + c - 1u] = t;
+            tkey[t] = 0;
+            ccnt[t] = c;
+        }
         seg_append_block(tlist, tcount, in && c <= 8u, t);
         seg_append_block(slist, scount, in && c > 8u && c <= 32u, t);
         seg_append_block(mlist, mcount, in && c > 32u && c <= SEG_CAT_MID_CAP, t);
@@ -994,14 +1024,16 @@ __device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ ccnt, u32
     }
 }
 
-extern "C" __global__ void segment_alloc(const u32* __restrict__ ccnt, u32* joff, u32* cursor, u32* tlist,
+extern "C" __global__ void segment_alloc(u32* ccnt, u32* joff, u32* cursor, u32* tlist,
                                          u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
-                                         u32* bcount, const u32* __restrict__ ctl, u32 gate,
+                                         u32* bcount, const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
+                                         u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_alloc_body(ccnt, joff, cursor, tlist, tcount, slist, scount, mlist, mcount, blist, bcount, ctl, gate, hlist, hcount);
+    seg_alloc_body(ccnt, joff, cursor, tlist, tcount, slist, scount, mlist, mcount, blist, bcount, done, mode, jarr, tkey,
+                   ctl, gate, hlist, hcount);
 }
 
 // Step 7: every member writes itself into its tree's range.
@@ -1990,7 +2022,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
                          a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
         SEG_FIN_SYNC();
-        seg_trees_body(a.p.target, a.p.tree, a.p.ctl, gate, rout, rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.ctl, gate, rout, rcout);
         SEG_FIN_SYNC();
         seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, fcout);
@@ -1999,7 +2031,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
                       a.p.xlist, xcount, a.p.ctl, gate, rout, rcout);
         SEG_FIN_SYNC();
         seg_alloc_body(a.p.ccnt, a.p.joff, cursor, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount,
-                       a.p.ctl, gate, a.p.hlist, hcount);
+                       a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist, hcount);
         SEG_FIN_SYNC();
         seg_scatter_body(a.p.tree, a.p.cslot, a.p.joff, a.p.jarr, a.p.ctl, gate, a.p.xlist, xcount);
         SEG_FIN_SYNC();

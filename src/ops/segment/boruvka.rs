@@ -229,8 +229,21 @@ impl State<'_> {
         x
     }
 
+    /// Whether component `c` looks for its least alive edge: merge rounds, while it is not
+    /// frozen; `min_size` rounds, while it is smaller than `min_size` (a large component is a
+    /// sink: see [`State::sink`]).
     fn active(&self, mode: Mode, c: usize) -> bool {
-        mode == Mode::MinSize || !self.done[c]
+        match mode {
+            Mode::Merge => !self.done[c],
+            Mode::MinSize => self.size[c] < self.min_size,
+        }
+    }
+
+    /// `min_size` rounds: a component of at least `min_size` pixels never takes an edge of its
+    /// own (every edge it could merge along is the least edge of the small component on its
+    /// other side, or dead); it only absorbs the trees that lead into it.
+    fn sink(&self, mode: Mode, c: usize) -> bool {
+        mode == Mode::MinSize && self.size[c] >= self.min_size
     }
 
     /// Whether the edge from component `c` to `e` is alive in `mode`.
@@ -308,6 +321,10 @@ impl State<'_> {
             let mut x = v;
             loop {
                 let t = self.target[x] as usize;
+                if self.sink(mode, t) {
+                    self.tree[v] = t as u32;
+                    break;
+                }
                 if self.target[t] as usize == x {
                     self.tree[v] = x.min(t) as u32;
                     break;
@@ -319,7 +336,7 @@ impl State<'_> {
         let mut exit = std::mem::take(&mut self.exit);
         self.least_per_component(&mut exit, |p, c| {
             let mut b = NO_EDGE;
-            if self.target[c] != NONE {
+            if self.target[c] != NONE && !self.sink(mode, self.tree[c] as usize) {
                 let t = self.tree[c];
                 for_neighbours(p, w, h, w4, eb, |q, key| {
                     let e = self.comp[q] as usize;
@@ -364,6 +381,12 @@ impl State<'_> {
             .filter(|&&v| local.is_empty() || local[self.tree[v] as usize])
             .map(|&v| (self.tree[v], self.tkey[v], v as u32))
             .collect();
+        // A sink's tree has no exit (the sink is at least min_size all along, so when its
+        // members join does not matter); the sink leads its caterpillar with key 0.
+        let mut sinks: Vec<u32> = core.iter().map(|m| m.0).filter(|&t| self.sink(mode, t as usize)).collect();
+        sinks.sort_unstable();
+        sinks.dedup();
+        core.extend(sinks.into_iter().map(|t| (t, 0, t)));
         core.sort_unstable();
         for members in core.chunk_by(|a, b| a.0 == b.0) {
             let c = self.caterpillar(mode, members, r);
@@ -376,8 +399,11 @@ impl State<'_> {
     /// Merges one tree's core (`(tree, key, id)` sorted by key then id: the pair first, the
     /// tree's own id first) into the tree's id up to the first step the predicate rejects.
     fn caterpillar(&mut self, mode: Mode, members: &[(u32, u64, u32)], r: u16) -> Counts {
+        // The tree's id (the pair's smaller root, or the sink), unless a member's least edge has
+        // key 0 and a smaller id than the sink (then the sink joins that member: the same
+        // partition under another name, as the GPU's sort does it).
         let a = members[0].2 as usize;
-        debug_assert_eq!(members[0].0 as usize, a);
+        debug_assert!(members[0].0 as usize == a || (members[0].1 == 0 && mode == Mode::MinSize));
         let mut counts = Counts::default();
         let (mut size, mut int) = (self.size[a], self.cint[a]);
         let mut merged = 0;

@@ -1134,7 +1134,7 @@ impl SegmentGpu {
             })?;
             timed(timer, stream, name("segment_trees"), || {
                 let mut l = ExLaunch::new(stream, &self.f_trees, pdl);
-                l.arg(&p.target).arg(&p.tree).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over this round's active roots (ids < n, each with a
                 // target whose chain ends in a mutual pair).
                 unsafe { l.launch(cfg) }?;
@@ -1166,9 +1166,11 @@ impl SegmentGpu {
                 l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount);
                 l.arg(&p.mlist).arg(&mcount);
                 l.arg(&p.blist).arg(&bcount);
+                l.arg(&p.done).arg(&mode).arg(&p.jarr).arg(&p.tkey);
                 l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
                 // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
-                // to the round's members, at most n.
+                // to the round's members plus one slot per sink tree (the sink, a root outside
+                // the members), at most n.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
