@@ -60,7 +60,8 @@
 // with at most 4 096 frontier pixels; segment_finish then runs the rest in one block
 // (__syncthreads between steps). Without cooperative launch segment_finish takes the whole tail.
 // min_size rounds: segment_reset_done, then the same kernels in mode MIN_SIZE (an edge merges
-// when either side is smaller than min_size; nothing freezes).
+// when either side is smaller than min_size; nothing freezes; a component of at least min_size
+// takes no edge and absorbs whole the trees that lead into it: a sink, SEG_MS_SINK).
 // Relabel: segment_final, segment_minpix (first pixel of each segment, at run starts only),
 // a block scan of "first pixel" flags (segment_scan_*), segment_labels (raster order).
 // segment_level_* extract any hierarchy level from (link, round) the same way: link is only
@@ -162,6 +163,18 @@
 // address atomics from many pixels, not the lookups, were the scans' hidden cost. Dropped: a
 // per-warp run dedup on top of the filter (noise), exits skipping pixels whose component's least
 // key is above the tree's exit so far (+10 to +50 us), segment_least at 40 registers (+200 us).
+// Tenth pass (2026-11-26, A/B in one lease): min_size sinks (SEG_MS_SINK). The profile put ~0.37
+// ms of a 1080p frame in 5-9 min_size rounds, most of them trees that stopped at a large-large
+// step or at an exit. Predicted from the CPU model: 1-2 rounds (building 1080p 5 -> 2 at k =
+// 100, 7 -> 1 at k = 500), so ~-150 us. Measured on the H100: building 1080p 3.551 -> 3.311 ms
+// (k = 100), 3.996 -> 3.729 (k = 500), fruits RGB 4.03 -> 3.69 / 4.01 -> 3.68, clip frame 5.16
+// -> 4.83 / 5.19 -> 4.98, 4K 12.11 -> 11.58 (with the min_size caps no longer rounded up to 4:
+// no empty gated rounds after the 1-2 that merge). Probed in the CPU model, not built: a second
+// Boruvka level per round (trees joined along their exits up to the exit of the tree of trees,
+// exact: property-tested) cuts merge rounds 20 -> 16 (building k = 100), 23 -> 17, clip frame
+// 27 -> 19, but needs a far-tree pass, a walk, a second frontier scan and a union-find over each
+// tree of trees every round: ~4 more dependent steps at ~5 us each plus the scan's ~30 us,
+// against ~45 us for a tail round saved (BENCHMARKS.md).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull

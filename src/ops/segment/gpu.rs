@@ -82,8 +82,9 @@ const BLOCK: u32 = 256;
 const CAT_THREADS: u32 = 1024;
 /// Threads per block of `segment_cat_mid` (keep in sync with SEG_CAT_MID_THREADS).
 const CAT_MID_THREADS: u32 = 256;
-/// Adaptive round caps are rounded up to a multiple of this, so that video frames whose round
-/// counts differ a little replay the same captured graph.
+/// Adaptive merge-round caps are rounded up to a multiple of this, so that video frames whose
+/// round counts differ a little replay the same captured graph (`min_size` caps are not: that
+/// phase takes 1-2 rounds, and the most of the last frames moves rarely).
 const GRAPH_ROUND_STEP: u32 = 4;
 /// Rounds an adaptive cap adds to the most any of the last [`ADAPTIVE_HISTORY`] frames used. A
 /// frame that needs more is run again with larger caps before it is downloaded (exact either
@@ -772,7 +773,7 @@ impl SegmentGpu {
 
     /// Round caps for this frame: the parameters (`false`), or the most rounds recent frames
     /// wanted launched (the rounds they used plus [`ADAPTIVE_MARGIN`], or with
-    /// [`SegmentGpu::finisher`] the rounds before the hand-off), rounded up to
+    /// [`SegmentGpu::finisher`] the rounds before the hand-off), the merge phase's rounded up to
     /// [`GRAPH_ROUND_STEP`] (`true`). A phase the last frame
     /// ran to its caps (only the parameters' caps stay capped after a rerun) keeps them.
     fn caps(&self, params: &SegmentParams) -> ([u32; 2], bool) {
@@ -784,7 +785,10 @@ impl SegmentGpu {
                 let c = std::array::from_fn(|i| {
                     let most = recent.iter().map(|u| u[i]).max().unwrap_or(h.used[i] + ADAPTIVE_MARGIN);
                     let want = if h.capped[i] { full[i] } else { most };
-                    want.div_ceil(self.round_step).saturating_mul(self.round_step).min(full[i])
+                    // min_size phases take 1-2 rounds (sinks): rounding them up to the step would
+                    // launch 2-3 empty rounds (~20 us each at 1080p) on every frame.
+                    let step = if i == 0 { self.round_step } else { 1 };
+                    want.div_ceil(step).saturating_mul(step).min(full[i])
                 });
                 (c, true)
             }

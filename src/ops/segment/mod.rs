@@ -32,10 +32,12 @@
 //! sequence — so one sort per tree gives every step's `|C|` (a prefix sum) and `Int` (the
 //! previous key) and the predicate is evaluated with Kruskal's statistics up to the first
 //! failing step. scikit-image's arithmetic throughout (`f64` blur and weights, `f32`-rounded
-//! thresholds); the `min_size` pass runs the same rounds with its own predicate. The result
+//! thresholds); the `min_size` pass runs the same rounds with its own predicate, where a
+//! component of at least `min_size` takes no edge and absorbs the trees that lead into it
+//! whole (a sink). The result
 //! equals a sequential Kruskal over the same keys ([`boruvka::kruskal_keys`], property-tested)
 //! and on the sample images the CPU reference: identical labels except for exact ties
-//! (ASA >= 0.9998). 1080p frames take ~20 merge and ~6 `min_size` rounds (the previous exact
+//! (ASA >= 0.9998). 1080p frames take ~20 merge and 1-2 `min_size` rounds (the previous exact
 //! rounds, pairs and joiners below limits, took 40–200), see `BENCHMARKS.md`.
 //! [`boruvka`] is the sequential CPU model of every kernel: the GPU equals it bit for bit
 //! (labels, rounds, hierarchy).
