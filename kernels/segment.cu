@@ -39,10 +39,11 @@
 //                    outside its tree's core last round keeps its edge, SEG_KEEP)
 //   segment_targets  its far component; a component without alive edges is done
 //   segment_trees    tree id: the smaller component of the mutual pair the targets lead to
-//   segment_exits    least alive edge from a tree to another tree (frontier pixels)
-//   segment_core     members below their tree's exit register (a slot per tree, lists)
-//   segment_alloc    each tree with members takes a contiguous range, listed by size
-//   segment_scatter  members into their tree's range
+//                    (or a min_size sink); members counted per tree, each tree listed once
+//   segment_exits    least alive edge from a tree to another tree (frontier pixels), and
+//   segment_alloc    beside it (a forked stream): each tree takes a contiguous range for all
+//                    its members, listed by size
+//   segment_core     members below their tree's exit take a slot in their tree's range
 //   segment_cat_thread / segment_cat_warp / segment_cat_mid / segment_cat_block
 //                    a thread per tree of up to 8 members (a sorting network in registers),
 //                    a warp per tree of up to 32 (bitonic sort across lanes, warp scan, first
@@ -541,7 +542,7 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
 // Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
 // before the captured rounds, and a frame run again starts from the cursors its first run left).
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
-                                        u32* target, u32* tree, u32* ccnt, u16* round, u32* order, u32* ctl,
+                                        u32* target, u32* tree, u32* ccnt, u32* mcnt, u16* round, u32* order, u32* ctl,
                                         u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
     for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
@@ -555,6 +556,7 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             target[i] = SEG_NONE;
             tree[i] = SEG_NONE;
             ccnt[i] = 0;
+            mcnt[i] = 0;
             round[i] = SEG_NEVER;
             order[i] &= ~(15u << 24);
         }
@@ -574,12 +576,12 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
     }
 }
 
-// Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
-// rounds take ~2 M entries, and a warp-aggregated append serialises ~65 000 atomics on one
-// counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
-// block must call it the same number of times (block-uniform loops, see SEG_BLOCK_LOOP); the
-// block size is at most 1024.
-__device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
+// Appends `id` to list[*count] when `keep` with one atomicAdd per block (seg_reserve_block takes
+// the block's slots): the lists of the first rounds take ~2 M entries, and a warp-aggregated
+// append serialises ~65 000 atomics on one counter (measured: about half of segment_least's 194
+// us in round 1). Every thread of the block must call it the same number of times (block-uniform
+// loops, see SEG_BLOCK_LOOP); the block size is at most 1024.
+__device__ __forceinline__ u32 seg_reserve_block(u32* count, bool keep) {
     __shared__ u32 s_warp[32];
     __shared__ u32 s_base;
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -596,8 +598,18 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
         s_base = sum ? atomicAdd(count, sum) : 0u;
     }
     __syncthreads();
-    if (keep) list[s_base + s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
+    u32 slot = s_base + s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u));
     __syncthreads();
+    return slot;
+}
+
+// Adds the block's `keep` lanes to *count (seg_append_block without a list: the same single
+// atomicAdd a block).
+__device__ __forceinline__ void seg_count_block(u32* count, bool keep) { (void)seg_reserve_block(count, keep); }
+
+__device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
+    u32 slot = seg_reserve_block(count, keep);
+    if (keep) list[slot] = id;
 }
 
 // A grid-stride loop over items `i` that every thread of a block runs the same number of times
@@ -863,15 +875,19 @@ extern "C" __global__ void __launch_bounds__(256)
 // mutual pair (the paper's Algorithm 6 finds the same pairs) or, in min_size rounds, a sink
 // (SEG_MS_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
 // a root whose tree another thread already wrote (a benign race: tree[x] is either SEG_NONE or
-// final).
+// final). Every root counts itself in its tree (mcnt, one atomicAdd per warp and tree), and
+// the first to count lists the tree (hlist), so segment_alloc can give each tree its range
+// while segment_exits runs.
 __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
-                                         const seg_done_t* __restrict__ done, u32 mode, const u32* __restrict__ ctl,
+                                         const seg_done_t* __restrict__ done, u32 mode, u32* mcnt, u32* hlist,
+                                         u32* hcount, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     u32 nr = *rcount;
-    for (u32 i = global_tid(); i < nr; i += global_threads()) {
-        u32 v = rlist[i];
-        u32 x = v, t;
-        while (true) {
+    SEG_BLOCK_LOOP(i, nr) {
+        bool in = i < nr;
+        u32 v = in ? rlist[i] : 0u;
+        u32 x = v, t = SEG_NONE;
+        while (in) {
             u32 known = ((volatile const u32*)tree)[x];
             if (known != SEG_NONE) {
                 t = known;
@@ -888,17 +904,25 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
             }
             x = y;
         }
-        tree[v] = t;
+        if (in) tree[v] = t;
+        u32 lane = threadIdx.x & 31u;
+        u32 peers = __match_any_sync(FULL_MASK, t);
+        u32 leader = (u32)__ffs(peers) - 1u;
+        u32 base = 0;
+        if (in && lane == leader) base = atomicAdd(&mcnt[t], (u32)__popc(peers));
+        base = __shfl_sync(FULL_MASK, base, leader);
+        seg_append_block(hlist, hcount, in && base + (u32)__popc(peers & ((1u << lane) - 1u)) == 0, t);
     }
 }
 
-extern "C" __global__ void segment_trees(const u32* __restrict__ target, u32* tree,
-                                         const seg_done_t* __restrict__ done, u32 mode, const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+extern "C" __global__ void __launch_bounds__(256)
+    segment_trees(const u32* __restrict__ target, u32* tree, const seg_done_t* __restrict__ done, u32 mode,
+                  u32* mcnt, u32* hlist, u32* hcount, const u32* __restrict__ ctl, u32 gate,
+                  const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_trees_body(target, tree, done, mode, ctl, gate, rlist, rcount);
+    seg_trees_body(target, tree, done, mode, mcnt, hlist, hcount, ctl, gate, rlist, rcount);
 }
 
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
@@ -949,17 +973,24 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
 }
 
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
-// its tree (ccnt[tree] counts them) and goes on the member list (xlist); a tree's first member
-// lists the tree (hlist).
+// its tree (ccnt[tree] counts them; a sink's tree starts at 1, its slot 0 is the sink) and
+// writes itself there, into the tree's range that segment_alloc gave it (its members before
+// the exit are at most its mcnt); *xcount counts the round's core members. Every member, core
+// or not, then counts itself off mcnt[tree]; the warp group that takes it to 0 is the tree's
+// last, reads the finished core count (each group's slots are taken before its count-off,
+// a fence between) and lists the tree for its caterpillar kernel by that count: tiny (at most
+// 8: a thread each), small (at most 32: a warp each), mid-size (at most SEG_CAT_MID_CAP: a block
+// of SEG_CAT_MID_THREADS each) or large (a block of SEG_CAT_THREADS each).
 __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* cslot, u32* hlist,
-                 u32* hcount, u32* xlist, u32* xcount, const u32* __restrict__ ctl, u32 gate,
-                 const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* mcnt,
+                 const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
+                 u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
+                 u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     u32 nr = *rcount;
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
-        u32 t = in ? tree[v] : 0u, slot = 1;
+        u32 t = in ? tree[v] : 0u, slot = 0;
         bool listed = in && target[v] != SEG_NONE;
         bool join = listed && tkey[v] < exitk[t];
         // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
@@ -974,40 +1005,53 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
         u32 base = 0;
         if (join && lane == leader) base = atomicAdd(&ccnt[t], (u32)__popc(peers));
         base = __shfl_sync(FULL_MASK, base, leader);
-        if (join) {
-            slot = base + (u32)__popc(peers & ((1u << lane) - 1u));
-            cslot[v] = slot;
-        }
+        if (join) slot = base + (u32)__popc(peers & ((1u << lane) - 1u));
 #else
-        if (join) {
-            slot = atomicAdd(&ccnt[t], 1u);
-            cslot[v] = slot;
-        }
+        if (join) slot = atomicAdd(&ccnt[t], 1u);
 #endif
-        seg_append_block(xlist, xcount, join, v);
-        seg_append_block(hlist, hcount, join && slot == 0, t);
+        if (join) jarr[joff[t] + slot] = v;
+        seg_count_block(xcount, join);
+        __threadfence();  // this warp's slots before its count-off
+        u32 lane2 = threadIdx.x & 31u;
+        u32 group = __match_any_sync(FULL_MASK, listed ? t : SEG_NONE);
+        u32 first = (u32)__ffs(group) - 1u;
+        u32 c = 0;
+        bool last = false;
+        if (listed && lane2 == first) {
+            u32 k = (u32)__popc(group);
+            if (atomicSub(&mcnt[t], k) == k) {
+                __threadfence();
+                c = atomicAdd(&ccnt[t], 0u);
+                last = true;
+            }
+        }
+        seg_append_block(tlist, tcount, last && c <= 8u, t);
+        seg_append_block(slist, scount, last && c > 8u && c <= 32u, t);
+        seg_append_block(mlist, mcount, last && c > 32u && c <= SEG_CAT_MID_CAP, t);
+        seg_append_block(blist, bcount, last && c > SEG_CAT_MID_CAP, t);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
     segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* cslot, u32* hlist,
-                 u32* hcount, u32* xlist, u32* xcount, const u32* __restrict__ ctl, u32 gate,
-                 const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* mcnt,
+                 const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
+                 u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
+                 u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_core_body(target, tree, tkey, exitk, done, mode, ccnt, cslot, hlist, hcount, xlist, xcount, ctl, gate, rlist,
-                  rcount);
+    seg_core_body(target, tree, tkey, exitk, done, mode, ccnt, mcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
+                  mlist, mcount, blist, bcount, ctl, gate, rlist, rcount);
 }
 
-// Step 6: every tree with members takes a contiguous range of jarr (joff) and goes on the list
-// of tiny (at most 8 members: a thread each), small (at most 32: a warp each), mid-size (at most
-// SEG_CAT_MID_CAP: a block of SEG_CAT_MID_THREADS each) or large trees (a block of
-// SEG_CAT_THREADS each).
-__device__ __forceinline__ void seg_alloc_body(u32* ccnt, u32* joff, u32* cursor, u32* tlist,
-                                         u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
-                                         u32* bcount, const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
+// Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
+// jarr (joff) for all its members (segment_trees counted them in mcnt; segment_core fills the
+// range's first slots with the core and lists the tree by the core's size). Before, a pass after
+// segment_core counted the core and gave the ranges, and a scatter pass filled them: two more
+// dependent launches a round.
+__device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ mcnt, u32* ccnt, u32* joff, u32* cursor,
+                                         const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     __shared__ u32 s_base;
@@ -1015,9 +1059,9 @@ __device__ __forceinline__ void seg_alloc_body(u32* ccnt, u32* joff, u32* cursor
     SEG_BLOCK_LOOP(i, nh) {
         bool in = i < nh;
         u32 t = in ? hlist[i] : 0u;
-        u32 c = in ? ccnt[t] : 0u;
-        // A sink's tree takes one more slot, after its members', for the sink itself (key 0:
-        // it leads the caterpillar; segment_scatter fills the slots before it).
+        u32 c = in ? mcnt[t] : 0u;
+        // A sink's tree takes one more slot, the first, for the sink itself (key 0: it leads
+        // the caterpillar); its core members count on from 1.
         bool sink = in && SEG_SINK(mode, (u32)done[t]);
         c += sink ? 1u : 0u;
         u32 total;
@@ -1026,47 +1070,21 @@ __device__ __forceinline__ void seg_alloc_body(u32* ccnt, u32* joff, u32* cursor
         __syncthreads();
         if (in) joff[t] = s_base + off;
         if (sink) {
-            jarr[s_base + off + c - 1u] = t;
+            jarr[s_base + off] = t;
             tkey[t] = 0;
-            ccnt[t] = c;
+            ccnt[t] = 1;
         }
-        seg_append_block(tlist, tcount, in && c <= 8u, t);
-        seg_append_block(slist, scount, in && c > 8u && c <= 32u, t);
-        seg_append_block(mlist, mcount, in && c > 32u && c <= SEG_CAT_MID_CAP, t);
-        seg_append_block(blist, bcount, in && c > SEG_CAT_MID_CAP, t);
     }
 }
 
-extern "C" __global__ void segment_alloc(u32* ccnt, u32* joff, u32* cursor, u32* tlist,
-                                         u32* tcount, u32* slist, u32* scount, u32* mlist, u32* mcount, u32* blist,
-                                         u32* bcount, const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
+extern "C" __global__ void segment_alloc(const u32* __restrict__ mcnt, u32* ccnt, u32* joff, u32* cursor,
+                                         const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_alloc_body(ccnt, joff, cursor, tlist, tcount, slist, scount, mlist, mcount, blist, bcount, done, mode, jarr, tkey,
-                   ctl, gate, hlist, hcount);
-}
-
-// Step 7: every member writes itself into its tree's range.
-__device__ __forceinline__ void seg_scatter_body(const u32* __restrict__ tree, const u32* __restrict__ cslot,
-                                           const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
-                                           u32 gate, const u32* __restrict__ xlist, const u32* __restrict__ xcount) {
-    u32 nx = *xcount;
-    for (u32 i = global_tid(); i < nx; i += global_threads()) {
-        u32 v = xlist[i];
-        jarr[joff[tree[v]] + cslot[v]] = v;
-    }
-}
-
-extern "C" __global__ void segment_scatter(const u32* __restrict__ tree, const u32* __restrict__ cslot,
-                                           const u32* __restrict__ joff, u32* jarr, const u32* __restrict__ ctl,
-                                           u32 gate, const u32* __restrict__ xlist, const u32* __restrict__ xcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_scatter_body(tree, cslot, joff, jarr, ctl, gate, xlist, xcount);
+    seg_alloc_body(mcnt, ccnt, joff, cursor, done, mode, jarr, tkey, ctl, gate, hlist, hcount);
 }
 
 // The predicate of a caterpillar step: member c (size sc, Int ic) joins the tree's component
@@ -1314,7 +1332,7 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX)
     seg_count(ctl, mctl, 1, ev, mg);
 }
 
-// Step 8, trees of at most 8 members (most of them in the first rounds, where a tree averages
+// Step 6, trees of at most 8 members (most of them in the first rounds, where a tree averages
 // ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
 // 19-comparator network in registers and the caterpillar is walked in order.
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
@@ -1401,7 +1419,7 @@ extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
     seg_cat_thread_body(SEG_CAT_PASS);
 }
 
-// Step 8, trees of at most 32 members: a warp per tree (slist). Lane i holds member i after a
+// Step 6, trees of at most 32 members: a warp per tree (slist). Lane i holds member i after a
 // bitonic sort by (key, id) across the lanes; lane 0 is the pair's smaller root (the tree id,
 // which the others join). A warp scan gives each step's |R|, the previous lane's weight its
 // Int; the first failing step (ballot) ends the merges; a failing side freezes (merge rounds).
@@ -1711,7 +1729,7 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
     return half;
 }
 
-// Step 8, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
+// Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks
 // of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
 // radix-selected (the next SEG_CAT_CAP keys), gathered into shared memory and sorted by a
@@ -1923,11 +1941,10 @@ struct SegPtrs {
     u32* tree;
     u64* exitk;
     u32* ccnt;
-    u32* cslot;
+    u32* mcnt;
     u32* joff;
     u32* jarr;
     u32* hlist;
-    u32* xlist;
     u32* tlist;
     u32* mlist;
     u32* slist;
@@ -2035,18 +2052,17 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
                          a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
         SEG_FIN_SYNC();
-        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.ctl, gate, rout, rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.mcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, rcout);
         SEG_FIN_SYNC();
+        // Exits and the trees' ranges touch different words: no barrier between them.
         seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, fcout);
+        seg_alloc_body(a.p.mcnt, a.p.ccnt, a.p.joff, cursor, a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist,
+                       hcount);
         SEG_FIN_SYNC();
-        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.ccnt, a.p.cslot, a.p.hlist, hcount,
-                      a.p.xlist, xcount, a.p.ctl, gate, rout, rcout);
-        SEG_FIN_SYNC();
-        seg_alloc_body(a.p.ccnt, a.p.joff, cursor, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount,
-                       a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist, hcount);
-        SEG_FIN_SYNC();
-        seg_scatter_body(a.p.tree, a.p.cslot, a.p.joff, a.p.jarr, a.p.ctl, gate, a.p.xlist, xcount);
+        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.ccnt, a.p.mcnt, a.p.joff, a.p.jarr,
+                      xcount, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount, a.p.ctl, gate,
+                      rout, rcout);
         SEG_FIN_SYNC();
         // The caterpillars (SEG_CAT_PASS names): tiny and small trees, then each larger one by
         // a whole block.

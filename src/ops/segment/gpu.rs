@@ -5,13 +5,15 @@
 //! where every kernel returns at once after the round that changed nothing, so nothing is read
 //! back until [`SegmentGpu::download`]; finally raster-order labels by a block scan.
 //!
-//! A round is 11 launches (least edges, targets, trees, exits, core, alloc, scatter, and the
-//! caterpillars of tiny, small, mid-size and large trees, the last three on side streams forked
-//! from the caller's by events); on compute capability 9.0+ each is a programmatic dependent
-//! launch ([`ExLaunch`]). Merge round 1 is one kernel instead, `segment_tiles` (the round for
-//! the trees inside one 32x16 tile, in shared memory; [`SegmentGpu::tile_pass`]), and the
-//! launched merge rounds start at 2. 1080p photographs take ~20 merge and ~6 `min_size` rounds. Once the
-//! round caps come from recent frames (`adaptive_rounds`, rounded up to a multiple of 4),
+//! A round is 10 launches in 6 dependent steps (least edges, targets, trees; exits with the
+//! trees' ranges allocated beside them on a side stream; core, which writes its members into
+//! those ranges and lists each tree by its core's size; the caterpillars of tiny, small,
+//! mid-size and large trees, the last three on side streams forked from the caller's by events);
+//! on compute capability 9.0+ each is a programmatic dependent launch ([`ExLaunch`]). Merge
+//! round 1 is one kernel instead, `segment_tiles` (the round for the trees inside one 32x16
+//! tile, in shared memory; [`SegmentGpu::tile_pass`]), and the launched merge rounds start at
+//! 2. 1080p photographs take ~20 merge and 1-2 `min_size` rounds. Once the round caps come from
+//! recent frames (`adaptive_rounds`, the merge phase's rounded up to a multiple of 4),
 //! everything after the edge graph is captured once as a CUDA graph ([`GraphCache`],
 //! keyed by buffers, frame size, parameters, caps and stream) and replayed with one launch. The
 //! first frame, fixed caps and [`SegmentGpu::detailed_timing`] launch directly;
@@ -23,7 +25,7 @@
 //! `segment_init`, `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
-//! `segment_core`, `segment_alloc`, `segment_scatter`, `segment_cat_thread`, `segment_cat_warp`,
+//! `segment_alloc`, `segment_core`, `segment_cat_thread`, `segment_cat_warp`,
 //! `segment_cat_mid`, `segment_cat_block`, `segment_finish` (both finishers), and `segment_tiles` (merge
 //! round 1, its own region in either mode)
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
@@ -158,14 +160,14 @@ struct Ptrs {
     target: u64,
     tree: u64,
     exitk: u64,
-    /// Members per tree, each member's slot, each tree's range and the ranges.
+    /// Core members per tree (slots taken), all members per tree, each tree's range and the
+    /// ranges.
     ccnt: u64,
-    cslot: u64,
+    mcnt: u64,
     joff: u64,
     jarr: u64,
-    /// Trees with members, members, tiny, small and large trees of the round.
+    /// Trees of the round, then its tiny, small and large trees.
     hlist: u64,
-    xlist: u64,
     tlist: u64,
     mlist: u64,
     slist: u64,
@@ -221,7 +223,6 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_exits",
     "segment_core",
     "segment_alloc",
-    "segment_scatter",
     "segment_cat_thread",
     "segment_cat_warp",
     "segment_cat_block",
@@ -359,7 +360,6 @@ pub struct SegmentGpu {
     f_exits: CudaFunction,
     f_core: CudaFunction,
     f_alloc: CudaFunction,
-    f_scatter: CudaFunction,
     f_cat_thread: CudaFunction,
     f_cat_warp: CudaFunction,
     f_cat_block: CudaFunction,
@@ -540,7 +540,6 @@ impl SegmentGpu {
             f_exits: f("segment_exits")?,
             f_core: f("segment_core")?,
             f_alloc: f("segment_alloc")?,
-            f_scatter: f("segment_scatter")?,
             f_cat_thread: f("segment_cat_thread")?,
             f_cat_warp: f("segment_cat_warp")?,
             f_cat_block: f("segment_cat_block")?,
@@ -646,12 +645,11 @@ impl SegmentGpu {
             "sizes",
             "targets",
             "trees",
+            "tree core counts",
             "tree member counts",
-            "member slots",
             "tree ranges",
             "members by tree",
-            "trees with members",
-            "members",
+            "trees",
             "small trees",
             "large trees",
             "edge orders",
@@ -689,24 +687,23 @@ impl SegmentGpu {
             target: r32(2),
             tree: r32(3),
             ccnt: r32(4),
-            cslot: r32(5),
+            mcnt: r32(5),
             joff: r32(6),
             jarr: r32(7),
             hlist: r32(8),
-            xlist: r32(9),
-            slist: r32(10),
-            blist: r32(11),
-            order: r32(12),
-            minpix: r32(13),
-            rootlabel: r32(14),
-            flist: [r32(15), r32(16)],
-            rlist: [r32(17), r32(18)],
-            tlist: r32(19),
-            mlist: r32(20),
-            blocksum: r32(21),
+            slist: r32(9),
+            blist: r32(10),
+            order: r32(11),
+            minpix: r32(12),
+            rootlabel: r32(13),
+            flist: [r32(14), r32(15)],
+            rlist: [r32(16), r32(17)],
+            tlist: r32(18),
+            mlist: r32(19),
+            blocksum: r32(20),
             counts: raw(&counts, stream),
             stamps: raw(&stamps, stream),
-            scr_i: r32(22),
+            scr_i: r32(21),
             scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
@@ -945,7 +942,7 @@ impl SegmentGpu {
         timed(timer, stream, "segment_init", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.tree).arg(&p.ccnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+            l.arg(&p.tree).arg(&p.ccnt).arg(&p.mcnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
             l.arg(&nn).arg(&nctl).arg(&ncounts);
             // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
             // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
@@ -1138,9 +1135,30 @@ impl SegmentGpu {
             })?;
             timed(timer, stream, name("segment_trees"), || {
                 let mut l = ExLaunch::new(stream, &self.f_trees, pdl);
-                l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.mcnt).arg(&p.hlist).arg(&hcount);
+                l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over this round's active roots (ids < n, each with a
-                // target whose chain ends in a mutual pair).
+                // target whose chain ends in a mutual pair or a sink); a tree is listed once (by
+                // its first counted member), at most n trees.
+                unsafe { l.launch(cfg) }?;
+                Ok(())
+            })?;
+            // With per-launch timing everything stays on `stream` (the timer's events are there);
+            // else the trees' ranges are allocated on a side stream while the exits are scanned.
+            let concurrent = timer.is_none();
+            if concurrent {
+                self.fork.record(stream)?;
+                self.side[0].wait(&self.fork)?;
+            }
+            let on = if concurrent { &self.side[0] } else { stream };
+            timed(timer, stream, name("segment_alloc"), || {
+                let mut l = ExLaunch::new(on, &self.f_alloc, pdl);
+                l.arg(&p.mcnt).arg(&p.ccnt).arg(&p.joff).arg(&cursor);
+                l.arg(&p.done).arg(&mode).arg(&p.jarr).arg(&p.tkey);
+                l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
+                // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
+                // to the round's active roots plus one slot per sink tree (the sink, a root
+                // outside them), at most n. It reads and writes nothing segment_exits touches.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
@@ -1154,41 +1172,24 @@ impl SegmentGpu {
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
+            if concurrent {
+                self.joins[0].record(&self.side[0])?;
+                stream.wait(&self.joins[0])?;
+            }
             timed(timer, stream, name("segment_core"), || {
                 let mut l = ExLaunch::new(stream, &self.f_core, pdl);
                 l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.done).arg(&mode);
-                l.arg(&p.ccnt).arg(&p.cslot);
-                l.arg(&p.hlist).arg(&hcount).arg(&p.xlist).arg(&xcount).arg(&p.ctl).arg(&gate).arg(&rout);
-                l.arg(&rcout);
-                // SAFETY: grid-stride over the active roots (ids < n); a tree is listed once (by
-                // its slot-0 member), the members at most n.
+                l.arg(&p.ccnt).arg(&p.mcnt).arg(&p.joff).arg(&p.jarr).arg(&xcount);
+                l.arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount).arg(&p.mlist).arg(&mcount);
+                l.arg(&p.blist).arg(&bcount).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                // SAFETY: grid-stride over the active roots (ids < n); a core member's slot is
+                // below its tree's member count (its range's length, from segment_alloc, which
+                // this stream has waited for), so it lands in the tree's range inside jarr; each
+                // tree is listed once (by the group that counts its members off to 0), at most
+                // n trees.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            timed(timer, stream, name("segment_alloc"), || {
-                let mut l = ExLaunch::new(stream, &self.f_alloc, pdl);
-                l.arg(&p.ccnt).arg(&p.joff).arg(&cursor).arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount);
-                l.arg(&p.mlist).arg(&mcount);
-                l.arg(&p.blist).arg(&bcount);
-                l.arg(&p.done).arg(&mode).arg(&p.jarr).arg(&p.tkey);
-                l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
-                // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
-                // to the round's members plus one slot per sink tree (the sink, a root outside
-                // the members), at most n.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            timed(timer, stream, name("segment_scatter"), || {
-                let mut l = ExLaunch::new(stream, &self.f_scatter, pdl);
-                l.arg(&p.tree).arg(&p.cslot).arg(&p.joff).arg(&p.jarr).arg(&p.ctl).arg(&gate).arg(&p.xlist);
-                l.arg(&xcount);
-                // SAFETY: a member's slot is below its tree's count, so it lands in the tree's
-                // range inside jarr (n entries).
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            // With per-launch timing everything stays on `stream` (the timer's events are there).
-            let concurrent = timer.is_none();
             if concurrent {
                 self.fork.record(stream)?;
                 for side in &self.side {
@@ -1555,9 +1556,9 @@ mod tests {
 
     #[test]
     fn finish_parameters_have_the_kernel_layout() {
-        // 38 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
-        assert_eq!(std::mem::size_of::<Ptrs>(), 38 * 8);
-        assert_eq!(std::mem::size_of::<SegFinish>(), 38 * 8 + 8 + 14 * 4);
+        // 37 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
+        assert_eq!(std::mem::size_of::<Ptrs>(), 37 * 8);
+        assert_eq!(std::mem::size_of::<SegFinish>(), 37 * 8 + 8 + 14 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
     }
 
