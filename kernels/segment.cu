@@ -576,12 +576,12 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
     }
 }
 
-// Appends `id` to list[*count] when `keep` with one atomicAdd per block (seg_reserve_block takes
-// the block's slots): the lists of the first rounds take ~2 M entries, and a warp-aggregated
-// append serialises ~65 000 atomics on one counter (measured: about half of segment_least's 194
-// us in round 1). Every thread of the block must call it the same number of times (block-uniform
-// loops, see SEG_BLOCK_LOOP); the block size is at most 1024.
-__device__ __forceinline__ u32 seg_reserve_block(u32* count, bool keep) {
+// Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
+// rounds take ~2 M entries, and a warp-aggregated append serialises ~65 000 atomics on one
+// counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
+// block must call it the same number of times (block-uniform loops, see SEG_BLOCK_LOOP); the
+// block size is at most 1024.
+__device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
     __shared__ u32 s_warp[32];
     __shared__ u32 s_base;
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -598,18 +598,47 @@ __device__ __forceinline__ u32 seg_reserve_block(u32* count, bool keep) {
         s_base = sum ? atomicAdd(count, sum) : 0u;
     }
     __syncthreads();
-    u32 slot = s_base + s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u));
+    if (keep) list[s_base + s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
     __syncthreads();
-    return slot;
 }
 
-// Adds the block's `keep` lanes to *count (seg_append_block without a list: the same single
-// atomicAdd a block).
-__device__ __forceinline__ void seg_count_block(u32* count, bool keep) { (void)seg_reserve_block(count, keep); }
-
-__device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
-    u32 slot = seg_reserve_block(count, keep);
-    if (keep) list[slot] = id;
+// Appends `id` to list k (l0..l3, counts c0..c3) of class cls = k < 4 (4: to none) and counts
+// the `counted` lanes in *xcount: seg_append_block for five lists at once, one round of
+// barriers and the (at most five) atomicAdds side by side instead of one after another.
+__device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u32* c1, u32* l2, u32* c2, u32* l3,
+                                                    u32* c3, u32* xcount, bool counted, u32 cls, u32 id) {
+    __shared__ u32 s_cnt[5][32];
+    __shared__ u32 s_base[5];
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    u32 b[5];
+#pragma unroll
+    for (u32 k = 0; k < 4; ++k) b[k] = __ballot_sync(FULL_MASK, cls == k);
+    b[4] = __ballot_sync(FULL_MASK, counted);
+    if (lane == 0) {
+#pragma unroll
+        for (u32 k = 0; k < 5; ++k) s_cnt[k][warp] = (u32)__popc(b[k]);
+    }
+    __syncthreads();
+    if (threadIdx.x < 5) {
+        u32 k = threadIdx.x, sum = 0;
+        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+            u32 n = s_cnt[k][w];
+            s_cnt[k][w] = sum;
+            sum += n;
+        }
+        u32* count = k == 0 ? c0 : k == 1 ? c1 : k == 2 ? c2 : k == 3 ? c3 : xcount;
+        s_base[k] = sum ? atomicAdd(count, sum) : 0u;
+    }
+    __syncthreads();
+    u32 below = (1u << lane) - 1u;
+#pragma unroll
+    for (u32 k = 0; k < 4; ++k) {
+        if (cls == k) {
+            u32* list = k == 0 ? l0 : k == 1 ? l1 : k == 2 ? l2 : l3;
+            list[s_base[k] + s_cnt[k][warp] + (u32)__popc(b[k] & below)] = id;
+        }
+    }
+    __syncthreads();
 }
 
 // A grid-stride loop over items `i` that every thread of a block runs the same number of times
@@ -996,28 +1025,31 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
         // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
         // edge for the next round (SEG_KEEP).
         if (SEG_KEEP && listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
+        u32 lane = threadIdx.x & 31u;
 #if SEG_CORE_AGG
         // The lanes of a warp that join the same tree take their slots with one atomicAdd (the
         // active roots are listed in pixel order, so a warp's roots are mostly of one tree).
-        u32 lane = threadIdx.x & 31u;
         u32 peers = __match_any_sync(FULL_MASK, join ? t : SEG_NONE);
         u32 leader = (u32)__ffs(peers) - 1u;
         u32 base = 0;
-        if (join && lane == leader) base = atomicAdd(&ccnt[t], (u32)__popc(peers));
+        if (join && lane == leader) {
+            base = atomicAdd(&ccnt[t], (u32)__popc(peers));
+            __threadfence();  // the slots before this warp's count-off
+        }
         base = __shfl_sync(FULL_MASK, base, leader);
         if (join) slot = base + (u32)__popc(peers & ((1u << lane) - 1u));
 #else
-        if (join) slot = atomicAdd(&ccnt[t], 1u);
+        if (join) {
+            slot = atomicAdd(&ccnt[t], 1u);
+            __threadfence();
+        }
 #endif
         if (join) jarr[joff[t] + slot] = v;
-        seg_count_block(xcount, join);
-        __threadfence();  // this warp's slots before its count-off
-        u32 lane2 = threadIdx.x & 31u;
+        __syncwarp();
         u32 group = __match_any_sync(FULL_MASK, listed ? t : SEG_NONE);
-        u32 first = (u32)__ffs(group) - 1u;
         u32 c = 0;
         bool last = false;
-        if (listed && lane2 == first) {
+        if (listed && lane == (u32)__ffs(group) - 1u) {
             u32 k = (u32)__popc(group);
             if (atomicSub(&mcnt[t], k) == k) {
                 __threadfence();
@@ -1025,10 +1057,8 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
                 last = true;
             }
         }
-        seg_append_block(tlist, tcount, last && c <= 8u, t);
-        seg_append_block(slist, scount, last && c > 8u && c <= 32u, t);
-        seg_append_block(mlist, mcount, last && c > 32u && c <= SEG_CAT_MID_CAP, t);
-        seg_append_block(blist, bcount, last && c > SEG_CAT_MID_CAP, t);
+        u32 cls = !last ? 4u : c <= 8u ? 0u : c <= 32u ? 1u : c <= SEG_CAT_MID_CAP ? 2u : 3u;
+        seg_append_by_class(tlist, tcount, slist, scount, mlist, mcount, blist, bcount, xcount, join, cls, t);
     }
 }
 
