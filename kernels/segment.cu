@@ -170,7 +170,17 @@
 // 100, 7 -> 1 at k = 500), so ~-150 us. Measured on the H100: building 1080p 3.551 -> 3.311 ms
 // (k = 100), 3.996 -> 3.729 (k = 500), fruits RGB 4.03 -> 3.69 / 4.01 -> 3.68, clip frame 5.16
 // -> 4.83 / 5.19 -> 4.98, 4K 12.11 -> 11.58 (with the min_size caps no longer rounded up to 4:
-// no empty gated rounds after the 1-2 that merge). Probed in the CPU model, not built: a second
+// no empty gated rounds after the 1-2 that merge). Then fewer dependent steps a round: a tail
+// round of tiny lists still took ~45 us for 8 steps. segment_trees counts each tree's members,
+// segment_alloc gives the ranges beside segment_exits (forked stream), segment_core writes the
+// core into them and lists each tree by its core size (no segment_scatter): predicted ~-190 us
+// from the serialised per-kernel sums (alloc + scatter off the critical path). Measured: sized
+// and listed by all members (not the core), photographs got slower (building 1080p 3.32 ->
+// 3.39 ms: trees went to larger caterpillar kernels); listed by the core, -20 to -50 us at
+// 1080p, -250 us at 4K; the core's five block appends as one (seg_append_by_class) -35 to -40 us
+// more. segment_cat_thread at 80 registers (a float threshold per member instead of its Int;
+// three blocks an SM instead of two) measured within noise (-10 us at 1080p, +40 us at 4K) and
+// was left out. Probed in the CPU model, not built: a second
 // Boruvka level per round (trees joined along their exits up to the exit of the tree of trees,
 // exact: property-tested) cuts merge rounds 20 -> 16 (building k = 100), 23 -> 17, clip frame
 // 27 -> 19, but needs a far-tree pass, a walk, a second frontier scan and a union-find over each
