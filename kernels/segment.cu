@@ -552,7 +552,7 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
 // Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
 // before the captured rounds, and a frame run again starts from the cursors its first run left).
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
-                                        u32* target, u32* tree, u32* ccnt, u32* mcnt, u16* round, u32* order, u32* ctl,
+                                        u32* target, u32* tree, u64* tcnt, u16* round, u32* order, u32* ctl,
                                         u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
     for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
@@ -565,8 +565,7 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
             best[i] = SEG_NO_EDGE;
             target[i] = SEG_NONE;
             tree[i] = SEG_NONE;
-            ccnt[i] = 0;
-            mcnt[i] = 0;
+            tcnt[i] = 0;
             round[i] = SEG_NEVER;
             order[i] &= ~(15u << 24);
         }
@@ -709,9 +708,13 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 #ifndef SEG_ATOMIC_FILTER
 #define SEG_ATOMIC_FILTER 1
 #endif
-#ifndef SEG_CORE_AGG
-#define SEG_CORE_AGG 1
-#endif
+// A tree's counts in one word (tcnt[tree], 0 between rounds): the low half counts its core
+// members (their slots: segment_core; a sink's tree starts at 1, its slot 0 is the sink:
+// segment_alloc), the high half its members not yet counted off (segment_trees counts them in,
+// segment_core out). One atomicAdd a warp and tree in segment_core takes the warp's slots and
+// counts its members off at once, so the group that takes the high half to 0 knows the core's
+// size from the same atomic.
+#define SEG_TCNT_MEMBER (1ull << 32)
 
 __device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
     if (SEG_ATOMIC_FILTER && *(volatile u64*)slot <= key) return;
@@ -914,11 +917,11 @@ extern "C" __global__ void __launch_bounds__(256)
 // mutual pair (the paper's Algorithm 6 finds the same pairs) or, in min_size rounds, a sink
 // (SEG_MS_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
 // a root whose tree another thread already wrote (a benign race: tree[x] is either SEG_NONE or
-// final). Every root counts itself in its tree (mcnt, one atomicAdd per warp and tree), and
+// final). Every root counts itself in its tree (tcnt, one atomicAdd per warp and tree), and
 // the first to count lists the tree (hlist), so segment_alloc can give each tree its range
 // while segment_exits runs.
 __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
-                                         const seg_done_t* __restrict__ done, u32 mode, u32* mcnt, u32* hlist,
+                                         const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
                                          u32* hcount, const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     u32 nr = *rcount;
@@ -948,7 +951,7 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
         u32 peers = __match_any_sync(FULL_MASK, t);
         u32 leader = (u32)__ffs(peers) - 1u;
         u32 base = 0;
-        if (in && lane == leader) base = atomicAdd(&mcnt[t], (u32)__popc(peers));
+        if (in && lane == leader) base = (u32)(atomicAdd(&tcnt[t], SEG_TCNT_MEMBER * (u64)__popc(peers)) >> 32);
         base = __shfl_sync(FULL_MASK, base, leader);
         seg_append_block(hlist, hcount, in && base + (u32)__popc(peers & ((1u << lane) - 1u)) == 0, t);
     }
@@ -956,12 +959,12 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
 
 extern "C" __global__ void __launch_bounds__(256)
     segment_trees(const u32* __restrict__ target, u32* tree, const seg_done_t* __restrict__ done, u32 mode,
-                  u32* mcnt, u32* hlist, u32* hcount, const u32* __restrict__ ctl, u32 gate,
+                  u64* tcnt, u32* hlist, u32* hcount, const u32* __restrict__ ctl, u32 gate,
                   const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_trees_body(target, tree, done, mode, mcnt, hlist, hcount, ctl, gate, rlist, rcount);
+    seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, rcount);
 }
 
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
@@ -1012,16 +1015,16 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
 }
 
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
-// its tree (ccnt[tree] counts them; a sink's tree starts at 1, its slot 0 is the sink) and
-// writes itself there, into the tree's range that segment_alloc gave it (its members before
-// the exit are at most its mcnt); *xcount counts the round's core members. Every member, core
-// or not, then counts itself off mcnt[tree]; the warp group that takes it to 0 is the tree's
-// last, reads the finished core count (each group's slots are taken before its count-off,
-// a fence between) and lists the tree for its caterpillar kernel by that count: tiny (at most
-// 8: a thread each), small (at most 32: a warp each), mid-size (at most SEG_CAT_MID_CAP: a block
-// of SEG_CAT_MID_THREADS each) or large (a block of SEG_CAT_THREADS each).
+// its tree and writes itself there, into the tree's range that segment_alloc gave it (its
+// members before the exit are at most its member count); *xcount counts the round's core
+// members. The lanes of a warp that belong to one tree (the active roots are listed in pixel
+// order, so a warp's roots are mostly of one tree) take their slots and count themselves off
+// the tree with one atomicAdd (tcnt); the group that counts the last members off knows the
+// core's size from it and lists the tree for its caterpillar kernel: tiny (at most 8: a thread
+// each), small (at most 32: a warp each), mid-size (at most SEG_CAT_MID_CAP: a block of
+// SEG_CAT_MID_THREADS each) or large (a block of SEG_CAT_THREADS each).
 __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* mcnt,
+                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
                  u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
@@ -1029,44 +1032,25 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
-        u32 t = in ? tree[v] : 0u, slot = 0;
+        u32 t = in ? tree[v] : 0u;
         bool listed = in && target[v] != SEG_NONE;
         bool join = listed && tkey[v] < exitk[t];
         // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
         // edge for the next round (SEG_KEEP).
         if (SEG_KEEP && listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
         u32 lane = threadIdx.x & 31u;
-#if SEG_CORE_AGG
-        // The lanes of a warp that join the same tree take their slots with one atomicAdd (the
-        // active roots are listed in pixel order, so a warp's roots are mostly of one tree).
-        u32 peers = __match_any_sync(FULL_MASK, join ? t : SEG_NONE);
-        u32 leader = (u32)__ffs(peers) - 1u;
-        u32 base = 0;
-        if (join && lane == leader) {
-            base = atomicAdd(&ccnt[t], (u32)__popc(peers));
-            __threadfence();  // the slots before this warp's count-off
-        }
-        base = __shfl_sync(FULL_MASK, base, leader);
-        if (join) slot = base + (u32)__popc(peers & ((1u << lane) - 1u));
-#else
-        if (join) {
-            slot = atomicAdd(&ccnt[t], 1u);
-            __threadfence();
-        }
-#endif
-        if (join) jarr[joff[t] + slot] = v;
-        __syncwarp();
         u32 group = __match_any_sync(FULL_MASK, listed ? t : SEG_NONE);
-        u32 c = 0;
-        bool last = false;
-        if (listed && lane == (u32)__ffs(group) - 1u) {
-            u32 k = (u32)__popc(group);
-            if (atomicSub(&mcnt[t], k) == k) {
-                __threadfence();
-                c = atomicAdd(&ccnt[t], 0u);
-                last = true;
-            }
+        u32 joined = __ballot_sync(FULL_MASK, join) & group;
+        u32 leader = (u32)__ffs(group) - 1u;
+        u64 before = 0;
+        if (listed && lane == leader) {
+            u64 add = (u64)__popc(joined) - SEG_TCNT_MEMBER * (u64)__popc(group);
+            before = atomicAdd(&tcnt[t], add);
         }
+        before = __shfl_sync(FULL_MASK, before, leader);
+        if (join) jarr[joff[t] + (u32)before + (u32)__popc(joined & ((1u << lane) - 1u))] = v;
+        bool last = listed && lane == leader && (u32)(before >> 32) == (u32)__popc(group);
+        u32 c = (u32)before + (u32)__popc(joined);
         u32 cls = !last ? 4u : c <= 8u ? 0u : c <= 32u ? 1u : c <= SEG_CAT_MID_CAP ? 2u : 3u;
         seg_append_by_class(tlist, tcount, slist, scount, mlist, mcount, blist, bcount, xcount, join, cls, t);
     }
@@ -1074,23 +1058,23 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
 
 extern "C" __global__ void __launch_bounds__(256)
     segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
-                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u32* ccnt, u32* mcnt,
+                 const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
                  u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_core_body(target, tree, tkey, exitk, done, mode, ccnt, mcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
+    seg_core_body(target, tree, tkey, exitk, done, mode, tcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
                   mlist, mcount, blist, bcount, ctl, gate, rlist, rcount);
 }
 
 // Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
-// jarr (joff) for all its members (segment_trees counted them in mcnt; segment_core fills the
+// jarr (joff) for all its members (segment_trees counted them in tcnt; segment_core fills the
 // range's first slots with the core and lists the tree by the core's size). Before, a pass after
 // segment_core counted the core and gave the ranges, and a scatter pass filled them: two more
 // dependent launches a round.
-__device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ mcnt, u32* ccnt, u32* joff, u32* cursor,
+__device__ __forceinline__ void seg_alloc_body(u64* tcnt, u32* joff, u32* cursor,
                                          const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
@@ -1099,7 +1083,7 @@ __device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ mcnt, u32
     SEG_BLOCK_LOOP(i, nh) {
         bool in = i < nh;
         u32 t = in ? hlist[i] : 0u;
-        u32 c = in ? mcnt[t] : 0u;
+        u32 c = in ? (u32)(tcnt[t] >> 32) : 0u;
         // A sink's tree takes one more slot, the first, for the sink itself (key 0: it leads
         // the caterpillar); its core members count on from 1.
         bool sink = in && SEG_SINK(mode, (u32)done[t]);
@@ -1112,19 +1096,19 @@ __device__ __forceinline__ void seg_alloc_body(const u32* __restrict__ mcnt, u32
         if (sink) {
             jarr[s_base + off] = t;
             tkey[t] = 0;
-            ccnt[t] = 1;
+            tcnt[t] = SEG_TCNT_MEMBER * (u64)(c - 1u) + 1u;
         }
     }
 }
 
-extern "C" __global__ void segment_alloc(const u32* __restrict__ mcnt, u32* ccnt, u32* joff, u32* cursor,
+extern "C" __global__ void segment_alloc(u64* tcnt, u32* joff, u32* cursor,
                                          const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
     if (ctl[gate] == 0) return;
-    seg_alloc_body(mcnt, ccnt, joff, cursor, done, mode, jarr, tkey, ctl, gate, hlist, hcount);
+    seg_alloc_body(tcnt, joff, cursor, done, mode, jarr, tkey, ctl, gate, hlist, hcount);
 }
 
 // The predicate of a caterpillar step: member c (size sc, Int ic) joins the tree's component
@@ -1378,12 +1362,12 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX)
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
 // and its count, the sort scratch (used by segment_cat_block only) and n.
 #define SEG_CAT_ARGS                                                                                  \
-    u32 *link, seg_done_t *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u32 *ccnt,                   \
+    u32 *link, seg_done_t *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u64 *tcnt,                   \
         const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u16 *round,                \
         const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
         u32 r, const u32 *__restrict__ list, const u32 *__restrict__ lcount, u64 *scr_k, u32 *scr_i, u32 n
 #define SEG_CAT_PASS                                                                                    \
-    link, done, size, cint, tkey, ccnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
+    link, done, size, cint, tkey, tcnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
         list, lcount, scr_k, scr_i, n
 
 __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS) {
@@ -1391,7 +1375,7 @@ __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS) {
     u32 nt = *lcount;
     for (u32 i = global_tid(); i < nt; i += global_threads()) {
         u32 t = list[i];
-        u32 cnt = ccnt[t], off = joff[t];
+        u32 cnt = (u32)tcnt[t], off = joff[t];
         u64 kk[8];
         u32 id[8];
 #pragma unroll
@@ -1447,7 +1431,7 @@ __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS) {
         size[a] = sr;
         if (mode == SEG_MODE_MIN_SIZE) done[a] = sr >= min_size;
         if (mode == SEG_MODE_MERGE && merged) cint[a] = ir;
-        ccnt[t] = 0;
+        tcnt[t] = 0;
     }
     seg_count(ctl, mctl, r, ev, mg);
 }
@@ -1470,7 +1454,7 @@ __device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS) {
     u32 ev = 0, mg = 0;
     for (u32 i = warp; i < ns; i += nwarps) {
         u32 t = list[i];
-        u32 cnt = ccnt[t], off = joff[t];
+        u32 cnt = (u32)tcnt[t], off = joff[t];
         bool valid = lane < cnt;
         u64 key = SEG_NO_EDGE;
         u32 id = SEG_NONE;
@@ -1516,7 +1500,7 @@ __device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS) {
             size[a] = total;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
             if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
-            ccnt[t] = 0;
+            tcnt[t] = 0;
         }
     }
     seg_count(ctl, mctl, r, ev, mg);
@@ -1805,7 +1789,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     u32 ev = 0, mg = 0;
     for (u32 i = blockIdx.x; i < nb; i += gridDim.x) {
         u32 t = list[i];
-        u32 cnt = ccnt[t], off = joff[t];
+        u32 cnt = (u32)tcnt[t], off = joff[t];
         u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
         double int_a = cint[a];
         u32 carry_size = 0;
@@ -1935,7 +1919,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             size[a] = carry_size;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
             if (mode == SEG_MODE_MERGE && merged) cint[a] = carry_w;
-            ccnt[t] = 0;
+            tcnt[t] = 0;
         }
         __syncthreads();
     }
@@ -1980,8 +1964,7 @@ struct SegPtrs {
     u32* target;
     u32* tree;
     u64* exitk;
-    u32* ccnt;
-    u32* mcnt;
+    u64* tcnt;
     u32* joff;
     u32* jarr;
     u32* hlist;
@@ -2092,15 +2075,15 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
                          a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
         SEG_FIN_SYNC();
-        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.mcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, rcout);
         SEG_FIN_SYNC();
         // Exits and the trees' ranges touch different words: no barrier between them.
         seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, fcout);
-        seg_alloc_body(a.p.mcnt, a.p.ccnt, a.p.joff, cursor, a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist,
+        seg_alloc_body(a.p.tcnt, a.p.joff, cursor, a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist,
                        hcount);
         SEG_FIN_SYNC();
-        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.ccnt, a.p.mcnt, a.p.joff, a.p.jarr,
+        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.tcnt, a.p.joff, a.p.jarr,
                       xcount, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount, a.p.ctl, gate,
                       rout, rcout);
         SEG_FIN_SYNC();
@@ -2111,7 +2094,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32* size = a.p.size;
         double* cint = a.p.cint;
         const u64* tkey = a.p.tkey;
-        u32* ccnt = a.p.ccnt;
+        u64* tcnt = a.p.tcnt;
         const u32* joff = a.p.joff;
         const u32* jarr = a.p.jarr;
         u16* round = a.p.round;

@@ -160,10 +160,9 @@ struct Ptrs {
     target: u64,
     tree: u64,
     exitk: u64,
-    /// Core members per tree (slots taken), all members per tree, each tree's range and the
-    /// ranges.
-    ccnt: u64,
-    mcnt: u64,
+    /// Per tree: core members (slots taken, low half) and members not yet counted off (high
+    /// half) in one `u64`; each tree's range and the ranges.
+    tcnt: u64,
     joff: u64,
     jarr: u64,
     /// Trees of the round, then its tiny, small and large trees.
@@ -645,8 +644,6 @@ impl SegmentGpu {
             "sizes",
             "targets",
             "trees",
-            "tree core counts",
-            "tree member counts",
             "tree ranges",
             "members by tree",
             "trees",
@@ -669,13 +666,15 @@ impl SegmentGpu {
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
         let counts = a(NCOUNTS * NCTL, "per-round list counts")?;
         let stamps = a64(NCTL + 4, "round stamps")?;
-        let mut u64s = Vec::with_capacity(5);
+        let mut u64s = Vec::with_capacity(6);
         for what in ["least edges", "target keys", "tree exits", "internal differences"] {
             u64s.push(a64(n, what)?);
         }
         // Large trees sorted by segment_cat_block: (key, id) twice over each tree's range.
         u64s.push(a64(2 * n, "large-tree sort keys")?);
         u32s.push(a(2 * n, "large-tree sort ids")?);
+        // Per tree: core members and members not yet counted off (see segment.cu's tcnt).
+        u64s.push(a64(n, "tree counts")?);
         let r32 = |i: usize| raw(&u32s[i], stream);
         let r64 = |i: usize| raw(&u64s[i], stream);
         let p = Ptrs {
@@ -686,24 +685,23 @@ impl SegmentGpu {
             done: raw(&flags, stream),
             target: r32(2),
             tree: r32(3),
-            ccnt: r32(4),
-            mcnt: r32(5),
-            joff: r32(6),
-            jarr: r32(7),
-            hlist: r32(8),
-            slist: r32(9),
-            blist: r32(10),
-            order: r32(11),
-            minpix: r32(12),
-            rootlabel: r32(13),
-            flist: [r32(14), r32(15)],
-            rlist: [r32(16), r32(17)],
-            tlist: r32(18),
-            mlist: r32(19),
-            blocksum: r32(20),
+            tcnt: r64(5),
+            joff: r32(4),
+            jarr: r32(5),
+            hlist: r32(6),
+            slist: r32(7),
+            blist: r32(8),
+            order: r32(9),
+            minpix: r32(10),
+            rootlabel: r32(11),
+            flist: [r32(12), r32(13)],
+            rlist: [r32(14), r32(15)],
+            tlist: r32(16),
+            mlist: r32(17),
+            blocksum: r32(18),
             counts: raw(&counts, stream),
             stamps: raw(&stamps, stream),
-            scr_i: r32(21),
+            scr_i: r32(19),
             scr_k: r64(4),
             best: r64(0),
             tkey: r64(1),
@@ -942,7 +940,7 @@ impl SegmentGpu {
         timed(timer, stream, "segment_init", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
-            l.arg(&p.tree).arg(&p.ccnt).arg(&p.mcnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
+            l.arg(&p.tree).arg(&p.tcnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
             l.arg(&nn).arg(&nctl).arg(&ncounts);
             // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
             // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
@@ -1135,7 +1133,7 @@ impl SegmentGpu {
             })?;
             timed(timer, stream, name("segment_trees"), || {
                 let mut l = ExLaunch::new(stream, &self.f_trees, pdl);
-                l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.mcnt).arg(&p.hlist).arg(&hcount);
+                l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.tcnt).arg(&p.hlist).arg(&hcount);
                 l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over this round's active roots (ids < n, each with a
                 // target whose chain ends in a mutual pair or a sink); a tree is listed once (by
@@ -1153,7 +1151,7 @@ impl SegmentGpu {
             let on = if concurrent { &self.side[0] } else { stream };
             timed(timer, stream, name("segment_alloc"), || {
                 let mut l = ExLaunch::new(on, &self.f_alloc, pdl);
-                l.arg(&p.mcnt).arg(&p.ccnt).arg(&p.joff).arg(&cursor);
+                l.arg(&p.tcnt).arg(&p.joff).arg(&cursor);
                 l.arg(&p.done).arg(&mode).arg(&p.jarr).arg(&p.tkey);
                 l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
                 // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
@@ -1179,7 +1177,7 @@ impl SegmentGpu {
             timed(timer, stream, name("segment_core"), || {
                 let mut l = ExLaunch::new(stream, &self.f_core, pdl);
                 l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.done).arg(&mode);
-                l.arg(&p.ccnt).arg(&p.mcnt).arg(&p.joff).arg(&p.jarr).arg(&xcount);
+                l.arg(&p.tcnt).arg(&p.joff).arg(&p.jarr).arg(&xcount);
                 l.arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount).arg(&p.mlist).arg(&mcount);
                 l.arg(&p.blist).arg(&bcount).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over the active roots (ids < n); a core member's slot is
@@ -1208,7 +1206,7 @@ impl SegmentGpu {
                 let on = if concurrent && j > 0 { &self.side[j - 1] } else { stream };
                 timed(timer, stream, name(region), || {
                     let mut l = ExLaunch::new(on, f, pdl);
-                    l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.ccnt).arg(&p.joff);
+                    l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
                     l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn);
@@ -1556,9 +1554,9 @@ mod tests {
 
     #[test]
     fn finish_parameters_have_the_kernel_layout() {
-        // 37 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
-        assert_eq!(std::mem::size_of::<Ptrs>(), 37 * 8);
-        assert_eq!(std::mem::size_of::<SegFinish>(), 37 * 8 + 8 + 14 * 4);
+        // 36 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
+        assert_eq!(std::mem::size_of::<Ptrs>(), 36 * 8);
+        assert_eq!(std::mem::size_of::<SegFinish>(), 36 * 8 + 8 + 14 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
     }
 
