@@ -178,9 +178,11 @@
 // and listed by all members (not the core), photographs got slower (building 1080p 3.32 ->
 // 3.39 ms: trees went to larger caterpillar kernels); listed by the core, -20 to -50 us at
 // 1080p, -250 us at 4K; the core's five block appends as one (seg_append_by_class) -35 to -40 us
-// more. segment_cat_thread at 80 registers (a float threshold per member instead of its Int;
-// three blocks an SM instead of two) measured within noise (-10 us at 1080p, +40 us at 4K) and
-// was left out. Probed in the CPU model, not built: a second
+// more, one 64-bit counter a tree (core slots and the count-off in one atomic, no fences) -55 to
+// -65 us more (round 2's core 62 -> 49 us). segment_cat_thread at 80 registers (a float
+// threshold per member instead of its Int; three blocks an SM instead of two) measured within
+// noise (-10 us at 1080p, +40 us at 4K), the round counters added once a block instead of once a
+// warp +35 to +55 us (its barriers): both left out. Probed in the CPU model, not built: a second
 // Boruvka level per round (trees joined along their exits up to the exit of the tree of trees,
 // exact: property-tested) cuts merge rounds 20 -> 16 (building k = 100), 23 -> 17, clip frame
 // 27 -> 19, but needs a far-tree pass, a walk, a second frontier scan and a union-find over each
