@@ -42,8 +42,9 @@
 //                    (or a min_size sink); members counted per tree, each tree listed once
 //   segment_exits    least alive edge from a tree to another tree (frontier pixels), and
 //   segment_alloc    beside it (a forked stream): each tree takes a contiguous range for all
-//                    its members, listed by size
-//   segment_core     members below their tree's exit take a slot in their tree's range
+//                    its members
+//   segment_core     members below their tree's exit take a slot in their tree's range; the
+//                    last of a tree's members to count itself off lists the tree by core size
 //   segment_cat_thread / segment_cat_warp / segment_cat_mid / segment_cat_block
 //                    a thread per tree of up to 8 members (a sorting network in registers),
 //                    a warp per tree of up to 32 (bitonic sort across lanes, warp scan, first

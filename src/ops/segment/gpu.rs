@@ -646,7 +646,7 @@ impl SegmentGpu {
             "trees",
             "tree ranges",
             "members by tree",
-            "trees",
+            "trees of the round",
             "small trees",
             "large trees",
             "edge orders",
