@@ -250,8 +250,8 @@ impl State<'_> {
     }
 
     /// `min_size` rounds: a component of at least `min_size` pixels never takes an edge of its
-    /// own (every edge it could merge along is the least edge of the small component on its
-    /// other side, or dead); it only absorbs the trees that lead into it.
+    /// own (when Kruskal reaches one of its edges, that edge is the least edge of the small
+    /// component then on the other side, or dead); it only absorbs the trees that lead into it.
     fn sink(&self, mode: Mode, c: usize) -> bool {
         mode == Mode::MinSize && self.size[c] >= self.min_size
     }
