@@ -666,12 +666,11 @@ __device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u
 #define SEG_BATCH 4
 #endif
 
-// Far roots e[j] (and edge ids) of pixel p's edges cur + j (j < SEG_BATCH, cur + j < cnt) in
-// key order; compresses comp[q] of the neighbours whose entry was stale.
-__device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ link, const seg_done_t* __restrict__ done,
-                                          u32 p, u32 o, u32 cur, u32 cnt, u32 width, u32 (&id)[SEG_BATCH],
-                                          u32 (&e)[SEG_BATCH], u32 (&fl)[SEG_BATCH]) {
-    u32 q[SEG_BATCH], cq[SEG_BATCH];
+// The neighbours q[j], edge ids and comp[q] entries of pixel p's edges cur + j (j < SEG_BATCH,
+// cur + j < cnt) in key order: the first half of seg_batch, which the frontier scans issue early
+// (SEG_SPEC) beside the loads of the pixel's own root.
+__device__ __forceinline__ void seg_batch_load(const u32* comp, u32 p, u32 o, u32 cur, u32 cnt, u32 width,
+                                               u32 (&q)[SEG_BATCH], u32 (&id)[SEG_BATCH], u32 (&cq)[SEG_BATCH]) {
 #pragma unroll
     for (u32 j = 0; j < SEG_BATCH; ++j) {
         q[j] = p;
@@ -682,6 +681,14 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
             cq[j] = comp[q[j]];
         }
     }
+}
+
+// The second half: far roots e[j] and their flags from seg_batch_load's entries; compresses
+// comp[q] of the neighbours whose entry was stale.
+__device__ __forceinline__ void seg_batch_resolve(u32* comp, const u32* __restrict__ link,
+                                                  const seg_done_t* __restrict__ done, u32 cur, u32 cnt,
+                                                  const u32 (&q)[SEG_BATCH], const u32 (&cq)[SEG_BATCH],
+                                                  u32 (&e)[SEG_BATCH], u32 (&fl)[SEG_BATCH]) {
 #pragma unroll
     for (u32 j = 0; j < SEG_BATCH; ++j) fl[j] = cur + j < cnt ? (u32)done[cq[j]] : 0u;
 #pragma unroll
@@ -693,6 +700,28 @@ __device__ __forceinline__ void seg_batch(u32* comp, const u32* __restrict__ lin
             fl[j] = done[e[j]];
         }
     }
+}
+
+// Loads issued before the pixel's (or root's) own lookups decide whether they are needed, in the
+// launched kernels: segment_exits' first batch of neighbour entries and the weight of the edge at
+// the cursor, beside the pixel's target and tree; segment_targets' last target and key of a
+// root, beside its flag. Only for lists of at most SEG_SPEC_MAX entries: there a kernel waits on
+// its chain of dependent loads, while the dense rounds are bound by their traffic, which unused
+// loads would add to. Not in segment_least (its 32 registers would spill) nor in the finishers
+// (their spills grow by half).
+#ifndef SEG_SPEC
+#define SEG_SPEC 1
+#endif
+#ifndef SEG_SPEC_MAX
+#define SEG_SPEC_MAX 131072u
+#endif
+
+// A weight loaded early (SEG_SPEC): plain `ld.global` in an asm statement, which the compiler
+// neither drops nor moves past the lookups after it.
+__device__ __forceinline__ double seg_ld_weight(const double* w) {
+    double v;
+    asm volatile("ld.global.f64 %0, [%1];" : "=d"(v) : "l"(w));
+    return v;
 }
 
 // Root of pixel-component c0 and its flag byte: one byte load when c0 is still a root; else
@@ -727,13 +756,18 @@ __device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
 // Whether root c (flag fc) keeps last round's least edge (SEG_KEEP): it was outside its tree's
 // core then, and the far side's root has not frozen since (it cannot be c: c absorbed nothing).
 // segment_least and segment_targets decide alike: nothing between them changes flags or links.
-__device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
-                                         const u32* __restrict__ target, u32 c, u32 fc) {
-    if (!(fc & SEG_KEEP_BIT)) return false;
-    u32 t = target[c];
+// The far side's half of seg_kept, from c's last target t.
+__device__ __forceinline__ bool seg_kept_far(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
+                                             u32 t) {
     u32 ft = done[t];
     if (ft & SEG_JOINED) ft = done[seg_find(link, t)];
     return (ft & 1u) == 0;
+}
+
+__device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
+                                         const u32* __restrict__ target, u32 c, u32 fc) {
+    if (!(fc & SEG_KEEP_BIT)) return false;
+    return seg_kept_far(link, done, target[c]);
 }
 
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
@@ -748,10 +782,9 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                                                u32* order, u32 width,
                                                u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
                                                u32 use_list,
-                  const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
-                  u32* out_count) {
+                  const u32* __restrict__ in_list, u32 in_n, u32* out_list, u32* out_count) {
     bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
-    u32 count = use_list == SEG_LIST ? *in_count : width * height;
+    u32 count = use_list == SEG_LIST ? in_n : width * height;
     SEG_BLOCK_LOOP(i, count) {
         bool in = i < count;
         u32 p = in ? (use_list == SEG_LIST ? in_list[i] : i) : 0u;
@@ -769,6 +802,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
         } else if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
+            u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
@@ -780,12 +814,13 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             if (active && !kept) {
                 // The first alive edge from the cursor in key order is the pixel's least; dead
                 // ones before it are skipped for good (see segment_edges).
-                u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
                 bool big = mode == SEG_MODE_MIN_SIZE && fc != 0;
                 u32 hit_id = SEG_NONE;
                 for (; cur < cnt; cur += SEG_BATCH) {
-                    u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
-                    seg_batch(comp, link, done, p, o, cur, cnt, width, id, e, fl);
+                    u32 q[SEG_BATCH], id[SEG_BATCH], cq[SEG_BATCH];
+                    seg_batch_load(comp, p, o, cur, cnt, width, q, id, cq);
+                    u32 e[SEG_BATCH], fl[SEG_BATCH];
+                    seg_batch_resolve(comp, link, done, cur, cnt, q, cq, e, fl);
                     bool al[SEG_BATCH];
 #pragma unroll
                     for (u32 j = 0; j < SEG_BATCH; ++j)
@@ -813,6 +848,29 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
     }
 }
 
+// The gate word of a round kernel and the count its body reads first, loaded together (one
+// L2 round trip at every launch instead of two: in the tail rounds a kernel's few items wait on
+// a chain of dependent loads, and these two used to start it); the body takes the count as a
+// value (the finishers pass what they read). SEG_GATE_PAIR 0 restores the gate load alone.
+#ifndef SEG_GATE_PAIR
+#define SEG_GATE_PAIR 1
+#endif
+__device__ __forceinline__ u32 seg_gate(const u32* ctl, u32 gate, const u32* count, u32& cnt) {
+    u32 g;
+    if (SEG_GATE_PAIR) {
+        asm volatile("ld.global.u32 %0, [%2];\n\tld.global.u32 %1, [%3];"
+                     : "=r"(g), "=r"(cnt)
+                     : "l"(ctl + gate), "l"(count)
+                     : "memory");
+        // The exit test reads both words (a count never reaches 2^31), so ptxas cannot sink the
+        // count's load below it.
+        return g | (cnt >> 31);
+    }
+    g = ctl[gate];
+    if (g != 0) cnt = *count;
+    return g;
+}
+
 // Blocks an SM keeps of segment_least (8: 32 registers, the whole SM's 64 warps; the SEG_KEEP
 // path would otherwise take 40 registers and 48 warps an SM).
 #ifndef SEG_LEAST_BLOCKS
@@ -827,9 +885,10 @@ extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
                   u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
+    u32 in_n;
+    if (seg_gate(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n) == 0) return;
     seg_least_body(comp, link, w4, best, done, target, tkey, order, width, height, eb, mode, ctl, gate, use_list, in_list,
-                   in_count, out_list, out_count);
+                   in_n, out_list, out_count);
 }
 
 // Exclusive scan of one value per thread over the block (blockDim.x a multiple of 32, at most
@@ -858,22 +917,31 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
                     u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
                     u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
-                    const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
+                    u32 in_n, u32* out_list, u32* out_count, bool allow_spec) {
     // First merge round: every pixel is a root of itself, so an edge's ends are its components.
     bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
     u32 ev = 0;
-    u32 count = use_list == SEG_LIST ? *in_count : n;
+    u32 count = use_list == SEG_LIST ? in_n : n;
+    const bool spec = allow_spec && SEG_SPEC && SEG_KEEP && !first && mode == SEG_MODE_MERGE && count <= SEG_SPEC_MAX;
     SEG_BLOCK_LOOP(i, count) {
         bool in = i < count, keep = false;
         u32 v = in ? (use_list == SEG_LIST ? in_list[i] : i) : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
         u64 key = in ? best[v] : SEG_NO_EDGE;
         u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
+        // With SEG_SPEC the last target and key too, before the flag says they are needed.
+        u32 tv = in && spec ? target[v] : 0u;
+        u64 tk = in && spec ? tkey[v] : 0ull;
         bool root = in && (first || (fv & SEG_JOINED) == 0);
         u32 dv = fv & 1u;
         // A kept component's pixels left best alone (SEG_KEEP): its key is last round's.
-        if (SEG_KEEP && root && mode == SEG_MODE_MERGE && dv == 0 && seg_kept(link, done, target, v, fv))
-            key = tkey[v];
+        if (SEG_KEEP && root && mode == SEG_MODE_MERGE && dv == 0) {
+            if (spec) {
+                if ((fv & SEG_KEEP_BIT) && seg_kept_far(link, done, tv)) key = tk;
+            } else if (seg_kept(link, done, target, v, fv)) {
+                key = tkey[v];
+            }
+        }
         if (root) {
             target[v] = SEG_NONE;
             tree[v] = SEG_NONE;
@@ -912,8 +980,9 @@ extern "C" __global__ void __launch_bounds__(256)
                     const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_count, out_list, out_count);
+    u32 in_n;
+    if (seg_gate(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n) == 0) return;
+    seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_n, out_list, out_count, true);
 }
 
 // Step 3: the tree of every active root: follow targets (keys fall strictly along them) to the
@@ -926,28 +995,35 @@ extern "C" __global__ void __launch_bounds__(256)
 __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
                                          const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
                                          u32* hcount, const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    u32 nr = *rcount;
+                                         u32 gate, const u32* __restrict__ rlist, u32 nr) {
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 x = v, t = SEG_NONE;
+        // Each step loads the next root's flag, target and tree together (one round trip a
+        // step): the walk stops at a sink, at a root whose tree is known, or at the pair.
+        // (The walk before loaded a root's tree, then its target, then the target's target: three
+        // round trips a step; measured 10-20 us slower at 1080p.)
+        u32 tx = in ? target[v] : SEG_NONE;
         while (in) {
-            u32 known = ((volatile const u32*)tree)[x];
+            u32 y = tx;
+            u32 fy = (SEG_MS_SINK && mode == SEG_MODE_MIN_SIZE) ? (u32)done[y] : 0u;
+            u32 ty = target[y];
+            u32 known = ((volatile const u32*)tree)[y];
+            if (SEG_SINK(mode, fy)) {
+                t = y;
+                break;
+            }
             if (known != SEG_NONE) {
                 t = known;
                 break;
             }
-            u32 y = target[x];
-            if (SEG_SINK(mode, (u32)done[y])) {
-                t = y;
-                break;
-            }
-            if (target[y] == x) {
+            if (ty == x) {
                 t = x < y ? x : y;
                 break;
             }
             x = y;
+            tx = ty;
         }
         if (in) tree[v] = t;
         u32 lane = threadIdx.x & 31u;
@@ -966,8 +1042,9 @@ extern "C" __global__ void __launch_bounds__(256)
                   const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, rcount);
+    u32 nr;
+    if (seg_gate(ctl, gate, rcount, nr) == 0) return;
+    seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, nr);
 }
 
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
@@ -977,18 +1054,30 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
                                          const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
                                          const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
-    u32 nf = *fcount;
+                                         u32 gate, const u32* __restrict__ flist, u32 nf, bool allow_spec) {
+    const bool spec = allow_spec && SEG_SPEC && nf <= SEG_SPEC_MAX;
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
         u32 p = flist[i];
         u32 c = comp[p];  // current: segment_least resolved it this round
         u32 o = order[p];
+        u32 start = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o);
+        u32 q[SEG_BATCH], id[SEG_BATCH], cq[SEG_BATCH];
+        double w0 = 0.0;
+        if (spec) {
+            seg_batch_load(comp, p, o, start, cnt, width, q, id, cq);
+            if (start < cnt) w0 = seg_ld_weight(w4 + id[0]);
+        }
+        u32 id0 = spec ? id[0] : SEG_NONE;
+        // Inactive roots have neither a target nor a tree (segment_targets resets both, and
+        // ids are below 2^30): testing the two words together loads them together.
         u32 tc = target[c], t = tree[c];
-        if (tc == SEG_NONE || SEG_SINK(mode, (u32)done[t])) continue;  // a sink's tree has no exit
+        if ((tc | t) == SEG_NONE || SEG_SINK(mode, (u32)done[t])) continue;  // a sink's tree has no exit
         bool big = mode == SEG_MODE_MIN_SIZE && done[c] != 0;
-        for (u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o); cur < cnt; cur += SEG_BATCH) {
-            u32 id[SEG_BATCH], e[SEG_BATCH], fl[SEG_BATCH];
-            seg_batch(comp, link, done, p, o, cur, cnt, width, id, e, fl);  // link does not change here
+        if (!spec) seg_batch_load(comp, p, o, start, cnt, width, q, id, cq);
+        for (u32 cur = start; cur < cnt; cur += SEG_BATCH) {
+            if (cur != start) seg_batch_load(comp, p, o, cur, cnt, width, q, id, cq);
+            u32 e[SEG_BATCH], fl[SEG_BATCH];
+            seg_batch_resolve(comp, link, done, cur, cnt, q, cq, e, fl);  // link does not change here
             bool ex[SEG_BATCH];
 #pragma unroll
             for (u32 j = 0; j < SEG_BATCH; ++j)
@@ -998,7 +1087,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
             for (int j = SEG_BATCH - 1; j >= 0; --j)
                 if (ex[j]) hit = id[j];
             if (hit != SEG_NONE) {
-                seg_atomic_min(&exitk[t], seg_key(w4[hit], hit, eb));
+                seg_atomic_min(&exitk[t], seg_key(spec && hit == id0 && cur == start ? w0 : w4[hit], hit, eb));
                 break;
             }
         }
@@ -1013,8 +1102,9 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_exits_body(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist, fcount);
+    u32 nf;
+    if (seg_gate(ctl, gate, fcount, nf) == 0) return;
+    seg_exits_body(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist, nf, true);
 }
 
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
@@ -1030,8 +1120,7 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
-                 u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    u32 nr = *rcount;
+                 u32 gate, const u32* __restrict__ rlist, u32 nr) {
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
@@ -1067,9 +1156,10 @@ extern "C" __global__ void __launch_bounds__(256)
                  u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
+    u32 nr;
+    if (seg_gate(ctl, gate, rcount, nr) == 0) return;
     seg_core_body(target, tree, tkey, exitk, done, mode, tcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
-                  mlist, mcount, blist, bcount, ctl, gate, rlist, rcount);
+                  mlist, mcount, blist, bcount, ctl, gate, rlist, nr);
 }
 
 // Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
@@ -1080,9 +1170,8 @@ extern "C" __global__ void __launch_bounds__(256)
 __device__ __forceinline__ void seg_alloc_body(u64* tcnt, u32* joff, u32* cursor,
                                          const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
-                                         const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
+                                         const u32* __restrict__ hlist, u32 nh) {
     __shared__ u32 s_base;
-    u32 nh = *hcount;
     SEG_BLOCK_LOOP(i, nh) {
         bool in = i < nh;
         u32 t = in ? hlist[i] : 0u;
@@ -1110,8 +1199,9 @@ extern "C" __global__ void segment_alloc(u64* tcnt, u32* joff, u32* cursor,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_alloc_body(tcnt, joff, cursor, done, mode, jarr, tkey, ctl, gate, hlist, hcount);
+    u32 nh;
+    if (seg_gate(ctl, gate, hcount, nh) == 0) return;
+    seg_alloc_body(tcnt, joff, cursor, done, mode, jarr, tkey, ctl, gate, hlist, nh);
 }
 
 // The predicate of a caterpillar step: member c (size sc, Int ic) joins the tree's component
@@ -1184,10 +1274,11 @@ __device__ __forceinline__ u32 seg_tile_local(u32 q, u32 width, u32 x0, u32 y0, 
     return (qx < tw && qy < th) ? qy * SEG_TILE_W + qx : SEG_TILE_OUT;
 }
 
-extern "C" __global__ void __launch_bounds__(SEG_TILE_PX)
+extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
     segment_tiles(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u16* round,
-                  const double* __restrict__ w4, const u32* __restrict__ order, u32 width, u32 height, u32 eb,
-                  double k, u32* ctl, u32* mctl, u32* frontier_count) {
+                  const double* __restrict__ w4, u32* order, u32 width, u32 height, u32 eb,
+                  double k, u32* ctl, u32* mctl, u32* frontier_count, u64* best, u32* target, u32* tree,
+                  u64* tcnt, u32 init) {
     __shared__ u64 skey[SEG_TILE_PX];      // the pixel's least key
     __shared__ double swt[SEG_TILE_PX];    // its weight
     __shared__ u64 sexit[SEG_TILE_PX];     // per tree (at its id): least key leaving it
@@ -1226,6 +1317,22 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX)
         double w = 0.0;
         if (in) {
             o = order[p];
+            if (init) {
+                // segment_init's per-pixel words, written here (`init`: its launch skipped them),
+                // one coalesced pass fewer; the writes below by any thread of the block follow
+                // them (the barriers order a block's global writes).
+                comp[p] = p;
+                link[p] = p;
+                size[p] = 1;
+                cint[p] = 0.0;
+                done[p] = 0;
+                best[p] = SEG_NO_EDGE;
+                target[p] = SEG_NONE;
+                tree[p] = SEG_NONE;
+                tcnt[p] = 0;
+                round[p] = SEG_NEVER;
+                if (SEG_ORD_CUR(o) != 0) order[p] = o & ~(15u << 24);
+            }
             cnt = SEG_ORD_CNT(o);
             if (cnt > 0) {
                 u32 q, id;
@@ -1373,9 +1480,8 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX)
     link, done, size, cint, tkey, tcnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
         list, lcount, scr_k, scr_i, n
 
-__device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS) {
+__device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
     u32 ev = 0, mg = 0;
-    u32 nt = *lcount;
     for (u32 i = global_tid(); i < nt; i += global_threads()) {
         u32 t = list[i];
         u32 cnt = (u32)tcnt[t], off = joff[t];
@@ -1442,18 +1548,18 @@ __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS) {
 extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_cat_thread_body(SEG_CAT_PASS);
+    u32 nt;
+    if (seg_gate(ctl, gate, lcount, nt) == 0) return;
+    seg_cat_thread_body(SEG_CAT_PASS, nt);
 }
 
 // Step 6, trees of at most 32 members: a warp per tree (slist). Lane i holds member i after a
 // bitonic sort by (key, id) across the lanes; lane 0 is the pair's smaller root (the tree id,
 // which the others join). A warp scan gives each step's |R|, the previous lane's weight its
 // Int; the first failing step (ballot) ends the merges; a failing side freezes (merge rounds).
-__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS) {
+__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) {
     u32 lane = threadIdx.x & 31u;
     u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
-    u32 ns = *lcount;
     u32 ev = 0, mg = 0;
     for (u32 i = warp; i < ns; i += nwarps) {
         u32 t = list[i];
@@ -1512,8 +1618,9 @@ __device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS) {
 extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
     grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
     grid_dep_wait();
-    if (ctl[gate] == 0) return;
-    seg_cat_warp_body(SEG_CAT_PASS);
+    u32 ns;
+    if (seg_gate(ctl, gate, lcount, ns) == 0) return;
+    seg_cat_warp_body(SEG_CAT_PASS, ns);
 }
 
 // Trees above this many members are sorted whole (seg_sort_tree) instead of chunk by chunk:
@@ -1782,13 +1889,15 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     u64* skey = s_raw;
     u32* sid = (u32*)(s_raw + CAP);
     u32* ssr = sid + CAP;
+    u32 nb;
     if (PROLOGUE) {
         grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
         grid_dep_wait();
-        if (ctl[gate] == 0) return;
+        if (seg_gate(ctl, gate, lcount, nb) == 0) return;
+    } else {
+        nb = *lcount;
     }
     u32 tid = threadIdx.x;
-    u32 nb = *lcount;
     u32 ev = 0, mg = 0;
     for (u32 i = blockIdx.x; i < nb; i += gridDim.x) {
         u32 t = list[i];
@@ -2073,22 +2182,22 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
         u32* mcount = C + SEG_C_MID * N + r;
         seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.target, a.p.tkey, a.p.order, a.width, a.height,
-                       a.eb, a.mode, a.p.ctl, gate, 1u, fin, fcin, fout, fcout);
+                       a.eb, a.mode, a.p.ctl, gate, 1u, fin, *fcin, fout, fcout);
         SEG_FIN_SYNC();
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
-                         a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, rcin, rout, rcout);
+                         a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, *rcin, rout, rcout, false);
         SEG_FIN_SYNC();
-        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, *rcout);
         SEG_FIN_SYNC();
         // Exits and the trees' ranges touch different words: no barrier between them.
         seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
-                       gate, fout, fcout);
+                       gate, fout, *fcout, false);
         seg_alloc_body(a.p.tcnt, a.p.joff, cursor, a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist,
-                       hcount);
+                       *hcount);
         SEG_FIN_SYNC();
         seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.tcnt, a.p.joff, a.p.jarr,
                       xcount, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount, a.p.ctl, gate,
-                      rout, rcout);
+                      rout, *rcout);
         SEG_FIN_SYNC();
         // The caterpillars (SEG_CAT_PASS names): tiny and small trees, then each larger one by
         // a whole block.
@@ -2109,10 +2218,10 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32* scr_i = a.p.scr_i;
         const u32* list = a.p.tlist;
         const u32* lcount = tcount;
-        seg_cat_thread_body(SEG_CAT_PASS);
+        seg_cat_thread_body(SEG_CAT_PASS, *lcount);
         list = a.p.slist;
         lcount = scount;
-        seg_cat_warp_body(SEG_CAT_PASS);
+        seg_cat_warp_body(SEG_CAT_PASS, *lcount);
         __syncthreads();
         list = a.p.mlist;
         lcount = mcount;

@@ -454,6 +454,11 @@ pub struct SegmentGpu {
     /// `segment_blur_edges` could do both in one (same bits; for A/B measurements and tests).
     /// Development switch `MORPHOSCOPE_SEG_SEPARATE_BLUR`.
     pub separate_blur: bool,
+    /// With [`SegmentGpu::tile_pass`], `segment_tiles` writes every pixel's starting words
+    /// (component, size, flags, ...) as it reads the pixel, and `segment_init` only zeroes the
+    /// round counters: one pass over the per-pixel arrays fewer. Development switch
+    /// `MORPHOSCOPE_SEG_INIT_SEPARATE` keeps `segment_init`'s own pass.
+    pub init_in_tiles: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -587,6 +592,7 @@ impl SegmentGpu {
             use_graphs: true,
             tile_pass: std::env::var_os("MORPHOSCOPE_SEG_NO_TILES").is_none(),
             separate_blur: std::env::var_os("MORPHOSCOPE_SEG_SEPARATE_BLUR").is_some(),
+            init_in_tiles: std::env::var_os("MORPHOSCOPE_SEG_INIT_SEPARATE").is_none(),
         })
     }
 
@@ -937,14 +943,16 @@ impl SegmentGpu {
             self.stamp_labels.borrow_mut().clear();
             self.stamp(stream, "start", None)?;
         }
+        // Pixels segment_init sets up (none when segment_tiles does it).
+        let init_px = if body.tiles && self.init_in_tiles { 0 } else { nn };
         timed(timer, stream, "segment_init", || {
             let mut l = stream.launch_builder(&self.f_init);
             l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.best).arg(&p.target);
             l.arg(&p.tree).arg(&p.tcnt).arg(&p.round).arg(&p.order).arg(&p.ctl).arg(&p.mctl).arg(&p.counts);
-            l.arg(&nn).arg(&nctl).arg(&ncounts);
-            // SAFETY: grid-stride over max(n, NCOUNTS * NCTL); each array is written only below
-            // its own length (n, NCTL or NCOUNTS * NCTL), checked in the kernel.
-            unsafe { l.launch(self.stride(n.max(NCOUNTS * NCTL))) }?;
+            l.arg(&init_px).arg(&nctl).arg(&ncounts);
+            // SAFETY: grid-stride over max(init_px, NCOUNTS * NCTL); each array is written only
+            // below its own length (init_px <= n, NCTL or NCOUNTS * NCTL), checked in the kernel.
+            unsafe { l.launch(self.stride((init_px as usize).max(NCOUNTS * NCTL))) }?;
             Ok(())
         })?;
         if body.stamps {
@@ -1017,12 +1025,15 @@ impl SegmentGpu {
         let mut l = stream.launch_builder(&self.f_tiles);
         l.arg(&p.comp).arg(&p.link).arg(&p.size).arg(&p.cint).arg(&p.done).arg(&p.round).arg(&p.w4).arg(&p.order);
         l.arg(&w).arg(&h).arg(&eb).arg(&k).arg(&ctl).arg(&mctl).arg(&frontier);
+        let init = u32::from(self.init_in_tiles);
+        l.arg(&p.best).arg(&p.target).arg(&p.tree).arg(&p.tcnt).arg(&init);
         // Blocks stride over the tiles (the kernel counts them from its own SEG_TILE_W / _H).
         let grid = tiles.min(self.max_blocks / 2).max(1);
         let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: blocks of SEG_TILE_PX threads stride over the SEG_TILE_W x SEG_TILE_H tiles,
-        // each tile writing only its own pixels (< n) and reading order (n) and w4 (4n) at
-        // in-image pixels and edges; ctl/mctl have NCTL > 1 entries, counts NCOUNTS * NCTL.
+        // each tile writing only its own pixels (< n; the per-pixel arrays hold n entries) and
+        // reading order (n) and w4 (4n) at in-image pixels and edges; ctl/mctl have NCTL > 1
+        // entries, counts NCOUNTS * NCTL.
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
