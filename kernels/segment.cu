@@ -2260,12 +2260,40 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish_gri
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
 // first edge (edges to components that were done are alive again). Bit 0 of the flags says
 // instead whether a root is at least min_size (what the edge scans read).
+// With `lists` (SEG_LIST for the phase's first round) it also resolves every pixel's component
+// once and lists the pixels of components smaller than min_size (flist / *fcount) and those
+// components' roots (rlist / *rcount): the phase's first round then scans the ~4 % of the pixels
+// that can merge instead of all of them (a component of at least min_size takes no edge, SEG_MS_SINK).
+// The roots left off the root list are not reset by segment_targets, so their target and tree
+// are reset here (the exit scans compare a far root's tree).
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
-                                              u32 min_size, u32 n) {
-    for (u32 i = global_tid(); i < n; i += global_threads()) {
-        // Bit 0 is read at roots only; the joined bit stays.
-        done[i] = (done[i] & SEG_JOINED) | (size[i] >= min_size ? 1u : 0u);
-        order[i] &= ~(15u << 24);
+                                              u32 min_size, u32 n, u32* comp, const u32* __restrict__ link,
+                                              u32* target, u32* tree, u32* flist, u32* fcount, u32* rlist,
+                                              u32* rcount, u32 lists) {
+    SEG_BLOCK_LOOP(i, n) {
+        bool px_small = false, root_small = false;
+        if (i < n) {
+            u32 fl = done[i], si = size[i];
+            bool root = (fl & SEG_JOINED) == 0;
+            // Bit 0 is read at roots only; the joined bit stays.
+            done[i] = (fl & SEG_JOINED) | (si >= min_size ? 1u : 0u);
+            order[i] &= ~(15u << 24);
+            if (lists) {
+                if (root) {
+                    target[i] = SEG_NONE;
+                    tree[i] = SEG_NONE;
+                }
+                u32 c = seg_find(link, comp[i]);  // link does not change here
+                comp[i] = c;
+                // Without sinks every component takes edges: everything is listed.
+                px_small = !SEG_MS_SINK || (c == i ? si : size[c]) < min_size;
+                root_small = root && (!SEG_MS_SINK || si < min_size);
+            }
+        }
+        if (lists) {
+            seg_append_block(flist, fcount, px_small, i);
+            seg_append_block(rlist, rcount, root_small, i);
+        }
     }
 }
 

@@ -137,6 +137,9 @@ const MODE_MIN_SIZE: u32 = 1;
 /// own component in merge mode (`SEG_ALL_SINGLE`), or every pixel in whatever components the
 /// steps before it left (`SEG_ALL`: the merge round after `segment_tiles`).
 const ALL_SINGLE: u32 = 0;
+/// The previous round's lists (`SEG_LIST`; the `min_size` phase's first round: the lists of
+/// `segment_reset_done`).
+const LIST: u32 = 1;
 const ALL: u32 = 2;
 /// Threads of a `segment_tiles` block: a pixel each (`SEG_TILE_PX`).
 const TILE_THREADS: u32 = (TILE_W * TILE_H) as u32;
@@ -459,6 +462,10 @@ pub struct SegmentGpu {
     /// round counters: one pass over the per-pixel arrays fewer. Development switch
     /// `MORPHOSCOPE_SEG_INIT_SEPARATE` keeps `segment_init`'s own pass.
     pub init_in_tiles: bool,
+    /// `segment_reset_done` lists the pixels and roots of the components below `min_size`, and
+    /// the `min_size` phase's first round scans those instead of every pixel. Development switch
+    /// `MORPHOSCOPE_SEG_MS_ALL` scans every pixel.
+    pub min_size_lists: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -593,6 +600,7 @@ impl SegmentGpu {
             tile_pass: std::env::var_os("MORPHOSCOPE_SEG_NO_TILES").is_none(),
             separate_blur: std::env::var_os("MORPHOSCOPE_SEG_SEPARATE_BLUR").is_some(),
             init_in_tiles: std::env::var_os("MORPHOSCOPE_SEG_INIT_SEPARATE").is_none(),
+            min_size_lists: std::env::var_os("MORPHOSCOPE_SEG_MS_ALL").is_none(),
         })
     }
 
@@ -1098,28 +1106,40 @@ impl SegmentGpu {
         // launch; each waits on the device first) unless every launch is timed (the timer's
         // events sit between them).
         let pdl = ph.programmatic && timer.is_none();
+        let name = |merge: &'static str| if ms { "segment_minsize" } else { merge };
+        // Address of list count `kind` of round `r`.
+        let count_of = |kind: u64, r: u32| p.counts + 4 * (kind * NCTL as u64 + u64::from(r));
+        // The min_size phase's first round runs over lists segment_reset_done makes (the pixels
+        // and roots of components below min_size), which it counts in the unused slot of
+        // round 0 (zeroed by segment_init) and writes where the first round reads its input
+        // (flist[1], rlist[1]: the lists of "the previous round").
+        let ms_lists = ms && self.min_size_lists;
         if ms {
             timed(timer, stream, "segment_minsize", || {
                 let mut l = stream.launch_builder(&self.f_reset_done);
                 l.arg(&p.done).arg(&p.order).arg(&p.size).arg(&min_size).arg(&nn);
-                // SAFETY: grid-stride over pixels < n.
+                let lists = u32::from(ms_lists);
+                let (fc0, rc0) = (count_of(C_FRONTIER, 0), count_of(C_ROOTS, 0));
+                l.arg(&p.comp).arg(&p.link).arg(&p.target).arg(&p.tree);
+                l.arg(&p.flist[1]).arg(&fc0).arg(&p.rlist[1]).arg(&rc0).arg(&lists);
+                // SAFETY: block-uniform grid-stride over pixels < n; link chains end at roots
+                // < n; each list gets at most n entries (one a pixel), counts NCOUNTS * NCTL.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
         }
-        let name = |merge: &'static str| if ms { "segment_minsize" } else { merge };
-        // Address of list count `kind` of round `r`.
-        let count_of = |kind: u64, r: u32| p.counts + 4 * (kind * NCTL as u64 + u64::from(r));
         for i in 0..count {
             let r = first + i;
             let gate = if i == 0 { 0 } else { r - 1 };
             // Rounds after the first of their phase run over the previous round's lists.
-            let use_list = if i > 0 { 1 } else { ph.first_iter };
+            let from_lists = i == 0 && ms_lists;
+            let use_list = if i > 0 || from_lists { LIST } else { ph.first_iter };
             let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
             let (fin, fout) = (p.flist[prev], p.flist[cur]);
             let (rin, rout) = (p.rlist[prev], p.rlist[cur]);
-            let (fcin, fcout) = (count_of(C_FRONTIER, r - 1), count_of(C_FRONTIER, r));
-            let (rcin, rcout) = (count_of(C_ROOTS, r - 1), count_of(C_ROOTS, r));
+            let input = if from_lists { 0 } else { r - 1 };
+            let (fcin, fcout) = (count_of(C_FRONTIER, input), count_of(C_FRONTIER, r));
+            let (rcin, rcout) = (count_of(C_ROOTS, input), count_of(C_ROOTS, r));
             let (hcount, xcount) = (count_of(C_TREES, r), count_of(C_MEMBERS, r));
             let (scount, bcount, cursor) = (count_of(C_SMALL, r), count_of(C_LARGE, r), count_of(C_CURSOR, r));
             let (tcount, mcount) = (count_of(C_TINY, r), count_of(C_MID, r));
