@@ -1278,7 +1278,7 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
     segment_tiles(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u16* round,
                   const double* __restrict__ w4, u32* order, u32 width, u32 height, u32 eb,
                   double k, u32* ctl, u32* mctl, u32* frontier_count, u64* best, u32* target, u32* tree,
-                  u64* tcnt, u32 init) {
+                  u64* tcnt, u32 init, u32* root_list, u32* root_count, u32 roots) {
     __shared__ u64 skey[SEG_TILE_PX];      // the pixel's least key
     __shared__ double swt[SEG_TILE_PX];    // its weight
     __shared__ u64 sexit[SEG_TILE_PX];     // per tree (at its id): least key leaving it
@@ -1441,10 +1441,12 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
             atomicAdd(&score[t], 1u);
         }
         __syncthreads();
+        bool joined = false;
         if (core && j >= 1) {
             u32 ff = sfail[t], mcount = min(ff, score[t]);
             u32 root = (y0 + t / SEG_TILE_W) * width + x0 + t % SEG_TILE_W;
-            if (j < ff) {
+            joined = j < ff;
+            if (joined) {
                 seg_join(link, done, round, p, root, 1);
                 comp[p] = root;
                 ++mg;
@@ -1462,6 +1464,9 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
                 cint[p] = slast[t];
             }
         }
+        // The roots round 1 leaves, for round 2's segment_targets (`roots`; else it scans every
+        // pixel for them).
+        if (roots) seg_append_block(root_list, root_count, in && !joined, p);
     }
     seg_count(ctl, mctl, 1, ev, mg);
 }

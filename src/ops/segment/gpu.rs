@@ -107,8 +107,12 @@ const FINISH_FRONTIER: u32 = 32_768;
 /// round at 100 k+ frontier pixels costs more than a launched one (one 1024-thread block an
 /// SM, no overlap between steps): H100, 2026-11-25, building 1080p, hand-off at 32 768 /
 /// 65 536 / 262 144 / 1 M pixels 3.69 / 3.69 / 3.89 / 4.04 ms at k = 100 (4.26 / 4.35 / 4.58 /
-/// 4.76 at k = 500; the last two without `FINISH_SOLO`).
-const GRID_FINISH_FRONTIER: u32 = 32_768;
+/// 4.76 at k = 500; the last two without `FINISH_SOLO`). Once the launched rounds got cheaper
+/// (2026-11-26: the gate and count loaded together, a one-round-trip tree walk, early loads in the
+/// tail) the launched rounds won further down: 32 768 / 16 384 / 8 192 measured building 1080p
+/// 3.18 / 3.13 / 3.12-3.13 ms at k = 100 (k = 500 within 15 µs), fruits 3.55 / 3.46 / 3.47, the
+/// clip frame 4.66 / 4.66 / 4.59.
+const GRID_FINISH_FRONTIER: u32 = 8_192;
 /// With the grid finisher, the rounds from the first that starts with at most this many frontier
 /// pixels go to `segment_finish` (one block, launched after it): a tiny round costs one block a
 /// few `__syncthreads`, the grid 8 barriers of every SM (H100, 2026-11-25, building 1080p:
@@ -466,6 +470,10 @@ pub struct SegmentGpu {
     /// the `min_size` phase's first round scans those instead of every pixel. Development switch
     /// `MORPHOSCOPE_SEG_MS_ALL` scans every pixel.
     pub min_size_lists: bool,
+    /// `segment_tiles` lists the roots it leaves, and merge round 2's `segment_targets` takes
+    /// them instead of scanning every pixel for roots. Development switch
+    /// `MORPHOSCOPE_SEG_TILE_ROOTS_SCAN` scans.
+    pub tile_roots: bool,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -601,6 +609,7 @@ impl SegmentGpu {
             separate_blur: std::env::var_os("MORPHOSCOPE_SEG_SEPARATE_BLUR").is_some(),
             init_in_tiles: std::env::var_os("MORPHOSCOPE_SEG_INIT_SEPARATE").is_none(),
             min_size_lists: std::env::var_os("MORPHOSCOPE_SEG_MS_ALL").is_none(),
+            tile_roots: std::env::var_os("MORPHOSCOPE_SEG_TILE_ROOTS_SCAN").is_none(),
         })
     }
 
@@ -1035,11 +1044,15 @@ impl SegmentGpu {
         l.arg(&w).arg(&h).arg(&eb).arg(&k).arg(&ctl).arg(&mctl).arg(&frontier);
         let init = u32::from(self.init_in_tiles);
         l.arg(&p.best).arg(&p.target).arg(&p.tree).arg(&p.tcnt).arg(&init);
+        // The roots it leaves: round 2's input root list (rlist[1], count of round 1).
+        let (roots, rcount) = (u32::from(self.tile_roots), p.counts + 4 * (C_ROOTS * NCTL as u64 + 1));
+        l.arg(&p.rlist[1]).arg(&rcount).arg(&roots);
         // Blocks stride over the tiles (the kernel counts them from its own SEG_TILE_W / _H).
         let grid = tiles.min(self.max_blocks / 2).max(1);
         let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: blocks of SEG_TILE_PX threads stride over the SEG_TILE_W x SEG_TILE_H tiles,
-        // each tile writing only its own pixels (< n; the per-pixel arrays hold n entries) and
+        // each tile writing only its own pixels (< n; the per-pixel arrays and the root list
+        // hold n entries, a root at most once) and
         // reading order (n) and w4 (4n) at in-image pixels and edges; ctl/mctl have NCTL > 1
         // entries, counts NCOUNTS * NCTL.
         unsafe { l.launch(cfg) }?;
@@ -1134,6 +1147,8 @@ impl SegmentGpu {
             // Rounds after the first of their phase run over the previous round's lists.
             let from_lists = i == 0 && ms_lists;
             let use_list = if i > 0 || from_lists { LIST } else { ph.first_iter };
+            // Round 2 after segment_tiles: its targets take the roots tiles listed.
+            let targets_list = if !ms && i == 0 && ph.first_iter == ALL && self.tile_roots { LIST } else { use_list };
             let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
             let (fin, fout) = (p.flist[prev], p.flist[cur]);
             let (rin, rout) = (p.rlist[prev], p.rlist[cur]);
@@ -1157,7 +1172,7 @@ impl SegmentGpu {
                 let mut l = ExLaunch::new(stream, &self.f_targets, pdl);
                 l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.tree).arg(&p.exitk);
                 l.arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
-                l.arg(&use_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
+                l.arg(&targets_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
                 // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
                 unsafe { l.launch(cfg) }?;
                 Ok(())
