@@ -189,6 +189,21 @@
 // 27 -> 19, but needs a far-tree pass, a walk, a second frontier scan and a union-find over each
 // tree of trees every round: ~4 more dependent steps at ~5 us each plus the scan's ~30 us,
 // against ~45 us for a tail round saved (BENCHMARKS.md).
+// Eleventh pass (2026-11-26, H100, A/B in one lease): round trips inside a step. Predicted: a tail
+// step waits on a chain of dependent L2 loads (~0.2-0.5 us each), so each trip taken off the
+// chain saves that much in every step of ~20 rounds. Measured (building / fruits / clip 1080p):
+// the gate and the list count in one trip (seg_gate; ptxas sank the count's load below the exit
+// until the exit test read it) -10 to -50 us; the tree walk loading a root's target and tree
+// together -5 to -25 us; the exits' first batch and the targets' kept words loaded early in the
+// tail rounds (SEG_SPEC) 0 to -30 us, but +50 us in the dense rounds (traffic), so only for lists
+// of at most SEG_SPEC_MAX. Two passes over every pixel gone: segment_init's per-pixel words
+// written by segment_tiles (-20 to -45 us), the first min_size round over lists of the pixels and
+// roots below min_size that segment_reset_done makes (-6 to -61 us, 4K -140 us); round 2's roots
+// listed by segment_tiles (-10 to -30 us); the grid finisher from 8 192 frontier pixels (the
+// launched rounds got cheaper; -50 to -80 us at k = 100). Together building 1080p 3.26 -> 3.12 ms
+// (k = 100), 3.68 -> 3.59 (k = 500). Dropped: L1 prefetch of the caterpillars' member words
+// (+10-20 us), the first list entry loaded with the gate (+0-25 us: the idle blocks of a wide
+// grid wait on its DRAM miss), the weight at the cursor loaded early in segment_least (spills).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
