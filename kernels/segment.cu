@@ -40,6 +40,7 @@
 //   segment_targets  its far component; a component without alive edges is done
 //   segment_trees    tree id: the smaller component of the mutual pair the targets lead to
 //                    (or a min_size sink); members counted per tree, each tree listed once
+//   (segment_targets_trees: both steps in one launch, in the rounds after the dense ones)
 //   segment_exits    least alive edge from a tree to another tree (frontier pixels), and
 //   segment_alloc    beside it (a forked stream): each tree takes a contiguous range for all
 //                    its members
@@ -1062,6 +1063,106 @@ extern "C" __global__ void __launch_bounds__(256)
     seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, nr);
 }
 
+// Steps 2 and 3 in one launch (segment_targets_trees, the launched rounds from
+// MORPHOSCOPE_SEG_FUSE_FROM on, over the previous round's roots): a root takes its target as in
+// segment_targets, then walks to its tree as segment_trees does, computing each root's target on
+// the way from that root's least key (seg_target_of) instead of reading what another thread may
+// not have written yet. Needs every root's tree unset and least key intact when it starts:
+// segment_core clears both after its last use (segment_targets clears them itself), and here
+// a root's target is written once, with its final value. One dependent step a round fewer.
+__device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const u32* __restrict__ link,
+                                             const u64* best, const u64* tkey, const u32* target,
+                                             const seg_done_t* done, u32 width, u32 eb, u32 mode, u32 y, u32 fy,
+                                             bool own, u64& key) {
+    key = best[y];
+    // A kept root's least key is last round's (SEG_KEEP). Its own thread tells as seg_kept does,
+    // from its last target (read before it writes the new one). A walker cannot read that word
+    // (its thread may be rewriting it), but every root a walk reaches has an alive edge (to the
+    // root it came from), so there "kept" is "no pixel of it posted a key": segment_least skips
+    // exactly the kept components' pixels, and any other pixel with an alive edge posts one.
+    if (SEG_KEEP && mode == SEG_MODE_MERGE && (fy & 1u) == 0 && (fy & SEG_KEEP_BIT)) {
+        bool kept = own ? seg_kept_far(link, done, target[y]) : key == SEG_NO_EDGE;
+        if (kept) key = tkey[y];
+    }
+    if (key == SEG_NO_EDGE) return SEG_NONE;
+    u32 eid = seg_eid(key, eb);
+    u32 ca = comp[eid >> 2], cb = comp[seg_other(eid, width)];
+    u32 fa = done[ca], fb = done[cb];
+    u32 ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
+    u32 rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
+    return ra == y ? rb : ra;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    segment_targets_trees(const u32* __restrict__ comp, const u32* __restrict__ link, const u64* best, u64* tkey,
+                          u32* target, u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 eb, u32 mode,
+                          u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ in_list,
+                          const u32* __restrict__ in_count, u32* out_list, u32* out_count, u64* tcnt, u32* hlist,
+                          u32* hcount) {
+    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
+    grid_dep_wait();
+    u32 count;
+    if (seg_gate(ctl, gate, in_count, count) == 0) return;
+    u32 ev = 0;
+    SEG_BLOCK_LOOP(i, count) {
+        bool in = i < count, keep = false;
+        u32 v = in ? in_list[i] : 0u;
+        u32 fv = in ? (u32)done[v] : 1u;
+        bool root = in && (fv & SEG_JOINED) == 0;
+        u32 dv = fv & 1u, tv = SEG_NONE;
+        if (root) {
+            exitk[v] = SEG_NO_EDGE;
+            if ((mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || dv == 0) {
+                u64 key;
+                tv = seg_target_of(comp, link, best, tkey, target, done, width, eb, mode, v, fv, true, key);
+                if (tv == SEG_NONE) {
+                    if (mode == SEG_MODE_MERGE) {
+                        done[v] = 1;
+                        ++ev;
+                    }
+                } else {
+                    keep = true;
+                    tkey[v] = key;  // a kept root's is unchanged, so walkers may read it meanwhile
+                }
+            }
+            target[v] = tv;
+        }
+        // The walk (segment_trees), each step's target computed here.
+        u32 x = v, t = SEG_NONE, tx = tv;
+        while (keep) {
+            u32 y = tx;
+            u32 fy = (u32)((volatile const seg_done_t*)done)[y];
+            u32 known = ((volatile const u32*)tree)[y];
+            if (SEG_SINK(mode, fy)) {
+                t = y;
+                break;
+            }
+            if (known != SEG_NONE) {
+                t = known;
+                break;
+            }
+            u64 ky;
+            u32 ty = seg_target_of(comp, link, best, tkey, target, done, width, eb, mode, y, fy, false, ky);
+            if (ty == x || ty == SEG_NONE) {
+                t = x < y ? x : y;
+                break;
+            }
+            x = y;
+            tx = ty;
+        }
+        if (keep) tree[v] = t;
+        u32 lane = threadIdx.x & 31u;
+        u32 peers = __match_any_sync(FULL_MASK, keep ? t : SEG_NONE);
+        u32 leader = (u32)__ffs(peers) - 1u;
+        u32 base = 0;
+        if (keep && lane == leader) base = (u32)(atomicAdd(&tcnt[t], SEG_TCNT_MEMBER * (u64)__popc(peers)) >> 32);
+        base = __shfl_sync(FULL_MASK, base, leader);
+        seg_append_block(hlist, hcount, keep && base + (u32)__popc(peers & ((1u << lane) - 1u)) == 0, t);
+        seg_append_block(out_list, out_count, keep, v);
+    }
+    seg_count(ctl, mctl, r, ev, 0);
+}
+
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
 // to a component of another tree; exitk[tree] = min (atomicMin).
 __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict__ link,
@@ -1131,7 +1232,7 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
 // core's size from it and lists the tree for its caterpillar kernel: tiny (at most 8: a thread
 // each), small (at most 32: a warp each), mid-size (at most SEG_CAT_MID_CAP: a block of
 // SEG_CAT_MID_THREADS each) or large (a block of SEG_CAT_THREADS each).
-__device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
+__device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
@@ -1140,6 +1241,13 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u;
+        // The next round's segment_targets_trees needs every root's tree unset and its least key
+        // cleared before it starts (its walks read other roots' trees and keys): nothing reads
+        // them after this step.
+        if (in) {
+            tree[v] = SEG_NONE;
+            best[v] = SEG_NO_EDGE;
+        }
         bool listed = in && target[v] != SEG_NONE;
         bool join = listed && tkey[v] < exitk[t];
         // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
@@ -1164,7 +1272,7 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, co
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    segment_core(const u32* __restrict__ target, const u32* __restrict__ tree, const u64* __restrict__ tkey,
+    segment_core(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
@@ -1173,7 +1281,7 @@ extern "C" __global__ void __launch_bounds__(256)
     grid_dep_wait();
     u32 nr;
     if (seg_gate(ctl, gate, rcount, nr) == 0) return;
-    seg_core_body(target, tree, tkey, exitk, done, mode, tcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
+    seg_core_body(target, tree, best, tkey, exitk, done, mode, tcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
                   mlist, mcount, blist, bcount, ctl, gate, rlist, nr);
 }
 
@@ -2215,7 +2323,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_alloc_body(a.p.tcnt, a.p.joff, cursor, a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist,
                        *hcount);
         SEG_FIN_SYNC();
-        seg_core_body(a.p.target, a.p.tree, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.tcnt, a.p.joff, a.p.jarr,
+        seg_core_body(a.p.target, a.p.tree, a.p.best, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.tcnt, a.p.joff, a.p.jarr,
                       xcount, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount, a.p.ctl, gate,
                       rout, *rcout);
         SEG_FIN_SYNC();

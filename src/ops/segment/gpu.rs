@@ -24,7 +24,8 @@
 //! then with a graph one region, `segment_rounds` (init, rounds, relabelling). Direct launches:
 //! `segment_init`, `segment_relabel`, and for the rounds either one region per phase, `segment_merge`,
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
-//! `segment_minedge` (least edges), `segment_targets`, `segment_trees`, `segment_exits`,
+//! `segment_minedge` (least edges), `segment_targets`, `segment_trees` (or, from
+//! [`SegmentGpu::fuse_from`] on, `segment_targets_trees`), `segment_exits`,
 //! `segment_alloc`, `segment_core`, `segment_cat_thread`, `segment_cat_warp`,
 //! `segment_cat_mid`, `segment_cat_block`, `segment_finish` (both finishers), and `segment_tiles` (merge
 //! round 1, its own region in either mode)
@@ -119,6 +120,12 @@ const GRID_FINISH_FRONTIER: u32 = 8_192;
 /// without it k = 500 lost 77 µs to the one-block finisher; 1 024 / 4 096 / 16 384 measured
 /// within 1 %).
 const FINISH_SOLO: u32 = 4_096;
+/// First launched merge round whose targets and trees are one kernel
+/// ([`SegmentGpu::fuse_from`]); 3 is every round after the phase's first (which scans every
+/// pixel). H100, 2026-11-26, two passes each, from round 3 / 6 / 10 against separate kernels:
+/// building 1080p -30 / -10 / -5 µs at k = 100, -20 / -5 / 0 at k = 500, fruits and grey -18 to
+/// -38 / -4 to -27 / 0 to -14, the clip frame +8 / -12 / +5 at k = 100 (k = 500 -2 / -14 / 0).
+const FUSE_FROM: u32 = 3;
 /// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
 /// its launched rounds is run again with larger caps (one block's rounds at this size would
 /// cost about as much as the rerun).
@@ -226,6 +233,7 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_least",
     "segment_targets",
     "segment_trees",
+    "segment_targets_trees",
     "segment_exits",
     "segment_core",
     "segment_alloc",
@@ -363,6 +371,7 @@ pub struct SegmentGpu {
     f_least: CudaFunction,
     f_targets: CudaFunction,
     f_trees: CudaFunction,
+    f_targets_trees: CudaFunction,
     f_exits: CudaFunction,
     f_core: CudaFunction,
     f_alloc: CudaFunction,
@@ -474,6 +483,11 @@ pub struct SegmentGpu {
     /// them instead of scanning every pixel for roots. Development switch
     /// `MORPHOSCOPE_SEG_TILE_ROOTS_SCAN` scans.
     pub tile_roots: bool,
+    /// Launched merge rounds from this one on (and every `min_size` round after the first)
+    /// take their targets and trees in one kernel (`segment_targets_trees`: one dependent step a
+    /// round fewer, each walk computing the targets it passes); 0: never. Development switch
+    /// `MORPHOSCOPE_SEG_FUSE_FROM`.
+    pub fuse_from: u32,
 }
 
 impl std::fmt::Debug for SegmentGpu {
@@ -556,6 +570,7 @@ impl SegmentGpu {
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
             f_trees: f("segment_trees")?,
+            f_targets_trees: f("segment_targets_trees")?,
             f_exits: f("segment_exits")?,
             f_core: f("segment_core")?,
             f_alloc: f("segment_alloc")?,
@@ -610,6 +625,7 @@ impl SegmentGpu {
             init_in_tiles: std::env::var_os("MORPHOSCOPE_SEG_INIT_SEPARATE").is_none(),
             min_size_lists: std::env::var_os("MORPHOSCOPE_SEG_MS_ALL").is_none(),
             tile_roots: std::env::var_os("MORPHOSCOPE_SEG_TILE_ROOTS_SCAN").is_none(),
+            fuse_from: env_u32("MORPHOSCOPE_SEG_FUSE_FROM").unwrap_or(FUSE_FROM),
         })
     }
 
@@ -1168,25 +1184,42 @@ impl SegmentGpu {
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            timed(timer, stream, name("segment_targets"), || {
-                let mut l = ExLaunch::new(stream, &self.f_targets, pdl);
-                l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.tree).arg(&p.exitk);
-                l.arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
-                l.arg(&targets_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
-                // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            timed(timer, stream, name("segment_trees"), || {
-                let mut l = ExLaunch::new(stream, &self.f_trees, pdl);
-                l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.tcnt).arg(&p.hlist).arg(&hcount);
-                l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
-                // SAFETY: grid-stride over this round's active roots (ids < n, each with a
-                // target whose chain ends in a mutual pair or a sink); a tree is listed once (by
-                // its first counted member), at most n trees.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
+            // Targets and trees in one launch (over the previous round's roots only).
+            let fused = i > 0 && self.fuse_from > 0 && (ms || r >= self.fuse_from);
+            if fused {
+                timed(timer, stream, name("segment_targets_trees"), || {
+                    let mut l = ExLaunch::new(stream, &self.f_targets_trees, pdl);
+                    l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.tree);
+                    l.arg(&p.exitk).arg(&p.done).arg(&w).arg(&eb).arg(&mode).arg(&p.ctl).arg(&p.mctl);
+                    l.arg(&gate).arg(&r).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout).arg(&p.tcnt);
+                    l.arg(&p.hlist).arg(&hcount);
+                    // SAFETY: grid-stride over the previous round's roots (list entries < its
+                    // count, ids < n); edge ids decode to pixels < n; each walk follows targets
+                    // to a mutual pair or a sink; a tree is listed once; r < NCTL.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+            } else {
+                timed(timer, stream, name("segment_targets"), || {
+                    let mut l = ExLaunch::new(stream, &self.f_targets, pdl);
+                    l.arg(&p.comp).arg(&p.link).arg(&p.best).arg(&p.tkey).arg(&p.target).arg(&p.tree).arg(&p.exitk);
+                    l.arg(&p.done).arg(&w).arg(&nn).arg(&eb).arg(&mode).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r);
+                    l.arg(&targets_list).arg(&rin).arg(&rcin).arg(&rout).arg(&rcout);
+                    // SAFETY: grid-stride over roots < n; edge ids decode to pixels < n; r < NCTL.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+                timed(timer, stream, name("segment_trees"), || {
+                    let mut l = ExLaunch::new(stream, &self.f_trees, pdl);
+                    l.arg(&p.target).arg(&p.tree).arg(&p.done).arg(&mode).arg(&p.tcnt).arg(&p.hlist).arg(&hcount);
+                    l.arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
+                    // SAFETY: grid-stride over this round's active roots (ids < n, each with a
+                    // target whose chain ends in a mutual pair or a sink); a tree is listed once (by
+                    // its first counted member), at most n trees.
+                    unsafe { l.launch(cfg) }?;
+                    Ok(())
+                })?;
+            }
             // With per-launch timing everything stays on `stream` (the timer's events are there);
             // else the trees' ranges are allocated on a side stream while the exits are scanned.
             let concurrent = timer.is_none();
@@ -1222,7 +1255,7 @@ impl SegmentGpu {
             }
             timed(timer, stream, name("segment_core"), || {
                 let mut l = ExLaunch::new(stream, &self.f_core, pdl);
-                l.arg(&p.target).arg(&p.tree).arg(&p.tkey).arg(&p.exitk).arg(&p.done).arg(&mode);
+                l.arg(&p.target).arg(&p.tree).arg(&p.best).arg(&p.tkey).arg(&p.exitk).arg(&p.done).arg(&mode);
                 l.arg(&p.tcnt).arg(&p.joff).arg(&p.jarr).arg(&xcount);
                 l.arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount).arg(&p.mlist).arg(&mcount);
                 l.arg(&p.blist).arg(&bcount).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
