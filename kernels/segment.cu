@@ -571,6 +571,22 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
     return !(big && (fe & 1u) != 0);
 }
 
+// Pixel i as a component of its own, before the merge rounds (segment_init, or segment_tiles as it
+// reads the pixel).
+__device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done,
+                                               u64* best, u32* target, u32* tree, u64* tcnt, u16* round, u32 i) {
+    comp[i] = i;
+    link[i] = i;
+    size[i] = 1;
+    cint[i] = 0.0;
+    done[i] = 0;
+    best[i] = SEG_NO_EDGE;
+    target[i] = SEG_NONE;
+    tree[i] = SEG_NONE;
+    tcnt[i] = 0;
+    round[i] = SEG_NEVER;
+}
+
 // Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
 // before the captured rounds, and a frame run again starts from the cursors its first run left).
 extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
@@ -579,16 +595,7 @@ extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double*
     for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
         if (i < n) {
-            comp[i] = i;
-            link[i] = i;
-            size[i] = 1;
-            cint[i] = 0.0;
-            done[i] = 0;
-            best[i] = SEG_NO_EDGE;
-            target[i] = SEG_NONE;
-            tree[i] = SEG_NONE;
-            tcnt[i] = 0;
-            round[i] = SEG_NEVER;
+            seg_init_pixel(comp, link, size, cint, done, best, target, tree, tcnt, round, i);
             order[i] &= ~(15u << 24);
         }
         if (i < nctl) {
@@ -1004,6 +1011,29 @@ extern "C" __global__ void __launch_bounds__(256)
     seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_n, out_list, out_count, true);
 }
 
+// The walk of segment_trees from root x (its target tx) to its tree: at each root y reached, its
+// flag (`flags`, or in min_size rounds, for the sink test), its tree (another thread may have
+// written it: SEG_NONE or final) and its target (target_of(y, fy); EAGER: loaded beside the other
+// two, else only once they have not ended the walk) decide; the walk ends at a sink, at a known
+// tree or at the mutual pair (named by its smaller root).
+template <bool EAGER, class F>
+__device__ __forceinline__ u32 seg_walk(const seg_done_t* done, const u32* tree, u32 mode, bool flags, u32 x,
+                                        u32 tx, F target_of) {
+    while (true) {
+        u32 y = tx;
+        u32 fy = (flags || (SEG_MS_SINK && mode == SEG_MODE_MIN_SIZE)) ? (u32)((volatile const seg_done_t*)done)[y]
+                                                                       : 0u;
+        u32 known = ((volatile const u32*)tree)[y];
+        u32 ty = EAGER ? target_of(y, fy) : SEG_NONE;
+        if (SEG_SINK(mode, fy)) return y;
+        if (known != SEG_NONE) return known;
+        if (!EAGER) ty = target_of(y, fy);
+        if (ty == x || ty == SEG_NONE) return x < y ? x : y;
+        x = y;
+        tx = ty;
+    }
+}
+
 // Step 3: the tree of every active root: follow targets (keys fall strictly along them) to the
 // mutual pair (the paper's Algorithm 6 finds the same pairs) or, in min_size rounds, a sink
 // (SEG_MS_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
@@ -1018,32 +1048,11 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
-        u32 x = v, t = SEG_NONE;
         // Each step loads the next root's flag, target and tree together (one round trip a
-        // step): the walk stops at a sink, at a root whose tree is known, or at the pair.
-        // (The walk before loaded a root's tree, then its target, then the target's target: three
-        // round trips a step; measured 10-20 us slower at 1080p.)
-        u32 tx = in ? target[v] : SEG_NONE;
-        while (in) {
-            u32 y = tx;
-            u32 fy = (SEG_MS_SINK && mode == SEG_MODE_MIN_SIZE) ? (u32)done[y] : 0u;
-            u32 ty = target[y];
-            u32 known = ((volatile const u32*)tree)[y];
-            if (SEG_SINK(mode, fy)) {
-                t = y;
-                break;
-            }
-            if (known != SEG_NONE) {
-                t = known;
-                break;
-            }
-            if (ty == x) {
-                t = x < y ? x : y;
-                break;
-            }
-            x = y;
-            tx = ty;
-        }
+        // step). (The walk before loaded a root's tree, then its target, then the target's
+        // target: three round trips a step; measured 10-20 us slower at 1080p.)
+        u32 t = SEG_NONE;
+        if (in) t = seg_walk<true>(done, tree, mode, false, v, target[v], [&](u32 y, u32) { return target[y]; });
         if (in) tree[v] = t;
         u32 lane = threadIdx.x & 31u;
         u32 peers = __match_any_sync(FULL_MASK, t);
@@ -1130,29 +1139,14 @@ extern "C" __global__ void __launch_bounds__(256)
             }
             target[v] = tv;
         }
-        // The walk (segment_trees), each step's target computed here.
-        u32 x = v, t = SEG_NONE, tx = tv;
-        while (keep) {
-            u32 y = tx;
-            u32 fy = (u32)((volatile const seg_done_t*)done)[y];
-            u32 known = ((volatile const u32*)tree)[y];
-            if (SEG_SINK(mode, fy)) {
-                t = y;
-                break;
-            }
-            if (known != SEG_NONE) {
-                t = known;
-                break;
-            }
-            u64 ky;
-            u32 ty = seg_target_of(comp, link, best, tkey, target, done, width, eb, mode, y, fy, false, ky);
-            if (ty == x || ty == SEG_NONE) {
-                t = x < y ? x : y;
-                break;
-            }
-            x = y;
-            tx = ty;
-        }
+        // The walk (segment_trees), each step's target computed here once the root's flag and
+        // tree have not ended it.
+        u32 t = SEG_NONE;
+        if (keep)
+            t = seg_walk<false>(done, tree, mode, true, v, tv, [&](u32 y, u32 fy) {
+                u64 ky;
+                return seg_target_of(comp, link, best, tkey, target, done, width, eb, mode, y, fy, false, ky);
+            });
         if (keep) tree[v] = t;
         u32 lane = threadIdx.x & 31u;
         u32 peers = __match_any_sync(FULL_MASK, keep ? t : SEG_NONE);
@@ -1447,16 +1441,7 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
                 // segment_init's per-pixel words, written here (`init`: its launch skipped them),
                 // one coalesced pass fewer; the writes below by any thread of the block follow
                 // them (the barriers order a block's global writes).
-                comp[p] = p;
-                link[p] = p;
-                size[p] = 1;
-                cint[p] = 0.0;
-                done[p] = 0;
-                best[p] = SEG_NO_EDGE;
-                target[p] = SEG_NONE;
-                tree[p] = SEG_NONE;
-                tcnt[p] = 0;
-                round[p] = SEG_NEVER;
+                seg_init_pixel(comp, link, size, cint, done, best, target, tree, tcnt, round, p);
                 if (SEG_ORD_CUR(o) != 0) order[p] = o & ~(15u << 24);
             }
             cnt = SEG_ORD_CNT(o);
