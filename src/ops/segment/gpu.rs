@@ -121,11 +121,13 @@ const GRID_FINISH_FRONTIER: u32 = 8_192;
 /// within 1 %).
 const FINISH_SOLO: u32 = 4_096;
 /// First launched merge round whose targets and trees are one kernel
-/// ([`SegmentGpu::fuse_from`]); 3 is every round after the phase's first (which scans every
-/// pixel). H100, 2026-11-26, two passes each, from round 3 / 6 / 10 against separate kernels:
-/// building 1080p -30 / -10 / -5 µs at k = 100, -20 / -5 / 0 at k = 500, fruits and grey -18 to
-/// -38 / -4 to -27 / 0 to -14, the clip frame +8 / -12 / +5 at k = 100 (k = 500 -2 / -14 / 0).
-const FUSE_FROM: u32 = 3;
+/// ([`SegmentGpu::fuse_from`]); 2 is every launched merge round (round 2 takes the roots
+/// `segment_tiles` listed). H100, 2026-11-26, two passes each, against separate kernels: from
+/// round 3 / 6 / 10 building 1080p -30 / -10 / -5 µs at k = 100, -20 / -5 / 0 at k = 500, fruits
+/// and grey -18 to -38 / -4 to -27 / 0 to -14, the clip frame +8 / -12 / +5 at k = 100 (k = 500
+/// -2 / -14 / 0); in another lease from round 2 / 3 / only the `min_size` rounds: building -45 /
+/// -22 / 0 and -35 / -12 / 0, fruits -47 / -24 / 0, grey -50 / -35 / 0, the clip frame -18 / -6 / 0.
+const FUSE_FROM: u32 = 2;
 /// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
 /// its launched rounds is run again with larger caps (one block's rounds at this size would
 /// cost about as much as the rerun).
@@ -483,10 +485,10 @@ pub struct SegmentGpu {
     /// them instead of scanning every pixel for roots. Development switch
     /// `MORPHOSCOPE_SEG_TILE_ROOTS_SCAN` scans.
     pub tile_roots: bool,
-    /// Launched merge rounds from this one on (and every `min_size` round after the first)
-    /// take their targets and trees in one kernel (`segment_targets_trees`: one dependent step a
-    /// round fewer, each walk computing the targets it passes); 0: never. Development switch
-    /// `MORPHOSCOPE_SEG_FUSE_FROM`.
+    /// Launched merge rounds from this one on (and every `min_size` round) take their targets and
+    /// trees in one kernel (`segment_targets_trees`: one dependent step a round fewer, each walk
+    /// computing the targets it passes), where their roots come as a list (not in merge round 2
+    /// without the tile pass); 0: never. Development switch `MORPHOSCOPE_SEG_FUSE_FROM`.
     pub fuse_from: u32,
 }
 
@@ -1184,8 +1186,9 @@ impl SegmentGpu {
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
-            // Targets and trees in one launch (over the previous round's roots only).
-            let fused = i > 0 && self.fuse_from > 0 && (ms || r >= self.fuse_from);
+            // Targets and trees in one launch, over a list of roots (the previous round's, or the
+            // lists of segment_tiles and segment_reset_done that start a phase).
+            let fused = targets_list == LIST && self.fuse_from > 0 && (ms || r >= self.fuse_from);
             if fused {
                 timed(timer, stream, name("segment_targets_trees"), || {
                     let mut l = ExLaunch::new(stream, &self.f_targets_trees, pdl);
