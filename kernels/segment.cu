@@ -202,10 +202,12 @@
 // roots below min_size that segment_reset_done makes (-6 to -61 us, 4K -140 us); round 2's roots
 // listed by segment_tiles (-10 to -30 us); the grid finisher from 8 192 frontier pixels (the
 // launched rounds got cheaper; -50 to -80 us at k = 100). Together building 1080p 3.26 -> 3.12 ms
-// (k = 100), 3.68 -> 3.59 (k = 500). Then targets and trees in one launch after a phase's first
-// round (segment_targets_trees; each walk computes the targets it passes): predicted ~-3 us a
-// step a round, less the walks' extra lookups; measured -18 to -38 us on the photographs, -215 us
-// at 4K, +5 to +23 us on smooth video (deeper trees, longer walks). Dropped: L1 prefetch of the caterpillars' member words
+// (k = 100), 3.68 -> 3.59 (k = 500). Then targets and trees in one launch in every launched round
+// (segment_targets_trees; each walk computes the targets it passes; round 2 and the first
+// min_size round take the lists of segment_tiles and segment_reset_done): predicted ~-3 us a
+// step a round, less the walks' extra lookups; measured -35 to -58 us on the photographs (from
+// round 3 only: -18 to -38, 4K -215 us), -15 to -18 us on the clip frame, +14 us a frame on the
+// clip's pipeline (smooth video: deeper trees, longer walks). Dropped: L1 prefetch of the caterpillars' member words
 // (+10-20 us), the first list entry loaded with the gate (+0-25 us: the idle blocks of a wide
 // grid wait on its DRAM miss), the weight at the cursor loaded early in segment_least (spills).
 #include "common/blur.cuh"
