@@ -899,6 +899,15 @@ __device__ __forceinline__ u32 seg_gate(const u32* ctl, u32 gate, const u32* cou
     return g;
 }
 
+// A round kernel's prologue: lets the next round kernel start (ExLaunch; it waits for this
+// one), waits for the one before, then reads the gate and the count its body starts from
+// (seg_gate). False: the phase converged in an earlier round, nothing to do.
+__device__ __forceinline__ bool seg_round_start(const u32* ctl, u32 gate, const u32* count, u32& cnt) {
+    grid_dep_launch();
+    grid_dep_wait();
+    return seg_gate(ctl, gate, count, cnt) != 0;
+}
+
 // Blocks an SM keeps of segment_least (8: 32 registers, the whole SM's 64 warps; the SEG_KEEP
 // path would otherwise take 40 registers and 48 warps an SM).
 #ifndef SEG_LEAST_BLOCKS
@@ -911,10 +920,8 @@ extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
                   const u32* __restrict__ ctl, u32 gate, u32 use_list,
                   const u32* __restrict__ in_list, const u32* __restrict__ in_count, u32* out_list,
                   u32* out_count) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 in_n;
-    if (seg_gate(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n) == 0) return;
+    if (!seg_round_start(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n)) return;
     seg_least_body(comp, link, w4, best, done, target, tkey, order, width, height, eb, mode, ctl, gate, use_list, in_list,
                    in_n, out_list, out_count);
 }
@@ -940,8 +947,9 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 
 // Step 2: targets of the roots (every pixel in a phase's first round, else the previous round's
 // active roots): the far component of the least alive edge (the paper's Algorithm 5 'sources');
-// a root without alive edges is done in merge rounds. Resets the root's per-round tree and exit;
-// the roots that stay active go to out_list / *out_count.
+// a root without alive edges is done in merge rounds. Resets the root's exit (its tree and
+// least key are clear already: segment_core clears them after their last use, segment_init or
+// segment_tiles set them up); the roots that stay active go to out_list / *out_count.
 __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
                     u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
                     u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
@@ -972,9 +980,7 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
         }
         if (root) {
             target[v] = SEG_NONE;
-            tree[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
-            best[v] = SEG_NO_EDGE;
             if ((mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || dv == 0) {
                 if (key == SEG_NO_EDGE) {
                     if (mode == SEG_MODE_MERGE) {
@@ -1006,10 +1012,8 @@ extern "C" __global__ void __launch_bounds__(256)
                     u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
                     u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
                     const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 in_n;
-    if (seg_gate(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n) == 0) return;
+    if (!seg_round_start(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n)) return;
     seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_n, out_list, out_count, true);
 }
 
@@ -1070,10 +1074,8 @@ extern "C" __global__ void __launch_bounds__(256)
     segment_trees(const u32* __restrict__ target, u32* tree, const seg_done_t* __restrict__ done, u32 mode,
                   u64* tcnt, u32* hlist, u32* hcount, const u32* __restrict__ ctl, u32 gate,
                   const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 nr;
-    if (seg_gate(ctl, gate, rcount, nr) == 0) return;
+    if (!seg_round_start(ctl, gate, rcount, nr)) return;
     seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, nr);
 }
 
@@ -1113,10 +1115,8 @@ extern "C" __global__ void __launch_bounds__(256)
                           u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ in_list,
                           const u32* __restrict__ in_count, u32* out_list, u32* out_count, u64* tcnt, u32* hlist,
                           u32* hcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 count;
-    if (seg_gate(ctl, gate, in_count, count) == 0) return;
+    if (!seg_round_start(ctl, gate, in_count, count)) return;
     u32 ev = 0;
     SEG_BLOCK_LOOP(i, count) {
         bool in = i < count, keep = false;
@@ -1183,8 +1183,9 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
             if (start < cnt) w0 = seg_ld_weight(w4 + id[0]);
         }
         u32 id0 = spec ? id[0] : SEG_NONE;
-        // Inactive roots have neither a target nor a tree (segment_targets resets both, and
-        // ids are below 2^30): testing the two words together loads them together.
+        // Inactive roots have neither a target nor a tree (the targets step writes SEG_NONE,
+        // segment_core clears trees; ids are below 2^30): testing the two words together loads
+        // them together.
         u32 tc = target[c], t = tree[c];
         if ((tc | t) == SEG_NONE || SEG_SINK(mode, (u32)done[t])) continue;  // a sink's tree has no exit
         bool big = mode == SEG_MODE_MIN_SIZE && done[c] != 0;
@@ -1215,10 +1216,8 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                                          const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
                                          const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 nf;
-    if (seg_gate(ctl, gate, fcount, nf) == 0) return;
+    if (!seg_round_start(ctl, gate, fcount, nf)) return;
     seg_exits_body(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist, nf, true);
 }
 
@@ -1240,9 +1239,9 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u;
-        // The next round's segment_targets_trees needs every root's tree unset and its least key
-        // cleared before it starts (its walks read other roots' trees and keys): nothing reads
-        // them after this step.
+        // The next round's targets (segment_targets_trees, whose walks read other roots' trees
+        // and keys, or segment_targets) need every root's tree unset and its least key cleared
+        // before they start: nothing reads them after this step.
         if (in) {
             tree[v] = SEG_NONE;
             best[v] = SEG_NO_EDGE;
@@ -1276,10 +1275,8 @@ extern "C" __global__ void __launch_bounds__(256)
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
                  u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 nr;
-    if (seg_gate(ctl, gate, rcount, nr) == 0) return;
+    if (!seg_round_start(ctl, gate, rcount, nr)) return;
     seg_core_body(target, tree, best, tkey, exitk, done, mode, tcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
                   mlist, mcount, blist, bcount, ctl, gate, rlist, nr);
 }
@@ -1319,10 +1316,8 @@ extern "C" __global__ void segment_alloc(u64* tcnt, u32* joff, u32* cursor,
                                          const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 nh;
-    if (seg_gate(ctl, gate, hcount, nh) == 0) return;
+    if (!seg_round_start(ctl, gate, hcount, nh)) return;
     seg_alloc_body(tcnt, joff, cursor, done, mode, jarr, tkey, ctl, gate, hlist, nh);
 }
 
@@ -1664,10 +1659,8 @@ __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
 }
 
 extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 nt;
-    if (seg_gate(ctl, gate, lcount, nt) == 0) return;
+    if (!seg_round_start(ctl, gate, lcount, nt)) return;
     seg_cat_thread_body(SEG_CAT_PASS, nt);
 }
 
@@ -1734,10 +1727,8 @@ __device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) {
 }
 
 extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
-    grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-    grid_dep_wait();
     u32 ns;
-    if (seg_gate(ctl, gate, lcount, ns) == 0) return;
+    if (!seg_round_start(ctl, gate, lcount, ns)) return;
     seg_cat_warp_body(SEG_CAT_PASS, ns);
 }
 
@@ -2009,9 +2000,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     u32* ssr = sid + CAP;
     u32 nb;
     if (PROLOGUE) {
-        grid_dep_launch();  // lets the next round kernel start (ExLaunch); it waits for this one
-        grid_dep_wait();
-        if (seg_gate(ctl, gate, lcount, nb) == 0) return;
+        if (!seg_round_start(ctl, gate, lcount, nb)) return;
     } else {
         nb = *lcount;
     }
@@ -2382,12 +2371,11 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish_gri
 // once and lists the pixels of components smaller than min_size (flist / *fcount) and those
 // components' roots (rlist / *rcount): the phase's first round then scans the ~4 % of the pixels
 // that can merge instead of all of them (a component of at least min_size takes no edge, SEG_MS_SINK).
-// The roots left off the root list are not reset by segment_targets, so their target and tree
-// are reset here (the exit scans compare a far root's tree).
+// The roots left off the root list keep their last target (read nowhere: a walk stops at a sink
+// before its target) and an unset tree (segment_core clears every tree it saw set).
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
                                               u32 min_size, u32 n, u32* comp, const u32* __restrict__ link,
-                                              u32* target, u32* tree, u32* flist, u32* fcount, u32* rlist,
-                                              u32* rcount, u32 lists) {
+                                              u32* flist, u32* fcount, u32* rlist, u32* rcount, u32 lists) {
     SEG_BLOCK_LOOP(i, n) {
         bool px_small = false, root_small = false;
         if (i < n) {
@@ -2397,10 +2385,6 @@ extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, cons
             done[i] = (fl & SEG_JOINED) | (si >= min_size ? 1u : 0u);
             order[i] &= ~(15u << 24);
             if (lists) {
-                if (root) {
-                    target[i] = SEG_NONE;
-                    tree[i] = SEG_NONE;
-                }
                 u32 c = seg_find(link, comp[i]);  // link does not change here
                 comp[i] = c;
                 // Without sinks every component takes edges: everything is listed.

@@ -1151,7 +1151,7 @@ impl SegmentGpu {
                 l.arg(&p.done).arg(&p.order).arg(&p.size).arg(&min_size).arg(&nn);
                 let lists = u32::from(ms_lists);
                 let (fc0, rc0) = (count_of(C_FRONTIER, 0), count_of(C_ROOTS, 0));
-                l.arg(&p.comp).arg(&p.link).arg(&p.target).arg(&p.tree);
+                l.arg(&p.comp).arg(&p.link);
                 l.arg(&p.flist[1]).arg(&fc0).arg(&p.rlist[1]).arg(&rc0).arg(&lists);
                 // SAFETY: block-uniform grid-stride over pixels < n; link chains end at roots
                 // < n; each list gets at most n entries (one a pixel), counts NCOUNTS * NCTL.
