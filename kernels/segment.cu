@@ -50,8 +50,9 @@
 //                    a thread per tree of up to 8 members (a sorting network in registers),
 //                    a warp per tree of up to 32 (bitonic sort across lanes, warp scan, first
 //                    failure by ballot), a block of 256 per tree of up to 512 and of 1024 per
-//                    larger tree (the caterpillar in chunks of 2048 in key order, each
-//                    radix-selected, or the whole tree radix-sorted above 8192 members);
+//                    larger tree (the caterpillar in chunks of at most 2048 in key order,
+//                    each selected by key range, or the whole tree radix-sorted above 8192
+//                    members);
 //                    merges up to the first failing step, freezes the failing side(s). The
 //                    four kernels touch disjoint trees and run side by side (forked streams).
 // Every round kernel starts with griddepcontrol.launch_dependents / .wait (grid_dep_*): on
@@ -210,6 +211,21 @@
 // clip's pipeline (smooth video: deeper trees, longer walks). Dropped: L1 prefetch of the caterpillars' member words
 // (+10-20 us), the first list entry loaded with the gate (+0-25 us: the idle blocks of a wide
 // grid wait on its DRAM miss), the weight at the cursor loaded early in segment_least (spills).
+// Twelfth pass (2026-11-26, H100, A/B in one lease): the large trees. The per-round profile put
+// +60-70 us on every round with a tree of more than SEG_CAT_CAP core members (building 1080p k =
+// 100: rounds 7-8, trees of 2 300-5 900 members that mostly stop in their first chunk, CPU model),
+// and seg_select took nine passes over such a tree (eight 8-bit radix digits, then the gather).
+// The first chunk needs only some key prefix of at most SEG_CAT_CAP members, not the longest:
+// seg_select_range takes the keys' range, counts them in 2 048 equal parts and ends the chunk
+// with the last part that fits (three passes; later chunks reuse the range, two). Predicted ~-25
+// us a round with such trees; measured (two passes, same lease) building 1080p -10 to -27 us (k
+// = 100) and -51 (k = 500), fruits -25 to -37, clip frame -45 to -87, 4K k = 500 -61 us.
+// Tried and not shipped (branch seg-tile-round2): merge round 2 in 64x32 tiles in shared memory
+// (segment_tile_round, the CPU model's round 2 in tiles as round 1 is; exact, 15 / 15 tests):
+// round 2 430 -> 266 us at building 1080p, but it decides 77 % of the members the global round
+// does, and the frontier it leaves lags by that much in every later round (+10 to +65 us each):
+// building 3.16 -> 3.30 ms, fruits 3.51 -> 3.66 (one round more), clip frame 4.65 -> 4.61, 4.88 ->
+// 4.75. Its root list in thread order (not pixel order) cost round 3 +20 us by itself.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
@@ -1833,6 +1849,81 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 // digit so one warp's counters of different digits fall in different banks.
 #define SEG_WC(d, w, nw) ((d) * (nw) + ((w) ^ ((d) & ((nw) - 1u))))
 
+// Of the members with key > lo (every member when `all`), a key thr such that between 1 and cap
+// of them are at most thr: a prefix of the caterpillar in key order (not always the longest,
+// which seg_select finds). One pass takes the keys' range (the first chunk only: `top`, 0 until
+// then, keeps the largest key for the next chunks, whose range is (lo, top]), one counts them in
+// 2048 equal parts of it (`bins`: 2048 words of shared memory; blockDim.x a power of two, 256 to
+// 1024), and thr ends the last part whose cumulative count is at most cap; when the first part
+// alone holds more, the range narrows to it and the count repeats (rare: one part holds ~1/2048
+// of the keys' span). Three passes over the tree with the gathering pass (two for a later
+// chunk), against seg_select's nine.
+#ifndef SEG_SELECT_RANGE
+#define SEG_SELECT_RANGE 1
+#endif
+__device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
+                                bool all, u32 cap, u32* bins, u64* sred, u64& top_key) {
+    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5, nw = blockDim.x >> 5;
+    u64 base = lo + 1, top = top_key;
+    if (all || top == 0) {
+        u64 mn = SEG_NO_EDGE, mx = 0;
+        seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
+            if (all || k > lo) {
+                mn = k < mn ? k : mn;
+                mx = k > mx ? k : mx;
+            }
+        });
+#pragma unroll
+        for (u32 o = 16; o > 0; o >>= 1) {
+            u64 a = __shfl_xor_sync(FULL_MASK, mn, o), b = __shfl_xor_sync(FULL_MASK, mx, o);
+            mn = a < mn ? a : mn;
+            mx = b > mx ? b : mx;
+        }
+        if (lane == 0) {
+            sred[warp] = mn;
+            sred[32 + warp] = mx;
+        }
+        __syncthreads();
+        base = SEG_NO_EDGE;
+        top = 0;
+        for (u32 w = 0; w < nw; ++w) {
+            base = sred[w] < base ? sred[w] : base;
+            top = sred[32 + w] > top ? sred[32 + w] : top;
+        }
+        top_key = top;
+    }
+    const u32 per = 2048u / blockDim.x;
+    while (true) {
+        const u64 span = top - base;
+        const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
+        const u32 shift = bits > 11u ? bits - 11u : 0u;
+        __syncthreads();  // sred and bins are free
+        for (u32 j = tid; j < 2048u; j += blockDim.x) bins[j] = 0;
+        if (tid == 0) sred[0] = 0;
+        __syncthreads();
+        seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
+            if ((all || k > lo) && k >= base && k <= top) atomicAdd(&bins[(u32)((k - base) >> shift)], 1u);
+        });
+        __syncthreads();
+        u32 sum = 0;
+        for (u32 b = 0; b < per; ++b) sum += bins[tid * per + b];
+        u32 total;
+        u32 incl = seg_block_scan(sum, &total);
+        for (u32 b = 0; b < per; ++b) {
+            const u32 d = tid * per + b;
+            incl += bins[d];
+            const u32 next = d + 1 < 2048u ? incl + bins[d + 1] : 0xffffffffu;
+            if (incl <= cap && next > cap) {
+                sred[0] = 1;
+                sred[1] = base + ((u64)(d + 1) << shift) - 1;
+            }
+        }
+        __syncthreads();
+        if (sred[0]) return sred[1];  // every thread reads it before the next call writes sred
+        top = base + (1ull << shift) - 1;  // the first part alone holds more than cap
+    }
+}
+
 // Lanes whose 8-bit digit equals this lane's (among `valid` lanes): eight ballots, one a bit
 // (__match_any_sync costs far more).
 __device__ __forceinline__ u32 seg_peers(u32 d, bool valid) {
@@ -1975,8 +2066,9 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks
 // of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
-// radix-selected (the next SEG_CAT_CAP keys), gathered into shared memory and sorted by a
-// bitonic network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable
+// selected (seg_select_range: a prefix of the remaining keys of at most SEG_CAT_CAP members;
+// seg_select, the exact next SEG_CAT_CAP, with SEG_SELECT_RANGE 0), gathered into shared memory
+// and sorted by a bitonic network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable
 // LSD radix passes over the digits where its keys differ) and read a chunk at a time. Each chunk is evaluated as in segment_cat_warp (a block scan for |R|,
 // a shared minimum for the first failing step) with |R| and Int carried over from the previous
 // chunk; the tree stops at its first failing step, so one round covers the whole core exactly
@@ -2015,6 +2107,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         double carry_w = 0.0;  // weight of the last merged member (Int of R after it)
         bool merged = false;
         u32 taken = 0;
+        u64 top_key = 0;  // the largest key of a chunked tree, once seg_select_range has it
         // A tree of more than SEG_CAT_SORT members is sorted once into scratch (its range of
         // jarr, twice) and read a chunk at a time; a smaller one radix-selects each chunk.
         bool sorted = false;
@@ -2042,7 +2135,9 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             } else {
                 bool all = taken == 0;
                 u64 thr = SEG_NO_EDGE;
-                if (LARGE && left > CAP) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
+                if (LARGE && left > CAP)
+                    thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred, top_key)
+                                           : seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
                 if (tid == 0) sfill = 0;
                 __syncthreads();
                 seg_each_member(tkey, jarr, off, cnt, [&](u32, u32 id, u64 k) {
