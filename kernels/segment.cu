@@ -217,7 +217,7 @@
 // and seg_select took nine passes over such a tree (eight 8-bit radix digits, then the gather).
 // The first chunk needs only some key prefix of at most SEG_CAT_CAP members, not the longest:
 // seg_select_range takes the keys' range, counts them in 2 048 equal parts and ends the chunk
-// with the last part that fits (three passes; later chunks reuse the range, two). Predicted ~-25
+// with the last part that fits (three passes). Predicted ~-25
 // us a round with such trees; measured (two passes, same lease) building 1080p -10 to -27 us (k
 // = 100) and -51 (k = 500), fruits -25 to -37, clip frame -45 to -87, 4K k = 500 -61 us.
 // Tried and not shipped (branch seg-tile-round2): merge round 2 in 64x32 tiles in shared memory
@@ -1851,46 +1851,45 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 
 // Of the members with key > lo (every member when `all`), a key thr such that between 1 and cap
 // of them are at most thr: a prefix of the caterpillar in key order (not always the longest,
-// which seg_select finds). One pass takes the keys' range (the first chunk only: `top`, 0 until
-// then, keeps the largest key for the next chunks, whose range is (lo, top]), one counts them in
-// 2048 equal parts of it (`bins`: 2048 words of shared memory; blockDim.x a power of two, 256 to
-// 1024), and thr ends the last part whose cumulative count is at most cap; when the first part
-// alone holds more, the range narrows to it and the count repeats (rare: one part holds ~1/2048
-// of the keys' span). Three passes over the tree with the gathering pass (two for a later
-// chunk), against seg_select's nine.
+// which seg_select finds). One pass takes the keys' range, one counts them in 2048 equal parts of
+// it (`bins`: 2048 words of shared memory; blockDim.x a power of two, 256 to 1024), and thr ends
+// the last part whose cumulative count is at most cap; when the first part alone holds more,
+// the range narrows to it and the count repeats (rare: one part holds ~1/2048 of the keys'
+// span). Three passes over the tree with the gathering pass, against seg_select's nine. Returns
+// `lo` when it cannot bound a prefix (more than cap equal keys, or no member above lo: neither
+// happens with distinct keys); the caller then takes seg_select's key.
 #ifndef SEG_SELECT_RANGE
 #define SEG_SELECT_RANGE 1
 #endif
 __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
-                                bool all, u32 cap, u32* bins, u64* sred, u64& top_key) {
+                                bool all, u32 cap, u32* bins, u64* sred) {
     const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5, nw = blockDim.x >> 5;
-    u64 base = lo + 1, top = top_key;
-    if (all || top == 0) {
-        u64 mn = SEG_NO_EDGE, mx = 0;
-        seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
-            if (all || k > lo) {
-                mn = k < mn ? k : mn;
-                mx = k > mx ? k : mx;
-            }
-        });
+    u64 mn = SEG_NO_EDGE, mx = 0;
+    seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
+        if (all || k > lo) {
+            mn = k < mn ? k : mn;
+            mx = k > mx ? k : mx;
+        }
+    });
 #pragma unroll
-        for (u32 o = 16; o > 0; o >>= 1) {
-            u64 a = __shfl_xor_sync(FULL_MASK, mn, o), b = __shfl_xor_sync(FULL_MASK, mx, o);
-            mn = a < mn ? a : mn;
-            mx = b > mx ? b : mx;
-        }
-        if (lane == 0) {
-            sred[warp] = mn;
-            sred[32 + warp] = mx;
-        }
-        __syncthreads();
-        base = SEG_NO_EDGE;
-        top = 0;
-        for (u32 w = 0; w < nw; ++w) {
-            base = sred[w] < base ? sred[w] : base;
-            top = sred[32 + w] > top ? sred[32 + w] : top;
-        }
-        top_key = top;
+    for (u32 o = 16; o > 0; o >>= 1) {
+        u64 a = __shfl_xor_sync(FULL_MASK, mn, o), b = __shfl_xor_sync(FULL_MASK, mx, o);
+        mn = a < mn ? a : mn;
+        mx = b > mx ? b : mx;
+    }
+    if (lane == 0) {
+        sred[warp] = mn;
+        sred[32 + warp] = mx;
+    }
+    __syncthreads();
+    u64 base = SEG_NO_EDGE, top = 0;
+    for (u32 w = 0; w < nw; ++w) {
+        base = sred[w] < base ? sred[w] : base;
+        top = sred[32 + w] > top ? sred[32 + w] : top;
+    }
+    if (base > top) {
+        __syncthreads();  // every thread has read sred
+        return lo;
     }
     const u32 per = 2048u / blockDim.x;
     while (true) {
@@ -1915,11 +1914,18 @@ __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restr
             const u32 next = d + 1 < 2048u ? incl + bins[d + 1] : 0xffffffffu;
             if (incl <= cap && next > cap) {
                 sred[0] = 1;
-                sred[1] = base + ((u64)(d + 1) << shift) - 1;
+                // The end of part d, at most top (no overflow past the last part).
+                const u64 end = (u64)(d + 1) << shift;
+                sred[1] = end - 1 >= span ? top : base + end - 1;
             }
         }
         __syncthreads();
-        if (sred[0]) return sred[1];  // every thread reads it before the next call writes sred
+        const bool found = sred[0] != 0;
+        const u64 thr = sred[1];
+        if (found || shift == 0) {
+            __syncthreads();  // every thread has read sred
+            return found ? thr : lo;
+        }
         top = base + (1ull << shift) - 1;  // the first part alone holds more than cap
     }
 }
@@ -2107,7 +2113,6 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         double carry_w = 0.0;  // weight of the last merged member (Int of R after it)
         bool merged = false;
         u32 taken = 0;
-        u64 top_key = 0;  // the largest key of a chunked tree, once seg_select_range has it
         // A tree of more than SEG_CAT_SORT members is sorted once into scratch (its range of
         // jarr, twice) and read a chunk at a time; a smaller one radix-selects each chunk.
         bool sorted = false;
@@ -2135,9 +2140,11 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             } else {
                 bool all = taken == 0;
                 u64 thr = SEG_NO_EDGE;
-                if (LARGE && left > CAP)
-                    thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred, top_key)
-                                           : seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
+                if (LARGE && left > CAP) {
+                    // seg_select_range answers lo when it cannot bound a prefix (see there).
+                    thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred) : lo;
+                    if (thr == lo) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
+                }
                 if (tid == 0) sfill = 0;
                 __syncthreads();
                 seg_each_member(tkey, jarr, off, cnt, [&](u32, u32 id, u64 k) {
