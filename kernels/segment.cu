@@ -2069,6 +2069,93 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
     return half;
 }
 
+// Step `j` of bitonic level `kk` for element e held in registers (k, i), its partner e ^ j held by
+// lane ^ j of the same warp: the lower index keeps the smaller (key, id) where the level sorts
+// ascending ((e & kk) == 0), the larger elsewhere.
+__device__ __forceinline__ void seg_bitonic_shfl(u64& k, u32& i, u32 e, u32 j, u32 kk) {
+    const u64 ok = __shfl_xor_sync(FULL_MASK, k, j);
+    const u32 oi = __shfl_xor_sync(FULL_MASK, i, j);
+    const bool asc = (e & kk) == 0, lower = (e & j) == 0;
+    const bool take = lower == asc ? seg_less(ok, oi, k, i) : seg_less(k, i, ok, oi);
+    if (take) {
+        k = ok;
+        i = oi;
+    }
+}
+
+// Sorts skey / sid[0, pw) by (key, id) with a bitonic network (pw a power of two, 64 <= pw <= 2 *
+// blockDim.x; callers pad with SEG_NO_EDGE). SEG_SORT_SHFL: a warp holds 64 consecutive elements
+// in registers (lane l: b + l and b + 32 + l), so every step with j < 64 runs in registers and
+// shuffles; only the steps with j >= 64 go through shared memory with a barrier each (21
+// barriers at pw = 2048 instead of 66). Else every step is a shared-memory step.
+#ifndef SEG_SORT_SHFL
+#define SEG_SORT_SHFL 1
+#endif
+__device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
+    const u32 tid = threadIdx.x;
+    auto shared_step = [&](u32 kk, u32 j) {
+        for (u32 e = tid; e < pw; e += blockDim.x) {
+            u32 o = e ^ j;
+            if (o > e) {
+                bool asc = (e & kk) == 0;
+                bool swap = asc ? seg_less(skey[o], sid[o], skey[e], sid[e]) : seg_less(skey[e], sid[e], skey[o], sid[o]);
+                if (swap) {
+                    u64 tk = skey[e];
+                    skey[e] = skey[o];
+                    skey[o] = tk;
+                    u32 ti = sid[e];
+                    sid[e] = sid[o];
+                    sid[o] = ti;
+                }
+            }
+        }
+        __syncthreads();
+    };
+    if (!SEG_SORT_SHFL) {
+        for (u32 kk = 2; kk <= pw; kk <<= 1)
+            for (u32 j = kk >> 1; j > 0; j >>= 1) shared_step(kk, j);
+        return;
+    }
+    const u32 lane = tid & 31u, e0 = (tid >> 5) * 64u + lane, e1 = e0 + 32u;
+    const bool act = e0 < pw;  // whole warps (pw is a multiple of 64)
+    // Steps j < 64 of levels kk_lo..kk_hi, in registers (the level's steps from min(kk / 2, 32)).
+    auto in_registers = [&](u32 kk_lo, u32 kk_hi) {
+        if (!act) return;
+        u64 k0 = skey[e0], k1 = skey[e1];
+        u32 i0 = sid[e0], i1 = sid[e1];
+        for (u32 kk = kk_lo; kk <= kk_hi; kk <<= 1) {
+            for (u32 j = kk >> 1 < 32u ? kk >> 1 : 32u; j > 0; j >>= 1) {
+                if (j == 32u) {
+                    // e0 and e1 are partners, in one block of the level (kk >= 64)
+                    const bool asc = (e0 & kk) == 0;
+                    if (asc ? seg_less(k1, i1, k0, i0) : seg_less(k0, i0, k1, i1)) {
+                        u64 tk = k0;
+                        k0 = k1;
+                        k1 = tk;
+                        u32 ti = i0;
+                        i0 = i1;
+                        i1 = ti;
+                    }
+                } else {
+                    seg_bitonic_shfl(k0, i0, e0, j, kk);
+                    seg_bitonic_shfl(k1, i1, e1, j, kk);
+                }
+            }
+        }
+        skey[e0] = k0;
+        skey[e1] = k1;
+        sid[e0] = i0;
+        sid[e1] = i1;
+    };
+    in_registers(2u, 64u);
+    __syncthreads();
+    for (u32 kk = 128u; kk <= pw; kk <<= 1) {
+        for (u32 j = kk >> 1; j >= 64u; j >>= 1) shared_step(kk, j);
+        in_registers(kk, kk);
+        __syncthreads();
+    }
+}
+
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks
 // of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
@@ -2156,34 +2243,14 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 });
                 __syncthreads();
                 mm = sfill;
-                u32 pw = 2;
+                u32 pw = SEG_SORT_SHFL ? 64u : 2u;
                 while (pw < mm) pw <<= 1;
                 for (u32 e = mm + tid; e < pw; e += blockDim.x) {
                     skey[e] = SEG_NO_EDGE;
                     sid[e] = SEG_NONE;
                 }
                 __syncthreads();
-                for (u32 kk = 2; kk <= pw; kk <<= 1) {
-                    for (u32 j = kk >> 1; j > 0; j >>= 1) {
-                        for (u32 e = tid; e < pw; e += blockDim.x) {
-                            u32 o = e ^ j;
-                            if (o > e) {
-                                bool asc = (e & kk) == 0;
-                                bool swap = asc ? seg_less(skey[o], sid[o], skey[e], sid[e])
-                                                : seg_less(skey[e], sid[e], skey[o], sid[o]);
-                                if (swap) {
-                                    u64 tk = skey[e];
-                                    skey[e] = skey[o];
-                                    skey[o] = tk;
-                                    u32 ti = sid[e];
-                                    sid[e] = sid[o];
-                                    sid[o] = ti;
-                                }
-                            }
-                        }
-                        __syncthreads();
-                    }
-                }
+                seg_sort_chunk(skey, sid, pw);
             }
             // |R| before each member: carry + block scan (two consecutive members a thread).
             u32 e0 = 2 * tid, e1 = e0 + 1;
