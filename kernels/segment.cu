@@ -211,21 +211,31 @@
 // clip's pipeline (smooth video: deeper trees, longer walks). Dropped: L1 prefetch of the caterpillars' member words
 // (+10-20 us), the first list entry loaded with the gate (+0-25 us: the idle blocks of a wide
 // grid wait on its DRAM miss), the weight at the cursor loaded early in segment_least (spills).
-// Twelfth pass (2026-11-26, H100, A/B in one lease): the large trees. The per-round profile put
-// +60-70 us on every round with a tree of more than SEG_CAT_CAP core members (building 1080p k =
-// 100: rounds 7-8, trees of 2 300-5 900 members that mostly stop in their first chunk, CPU model),
-// and seg_select took nine passes over such a tree (eight 8-bit radix digits, then the gather).
-// The first chunk needs only some key prefix of at most SEG_CAT_CAP members, not the longest:
-// seg_select_range takes the keys' range, counts them in 2 048 equal parts and ends the chunk
-// with the last part that fits (three passes). Predicted ~-25
-// us a round with such trees; measured (two passes, same lease) building 1080p -10 to -27 us (k
-// = 100) and -51 (k = 500), fruits -25 to -37, clip frame -45 to -87, 4K k = 500 -61 us.
-// Tried and not shipped (branch seg-tile-round2): merge round 2 in 64x32 tiles in shared memory
-// (segment_tile_round, the CPU model's round 2 in tiles as round 1 is; exact, 15 / 15 tests):
-// round 2 430 -> 266 us at building 1080p, but it decides 77 % of the members the global round
-// does, and the frontier it leaves lags by that much in every later round (+10 to +65 us each):
-// building 3.16 -> 3.30 ms, fruits 3.51 -> 3.66 (one round more), clip frame 4.65 -> 4.61, 4.88 ->
-// 4.75. Its root list in thread order (not pixel order) cost round 3 +20 us by itself.
+// Twelfth pass (2026-11-26, H100, A/B in one lease): the caterpillars' sorts and selects. The
+// per-round profile put +60-70 us on every round with a tree of more than SEG_CAT_CAP core
+// members (building 1080p k = 100: rounds 7-8, trees of 2 300-5 900 members that mostly stop in
+// their first chunk, CPU model), and seg_select took nine passes over such a tree (eight 8-bit
+// radix digits, then the gather). A chunk needs only some key prefix of at most SEG_CAT_CAP
+// members, not the longest: seg_select_range takes the keys' range, counts them in 2 048 equal
+// parts and ends the chunk with the last part that fits (three passes). Predicted ~-25 us a
+// round with such trees; measured building 1080p -10 to -27 us (k = 100) and -51 (k = 500),
+// fruits -25 to -37, clip frame -45 to -87, 4K k = 500 -61 us. Then the chunks' bitonic sort
+// (segment_cat_mid and segment_cat_block, a barrier each of 45-66 steps): every step with
+// partners within 64 elements in a warp's registers (seg_sort_chunk; 21 barriers at 2 048).
+// Predicted ~-15 us a round with a large tree; measured far more, because the mid-size trees of
+// every round from 4 on sort too and the side-by-side caterpillar kernels wait on the slowest:
+// building 1080p 3.14 -> 3.03 ms (k = 100), 3.57 -> 3.35 (k = 500), fruits RGB 3.49 -> 3.36,
+// 3.57 -> 3.39, clip frame 4.60 -> 4.34, 4.80 -> 4.50, 4K 11.33 -> 11.21, 11.56 -> 11.28.
+// Tried and not shipped: a later chunk reusing the first chunk's range (one pass fewer) hung the
+// invariants test on a random 4096x2160 frame (run 5; not understood: seg_select_range now
+// answers lo when it cannot bound a prefix, and the caller takes seg_select); SEG_CAT_SORT 4 096
+// / 16 384 / 32 768 (within noise or worse at k = 100). Branch seg-tile-round2: merge round 2 in
+// 64x32 tiles in shared memory (segment_tile_round, the CPU model's round 2 in tiles as round 1
+// is; exact, 15 / 15 tests): round 2 430 -> 266 us at building 1080p, but it decides 77 % of the
+// members the global round does, and the frontier it leaves lags by that much in every later
+// round (+10 to +65 us each): building 3.16 -> 3.30 ms, fruits 3.51 -> 3.66 (one round more),
+// clip frame 4.65 -> 4.61, 4.88 -> 4.75. Its root list in thread order (not pixel order) cost
+// round 3 +20 us by itself.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
