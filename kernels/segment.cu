@@ -668,6 +668,44 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
     __syncthreads();
 }
 
+// seg_append_block for two lists at once (each thread may append to both): one round of
+// barriers and the two atomicAdds side by side instead of one after the other. SEG_APPEND_PAIR 0
+// restores two seg_append_block calls.
+#ifndef SEG_APPEND_PAIR
+#define SEG_APPEND_PAIR 1
+#endif
+__device__ __forceinline__ void seg_append_pair(u32* l0, u32* c0, bool k0, u32 id0, u32* l1, u32* c1, bool k1,
+                                                u32 id1) {
+    if (!SEG_APPEND_PAIR) {
+        seg_append_block(l0, c0, k0, id0);
+        seg_append_block(l1, c1, k1, id1);
+        return;
+    }
+    __shared__ u32 s_cnt2[2][32];
+    __shared__ u32 s_base2[2];
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const u32 b0 = __ballot_sync(FULL_MASK, k0), b1 = __ballot_sync(FULL_MASK, k1);
+    if (lane == 0) {
+        s_cnt2[0][warp] = (u32)__popc(b0);
+        s_cnt2[1][warp] = (u32)__popc(b1);
+    }
+    __syncthreads();
+    if (threadIdx.x < 2) {
+        u32 k = threadIdx.x, sum = 0;
+        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+            u32 c = s_cnt2[k][w];
+            s_cnt2[k][w] = sum;
+            sum += c;
+        }
+        s_base2[k] = sum ? atomicAdd(k == 0 ? c0 : c1, sum) : 0u;
+    }
+    __syncthreads();
+    const u32 below = (1u << lane) - 1u;
+    if (k0) l0[s_base2[0] + s_cnt2[0][warp] + (u32)__popc(b0 & below)] = id0;
+    if (k1) l1[s_base2[1] + s_cnt2[1][warp] + (u32)__popc(b1 & below)] = id1;
+    __syncthreads();
+}
+
 // Appends `id` to list k (l0..l3, counts c0..c3) of class cls = k < 4 (4: to none) and counts
 // the `counted` lanes in *xcount: seg_append_block for five lists at once, one round of
 // barriers and the (at most five) atomicAdds side by side instead of one after another.
@@ -1182,8 +1220,8 @@ extern "C" __global__ void __launch_bounds__(256)
         u32 base = 0;
         if (keep && lane == leader) base = (u32)(atomicAdd(&tcnt[t], SEG_TCNT_MEMBER * (u64)__popc(peers)) >> 32);
         base = __shfl_sync(FULL_MASK, base, leader);
-        seg_append_block(hlist, hcount, keep && base + (u32)__popc(peers & ((1u << lane) - 1u)) == 0, t);
-        seg_append_block(out_list, out_count, keep, v);
+        seg_append_pair(hlist, hcount, keep && base + (u32)__popc(peers & ((1u << lane) - 1u)) == 0, t, out_list,
+                        out_count, keep, v);
     }
     seg_count(ctl, mctl, r, ev, 0);
 }
@@ -2571,10 +2609,7 @@ extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, cons
                 root_small = root && (!SEG_MS_SINK || si < min_size);
             }
         }
-        if (lists) {
-            seg_append_block(flist, fcount, px_small, i);
-            seg_append_block(rlist, rcount, root_small, i);
-        }
+        if (lists) seg_append_pair(flist, fcount, px_small, i, rlist, rcount, root_small, i);
     }
 }
 
