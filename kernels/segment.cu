@@ -226,7 +226,10 @@
 // every round from 4 on sort too and the side-by-side caterpillar kernels wait on the slowest:
 // building 1080p 3.14 -> 3.03 ms (k = 100), 3.57 -> 3.35 (k = 500), fruits RGB 3.49 -> 3.36,
 // 3.57 -> 3.39, clip frame 4.60 -> 4.34, 4.80 -> 4.50, 4K 11.33 -> 11.21, 11.56 -> 11.28.
-// Tried and not shipped: a later chunk reusing the first chunk's range (one pass fewer) hung the
+// Then two list appends in one round of barriers (seg_append_pair: segment_targets_trees,
+// segment_reset_done): -5 to -20 us (building 1080p k = 100 3.03 -> 3.01-3.02 ms).
+// Tried and not shipped: each segment's first pixel found in segment_final (within noise); a
+// later chunk reusing the first chunk's range (one pass fewer) hung the
 // invariants test on a random 4096x2160 frame (run 5; not understood: seg_select_range now
 // answers lo when it cannot bound a prefix, and the caller takes seg_select); SEG_CAT_SORT 4 096
 // / 16 384 / 32 768 (within noise or worse at k = 100). Branch seg-tile-round2: merge round 2 in
