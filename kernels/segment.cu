@@ -671,6 +671,30 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
     __syncthreads();
 }
 
+// The shared part of K block appends at once: each warp's count of ballot k (s_cnt[k][warp],
+// turned into the warp's offset in list k) and list k's base (s_base[k], one atomicAdd on
+// count(k) a block, the K side by side). Two barriers; the caller then writes its entries at
+// s_base[k] + s_cnt[k][warp] + its rank in the ballot, then syncs.
+template <u32 K, class C>
+__device__ __forceinline__ void seg_append_bases(const u32 (&b)[K], u32 (&s_cnt)[K][32], u32 (&s_base)[K], C count) {
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+#pragma unroll
+        for (u32 k = 0; k < K; ++k) s_cnt[k][warp] = (u32)__popc(b[k]);
+    }
+    __syncthreads();
+    if (threadIdx.x < K) {
+        u32 k = threadIdx.x, sum = 0;
+        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+            u32 n = s_cnt[k][w];
+            s_cnt[k][w] = sum;
+            sum += n;
+        }
+        s_base[k] = sum ? atomicAdd(count(k), sum) : 0u;
+    }
+    __syncthreads();
+}
+
 // seg_append_block for two lists at once (each thread may append to both): one round of
 // barriers and the two atomicAdds side by side instead of one after the other. SEG_APPEND_PAIR 0
 // restores two seg_append_block calls.
@@ -687,25 +711,11 @@ __device__ __forceinline__ void seg_append_pair(u32* l0, u32* c0, bool k0, u32 i
     __shared__ u32 s_cnt2[2][32];
     __shared__ u32 s_base2[2];
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    const u32 b0 = __ballot_sync(FULL_MASK, k0), b1 = __ballot_sync(FULL_MASK, k1);
-    if (lane == 0) {
-        s_cnt2[0][warp] = (u32)__popc(b0);
-        s_cnt2[1][warp] = (u32)__popc(b1);
-    }
-    __syncthreads();
-    if (threadIdx.x < 2) {
-        u32 k = threadIdx.x, sum = 0;
-        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-            u32 c = s_cnt2[k][w];
-            s_cnt2[k][w] = sum;
-            sum += c;
-        }
-        s_base2[k] = sum ? atomicAdd(k == 0 ? c0 : c1, sum) : 0u;
-    }
-    __syncthreads();
+    const u32 b[2] = {__ballot_sync(FULL_MASK, k0), __ballot_sync(FULL_MASK, k1)};
+    seg_append_bases<2>(b, s_cnt2, s_base2, [&](u32 k) { return k == 0 ? c0 : c1; });
     const u32 below = (1u << lane) - 1u;
-    if (k0) l0[s_base2[0] + s_cnt2[0][warp] + (u32)__popc(b0 & below)] = id0;
-    if (k1) l1[s_base2[1] + s_cnt2[1][warp] + (u32)__popc(b1 & below)] = id1;
+    if (k0) l0[s_base2[0] + s_cnt2[0][warp] + (u32)__popc(b[0] & below)] = id0;
+    if (k1) l1[s_base2[1] + s_cnt2[1][warp] + (u32)__popc(b[1] & below)] = id1;
     __syncthreads();
 }
 
@@ -716,28 +726,14 @@ __device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u
                                                     u32* c3, u32* xcount, bool counted, u32 cls, u32 id) {
     __shared__ u32 s_cnt[5][32];
     __shared__ u32 s_base[5];
-    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     u32 b[5];
 #pragma unroll
     for (u32 k = 0; k < 4; ++k) b[k] = __ballot_sync(FULL_MASK, cls == k);
     b[4] = __ballot_sync(FULL_MASK, counted);
-    if (lane == 0) {
-#pragma unroll
-        for (u32 k = 0; k < 5; ++k) s_cnt[k][warp] = (u32)__popc(b[k]);
-    }
-    __syncthreads();
-    if (threadIdx.x < 5) {
-        u32 k = threadIdx.x, sum = 0;
-        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-            u32 n = s_cnt[k][w];
-            s_cnt[k][w] = sum;
-            sum += n;
-        }
-        u32* count = k == 0 ? c0 : k == 1 ? c1 : k == 2 ? c2 : k == 3 ? c3 : xcount;
-        s_base[k] = sum ? atomicAdd(count, sum) : 0u;
-    }
-    __syncthreads();
-    u32 below = (1u << lane) - 1u;
+    seg_append_bases<5>(b, s_cnt, s_base,
+                        [&](u32 k) { return k == 0 ? c0 : k == 1 ? c1 : k == 2 ? c2 : k == 3 ? c3 : xcount; });
+    const u32 below = (1u << lane) - 1u;
 #pragma unroll
     for (u32 k = 0; k < 4; ++k) {
         if (cls == k) {
@@ -1900,6 +1896,30 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 // digit so one warp's counters of different digits fall in different banks.
 #define SEG_WC(d, w, nw) ((d) * (nw) + ((w) ^ ((d) & ((nw) - 1u))))
 
+// The block's least of every thread's mn and greatest of its mx, into every thread's mn and mx
+// (red: 64 words of shared memory; blockDim.x a multiple of 32, at most 1024). The threads read
+// red after one barrier; a caller syncs again before it writes red.
+__device__ __forceinline__ void seg_block_minmax(u64& mn, u64& mx, u64* red) {
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (u32 o = 16; o > 0; o >>= 1) {
+        u64 a = __shfl_xor_sync(FULL_MASK, mn, o), b = __shfl_xor_sync(FULL_MASK, mx, o);
+        mn = a < mn ? a : mn;
+        mx = b > mx ? b : mx;
+    }
+    if (lane == 0) {
+        red[warp] = mn;
+        red[32 + warp] = mx;
+    }
+    __syncthreads();
+    mn = SEG_NO_EDGE;
+    mx = 0;
+    for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+        mn = red[w] < mn ? red[w] : mn;
+        mx = red[32 + w] > mx ? red[32 + w] : mx;
+    }
+}
+
 // Of the members with key > lo (every member when `all`), a key thr such that between 1 and cap
 // of them are at most thr: a prefix of the caterpillar in key order (not always the longest,
 // which seg_select finds). One pass takes the keys' range, one counts them in 2048 equal parts of
@@ -1914,7 +1934,7 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 #endif
 __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
                                 bool all, u32 cap, u32* bins, u64* sred) {
-    const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5, nw = blockDim.x >> 5;
+    const u32 tid = threadIdx.x;
     u64 mn = SEG_NO_EDGE, mx = 0;
     seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
         if (all || k > lo) {
@@ -1922,22 +1942,8 @@ __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restr
             mx = k > mx ? k : mx;
         }
     });
-#pragma unroll
-    for (u32 o = 16; o > 0; o >>= 1) {
-        u64 a = __shfl_xor_sync(FULL_MASK, mn, o), b = __shfl_xor_sync(FULL_MASK, mx, o);
-        mn = a < mn ? a : mn;
-        mx = b > mx ? b : mx;
-    }
-    if (lane == 0) {
-        sred[warp] = mn;
-        sred[32 + warp] = mx;
-    }
-    __syncthreads();
-    u64 base = SEG_NO_EDGE, top = 0;
-    for (u32 w = 0; w < nw; ++w) {
-        base = sred[w] < base ? sred[w] : base;
-        top = sred[32 + w] > top ? sred[32 + w] : top;
-    }
+    seg_block_minmax(mn, mx, sred);
+    u64 base = mn, top = mx;
     if (base > top) {
         __syncthreads();  // every thread has read sred
         return lo;
@@ -2075,7 +2081,7 @@ __device__ void seg_radix_pass(const u64* __restrict__ sk, const u32* __restrict
 // warp (8192 at 1024 threads), red 2 x 32 u64.
 __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64* sk,
                              u32* si, u64* sk2, u32* si2, u32* wcnt, u64* red) {
-    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 tid = threadIdx.x;
     u64 kmin = SEG_NO_EDGE, kmax = 0;
     seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
         sk[m] = k;
@@ -2083,21 +2089,8 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
         kmin = k < kmin ? k : kmin;
         kmax = k > kmax ? k : kmax;
     });
-    for (int o = 16; o > 0; o >>= 1) {
-        u64 a = __shfl_xor_sync(FULL_MASK, kmin, o), b = __shfl_xor_sync(FULL_MASK, kmax, o);
-        kmin = a < kmin ? a : kmin;
-        kmax = b > kmax ? b : kmax;
-    }
-    if (lane == 0) {
-        red[warp] = kmin;
-        red[32 + warp] = kmax;
-    }
-    __syncthreads();
-    u64 lo = SEG_NO_EDGE, hi = 0;
-    for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-        lo = red[w] < lo ? red[w] : lo;
-        hi = red[32 + w] > hi ? red[32 + w] : hi;
-    }
+    seg_block_minmax(kmin, kmax, red);
+    const u64 lo = kmin, hi = kmax;
     __syncthreads();
     u64 diff = lo ^ hi;
     u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;  // bits that differ: [0, top)
@@ -2178,15 +2171,8 @@ __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
             for (u32 j = kk >> 1 < 32u ? kk >> 1 : 32u; j > 0; j >>= 1) {
                 if (j == 32u) {
                     // e0 and e1 are partners, in one block of the level (kk >= 64)
-                    const bool asc = (e0 & kk) == 0;
-                    if (asc ? seg_less(k1, i1, k0, i0) : seg_less(k0, i0, k1, i1)) {
-                        u64 tk = k0;
-                        k0 = k1;
-                        k1 = tk;
-                        u32 ti = i0;
-                        i0 = i1;
-                        i1 = ti;
-                    }
+                    if ((e0 & kk) == 0) seg_cswap2(k0, i0, k1, i1);
+                    else seg_cswap2(k1, i1, k0, i0);
                 } else {
                     seg_bitonic_shfl(k0, i0, e0, j, kk);
                     seg_bitonic_shfl(k1, i1, e1, j, kk);
