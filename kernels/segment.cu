@@ -1008,6 +1008,23 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
     return off + x - v;
 }
 
+// The root at the far end of root v's least edge `key`: both ends' component entries and flags
+// load together, and link is followed only for a stale entry (`first`: every pixel is its own
+// component, so the ends are the roots).
+__device__ __forceinline__ u32 seg_far_root(const u32* __restrict__ comp, const u32* __restrict__ link,
+                                            const seg_done_t* done, u32 width, u32 eb, u64 key, u32 v,
+                                            bool first) {
+    const u32 eid = seg_eid(key, eb);
+    u32 ra = eid >> 2, rb = seg_other(eid, width);
+    if (!first) {
+        const u32 ca = comp[ra], cb = comp[rb];
+        const u32 fa = done[ca], fb = done[cb];
+        ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
+        rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
+    }
+    return ra == v ? rb : ra;
+}
+
 // Step 2: targets of the roots (every pixel in a phase's first round, else the previous round's
 // active roots): the far component of the least alive edge (the paper's Algorithm 5 'sources');
 // a root without alive edges is done in merge rounds. Resets the root's exit (its tree and
@@ -1052,15 +1069,7 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
                     }
                 } else {
                     tkey[v] = key;
-                    u32 eid = seg_eid(key, eb);
-                    u32 ra = eid >> 2, rb = seg_other(eid, width);
-                    if (!first) {
-                        u32 ca = comp[ra], cb = comp[rb];
-                        u32 fa = done[ca], fb = done[cb];
-                        ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
-                        rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
-                    }
-                    target[v] = ra == v ? rb : ra;
+                    target[v] = seg_far_root(comp, link, done, width, eb, key, v, first);
                     keep = true;
                 }
             }
@@ -1164,12 +1173,7 @@ __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const
         if (kept) key = tkey[y];
     }
     if (key == SEG_NO_EDGE) return SEG_NONE;
-    u32 eid = seg_eid(key, eb);
-    u32 ca = comp[eid >> 2], cb = comp[seg_other(eid, width)];
-    u32 fa = done[ca], fb = done[cb];
-    u32 ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
-    u32 rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
-    return ra == y ? rb : ra;
+    return seg_far_root(comp, link, done, width, eb, key, y, false);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
