@@ -55,6 +55,10 @@
 //                    members);
 //                    merges up to the first failing step, freezes the failing side(s). The
 //                    four kernels touch disjoint trees and run side by side (forked streams).
+//   segment_cat_giant (where the device has cooperative launch; segment_cat_block_g then
+//                    leaves it the trees above SEG_CAT_GIANT members): those trees over a
+//                    cooperative grid, a bucket sort across its blocks, every step evaluated
+//                    at once (launched after segment_cat_block_g on its stream).
 // Every round kernel starts with griddepcontrol.launch_dependents / .wait (grid_dep_*): on
 // sm_90 the host launches them as programmatic dependent launches (src/gpu/launch.rs
 // ExLaunch), so each one's blocks are scheduled while the previous kernel drains.
@@ -239,6 +243,20 @@
 // round (+10 to +65 us each): building 3.16 -> 3.30 ms, fruits 3.51 -> 3.66 (one round more),
 // clip frame 4.65 -> 4.61, 4.88 -> 4.75. Its root list in thread order (not pixel order) cost
 // round 3 +20 us by itself.
+// Thirteenth pass (2026-11-26, H100): smooth video's giant trees. The clip frame's per-round
+// profile showed one round, 11, at 0.80 / 1.00 ms (k = 100 / 500) of a 4.3 / 4.5 ms frame: one
+// tree of ~45 000 core members, sorted and walked by one block on one SM while the rest of the
+// GPU idled (the radix passes' scattered stores are one SM's throughput). segment_cat_giant
+// spreads it over a cooperative grid (a bucket sort, every step at once): round 11 0.80 -> 0.16
+// ms, 1.00 -> 0.17; the clip frame 4.31 -> 3.73 ms, 4.47 -> 3.72. It is launched every round (a
+// graph cannot launch it only when needed), so the photographs, which have no such tree, pay its
+// empty launches: +20 to +47 us at 32 blocks (+45 to +75 at 132). Tried and dropped first (no
+// gain): copying a large tree's keys to scratch before its chunk passes (SEG_CAT_STAGE: building
+// 3.03 / 3.02 ms against 3.02 / 3.03 without, clip 4.37 / 4.33 against 4.33 / 4.32), and the one
+// block walking a sorted tree in three whole-tree passes instead of chunks (clip 4.31 -> 4.40:
+// the chunks were not the cost, the sort is). A field added to Ptrs (Rust) but not to SegPtrs
+// shifted the grid finisher's barrier into another buffer and hung every graph replay: the unit
+// test ptrs_fields_match_the_kernel_struct now compares the two structs' field names.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
@@ -1807,6 +1825,11 @@ extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
 #ifndef SEG_CAT_SORT
 #define SEG_CAT_SORT 8192
 #endif
+// Trees above this many core members go to segment_cat_giant (a cooperative grid) where it is
+// launched (segment_cat_block_g leaves them to it).
+#ifndef SEG_CAT_GIANT
+#define SEG_CAT_GIANT 8192
+#endif
 
 // Members m0 + u * blockDim.x (u < 4) of a tree's range: ids, then keys (SEG_NO_EDGE past
 // cnt). The four loads of each kind are independent, so a pass over a large tree keeps four
@@ -2212,7 +2235,7 @@ __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
 // The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size kernel).
-template <u32 CAP, bool LARGE, bool PROLOGUE = true>
+template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
@@ -2235,6 +2258,8 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     for (u32 i = blockIdx.x; i < nb; i += gridDim.x) {
         u32 t = list[i];
         u32 cnt = (u32)tcnt[t], off = joff[t];
+        // segment_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
+        if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
         u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
         double int_a = cint[a];
         u32 carry_size = 0;
@@ -2359,6 +2384,11 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(
     seg_cat_blocks<SEG_CAT_CAP, true>(SEG_CAT_PASS);
 }
 
+// segment_cat_block beside segment_cat_giant: the trees above SEG_CAT_GIANT members are its.
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block_g(SEG_CAT_ARGS) {
+    seg_cat_blocks<SEG_CAT_CAP, true, true, true>(SEG_CAT_PASS);
+}
+
 // Trees of 33..SEG_CAT_MID_CAP members: one chunk each, by blocks a quarter the size, so four
 // times as many trees are under way at once (rounds 4-6 of a 1080p photograph have ~600 such
 // trees, ~100 members each).
@@ -2412,6 +2442,7 @@ struct SegPtrs {
     u32* counts;
     u64* scr_k;
     u32* scr_i;
+    u64* giant;
     u32* flist[2];
     u32* rlist[2];
     u32* info;
@@ -2461,6 +2492,291 @@ __device__ __forceinline__ void seg_grid_sync(u32* bar) {
 // round it left to segment_finish.
 #define SEG_INFO_BAR 4u
 #define SEG_INFO_RESUME 6u
+
+// Step 6 for giant trees (more than SEG_CAT_GIANT core members: smooth video, where one tree can
+// hold tens of thousands), over a cooperative grid of every SM instead of one block. One block
+// sorted such a tree with radix passes whose scattered stores one SM issues one by one (H100,
+// 2026-11-26: the clip frame's round 11, one tree of ~45 000 members, took 0.80 / 1.00 ms at
+// k = 100 / 500, against ~0.15 ms for its other work). Here a bucket sort spreads it: the grid
+// stages the members (key, id) in scratch (half A) and takes the keys' range; counts them in
+// SEG_GIANT_BINS equal parts of it; every block derives the same buckets (runs of parts whose
+// first position / SEG_GIANT_HALF is equal: at most 2 x SEG_GIANT_HALF members unless one part
+// alone holds more) and scatters the members to their parts (half B, parts in key order); each
+// block sorts whole buckets in shared memory (seg_sort_chunk; an oversize bucket by radix passes
+// in global memory) and stashes each member's weight and |R| within its bucket, with the flag of
+// its own failing threshold, in half A; every step is then evaluated at once (|R| = the bucket's
+// carry + the stash), the least failing step ends the caterpillar, the members before it join
+// and its side(s) freeze, as in seg_cat_blocks. Six grid barriers a tree. Trees are taken from
+// the large-tree list (segment_cat_block_g leaves them); the grid returns at once without one.
+// Measured (H100, 32 blocks): the clip frame's round 11 (one tree of ~45 000 members) 0.80 ->
+// 0.16 ms at k = 100, 1.00 -> 0.17 at k = 500. Tests: segmentation GPU tests with
+// SEG_CAT_GIANT=600 (every tree above 600 members here) equal the CPU model bit for bit.
+// gs: SEG_GIANT_WORDS u64 of scratch, zero between trees: [0] the barrier, [1] ~least key,
+// [2] greatest key, [3] members - first failing step (atomicMax), then as u32 the parts' counts
+// and cursors and the buckets' size sums (SEG_GIANT_BINS each).
+#define SEG_GIANT_BINS 2048u
+#define SEG_GIANT_HALF 1024u
+#define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
+#define SEG_XS_FAIL 0x80000000u
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(SEG_CAT_ARGS, u64* gs) {
+    __shared__ u64 s_raw[2 * SEG_CAT_CAP];  // a bucket's keys and ids; part starts; bucket carries
+    __shared__ u32 s_bs[SEG_GIANT_BINS + 1];  // bucket starts (positions), s_bs[nbk] = members
+    __shared__ u64 sred[64];
+    __shared__ u32 s_fail;
+    // Not seg_round_start: a cooperative grid must not let its dependents launch early
+    // (griddepcontrol.launch_dependents), or their waiting blocks could hold the SMs that its
+    // own blocks need to reach its barriers.
+    u32 nb;
+    grid_dep_wait();
+    if (!seg_gate(ctl, gate, lcount, nb)) return;
+    u32* bar = (u32*)gs;
+    u32* hist = (u32*)(gs + 4);
+    u32* cursor = hist + SEG_GIANT_BINS;
+    u32* bsum = cursor + SEG_GIANT_BINS;
+    const u32 tid = threadIdx.x, bd = blockDim.x;
+    const u32 nthreads = gridDim.x * bd, gtid = blockIdx.x * bd + tid;
+    u64* skey = s_raw;
+    u32* sid = (u32*)(s_raw + SEG_CAT_CAP);
+    u32 ev = 0, mg = 0;
+    for (u32 i = 0; i < nb; ++i) {
+        const u32 t = list[i];
+        // Read by every block before any barrier of this tree; only this kernel zeroes a giant
+        // tree's count, after its last barrier.
+        const u32 cnt = (u32)__ldcg(&tcnt[t]);
+        if (cnt <= SEG_CAT_GIANT) continue;
+        const u32 off = joff[t], a = t;
+        u64* ak = scr_k + off;
+        u32* ai = scr_i + off;
+        u64* bk = scr_k + n + off;
+        u32* bi = scr_i + n + off;
+        // 1. Stage the members; the keys' range.
+        u64 mn = SEG_NO_EDGE, mx = 0;
+        for (u32 m = gtid; m < cnt; m += nthreads) {
+            const u32 id = jarr[off + m];
+            const u64 key = tkey[id];
+            ak[m] = key;
+            ai[m] = id;
+            mn = key < mn ? key : mn;
+            mx = key > mx ? key : mx;
+        }
+        seg_block_minmax(mn, mx, sred);
+        if (tid == 0) {
+            atomicMax(&gs[1], ~mn);
+            atomicMax(&gs[2], mx);
+        }
+        seg_grid_sync(bar);
+        // 2. Counts of the parts.
+        const u64 kmin = ~__ldcg(&gs[1]), span = __ldcg(&gs[2]) - kmin;
+        const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
+        const u32 shift = bits > 11u ? bits - 11u : 0u;
+        u32* sh = (u32*)s_raw;
+        for (u32 j = tid; j < SEG_GIANT_BINS; j += bd) sh[j] = 0;
+        __syncthreads();
+        for (u32 m = gtid; m < cnt; m += nthreads) atomicAdd(&sh[(u32)((__ldcg(&ak[m]) - kmin) >> shift)], 1u);
+        __syncthreads();
+        for (u32 j = tid; j < SEG_GIANT_BINS; j += bd)
+            if (sh[j]) atomicAdd(&hist[j], sh[j]);
+        seg_grid_sync(bar);
+        // 3. Parts' starts and the buckets (the same in every block), then the scatter.
+        u32* pstart = (u32*)s_raw;
+        const u32 j0 = 2u * tid, j1 = j0 + 1u;  // SEG_CAT_THREADS x 2 = SEG_GIANT_BINS
+        const u32 h0 = __ldcg(&hist[j0]), h1 = __ldcg(&hist[j1]);
+        u32 total;
+        const u32 p0 = seg_block_scan(h0 + h1, &total);
+        pstart[j0] = p0;
+        pstart[j1] = p0 + h0;
+        __syncthreads();
+        const bool beg0 = j0 == 0 || p0 / SEG_GIANT_HALF != pstart[j0 - 1] / SEG_GIANT_HALF;
+        const bool beg1 = (p0 + h0) / SEG_GIANT_HALF != p0 / SEG_GIANT_HALF;
+        u32 nbk;
+        const u32 q = seg_block_scan((u32)beg0 + (u32)beg1, &nbk);
+        if (beg0) s_bs[q] = p0;
+        if (beg1) s_bs[q + (u32)beg0] = p0 + h0;
+        if (tid == 0) s_bs[nbk] = cnt;
+        for (u32 m = gtid; m < cnt; m += nthreads) {
+            const u64 key = __ldcg(&ak[m]);
+            const u32 j = (u32)((key - kmin) >> shift);
+            const u32 pos = pstart[j] + atomicAdd(&cursor[j], 1u);
+            bk[pos] = key;
+            bi[pos] = __ldcg(&ai[m]);
+        }
+        seg_grid_sync(bar);
+        // 4. Each block sorts whole buckets and stashes weight, |R| within the bucket and flag.
+        for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
+            const u32 lo = s_bs[b], mm = s_bs[b + 1] - lo;
+            const bool fits = mm <= SEG_CAT_CAP;
+            if (fits) {
+                u32 pw = 64u;
+                while (pw < mm) pw <<= 1;
+                for (u32 e = tid; e < pw; e += bd) {
+                    skey[e] = e < mm ? __ldcg(&bk[lo + e]) : SEG_NO_EDGE;
+                    sid[e] = e < mm ? __ldcg(&bi[lo + e]) : SEG_NONE;
+                }
+                __syncthreads();
+                seg_sort_chunk(skey, sid, pw);
+            } else {
+                // One part holds more than SEG_GIANT_HALF members: radix passes over the digits
+                // where its keys differ, half B <-> half A, the result back in half B.
+                u64 bmn = SEG_NO_EDGE, bmx = 0;
+                for (u32 e = tid; e < mm; e += bd) {
+                    const u64 key = __ldcg(&bk[lo + e]);
+                    bmn = key < bmn ? key : bmn;
+                    bmx = key > bmx ? key : bmx;
+                }
+                seg_block_minmax(bmn, bmx, sred);
+                __syncthreads();
+                const u64 diff = bmn ^ bmx;
+                const u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;
+                u32 half = 0;
+                for (u32 sh8 = 0; sh8 < top; sh8 += 8) {
+                    if (half == 0) seg_radix_pass(bk + lo, bi + lo, ak + lo, ai + lo, mm, sh8, (u32*)s_raw);
+                    else seg_radix_pass(ak + lo, ai + lo, bk + lo, bi + lo, mm, sh8, (u32*)s_raw);
+                    half ^= 1u;
+                }
+                if (half) {
+                    for (u32 e = tid; e < mm; e += bd) {
+                        bk[lo + e] = __ldcg(&ak[lo + e]);
+                        bi[lo + e] = __ldcg(&ai[lo + e]);
+                    }
+                }
+                __syncthreads();
+                if (tid == 0 && lo == 0 && mm >= 2) {  // the mutual pair: equal keys, by id
+                    const u32 i0 = __ldcg(&bi[0]), i1 = __ldcg(&bi[1]);
+                    if (__ldcg(&bk[0]) == __ldcg(&bk[1]) && i1 < i0) {
+                        bi[0] = i1;
+                        bi[1] = i0;
+                    }
+                }
+                __syncthreads();
+            }
+            // Two members a thread a step: size, own threshold, weight; a block scan for |R|.
+            u32 carry = 0;
+            for (u32 c0 = 0; c0 < mm; c0 += 2u * bd) {
+                u32 sz[2] = {0u, 0u}, c[2] = {0u, 0u};
+                u64 key[2] = {0ull, 0ull};
+                double w[2] = {0.0, 0.0}, ci[2] = {0.0, 0.0};
+#pragma unroll
+                for (u32 u = 0; u < 2; ++u) {
+                    const u32 e = c0 + 2u * tid + u;
+                    if (e < mm) {
+                        key[u] = fits ? skey[e] : __ldcg(&bk[lo + e]);
+                        c[u] = fits ? sid[e] : __ldcg(&bi[lo + e]);
+                    }
+                }
+#pragma unroll
+                for (u32 u = 0; u < 2; ++u) {
+                    const u32 e = c0 + 2u * tid + u;
+                    if (e < mm) {
+                        sz[u] = size[c[u]];
+                        if (mode == SEG_MODE_MERGE) ci[u] = cint[c[u]];
+                        if (lo + e >= 1) w[u] = w4[seg_eid(key[u], eb)];
+                    }
+                }
+                u32 step_total;
+                const u32 x = seg_block_scan(sz[0] + sz[1], &step_total);
+#pragma unroll
+                for (u32 u = 0; u < 2; ++u) {
+                    const u32 e = c0 + 2u * tid + u;
+                    if (e < mm) {
+                        const u32 g = lo + e;
+                        // merge: the member's own threshold fails; min_size: it is not small,
+                        // so the step needs |R| < min_size
+                        const bool flag = mode == SEG_MODE_MERGE
+                                              ? g >= 1 && !(w[u] < (double)seg_thr(ci[u], k, sz[u]))
+                                              : sz[u] >= min_size;
+                        ak[g] = (u64)__double_as_longlong(w[u]);
+                        ai[g] = (carry + x + (u == 1 ? sz[0] : 0u)) | (flag ? SEG_XS_FAIL : 0u);
+                        if (fits) bk[g] = key[u], bi[g] = c[u];
+                    }
+                }
+                carry += step_total;
+            }
+            if (tid == 0) bsum[b] = carry;
+            __syncthreads();
+        }
+        seg_grid_sync(bar);
+        // 5. Every step: |R| = the bucket's carry + the stash; the least failing step.
+        u32* bcarry = (u32*)s_raw;  // exclusive sums of the buckets' sizes, s_raw[nbk] = |all|
+        {
+            const u32 v0 = j0 < nbk ? __ldcg(&bsum[j0]) : 0u, v1 = j1 < nbk ? __ldcg(&bsum[j1]) : 0u;
+            u32 all;
+            const u32 x = seg_block_scan(v0 + v1, &all);
+            bcarry[j0] = x;
+            bcarry[j1] = x + v0;
+            if (tid == 0) {
+                bcarry[SEG_GIANT_BINS] = all;
+                s_fail = cnt;
+            }
+            __syncthreads();
+        }
+        const double int_a = cint[a];
+        // The step at position g (g >= 1) of bucket b: whether each side's threshold holds.
+        auto step = [&](u32 b, u32 g, bool& ok_c, bool& ok_r, u32& rs) {
+            const u32 x = __ldcg(&ai[g]);
+            rs = bcarry[b] + (x & ~SEG_XS_FAIL);
+            if (mode == SEG_MODE_MERGE) {
+                const double w = __longlong_as_double((long long)__ldcg(&ak[g]));
+                const double ir = g == 1 ? int_a : __longlong_as_double((long long)__ldcg(&ak[g - 1]));
+                ok_c = (x & SEG_XS_FAIL) == 0;
+                ok_r = w < (double)seg_thr(ir, k, rs);
+            } else {
+                ok_c = ok_r = (x & SEG_XS_FAIL) == 0 || rs < min_size;
+            }
+        };
+        for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
+            const u32 lo = s_bs[b], hi = s_bs[b + 1];
+            for (u32 g = lo + tid; g < hi; g += bd) {
+                if (g == 0) continue;
+                bool ok_c, ok_r;
+                u32 rs;
+                step(b, g, ok_c, ok_r, rs);
+                if (!(ok_c && ok_r)) {
+                    atomicMin(&s_fail, g);
+                    break;  // later steps of this thread's bucket fail later
+                }
+            }
+        }
+        __syncthreads();
+        if (tid == 0 && s_fail < cnt) atomicMax(&gs[3], (u64)(cnt - s_fail));
+        seg_grid_sync(bar);
+        // 6. The members before the first failing step join; the step's side(s) freeze.
+        const u32 f = cnt - (u32)__ldcg(&gs[3]);
+        for (u32 g = gtid; g < f; g += nthreads) {
+            if (g >= 1) {
+                seg_join(link, done, round, __ldcg(&bi[g]), a, r);
+                ++ev;
+                ++mg;
+            }
+        }
+        if (gtid == 0) {
+            u32 rs = bcarry[SEG_GIANT_BINS];
+            if (f < cnt) {
+                u32 b = 0;  // the bucket of position f: the last start at most f
+                for (u32 lo2 = 0, hi2 = nbk; lo2 < hi2;) {
+                    const u32 mid = (lo2 + hi2) >> 1;
+                    if (s_bs[mid] <= f) {
+                        b = mid;
+                        lo2 = mid + 1;
+                    } else {
+                        hi2 = mid;
+                    }
+                }
+                bool ok_c, ok_r;
+                step(b, f, ok_c, ok_r, rs);
+                ev += seg_freeze(done, mode, __ldcg(&bi[f]), a, ok_c, ok_r);
+            }
+            size[a] = rs;
+            if (mode == SEG_MODE_MIN_SIZE) done[a] = rs >= min_size;
+            if (mode == SEG_MODE_MERGE && f >= 2) cint[a] = __longlong_as_double((long long)__ldcg(&ak[f - 1]));
+            tcnt[t] = 0;
+        }
+        // Scratch back to zero for the next tree.
+        for (u32 j = gtid; j < 3u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
+        if (gtid == 0) gs[1] = gs[2] = gs[3] = 0;
+        seg_grid_sync(bar);
+    }
+    seg_count(ctl, mctl, r, ev, mg);
+}
 
 // The last rounds of a phase (segment_finish, segment_finish_grid): every step of a round (the
 // same device functions as the round kernels, their grid-stride loops running over this grid),

@@ -201,9 +201,9 @@ fn equals_cpu_model_bit_for_bit() {
 }
 
 /// Smooth video at 1080p grows trees of thousands to tens of thousands of members (the clip
-/// frame: 9 000-15 000 at k = 100, up to 36 754 at k = 500), which `segment_cat_block` sorts whole
-/// (`seg_sort_tree`) instead of chunk by chunk: labels, counts and hierarchy still equal the CPU
-/// model's.
+/// frame: 9 000-15 000 at k = 100, up to 36 754 at k = 500), which `segment_cat_giant` walks over a
+/// cooperative grid (or, without one, `segment_cat_block` sorts whole with `seg_sort_tree`):
+/// labels, counts and hierarchy still equal the CPU model's.
 #[test]
 fn large_trees_equal_cpu_model() {
     let Some(g) = gpu() else { return };
@@ -216,6 +216,9 @@ fn large_trees_equal_cpu_model() {
         let out = run(&mut op, &stream, &f, &p);
         let large: u32 = op.round_profile(&stream).unwrap().iter().map(|(_, _, c)| c[5]).sum();
         assert!(large > 0, "k={scale}: no tree for segment_cat_block, nothing sorted");
+        if op.grid_finish_blocks() > 0 && std::env::var_os("MORPHOSCOPE_SEG_NO_GIANT").is_none() {
+            assert!(op.giant_blocks() > 0, "cooperative launch, but no grid for the giant trees");
+        }
         let (_, hier) = op.download_hierarchy(&stream).unwrap();
         let (model, mhier) = felzenszwalb_boruvka(&f.data, f.width, f.height, f.channels, &p).unwrap();
         let diff = out.labels.data().iter().zip(model.labels.data()).filter(|(a, b)| a != b).count();

@@ -8,8 +8,11 @@
 //! A round is 10 launches in 6 dependent steps (least edges, targets, trees; exits with the
 //! trees' ranges allocated beside them on a side stream; core, which writes its members into
 //! those ranges and lists each tree by its core's size; the caterpillars of tiny, small,
-//! mid-size and large trees, the last three on side streams forked from the caller's by events);
-//! on compute capability 9.0+ each is a programmatic dependent launch ([`ExLaunch`]). Merge
+//! mid-size and large trees, the last three on side streams forked from the caller's by events;
+//! where the device has cooperative launch, the trees above 8 192 core members, which smooth video
+//! grows, go to `segment_cat_giant`, a cooperative grid launched after the large trees' kernel,
+//! instead of one block each); on compute capability 9.0+ each is a programmatic dependent launch
+//! ([`ExLaunch`]; the cooperative grid is an ordinary one). Merge
 //! round 1 is one kernel instead, `segment_tiles` (the round for the trees inside one 32x16
 //! tile, in shared memory; [`SegmentGpu::tile_pass`]), and the launched merge rounds start at
 //! 2. 1080p photographs take ~20 merge and 1-2 `min_size` rounds. Once the round caps come from
@@ -77,6 +80,17 @@ const C_LARGE: u64 = 5;
 const C_CURSOR: u64 = 6;
 const C_TINY: u64 = 7;
 const C_MID: u64 = 8;
+/// `u64` words of `segment_cat_giant`'s scratch (SEG_GIANT_WORDS: the barrier, the keys' range,
+/// the first failing step, then 2048 part counts, part cursors and bucket sums as `u32`).
+const GIANT_WORDS: usize = 4 + 3 * 2048 / 2;
+/// Blocks of `segment_cat_giant` at most (fewer where the device holds fewer at once). It is
+/// launched in every round (a graph cannot launch it only when a giant tree turns up), so its
+/// empty launches cost the frames without giant trees; a smaller grid starts sooner beside the
+/// other caterpillar kernels. H100, 2026-11-26, 1080p, against no giant kernel: 132 blocks
+/// +45 to +75 µs on the photographs, 64 / 32 / 16 / 8 blocks +24 to +47; the clip frame's
+/// 4.31 / 4.47 ms (k = 100 / 500) 3.76 / 3.72 (132), 3.71 / 3.76 (64), 3.73 / 3.72 (32),
+/// 3.75 / 3.75 (16), 3.80 / 3.80 (8). Development switch `MORPHOSCOPE_SEG_GIANT_BLOCKS`.
+const GIANT_BLOCKS: u32 = 32;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride kernels.
@@ -200,6 +214,8 @@ struct Ptrs {
     /// segment_cat_block's sort of large trees: keys and ids, 2n each.
     scr_k: u64,
     scr_i: u64,
+    /// segment_cat_giant's barrier, range, counts and sums ([`GIANT_WORDS`], zero between trees).
+    giant: u64,
     flist: [u64; 2],
     rlist: [u64; 2],
     info: u64,
@@ -242,6 +258,8 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_cat_thread",
     "segment_cat_warp",
     "segment_cat_block",
+    "segment_cat_block_g",
+    "segment_cat_giant",
     "segment_cat_mid",
     "segment_reset_done",
     "segment_final",
@@ -380,6 +398,12 @@ pub struct SegmentGpu {
     f_cat_thread: CudaFunction,
     f_cat_warp: CudaFunction,
     f_cat_block: CudaFunction,
+    f_cat_block_g: CudaFunction,
+    f_cat_giant: CudaFunction,
+    /// Blocks of `segment_cat_giant` (a cooperative grid, at most [`GIANT_BLOCKS`]); 0: giant
+    /// trees stay with `segment_cat_block` (no cooperative launch, or the development switch
+    /// `MORPHOSCOPE_SEG_NO_GIANT`).
+    giant_blocks: u32,
     f_cat_mid: CudaFunction,
     f_reset_done: CudaFunction,
     f_final: CudaFunction,
@@ -561,6 +585,12 @@ impl SegmentGpu {
         let stream = || gpu.cuda().new_stream().map_err(GpuError::from);
         let event = || gpu.cuda().new_event(None).map_err(GpuError::from);
         let f_finish_grid = f("segment_finish_grid")?;
+        let f_cat_giant = f("segment_cat_giant")?;
+        let giant_blocks = if std::env::var_os("MORPHOSCOPE_SEG_NO_GIANT").is_some() {
+            0
+        } else {
+            grid_finish_blocks(gpu, &f_cat_giant, sms)?.min(env_u32("MORPHOSCOPE_SEG_GIANT_BLOCKS").unwrap_or(GIANT_BLOCKS))
+        };
         let grid_finish_blocks = grid_finish_blocks(gpu, &f_finish_grid, sms)?;
         let grid_finisher = grid_finish_blocks > 0 && std::env::var_os("MORPHOSCOPE_SEG_BLOCK_FINISH").is_none();
         let (finish_frontier, finish_limit) = hand_off(grid_finisher);
@@ -579,6 +609,9 @@ impl SegmentGpu {
             f_cat_thread: f("segment_cat_thread")?,
             f_cat_warp: f("segment_cat_warp")?,
             f_cat_block: f("segment_cat_block")?,
+            f_cat_block_g: f("segment_cat_block_g")?,
+            giant_blocks,
+            f_cat_giant,
             f_cat_mid: f("segment_cat_mid")?,
             f_reset_done: f("segment_reset_done")?,
             f_final: f("segment_final")?,
@@ -641,6 +674,13 @@ impl SegmentGpu {
         self.grid_finisher = on && self.grid_finish_blocks > 0;
         (self.finish_frontier, self.finish_limit) = hand_off(self.grid_finisher);
         self.grid_finisher
+    }
+
+    /// Blocks `segment_cat_giant` launches with (0: trees above 8 192 core members stay with
+    /// `segment_cat_block`: no cooperative launch, or `MORPHOSCOPE_SEG_NO_GIANT` set).
+    #[must_use]
+    pub fn giant_blocks(&self) -> u32 {
+        self.giant_blocks
     }
 
     /// Blocks `segment_finish_grid` launches with (0: the device has no cooperative launch).
@@ -716,6 +756,7 @@ impl SegmentGpu {
         u32s.push(a(2 * n, "large-tree sort ids")?);
         // Per tree: core members and members not yet counted off (see segment.cu's tcnt).
         u64s.push(a64(n, "tree counts")?);
+        u64s.push(a64(GIANT_WORDS, "giant-tree scratch")?);
         let r32 = |i: usize| raw(&u32s[i], stream);
         let r64 = |i: usize| raw(&u64s[i], stream);
         let p = Ptrs {
@@ -744,6 +785,7 @@ impl SegmentGpu {
             stamps: raw(&stamps, stream),
             scr_i: r32(19),
             scr_k: r64(4),
+            giant: r64(6),
             best: r64(0),
             tkey: r64(1),
             exitk: r64(2),
@@ -1280,7 +1322,13 @@ impl SegmentGpu {
                 (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
                 (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
                 (&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid"),
-                (&self.f_cat_block, p.blist, bcount, self.block_cfg, "segment_cat_block"),
+                (
+                    if self.giant_blocks > 0 { &self.f_cat_block_g } else { &self.f_cat_block },
+                    p.blist,
+                    bcount,
+                    self.block_cfg,
+                    "segment_cat_block",
+                ),
             ]
             .into_iter()
             .enumerate()
@@ -1299,6 +1347,30 @@ impl SegmentGpu {
                     // sort scratch (2n keys and ids: [off, off + count) and n past it); the block
                     // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads.
                     unsafe { l.launch(lcfg) }?;
+                    Ok(())
+                })?;
+            }
+            if self.giant_blocks > 0 {
+                // After segment_cat_block_g on its stream (a branch of its own cost more).
+                let on = if concurrent { &self.side[2] } else { stream };
+                timed(timer, stream, name("segment_cat_giant"), || {
+                    let mut l = ExLaunch::new(on, &self.f_cat_giant, false).cooperative();
+                    l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
+                    l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
+                    l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&p.blist).arg(&bcount);
+                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&p.giant);
+                    let gcfg = LaunchConfig {
+                        grid_dim: (self.giant_blocks, 1, 1),
+                        block_dim: (CAT_THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    // SAFETY: the large trees' list, of which it takes the trees above
+                    // SEG_CAT_GIANT members and segment_cat_block_g the others (a tree's count is
+                    // zeroed by the one that walked it, and both read a zero as "not mine"); a
+                    // cooperative grid of at most the blocks the device holds at once, so its
+                    // barriers (in the GIANT_WORDS scratch, zero between trees) complete; the
+                    // scratch ranges of its trees are theirs alone.
+                    unsafe { l.launch(gcfg) }?;
                     Ok(())
                 })?;
             }
@@ -1636,10 +1708,35 @@ mod tests {
 
     #[test]
     fn finish_parameters_have_the_kernel_layout() {
-        // 36 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
-        assert_eq!(std::mem::size_of::<Ptrs>(), 36 * 8);
-        assert_eq!(std::mem::size_of::<SegFinish>(), 36 * 8 + 8 + 14 * 4);
+        // 37 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
+        assert_eq!(std::mem::size_of::<Ptrs>(), 37 * 8);
+        assert_eq!(std::mem::size_of::<SegFinish>(), 37 * 8 + 8 + 14 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
+    }
+
+    /// `Ptrs` and segment.cu's `SegPtrs` name the same fields in the same order (a field added
+    /// on one side only shifts every address after it: the grid finisher's barrier then lands
+    /// in another buffer and the frame never finishes).
+    #[test]
+    fn ptrs_fields_match_the_kernel_struct() {
+        let dbg = format!("{:?}", Ptrs::default());
+        let body = &dbg[dbg.find('{').unwrap() + 1..dbg.rfind('}').unwrap()];
+        let parts: Vec<&str> = body.split(": ").collect();
+        let rust: Vec<&str> =
+            parts[..parts.len() - 1].iter().map(|p| p.rsplit([' ', ',']).next().unwrap()).collect();
+        let src = include_str!("../../../kernels/segment.cu");
+        let start = src.find("struct SegPtrs {").unwrap();
+        let end = start + src[start..].find("};").unwrap();
+        let kernel: Vec<&str> = src[start..end]
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().strip_suffix(';'))
+            .map(|decl| {
+                let name = decl.rsplit(['*', ' ']).next().unwrap();
+                name.split('[').next().unwrap()
+            })
+            .collect();
+        assert_eq!(rust, kernel);
     }
 
     #[test]
