@@ -1668,15 +1668,18 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
 // ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
 // 19-comparator network in registers and the caterpillar is walked in order.
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
-// and its count, the sort scratch (used by segment_cat_block only) and n.
+// and its count, the sort scratch (used by segment_cat_block only), n, and the round's count of
+// giant trees (more than SEG_CAT_GIANT core members: segment_cat_block and segment_cat_giant
+// count those they walk, so the host launches segment_cat_giant in the rounds that had some).
 #define SEG_CAT_ARGS                                                                                  \
     u32 *link, seg_done_t *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u64 *tcnt,                   \
         const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u16 *round,                \
         const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
-        u32 r, const u32 *__restrict__ list, const u32 *__restrict__ lcount, u64 *scr_k, u32 *scr_i, u32 n
+        u32 r, const u32 *__restrict__ list, const u32 *__restrict__ lcount, u64 *scr_k, u32 *scr_i, u32 n,  \
+        u32 *gcnt
 #define SEG_CAT_PASS                                                                                    \
     link, done, size, cint, tkey, tcnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
-        list, lcount, scr_k, scr_i, n
+        list, lcount, scr_k, scr_i, n, gcnt
 
 __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
     u32 ev = 0, mg = 0;
@@ -2374,6 +2377,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
             if (mode == SEG_MODE_MERGE && merged) cint[a] = carry_w;
             tcnt[t] = 0;
+            if (LARGE && cnt > SEG_CAT_GIANT) atomicAdd(gcnt, 1u);
         }
         __syncthreads();
     }
@@ -2406,6 +2410,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 #define SEG_C_CURSOR 6u
 #define SEG_C_TINY 7u
 #define SEG_C_MID 8u
+#define SEG_C_GIANT 9u
 
 // Everything segment_finish touches (SegFinish in src/ops/segment/gpu.rs, the same layout:
 // device addresses, then k, then the u32 scalars).
@@ -2769,6 +2774,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             if (mode == SEG_MODE_MIN_SIZE) done[a] = rs >= min_size;
             if (mode == SEG_MODE_MERGE && f >= 2) cint[a] = __longlong_as_double((long long)__ldcg(&ak[f - 1]));
             tcnt[t] = 0;
+            atomicAdd(gcnt, 1u);
         }
         // Scratch back to zero for the next tree.
         for (u32 j = gtid; j < 3u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
@@ -2851,6 +2857,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32* scr_i = a.p.scr_i;
         const u32* list = a.p.tlist;
         const u32* lcount = tcount;
+        u32* gcnt = C + SEG_C_GIANT * N + r;
         seg_cat_thread_body(SEG_CAT_PASS, *lcount);
         list = a.p.slist;
         lcount = scount;

@@ -214,8 +214,12 @@ fn large_trees_equal_cpu_model() {
         let mut op = SegmentGpu::new(g).unwrap();
         op.round_stamps = true;
         let out = run(&mut op, &stream, &f, &p);
-        let large: u32 = op.round_profile(&stream).unwrap().iter().map(|(_, _, c)| c[5]).sum();
+        let profile = op.round_profile(&stream).unwrap();
+        let large: u32 = profile.iter().map(|(_, _, c)| c[5]).sum();
         assert!(large > 0, "k={scale}: no tree for segment_cat_block, nothing sorted");
+        // Trees above 8 192 core members, counted by whichever kernel walked them.
+        let giant: u32 = profile.iter().map(|(_, _, c)| c[9]).sum();
+        assert!(giant > 0, "k={scale}: no giant tree counted");
         if op.grid_finish_blocks() > 0 && std::env::var_os("MORPHOSCOPE_SEG_NO_GIANT").is_none() {
             assert!(op.giant_blocks() > 0, "cooperative launch, but no grid for the giant trees");
         }
@@ -725,7 +729,7 @@ fn bench_on(g: &GpuContext) {
                     }
                 }
                 let total: f64 = per.iter_mut().map(|(_, v, _)| median(v)).sum();
-                println!("profile {} k={scale}: {total:.1} us stamped (frontier roots trees members small large cursor tiny mid)", f.name);
+                println!("profile {} k={scale}: {total:.1} us stamped (frontier roots trees members small large cursor tiny mid giant)", f.name);
                 for (label, v, c) in &mut per {
                     println!("  {label:14} {:8.1} us  {c:?}", median(v));
                 }

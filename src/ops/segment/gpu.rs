@@ -69,8 +69,8 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 /// `1..=max_rounds`, `min_size` rounds follow).
 const NCTL: usize = 2 * MAX_ROUNDS_LIMIT as usize + 2;
 /// Per-round list counts, `NCTL` entries each: frontier, active roots, trees with members,
-/// members, small trees, large trees, range cursor, tiny trees, mid-size trees.
-const NCOUNTS: usize = 9;
+/// members, small trees, large trees, range cursor, tiny trees, mid-size trees, giant trees.
+const NCOUNTS: usize = 10;
 const C_FRONTIER: u64 = 0;
 const C_ROOTS: u64 = 1;
 const C_TREES: u64 = 2;
@@ -80,6 +80,7 @@ const C_LARGE: u64 = 5;
 const C_CURSOR: u64 = 6;
 const C_TINY: u64 = 7;
 const C_MID: u64 = 8;
+const C_GIANT: u64 = 9;
 /// `u64` words of `segment_cat_giant`'s scratch (SEG_GIANT_WORDS: the barrier, the keys' range,
 /// the first failing step, then 2048 part counts, part cursors and bucket sums as `u32`).
 const GIANT_WORDS: usize = 4 + 3 * 2048 / 2;
@@ -313,6 +314,10 @@ struct Body {
     /// `segment_finish` after the launched rounds of each phase, up to `full` rounds.
     finish: bool,
     full: [u32; 2],
+    /// Per phase, the rounds that launch `segment_cat_giant` (bit i: the phase's round i + 1;
+    /// rounds past 64 always): those where recent frames had a giant tree, every round before
+    /// there is a history. Either way exact: without it the large trees' kernel walks them.
+    giant: [u64; 2],
 }
 
 /// One phase of rounds to enqueue.
@@ -330,6 +335,8 @@ struct Phase {
     stamps: bool,
     /// Rounds `segment_finish` may run after the launched ones (0: none).
     finish: u32,
+    /// [`Body::giant`] of this phase.
+    giant: u64,
     /// Slot of `info` where `segment_finish` reports rounds left undone.
     info_slot: u32,
 }
@@ -453,6 +460,8 @@ pub struct SegmentGpu {
     reruns: Cell<u64>,
     /// Rounds used by the last [`ADAPTIVE_HISTORY`] downloaded frames, newest last.
     recent: RefCell<std::collections::VecDeque<[u32; 2]>>,
+    /// Rounds with a giant tree ([`Body::giant`]) in the last [`ADAPTIVE_HISTORY`] frames.
+    recent_giant: RefCell<std::collections::VecDeque<[u64; 2]>>,
     /// Whether the last downloaded frame hit its caps, and its rounds (for `adaptive_rounds`).
     hint: Cell<Option<RoundsUsed>>,
     /// Pinned buffer for the labels' readback.
@@ -549,6 +558,16 @@ fn grid_finish_blocks(gpu: &GpuContext, f: &CudaFunction, sms: u32) -> Result<u3
     Ok(per_sm.saturating_mul(sms).min(cap))
 }
 
+/// Per phase, bit i set where the phase's round i + 1 walked a giant tree (`counts`: the
+/// per-round giant-tree counts, merge rounds from 1, `min_size` rounds from `max_rounds + 1`);
+/// rounds past 64 are always launched with `segment_cat_giant` and need no bit.
+fn giant_masks(counts: &[u32], max_rounds: u32) -> [u64; 2] {
+    let firsts = [1usize, max_rounds as usize + 1];
+    std::array::from_fn(|ph| {
+        (0..64).filter(|&i| counts.get(firsts[ph] + i).is_some_and(|&c| c > 0)).fold(0u64, |m, i| m | (1 << i))
+    })
+}
+
 /// Round caps of the parameters: merge rounds, `min_size` rounds (none when `min_size` <= 1).
 fn full_caps(params: &SegmentParams) -> [u32; 2] {
     let ms = if params.min_size > 1 { params.max_min_size_rounds } else { 0 };
@@ -643,6 +662,7 @@ impl SegmentGpu {
             reruns: Cell::new(0),
             hint: Cell::new(None),
             recent: RefCell::new(std::collections::VecDeque::with_capacity(ADAPTIVE_HISTORY)),
+            recent_giant: RefCell::new(std::collections::VecDeque::with_capacity(ADAPTIVE_HISTORY)),
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
             stamp_labels: RefCell::new(Vec::new()),
@@ -873,6 +893,16 @@ impl SegmentGpu {
         }
     }
 
+    /// [`Body::giant`] for this frame: the rounds where any recent frame had a giant tree, or
+    /// every round without adaptive caps or a history (a new size, parameters, the first frame).
+    fn giant_rounds(&self, adaptive: bool) -> [u64; 2] {
+        let recent = self.recent_giant.borrow();
+        if !adaptive || recent.is_empty() || self.giant_blocks == 0 {
+            return [u64::MAX; 2];
+        }
+        recent.iter().fold([0; 2], |acc, m| [acc[0] | m[0], acc[1] | m[1]])
+    }
+
     /// Enqueues the segmentation of `channels` (1 or 3) interleaved samples per pixel.
     #[allow(clippy::too_many_arguments)]
     pub fn enqueue_channels(
@@ -916,6 +946,7 @@ impl SegmentGpu {
             stamps: self.round_stamps,
             finish,
             full,
+            giant: self.giant_rounds(adaptive),
         };
         if adaptive {
             self.last_body.set(Some(Body { caps: full_caps(params), ..body }));
@@ -1067,6 +1098,7 @@ impl SegmentGpu {
                 programmatic: body.programmatic,
                 stamps: body.stamps,
                 finish,
+                giant: body.giant[slot],
                 info_slot: 2 + slot as u32,
             };
             match timer {
@@ -1201,8 +1233,14 @@ impl SegmentGpu {
                 Ok(())
             })?;
         }
+        // Round r's index in its phase's giant mask (merge rounds count from 1, min_size rounds
+        // from the phase's first).
+        let phase_first = if ms { first } else { 1 };
         for i in 0..count {
             let r = first + i;
+            let gi = r - phase_first;
+            let giant_here = self.giant_blocks > 0 && (gi >= 64 || (ph.giant >> gi) & 1 == 1);
+            let gcnt = count_of(C_GIANT, r);
             let gate = if i == 0 { 0 } else { r - 1 };
             // Rounds after the first of their phase run over the previous round's lists.
             let from_lists = i == 0 && ms_lists;
@@ -1323,7 +1361,7 @@ impl SegmentGpu {
                 (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
                 (&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid"),
                 (
-                    if self.giant_blocks > 0 { &self.f_cat_block_g } else { &self.f_cat_block },
+                    if giant_here { &self.f_cat_block_g } else { &self.f_cat_block },
                     p.blist,
                     bcount,
                     self.block_cfg,
@@ -1339,7 +1377,7 @@ impl SegmentGpu {
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
-                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn);
+                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&gcnt);
                     // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
                     // four lists disjoint (so the kernels may run at once); a member is in one
                     // tree's range, so its link/round and the tree root's size/Int/done
@@ -1350,7 +1388,7 @@ impl SegmentGpu {
                     Ok(())
                 })?;
             }
-            if self.giant_blocks > 0 {
+            if giant_here {
                 // After segment_cat_block_g on its stream (a branch of its own cost more).
                 let on = if concurrent { &self.side[2] } else { stream };
                 timed(timer, stream, name("segment_cat_giant"), || {
@@ -1358,7 +1396,7 @@ impl SegmentGpu {
                     l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
                     l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
                     l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&p.blist).arg(&bcount);
-                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&p.giant);
+                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&gcnt).arg(&p.giant);
                     let gcfg = LaunchConfig {
                         grid_dim: (self.giant_blocks, 1, 1),
                         block_dim: (CAT_THREADS, 1, 1),
@@ -1617,6 +1655,13 @@ impl SegmentGpu {
             recent.push_back(std::array::from_fn(|i| {
                 if p.finish { used.handoff[i].max(1) } else { used.used[i] + ADAPTIVE_MARGIN }
             }));
+            let giants = stream.clone_dtoh(&b.counts.slice(C_GIANT as usize * NCTL..(C_GIANT as usize + 1) * NCTL))?;
+            stream.synchronize()?;
+            let mut recent_giant = self.recent_giant.borrow_mut();
+            if recent_giant.len() == ADAPTIVE_HISTORY {
+                recent_giant.pop_front();
+            }
+            recent_giant.push_back(giant_masks(&giants, max_rounds));
         }
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
@@ -1712,6 +1757,19 @@ mod tests {
         assert_eq!(std::mem::size_of::<Ptrs>(), 37 * 8);
         assert_eq!(std::mem::size_of::<SegFinish>(), 37 * 8 + 8 + 14 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
+    }
+
+    #[test]
+    fn giant_masks_mark_the_rounds_with_giant_trees() {
+        let max_rounds = 100;
+        let mut counts = vec![0u32; NCTL];
+        counts[1] = 1; // merge round 1
+        counts[11] = 2; // merge round 11
+        counts[70] = 1; // merge round 70: past the mask, always launched
+        counts[max_rounds as usize + 2] = 1; // min_size round 2
+        let m = giant_masks(&counts, max_rounds);
+        assert_eq!(m, [1 | (1 << 10), 1 << 1]);
+        assert_eq!(giant_masks(&vec![0; NCTL], max_rounds), [0, 0]);
     }
 
     /// `Ptrs` and segment.cu's `SegPtrs` name the same fields in the same order (a field added
