@@ -248,9 +248,12 @@
 // tree of ~45 000 core members, sorted and walked by one block on one SM while the rest of the
 // GPU idled (the radix passes' scattered stores are one SM's throughput). segment_cat_giant
 // spreads it over a cooperative grid (a bucket sort, every step at once): round 11 0.80 -> 0.16
-// ms, 1.00 -> 0.17; the clip frame 4.31 -> 3.73 ms, 4.47 -> 3.72. It is launched every round (a
-// graph cannot launch it only when needed), so the photographs, which have no such tree, pay its
-// empty launches: +20 to +47 us at 32 blocks (+45 to +75 at 132). Tried and dropped first (no
+// ms, 1.00 -> 0.17; the clip frame 4.31 -> 3.73 ms, 4.47 -> 3.72. Launched in every round, its
+// empty launches cost the photographs, which have no such tree, +20 to +47 us at 32 blocks (+45
+// to +75 at 132); the host now launches it only in the rounds where recent frames had a giant
+// tree (segment_cat_block and segment_cat_giant count them, SEG_C_GIANT; without it the large
+// trees' kernel walks them, exact either way): photographs at their old times (building 1080p
+// 3.02 / 3.32 ms), the clip frame 3.69 / 3.68, 4K 11.15 / 11.27. Tried and dropped first (no
 // gain): copying a large tree's keys to scratch before its chunk passes (SEG_CAT_STAGE: building
 // 3.03 / 3.02 ms against 3.02 / 3.03 without, clip 4.37 / 4.33 against 4.33 / 4.32), and the one
 // block walking a sorted tree in three whole-tree passes instead of chunks (clip 4.31 -> 4.40:

@@ -10,8 +10,10 @@
 //! those ranges and lists each tree by its core's size; the caterpillars of tiny, small,
 //! mid-size and large trees, the last three on side streams forked from the caller's by events;
 //! where the device has cooperative launch, the trees above 8 192 core members, which smooth video
-//! grows, go to `segment_cat_giant`, a cooperative grid launched after the large trees' kernel,
-//! instead of one block each); on compute capability 9.0+ each is a programmatic dependent launch
+//! grows, go to `segment_cat_giant`, a cooperative grid launched after the large trees' kernel in
+//! the rounds where recent frames had such a tree (every round before there is a history; without
+//! it the large trees' kernel walks them, so the choice never changes the result), instead of one
+//! block each); on compute capability 9.0+ each is a programmatic dependent launch
 //! ([`ExLaunch`]; the cooperative grid is an ordinary one). Merge
 //! round 1 is one kernel instead, `segment_tiles` (the round for the trees inside one 32x16
 //! tile, in shared memory; [`SegmentGpu::tile_pass`]), and the launched merge rounds start at
@@ -84,13 +86,15 @@ const C_GIANT: u64 = 9;
 /// `u64` words of `segment_cat_giant`'s scratch (SEG_GIANT_WORDS: the barrier, the keys' range,
 /// the first failing step, then 2048 part counts, part cursors and bucket sums as `u32`).
 const GIANT_WORDS: usize = 4 + 3 * 2048 / 2;
-/// Blocks of `segment_cat_giant` at most (fewer where the device holds fewer at once). It is
-/// launched in every round (a graph cannot launch it only when a giant tree turns up), so its
-/// empty launches cost the frames without giant trees; a smaller grid starts sooner beside the
-/// other caterpillar kernels. H100, 2026-11-26, 1080p, against no giant kernel: 132 blocks
-/// +45 to +75 µs on the photographs, 64 / 32 / 16 / 8 blocks +24 to +47; the clip frame's
+/// Blocks of `segment_cat_giant` at most (fewer where the device holds fewer at once). A
+/// smaller grid starts sooner beside the other caterpillar kernels: H100, 2026-11-26, 1080p,
+/// launched in every round, against no giant kernel: 132 blocks +45 to +75 µs on the
+/// photographs (which have no giant tree), 64 / 32 / 16 / 8 blocks +24 to +47; the clip frame's
 /// 4.31 / 4.47 ms (k = 100 / 500) 3.76 / 3.72 (132), 3.71 / 3.76 (64), 3.73 / 3.72 (32),
-/// 3.75 / 3.75 (16), 3.80 / 3.80 (8). Development switch `MORPHOSCOPE_SEG_GIANT_BLOCKS`.
+/// 3.75 / 3.75 (16), 3.80 / 3.80 (8). Since it is launched only in the rounds where recent
+/// frames had a giant tree ([`Body::giant`]) the photographs pay nothing (run 11: building
+/// 3.021 / 3.320 ms against 3.017 / 3.325), the clip frame 3.69 / 3.68. Development switch
+/// `MORPHOSCOPE_SEG_GIANT_BLOCKS`.
 const GIANT_BLOCKS: u32 = 32;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
