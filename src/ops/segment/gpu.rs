@@ -1611,16 +1611,19 @@ impl SegmentGpu {
             });
         };
         // Round counters, each round's frontier (C_FRONTIER is the counts' first row) and info.
-        let read = |p: &Produced| -> Result<(Vec<u16>, RoundsUsed), OpError> {
+        // Also the rounds with a giant tree ([`Body::giant`]).
+        let read = |p: &Produced| -> Result<(Vec<u16>, RoundsUsed, [u64; 2]), OpError> {
             let ctl = stream.clone_dtoh(&b.ctl)?;
             let mctl = stream.clone_dtoh(&b.mctl)?;
             let frontier = stream.clone_dtoh(&b.counts.slice(0..NCTL))?;
+            let giants = stream.clone_dtoh(&b.counts.slice(C_GIANT as usize * NCTL..(C_GIANT as usize + 1) * NCTL))?;
             let info = stream.clone_dtoh(&b.info)?;
             stream.synchronize()?;
-            Ok(Self::read_rounds(&ctl, &mctl, &frontier, &info, p, self.finish_frontier))
+            let (levels, used) = Self::read_rounds(&ctl, &mctl, &frontier, &info, p, self.finish_frontier);
+            Ok((levels, used, giant_masks(&giants, p.max_rounds)))
         };
         let max_rounds = p.max_rounds;
-        let (mut levels, mut used) = read(&p)?;
+        let (mut levels, mut used, mut giants) = read(&p)?;
         // A frame that hit its adaptive caps (video that changed) is run again with larger caps
         // (doubled, up to the parameters'), so every frame is the exact result.
         let mut rerun = false;
@@ -1643,7 +1646,7 @@ impl SegmentGpu {
             self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
             p.caps = caps;
             self.produced.set(Some(p));
-            (levels, used) = read(&p)?;
+            (levels, used, giants) = read(&p)?;
         }
         let info = stream.clone_dtoh(&b.info)?;
         stream.synchronize()?;
@@ -1659,13 +1662,11 @@ impl SegmentGpu {
             recent.push_back(std::array::from_fn(|i| {
                 if p.finish { used.handoff[i].max(1) } else { used.used[i] + ADAPTIVE_MARGIN }
             }));
-            let giants = stream.clone_dtoh(&b.counts.slice(C_GIANT as usize * NCTL..(C_GIANT as usize + 1) * NCTL))?;
-            stream.synchronize()?;
             let mut recent_giant = self.recent_giant.borrow_mut();
             if recent_giant.len() == ADAPTIVE_HISTORY {
                 recent_giant.pop_front();
             }
-            recent_giant.push_back(giant_masks(&giants, max_rounds));
+            recent_giant.push_back(giants);
         }
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
