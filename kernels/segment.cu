@@ -2106,34 +2106,21 @@ __device__ void seg_radix_pass(const u64* __restrict__ sk, const u32* __restrict
     __syncthreads();
 }
 
-// Sorts a large tree's core by (key, id) into scratch (2 x cnt pairs at sk/si and sk2/si2):
-// the members are gathered once (four member -> key chains in flight a thread), then stable
-// LSD radix passes over the digits below the highest bit where the keys differ. Keys are unique
-// except the mutual pair's (the same edge, the least key of the tree), whose order by id is
-// fixed at the end. Returns which half holds the result (0: sk/si). Shared: wcnt 256 words a
-// warp (8192 at 1024 threads), red 2 x 32 u64.
-__device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64* sk,
-                             u32* si, u64* sk2, u32* si2, u32* wcnt, u64* red) {
-    u32 tid = threadIdx.x;
-    u64 kmin = SEG_NO_EDGE, kmax = 0;
-    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
-        sk[m] = k;
-        si[m] = id;
-        kmin = k < kmin ? k : kmin;
-        kmax = k > kmax ? k : kmax;
-    });
-    seg_block_minmax(kmin, kmax, red);
-    const u64 lo = kmin, hi = kmax;
-    __syncthreads();
-    u64 diff = lo ^ hi;
-    u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;  // bits that differ: [0, top)
+// Sorts cnt (key, id) pairs at sk/si whose keys lie in [kmin, kmax] by stable LSD radix passes
+// over the digits below the highest bit where those differ, sk/si <-> sk2/si2; with `pair` the
+// first two (the mutual pair's equal keys, the least of a tree) are then ordered by id. Returns
+// which half holds the result (0: sk/si). wcnt: 256 words a warp of shared memory.
+__device__ __forceinline__ u32 seg_radix_sort(u64* sk, u32* si, u64* sk2, u32* si2, u32 cnt, u64 kmin, u64 kmax, u32* wcnt,
+                              bool pair) {
+    const u64 diff = kmin ^ kmax;
+    const u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;  // bits that differ: [0, top)
     u32 half = 0;
     for (u32 shift = 0; shift < top; shift += 8) {
         if (half == 0) seg_radix_pass(sk, si, sk2, si2, cnt, shift, wcnt);
         else seg_radix_pass(sk2, si2, sk, si, cnt, shift, wcnt);
         half ^= 1u;
     }
-    if (tid == 0 && cnt >= 2) {
+    if (pair && threadIdx.x == 0 && cnt >= 2) {
         u64* k = half ? sk2 : sk;
         u32* d = half ? si2 : si;
         if (k[0] == k[1] && d[1] < d[0]) {
@@ -2144,6 +2131,26 @@ __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict
     }
     __syncthreads();
     return half;
+}
+
+// Sorts a large tree's core by (key, id) into scratch (2 x cnt pairs at sk/si and sk2/si2):
+// the members are gathered once (four member -> key chains in flight a thread), then stable
+// LSD radix passes over the digits below the highest bit where the keys differ. Keys are unique
+// except the mutual pair's (the same edge, the least key of the tree), whose order by id is
+// fixed at the end. Returns which half holds the result (0: sk/si). Shared: wcnt 256 words a
+// warp (8192 at 1024 threads), red 2 x 32 u64.
+__device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64* sk,
+                             u32* si, u64* sk2, u32* si2, u32* wcnt, u64* red) {
+    u64 kmin = SEG_NO_EDGE, kmax = 0;
+    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
+        sk[m] = k;
+        si[m] = id;
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    });
+    seg_block_minmax(kmin, kmax, red);
+    __syncthreads();
+    return seg_radix_sort(sk, si, sk2, si2, cnt, kmin, kmax, wcnt, true);
 }
 
 // Step `j` of bitonic level `kk` for element e held in registers (k, i), its partner e ^ j held by
@@ -2526,6 +2533,11 @@ __device__ __forceinline__ void seg_grid_sync(u32* bar) {
 #define SEG_GIANT_HALF 1024u
 #define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
 #define SEG_XS_FAIL 0x80000000u
+// Buckets up to this many members are sorted in shared memory, larger ones by radix passes in
+// global memory (a test switch: SEG_GIANT_FIT=64 sends nearly every bucket through them).
+#ifndef SEG_GIANT_FIT
+#define SEG_GIANT_FIT SEG_CAT_CAP
+#endif
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(SEG_CAT_ARGS, u64* gs) {
     __shared__ u64 s_raw[2 * SEG_CAT_CAP];  // a bucket's keys and ids; part starts; bucket carries
     __shared__ u32 s_bs[SEG_GIANT_BINS + 1];  // bucket starts (positions), s_bs[nbk] = members
@@ -2612,7 +2624,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         // 4. Each block sorts whole buckets and stashes weight, |R| within the bucket and flag.
         for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
             const u32 lo = s_bs[b], mm = s_bs[b + 1] - lo;
-            const bool fits = mm <= SEG_CAT_CAP;
+            const bool fits = mm <= SEG_GIANT_FIT;
             if (fits) {
                 u32 pw = 64u;
                 while (pw < mm) pw <<= 1;
@@ -2633,26 +2645,11 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
                 }
                 seg_block_minmax(bmn, bmx, sred);
                 __syncthreads();
-                const u64 diff = bmn ^ bmx;
-                const u32 top = diff ? 64u - (u32)__clzll((long long)diff) : 0u;
-                u32 half = 0;
-                for (u32 sh8 = 0; sh8 < top; sh8 += 8) {
-                    if (half == 0) seg_radix_pass(bk + lo, bi + lo, ak + lo, ai + lo, mm, sh8, (u32*)s_raw);
-                    else seg_radix_pass(ak + lo, ai + lo, bk + lo, bi + lo, mm, sh8, (u32*)s_raw);
-                    half ^= 1u;
-                }
-                if (half) {
+                // Bucket 0 holds the mutual pair (equal keys, ordered by id).
+                if (seg_radix_sort(bk + lo, bi + lo, ak + lo, ai + lo, mm, bmn, bmx, (u32*)s_raw, lo == 0)) {
                     for (u32 e = tid; e < mm; e += bd) {
                         bk[lo + e] = __ldcg(&ak[lo + e]);
                         bi[lo + e] = __ldcg(&ai[lo + e]);
-                    }
-                }
-                __syncthreads();
-                if (tid == 0 && lo == 0 && mm >= 2) {  // the mutual pair: equal keys, by id
-                    const u32 i0 = __ldcg(&bi[0]), i1 = __ldcg(&bi[1]);
-                    if (__ldcg(&bk[0]) == __ldcg(&bk[1]) && i1 < i0) {
-                        bi[0] = i1;
-                        bi[1] = i0;
                     }
                 }
                 __syncthreads();

@@ -281,6 +281,26 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_tiles",
 ];
 
+/// What a download reads back of a frame's counters.
+struct FrameCounts {
+    /// Hierarchy levels (rounds that merged).
+    levels: Vec<u16>,
+    used: RoundsUsed,
+    /// Rounds with a giant tree ([`Body::giant`]).
+    giant: [u64; 2],
+    /// The op's info words (`info[0]`: the segment count).
+    info: Vec<u32>,
+}
+
+/// What one downloaded frame wants its successors to launch.
+#[derive(Clone, Copy, Debug)]
+struct Recent {
+    /// Rounds per phase ([`SegmentGpu::caps`]).
+    rounds: [u32; 2],
+    /// Rounds with a giant tree ([`Body::giant`]).
+    giant: [u64; 2],
+}
+
 /// What the last enqueue produced.
 #[derive(Clone, Copy, Debug)]
 struct Produced {
@@ -462,10 +482,8 @@ pub struct SegmentGpu {
     last_body: Cell<Option<Body>>,
     /// Frames run again because they needed more rounds than their adaptive caps.
     reruns: Cell<u64>,
-    /// Rounds used by the last [`ADAPTIVE_HISTORY`] downloaded frames, newest last.
-    recent: RefCell<std::collections::VecDeque<[u32; 2]>>,
-    /// Rounds with a giant tree ([`Body::giant`]) in the last [`ADAPTIVE_HISTORY`] frames.
-    recent_giant: RefCell<std::collections::VecDeque<[u64; 2]>>,
+    /// What the last [`ADAPTIVE_HISTORY`] downloaded frames wanted launched, newest last.
+    recent: RefCell<std::collections::VecDeque<Recent>>,
     /// Whether the last downloaded frame hit its caps, and its rounds (for `adaptive_rounds`).
     hint: Cell<Option<RoundsUsed>>,
     /// Pinned buffer for the labels' readback.
@@ -666,7 +684,6 @@ impl SegmentGpu {
             reruns: Cell::new(0),
             hint: Cell::new(None),
             recent: RefCell::new(std::collections::VecDeque::with_capacity(ADAPTIVE_HISTORY)),
-            recent_giant: RefCell::new(std::collections::VecDeque::with_capacity(ADAPTIVE_HISTORY)),
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             graphs: RefCell::new(GraphCache::new(GRAPH_CACHE)),
             stamp_labels: RefCell::new(Vec::new()),
@@ -885,7 +902,7 @@ impl SegmentGpu {
             Some(h) => {
                 let recent = self.recent.borrow();
                 let c = std::array::from_fn(|i| {
-                    let most = recent.iter().map(|u| u[i]).max().unwrap_or(h.used[i] + ADAPTIVE_MARGIN);
+                    let most = recent.iter().map(|u| u.rounds[i]).max().unwrap_or(h.used[i] + ADAPTIVE_MARGIN);
                     let want = if h.capped[i] { full[i] } else { most };
                     // min_size phases take 1-2 rounds (sinks): rounding them up to the step would
                     // launch 2-3 empty rounds (~20 us each at 1080p) on every frame.
@@ -900,11 +917,11 @@ impl SegmentGpu {
     /// [`Body::giant`] for this frame: the rounds where any recent frame had a giant tree, or
     /// every round without adaptive caps or a history (a new size, parameters, the first frame).
     fn giant_rounds(&self, adaptive: bool) -> [u64; 2] {
-        let recent = self.recent_giant.borrow();
+        let recent = self.recent.borrow();
         if !adaptive || recent.is_empty() || self.giant_blocks == 0 {
             return [u64::MAX; 2];
         }
-        recent.iter().fold([0; 2], |acc, m| [acc[0] | m[0], acc[1] | m[1]])
+        recent.iter().fold([0; 2], |acc, u| [acc[0] | u.giant[0], acc[1] | u.giant[1]])
     }
 
     /// Enqueues the segmentation of `channels` (1 or 3) interleaved samples per pixel.
@@ -1246,6 +1263,15 @@ impl SegmentGpu {
             let giant_here = self.giant_blocks > 0 && (gi >= 64 || (ph.giant >> gi) & 1 == 1);
             let gcnt = count_of(C_GIANT, r);
             let gate = if i == 0 { 0 } else { r - 1 };
+            // The caterpillar kernels' parameters (SEG_CAT_ARGS) for tree list `$list`.
+            macro_rules! cat_args {
+                ($l:ident, $list:expr, $lcount:expr) => {
+                    $l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
+                    $l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
+                    $l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg($list).arg($lcount);
+                    $l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&gcnt);
+                };
+            }
             // Rounds after the first of their phase run over the previous round's lists.
             let from_lists = i == 0 && ms_lists;
             let use_list = if i > 0 || from_lists { LIST } else { ph.first_iter };
@@ -1378,10 +1404,7 @@ impl SegmentGpu {
                 let on = if concurrent && j > 0 { &self.side[j - 1] } else { stream };
                 timed(timer, stream, name(region), || {
                     let mut l = ExLaunch::new(on, f, pdl);
-                    l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
-                    l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
-                    l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&list).arg(&lcount);
-                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&gcnt);
+                    cat_args!(l, &list, &lcount);
                     // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
                     // four lists disjoint (so the kernels may run at once); a member is in one
                     // tree's range, so its link/round and the tree root's size/Int/done
@@ -1397,10 +1420,8 @@ impl SegmentGpu {
                 let on = if concurrent { &self.side[2] } else { stream };
                 timed(timer, stream, name("segment_cat_giant"), || {
                     let mut l = ExLaunch::new(on, &self.f_cat_giant, false).cooperative();
-                    l.arg(&p.link).arg(&p.done).arg(&p.size).arg(&p.cint).arg(&p.tkey).arg(&p.tcnt).arg(&p.joff);
-                    l.arg(&p.jarr).arg(&p.round).arg(&p.w4).arg(&eb).arg(&mode).arg(&min_size);
-                    l.arg(&k).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&r).arg(&p.blist).arg(&bcount);
-                    l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&gcnt).arg(&p.giant);
+                    cat_args!(l, &p.blist, &bcount);
+                    l.arg(&p.giant);
                     let gcfg = LaunchConfig {
                         grid_dim: (self.giant_blocks, 1, 1),
                         block_dim: (CAT_THREADS, 1, 1),
@@ -1610,9 +1631,9 @@ impl SegmentGpu {
                 has_rounds: true,
             });
         };
-        // Round counters, each round's frontier (C_FRONTIER is the counts' first row) and info.
-        // Also the rounds with a giant tree ([`Body::giant`]).
-        let read = |p: &Produced| -> Result<(Vec<u16>, RoundsUsed, [u64; 2]), OpError> {
+        // Round counters, each round's frontier (C_FRONTIER is the counts' first row), the
+        // rounds with a giant tree ([`Body::giant`]) and the info words (the segment count).
+        let read = |p: &Produced| -> Result<FrameCounts, OpError> {
             let ctl = stream.clone_dtoh(&b.ctl)?;
             let mctl = stream.clone_dtoh(&b.mctl)?;
             let frontier = stream.clone_dtoh(&b.counts.slice(0..NCTL))?;
@@ -1620,10 +1641,10 @@ impl SegmentGpu {
             let info = stream.clone_dtoh(&b.info)?;
             stream.synchronize()?;
             let (levels, used) = Self::read_rounds(&ctl, &mctl, &frontier, &info, p, self.finish_frontier);
-            Ok((levels, used, giant_masks(&giants, p.max_rounds)))
+            Ok(FrameCounts { levels, used, giant: giant_masks(&giants, p.max_rounds), info })
         };
         let max_rounds = p.max_rounds;
-        let (mut levels, mut used, mut giants) = read(&p)?;
+        let FrameCounts { mut levels, mut used, giant: mut giants, mut info } = read(&p)?;
         // A frame that hit its adaptive caps (video that changed) is run again with larger caps
         // (doubled, up to the parameters'), so every frame is the exact result.
         let mut rerun = false;
@@ -1646,10 +1667,8 @@ impl SegmentGpu {
             self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
             p.caps = caps;
             self.produced.set(Some(p));
-            (levels, used, giants) = read(&p)?;
+            FrameCounts { levels, used, giant: giants, info } = read(&p)?;
         }
-        let info = stream.clone_dtoh(&b.info)?;
-        stream.synchronize()?;
         let labels = self.labels_readback.borrow_mut().fetch(stream, &b.labels, n)?;
         self.hint.set(Some(used));
         if p.level.is_none() {
@@ -1658,15 +1677,13 @@ impl SegmentGpu {
                 recent.pop_front();
             }
             // What this frame wants launched: the rounds before the hand-off to segment_finish,
-            // or the rounds it used plus a margin.
-            recent.push_back(std::array::from_fn(|i| {
-                if p.finish { used.handoff[i].max(1) } else { used.used[i] + ADAPTIVE_MARGIN }
-            }));
-            let mut recent_giant = self.recent_giant.borrow_mut();
-            if recent_giant.len() == ADAPTIVE_HISTORY {
-                recent_giant.pop_front();
-            }
-            recent_giant.push_back(giants);
+            // or the rounds it used plus a margin; the rounds that walked a giant tree.
+            recent.push_back(Recent {
+                rounds: std::array::from_fn(|i| {
+                    if p.finish { used.handoff[i].max(1) } else { used.used[i] + ADAPTIVE_MARGIN }
+                }),
+                giant: giants,
+            });
         }
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
