@@ -771,20 +771,34 @@ __device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u
     for (u32 seg_base_ = blockIdx.x * blockDim.x, i = seg_base_ + threadIdx.x; seg_base_ < (count); \
          seg_base_ += global_threads(), i = seg_base_ + threadIdx.x)
 
-// Edges a frontier scan examines at once: their neighbour, link and far-side loads are issued
-// together (the scans are latency-bound: ncu, round 2, 93 % of the stall cycles wait on a load),
-// so a batch costs one comp -> link -> flag chain instead of one per edge.
-#ifndef SEG_BATCH
-#define SEG_BATCH 4
+// Edges a frontier scan examines at once (the batch B of seg_batch_load): their neighbour, link
+// and far-side loads are issued together, so a batch costs one comp -> link -> flag chain
+// instead of one per edge. A wider batch saves round trips where a scan waits on them (the tail
+// rounds' short lists, the finishers: SEG_BATCH_TAIL) and costs traffic where the scan is bound
+// by it (lists of more than SEG_BATCH_DENSE_MIN entries: the dense rounds, SEG_BATCH_DENSE).
+// GPU notes (H100, 2026-11-26): with 4 everywhere, ncu put round 3's exits at 17 M L2 sectors
+// for 2 M frontier pixels (8 a pixel, 68 % of them excess: the batch's four neighbours lie in
+// three rows); 2 everywhere took building 1080p from 3.00-3.02 to 2.92-2.93 ms (k = 100),
+// fruits 3.33-3.34 -> 3.22-3.23, the clip frame 3.66-3.68 -> 3.59-3.60; 3 everywhere was
+// slower than 4.
+#ifndef SEG_BATCH_DENSE
+#define SEG_BATCH_DENSE 2
+#endif
+#ifndef SEG_BATCH_TAIL
+#define SEG_BATCH_TAIL 2
+#endif
+#ifndef SEG_BATCH_DENSE_MIN
+#define SEG_BATCH_DENSE_MIN 131072u
 #endif
 
-// The neighbours q[j], edge ids and comp[q] entries of pixel p's edges cur + j (j < SEG_BATCH,
+// The neighbours q[j], edge ids and comp[q] entries of pixel p's edges cur + j (j < B,
 // cur + j < cnt) in key order: the first half of seg_batch, which the frontier scans issue early
 // (SEG_SPEC) beside the loads of the pixel's own root.
+template <u32 B>
 __device__ __forceinline__ void seg_batch_load(const u32* comp, u32 p, u32 o, u32 cur, u32 cnt, u32 width,
-                                               u32 (&q)[SEG_BATCH], u32 (&id)[SEG_BATCH], u32 (&cq)[SEG_BATCH]) {
+                                               u32 (&q)[B], u32 (&id)[B], u32 (&cq)[B]) {
 #pragma unroll
-    for (u32 j = 0; j < SEG_BATCH; ++j) {
+    for (u32 j = 0; j < B; ++j) {
         q[j] = p;
         id[j] = 0;
         cq[j] = 0;
@@ -797,14 +811,14 @@ __device__ __forceinline__ void seg_batch_load(const u32* comp, u32 p, u32 o, u3
 
 // The second half: far roots e[j] and their flags from seg_batch_load's entries; compresses
 // comp[q] of the neighbours whose entry was stale.
+template <u32 B>
 __device__ __forceinline__ void seg_batch_resolve(u32* comp, const u32* __restrict__ link,
                                                   const seg_done_t* __restrict__ done, u32 cur, u32 cnt,
-                                                  const u32 (&q)[SEG_BATCH], const u32 (&cq)[SEG_BATCH],
-                                                  u32 (&e)[SEG_BATCH], u32 (&fl)[SEG_BATCH]) {
+                                                  const u32 (&q)[B], const u32 (&cq)[B], u32 (&e)[B], u32 (&fl)[B]) {
 #pragma unroll
-    for (u32 j = 0; j < SEG_BATCH; ++j) fl[j] = cur + j < cnt ? (u32)done[cq[j]] : 0u;
+    for (u32 j = 0; j < B; ++j) fl[j] = cur + j < cnt ? (u32)done[cq[j]] : 0u;
 #pragma unroll
-    for (u32 j = 0; j < SEG_BATCH; ++j) {
+    for (u32 j = 0; j < B; ++j) {
         e[j] = cur + j < cnt ? cq[j] : SEG_NONE;
         if (cur + j < cnt && (fl[j] & SEG_JOINED)) {
             e[j] = seg_find(link, cq[j]);
@@ -888,6 +902,7 @@ __device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg
 // *out_count. A first merge round on singletons (SEG_ALL_SINGLE: no tile pass before it) needs
 // no lookups: every pixel is its own component and every edge is alive, so a pixel's least edge
 // is the first of its order word.
+template <u32 B>
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
                                                u64* best, const seg_done_t* __restrict__ done,
                                                const u32* __restrict__ target, const u64* __restrict__ tkey,
@@ -928,22 +943,22 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                 // ones before it are skipped for good (see segment_edges).
                 bool big = mode == SEG_MODE_MIN_SIZE && fc != 0;
                 u32 hit_id = SEG_NONE;
-                for (; cur < cnt; cur += SEG_BATCH) {
-                    u32 q[SEG_BATCH], id[SEG_BATCH], cq[SEG_BATCH];
+                for (; cur < cnt; cur += B) {
+                    u32 q[B], id[B], cq[B];
                     seg_batch_load(comp, p, o, cur, cnt, width, q, id, cq);
-                    u32 e[SEG_BATCH], fl[SEG_BATCH];
+                    u32 e[B], fl[B];
                     seg_batch_resolve(comp, link, done, cur, cnt, q, cq, e, fl);
-                    bool al[SEG_BATCH];
+                    bool al[B];
 #pragma unroll
-                    for (u32 j = 0; j < SEG_BATCH; ++j)
+                    for (u32 j = 0; j < B; ++j)
                         al[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, fl[j]);
-                    u32 hit = SEG_BATCH;
+                    u32 hit = B;
 #pragma unroll
-                    for (int j = SEG_BATCH - 1; j >= 0; --j)
+                    for (int j = B - 1; j >= 0; --j)
                         if (al[j]) hit = (u32)j;
-                    if (hit < SEG_BATCH) {
+                    if (hit < B) {
 #pragma unroll
-                        for (u32 j = 0; j < SEG_BATCH; ++j)
+                        for (u32 j = 0; j < B; ++j)
                             if (j == hit) hit_id = id[j];
                         cur += hit;
                         break;
@@ -1006,8 +1021,12 @@ extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
                   u32* out_count) {
     u32 in_n;
     if (!seg_round_start(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n)) return;
-    seg_least_body(comp, link, w4, best, done, target, tkey, order, width, height, eb, mode, ctl, gate, use_list, in_list,
-                   in_n, out_list, out_count);
+    if ((use_list == SEG_LIST ? in_n : width * height) > SEG_BATCH_DENSE_MIN)
+        seg_least_body<SEG_BATCH_DENSE>(comp, link, w4, best, done, target, tkey, order, width, height, eb, mode, ctl, gate,
+                                        use_list, in_list, in_n, out_list, out_count);
+    else
+        seg_least_body<SEG_BATCH_TAIL>(comp, link, w4, best, done, target, tkey, order, width, height, eb, mode, ctl, gate,
+                                       use_list, in_list, in_n, out_list, out_count);
 }
 
 // Exclusive scan of one value per thread over the block (blockDim.x a multiple of 32, at most
@@ -1252,6 +1271,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // Step 4: exits over the frontier: from the pixel's cursor in key order, the first alive edge
 // to a component of another tree; exitk[tree] = min (atomicMin).
+template <u32 B>
 __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict__ link,
                                          const double* __restrict__ w4, const seg_done_t* __restrict__ done,
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
@@ -1264,7 +1284,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
         u32 c = comp[p];  // current: segment_least resolved it this round
         u32 o = order[p];
         u32 start = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o);
-        u32 q[SEG_BATCH], id[SEG_BATCH], cq[SEG_BATCH];
+        u32 q[B], id[B], cq[B];
         double w0 = 0.0;
         if (spec) {
             seg_batch_load(comp, p, o, start, cnt, width, q, id, cq);
@@ -1278,17 +1298,17 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
         if ((tc | t) == SEG_NONE || SEG_SINK(mode, (u32)done[t])) continue;  // a sink's tree has no exit
         bool big = mode == SEG_MODE_MIN_SIZE && done[c] != 0;
         if (!spec) seg_batch_load(comp, p, o, start, cnt, width, q, id, cq);
-        for (u32 cur = start; cur < cnt; cur += SEG_BATCH) {
+        for (u32 cur = start; cur < cnt; cur += B) {
             if (cur != start) seg_batch_load(comp, p, o, cur, cnt, width, q, id, cq);
-            u32 e[SEG_BATCH], fl[SEG_BATCH];
+            u32 e[B], fl[B];
             seg_batch_resolve(comp, link, done, cur, cnt, q, cq, e, fl);  // link does not change here
-            bool ex[SEG_BATCH];
+            bool ex[B];
 #pragma unroll
-            for (u32 j = 0; j < SEG_BATCH; ++j)
+            for (u32 j = 0; j < B; ++j)
                 ex[j] = cur + j < cnt && seg_alive(mode, c, e[j], big, fl[j]) && tree[e[j]] != t;
             u32 hit = SEG_NONE;
 #pragma unroll
-            for (int j = SEG_BATCH - 1; j >= 0; --j)
+            for (int j = B - 1; j >= 0; --j)
                 if (ex[j]) hit = id[j];
             if (hit != SEG_NONE) {
                 seg_atomic_min(&exitk[t], seg_key(spec && hit == id0 && cur == start ? w0 : w4[hit], hit, eb));
@@ -1306,7 +1326,12 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                                          u32 gate, const u32* __restrict__ flist, const u32* __restrict__ fcount) {
     u32 nf;
     if (!seg_round_start(ctl, gate, fcount, nf)) return;
-    seg_exits_body(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist, nf, true);
+    if (nf > SEG_BATCH_DENSE_MIN)
+        seg_exits_body<SEG_BATCH_DENSE>(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist,
+                                        nf, true);
+    else
+        seg_exits_body<SEG_BATCH_TAIL>(comp, link, w4, done, target, tree, order, exitk, width, eb, mode, ctl, gate, flist,
+                                       nf, true);
 }
 
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
@@ -1749,65 +1774,75 @@ __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
     seg_count(ctl, mctl, r, ev, mg);
 }
 
-extern "C" __global__ void segment_cat_thread(SEG_CAT_ARGS) {
-    u32 nt;
-    if (!seg_round_start(ctl, gate, lcount, nt)) return;
-    seg_cat_thread_body(SEG_CAT_PASS, nt);
-}
-
-// Step 6, trees of at most 32 members: a warp per tree (slist). Lane i holds member i after a
-// bitonic sort by (key, id) across the lanes; lane 0 is the pair's smaller root (the tree id,
-// which the others join). A warp scan gives each step's |R|, the previous lane's weight its
-// Int; the first failing step (ballot) ends the merges; a failing side freezes (merge rounds).
-__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) {
-    u32 lane = threadIdx.x & 31u;
-    u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
+// Step 6 by groups of W lanes, a tree a group: trees of at most 32 members (slist, W = 32, a
+// warp per tree) and, with SEG_TINY_LANES, the trees of at most 8 (tlist, W = 8, four trees a
+// warp). Lane i of a group holds member i after a bitonic sort by (key, id) across the group's
+// lanes; lane 0 is the pair's smaller root (the tree id, which the others join). A group scan
+// gives each step's |R|, the previous lane's weight its Int; the first failing step (ballot)
+// ends the merges; a failing side freezes (merge rounds). The groups of a warp stride together
+// (every lane reaches every shuffle); a group past the list's end holds no members.
+template <u32 W>
+__device__ __forceinline__ void seg_cat_lanes_body(SEG_CAT_ARGS, u32 ns) {
+    const u32 lane = threadIdx.x & 31u, gl = lane & (W - 1u);
+    const u32 per = 32u / W;
+    const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
     u32 ev = 0, mg = 0;
-    for (u32 i = warp; i < ns; i += nwarps) {
-        u32 t = list[i];
-        u32 cnt = (u32)tcnt[t], off = joff[t];
-        bool valid = lane < cnt;
+    for (u32 base = warp * per; base < ns; base += nwarps * per) {
+        const u32 i = base + lane / W;
+        u32 t = 0, cnt = 0, off = 0;
+        if (i < ns) {
+            t = list[i];
+            cnt = (u32)tcnt[t];
+            off = joff[t];
+        }
+        bool valid = gl < cnt;
         u64 key = SEG_NO_EDGE;
         u32 id = SEG_NONE;
         if (valid) {
-            id = jarr[off + lane];
+            id = jarr[off + gl];
             key = tkey[id];
         }
 #pragma unroll
-        for (u32 kk = 2; kk <= 32; kk <<= 1) {
+        for (u32 kk = 2; kk <= W; kk <<= 1) {
 #pragma unroll
             for (u32 j = kk >> 1; j > 0; j >>= 1) {
                 u64 ok = __shfl_xor_sync(FULL_MASK, key, j);
                 u32 oi = __shfl_xor_sync(FULL_MASK, id, j);
-                bool lower = ((lane & kk) == 0) == ((lane & j) == 0);
+                bool lower = ((gl & kk) == 0) == ((gl & j) == 0);
                 if (lower ? seg_less(ok, oi, key, id) : seg_less(key, id, ok, oi)) {
                     key = ok;
                     id = oi;
                 }
             }
         }
-        u32 a = __shfl_sync(FULL_MASK, id, 0);
+        u32 a = __shfl_sync(FULL_MASK, id, 0, W);
         double w = valid ? w4[seg_eid(key, eb)] : 0.0;
         u32 sz = valid ? size[id] : 0u;
         double ci = valid ? cint[id] : 0.0;
-        u32 incl = warp_inclusive_scan(sz);
+        u32 incl = sz;
+#pragma unroll
+        for (u32 o = 1; o < W; o <<= 1) {
+            const u32 y = __shfl_up_sync(FULL_MASK, incl, o, W);
+            if (gl >= o) incl += y;
+        }
         u32 sr = incl - sz;
-        double wprev = __shfl_up_sync(FULL_MASK, w, 1);
-        double c0 = __shfl_sync(FULL_MASK, ci, 0);
-        double ir = lane == 1 ? c0 : wprev;
+        double wprev = __shfl_up_sync(FULL_MASK, w, 1, W);
+        double c0 = __shfl_sync(FULL_MASK, ci, 0, W);
+        double ir = gl == 1 ? c0 : wprev;
         bool ok_c = true, ok_r = true;
-        if (valid && lane >= 1) seg_step(mode, w, sz, ci, sr, ir, k, min_size, ok_c, ok_r);
+        if (valid && gl >= 1) seg_step(mode, w, sz, ci, sr, ir, k, min_size, ok_c, ok_r);
         u32 fail = __ballot_sync(FULL_MASK, !(ok_c && ok_r));
+        if (W < 32) fail = (fail >> (lane - gl)) & ((1u << (W & 31u)) - 1u);
         u32 f = fail ? (u32)(__ffs(fail) - 1) : cnt;
-        u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & 31u);
-        double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & 31u);
-        if (lane >= 1 && lane < f) {
+        u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & (W - 1u), W);
+        double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & (W - 1u), W);
+        if (gl >= 1 && gl < f) {
             seg_join(link, done, round, id, a, r);
             ++ev;
             ++mg;
         }
-        if (lane == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
-        if (lane == 0) {
+        if (valid && gl == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
+        if (gl == 0 && cnt > 0) {
             size[a] = total;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
             if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
@@ -1815,6 +1850,28 @@ __device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) {
         }
     }
     seg_count(ctl, mctl, r, ev, mg);
+}
+
+__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) { seg_cat_lanes_body<32>(SEG_CAT_PASS, ns); }
+
+// The trees of at most 8 members by groups of 8 lanes (seg_cat_lanes_body) instead of a thread
+// each (SEG_TINY_LANES 0): a thread per tree holds 8 keys, ids, sizes, Ints and weights (86
+// registers, a quarter of an SM's threads) and walks its loads member by member.
+#ifndef SEG_TINY_LANES
+#define SEG_TINY_LANES 1
+#endif
+__device__ __forceinline__ void seg_cat_tiny_body(SEG_CAT_ARGS, u32 nt) {
+    if (SEG_TINY_LANES) seg_cat_lanes_body<8>(SEG_CAT_PASS, nt);
+    else seg_cat_thread_body(SEG_CAT_PASS, nt);
+}
+
+#ifndef SEG_TINY_BLOCKS
+#define SEG_TINY_BLOCKS 6
+#endif
+extern "C" __global__ void __launch_bounds__(256, SEG_TINY_BLOCKS) segment_cat_thread(SEG_CAT_ARGS) {
+    u32 nt;
+    if (!seg_round_start(ctl, gate, lcount, nt)) return;
+    seg_cat_tiny_body(SEG_CAT_PASS, nt);
 }
 
 extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
@@ -2820,7 +2877,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32 *scount = C + SEG_C_SMALL * N + r, *bcount = C + SEG_C_LARGE * N + r;
         u32 *cursor = C + SEG_C_CURSOR * N + r, *tcount = C + SEG_C_TINY * N + r;
         u32* mcount = C + SEG_C_MID * N + r;
-        seg_least_body(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.target, a.p.tkey, a.p.order, a.width, a.height,
+        seg_least_body<SEG_BATCH_TAIL>(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.target, a.p.tkey, a.p.order, a.width, a.height,
                        a.eb, a.mode, a.p.ctl, gate, 1u, fin, *fcin, fout, fcout);
         SEG_FIN_SYNC();
         seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
@@ -2829,7 +2886,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, *rcout);
         SEG_FIN_SYNC();
         // Exits and the trees' ranges touch different words: no barrier between them.
-        seg_exits_body(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
+        seg_exits_body<SEG_BATCH_TAIL>(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
                        gate, fout, *fcout, false);
         seg_alloc_body(a.p.tcnt, a.p.joff, cursor, a.p.done, a.mode, a.p.jarr, a.p.tkey, a.p.ctl, gate, a.p.hlist,
                        *hcount);
@@ -2858,7 +2915,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         const u32* list = a.p.tlist;
         const u32* lcount = tcount;
         u32* gcnt = C + SEG_C_GIANT * N + r;
-        seg_cat_thread_body(SEG_CAT_PASS, *lcount);
+        seg_cat_tiny_body(SEG_CAT_PASS, *lcount);
         list = a.p.slist;
         lcount = scount;
         seg_cat_warp_body(SEG_CAT_PASS, *lcount);
