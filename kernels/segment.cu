@@ -2018,12 +2018,13 @@ __device__ __forceinline__ void seg_block_minmax(u64& mn, u64& mx, u64* red) {
 // the range narrows to it and the count repeats (rare: one part holds ~1/2048 of the keys'
 // span). Three passes over the tree with the gathering pass, against seg_select's nine. Returns
 // `lo` when it cannot bound a prefix (more than cap equal keys, or no member above lo: neither
-// happens with distinct keys); the caller then takes seg_select's key.
+// happens with distinct keys); the caller then takes seg_select's key. Otherwise `bins` still
+// holds the counts of the parts (part (k - base_o) >> shift_o) and thr ends a part.
 #ifndef SEG_SELECT_RANGE
 #define SEG_SELECT_RANGE 1
 #endif
 __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
-                                bool all, u32 cap, u32* bins, u64* sred) {
+                                bool all, u32 cap, u32* bins, u64* sred, u64& base_o, u32& shift_o) {
     const u32 tid = threadIdx.x;
     u64 mn = SEG_NO_EDGE, mx = 0;
     seg_each_member(tkey, jarr, off, cnt, [&](u32, u32, u64 k) {
@@ -2071,6 +2072,8 @@ __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restr
         const u64 thr = sred[1];
         if (found || shift == 0) {
             __syncthreads();  // every thread has read sred
+            base_o = base;
+            shift_o = shift;
             return found ? thr : lo;
         }
         top = base + (1ull << shift) - 1;  // the first part alone holds more than cap
@@ -2290,6 +2293,88 @@ __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
     }
 }
 
+// SEG_CAT_BUCKET: a large tree's chunk is gathered in key order part by part, from the counts of
+// the parts of the keys' range that seg_select_range leaves in `bins`, instead of gathered in
+// any order and sorted by seg_sort_chunk's bitonic network. GPU notes (H100, 2026-11-26,
+// %globaltimer around each phase of segment_cat_block, the clip frame at 1080p): the bitonic
+// sort of a 2 048-member chunk took 15-22 us of a chunk's 30-40 (selects 7-10, evaluation
+// 8-10), so a round with a tree walking three chunks spent ~50 us of it sorting.
+#ifndef SEG_CAT_BUCKET
+#define SEG_CAT_BUCKET 1
+#endif
+// The finishers' caterpillars gather by parts too (their registers spill more with it).
+#ifndef SEG_FIN_BUCKET
+#define SEG_FIN_BUCKET 0
+#endif
+// The most keys a part may hold for the bucket gather to sort them alone (insertion, one thread a
+// part); a chunk with a fuller part is sorted whole. (Parts of 17-64 keys sorted by a warp each
+// instead measured the same: the warps' sorts cost what the bitonic network saved.)
+#ifndef SEG_BUCKET_SORT_MAX
+#define SEG_BUCKET_SORT_MAX 16u
+#endif
+
+// The chunk (members with key > lo, or every member when `all`, up to thr, the end of part `last`
+// of the keys' range: part (k - base) >> shift) into skey / sid in (key, id) order: the parts'
+// starts by a block scan of their counts (`bins`, which alias skey, read before it is written)
+// into pend, every member takes the next slot of its part, then one thread a part sorts the
+// keys that share it by insertion. *fill = the chunk's size. False (the chunk gathered part by
+// part, not sorted) when a part of the chunk holds more than SEG_BUCKET_SORT_MAX keys.
+// 2048 / blockDim.x parts a thread.
+__device__ bool seg_bucket_gather(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
+                                  bool all, u64 thr, u64 base, u32 shift, u32 last, u64* skey, u32* sid, u32* pend,
+                                  u32* fill) {
+    __shared__ u32 s_most;
+    const u32 tid = threadIdx.x, per = 2048u / blockDim.x;
+    const u32* bins = (const u32*)skey;
+    if (tid == 0) s_most = 0;
+    u32 sum = 0, most = 0;
+    for (u32 b = 0; b < per; ++b) {
+        const u32 d = tid * per + b, v = d <= last ? bins[d] : 0u;
+        sum += v;
+        most = v > most ? v : most;
+    }
+    u32 total;
+    u32 ex = seg_block_scan(sum, &total);  // its barriers publish s_most = 0
+    atomicMax(&s_most, most);
+    for (u32 b = 0; b < per; ++b) {
+        const u32 d = tid * per + b;
+        pend[d] = ex;
+        ex += d <= last ? bins[d] : 0u;
+    }
+    __syncthreads();  // bins read: skey may be written
+    if (tid == 0) *fill = total;
+    seg_each_member(tkey, jarr, off, cnt, [&](u32, u32 id, u64 k) {
+        if ((all || k > lo) && k <= thr) {
+            const u32 slot = atomicAdd(&pend[(u32)((k - base) >> shift)], 1u);
+            skey[slot] = k;
+            sid[slot] = id;
+        }
+    });
+    __syncthreads();
+    const bool ok = s_most <= SEG_BUCKET_SORT_MAX;
+    if (ok) {
+        for (u32 b = 0; b < per; ++b) {
+            const u32 d = tid * per + b;
+            if (d > last) break;
+            const u32 st = d ? pend[d - 1] : 0u, en = pend[d];
+            for (u32 x = st + 1; x < en; ++x) {
+                const u64 kx = skey[x];
+                const u32 ix = sid[x];
+                u32 y = x;
+                while (y > st && seg_less(kx, ix, skey[y - 1], sid[y - 1])) {
+                    skey[y] = skey[y - 1];
+                    sid[y] = sid[y - 1];
+                    --y;
+                }
+                skey[y] = kx;
+                sid[y] = ix;
+            }
+        }
+        __syncthreads();
+    }
+    return ok;
+}
+
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks
 // of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
@@ -2305,7 +2390,11 @@ __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
 // The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size kernel).
-template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false>
+#ifndef SEG_CAT_TRACE
+#define SEG_CAT_TRACE 0
+#endif
+__device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = SEG_CAT_BUCKET != 0>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
@@ -2330,6 +2419,8 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         u32 cnt = (u32)tcnt[t], off = joff[t];
         // segment_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
         if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
+        u64 tr_t0 = SEG_CAT_TRACE ? seg_gtime() : 0, tr_sel = 0, tr_gat = 0, tr_sort = 0, tr_eval = 0, tr_m = 0;
+        u32 tr_chunks = 0;
         u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
         double int_a = cint[a];
         u32 carry_size = 0;
@@ -2343,6 +2434,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         const u32* ri = scr_i + off;
         u64 lo = 0;
         while (taken < cnt) {
+            if (SEG_CAT_TRACE) tr_m = seg_gtime();
             u32 mm;
             u32 left = cnt - taken;
             if (LARGE && !sorted && cnt > SEG_CAT_SORT) {
@@ -2363,30 +2455,52 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             } else {
                 bool all = taken == 0;
                 u64 thr = SEG_NO_EDGE;
-                if (LARGE && left > CAP) {
+                // SEG_CAT_BUCKET: the chunk's keys are scattered to their parts of the range
+                // seg_select_range counted (in key order part by part), so only keys sharing a
+                // part need sorting.
+                bool bucket = false;
+                u64 base = 0;
+                u32 shift = 0, last = 0;
+                if (LARGE && (left > CAP || BUCKET)) {
                     // seg_select_range answers lo when it cannot bound a prefix (see there).
-                    thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred) : lo;
-                    if (thr == lo) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
+                    thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred, base, shift)
+                                           : lo;
+                    bucket = BUCKET && SEG_SELECT_RANGE && thr != lo;
+                    if (thr == lo && left > CAP) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
+                    if (thr == lo) thr = SEG_NO_EDGE;  // (no member above lo: cannot happen, left > 0)
                 }
-                if (tid == 0) sfill = 0;
-                __syncthreads();
-                seg_each_member(tkey, jarr, off, cnt, [&](u32, u32 id, u64 k) {
-                    if ((all || k > lo) && k <= thr) {
-                        u32 slot = atomicAdd(&sfill, 1u);
-                        skey[slot] = k;
-                        sid[slot] = id;
+                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sel += x - tr_m; tr_m = x; }
+                // Whether the chunk still needs its sort (a part held too many keys to sort alone).
+                bool unsorted = true;
+                if (bucket) {
+                    last = (u32)((thr - base) >> shift);
+                    unsorted = !seg_bucket_gather(tkey, jarr, off, cnt, lo, all, thr, base, shift, last, skey, sid, ssr, &sfill);
+                    mm = sfill;
+                } else {
+                    if (tid == 0) sfill = 0;
+                    __syncthreads();
+                    seg_each_member(tkey, jarr, off, cnt, [&](u32, u32 id, u64 k) {
+                        if ((all || k > lo) && k <= thr) {
+                            u32 slot = atomicAdd(&sfill, 1u);
+                            skey[slot] = k;
+                            sid[slot] = id;
+                        }
+                    });
+                    __syncthreads();
+                    mm = sfill;
+                }
+                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_gat += x - tr_m; tr_m = x; }
+                if (unsorted) {
+                    u32 pw = SEG_SORT_SHFL ? 64u : 2u;
+                    while (pw < mm) pw <<= 1;
+                    for (u32 e = mm + tid; e < pw; e += blockDim.x) {
+                        skey[e] = SEG_NO_EDGE;
+                        sid[e] = SEG_NONE;
                     }
-                });
-                __syncthreads();
-                mm = sfill;
-                u32 pw = SEG_SORT_SHFL ? 64u : 2u;
-                while (pw < mm) pw <<= 1;
-                for (u32 e = mm + tid; e < pw; e += blockDim.x) {
-                    skey[e] = SEG_NO_EDGE;
-                    sid[e] = SEG_NONE;
+                    __syncthreads();
+                    seg_sort_chunk(skey, sid, pw);
                 }
-                __syncthreads();
-                seg_sort_chunk(skey, sid, pw);
+                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sort += x - tr_m; tr_m = x; }
             }
             // |R| before each member: carry + block scan (two consecutive members a thread).
             u32 e0 = 2 * tid, e1 = e0 + 1;
@@ -2437,8 +2551,12 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             lo = skey[mm - 1];
             taken += mm;
             __syncthreads();
+            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_eval += x - tr_m; ++tr_chunks; }
             if (f < mm) break;
         }
+        if (SEG_CAT_TRACE && tid == 0 && LARGE && cnt > CAP)
+            printf("TRACE r=%u cnt=%u chunks=%u sorted=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu\n", r, cnt, tr_chunks,
+                   (int)sorted, seg_gtime() - tr_t0, tr_sel, tr_gat, tr_sort, tr_eval);
         if (tid == 0) {
             size[a] = carry_size;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
@@ -2922,11 +3040,11 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         __syncthreads();
         list = a.p.mlist;
         lcount = mcount;
-        seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
+        seg_cat_blocks<SEG_CAT_CAP, true, false, false, SEG_FIN_BUCKET != 0>(SEG_CAT_PASS);
         __syncthreads();
         list = a.p.blist;
         lcount = bcount;
-        seg_cat_blocks<SEG_CAT_CAP, true, false>(SEG_CAT_PASS);
+        seg_cat_blocks<SEG_CAT_CAP, true, false, false, SEG_FIN_BUCKET != 0>(SEG_CAT_PASS);
     }
     SEG_FIN_SYNC();
 #undef SEG_FIN_SYNC
