@@ -2403,6 +2403,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     __shared__ u64 sred[64];
     __shared__ u64 sprefix;
     __shared__ u32 sneed, sfill, sfail;
+    __shared__ double swl[32], s_cw;  // each warp's last weight; the weight carried to the next chunk
     u64* skey = s_raw;
     u32* sid = (u32*)(s_raw + CAP);
     u32* ssr = sid + CAP;
@@ -2502,55 +2503,59 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 }
                 if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sort += x - tr_m; tr_m = x; }
             }
-            // |R| before each member: carry + block scan (two consecutive members a thread).
-            u32 e0 = 2 * tid, e1 = e0 + 1;
-            u32 s0 = e0 < mm ? size[sid[e0]] : 0u, s1 = e1 < mm ? size[sid[e1]] : 0u;
-            u32 total;
-            u32 x0 = seg_block_scan(s0 + s1, &total);
-            if (e0 < mm) ssr[e0] = carry_size + x0;
-            if (e1 < mm) ssr[e1] = carry_size + x0 + s0;
+            // |R| before each member: carry + block scan (two consecutive members a thread). A
+            // thread loads its members' sizes, Ints and weights at once; the Int of R at a step
+            // is the previous member's weight: the thread's own, the lane's before (shuffle) or
+            // the warp's before (swl). The thread that holds the failing step freezes, the one
+            // before it hands the carried weight on (s_cw): no loads after the scan.
+            const u32 e0 = 2 * tid, e1 = e0 + 1, lane = tid & 31u, warp = tid >> 5;
+            const bool v0 = e0 < mm, v1 = e1 < mm;
+            const u32 c0 = v0 ? sid[e0] : 0u, c1 = v1 ? sid[e1] : 0u;
+            const u32 s0 = v0 ? size[c0] : 0u, s1 = v1 ? size[c1] : 0u;
+            const double i0 = v0 ? cint[c0] : 0.0, i1 = v1 ? cint[c1] : 0.0;
+            const double w0 = v0 ? w4[seg_eid(skey[e0], eb)] : 0.0, w1 = v1 ? w4[seg_eid(skey[e1], eb)] : 0.0;
+            if (lane == 31) swl[warp] = w1;
             if (tid == 0) sfail = mm;
+            u32 total;
+            const u32 x0 = seg_block_scan(s0 + s1, &total);  // its barriers publish swl and sfail
+            if (v0) ssr[e0] = carry_size + x0;
+            if (v1) ssr[e1] = carry_size + x0 + s0;
+            const double wb = __shfl_up_sync(FULL_MASK, w1, 1);
+            const double wp0 = e0 == 0 ? carry_w : (lane > 0 ? wb : swl[warp - 1]);
+            bool okc0 = true, okr0 = true, okc1 = true, okr1 = true;
+            if (v0 && taken + e0 >= 1)
+                seg_step(mode, w0, s0, i0, carry_size + x0, taken + e0 == 1 ? int_a : wp0, k, min_size, okc0, okr0);
+            if (v1 && taken + e1 >= 1)
+                seg_step(mode, w1, s1, i1, carry_size + x0 + s0, taken + e1 == 1 ? int_a : w0, k, min_size, okc1, okr1);
+            if (!(okc0 && okr0)) atomicMin(&sfail, e0);
+            else if (!(okc1 && okr1)) atomicMin(&sfail, e1);
             __syncthreads();
-            for (u32 e = e0; e <= e1; ++e) {
-                u32 g = taken + e;
-                if (g >= 1 && e < mm) {
-                    u32 c = sid[e];
-                    double w = w4[seg_eid(skey[e], eb)];
-                    double ir = g == 1 ? int_a : (e == 0 ? carry_w : w4[seg_eid(skey[e - 1], eb)]);
-                    bool ok_c, ok_r;
-                    seg_step(mode, w, size[c], cint[c], ssr[e], ir, k, min_size, ok_c, ok_r);
-                    if (!(ok_c && ok_r)) atomicMin(&sfail, e);
-                }
+            const u32 f = sfail;
+            if (v0 && taken + e0 >= 1 && e0 < f) {
+                seg_join(link, done, round, c0, a, r);
+                ++ev;
+                ++mg;
             }
-            __syncthreads();
-            u32 f = sfail;
-            for (u32 e = e0; e <= e1; ++e) {
-                if (taken + e >= 1 && e < f) {
-                    seg_join(link, done, round, sid[e], a, r);
-                    ++ev;
-                    ++mg;
-                }
+            if (v1 && taken + e1 >= 1 && e1 < f) {
+                seg_join(link, done, round, c1, a, r);
+                ++ev;
+                ++mg;
             }
-            if (tid == 0 && f < mm && mode == SEG_MODE_MERGE) {
-                u32 c = sid[f];
-                double w = w4[seg_eid(skey[f], eb)];
-                double ir = taken + f == 1 ? int_a : (f == 0 ? carry_w : w4[seg_eid(skey[f - 1], eb)]);
-                bool ok_c, ok_r;
-                seg_step(mode, w, size[c], cint[c], ssr[f], ir, k, min_size, ok_c, ok_r);
-                ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
-            }
+            if (f < mm && e0 == f) ev += seg_freeze(done, mode, c0, a, okc0, okr0);
+            if (f < mm && e1 == f) ev += seg_freeze(done, mode, c1, a, okc1, okr1);
             // Carry to the next chunk (or the final statistics of R).
-            u32 upto = f;  // members merged or a taken before the failure: [0, f)
-            if (upto > 0) {
-                carry_size = upto < mm ? ssr[upto] : carry_size + total;
-                if (taken + upto >= 2) {
-                    carry_w = w4[seg_eid(skey[upto - 1], eb)];
-                    merged = true;
-                }
-            }
+            const u32 upto = f;  // members merged or a taken before the failure: [0, f)
+            const bool carried = upto > 0 && taken + upto >= 2;
+            if (upto > 0) carry_size = upto < mm ? ssr[upto] : carry_size + total;
+            if (carried && e0 == upto - 1) s_cw = w0;
+            if (carried && e1 == upto - 1) s_cw = w1;
             lo = skey[mm - 1];
             taken += mm;
             __syncthreads();
+            if (carried) {
+                carry_w = s_cw;
+                merged = true;
+            }
             if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_eval += x - tr_m; ++tr_chunks; }
             if (f < mm) break;
         }
