@@ -47,12 +47,12 @@
 //   segment_core     members below their tree's exit take a slot in their tree's range; the
 //                    last of a tree's members to count itself off lists the tree by core size
 //   segment_cat_thread / segment_cat_warp / segment_cat_mid / segment_cat_block
-//                    a thread per tree of up to 8 members (a sorting network in registers),
-//                    a warp per tree of up to 32 (bitonic sort across lanes, warp scan, first
-//                    failure by ballot), a block of 256 per tree of up to 512 and of 1024 per
-//                    larger tree (the caterpillar in chunks of at most 2048 in key order,
-//                    each selected by key range, or the whole tree radix-sorted above 8192
-//                    members);
+//                    8 lanes per tree of up to 8 members and a warp per tree of up to 32
+//                    (bitonic sort across the lanes, group scan, first failure by ballot), a
+//                    block of 256 per tree of up to 512 and of 1024 per larger tree (the
+//                    caterpillar in chunks of at most 2048 in key order, each selected by key
+//                    range and gathered part by part of that range, or the whole tree
+//                    radix-sorted above 8192 members);
 //                    merges up to the first failing step, freezes the failing side(s). The
 //                    four kernels touch disjoint trees and run side by side (forked streams).
 //   segment_cat_giant (where the device has cooperative launch; segment_cat_block_g then
@@ -260,6 +260,20 @@
 // the chunks were not the cost, the sort is). A field added to Ptrs (Rust) but not to SegPtrs
 // shifted the grid finisher's barrier into another buffer and hung every graph replay: the unit
 // test ptrs_fields_match_the_kernel_struct now compares the two structs' field names.
+// Fourteenth pass (2026-11-26, H100, A/B in one lease each; BENCHMARKS.md): old choices measured
+// again after the passes above changed the kernels around them, and phase times inside a kernel
+// by %globaltimer (SEG_CAT_TRACE). The frontier scans' batch of 4 edges was the traffic ncu saw
+// (round 3's exits: 17 M L2 sectors for 2 M pixels, 68 % excess): 2 edges a batch took building
+// 1080p from 3.06 to 2.88 ms (k = 100), the clip frame from 3.72 to 3.55. The trace put 15-22 us
+// of a large tree's 30-40 us chunk in its bitonic sort, so chunks are now gathered part by part
+// of the range seg_select_range counted (SEG_CAT_BUCKET): clip frame k = 500 3.52 -> 3.42. Then
+// the tiny trees by 8 lanes each (-10 to -35 us), a chunk's evaluation without loads after its
+// scan (-20 to -45 us), the edge graph's window by columns (-7 us). Together (run 1 -> run 16):
+// building 1080p 3.02 / 3.32 -> 2.85 / 3.09 ms, fruits 3.35 / 3.38 -> 3.14 / 3.17, the clip frame
+// 3.69 / 3.68 -> 3.46 / 3.39, 4K 11.15 / 11.27 -> 10.50 / 10.50. Measured and dropped: staging
+// a large tree in shared memory for its selects (no gain: the sort was the cost), warps sorting
+// the fuller parts, exits skipping two-member trees (+10-25 us: the extra load), the hand-off
+// and cap constants again (all within noise), segment_least at 40 registers (+270 us).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
@@ -1706,8 +1720,9 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
 }
 
 // Step 6, trees of at most 8 members (most of them in the first rounds, where a tree averages
-// ~3 members): a thread per tree (tlist). The members are sorted by (key, id) with the
-// 19-comparator network in registers and the caterpillar is walked in order.
+// ~3 members; tlist): by groups of 8 lanes (seg_cat_tiny_body), or with SEG_TINY_LANES 0 a
+// thread per tree (seg_cat_thread_body: the members sorted by (key, id) with the
+// 19-comparator network in registers and the caterpillar walked in order).
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
 // and its count, the sort scratch (used by segment_cat_block only), n, and the round's count of
 // giant trees (more than SEG_CAT_GIANT core members: segment_cat_block and segment_cat_giant
