@@ -464,11 +464,16 @@ pub struct SegmentGpu {
     /// The most frontier pixels `segment_finish` takes a round with (`FINISH_LIMIT`;
     /// development switch `MORPHOSCOPE_SEG_FINISH_LIMIT`); a frame with more is run again.
     pub finish_limit: u32,
-    /// Launch of `segment_cat_warp`: 4 warps a block, 8 blocks an SM, warps striding over trees.
+    /// Launch of `segment_cat_thread` (the tiny trees, 8 lanes each): blocks of 256, as many as
+    /// the SMs hold at once ([`resident_grid`]), striding over the trees.
+    tiny_cfg: LaunchConfig,
+    /// Launch of `segment_cat_warp`: 4 warps a block, as many blocks as the SMs hold, warps
+    /// striding over trees.
     warp_cfg: LaunchConfig,
     /// Launch of `segment_cat_block`: 2 blocks of 1024 an SM striding over the large trees.
     block_cfg: LaunchConfig,
-    /// Launch of `segment_cat_mid`: 5 blocks of 256 an SM striding over the mid-size trees.
+    /// Launch of `segment_cat_mid`: blocks of 256, as many as the SMs hold, striding over the
+    /// mid-size trees.
     mid_cfg: LaunchConfig,
     /// Streams that run the small, mid-size and large trees' caterpillars beside the tiny trees'
     /// (the four kernels touch disjoint trees), forked from and joined back to the caller's
@@ -568,6 +573,20 @@ fn hand_off(grid: bool) -> (u32, u32) {
     )
 }
 
+/// Blocks of `threads` threads of `f` that every SM holds at once, times the SMs (at most
+/// `per_sm` an SM; development switch `MORPHOSCOPE_SEG_CAT_GRID_PER_SM=N`: N an SM whatever fits):
+/// the grid of a kernel whose blocks stride over their work, so that no second, partial wave of
+/// blocks runs after the first. H100, 2026-11-26: `segment_cat_thread` at 40 registers holds 6
+/// blocks of 256 an SM; launched with 8 an SM (1.33 waves, ncu) it took 87-89 µs in round 2 of a
+/// 1080p frame.
+fn resident_grid(f: &CudaFunction, threads: u32, sms: u32, per_sm: u32) -> Result<u32, GpuError> {
+    if let Some(n) = env_u32("MORPHOSCOPE_SEG_CAT_GRID_PER_SM") {
+        return Ok(n.max(1) * sms);
+    }
+    let fits = f.occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?;
+    Ok(fits.clamp(1, per_sm.max(1)) * sms)
+}
+
 /// Blocks of `segment_finish_grid` on this device: every SM's share of resident blocks of
 /// `CAT_THREADS` threads (0: no cooperative launch).
 fn grid_finish_blocks(gpu: &GpuContext, f: &CudaFunction, sms: u32) -> Result<u32, GpuError> {
@@ -633,6 +652,12 @@ impl SegmentGpu {
             grid_finish_blocks(gpu, &f_cat_giant, sms)?.min(env_u32("MORPHOSCOPE_SEG_GIANT_BLOCKS").unwrap_or(GIANT_BLOCKS))
         };
         let grid_finish_blocks = grid_finish_blocks(gpu, &f_finish_grid, sms)?;
+        let f_cat_thread = f("segment_cat_thread")?;
+        let f_cat_warp = f("segment_cat_warp")?;
+        let f_cat_mid = f("segment_cat_mid")?;
+        let tiny_grid = resident_grid(&f_cat_thread, BLOCK, sms, 8)?;
+        let warp_grid = resident_grid(&f_cat_warp, 128, sms, 8)?;
+        let mid_grid = resident_grid(&f_cat_mid, CAT_MID_THREADS, sms, 5)?;
         let grid_finisher = grid_finish_blocks > 0 && std::env::var_os("MORPHOSCOPE_SEG_BLOCK_FINISH").is_none();
         let (finish_frontier, finish_limit) = hand_off(grid_finisher);
         Ok(Self {
@@ -647,13 +672,13 @@ impl SegmentGpu {
             f_exits: f("segment_exits")?,
             f_core: f("segment_core")?,
             f_alloc: f("segment_alloc")?,
-            f_cat_thread: f("segment_cat_thread")?,
-            f_cat_warp: f("segment_cat_warp")?,
+            f_cat_thread,
+            f_cat_warp,
             f_cat_block: f("segment_cat_block")?,
             f_cat_block_g: f("segment_cat_block_g")?,
             giant_blocks,
             f_cat_giant,
-            f_cat_mid: f("segment_cat_mid")?,
+            f_cat_mid,
             f_reset_done: f("segment_reset_done")?,
             f_final: f("segment_final")?,
             f_minpix: f("segment_minpix")?,
@@ -672,9 +697,22 @@ impl SegmentGpu {
             round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
             finish_frontier,
             finish_limit,
-            warp_cfg: LaunchConfig { grid_dim: (sms * 8, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 },
+            tiny_cfg: LaunchConfig {
+                grid_dim: (tiny_grid, 1, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            warp_cfg: LaunchConfig {
+                grid_dim: (warp_grid, 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            },
             block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
-            mid_cfg: LaunchConfig { grid_dim: (sms * 5, 1, 1), block_dim: (CAT_MID_THREADS, 1, 1), shared_mem_bytes: 0 },
+            mid_cfg: LaunchConfig {
+                grid_dim: (mid_grid, 1, 1),
+                block_dim: (CAT_MID_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            },
             side: [stream()?, stream()?, stream()?],
             fork: event()?,
             joins: [event()?, event()?, event()?],
@@ -1387,7 +1425,7 @@ impl SegmentGpu {
                 }
             }
             for (j, (f, list, lcount, lcfg, region)) in [
-                (&self.f_cat_thread, p.tlist, tcount, cfg, "segment_cat_thread"),
+                (&self.f_cat_thread, p.tlist, tcount, self.tiny_cfg, "segment_cat_thread"),
                 (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
                 (&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid"),
                 (
