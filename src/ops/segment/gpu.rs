@@ -464,6 +464,10 @@ pub struct SegmentGpu {
     /// The most frontier pixels `segment_finish` takes a round with (`FINISH_LIMIT`;
     /// development switch `MORPHOSCOPE_SEG_FINISH_LIMIT`); a frame with more is run again.
     pub finish_limit: u32,
+    /// Blocks of `segment_tiles` (tiles are strided over) and of `segment_edges` (pixels): as
+    /// many as the SMs hold at once ([`resident_grid`]).
+    tiles_grid: u32,
+    edges_grid: u32,
     /// Launch of `segment_cat_thread` (the tiny trees, 8 lanes each): blocks of 256, as many as
     /// the SMs hold at once ([`resident_grid`]), striding over the trees.
     tiny_cfg: LaunchConfig,
@@ -574,13 +578,14 @@ fn hand_off(grid: bool) -> (u32, u32) {
 }
 
 /// Blocks of `threads` threads of `f` that every SM holds at once, times the SMs (at most
-/// `per_sm` an SM; development switch `MORPHOSCOPE_SEG_CAT_GRID_PER_SM=N`: N an SM whatever fits):
+/// `per_sm` an SM; development switch `switch`=N: N an SM whatever fits, for A/B runs):
 /// the grid of a kernel whose blocks stride over their work, so that no second, partial wave of
 /// blocks runs after the first. H100, 2026-11-26: `segment_cat_thread` at 40 registers holds 6
 /// blocks of 256 an SM; launched with 8 an SM (1.33 waves, ncu) it took 87-89 µs in round 2 of a
-/// 1080p frame.
-fn resident_grid(f: &CudaFunction, threads: u32, sms: u32, per_sm: u32) -> Result<u32, GpuError> {
-    if let Some(n) = env_u32("MORPHOSCOPE_SEG_CAT_GRID_PER_SM") {
+/// 1080p frame, 79 µs with 6. `segment_tiles` (40 registers, 512 threads) holds 3 blocks an SM
+/// and was launched with 4.
+fn resident_grid(f: &CudaFunction, threads: u32, sms: u32, per_sm: u32, switch: &str) -> Result<u32, GpuError> {
+    if let Some(n) = env_u32(switch) {
         return Ok(n.max(1) * sms);
     }
     let fits = f.occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?;
@@ -655,15 +660,19 @@ impl SegmentGpu {
         let f_cat_thread = f("segment_cat_thread")?;
         let f_cat_warp = f("segment_cat_warp")?;
         let f_cat_mid = f("segment_cat_mid")?;
-        let tiny_grid = resident_grid(&f_cat_thread, BLOCK, sms, 8)?;
-        let warp_grid = resident_grid(&f_cat_warp, 128, sms, 8)?;
-        let mid_grid = resident_grid(&f_cat_mid, CAT_MID_THREADS, sms, 5)?;
+        let tiny_grid = resident_grid(&f_cat_thread, BLOCK, sms, 8, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
+        let warp_grid = resident_grid(&f_cat_warp, 128, sms, 8, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
+        let mid_grid = resident_grid(&f_cat_mid, CAT_MID_THREADS, sms, 5, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
+        let f_tiles = f("segment_tiles")?;
+        let f_edges = f("segment_edges")?;
+        let tiles_grid = resident_grid(&f_tiles, TILE_THREADS, sms, 4, "MORPHOSCOPE_SEG_TILE_GRID_PER_SM")?;
+        let edges_grid = resident_grid(&f_edges, BLOCK, sms, 8, "MORPHOSCOPE_SEG_EDGES_GRID_PER_SM")?;
         let grid_finisher = grid_finish_blocks > 0 && std::env::var_os("MORPHOSCOPE_SEG_BLOCK_FINISH").is_none();
         let (finish_frontier, finish_limit) = hand_off(grid_finisher);
         Ok(Self {
             blur: BlurGpu::new(gpu)?,
             f_init: f("segment_init")?,
-            f_edges: f("segment_edges")?,
+            f_edges,
             f_blur_edges: f("segment_blur_edges")?,
             f_least: f("segment_least")?,
             f_targets: f("segment_targets")?,
@@ -692,7 +701,9 @@ impl SegmentGpu {
             f_finish: f("segment_finish")?,
             f_finish_grid,
             grid_finish_blocks,
-            f_tiles: f("segment_tiles")?,
+            f_tiles,
+            tiles_grid,
+            edges_grid,
             max_blocks: sms * 8,
             round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
             finish_frontier,
@@ -1087,7 +1098,7 @@ impl SegmentGpu {
             l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb);
             // SAFETY: grid-stride over pixels < n; only in-image neighbours are read; smooth
             // holds n * channels doubles (this frame's blur), w4 holds 4n, order n.
-            unsafe { l.launch(self.stride(n)) }?;
+            unsafe { l.launch(LaunchConfig { grid_dim: (self.edges_grid, 1, 1), ..self.stride(n) }) }?;
             Ok(())
         })?;
         Ok(())
@@ -1169,7 +1180,7 @@ impl SegmentGpu {
             let mut l = stream.launch_builder(&self.f_final);
             l.arg(&p.comp).arg(&p.link).arg(&p.minpix).arg(&nn);
             // SAFETY: grid-stride over pixels < n; link chains end at roots < n.
-            unsafe { l.launch(self.stride(n)) }?;
+            unsafe { l.launch(LaunchConfig { grid_dim: (self.edges_grid, 1, 1), ..self.stride(n) }) }?;
             Ok(())
         })?;
         self.enqueue_numbering(stream, timer)?;
@@ -1199,7 +1210,7 @@ impl SegmentGpu {
         let (roots, rcount) = (u32::from(self.tile_roots), p.counts + 4 * (C_ROOTS * NCTL as u64 + 1));
         l.arg(&p.rlist[1]).arg(&rcount).arg(&roots);
         // Blocks stride over the tiles (the kernel counts them from its own SEG_TILE_W / _H).
-        let grid = tiles.min(self.max_blocks / 2).max(1);
+        let grid = tiles.min(self.tiles_grid).max(1);
         let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: blocks of SEG_TILE_PX threads stride over the SEG_TILE_W x SEG_TILE_H tiles,
         // each tile writing only its own pixels (< n; the per-pixel arrays and the root list
@@ -1607,7 +1618,7 @@ impl SegmentGpu {
             let mut l = stream.launch_builder(&self.f_level_comp);
             l.arg(&p.comp).arg(&p.link).arg(&p.round).arg(&p.minpix).arg(&p.info).arg(&nn);
             // SAFETY: grid-stride over pixels < n; link chains end at never-absorbed roots.
-            unsafe { l.launch(self.stride(n)) }?;
+            unsafe { l.launch(LaunchConfig { grid_dim: (self.edges_grid, 1, 1), ..self.stride(n) }) }?;
             Ok(())
         })?;
         Ok(self.enqueue_numbering(stream, &mut Some(timer))?)
