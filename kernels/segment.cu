@@ -268,9 +268,11 @@
 // of a large tree's 30-40 us chunk in its bitonic sort, so chunks are now gathered part by part
 // of the range seg_select_range counted (SEG_CAT_BUCKET): clip frame k = 500 3.52 -> 3.42. Then
 // the tiny trees by 8 lanes each (-10 to -35 us), a chunk's evaluation without loads after its
-// scan (-20 to -45 us), the edge graph's window by columns (-7 us). Together (run 1 -> run 16):
-// building 1080p 3.02 / 3.32 -> 2.85 / 3.09 ms, fruits 3.35 / 3.38 -> 3.14 / 3.17, the clip frame
-// 3.69 / 3.68 -> 3.46 / 3.39, 4K 11.15 / 11.27 -> 10.50 / 10.50. Measured and dropped: staging
+// scan (-20 to -45 us), the edge graph's window by columns (-7 us), and grids of the strided
+// kernels sized to what the SMs hold at once (segment_tiles asked 4 blocks an SM where 3 fit:
+// round 1 164 -> 133 us; the tiny trees' kernel 8 where 6 fit). Together (run 1 -> run 19):
+// building 1080p 3.02 / 3.32 -> 2.81 / 3.05 ms, fruits 3.35 / 3.38 -> 3.10 / 3.14, the clip frame
+// 3.69 / 3.68 -> 3.37 / 3.29, 4K 11.15 / 11.27 -> 10.12 / 10.13. Measured and dropped: staging
 // a large tree in shared memory for its selects (no gain: the sort was the cost), warps sorting
 // the fuller parts, exits skipping two-member trees (+10-25 us: the extra load), the hand-off
 // and cap constants again (all within noise), segment_least at 40 registers (+270 us).
