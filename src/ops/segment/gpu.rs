@@ -781,11 +781,12 @@ impl SegmentGpu {
 
     /// A grid-stride launch over at most `items` items.
     fn stride(&self, items: usize) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: (blocks_for(items, BLOCK).min(self.max_blocks), 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        }
+        Self::stride_within(items, self.max_blocks)
+    }
+
+    /// A grid-stride launch over at most `items` items with at most `blocks` blocks of [`BLOCK`].
+    fn stride_within(items: usize, blocks: u32) -> LaunchConfig {
+        LaunchConfig { grid_dim: (blocks_for(items, BLOCK).min(blocks), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
     }
 
     fn ensure_buffers(&mut self, stream: &Arc<CudaStream>, width: usize, height: usize) -> Result<(), GpuError> {
@@ -1098,7 +1099,7 @@ impl SegmentGpu {
             l.arg(&smooth).arg(&p.w4).arg(&p.order).arg(&w).arg(&h).arg(&c).arg(&eb);
             // SAFETY: grid-stride over pixels < n; only in-image neighbours are read; smooth
             // holds n * channels doubles (this frame's blur), w4 holds 4n, order n.
-            unsafe { l.launch(LaunchConfig { grid_dim: (self.edges_grid, 1, 1), ..self.stride(n) }) }?;
+            unsafe { l.launch(Self::stride_within(n, self.edges_grid)) }?;
             Ok(())
         })?;
         Ok(())
@@ -1180,7 +1181,7 @@ impl SegmentGpu {
             let mut l = stream.launch_builder(&self.f_final);
             l.arg(&p.comp).arg(&p.link).arg(&p.minpix).arg(&nn);
             // SAFETY: grid-stride over pixels < n; link chains end at roots < n.
-            unsafe { l.launch(LaunchConfig { grid_dim: (self.edges_grid, 1, 1), ..self.stride(n) }) }?;
+            unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
         self.enqueue_numbering(stream, timer)?;
@@ -1618,7 +1619,7 @@ impl SegmentGpu {
             let mut l = stream.launch_builder(&self.f_level_comp);
             l.arg(&p.comp).arg(&p.link).arg(&p.round).arg(&p.minpix).arg(&p.info).arg(&nn);
             // SAFETY: grid-stride over pixels < n; link chains end at never-absorbed roots.
-            unsafe { l.launch(LaunchConfig { grid_dim: (self.edges_grid, 1, 1), ..self.stride(n) }) }?;
+            unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
         Ok(self.enqueue_numbering(stream, &mut Some(timer))?)
