@@ -2405,6 +2405,106 @@ __device__ bool seg_bucket_gather(const u64* __restrict__ tkey, const u32* __res
     return ok;
 }
 
+// SEG_CAT_WHOLE: segment_cat_block (and _g) sort a large tree of at most W members once, in the
+// dynamic shared memory its launch brings (W = seg_whole_cap(): 14 bytes a member; the host gives
+// 8 192 members' worth where the device allows it, none elsewhere), and then walk its chunks from
+// there, instead of reading every member from global memory three times a chunk (range, counts,
+// gather: seg_select_range, seg_bucket_gather). Sort: one pass stages every member's key and id
+// and takes their range; the range in SEG_WHOLE_BINS equal parts is counted (in the static chunk
+// area), a block scan gives each part's start, every member takes the next slot of its part (an
+// order of 16-bit member indices), and one thread a part sorts its part by insertion. A part of
+// more than SEG_BUCKET_SORT_MAX keys (members crowded into a narrow range: many with one weight,
+// keys that differ only in their edge ids) makes it give up before the scatter, and the tree is
+// walked in chunks as before.
+// GPU notes (H100, 2026-11-26, SEG_CAT_TRACE, the 1080p frames): before, a 4 192-member tree of
+// the clip frame took 76 us in 3 chunks (selects 31, gathers 19, evaluations 25), a 7 702-member
+// one 81 us in 2 (22 of them sorting a crowded chunk); sorted whole, 59 and 55 us (the sort
+// 15-25 us, the rest the chunks' evaluations). Trees that stop in their first chunk gain nothing
+// (their chunk was one gather already). Crowded trees (round 3 of the clip frame, 3 044 and 3 364
+// members) refined part by part over each full part's own range (a second level) were slower
+// than the chunked walk (+60-80 us a tree: the crowding repeats at every distinct weight), so
+// they fall back at once. Whole frames (two passes each against chunks only): building k = 500
+// -22 / -27 us, the clip frame k = 500 -28 / -42, the others within +-15.
+#ifndef SEG_CAT_WHOLE
+#define SEG_CAT_WHOLE 1
+#endif
+#define SEG_WHOLE_BINS 8192u
+#define SEG_WHOLE_BINS_LOG 13u
+
+extern __shared__ __align__(16) unsigned char seg_dyn[];
+
+// Members the launch's dynamic shared memory holds for seg_whole_sort (0: none given).
+__device__ __forceinline__ u32 seg_whole_cap() {
+    u32 dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    return (dyn / 14u) & ~7u;
+}
+
+// Insertion sort of ord[st, en) (member indices) by (key, id).
+__device__ __forceinline__ void seg_insertion_ord(u16* ord, const u64* sk, const u32* si, u32 st, u32 en) {
+    for (u32 x = st + 1; x < en; ++x) {
+        const u16 px = ord[x];
+        const u64 kx = sk[px];
+        const u32 ix = si[px];
+        u32 y = x;
+        while (y > st) {
+            const u16 py = ord[y - 1];
+            if (!seg_less(kx, ix, sk[py], si[py])) break;
+            ord[y] = py;
+            --y;
+        }
+        ord[y] = px;
+    }
+}
+
+// The tree's members (jarr[off .. off + cnt), cnt <= W) into sk / si (staged in range order)
+// and ord (their indices in (key, id) order); bins: SEG_WHOLE_BINS words (the static chunk
+// area). False: a part too full (see above); ord is then incomplete.
+__device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt,
+                               u64* sk, u32* si, u16* ord, u32* bins, u64* sred) {
+    __shared__ u32 s_full;
+    const u32 tid = threadIdx.x, bd = blockDim.x;
+    u64 mn = SEG_NO_EDGE, mx = 0;
+    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
+        sk[m] = k;
+        si[m] = id;
+        mn = k < mn ? k : mn;
+        mx = k > mx ? k : mx;
+    });
+    seg_block_minmax(mn, mx, sred);  // its barrier publishes sk / si
+    const u64 span = mx - mn;
+    const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
+    const u32 shift = bits > SEG_WHOLE_BINS_LOG ? bits - SEG_WHOLE_BINS_LOG : 0u;
+    for (u32 j = tid; j < SEG_WHOLE_BINS; j += bd) bins[j] = 0;
+    if (tid == 0) s_full = 0;
+    __syncthreads();
+    for (u32 m = tid; m < cnt; m += bd) atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u);
+    __syncthreads();
+    // Counts to starts (a block scan, SEG_WHOLE_BINS / bd parts a thread).
+    const u32 per = SEG_WHOLE_BINS / bd;
+    u32 sum = 0;
+    for (u32 b = 0; b < per; ++b) sum += bins[tid * per + b];
+    u32 total;
+    u32 ex = seg_block_scan(sum, &total);
+    for (u32 b = 0; b < per; ++b) {
+        const u32 d = tid * per + b, c = bins[d];
+        bins[d] = ex;
+        ex += c;
+        if (c > SEG_BUCKET_SORT_MAX) s_full = 1;
+    }
+    __syncthreads();
+    if (s_full) return false;  // every thread read s_full after the barrier
+    for (u32 m = tid; m < cnt; m += bd) ord[atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u)] = (u16)m;
+    __syncthreads();
+    // bins[d] is now the end of part d (its start: the end of part d - 1).
+    for (u32 b = 0; b < per; ++b) {
+        const u32 d = tid * per + b;
+        seg_insertion_ord(ord, sk, si, d ? bins[d - 1] : 0u, bins[d]);
+    }
+    __syncthreads();
+    return true;
+}
+
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks
 // of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
@@ -2424,7 +2524,8 @@ __device__ bool seg_bucket_gather(const u64* __restrict__ tkey, const u32* __res
 #define SEG_CAT_TRACE 0
 #endif
 __device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = SEG_CAT_BUCKET != 0>
+template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = SEG_CAT_BUCKET != 0,
+          bool WHOLE = false>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
@@ -2464,11 +2565,29 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         const u64* rk = scr_k + off;
         const u32* ri = scr_i + off;
         u64 lo = 0;
+        // SEG_CAT_WHOLE: the whole tree sorted once in the launch's dynamic shared memory.
+        bool whole = false;
+        const u64* wk = nullptr;
+        const u32* wi = nullptr;
+        const u16* word = nullptr;
+        if (WHOLE && LARGE && SEG_CAT_WHOLE) {
+            const u32 W = seg_whole_cap();
+            if (cnt <= W && W <= 65536u) {
+                u64* sk = (u64*)seg_dyn;
+                u32* si = (u32*)(seg_dyn + 8u * W);
+                u16* ord = (u16*)(seg_dyn + 12u * W);
+                whole = seg_whole_sort(tkey, jarr, off, cnt, sk, si, ord, (u32*)s_raw, sred);
+                wk = sk;
+                wi = si;
+                word = ord;
+                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sort += x - tr_t0; }
+            }
+        }
         while (taken < cnt) {
             if (SEG_CAT_TRACE) tr_m = seg_gtime();
             u32 mm;
             u32 left = cnt - taken;
-            if (LARGE && !sorted && cnt > SEG_CAT_SORT) {
+            if (LARGE && !whole && !sorted && cnt > SEG_CAT_SORT) {
                 sorted = true;
                 if (seg_sort_tree(tkey, jarr, off, cnt, scr_k + off, scr_i + off, scr_k + n + off, scr_i + n + off,
                                   (u32*)s_raw, sred)) {
@@ -2476,7 +2595,15 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                     ri = scr_i + n + off;
                 }
             }
-            if (sorted) {
+            if (whole) {
+                mm = left < CAP ? left : CAP;
+                for (u32 e = tid; e < mm; e += blockDim.x) {
+                    const u16 m = word[taken + e];
+                    skey[e] = wk[m];
+                    sid[e] = wi[m];
+                }
+                __syncthreads();
+            } else if (sorted) {
                 mm = left < CAP ? left : CAP;
                 for (u32 e = tid; e < mm; e += blockDim.x) {
                     skey[e] = rk[taken + e];
@@ -2590,8 +2717,8 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (f < mm) break;
         }
         if (SEG_CAT_TRACE && tid == 0 && LARGE && cnt > CAP)
-            printf("TRACE r=%u cnt=%u chunks=%u sorted=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu\n", r, cnt, tr_chunks,
-                   (int)sorted, seg_gtime() - tr_t0, tr_sel, tr_gat, tr_sort, tr_eval);
+            printf("TRACE r=%u cnt=%u chunks=%u sorted=%d whole=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu\n", r, cnt, tr_chunks,
+                   (int)sorted, (int)whole, seg_gtime() - tr_t0, tr_sel, tr_gat, tr_sort, tr_eval);
         if (tid == 0) {
             size[a] = carry_size;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
@@ -2605,12 +2732,12 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
 }
 
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(SEG_CAT_ARGS) {
-    seg_cat_blocks<SEG_CAT_CAP, true>(SEG_CAT_PASS);
+    seg_cat_blocks<SEG_CAT_CAP, true, true, false, SEG_CAT_BUCKET != 0, true>(SEG_CAT_PASS);
 }
 
 // segment_cat_block beside segment_cat_giant: the trees above SEG_CAT_GIANT members are its.
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block_g(SEG_CAT_ARGS) {
-    seg_cat_blocks<SEG_CAT_CAP, true, true, true>(SEG_CAT_PASS);
+    seg_cat_blocks<SEG_CAT_CAP, true, true, true, SEG_CAT_BUCKET != 0, true>(SEG_CAT_PASS);
 }
 
 // Trees of 33..SEG_CAT_MID_CAP members: one chunk each, by blocks a quarter the size, so four

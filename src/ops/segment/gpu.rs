@@ -102,6 +102,10 @@ const SCAN_BLOCK: u32 = 1024;
 const BLOCK: u32 = 256;
 /// Threads per block of `segment_cat_block` (keep in sync with SEG_CAT_THREADS).
 const CAT_THREADS: u32 = 1024;
+/// Most members of a tree `segment_cat_block` sorts whole in shared memory (segment.cu
+/// `SEG_CAT_WHOLE`; larger trees are walked in chunks, or by `segment_cat_giant` above 8 192).
+/// Development switch `MORPHOSCOPE_SEG_WHOLE` (0: chunks only).
+const WHOLE_MAX: u32 = 8192;
 /// Threads per block of `segment_cat_mid` (keep in sync with SEG_CAT_MID_THREADS).
 const CAT_MID_THREADS: u32 = 256;
 /// Adaptive merge-round caps are rounded up to a multiple of this, so that video frames whose
@@ -592,6 +596,35 @@ fn resident_grid(f: &CudaFunction, threads: u32, sms: u32, per_sm: u32, switch: 
     Ok(fits.clamp(1, per_sm.max(1)) * sms)
 }
 
+/// Members a large tree may have for `segment_cat_block` to sort it whole in shared memory
+/// (segment.cu `SEG_CAT_WHOLE`: 14 bytes a member beside the kernel's own static shared
+/// memory), at most `WHOLE_MAX`; 0 where the device cannot give 1 024 members' worth or with
+/// `MORPHOSCOPE_SEG_WHOLE=0`. Sets the two kernels' dynamic shared memory limit to it.
+fn whole_tree_members(gpu: &GpuContext, fs: [&CudaFunction; 2]) -> Result<u32, GpuError> {
+    use cudarc::driver::sys::{CUdevice_attribute as A, CUfunction_attribute as F};
+    let cap = env_u32("MORPHOSCOPE_SEG_WHOLE").unwrap_or(WHOLE_MAX).min(WHOLE_MAX);
+    let optin = u32::try_from(gpu.cuda().attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?).unwrap_or(0);
+    let mut members = cap;
+    for f in fs {
+        let fixed = u32::try_from(f.get_attribute(F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?).unwrap_or(u32::MAX);
+        let room = optin.saturating_sub(fixed) / 14;
+        members = members.min(room & !7);
+    }
+    if members < 1024 {
+        return Ok(0);
+    }
+    for f in fs {
+        let bytes = i32::try_from(whole_tree_bytes(members)).unwrap_or(i32::MAX);
+        f.set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)?;
+    }
+    Ok(members)
+}
+
+/// Dynamic shared memory of `segment_cat_block` for trees of up to `members` (0: none).
+fn whole_tree_bytes(members: u32) -> u32 {
+    14 * members
+}
+
 /// Blocks of `segment_finish_grid` on this device: every SM's share of resident blocks of
 /// `CAT_THREADS` threads (0: no cooperative launch).
 fn grid_finish_blocks(gpu: &GpuContext, f: &CudaFunction, sms: u32) -> Result<u32, GpuError> {
@@ -657,6 +690,9 @@ impl SegmentGpu {
             grid_finish_blocks(gpu, &f_cat_giant, sms)?.min(env_u32("MORPHOSCOPE_SEG_GIANT_BLOCKS").unwrap_or(GIANT_BLOCKS))
         };
         let grid_finish_blocks = grid_finish_blocks(gpu, &f_finish_grid, sms)?;
+        let f_cat_block = f("segment_cat_block")?;
+        let f_cat_block_g = f("segment_cat_block_g")?;
+        let whole_members = whole_tree_members(gpu, [&f_cat_block, &f_cat_block_g])?;
         let f_cat_thread = f("segment_cat_thread")?;
         let f_cat_warp = f("segment_cat_warp")?;
         let f_cat_mid = f("segment_cat_mid")?;
@@ -683,8 +719,8 @@ impl SegmentGpu {
             f_alloc: f("segment_alloc")?,
             f_cat_thread,
             f_cat_warp,
-            f_cat_block: f("segment_cat_block")?,
-            f_cat_block_g: f("segment_cat_block_g")?,
+            f_cat_block,
+            f_cat_block_g,
             giant_blocks,
             f_cat_giant,
             f_cat_mid,
@@ -718,7 +754,12 @@ impl SegmentGpu {
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             },
-            block_cfg: LaunchConfig { grid_dim: (sms * 2, 1, 1), block_dim: (CAT_THREADS, 1, 1), shared_mem_bytes: 0 },
+            // With a whole tree's shared memory one block fits an SM.
+            block_cfg: LaunchConfig {
+                grid_dim: (if whole_members > 0 { sms } else { sms * 2 }, 1, 1),
+                block_dim: (CAT_THREADS, 1, 1),
+                shared_mem_bytes: whole_tree_bytes(whole_members),
+            },
             mid_cfg: LaunchConfig {
                 grid_dim: (mid_grid, 1, 1),
                 block_dim: (CAT_MID_THREADS, 1, 1),
