@@ -50,9 +50,10 @@
 //                    8 lanes per tree of up to 8 members and a warp per tree of up to 32
 //                    (bitonic sort across the lanes, group scan, first failure by ballot), a
 //                    block of 256 per tree of up to 512 and of 1024 per larger tree (the
-//                    caterpillar in chunks of at most 2048 in key order, each selected by key
-//                    range and gathered part by part of that range, or the whole tree
-//                    radix-sorted above 8192 members);
+//                    caterpillar in chunks of at most 2048 in key order: a tree of up to 8192
+//                    sorted once in dynamic shared memory (SEG_CAT_WHOLE), else each chunk
+//                    selected by key range and gathered part by part of that range, or the
+//                    whole tree radix-sorted above 8192 members);
 //                    merges up to the first failing step, freezes the failing side(s). The
 //                    four kernels touch disjoint trees and run side by side (forked streams).
 //   segment_cat_giant (where the device has cooperative launch; segment_cat_block_g then
@@ -276,6 +277,15 @@
 // a large tree in shared memory for its selects (no gain: the sort was the cost), warps sorting
 // the fuller parts, exits skipping two-member trees (+10-25 us: the extra load), the hand-off
 // and cap constants again (all within noise), segment_least at 40 registers (+270 us).
+// Fifteenth pass (2026-11-26, H100, A/B in one lease each; BENCHMARKS.md): a large tree of up to
+// 8 192 core members sorted once in dynamic shared memory and walked from there (SEG_CAT_WHOLE;
+// predicted from the trace: its chunks re-read every member three times, 19-31 us of a 3-chunk
+// tree's 76; measured 76 -> 59 us for that tree, whole frames -20 to -40 us at k = 500, nothing
+// for trees that stop in their first chunk; crowded trees fall back to chunks, a second level
+// of parts for them cost +45 us on the clip frame), and segment_blur_edges compiled with the
+// radius and channels as constants (ncu: ~1 480 instructions a pixel; 151 -> 125 us). Building
+// 1080p 2.81 / 3.04 -> 2.77 / 2.97 ms, fruits 3.10 / 3.13 -> 3.07 / 3.08, grey 2.99 / 3.07 ->
+// 2.95 / 3.00, clip frame 3.38 / 3.31 -> 3.32 / 3.21, 4K 10.12 / 10.13 -> 9.98 / 9.97.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
