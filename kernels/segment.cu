@@ -2086,11 +2086,17 @@ __device__ __forceinline__ void seg_block_minmax(u64& mn, u64& mx, u64* red) {
         red[32 + warp] = mx;
     }
     __syncthreads();
-    mn = SEG_NO_EDGE;
-    mx = 0;
-    for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-        mn = red[w] < mn ? red[w] : mn;
-        mx = red[32 + w] > mx ? red[32 + w] : mx;
+    // Every warp reduces the warps' partials itself (no second barrier). GPU notes (H100,
+    // 2026-11-26, SEG_CAT_TRACE): a serial loop over the 32 partials a thread took ~3 us of a
+    // large tree's sort.
+    const u32 nw = blockDim.x >> 5;
+    mn = lane < nw ? red[lane] : SEG_NO_EDGE;
+    mx = lane < nw ? red[32 + lane] : 0;
+#pragma unroll
+    for (u32 o = 16; o > 0; o >>= 1) {
+        u64 a = __shfl_xor_sync(FULL_MASK, mn, o), b = __shfl_xor_sync(FULL_MASK, mx, o);
+        mn = a < mn ? a : mn;
+        mx = b > mx ? b : mx;
     }
 }
 
@@ -2459,17 +2465,23 @@ __device__ bool seg_bucket_gather(const u64* __restrict__ tkey, const u32* __res
     return ok;
 }
 
+// SEG_CAT_TRACE: phase times of the large trees (and with 2 the mid-size ones) by printf.
+#ifndef SEG_CAT_TRACE
+#define SEG_CAT_TRACE 0
+#endif
+__device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+
 // SEG_CAT_WHOLE: segment_cat_block (and _g) sort a large tree of at most W members once, in the
-// dynamic shared memory its launch brings (W = seg_whole_cap(): 14 bytes a member; the host gives
+// dynamic shared memory its launch brings (W = seg_whole_cap(): 16 bytes a member; the host gives
 // 8 192 members' worth where the device allows it, none elsewhere), and then walk its chunks from
 // there, instead of reading every member from global memory three times a chunk (range, counts,
 // gather: seg_select_range, seg_bucket_gather). Sort: one pass stages every member's key and id
 // and takes their range; the range in SEG_WHOLE_BINS equal parts is counted (in the static chunk
 // area), a block scan gives each part's start, every member takes the next slot of its part (an
-// order of 16-bit member indices), and one thread a part sorts its part by insertion. A part of
-// more than SEG_BUCKET_SORT_MAX keys (members crowded into a narrow range: many with one weight,
-// keys that differ only in their edge ids) makes it give up before the scatter, and the tree is
-// walked in chunks as before.
+// order of 16-bit member indices), and each member moves to its rank among its part's keys. A
+// part of more than SEG_WHOLE_PART_MAX keys (members crowded into a narrow range: many with one
+// weight, keys that differ only in their edge ids) makes it give up before the scatter, and the
+// tree is walked in chunks as before.
 // GPU notes (H100, 2026-11-26, SEG_CAT_TRACE, the 1080p frames): before, a 4 192-member tree of
 // the clip frame took 76 us in 3 chunks (selects 31, gathers 19, evaluations 25), a 7 702-member
 // one 81 us in 2 (22 of them sorting a crowded chunk); sorted whole, 59 and 55 us (the sort
@@ -2491,31 +2503,26 @@ extern __shared__ __align__(16) unsigned char seg_dyn[];
 __device__ __forceinline__ u32 seg_whole_cap() {
     u32 dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    return (dyn / 14u) & ~7u;
+    return (dyn / 16u) & ~7u;
 }
 
-// Insertion sort of ord[st, en) (member indices) by (key, id).
-__device__ __forceinline__ void seg_insertion_ord(u16* ord, const u64* sk, const u32* si, u32 st, u32 en) {
-    for (u32 x = st + 1; x < en; ++x) {
-        const u16 px = ord[x];
-        const u64 kx = sk[px];
-        const u32 ix = si[px];
-        u32 y = x;
-        while (y > st) {
-            const u16 py = ord[y - 1];
-            if (!seg_less(kx, ix, sk[py], si[py])) break;
-            ord[y] = py;
-            --y;
-        }
-        ord[y] = px;
-    }
-}
+// Most keys a part may hold for seg_whole_sort (each member ranks itself among its part's keys:
+// a load pair a key of the part).
+#ifndef SEG_WHOLE_PART_MAX
+#define SEG_WHOLE_PART_MAX 64u
+#endif
 
 // The tree's members (jarr[off .. off + cnt), cnt <= W) into sk / si (staged in range order)
-// and ord (their indices in (key, id) order); bins: SEG_WHOLE_BINS words (the static chunk
-// area). False: a part too full (see above); ord is then incomplete.
+// and ord (their indices in (key, id) order; ord2: the order by parts before the ranking);
+// bins: SEG_WHOLE_BINS words (the static chunk area, 16-byte aligned). False: a part too full
+// (see above); ord is then incomplete. The part counts are read and written as uint4 (a
+// thread's 8 contiguous counts: scalar accesses at that stride conflicted 8 ways), and each
+// member takes its place in its part by counting the part's smaller keys (GPU notes, H100,
+// 2026-11-26, SEG_CAT_TRACE: one thread a part sorting by insertion took 2.5-13 us of a tree's
+// 15-27 us sort, the scan 4 us, the range's reduction 3 us).
 __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt,
-                               u64* sk, u32* si, u16* ord, u32* bins, u64* sred) {
+                               u64* sk, u32* si, u16* ord, u16* ord2, u32* bins, u64* sred, u64 (&ph)[6]) {
+#define SEG_PH(i) if (SEG_CAT_TRACE) ph[i] = seg_gtime()
     __shared__ u32 s_full;
     const u32 tid = threadIdx.x, bd = blockDim.x;
     u64 mn = SEG_NO_EDGE, mx = 0;
@@ -2525,37 +2532,64 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
         mn = k < mn ? k : mn;
         mx = k > mx ? k : mx;
     });
+    SEG_PH(0);
     seg_block_minmax(mn, mx, sred);  // its barrier publishes sk / si
+    SEG_PH(1);
     const u64 span = mx - mn;
     const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
     const u32 shift = bits > SEG_WHOLE_BINS_LOG ? bits - SEG_WHOLE_BINS_LOG : 0u;
-    for (u32 j = tid; j < SEG_WHOLE_BINS; j += bd) bins[j] = 0;
+    uint4* bins4 = (uint4*)bins;
+    for (u32 j = tid; j < SEG_WHOLE_BINS / 4u; j += bd) bins4[j] = make_uint4(0u, 0u, 0u, 0u);
     if (tid == 0) s_full = 0;
     __syncthreads();
     for (u32 m = tid; m < cnt; m += bd) atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u);
     __syncthreads();
-    // Counts to starts (a block scan, SEG_WHOLE_BINS / bd parts a thread).
-    const u32 per = SEG_WHOLE_BINS / bd;
-    u32 sum = 0;
-    for (u32 b = 0; b < per; ++b) sum += bins[tid * per + b];
+    SEG_PH(2);
+    // Counts to starts: a block scan of each thread's SEG_WHOLE_BINS / bd (8 at 1 024 threads)
+    // contiguous counts, read and written two uint4 at a time.
+    const u32 q4 = SEG_WHOLE_BINS / 4u / bd;
+    u32 sum = 0, most = 0;
+    for (u32 b = 0; b < q4; ++b) {
+        const uint4 c = bins4[tid * q4 + b];
+        sum += c.x + c.y + c.z + c.w;
+        most = max(most, max(max(c.x, c.y), max(c.z, c.w)));
+    }
+    if (most > SEG_WHOLE_PART_MAX) s_full = 1;
     u32 total;
-    u32 ex = seg_block_scan(sum, &total);
-    for (u32 b = 0; b < per; ++b) {
-        const u32 d = tid * per + b, c = bins[d];
-        bins[d] = ex;
-        ex += c;
-        if (c > SEG_BUCKET_SORT_MAX) s_full = 1;
+    u32 ex = seg_block_scan(sum, &total);  // its barriers publish s_full
+    for (u32 b = 0; b < q4; ++b) {
+        const uint4 c = bins4[tid * q4 + b];
+        uint4 o;
+        o.x = ex;
+        o.y = o.x + c.x;
+        o.z = o.y + c.y;
+        o.w = o.z + c.z;
+        ex = o.w + c.w;
+        bins4[tid * q4 + b] = o;
     }
     __syncthreads();
-    if (s_full) return false;  // every thread read s_full after the barrier
-    for (u32 m = tid; m < cnt; m += bd) ord[atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u)] = (u16)m;
+    SEG_PH(3);
+    if (s_full) return false;  // every thread read s_full after the barriers
+    for (u32 m = tid; m < cnt; m += bd) ord2[atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u)] = (u16)m;
     __syncthreads();
-    // bins[d] is now the end of part d (its start: the end of part d - 1).
-    for (u32 b = 0; b < per; ++b) {
-        const u32 d = tid * per + b;
-        seg_insertion_ord(ord, sk, si, d ? bins[d - 1] : 0u, bins[d]);
+    SEG_PH(4);
+    // bins[d] is now the end of part d (its start: the end of part d - 1). Each member's place:
+    // its part's start plus the part's members before it in (key, id) order.
+    for (u32 x = tid; x < cnt; x += bd) {
+        const u16 px = ord2[x];
+        const u64 kx = sk[px];
+        const u32 ix = si[px], d = (u32)((kx - mn) >> shift);
+        const u32 st = d ? bins[d - 1] : 0u, en = bins[d];
+        u32 rank = st;
+        for (u32 y = st; y < en; ++y) {
+            const u16 py = ord2[y];
+            rank += seg_less(sk[py], si[py], kx, ix) ? 1u : 0u;
+        }
+        ord[rank] = px;
     }
     __syncthreads();
+    SEG_PH(5);
+#undef SEG_PH
     return true;
 }
 
@@ -2574,16 +2608,12 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
 // The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size kernel).
-#ifndef SEG_CAT_TRACE
-#define SEG_CAT_TRACE 0
-#endif
-__device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = SEG_CAT_BUCKET != 0,
           bool WHOLE = false>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
-    __shared__ u64 s_raw[2 * CAP];
+    __shared__ __align__(16) u64 s_raw[2 * CAP];
     __shared__ u32 hist[256], sbase[256];
     __shared__ u64 sred[64];
     __shared__ u64 sprefix;
@@ -2607,6 +2637,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
         u64 tr_t0 = SEG_CAT_TRACE ? seg_gtime() : 0, tr_sel = 0, tr_gat = 0, tr_sort = 0, tr_eval = 0, tr_m = 0;
         u32 tr_chunks = 0;
+        u64 tr_ph[6] = {0, 0, 0, 0, 0, 0};
         u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
         double int_a = cint[a];
         u32 carry_size = 0;
@@ -2630,7 +2661,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 u64* sk = (u64*)seg_dyn;
                 u32* si = (u32*)(seg_dyn + 8u * W);
                 u16* ord = (u16*)(seg_dyn + 12u * W);
-                whole = seg_whole_sort(tkey, jarr, off, cnt, sk, si, ord, (u32*)s_raw, sred);
+                whole = seg_whole_sort(tkey, jarr, off, cnt, sk, si, ord, ord + W, (u32*)s_raw, sred, tr_ph);
                 wk = sk;
                 wi = si;
                 word = ord;
@@ -2771,8 +2802,11 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (f < mm) break;
         }
         if (SEG_CAT_TRACE && tid == 0 && LARGE && cnt > CAP)
-            printf("TRACE r=%u cnt=%u chunks=%u sorted=%d whole=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu\n", r, cnt, tr_chunks,
-                   (int)sorted, (int)whole, seg_gtime() - tr_t0, tr_sel, tr_gat, tr_sort, tr_eval);
+            printf("TRACE r=%u cnt=%u chunks=%u sorted=%d whole=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu "
+                   "ph=%lld,%lld,%lld,%lld,%lld,%lld\n", r, cnt, tr_chunks, (int)sorted, (int)whole, seg_gtime() - tr_t0,
+                   tr_sel, tr_gat, tr_sort, tr_eval, (long long)(tr_ph[0] - tr_t0), (long long)(tr_ph[1] - tr_ph[0]),
+                   (long long)(tr_ph[2] - tr_ph[1]), (long long)(tr_ph[3] - tr_ph[2]), (long long)(tr_ph[4] - tr_ph[3]),
+                   (long long)(tr_ph[5] - tr_ph[4]));
         if (tid == 0) {
             size[a] = carry_size;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;

@@ -597,7 +597,7 @@ fn resident_grid(f: &CudaFunction, threads: u32, sms: u32, per_sm: u32, switch: 
 }
 
 /// Members a large tree may have for `segment_cat_block` to sort it whole in shared memory
-/// (segment.cu `SEG_CAT_WHOLE`: 14 bytes a member beside the kernel's own static shared
+/// (segment.cu `SEG_CAT_WHOLE`: 16 bytes a member beside the kernel's own static shared
 /// memory), at most `WHOLE_MAX`; 0 where the device cannot give 1 024 members' worth or with
 /// `MORPHOSCOPE_SEG_WHOLE=0`. Sets the two kernels' dynamic shared memory limit to it.
 fn whole_tree_members(gpu: &GpuContext, fs: [&CudaFunction; 2]) -> Result<u32, GpuError> {
@@ -607,7 +607,7 @@ fn whole_tree_members(gpu: &GpuContext, fs: [&CudaFunction; 2]) -> Result<u32, G
     let mut members = cap;
     for f in fs {
         let fixed = u32::try_from(f.get_attribute(F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?).unwrap_or(u32::MAX);
-        let room = optin.saturating_sub(fixed) / 14;
+        let room = optin.saturating_sub(fixed) / 16;
         members = members.min(room & !7);
     }
     if members < 1024 {
@@ -622,7 +622,7 @@ fn whole_tree_members(gpu: &GpuContext, fs: [&CudaFunction; 2]) -> Result<u32, G
 
 /// Dynamic shared memory of `segment_cat_block` for trees of up to `members` (0: none).
 fn whole_tree_bytes(members: u32) -> u32 {
-    14 * members
+    16 * members
 }
 
 /// Blocks of `segment_finish_grid` on this device: every SM's share of resident blocks of
