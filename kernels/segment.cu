@@ -2637,7 +2637,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
         u64 tr_t0 = SEG_CAT_TRACE ? seg_gtime() : 0, tr_sel = 0, tr_gat = 0, tr_sort = 0, tr_eval = 0, tr_m = 0;
         u32 tr_chunks = 0;
-        u64 tr_ph[6] = {0, 0, 0, 0, 0, 0};
+        u64 tr_ph[6] = {0, 0, 0, 0, 0, 0}, tr_ev[4] = {0, 0, 0, 0};
         u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
         double int_a = cint[a];
         u32 carry_size = 0;
@@ -2750,6 +2750,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             // is the previous member's weight: the thread's own, the lane's before (shuffle) or
             // the warp's before (swl). The thread that holds the failing step freezes, the one
             // before it hands the carried weight on (s_cw): no loads after the scan.
+            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[0] += x - tr_m; tr_m = x; }
             const u32 e0 = 2 * tid, e1 = e0 + 1, lane = tid & 31u, warp = tid >> 5;
             const bool v0 = e0 < mm, v1 = e1 < mm;
             const u32 c0 = v0 ? sid[e0] : 0u, c1 = v1 ? sid[e1] : 0u;
@@ -2760,6 +2761,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (tid == 0) sfail = mm;
             u32 total;
             const u32 x0 = seg_block_scan(s0 + s1, &total);  // its barriers publish swl and sfail
+            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[1] += x - tr_m; tr_m = x; }
             if (v0) ssr[e0] = carry_size + x0;
             if (v1) ssr[e1] = carry_size + x0 + s0;
             const double wb = __shfl_up_sync(FULL_MASK, w1, 1);
@@ -2772,6 +2774,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (!(okc0 && okr0)) atomicMin(&sfail, e0);
             else if (!(okc1 && okr1)) atomicMin(&sfail, e1);
             __syncthreads();
+            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[2] += x - tr_m; tr_m = x; }
             const u32 f = sfail;
             if (v0 && taken + e0 >= 1 && e0 < f) {
                 seg_join(link, done, round, c0, a, r);
@@ -2798,15 +2801,15 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 carry_w = s_cw;
                 merged = true;
             }
-            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_eval += x - tr_m; ++tr_chunks; }
+            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[3] += x - tr_m; tr_eval += tr_ev[0] + tr_ev[1] + tr_ev[2] + tr_ev[3]; ++tr_chunks; }
             if (f < mm) break;
         }
         if (SEG_CAT_TRACE && tid == 0 && LARGE && cnt > CAP)
             printf("TRACE r=%u cnt=%u chunks=%u sorted=%d whole=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu "
-                   "ph=%lld,%lld,%lld,%lld,%lld,%lld\n", r, cnt, tr_chunks, (int)sorted, (int)whole, seg_gtime() - tr_t0,
+                   "ph=%lld,%lld,%lld,%lld,%lld,%lld ev=%llu,%llu,%llu,%llu\n", r, cnt, tr_chunks, (int)sorted, (int)whole, seg_gtime() - tr_t0,
                    tr_sel, tr_gat, tr_sort, tr_eval, (long long)(tr_ph[0] - tr_t0), (long long)(tr_ph[1] - tr_ph[0]),
                    (long long)(tr_ph[2] - tr_ph[1]), (long long)(tr_ph[3] - tr_ph[2]), (long long)(tr_ph[4] - tr_ph[3]),
-                   (long long)(tr_ph[5] - tr_ph[4]));
+                   (long long)(tr_ph[5] - tr_ph[4]), tr_ev[0], tr_ev[1], tr_ev[2], tr_ev[3]);
         if (tid == 0) {
             size[a] = carry_size;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
@@ -3334,6 +3337,8 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish_gri
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
                                               u32 min_size, u32 n, u32* comp, const u32* __restrict__ link,
                                               u32* flist, u32* fcount, u32* rlist, u32* rcount, u32 lists) {
+    grid_dep_launch();
+    grid_dep_wait();
     SEG_BLOCK_LOOP(i, n) {
         bool px_small = false, root_small = false;
         if (i < n) {
@@ -3354,7 +3359,12 @@ extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, cons
     }
 }
 
+// The relabelling kernels (and segment_reset_done) start with grid_dep_launch / grid_dep_wait:
+// the host launches them as programmatic dependent launches like the round kernels, so each
+// one's blocks are scheduled while the kernel before it drains.
 extern "C" __global__ void segment_final(u32* comp, const u32* __restrict__ link, u32* minpix, u32 n) {
+    grid_dep_launch();
+    grid_dep_wait();
     for (u32 p = global_tid(); p < n; p += global_threads()) {
         comp[p] = seg_find(link, comp[p]);
         minpix[p] = SEG_NONE;
@@ -3362,6 +3372,8 @@ extern "C" __global__ void segment_final(u32* comp, const u32* __restrict__ link
 }
 
 extern "C" __global__ void segment_minpix(const u32* __restrict__ comp, u32* minpix, u32 width, u32 n) {
+    grid_dep_launch();
+    grid_dep_wait();
     for (u32 p = global_tid(); p < n; p += global_threads()) {
         u32 c = comp[p];
         // The first raster pixel of a segment starts a run: its left neighbour is elsewhere.
@@ -3371,6 +3383,8 @@ extern "C" __global__ void segment_minpix(const u32* __restrict__ comp, u32* min
 
 extern "C" __global__ void segment_scan_count(const u32* __restrict__ comp, const u32* __restrict__ minpix,
                                               u32* blocksum, u32 n) {
+    grid_dep_launch();
+    grid_dep_wait();
     u32 p = blockIdx.x * blockDim.x + threadIdx.x;
     int flag = (p < n && minpix[comp[p]] == p) ? 1 : 0;
     int c = __syncthreads_count(flag);
@@ -3378,6 +3392,8 @@ extern "C" __global__ void segment_scan_count(const u32* __restrict__ comp, cons
 }
 
 extern "C" __global__ void segment_scan_blocks(u32* blocksum, u32 nblocks, u32* info) {
+    grid_dep_launch();
+    grid_dep_wait();
     u32 carry = 0;
     for (u32 base = 0; base < nblocks; base += blockDim.x) {
         u32 i = base + threadIdx.x;
@@ -3392,6 +3408,8 @@ extern "C" __global__ void segment_scan_blocks(u32* blocksum, u32 nblocks, u32* 
 
 extern "C" __global__ void segment_scan_label(const u32* __restrict__ comp, const u32* __restrict__ minpix,
                                               const u32* __restrict__ blocksum, u32* rootlabel, u32 n) {
+    grid_dep_launch();
+    grid_dep_wait();
     u32 p = blockIdx.x * blockDim.x + threadIdx.x;
     bool flag = p < n && minpix[comp[p]] == p;
     u32 total;
@@ -3401,6 +3419,8 @@ extern "C" __global__ void segment_scan_label(const u32* __restrict__ comp, cons
 
 extern "C" __global__ void segment_labels(const u32* __restrict__ comp, const u32* __restrict__ rootlabel,
                                           u32* labels, u32 n) {
+    grid_dep_launch();
+    grid_dep_wait();
     for (u32 p = global_tid(); p < n; p += global_threads()) labels[p] = rootlabel[comp[p]];
 }
 

@@ -1218,14 +1218,16 @@ impl SegmentGpu {
                 _ => timed(timer, stream, name, || self.enqueue_phase(stream, &mut None, &ph))?,
             }
         }
+        // The relabelling kernels wait for the kernel before them themselves (grid_dep_wait).
+        let pdl = body.programmatic && timer.is_none();
         timed(timer, stream, "segment_relabel", || {
-            let mut l = stream.launch_builder(&self.f_final);
+            let mut l = ExLaunch::new(stream, &self.f_final, pdl);
             l.arg(&p.comp).arg(&p.link).arg(&p.minpix).arg(&nn);
             // SAFETY: grid-stride over pixels < n; link chains end at roots < n.
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
-        self.enqueue_numbering(stream, timer)?;
+        self.enqueue_numbering(stream, timer, pdl)?;
         if body.stamps {
             self.stamp(stream, "relabel", None)?;
         }
@@ -1333,7 +1335,7 @@ impl SegmentGpu {
         let ms_lists = ms && self.min_size_lists;
         if ms {
             timed(timer, stream, "segment_minsize", || {
-                let mut l = stream.launch_builder(&self.f_reset_done);
+                let mut l = ExLaunch::new(stream, &self.f_reset_done, pdl);
                 l.arg(&p.done).arg(&p.order).arg(&p.size).arg(&min_size).arg(&nn);
                 let lists = u32::from(ms_lists);
                 let (fc0, rc0) = (count_of(C_FRONTIER, 0), count_of(C_ROOTS, 0));
@@ -1593,11 +1595,13 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Raster-order numbering of `comp` (minpix must hold `SEG_NONE`).
+    /// Raster-order numbering of `comp` (minpix must hold `SEG_NONE`); `pdl`: as programmatic
+    /// dependent launches (each kernel waits for the one before it itself).
     fn enqueue_numbering(
         &self,
         stream: &Arc<CudaStream>,
         timer: &mut Option<&mut KernelTimer>,
+        pdl: bool,
     ) -> Result<(), GpuError> {
         let Some(b) = self.bufs.as_ref() else { return Ok(()) };
         let p = b.p;
@@ -1606,25 +1610,25 @@ impl SegmentGpu {
         let nblocks = blocks_for(n, SCAN_BLOCK);
         let cfg = self.stride(n);
         timed(timer, stream, "segment_relabel", || {
-            let mut l = stream.launch_builder(&self.f_minpix);
+            let mut l = ExLaunch::new(stream, &self.f_minpix, pdl);
             l.arg(&p.comp).arg(&p.minpix).arg(&w).arg(&nn);
             // SAFETY: grid-stride over pixels < n; comp values are roots < n.
             unsafe { l.launch(cfg) }?;
-            let mut l = stream.launch_builder(&self.f_scan_count);
+            let mut l = ExLaunch::new(stream, &self.f_scan_count, pdl);
             l.arg(&p.comp).arg(&p.minpix).arg(&p.blocksum).arg(&nn);
             // SAFETY: SCAN_BLOCK threads per block, one block sum each (blocksum has nblocks).
             unsafe { l.launch(cfg_scan(n)) }?;
-            let mut l = stream.launch_builder(&self.f_scan_blocks);
+            let mut l = ExLaunch::new(stream, &self.f_scan_blocks, pdl);
             l.arg(&p.blocksum).arg(&nblocks).arg(&p.info);
             // SAFETY: a single block scanning nblocks entries.
             unsafe {
                 l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_BLOCK, 1, 1), shared_mem_bytes: 0 })
             }?;
-            let mut l = stream.launch_builder(&self.f_scan_label);
+            let mut l = ExLaunch::new(stream, &self.f_scan_label, pdl);
             l.arg(&p.comp).arg(&p.minpix).arg(&p.blocksum).arg(&p.rootlabel).arg(&nn);
             // SAFETY: as scan_count; rootlabel is indexed by roots < n.
             unsafe { l.launch(cfg_scan(n)) }?;
-            let mut l = stream.launch_builder(&self.f_labels);
+            let mut l = ExLaunch::new(stream, &self.f_labels, pdl);
             l.arg(&p.comp).arg(&p.rootlabel).arg(&p.labels).arg(&nn);
             // SAFETY: grid-stride over pixels < n.
             unsafe { l.launch(cfg) }?;
@@ -1663,7 +1667,7 @@ impl SegmentGpu {
             unsafe { l.launch(self.stride(n)) }?;
             Ok(())
         })?;
-        Ok(self.enqueue_numbering(stream, &mut Some(timer))?)
+        Ok(self.enqueue_numbering(stream, &mut Some(timer), false)?)
     }
 
     /// Levels (rounds that merged) and per-phase use from the counters.
