@@ -282,10 +282,16 @@
 // predicted from the trace: its chunks re-read every member three times, 19-31 us of a 3-chunk
 // tree's 76; measured 76 -> 59 us for that tree, whole frames -20 to -40 us at k = 500, nothing
 // for trees that stop in their first chunk; crowded trees fall back to chunks, a second level
-// of parts for them cost +45 us on the clip frame), and segment_blur_edges compiled with the
-// radius and channels as constants (ncu: ~1 480 instructions a pixel; 151 -> 125 us). Building
-// 1080p 2.81 / 3.04 -> 2.77 / 2.97 ms, fruits 3.10 / 3.13 -> 3.07 / 3.08, grey 2.99 / 3.07 ->
-// 2.95 / 3.00, clip frame 3.38 / 3.31 -> 3.32 / 3.21, 4K 10.12 / 10.13 -> 9.98 / 9.97.
+// of parts for them cost +45 us on the clip frame), segment_blur_edges compiled with the radius
+// and channels as constants (ncu: ~1 480 instructions a pixel; 151 -> 125 us), then phase stamps
+// inside the whole-tree sort: the block min/max looped over 32 partials a thread (3 us), the part
+// counts' scan conflicted 8 ways (4 us), insertion sorts by one thread a part (2.5-13 us); fixed
+// (seg_block_minmax by shuffles, uint4 counts, ranks within parts), -35 to -110 us a frame, the
+// reduction also starting every chunk and giant tree; and the relabelling as programmatic
+// launches (-0 to -12 us). Building 1080p 2.81 / 3.04 -> 2.75 / 2.91 ms, fruits 3.10 / 3.13 ->
+// 3.01 / 3.00, grey 2.99 / 3.07 -> 2.90 / 2.92, clip frame 3.38 / 3.31 -> 3.25 / 3.10, 4K 10.12 /
+// 10.13 -> 9.98 / 9.93. A large tree's chunk evaluation is now its cost: three scattered loads
+// and three scattered stores a member from one SM.
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
