@@ -760,6 +760,25 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
 // counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
 // block must call it the same number of times (block-uniform loops, see SEG_BLOCK_LOOP); the
 // block size is at most 1024.
+// One warp turns the block's per-warp counts cnt[0 .. warps) into each warp's offset in the
+// list, base included (an inclusive scan by shuffles; lane 0 takes the block's range with one
+// atomicAdd). SEG_APPEND_SCAN 0 restores one thread looping over the warps' counts, then the
+// atomicAdd, then the bases read back (the serial loop sat on every block's path through the
+// append, in every round kernel).
+#ifndef SEG_APPEND_SCAN
+#define SEG_APPEND_SCAN 1
+#endif
+__device__ __forceinline__ void seg_append_scan(u32* cnt, u32* count) {
+    const u32 lane = threadIdx.x & 31u, nw = blockDim.x >> 5;
+    const u32 c = lane < nw ? cnt[lane] : 0u;
+    const u32 incl = warp_inclusive_scan(c);
+    const u32 sum = __shfl_sync(FULL_MASK, incl, 31);
+    u32 base = 0;
+    if (lane == 0 && sum) base = atomicAdd(count, sum);
+    base = __shfl_sync(FULL_MASK, base, 0);
+    if (lane < nw) cnt[lane] = base + incl - c;
+}
+
 __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
     __shared__ u32 s_warp[32];
     __shared__ u32 s_base;
@@ -767,6 +786,13 @@ __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool kee
     u32 ballot = __ballot_sync(FULL_MASK, keep);
     if (lane == 0) s_warp[warp] = (u32)__popc(ballot);
     __syncthreads();
+    if (SEG_APPEND_SCAN) {
+        if (warp == 0) seg_append_scan(s_warp, count);
+        __syncthreads();
+        if (keep) list[s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
+        __syncthreads();
+        return;
+    }
     if (threadIdx.x == 0) {
         u32 sum = 0;
         for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
@@ -793,6 +819,14 @@ __device__ __forceinline__ void seg_append_bases(const u32 (&b)[K], u32 (&s_cnt)
         for (u32 k = 0; k < K; ++k) s_cnt[k][warp] = (u32)__popc(b[k]);
     }
     __syncthreads();
+    if (SEG_APPEND_SCAN) {
+        if (warp < K) {
+            seg_append_scan(s_cnt[warp], count(warp));
+            if (lane == 0) s_base[warp] = 0;  // the base is in every warp's offset
+        }
+        __syncthreads();
+        return;
+    }
     if (threadIdx.x < K) {
         u32 k = threadIdx.x, sum = 0;
         for (u32 w = 0; w < (blockDim.x >> 5); ++w) {

@@ -1578,7 +1578,8 @@ impl SegmentGpu {
                 }
                 // After the grid: the rounds it left, from the one it recorded in info[6].
                 let a = SegFinish { resume: u32::from(self.grid_finisher), ..a };
-                let mut l = stream.launch_builder(&self.f_finish);
+                // A programmatic launch where allowed: segment_finish starts with grid_dep_wait.
+                let mut l = ExLaunch::new(stream, &self.f_finish, pdl);
                 l.arg(&a);
                 // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)
                 // over this frame's buffers, the same accesses as the round kernels (each step's
