@@ -287,11 +287,13 @@
 // inside the whole-tree sort: the block min/max looped over 32 partials a thread (3 us), the part
 // counts' scan conflicted 8 ways (4 us), insertion sorts by one thread a part (2.5-13 us); fixed
 // (seg_block_minmax by shuffles, uint4 counts, ranks within parts), -35 to -110 us a frame, the
-// reduction also starting every chunk and giant tree; and the relabelling as programmatic
-// launches (-0 to -12 us). Building 1080p 2.81 / 3.04 -> 2.75 / 2.91 ms, fruits 3.10 / 3.13 ->
-// 3.01 / 3.00, grey 2.99 / 3.07 -> 2.90 / 2.92, clip frame 3.38 / 3.31 -> 3.25 / 3.10, 4K 10.12 /
-// 10.13 -> 9.98 / 9.93. A large tree's chunk evaluation is now its cost: three scattered loads
-// and three scattered stores a member from one SM.
+// reduction also starting every chunk and giant tree; the relabelling as programmatic launches
+// (-0 to -12 us); list appends scanned by one warp's shuffles (-0 to -13 us). Building 1080p
+// 2.81 / 3.04 -> 2.74 / 2.90 ms, fruits 3.10 / 3.13 -> 3.00-3.01 / 3.00, grey 2.99 / 3.07 ->
+// 2.88 / 2.91, clip frame 3.38 / 3.31 -> 3.22 / 3.10, 4K 10.12 / 10.13 -> 9.94 / 9.92. A large
+// tree's chunk evaluation is now its cost: three scattered loads and three scattered stores a
+// member from one SM. Dropped: deferred per-pixel writes in segment_tiles (+19 us), the tiles
+// as a programmatic launch with fewer reset_done writes (+17 us on building k = 100).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
