@@ -414,34 +414,30 @@ __device__ __forceinline__ bool seg_less(u64 ka, u32 ia, u64 kb, u32 ib) {
     return ka < kb || (ka == kb && ia < ib);
 }
 
+// Swaps the (key, id) pairs a and b.
+__device__ __forceinline__ void seg_swap2(u64& ka, u32& ia, u64& kb, u32& ib) {
+    const u64 tk = ka;
+    ka = kb;
+    kb = tk;
+    const u32 ti = ia;
+    ia = ib;
+    ib = ti;
+}
+
 // Orders (key, id) pairs a <= b.
 __device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
-    if (seg_less(kb, ib, ka, ia)) {
-        u64 tk = ka;
-        ka = kb;
-        kb = tk;
-        u32 ti = ia;
-        ia = ib;
-        ib = ti;
-    }
+    if (seg_less(kb, ib, ka, ia)) seg_swap2(ka, ia, kb, ib);
 }
 
 // Orders a pixel's (key, direction) pairs by key alone: a pixel's keys are distinct (each holds
 // its edge id) except SEG_NO_EDGE, whose directions rank past the edge count and are never read.
-// (The (key, id) comparison of seg_cswap2 cost ~4 more instructions a comparator in
-// segment_blur_edges, which is issue-bound.)
+// Fewer instructions in an issue-bound kernel (segment_blur_edges); measured within noise of
+// the (key, direction) order (SEG_SORT8_KEYS 0), H100, 2026-11-26.
 #ifndef SEG_SORT8_KEYS
 #define SEG_SORT8_KEYS 1
 #endif
 __device__ __forceinline__ void seg_cswap_key(u64& ka, u32& ia, u64& kb, u32& ib) {
-    if (SEG_SORT8_KEYS ? kb < ka : seg_less(kb, ib, ka, ia)) {
-        u64 tk = ka;
-        ka = kb;
-        kb = tk;
-        u32 ti = ia;
-        ia = ib;
-        ib = ti;
-    }
+    if (SEG_SORT8_KEYS ? kb < ka : seg_less(kb, ib, ka, ia)) seg_swap2(ka, ia, kb, ib);
 }
 
 // Sorts 8 (key, direction) pairs held in registers by the 19-comparator network (fully
@@ -2049,6 +2045,20 @@ __device__ __forceinline__ void seg_each_member(const u64* __restrict__ tkey, co
     }
 }
 
+// Every member's key and id into sk / si (at its position m in the tree's range) and this
+// thread's least and greatest key into mn / mx (seg_block_minmax reduces them over the block).
+__device__ __forceinline__ void seg_stage_members(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off,
+                                                  u32 cnt, u64* sk, u32* si, u64& mn, u64& mx) {
+    mn = SEG_NO_EDGE;
+    mx = 0;
+    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
+        sk[m] = k;
+        si[m] = id;
+        mn = k < mn ? k : mn;
+        mx = k > mx ? k : mx;
+    });
+}
+
 // Of the members (jarr[off .. off + cnt)) with key > lo (every member when `all`), the key of
 // rank `need` (1-based) in key order: an MSB-first radix select, one 8-bit digit a pass, counted
 // in a shared histogram (keys are distinct except the pair's, which are the least of a tree).
@@ -2333,13 +2343,8 @@ __device__ __forceinline__ u32 seg_radix_sort(u64* sk, u32* si, u64* sk2, u32* s
 // warp (8192 at 1024 threads), red 2 x 32 u64.
 __device__ u32 seg_sort_tree(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64* sk,
                              u32* si, u64* sk2, u32* si2, u32* wcnt, u64* red) {
-    u64 kmin = SEG_NO_EDGE, kmax = 0;
-    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
-        sk[m] = k;
-        si[m] = id;
-        kmin = k < kmin ? k : kmin;
-        kmax = k > kmax ? k : kmax;
-    });
+    u64 kmin, kmax;
+    seg_stage_members(tkey, jarr, off, cnt, sk, si, kmin, kmax);
     seg_block_minmax(kmin, kmax, red);
     __syncthreads();
     return seg_radix_sort(sk, si, sk2, si2, cnt, kmin, kmax, wcnt, true);
@@ -2567,13 +2572,8 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
 #define SEG_PH(i) if (SEG_CAT_TRACE) ph[i] = seg_gtime()
     __shared__ u32 s_full;
     const u32 tid = threadIdx.x, bd = blockDim.x;
-    u64 mn = SEG_NO_EDGE, mx = 0;
-    seg_each_member(tkey, jarr, off, cnt, [&](u32 m, u32 id, u64 k) {
-        sk[m] = k;
-        si[m] = id;
-        mn = k < mn ? k : mn;
-        mx = k > mx ? k : mx;
-    });
+    u64 mn, mx;
+    seg_stage_members(tkey, jarr, off, cnt, sk, si, mn, mx);
     SEG_PH(0);
     seg_block_minmax(mn, mx, sred);  // its barrier publishes sk / si
     SEG_PH(1);
