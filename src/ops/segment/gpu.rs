@@ -1503,7 +1503,9 @@ impl SegmentGpu {
                     // tree's range, so its link/round and the tree root's size/Int/done
                     // are written by that thread (warp, block) only, as is the tree's range of the
                     // sort scratch (2n keys and ids: [off, off + count) and n past it); the block
-                    // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads.
+                    // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads;
+                    // segment_cat_block stages a whole tree only when it fits the dynamic shared
+                    // memory given here (its capacity read from %dynamic_smem_size).
                     unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
