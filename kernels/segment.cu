@@ -432,12 +432,9 @@ __device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
 // Orders a pixel's (key, direction) pairs by key alone: a pixel's keys are distinct (each holds
 // its edge id) except SEG_NO_EDGE, whose directions rank past the edge count and are never read.
 // Fewer instructions in an issue-bound kernel (segment_blur_edges); measured within noise of
-// the (key, direction) order (SEG_SORT8_KEYS 0), H100, 2026-11-26.
-#ifndef SEG_SORT8_KEYS
-#define SEG_SORT8_KEYS 1
-#endif
+// the (key, direction) order, H100, 2026-11-26.
 __device__ __forceinline__ void seg_cswap_key(u64& ka, u32& ia, u64& kb, u32& ib) {
-    if (SEG_SORT8_KEYS ? kb < ka : seg_less(kb, ib, ka, ia)) seg_swap2(ka, ia, kb, ib);
+    if (kb < ka) seg_swap2(ka, ia, kb, ib);
 }
 
 // Sorts 8 (key, direction) pairs held in registers by the 19-comparator network (fully
@@ -760,12 +757,9 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
 // block size is at most 1024.
 // One warp turns the block's per-warp counts cnt[0 .. warps) into each warp's offset in the
 // list, base included (an inclusive scan by shuffles; lane 0 takes the block's range with one
-// atomicAdd). SEG_APPEND_SCAN 0 restores one thread looping over the warps' counts, then the
-// atomicAdd, then the bases read back (the serial loop sat on every block's path through the
-// append, in every round kernel).
-#ifndef SEG_APPEND_SCAN
-#define SEG_APPEND_SCAN 1
-#endif
+// atomicAdd). GPU notes (H100, 2026-11-26): one thread looping over the warps' counts before
+// its atomicAdd sat on every block's path through every append; the scan took -0 to -13 us off
+// a 1080p frame and the finishers' spills from 36 to 8 bytes.
 __device__ __forceinline__ void seg_append_scan(u32* cnt, u32* count) {
     const u32 lane = threadIdx.x & 31u, nw = blockDim.x >> 5;
     const u32 c = lane < nw ? cnt[lane] : 0u;
@@ -779,61 +773,29 @@ __device__ __forceinline__ void seg_append_scan(u32* cnt, u32* count) {
 
 __device__ __forceinline__ void seg_append_block(u32* list, u32* count, bool keep, u32 id) {
     __shared__ u32 s_warp[32];
-    __shared__ u32 s_base;
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     u32 ballot = __ballot_sync(FULL_MASK, keep);
     if (lane == 0) s_warp[warp] = (u32)__popc(ballot);
     __syncthreads();
-    if (SEG_APPEND_SCAN) {
-        if (warp == 0) seg_append_scan(s_warp, count);
-        __syncthreads();
-        if (keep) list[s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
-        __syncthreads();
-        return;
-    }
-    if (threadIdx.x == 0) {
-        u32 sum = 0;
-        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-            u32 c = s_warp[w];
-            s_warp[w] = sum;
-            sum += c;
-        }
-        s_base = sum ? atomicAdd(count, sum) : 0u;
-    }
+    if (warp == 0) seg_append_scan(s_warp, count);
     __syncthreads();
-    if (keep) list[s_base + s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
+    if (keep) list[s_warp[warp] + (u32)__popc(ballot & ((1u << lane) - 1u))] = id;
     __syncthreads();
 }
 
-// The shared part of K block appends at once: each warp's count of ballot k (s_cnt[k][warp],
-// turned into the warp's offset in list k) and list k's base (s_base[k], one atomicAdd on
+// The shared part of K block appends at once: each warp's count of ballot k (s_cnt[k][warp]),
+// turned by warp k into the warp's offset in list k, the block's base included (one atomicAdd on
 // count(k) a block, the K side by side). Two barriers; the caller then writes its entries at
-// s_base[k] + s_cnt[k][warp] + its rank in the ballot, then syncs.
+// s_cnt[k][warp] + its rank in the ballot, then syncs.
 template <u32 K, class C>
-__device__ __forceinline__ void seg_append_bases(const u32 (&b)[K], u32 (&s_cnt)[K][32], u32 (&s_base)[K], C count) {
+__device__ __forceinline__ void seg_append_bases(const u32 (&b)[K], u32 (&s_cnt)[K][32], C count) {
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     if (lane == 0) {
 #pragma unroll
         for (u32 k = 0; k < K; ++k) s_cnt[k][warp] = (u32)__popc(b[k]);
     }
     __syncthreads();
-    if (SEG_APPEND_SCAN) {
-        if (warp < K) {
-            seg_append_scan(s_cnt[warp], count(warp));
-            if (lane == 0) s_base[warp] = 0;  // the base is in every warp's offset
-        }
-        __syncthreads();
-        return;
-    }
-    if (threadIdx.x < K) {
-        u32 k = threadIdx.x, sum = 0;
-        for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
-            u32 n = s_cnt[k][w];
-            s_cnt[k][w] = sum;
-            sum += n;
-        }
-        s_base[k] = sum ? atomicAdd(count(k), sum) : 0u;
-    }
+    if (warp < K) seg_append_scan(s_cnt[warp], count(warp));
     __syncthreads();
 }
 
@@ -851,13 +813,12 @@ __device__ __forceinline__ void seg_append_pair(u32* l0, u32* c0, bool k0, u32 i
         return;
     }
     __shared__ u32 s_cnt2[2][32];
-    __shared__ u32 s_base2[2];
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     const u32 b[2] = {__ballot_sync(FULL_MASK, k0), __ballot_sync(FULL_MASK, k1)};
-    seg_append_bases<2>(b, s_cnt2, s_base2, [&](u32 k) { return k == 0 ? c0 : c1; });
+    seg_append_bases<2>(b, s_cnt2, [&](u32 k) { return k == 0 ? c0 : c1; });
     const u32 below = (1u << lane) - 1u;
-    if (k0) l0[s_base2[0] + s_cnt2[0][warp] + (u32)__popc(b[0] & below)] = id0;
-    if (k1) l1[s_base2[1] + s_cnt2[1][warp] + (u32)__popc(b[1] & below)] = id1;
+    if (k0) l0[s_cnt2[0][warp] + (u32)__popc(b[0] & below)] = id0;
+    if (k1) l1[s_cnt2[1][warp] + (u32)__popc(b[1] & below)] = id1;
     __syncthreads();
 }
 
@@ -867,20 +828,19 @@ __device__ __forceinline__ void seg_append_pair(u32* l0, u32* c0, bool k0, u32 i
 __device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u32* c1, u32* l2, u32* c2, u32* l3,
                                                     u32* c3, u32* xcount, bool counted, u32 cls, u32 id) {
     __shared__ u32 s_cnt[5][32];
-    __shared__ u32 s_base[5];
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     u32 b[5];
 #pragma unroll
     for (u32 k = 0; k < 4; ++k) b[k] = __ballot_sync(FULL_MASK, cls == k);
     b[4] = __ballot_sync(FULL_MASK, counted);
-    seg_append_bases<5>(b, s_cnt, s_base,
+    seg_append_bases<5>(b, s_cnt,
                         [&](u32 k) { return k == 0 ? c0 : k == 1 ? c1 : k == 2 ? c2 : k == 3 ? c3 : xcount; });
     const u32 below = (1u << lane) - 1u;
 #pragma unroll
     for (u32 k = 0; k < 4; ++k) {
         if (cls == k) {
             u32* list = k == 0 ? l0 : k == 1 ? l1 : k == 2 ? l2 : l3;
-            list[s_base[k] + s_cnt[k][warp] + (u32)__popc(b[k] & below)] = id;
+            list[s_cnt[k][warp] + (u32)__popc(b[k] & below)] = id;
         }
     }
     __syncthreads();
@@ -2122,6 +2082,12 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 // digit so one warp's counters of different digits fall in different banks.
 #define SEG_WC(d, w, nw) ((d) * (nw) + ((w) ^ ((d) & ((nw) - 1u))))
 
+// The right shift that maps keys base .. base + span into 2^nlog equal parts ((k - base) >> shift).
+__device__ __forceinline__ u32 seg_part_shift(u64 span, u32 nlog) {
+    const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
+    return bits > nlog ? bits - nlog : 0u;
+}
+
 // The block's least of every thread's mn and greatest of its mx, into every thread's mn and mx
 // (red: 64 words of shared memory; blockDim.x a multiple of 32, at most 1024). The threads read
 // red after one barrier; a caller syncs again before it writes red.
@@ -2184,8 +2150,7 @@ __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restr
     const u32 per = 2048u / blockDim.x;
     while (true) {
         const u64 span = top - base;
-        const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
-        const u32 shift = bits > 11u ? bits - 11u : 0u;
+        const u32 shift = seg_part_shift(span, 11u);
         __syncthreads();  // sred and bins are free
         for (u32 j = tid; j < 2048u; j += blockDim.x) bins[j] = 0;
         if (tid == 0) sred[0] = 0;
@@ -2577,9 +2542,7 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
     SEG_PH(0);
     seg_block_minmax(mn, mx, sred);  // its barrier publishes sk / si
     SEG_PH(1);
-    const u64 span = mx - mn;
-    const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
-    const u32 shift = bits > SEG_WHOLE_BINS_LOG ? bits - SEG_WHOLE_BINS_LOG : 0u;
+    const u32 shift = seg_part_shift(mx - mn, SEG_WHOLE_BINS_LOG);
     uint4* bins4 = (uint4*)bins;
     for (u32 j = tid; j < SEG_WHOLE_BINS / 4u; j += bd) bins4[j] = make_uint4(0u, 0u, 0u, 0u);
     if (tid == 0) s_full = 0;
@@ -3057,8 +3020,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         seg_grid_sync(bar);
         // 2. Counts of the parts.
         const u64 kmin = ~__ldcg(&gs[1]), span = __ldcg(&gs[2]) - kmin;
-        const u32 bits = span == 0 ? 0u : 64u - (u32)__clzll((long long)span);
-        const u32 shift = bits > 11u ? bits - 11u : 0u;
+        const u32 shift = seg_part_shift(span, 11u);
         u32* sh = (u32*)s_raw;
         for (u32 j = tid; j < SEG_GIANT_BINS; j += bd) sh[j] = 0;
         __syncthreads();
