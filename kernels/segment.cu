@@ -51,9 +51,9 @@
 //                    (bitonic sort across the lanes, group scan, first failure by ballot), a
 //                    block of 256 per tree of up to 512 and of 1024 per larger tree (the
 //                    caterpillar in chunks of at most 2048 in key order: a tree of up to 8192
-//                    sorted once in dynamic shared memory (SEG_CAT_WHOLE), else each chunk
-//                    selected by key range and gathered part by part of that range, or the
-//                    whole tree radix-sorted above 8192 members);
+//                    sorted once in dynamic shared memory (SEG_CAT_WHOLE), else (crowded keys,
+//                    or above 8192 members) radix-sorted into scratch; the finishers select
+//                    each chunk by key range and gather it part by part of that range);
 //                    merges up to the first failing step, freezes the failing side(s). The
 //                    four kernels touch disjoint trees and run side by side (forked streams).
 //   segment_cat_giant (where the device has cooperative launch; segment_cat_block_g then
@@ -294,6 +294,15 @@
 // tree's chunk evaluation is now its cost: three scattered loads and three scattered stores a
 // member from one SM. Dropped: deferred per-pixel writes in segment_tiles (+19 us), the tiles
 // as a programmatic launch with fewer reset_done writes (+17 us on building k = 100).
+// Sixteenth pass (2026-11-26, H100, A/B in one lease each, three passes; BENCHMARKS.md): the
+// chunk selects compiled out of segment_cat_block and _g, which sort every large tree whole or
+// radix-sort it (their spills 74 / 76 -> 36 / 60 bytes): -8 to -39 us on every 1080p frame
+// (notes at SEG_CAT_WHOLE). Dropped: crowded trees sorted whole with their least weight split
+// off (clip frame -40 us, photographs +10 to +30: the code's registers), and the finisher's
+// rounds on one thread block cluster of 8 or 16 SMs with the hardware cluster barrier between
+// steps (merge finisher 74 -> 99 us at k = 100, 138 -> 162 at k = 500 on the clip frame; from
+// 32 768 or 131 072 frontier pixels slower still: a tail round waits on its longest chain of
+// dependent loads, not on barriers or threads).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
@@ -2493,7 +2502,8 @@ __device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%
 // order of 16-bit member indices), and each member moves to its rank among its part's keys. A
 // part of more than SEG_WHOLE_PART_MAX keys (members crowded into a narrow range: many with one
 // weight, keys that differ only in their edge ids) makes it give up before the scatter, and the
-// tree is walked in chunks as before.
+// tree is radix-sorted into scratch instead (seg_sort_tree; a tree of one chunk is gathered and
+// sorted at once): the whole-tree kernels never select chunks (WHOLE_ONLY in seg_cat_blocks).
 // GPU notes (H100, 2026-11-26, SEG_CAT_TRACE, the 1080p frames): before, a 4 192-member tree of
 // the clip frame took 76 us in 3 chunks (selects 31, gathers 19, evaluations 25), a 7 702-member
 // one 81 us in 2 (22 of them sorting a crowded chunk); sorted whole, 59 and 55 us (the sort
@@ -2503,6 +2513,21 @@ __device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%
 // than the chunked walk (+60-80 us a tree: the crowding repeats at every distinct weight), so
 // they fall back at once. Whole frames (two passes each against chunks only): building k = 500
 // -22 / -27 us, the clip frame k = 500 -28 / -42, the others within +-15.
+// Sixteenth pass (H100, 2026-11-26, A/B in one lease, three passes): with the whole sort, the
+// chunk selects and bucket gathers served only crowded trees, yet their code held registers in
+// segment_cat_block: ptxas spilled 74 / 76 bytes (store / load) there, 66 / 68 in _g. Crowded
+// trees radix-sorted instead and that code compiled out of the two kernels: 36 / 60 and 4 / 8
+// bytes; every 1080p frame -8 to -39 us (building 2.73 / 2.89 -> 2.72 / 2.87 ms, fruits RGB
+// 3.00 / 2.99 -> 2.98 / 2.97, grey 2.89 / 2.91 -> 2.88 / 2.88, the clip frame 3.22 / 3.08 ->
+// 3.18 / 3.04), though the two crowded trees of the clip frame's round 3 take about as long
+// radix-sorted (72-81 us, 57-66 of them the eight radix passes) as walked in chunks (67-78).
+// Tried: sorting those trees whole after all, with the tree's least weight split off (its keys,
+// which differ only in their edge ids, in half the parts by their own range; trace: 31-37 us a
+// tree), measured -40 us on the clip frame at k = 100 but +10 to +30 us on the photographs at
+// k = 500 in three forms (two part maps, a not-inlined split or sort, an increasing key map
+// applied in place), each from the registers its code took in segment_cat_block (up to 124 /
+// 136 bytes of spills); the key map on top of the compiled-out selects measured likewise (clip
+// -15 us, photographs +15 to +25 against this code).
 #ifndef SEG_CAT_WHOLE
 #define SEG_CAT_WHOLE 1
 #endif
@@ -2600,7 +2625,8 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
 
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks
-// of at most SEG_CAT_CAP members in key order: up to SEG_CAT_SORT members each chunk is
+// of at most SEG_CAT_CAP members in key order (segment_cat_block and _g: from a whole-tree sort,
+// SEG_CAT_WHOLE above, else as follows with radix sorts only): up to SEG_CAT_SORT members each chunk is
 // selected (seg_select_range: a prefix of the remaining keys of at most SEG_CAT_CAP members;
 // seg_select, the exact next SEG_CAT_CAP, with SEG_SELECT_RANGE 0), gathered into shared memory
 // and sorted by a bitonic network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable
@@ -2633,6 +2659,10 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     } else {
         nb = *lcount;
     }
+    // The whole-tree kernels never select chunks: a large tree is sorted whole in shared
+    // memory, or (crowded, larger than the shared memory holds, or none given) radix-sorted
+    // into scratch when it has more than one chunk (one chunk is gathered and sorted at once).
+    constexpr bool WHOLE_ONLY = WHOLE && LARGE && SEG_CAT_WHOLE;
     u32 tid = threadIdx.x;
     u32 ev = 0, mg = 0;
     for (u32 i = blockIdx.x; i < nb; i += gridDim.x) {
@@ -2677,7 +2707,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (SEG_CAT_TRACE) tr_m = seg_gtime();
             u32 mm;
             u32 left = cnt - taken;
-            if (LARGE && !whole && !sorted && cnt > SEG_CAT_SORT) {
+            if (LARGE && !whole && !sorted && (cnt > SEG_CAT_SORT || (WHOLE_ONLY && cnt > CAP))) {
                 sorted = true;
                 if (seg_sort_tree(tkey, jarr, off, cnt, scr_k + off, scr_i + off, scr_k + n + off, scr_i + n + off,
                                   (u32*)s_raw, sred)) {
@@ -2709,7 +2739,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 bool bucket = false;
                 u64 base = 0;
                 u32 shift = 0, last = 0;
-                if (LARGE && (left > CAP || BUCKET)) {
+                if (LARGE && !WHOLE_ONLY && (left > CAP || BUCKET)) {
                     // seg_select_range answers lo when it cannot bound a prefix (see there).
                     thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred, base, shift)
                                            : lo;

@@ -103,8 +103,9 @@ const BLOCK: u32 = 256;
 /// Threads per block of `segment_cat_block` (keep in sync with SEG_CAT_THREADS).
 const CAT_THREADS: u32 = 1024;
 /// Most members of a tree `segment_cat_block` sorts whole in shared memory (segment.cu
-/// `SEG_CAT_WHOLE`; larger trees are walked in chunks, or by `segment_cat_giant` above 8 192).
-/// Development switch `MORPHOSCOPE_SEG_WHOLE` (0: chunks only).
+/// `SEG_CAT_WHOLE`; larger or crowded trees are radix-sorted into scratch, or walked by
+/// `segment_cat_giant`). Development switch `MORPHOSCOPE_SEG_WHOLE` (0: no whole sorts, every
+/// tree of more than one chunk radix-sorted).
 const WHOLE_MAX: u32 = 8192;
 /// Threads per block of `segment_cat_mid` (keep in sync with SEG_CAT_MID_THREADS).
 const CAT_MID_THREADS: u32 = 256;
