@@ -354,6 +354,10 @@ typedef u8 seg_done_t;
 #ifndef SEG_MS_SINK
 #define SEG_MS_SINK 1
 #endif
+// Sink trees of more than 32 members merged by segment_cat_mid without a sort (seg_cat_blocks).
+#ifndef SEG_MID_SINKS
+#define SEG_MID_SINKS 1
+#endif
 // Whether root c (flag fc) is a sink (SEG_MS_SINK, min_size rounds).
 #define SEG_SINK(mode, fc) (SEG_MS_SINK && (mode) == SEG_MODE_MIN_SIZE && ((fc) & 1u) != 0)
 
@@ -1467,7 +1471,13 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
         if (join) jarr[joff[t] + (u32)before + (u32)__popc(joined & ((1u << lane) - 1u))] = v;
         bool last = listed && lane == leader && (u32)(before >> 32) == (u32)__popc(group);
         u32 c = (u32)before + (u32)__popc(joined);
-        u32 cls = !last ? 4u : c <= 8u ? 0u : c <= 32u ? 1u : c <= SEG_CAT_MID_CAP ? 2u : 3u;
+        // A sink's tree larger than that goes to the mid-size kernel too, which merges it
+        // without a sort (seg_cat_blocks).
+        u32 cls = !last ? 4u
+                  : c <= 8u ? 0u
+                  : c <= 32u ? 1u
+                  : c <= SEG_CAT_MID_CAP || (SEG_MID_SINKS && SEG_SINK(mode, (u32)done[t])) ? 2u
+                                                                                          : 3u;
         seg_append_by_class(tlist, tcount, slist, scount, mlist, mcount, blist, bcount, xcount, join, cls, t);
     }
 }
@@ -2670,6 +2680,27 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         u32 cnt = (u32)tcnt[t], off = joff[t];
         // segment_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
         if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
+        // A sink's tree (min_size rounds, SEG_MS_SINK; of any size here, segment_core): every
+        // member merges into the sink whatever the order, so no sort. The sink is the range's
+        // first member (key 0, the least there is: a member with key 0 would be the far end of
+        // edge 0, which always merges before any sink exists).
+        if (!LARGE && SEG_MID_SINKS && SEG_SINK(mode, (u32)done[t])) {
+            u32 sum = 0;
+            for (u32 m = 1u + tid; m < cnt; m += blockDim.x) sum += size[jarr[off + m]];
+            u32 total;
+            seg_block_scan(sum, &total);  // its barriers order the loads before the joins
+            for (u32 m = 1u + tid; m < cnt; m += blockDim.x) {
+                seg_join(link, done, round, jarr[off + m], t, r);
+                ++ev;
+                ++mg;
+            }
+            if (tid == 0) {
+                size[t] += total;
+                tcnt[t] = 0;
+            }
+            __syncthreads();
+            continue;
+        }
         u64 tr_t0 = SEG_CAT_TRACE ? seg_gtime() : 0, tr_sel = 0, tr_gat = 0, tr_sort = 0, tr_eval = 0, tr_m = 0;
         u32 tr_chunks = 0;
         u64 tr_ph[6] = {0, 0, 0, 0, 0, 0}, tr_ev[4] = {0, 0, 0, 0};
