@@ -2541,6 +2541,11 @@ __device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%
 #ifndef SEG_CAT_WHOLE
 #define SEG_CAT_WHOLE 1
 #endif
+// A crowded tree that fits half the whole-tree area is radix-sorted there instead of in
+// global scratch (seg_cat_blocks).
+#ifndef SEG_CROWD_SHARED
+#define SEG_CROWD_SHARED 1
+#endif
 #define SEG_WHOLE_BINS 8192u
 #define SEG_WHOLE_BINS_LOG 13u
 
@@ -2740,10 +2745,19 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             u32 left = cnt - taken;
             if (LARGE && !whole && !sorted && (cnt > SEG_CAT_SORT || (WHOLE_ONLY && cnt > CAP))) {
                 sorted = true;
-                if (seg_sort_tree(tkey, jarr, off, cnt, scr_k + off, scr_i + off, scr_k + n + off, scr_i + n + off,
-                                  (u32*)s_raw, sred)) {
-                    rk = scr_k + n + off;
-                    ri = scr_i + n + off;
+                // A crowded tree of at most half the whole-tree area is radix-sorted there, in
+                // shared memory (keys and ids twice: 24 bytes a member), else in scratch.
+                const u32 W = WHOLE_ONLY ? seg_whole_cap() : 0u;
+                const bool sm = WHOLE_ONLY && SEG_CROWD_SHARED && 2u * cnt <= W;
+                u64* k1 = sm ? (u64*)seg_dyn : scr_k + off;
+                u32* i1 = sm ? (u32*)(seg_dyn + 8u * W) : scr_i + off;
+                u64* k2 = sm ? (u64*)seg_dyn + cnt : scr_k + n + off;
+                u32* i2 = sm ? (u32*)(seg_dyn + 8u * W) + cnt : scr_i + n + off;
+                rk = k1;
+                ri = i1;
+                if (seg_sort_tree(tkey, jarr, off, cnt, k1, i1, k2, i2, (u32*)s_raw, sred)) {
+                    rk = k2;
+                    ri = i2;
                 }
             }
             if (whole) {
