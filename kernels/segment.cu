@@ -297,7 +297,11 @@
 // Sixteenth pass (2026-11-26, H100, A/B in one lease each, three passes; BENCHMARKS.md): the
 // chunk selects compiled out of segment_cat_block and _g, which sort every large tree whole or
 // radix-sort it (their spills 74 / 76 -> 36 / 60 bytes): -8 to -39 us on every 1080p frame
-// (notes at SEG_CAT_WHOLE). Dropped: crowded trees sorted whole with their least weight split
+// (notes at SEG_CAT_WHOLE); sink trees of the min_size rounds merged without a sort by
+// segment_cat_mid (SEG_MID_SINKS; the clip frame's first min_size round held a sink tree of
+// over 512 members that segment_cat_block sorted: 118 -> 69 us), -0 to -39 us; a crowded tree
+// radix-sorted in shared memory (SEG_CROWD_SHARED; spills 36 / 60 -> 16 / 8), -0 to -19 us.
+// Dropped: crowded trees sorted whole with their least weight split
 // off (clip frame -40 us, photographs +10 to +30: the code's registers), and the finisher's
 // rounds on one thread block cluster of 8 or 16 SMs with the hardware cluster barrier between
 // steps (merge finisher 74 -> 99 us at k = 100, 138 -> 162 at k = 500 on the clip frame; from
@@ -354,7 +358,10 @@ typedef u8 seg_done_t;
 #ifndef SEG_MS_SINK
 #define SEG_MS_SINK 1
 #endif
-// Sink trees of more than 32 members merged by segment_cat_mid without a sort (seg_cat_blocks).
+// Sink trees of more than 32 members merged by segment_cat_mid without a sort (seg_cat_blocks;
+// segment_core lists a sink's tree of more than SEG_CAT_MID_CAP members there too). GPU notes
+// (H100, 2026-11-26, three passes): the clip frame's first min_size round 118 -> 69 us (k =
+// 100); whole frames -39 / -23 us on the clip frame, -12 to -32 us at k = 500 on the photographs.
 #ifndef SEG_MID_SINKS
 #define SEG_MID_SINKS 1
 #endif
@@ -2537,12 +2544,14 @@ __device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%
 // k = 500 in three forms (two part maps, a not-inlined split or sort, an increasing key map
 // applied in place), each from the registers its code took in segment_cat_block (up to 124 /
 // 136 bytes of spills); the key map on top of the compiled-out selects measured likewise (clip
-// -15 us, photographs +15 to +25 against this code).
+// -1 to -25 us, photographs +6 to +36 against this code).
 #ifndef SEG_CAT_WHOLE
 #define SEG_CAT_WHOLE 1
 #endif
 // A crowded tree that fits half the whole-tree area is radix-sorted there instead of in
-// global scratch (seg_cat_blocks).
+// global scratch (seg_cat_blocks). GPU notes (H100, 2026-11-26): the clip frame's two crowded
+// trees 72-81 -> 64-72 us (the eight passes are barrier-bound either way), whole frames -0 to
+// -19 us (ptxas spilled less in segment_cat_block: 16 / 8 bytes, none in _g).
 #ifndef SEG_CROWD_SHARED
 #define SEG_CROWD_SHARED 1
 #endif
