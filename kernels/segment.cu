@@ -2718,7 +2718,12 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         u64 tr_t0 = SEG_CAT_TRACE ? seg_gtime() : 0, tr_sel = 0, tr_gat = 0, tr_sort = 0, tr_eval = 0, tr_m = 0;
         u32 tr_chunks = 0;
         u64 tr_ph[6] = {0, 0, 0, 0, 0, 0}, tr_ev[4] = {0, 0, 0, 0};
-        u32 a = t;  // the pair's smaller root: first in key order, the component R grows from
+        // The pair's smaller root, or the sink: first in key order, the component R grows from.
+        // (segment_cat_warp takes the first sorted member instead; they differ only if a sink
+        // tree's member had key 0 like the sink, i.e. edge 0 at weight 0, which merges before any
+        // sink exists: first of all edges in the merge rounds at any scale above 0, and in the
+        // first min_size round, as a mutual pair of singletons, at scale 0.)
+        u32 a = t;
         double int_a = cint[a];
         u32 carry_size = 0;
         double carry_w = 0.0;  // weight of the last merged member (Int of R after it)
