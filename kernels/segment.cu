@@ -2699,15 +2699,17 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         // first member (key 0, the least there is: a member with key 0 would be the far end of
         // edge 0, which always merges before any sink exists).
         if (!LARGE && SEG_MID_SINKS && SEG_SINK(mode, (u32)done[t])) {
+            // A member's size is read and its link, flag and round written by its thread only.
             u32 sum = 0;
-            for (u32 m = 1u + tid; m < cnt; m += blockDim.x) sum += size[jarr[off + m]];
-            u32 total;
-            seg_block_scan(sum, &total);  // its barriers order the loads before the joins
             for (u32 m = 1u + tid; m < cnt; m += blockDim.x) {
-                seg_join(link, done, round, jarr[off + m], t, r);
+                const u32 c = jarr[off + m];
+                sum += size[c];
+                seg_join(link, done, round, c, t, r);
                 ++ev;
                 ++mg;
             }
+            u32 total;
+            seg_block_scan(sum, &total);
             if (tid == 0) {
                 size[t] += total;
                 tcnt[t] = 0;
