@@ -1435,6 +1435,13 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
                                        nf, true);
 }
 
+// Member c joins the tree's component a in round r (its link and its hierarchy entry).
+__device__ __forceinline__ void seg_join(u32* link, seg_done_t* done, u16* round, u32 c, u32 a, u32 r) {
+    link[c] = a;
+    done[c] = SEG_JOINED;
+    round[c] = (u16)r;
+}
+
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
 // its tree and writes itself there, into the tree's range that segment_alloc gave it (its
 // members before the exit are at most its member count); *xcount counts the round's core
@@ -1444,11 +1451,24 @@ extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link
 // core's size from it and lists the tree for its caterpillar kernel: tiny (at most 8: a thread
 // each), small (at most 32: a warp each), mid-size (at most SEG_CAT_MID_CAP: a block of
 // SEG_CAT_MID_THREADS each) or large (a block of SEG_CAT_THREADS each).
+//
+// Weight-0 members (merge rounds, zlim = 1 << eb: a key below it is an edge of weight 0; 0
+// where a weight-0 step could fail, i.e. f32(k / n) rounds to 0, and in min_size rounds): a
+// member other than the tree's id whose least edge has weight 0 joins the tree's id here, and
+// its size is added to the id's, instead of taking a slot. Every such step passes whatever the
+// order (0 < f32(Int + k/|C|) for any Int >= 0 and |C| <= n), they all come first in key order
+// (the pair's key, the tree's least, is then of weight 0 too, and the id stays first), and
+// Int(R) after them is 0, the id's own Int (its least edge is of weight 0, so it merged only
+// along such edges): the caterpillar of the members left walks the same steps with the same
+// |R| and Int. The tree's id counts as a member; a tree of it alone is not listed. Flat
+// regions (video, upscaled frames) made trees of thousands of members whose keys crowd one
+// weight, which the large trees' kernel radix-sorted (see SEG_CROWD_SHARED).
 __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
-                 u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
-                 u32 gate, const u32* __restrict__ rlist, u32 nr) {
+                 u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, u32* ctl, u32* mctl,
+                 u32 gate, const u32* __restrict__ rlist, u32 nr, u32* link, u32* size, u16* round, u32 r, u64 zlim) {
+    u32 ev = 0;
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
@@ -1461,10 +1481,19 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
             best[v] = SEG_NO_EDGE;
         }
         bool listed = in && target[v] != SEG_NONE;
-        bool join = listed && tkey[v] < exitk[t];
+        const u64 key = listed ? tkey[v] : SEG_NO_EDGE;
+        bool core = listed && key < exitk[t];
+        // A weight-0 member joins the tree's id at once (see above).
+        const bool zero = core && key < zlim && v != t;
+        bool join = core && !zero;
+        if (zero) {
+            seg_join(link, done, round, v, t, r);
+            atomicAdd(&size[t], size[v]);
+            ++ev;
+        }
         // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
         // edge for the next round (SEG_KEEP).
-        if (SEG_KEEP && listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
+        else if (SEG_KEEP && listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
         u32 lane = threadIdx.x & 31u;
         u32 group = __match_any_sync(FULL_MASK, listed ? t : SEG_NONE);
         u32 joined = __ballot_sync(FULL_MASK, join) & group;
@@ -1478,27 +1507,31 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
         if (join) jarr[joff[t] + (u32)before + (u32)__popc(joined & ((1u << lane) - 1u))] = v;
         bool last = listed && lane == leader && (u32)(before >> 32) == (u32)__popc(group);
         u32 c = (u32)before + (u32)__popc(joined);
+        // The tree's id alone (the rest joined it above): nothing to walk.
+        if (last && c <= 1u) tcnt[t] = 0;
         // A sink's tree larger than that goes to the mid-size kernel too, which merges it
         // without a sort (seg_cat_blocks).
-        u32 cls = !last ? 4u
+        u32 cls = !last || c <= 1u ? 4u
                   : c <= 8u ? 0u
                   : c <= 32u ? 1u
                   : c <= SEG_CAT_MID_CAP || (SEG_MID_SINKS && SEG_SINK(mode, (u32)done[t])) ? 2u
                                                                                           : 3u;
         seg_append_by_class(tlist, tcount, slist, scount, mlist, mcount, blist, bcount, xcount, join, cls, t);
     }
+    seg_count(ctl, mctl, r, ev, ev);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
     segment_core(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
-                 u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, const u32* __restrict__ ctl,
-                 u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
+                 u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, u32* ctl, u32* mctl,
+                 u32 gate, const u32* __restrict__ rlist, const u32* __restrict__ rcount, u32* link, u32* size,
+                 u16* round, u32 r, u64 zlim) {
     u32 nr;
     if (!seg_round_start(ctl, gate, rcount, nr)) return;
     seg_core_body(target, tree, best, tkey, exitk, done, mode, tcnt, joff, jarr, xcount, tlist, tcount, slist, scount,
-                  mlist, mcount, blist, bcount, ctl, gate, rlist, nr);
+                  mlist, mcount, blist, bcount, ctl, mctl, gate, rlist, nr, link, size, round, r, zlim);
 }
 
 // Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
@@ -1554,13 +1587,6 @@ __device__ __forceinline__ void seg_step(u32 mode, double w, u32 sc, double ic, 
         ok_c = ok;
         ok_r = ok;
     }
-}
-
-// Member c joins the tree's component a in round r (its link and its hierarchy entry).
-__device__ __forceinline__ void seg_join(u32* link, seg_done_t* done, u16* round, u32 c, u32 a, u32 r) {
-    link[c] = a;
-    done[c] = SEG_JOINED;
-    round[c] = (u16)r;
 }
 
 // A failing caterpillar step in merge rounds: the side(s) whose own threshold failed freeze.
@@ -2991,6 +3017,7 @@ struct SegPtrs {
 struct SegFinish {
     SegPtrs p;
     double k;
+    u64 zlim;  // seg_core_body's weight-0 key limit
     u32 width, height, n, eb, mode, min_size, nctl;
     u32 first;      // global number of the phase's first round (its lists' parity counts from it)
     u32 from;       // first round run here (the rounds before it were launched)
@@ -3358,8 +3385,8 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
                        *hcount);
         SEG_FIN_SYNC();
         seg_core_body(a.p.target, a.p.tree, a.p.best, a.p.tkey, a.p.exitk, a.p.done, a.mode, a.p.tcnt, a.p.joff, a.p.jarr,
-                      xcount, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount, a.p.ctl, gate,
-                      rout, *rcout);
+                      xcount, a.p.tlist, tcount, a.p.slist, scount, a.p.mlist, mcount, a.p.blist, bcount, a.p.ctl,
+                      a.p.mctl, gate, rout, *rcout, a.p.link, a.p.size, a.p.round, r, a.zlim);
         SEG_FIN_SYNC();
         // The caterpillars (SEG_CAT_PASS names): tiny and small trees, then each larger one by
         // a whole block.

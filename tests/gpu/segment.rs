@@ -50,6 +50,22 @@ fn random_frame(rng: &mut Rng, width: usize, height: usize, channels: usize, lev
     Frame { name: format!("random{levels} {width}x{height}x{channels}"), data, width, height, channels }
 }
 
+/// Flat `block` x `block` squares of random colours (`levels` per channel): edges of weight 0
+/// inside the squares, as in flat regions of video.
+fn blocky_frame(rng: &mut Rng, width: usize, height: usize, channels: usize, levels: u64, block: usize) -> Frame {
+    let (bw, bh) = (width.div_ceil(block), height.div_ceil(block));
+    let colours: Vec<u8> =
+        (0..bw * bh * channels).map(|_| (rng.below(levels) * 255 / (levels - 1).max(1)) as u8).collect();
+    let mut data = Vec::with_capacity(width * height * channels);
+    for y in 0..height {
+        for x in 0..width {
+            let b = (y / block) * bw + x / block;
+            data.extend_from_slice(&colours[b * channels..(b + 1) * channels]);
+        }
+    }
+    Frame { name: format!("blocky{levels}/{block} {width}x{height}x{channels}"), data, width, height, channels }
+}
+
 /// Uploads and segments a frame on a given op (so hierarchy and levels can be read after).
 fn run(
     op: &mut SegmentGpu,
@@ -161,9 +177,12 @@ fn equals_cpu_model_bit_for_bit() {
     for (w, h) in [(33, 17), (1, 37), (45, 1), (1, 1), (2, 2)] {
         frames.push(random_frame(&mut rng, w, h, 3, 3));
     }
+    frames.push(blocky_frame(&mut rng, 160, 120, 3, 3, 12));
     let mut failures = Vec::new();
     for f in &frames {
-        for scale in [1.0, 100.0, 500.0] {
+        // Scale 0: no weight-0 member joins early (a weight-0 step fails there).
+        let scales: &[f64] = if f.width * f.height <= 20_000 { &[0.0, 1.0, 100.0, 500.0] } else { &[1.0, 100.0, 500.0] };
+        for &scale in scales {
             let p = params(scale);
             let mut op = SegmentGpu::new(g).unwrap();
             let out = run(&mut op, &stream, f, &p);
@@ -198,6 +217,52 @@ fn equals_cpu_model_bit_for_bit() {
         }
     }
     assert!(failures.is_empty(), "GPU differs from the CPU model: {failures:?}");
+}
+
+/// Flat regions: `segment_core` joins the weight-0 members of a tree at once instead of
+/// listing them for the caterpillars (`zero_joins`). The labels, counts and hierarchy equal the
+/// CPU model's either way, and the core members the caterpillars got are fewer with it (so
+/// the path ran), except at scale 0, where a weight-0 step fails and nothing joins early.
+#[test]
+fn weight_zero_members_join_in_core() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut rng = Rng(29);
+    let mut frames = vec![blocky_frame(&mut rng, 640, 360, 3, 4, 24), blocky_frame(&mut rng, 333, 177, 1, 3, 9)];
+    frames.extend(tiled("vtest_1080.png", 960, 540, 3));
+    for f in &frames {
+        for scale in [0.0, 100.0, 500.0] {
+            let p = params(scale);
+            let (model, mhier) = felzenszwalb_boruvka(&f.data, f.width, f.height, f.channels, &p).unwrap();
+            let mut members = Vec::new();
+            for zero_joins in [true, false] {
+                let mut op = SegmentGpu::new(g).unwrap();
+                op.zero_joins = zero_joins;
+                op.round_stamps = true;
+                let out = run(&mut op, &stream, f, &p);
+                let profile = op.round_profile(&stream).unwrap();
+                members.push(profile.iter().map(|(_, _, c)| u64::from(c[3])).sum::<u64>());
+                let (_, hier) = op.download_hierarchy(&stream).unwrap();
+                let diff = out.labels.data().iter().zip(model.labels.data()).filter(|(a, b)| a != b).count();
+                assert_eq!(diff, 0, "{} k={scale} zero_joins={zero_joins}: labels differ from the CPU model", f.name);
+                assert_eq!(
+                    (out.segment_count, out.rounds, out.min_size_rounds),
+                    (model.segment_count, model.rounds, model.min_size_rounds),
+                    "{} k={scale} zero_joins={zero_joins}",
+                    f.name
+                );
+                if let Some((r, count, ex)) = hierarchy_diff(&hier, &mhier) {
+                    panic!("{} k={scale} zero_joins={zero_joins}: hierarchy differs from round {r} on {count} entries: {}", f.name, ex.join("; "));
+                }
+            }
+            eprintln!("{} k={scale}: core members listed {} with weight-0 joins, {} without", f.name, members[0], members[1]);
+            if scale == 0.0 {
+                assert_eq!(members[0], members[1], "{} k=0: weight-0 members joined early", f.name);
+            } else {
+                assert!(members[0] < members[1], "{} k={scale}: no weight-0 member joined in segment_core", f.name);
+            }
+        }
+    }
 }
 
 /// Smooth video at 1080p grows trees of thousands to tens of thousands of members (the clip

@@ -42,7 +42,10 @@
 //!    component id (which the whole core merges into).
 //! 4. **exits**: `x(T)`, the least alive edge from a member to a component of another tree.
 //! 5. **caterpillars**: per tree, the core sorted by `(key, id)` (the pair first, smaller id
-//!    first), prefix sizes, the predicate at each step, merges up to the first failure.
+//!    first), prefix sizes, the predicate at each step, merges up to the first failure. (The
+//!    GPU's core step joins a tree's members whose least edge has weight 0 at once, at any
+//!    scale where `f32(k / n) > 0`: each such step passes whatever the order, they come first,
+//!    and `Int(R)` after them is 0, so the merges are these.)
 //!
 //! **Merge round 1** (every component a single pixel) decides only the trees that lie inside
 //! one [`TILE_W`] x [`TILE_H`] tile and have at most [`TILE_TREE`] members: the GPU decides

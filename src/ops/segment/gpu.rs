@@ -58,6 +58,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 
 use super::boruvka::{TILE_H, TILE_W, eid_bits};
+use super::cpu::threshold_f32;
 use super::{MAX_ROUNDS_LIMIT, SegmentHierarchy, SegmentOutput, SegmentParams};
 use crate::gpu::launch::{ExLaunch, alloc_zeroed, blocks_for, check_frame_size, upload_packed};
 use crate::gpu::{GpuContext, GpuError, GraphCache, KernelTimer, Readback};
@@ -377,6 +378,8 @@ struct Phase {
 struct SegFinish {
     p: Ptrs,
     k: f64,
+    /// `segment_core`'s weight-0 key limit ([`zero_key_limit`]).
+    zlim: u64,
     width: u32,
     height: u32,
     n: u32,
@@ -397,7 +400,7 @@ struct SegFinish {
 }
 
 // SAFETY: plain old data with the C layout of the kernel's struct (8-byte fields first, then
-// 4-byte ones; 360 bytes, a multiple of 8), passed by value as a kernel parameter.
+// 4-byte ones; 368 bytes, a multiple of 8), passed by value as a kernel parameter.
 unsafe impl cudarc::driver::DeviceRepr for SegFinish {}
 
 /// A captured frame: its body and the stream it replays on.
@@ -554,6 +557,11 @@ pub struct SegmentGpu {
     /// them instead of scanning every pixel for roots. Development switch
     /// `MORPHOSCOPE_SEG_TILE_ROOTS_SCAN` scans.
     pub tile_roots: bool,
+    /// Merge rounds: `segment_core` joins a tree's weight-0 members to the tree at once (every
+    /// such step passes, whatever the order), so the caterpillars sort and walk only the rest
+    /// ([`zero_key_limit`]; same result). Development switch `MORPHOSCOPE_SEG_ZERO_SORT` leaves
+    /// them to the caterpillars.
+    pub zero_joins: bool,
     /// Launched merge rounds from this one on (and every `min_size` round) take their targets and
     /// trees in one kernel (`segment_targets_trees`: one dependent step a round fewer, each walk
     /// computing the targets it passes), where their roots come as a list (not in merge round 2
@@ -568,6 +576,16 @@ impl std::fmt::Debug for SegmentGpu {
 }
 
 /// A development switch's value.
+/// `segment_core`'s weight-0 key limit: `1 << eb` (a key below it is an edge of weight 0,
+/// whose caterpillar step passes whatever the order) in merge rounds where every threshold
+/// is above 0, i.e. `f32(k / n)` does not round to 0 (thresholds are `f32(Int + k/|C|)` with
+/// `Int >= 0`, `|C| <= n`); 0 (no member is joined early) in `min_size` rounds, at scale 0 or
+/// when `enabled` is off.
+fn zero_key_limit(enabled: bool, min_size_phase: bool, k: f64, n: u32, eb: u32) -> u64 {
+    let pass = threshold_f32(0.0, k, n.max(1) as usize) > 0.0;
+    if enabled && !min_size_phase && pass { 1u64 << eb } else { 0 }
+}
+
 fn env_u32(name: &str) -> Option<u32> {
     std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
 }
@@ -792,6 +810,7 @@ impl SegmentGpu {
             init_in_tiles: std::env::var_os("MORPHOSCOPE_SEG_INIT_SEPARATE").is_none(),
             min_size_lists: std::env::var_os("MORPHOSCOPE_SEG_MS_ALL").is_none(),
             tile_roots: std::env::var_os("MORPHOSCOPE_SEG_TILE_ROOTS_SCAN").is_none(),
+            zero_joins: std::env::var_os("MORPHOSCOPE_SEG_ZERO_SORT").is_none(),
             fuse_from: env_u32("MORPHOSCOPE_SEG_FUSE_FROM").unwrap_or(FUSE_FROM),
         })
     }
@@ -1322,6 +1341,7 @@ impl SegmentGpu {
         let eb = eid_bits(n);
         let cfg = self.stride(n);
         let ms = mode == MODE_MIN_SIZE;
+        let zlim = zero_key_limit(self.zero_joins, ms, k, nn, eb);
         // Every round kernel starts while the one before it drains (programmatic dependent
         // launch; each waits on the device first) unless every launch is timed (the timer's
         // events sit between them).
@@ -1465,8 +1485,10 @@ impl SegmentGpu {
                 l.arg(&p.target).arg(&p.tree).arg(&p.best).arg(&p.tkey).arg(&p.exitk).arg(&p.done).arg(&mode);
                 l.arg(&p.tcnt).arg(&p.joff).arg(&p.jarr).arg(&xcount);
                 l.arg(&p.tlist).arg(&tcount).arg(&p.slist).arg(&scount).arg(&p.mlist).arg(&mcount);
-                l.arg(&p.blist).arg(&bcount).arg(&p.ctl).arg(&gate).arg(&rout).arg(&rcout);
-                // SAFETY: grid-stride over the active roots (ids < n); a core member's slot is
+                l.arg(&p.blist).arg(&bcount).arg(&p.ctl).arg(&p.mctl).arg(&gate).arg(&rout).arg(&rcout);
+                l.arg(&p.link).arg(&p.size).arg(&p.round).arg(&r).arg(&zlim);
+                // SAFETY: grid-stride over the active roots (ids < n); a weight-0 member joins
+                // its tree's id (< n) directly; r < NCTL; a core member's slot is
                 // below its tree's member count (its range's length, from segment_alloc, which
                 // this stream has waited for), so it lands in the tree's range inside jarr; each
                 // tree is listed once (by the group that counts its members off to 0), at most
@@ -1548,6 +1570,7 @@ impl SegmentGpu {
             let a = SegFinish {
                 p,
                 k,
+                zlim,
                 width: w,
                 height: h,
                 n: nn,
@@ -1874,9 +1897,9 @@ mod tests {
 
     #[test]
     fn finish_parameters_have_the_kernel_layout() {
-        // 37 device addresses (SegPtrs), k, 14 u32s (SegFinish in segment.cu).
+        // 37 device addresses (SegPtrs), k, zlim, 14 u32s (SegFinish in segment.cu).
         assert_eq!(std::mem::size_of::<Ptrs>(), 37 * 8);
-        assert_eq!(std::mem::size_of::<SegFinish>(), 37 * 8 + 8 + 14 * 4);
+        assert_eq!(std::mem::size_of::<SegFinish>(), 37 * 8 + 8 + 8 + 14 * 4);
         assert_eq!(std::mem::align_of::<SegFinish>(), 8);
     }
 
