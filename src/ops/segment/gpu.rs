@@ -94,9 +94,13 @@ const GIANT_WORDS: usize = 4 + 3 * 2048 / 2;
 /// 4.31 / 4.47 ms (k = 100 / 500) 3.76 / 3.72 (132), 3.71 / 3.76 (64), 3.73 / 3.72 (32),
 /// 3.75 / 3.75 (16), 3.80 / 3.80 (8). Since it is launched only in the rounds where recent
 /// frames had a giant tree ([`Body::giant`]) the photographs pay nothing (run 11: building
-/// 3.021 / 3.320 ms against 3.017 / 3.325), the clip frame 3.69 / 3.68. Development switch
-/// `MORPHOSCOPE_SEG_GIANT_BLOCKS`.
-const GIANT_BLOCKS: u32 = 32;
+/// 3.021 / 3.320 ms against 3.017 / 3.325), the clip frame 3.69 / 3.68. With the rounds
+/// around it cheaper (H100, 2026-11-26, clip frame, two passes: its giant tree of 36 793
+/// members in round 11 is now the only large tree there) 48 / 64 / 132 blocks measured 3.060 /
+/// 3.060-3.062 / 3.063-3.073 ms at k = 100 against 3.083-3.095 with 32 (k = 500: 2.923-2.938 /
+/// 2.925-2.930 / 2.922-2.932 against 2.949-2.959): more blocks sort the ~40 buckets at once.
+/// Development switch `MORPHOSCOPE_SEG_GIANT_BLOCKS`.
+const GIANT_BLOCKS: u32 = 64;
 /// Pixels per block of the relabel scan.
 const SCAN_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride kernels.
