@@ -3029,24 +3029,40 @@ struct SegFinish {
     u32 resume;     // segment_finish: start at info[SEG_INFO_RESUME] (where the grid stopped), not from
 };
 
-// Grid-wide barrier of a cooperative launch (segment_finish_grid: every block resident at
-// once). bar[0] counts the blocks that arrived, bar[1] is the barrier's generation; the last
-// block to arrive resets the count and bumps the generation, the others spin on it. The count
-// is back at 0 after every barrier, so the words need zeroing only once (at allocation). The
-// fences around it order each block's writes before the barrier against every block's reads
-// after it (release, then acquire at GPU scope; the block barriers extend them to the block).
+// Grid-wide barrier of a cooperative launch (segment_finish_grid, segment_cat_giant: every
+// block resident at once). Every block adds to bar[0] once a barrier, block 0 2^31 - (blocks -
+// 1) and the others 1, so the word grows by exactly 2^31 a barrier: its top bit flips when the
+// last block arrives, and each block spins until the bit differs from the value its own add
+// returned. The low 31 bits never change across barriers, so the word must start at 0 or 2^31
+// (zeroed at allocation; nothing resets it). The fences order each block's writes before the
+// barrier against every block's reads after it (release, then acquire at GPU scope; the block
+// barriers extend them to the block). SEG_GRID_SYNC_FLIP 0: the earlier form, where the last
+// block to arrive reset the count and bumped a generation word (bar[1]) that the others spun
+// on: three more dependent atomics and a fence on the barrier's path.
+#ifndef SEG_GRID_SYNC_FLIP
+#define SEG_GRID_SYNC_FLIP 1
+#endif
 __device__ __forceinline__ void seg_grid_sync(u32* bar) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile u32* gen = bar + 1;
-        u32 g = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
+        if (SEG_GRID_SYNC_FLIP) {
+            const u32 add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1u) : 1u;
             __threadfence();
-            atomicAdd(bar + 1, 1u);
+            const u32 old = atomicAdd(bar, add);
+            volatile u32* vb = bar;
+            while (((old ^ *vb) & 0x80000000u) == 0u) {
+            }
         } else {
-            while (*gen == g) {
+            volatile u32* gen = bar + 1;
+            u32 g = *gen;
+            __threadfence();
+            if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+                atomicExch(bar, 0u);
+                __threadfence();
+                atomicAdd(bar + 1, 1u);
+            } else {
+                while (*gen == g) {
+                }
             }
         }
         __threadfence();
@@ -3081,7 +3097,9 @@ __device__ __forceinline__ void seg_grid_sync(u32* bar) {
 // [2] greatest key, [3] members - first failing step (atomicMax), then as u32 the parts' counts
 // and cursors and the buckets' size sums (SEG_GIANT_BINS each).
 #define SEG_GIANT_BINS 2048u
+#ifndef SEG_GIANT_HALF
 #define SEG_GIANT_HALF 1024u
+#endif
 #define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
 #define SEG_XS_FAIL 0x80000000u
 // Buckets up to this many members are sorted in shared memory, larger ones by radix passes in
