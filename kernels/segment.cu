@@ -3102,6 +3102,18 @@ __device__ __forceinline__ void seg_grid_sync(u32* bar) {
 #endif
 #define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
 #define SEG_XS_FAIL 0x80000000u
+// The scatter (step 3) takes each member's slot in its part from the block's first slot there,
+// which the block's count atomic returned (SEG_GIANT_BASES; 0: a global atomic a member). GPU
+// notes (H100, 2026-11-26, SEG_CAT_TRACE, the clip frame's round 11 at k = 100, 36 793 members
+// in 36 buckets, block 0's phases): stage 3 us, counts 3, scatter 9-10 -> 5.3, bucket sorts
+// and stashes 27, steps 3.6; the whole frame within noise (three passes). Tried: ranking each
+// member within its part (as seg_whole_sort) instead of the bitonic network for buckets whose
+// parts hold at most SEG_WHOLE_PART_MAX keys: step 4 unchanged at 27 us, so the slowest bucket
+// is not one of those (an oversize or crowded one: a part of equal weights, whose keys differ
+// only in edge ids, takes the radix passes).
+#ifndef SEG_GIANT_BASES
+#define SEG_GIANT_BASES 1
+#endif
 // Buckets up to this many members are sorted in shared memory, larger ones by radix passes in
 // global memory (a test switch: SEG_GIANT_FIT=64 sends nearly every bucket through them).
 #ifndef SEG_GIANT_FIT
@@ -3134,6 +3146,10 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         const u32 cnt = (u32)__ldcg(&tcnt[t]);
         if (cnt <= SEG_CAT_GIANT) continue;
         const u32 off = joff[t], a = t;
+        // SEG_CAT_TRACE: block 0's times at the tree's start and after each barrier.
+        u64 gt[7] = {0, 0, 0, 0, 0, 0, 0};
+#define SEG_GT(i) if (SEG_CAT_TRACE && blockIdx.x == 0 && tid == 0) gt[i] = seg_gtime()
+        SEG_GT(0);
         u64* ak = scr_k + off;
         u32* ai = scr_i + off;
         u64* bk = scr_k + n + off;
@@ -3154,19 +3170,27 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             atomicMax(&gs[2], mx);
         }
         seg_grid_sync(bar);
+        SEG_GT(1);
         // 2. Counts of the parts.
         const u64 kmin = ~__ldcg(&gs[1]), span = __ldcg(&gs[2]) - kmin;
         const u32 shift = seg_part_shift(span, 11u);
+        // The block's counts, then (SEG_GIANT_BASES) its first slot in each part: the scatter
+        // below takes its members' slots from these in shared memory.
         u32* sh = (u32*)s_raw;
         for (u32 j = tid; j < SEG_GIANT_BINS; j += bd) sh[j] = 0;
         __syncthreads();
         for (u32 m = gtid; m < cnt; m += nthreads) atomicAdd(&sh[(u32)((__ldcg(&ak[m]) - kmin) >> shift)], 1u);
         __syncthreads();
         for (u32 j = tid; j < SEG_GIANT_BINS; j += bd)
-            if (sh[j]) atomicAdd(&hist[j], sh[j]);
+            if (sh[j]) {
+                const u32 base = atomicAdd(&hist[j], sh[j]);
+                if (SEG_GIANT_BASES) sh[j] = base;
+            }
         seg_grid_sync(bar);
-        // 3. Parts' starts and the buckets (the same in every block), then the scatter.
-        u32* pstart = (u32*)s_raw;
+        SEG_GT(2);
+        // 3. Parts' starts and the buckets (the same in every block), then the scatter (the
+        // starts past the block's first slots, sh).
+        u32* pstart = (u32*)s_raw + SEG_GIANT_BINS;
         const u32 j0 = 2u * tid, j1 = j0 + 1u;  // SEG_CAT_THREADS x 2 = SEG_GIANT_BINS
         const u32 h0 = __ldcg(&hist[j0]), h1 = __ldcg(&hist[j1]);
         u32 total;
@@ -3184,11 +3208,12 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         for (u32 m = gtid; m < cnt; m += nthreads) {
             const u64 key = __ldcg(&ak[m]);
             const u32 j = (u32)((key - kmin) >> shift);
-            const u32 pos = pstart[j] + atomicAdd(&cursor[j], 1u);
+            const u32 pos = pstart[j] + (SEG_GIANT_BASES ? atomicAdd(&sh[j], 1u) : atomicAdd(&cursor[j], 1u));
             bk[pos] = key;
             bi[pos] = __ldcg(&ai[m]);
         }
         seg_grid_sync(bar);
+        SEG_GT(3);
         // 4. Each block sorts whole buckets and stashes weight, |R| within the bucket and flag.
         for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
             const u32 lo = s_bs[b], mm = s_bs[b + 1] - lo;
@@ -3268,6 +3293,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             __syncthreads();
         }
         seg_grid_sync(bar);
+        SEG_GT(4);
         // 5. Every step: |R| = the bucket's carry + the stash; the least failing step.
         u32* bcarry = (u32*)s_raw;  // exclusive sums of the buckets' sizes, s_raw[nbk] = |all|
         {
@@ -3312,6 +3338,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         __syncthreads();
         if (tid == 0 && s_fail < cnt) atomicMax(&gs[3], (u64)(cnt - s_fail));
         seg_grid_sync(bar);
+        SEG_GT(5);
         // 6. The members before the first failing step join; the step's side(s) freeze.
         const u32 f = cnt - (u32)__ldcg(&gs[3]);
         for (u32 g = gtid; g < f; g += nthreads) {
@@ -3344,12 +3371,17 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             tcnt[t] = 0;
             atomicAdd(gcnt, 1u);
         }
+        if (SEG_CAT_TRACE && blockIdx.x == 0 && tid == 0)
+            printf("GIANT r=%u cnt=%u nbk=%u f=%u stage=%llu count=%llu scatter=%llu sort=%llu steps=%llu\n", r, cnt, nbk,
+                   cnt - (u32)__ldcg(&gs[3]), gt[1] - gt[0], gt[2] - gt[1], gt[3] - gt[2], gt[4] - gt[3], gt[5] - gt[4]);
         // Scratch back to zero for the next tree.
         for (u32 j = gtid; j < 3u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
         if (gtid == 0) gs[1] = gs[2] = gs[3] = 0;
         seg_grid_sync(bar);
+        SEG_GT(6);
     }
     seg_count(ctl, mctl, r, ev, mg);
+#undef SEG_GT
 }
 
 // The last rounds of a phase (segment_finish, segment_finish_grid): every step of a round (the
