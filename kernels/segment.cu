@@ -307,6 +307,15 @@
 // steps (merge finisher 74 -> 99 us at k = 100, 138 -> 162 at k = 500 on the clip frame; from
 // 32 768 or 131 072 frontier pixels slower still: a tail round waits on its longest chain of
 // dependent loads, not on barriers or threads).
+// Seventeenth pass (2026-11-26, H100, A/B in one lease, two or three passes; BENCHMARKS.md):
+// segment_core joins a tree's weight-0 members at once (notes at seg_core_body; the clip
+// frame's crowded trees of round 3 were flat regions), -0.05 to -0.08 ms on the clip frame;
+// segment_cat_giant on 64 blocks (-0.02 to -0.03 ms there) with its scatter from per-block part
+// bases; seg_grid_sync by a flipping top bit (-0.01). Dropped: every sure step (weight below
+// f32(k / S)) joined in segment_core (+0.09 to +0.14 ms on every frame: the joins' atomics moved
+// into the core step cost what the caterpillars did, and the per-tree size sums cost every
+// round); a round's kernels all on one stream (+0.02 to +0.4 ms: an empty launch in line costs
+// ~3 us, more than a fork and join).
 #include "common/blur.cuh"
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
