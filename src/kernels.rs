@@ -1,5 +1,6 @@
 //! The embedded kernel sources: every `kernels/*.cu` with the entry points it must provide, and
-//! every `kernels/common/*.cuh` header. The registry (`gpu::context`) compiles and loads them all
+//! every header they include (`kernels/common/*.cuh`, and the parts of a module too large for
+//! one file, `kernels/segment/*.cuh`). The registry (`gpu::context`) compiles and loads them all
 //! at start; the CI compile check (`tests/kernels_compile.rs`) compiles them for each target
 //! architecture. Add a module here when adding a `.cu` file.
 
@@ -9,6 +10,19 @@ use crate::gpu::KernelSource;
 pub const HEADERS: &[(&str, &str)] = &[
     ("common/util.cuh", include_str!("../kernels/common/util.cuh")),
     ("common/blur.cuh", include_str!("../kernels/common/blur.cuh")),
+    // The parts of kernels/segment.cu, which includes them in order.
+    ("segment/common.cuh", include_str!("../kernels/segment/common.cuh")),
+    ("segment/edges.cuh", include_str!("../kernels/segment/edges.cuh")),
+    ("segment/scan.cuh", include_str!("../kernels/segment/scan.cuh")),
+    ("segment/trees.cuh", include_str!("../kernels/segment/trees.cuh")),
+    ("segment/tiles.cuh", include_str!("../kernels/segment/tiles.cuh")),
+    ("segment/cat_small.cuh", include_str!("../kernels/segment/cat_small.cuh")),
+    ("segment/cat_sort.cuh", include_str!("../kernels/segment/cat_sort.cuh")),
+    ("segment/cat_large.cuh", include_str!("../kernels/segment/cat_large.cuh")),
+    ("segment/grid.cuh", include_str!("../kernels/segment/grid.cuh")),
+    ("segment/giant.cuh", include_str!("../kernels/segment/giant.cuh")),
+    ("segment/finish.cuh", include_str!("../kernels/segment/finish.cuh")),
+    ("segment/relabel.cuh", include_str!("../kernels/segment/relabel.cuh")),
 ];
 
 /// Every kernel module.

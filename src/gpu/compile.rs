@@ -1,7 +1,8 @@
 //! Kernel compilation with NVRTC, include expansion and an on-disk cache.
 //!
-//! Kernels live in `kernels/*.cu` and shared helpers in `kernels/common/*.cuh`; both are embedded
-//! in the binary (`crate::kernels::SOURCES` / `HEADERS`). `#include "common/x.cuh"` lines are
+//! Kernels live in `kernels/*.cu`, shared helpers in `kernels/common/*.cuh` and the parts of a
+//! large module in `kernels/<module>/*.cuh`; all are embedded in the binary
+//! (`crate::kernels::SOURCES` / `HEADERS`). `#include "common/x.cuh"` (or `"segment/x.cuh"`) lines are
 //! expanded textually before compilation (NVRTC has no file system view of the binary), so a
 //! module compiles the same here, in CI and on the device.
 //!
@@ -58,7 +59,7 @@ fn extra_defines() -> String {
     out
 }
 
-/// Replaces `#include "common/NAME"` lines with the embedded header text (one level, headers may
+/// Replaces `#include "NAME"` lines (a name in `headers`) with the embedded header text (one level, headers may
 /// include other headers; each header is expanded once), after the `#define` lines of
 /// `MORPHOSCOPE_KERNEL_DEFINES` (so they are part of the cache key).
 pub fn expand_includes(
@@ -90,7 +91,7 @@ fn expand_into(
                     return Err(GpuError::Compile {
                         module: module.to_owned(),
                         arch: String::new(),
-                        log: format!("header \"{name}\" is not embedded (kernels/common/*.cuh)"),
+                        log: format!("header \"{name}\" is not embedded (crate::kernels::HEADERS)"),
                     });
                 };
                 if depth < 8 && !seen.iter().any(|s| s == name) {

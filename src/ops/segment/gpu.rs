@@ -1930,7 +1930,7 @@ mod tests {
         let parts: Vec<&str> = body.split(": ").collect();
         let rust: Vec<&str> =
             parts[..parts.len() - 1].iter().map(|p| p.rsplit([' ', ',']).next().unwrap()).collect();
-        let src = include_str!("../../../kernels/segment.cu");
+        let src = include_str!("../../../kernels/segment/grid.cuh");
         let start = src.find("struct SegPtrs {").unwrap();
         let end = start + src[start..].find("};").unwrap();
         let kernel: Vec<&str> = src[start..end]

@@ -1,0 +1,192 @@
+// Step 6 for trees of up to 32 members: a thread, 8 lanes or a warp a tree (segment_cat_thread,
+// segment_cat_warp).
+// Part of kernels/segment.cu (included in order; see the notes at its top).
+
+// Step 6, trees of at most 8 members (most of them in the first rounds, where a tree averages
+// ~3 members; tlist): by groups of 8 lanes (seg_cat_tiny_body), or with SEG_TINY_LANES 0 a
+// thread per tree (seg_cat_thread_body: the members sorted by (key, id) with the
+// 19-comparator network in registers and the caterpillar walked in order).
+// The parameters of the four caterpillar kernels (the host launches them alike): the tree list
+// and its count, the sort scratch (used by segment_cat_block only), n, and the round's count of
+// giant trees (more than SEG_CAT_GIANT core members: segment_cat_block and segment_cat_giant
+// count those they walk, so the host launches segment_cat_giant in the rounds that had some).
+#define SEG_CAT_ARGS                                                                                  \
+    u32 *link, seg_done_t *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u64 *tcnt,                   \
+        const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u16 *round,                \
+        const double *__restrict__ w4, u32 eb, u32 mode, u32 min_size, double k, u32 *ctl, u32 *mctl, u32 gate, \
+        u32 r, const u32 *__restrict__ list, const u32 *__restrict__ lcount, u64 *scr_k, u32 *scr_i, u32 n,  \
+        u32 *gcnt
+#define SEG_CAT_PASS                                                                                    \
+    link, done, size, cint, tkey, tcnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
+        list, lcount, scr_k, scr_i, n, gcnt
+
+__device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
+    u32 ev = 0, mg = 0;
+    for (u32 i = global_tid(); i < nt; i += global_threads()) {
+        u32 t = list[i];
+        u32 cnt = (u32)tcnt[t], off = joff[t];
+        u64 kk[8];
+        u32 id[8];
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) {
+            kk[j] = SEG_NO_EDGE;
+            id[j] = SEG_NONE;
+            if (j < cnt) {
+                id[j] = jarr[off + j];
+                kk[j] = tkey[id[j]];
+            }
+        }
+        seg_sort8(kk, id);
+        // Every member's words at once (the steps below only depend on them, not on each
+        // other's loads).
+        u32 sz[8];
+        double ci[8], wt[8];
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) {
+            sz[j] = 0;
+            ci[j] = 0.0;
+            wt[j] = 0.0;
+            if (j < cnt) {
+                sz[j] = size[id[j]];
+                ci[j] = cint[id[j]];
+                if (j > 0) wt[j] = w4[seg_eid(kk[j], eb)];
+            }
+        }
+        u32 a = id[0];
+        u32 sr = sz[0];
+        double ir = ci[0];
+        bool merged = false;
+#pragma unroll
+        for (u32 j = 1; j < 8; ++j) {
+            if (j < cnt) {
+                u32 c = id[j];
+                double w = wt[j];
+                u32 sc = sz[j];
+                bool ok_c, ok_r;
+                seg_step(mode, w, sc, ci[j], sr, ir, k, min_size, ok_c, ok_r);
+                if (!(ok_c && ok_r)) {
+                    ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
+                    cnt = j;  // stop here
+                } else {
+                    seg_join(link, done, round, c, a, r);
+                    sr += sc;
+                    ir = w;
+                    merged = true;
+                    ++ev;
+                    ++mg;
+                }
+            }
+        }
+        size[a] = sr;
+        if (mode == SEG_MODE_MIN_SIZE) done[a] = sr >= min_size;
+        if (mode == SEG_MODE_MERGE && merged) cint[a] = ir;
+        tcnt[t] = 0;
+    }
+    seg_count(ctl, mctl, r, ev, mg);
+}
+
+// Step 6 by groups of W lanes, a tree a group: trees of at most 32 members (slist, W = 32, a
+// warp per tree) and, with SEG_TINY_LANES, the trees of at most 8 (tlist, W = 8, four trees a
+// warp). Lane i of a group holds member i after a bitonic sort by (key, id) across the group's
+// lanes; lane 0 is the pair's smaller root (the tree id, which the others join). A group scan
+// gives each step's |R|, the previous lane's weight its Int; the first failing step (ballot)
+// ends the merges; a failing side freezes (merge rounds). The groups of a warp stride together
+// (every lane reaches every shuffle); a group past the list's end holds no members.
+template <u32 W>
+__device__ __forceinline__ void seg_cat_lanes_body(SEG_CAT_ARGS, u32 ns) {
+    const u32 lane = threadIdx.x & 31u, gl = lane & (W - 1u);
+    const u32 per = 32u / W;
+    const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
+    u32 ev = 0, mg = 0;
+    for (u32 base = warp * per; base < ns; base += nwarps * per) {
+        const u32 i = base + lane / W;
+        u32 t = 0, cnt = 0, off = 0;
+        if (i < ns) {
+            t = list[i];
+            cnt = (u32)tcnt[t];
+            off = joff[t];
+        }
+        bool valid = gl < cnt;
+        u64 key = SEG_NO_EDGE;
+        u32 id = SEG_NONE;
+        if (valid) {
+            id = jarr[off + gl];
+            key = tkey[id];
+        }
+#pragma unroll
+        for (u32 kk = 2; kk <= W; kk <<= 1) {
+#pragma unroll
+            for (u32 j = kk >> 1; j > 0; j >>= 1) {
+                u64 ok = __shfl_xor_sync(FULL_MASK, key, j);
+                u32 oi = __shfl_xor_sync(FULL_MASK, id, j);
+                bool lower = ((gl & kk) == 0) == ((gl & j) == 0);
+                if (lower ? seg_less(ok, oi, key, id) : seg_less(key, id, ok, oi)) {
+                    key = ok;
+                    id = oi;
+                }
+            }
+        }
+        u32 a = __shfl_sync(FULL_MASK, id, 0, W);
+        double w = valid ? w4[seg_eid(key, eb)] : 0.0;
+        u32 sz = valid ? size[id] : 0u;
+        double ci = valid ? cint[id] : 0.0;
+        u32 incl = sz;
+#pragma unroll
+        for (u32 o = 1; o < W; o <<= 1) {
+            const u32 y = __shfl_up_sync(FULL_MASK, incl, o, W);
+            if (gl >= o) incl += y;
+        }
+        u32 sr = incl - sz;
+        double wprev = __shfl_up_sync(FULL_MASK, w, 1, W);
+        double c0 = __shfl_sync(FULL_MASK, ci, 0, W);
+        double ir = gl == 1 ? c0 : wprev;
+        bool ok_c = true, ok_r = true;
+        if (valid && gl >= 1) seg_step(mode, w, sz, ci, sr, ir, k, min_size, ok_c, ok_r);
+        u32 fail = __ballot_sync(FULL_MASK, !(ok_c && ok_r));
+        if (W < 32) fail = (fail >> (lane - gl)) & ((1u << (W & 31u)) - 1u);
+        u32 f = fail ? (u32)(__ffs(fail) - 1) : cnt;
+        u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & (W - 1u), W);
+        double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & (W - 1u), W);
+        if (gl >= 1 && gl < f) {
+            seg_join(link, done, round, id, a, r);
+            ++ev;
+            ++mg;
+        }
+        if (valid && gl == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
+        if (gl == 0 && cnt > 0) {
+            size[a] = total;
+            if (mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
+            if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
+            tcnt[t] = 0;
+        }
+    }
+    seg_count(ctl, mctl, r, ev, mg);
+}
+
+__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) { seg_cat_lanes_body<32>(SEG_CAT_PASS, ns); }
+
+// The trees of at most 8 members by groups of 8 lanes (seg_cat_lanes_body) instead of a thread
+// each (SEG_TINY_LANES 0): a thread per tree holds 8 keys, ids, sizes, Ints and weights (86
+// registers, a quarter of an SM's threads) and walks its loads member by member.
+#ifndef SEG_TINY_LANES
+#define SEG_TINY_LANES 1
+#endif
+__device__ __forceinline__ void seg_cat_tiny_body(SEG_CAT_ARGS, u32 nt) {
+    if (SEG_TINY_LANES) seg_cat_lanes_body<8>(SEG_CAT_PASS, nt);
+    else seg_cat_thread_body(SEG_CAT_PASS, nt);
+}
+
+#ifndef SEG_TINY_BLOCKS
+#define SEG_TINY_BLOCKS 6
+#endif
+extern "C" __global__ void __launch_bounds__(256, SEG_TINY_BLOCKS) segment_cat_thread(SEG_CAT_ARGS) {
+    u32 nt;
+    if (!seg_round_start(ctl, gate, lcount, nt)) return;
+    seg_cat_tiny_body(SEG_CAT_PASS, nt);
+}
+
+extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
+    u32 ns;
+    if (!seg_round_start(ctl, gate, lcount, ns)) return;
+    seg_cat_warp_body(SEG_CAT_PASS, ns);
+}
