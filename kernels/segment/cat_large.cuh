@@ -289,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
     seg_cat_blocks<SEG_CAT_MID_CAP, false>(SEG_CAT_PASS);
 }
 
-// Per-round list counts (src/ops/segment/gpu.rs C_*; kind * nctl + round).
+// Per-round list counts (src/ops/segment/gpu/tuning.rs C_*; kind * nctl + round).
 #define SEG_C_FRONTIER 0u
 #define SEG_C_ROOTS 1u
 #define SEG_C_TREES 2u

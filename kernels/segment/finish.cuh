@@ -98,7 +98,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
 }
 
 // The last rounds of a phase in one block of SEG_CAT_THREADS threads (seg_finish_rounds). The
-// launched rounds before it are the adaptive caps (src/ops/segment/gpu.rs), so the tail of
+// launched rounds before it are the adaptive caps (src/ops/segment/gpu/), so the tail of
 // small rounds costs no launches and no gated empty rounds, and a frame that needs a few more
 // rounds than its caps is finished here instead of run again. One block is sure to be resident
 // wherever it runs; segment_finish_grid is the same over a whole cooperative grid.

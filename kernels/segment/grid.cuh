@@ -1,10 +1,10 @@
-// The finishers' parameter structs (mirrored by src/ops/segment/gpu.rs) and the grid-wide
+// The finishers' parameter structs (mirrored by src/ops/segment/gpu/mod.rs) and the grid-wide
 // barrier of the cooperative kernels.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
-// Everything segment_finish touches (SegFinish in src/ops/segment/gpu.rs, the same layout:
-// device addresses, then k, then the u32 scalars).
-// The buffers' addresses (Ptrs in src/ops/segment/gpu.rs, #[repr(C)]: the same fields in the
+// Everything segment_finish touches (SegFinish in src/ops/segment/gpu/mod.rs, the same layout:
+// device addresses, then k and zlim, then the u32 scalars).
+// The buffers' addresses (Ptrs in src/ops/segment/gpu/mod.rs, #[repr(C)]: the same fields in the
 // same order; segment_finish reads all but the relabelling's and the stamps).
 struct SegPtrs {
     const double* w4;
