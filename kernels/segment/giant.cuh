@@ -36,8 +36,10 @@
 // and stashes 27, steps 3.6; the whole frame within noise (three passes). Tried: ranking each
 // member within its part (as seg_whole_sort) instead of the bitonic network for buckets whose
 // parts hold at most SEG_WHOLE_PART_MAX keys: step 4 unchanged at 27 us, so the slowest bucket
-// is not one of those (an oversize or crowded one: a part of equal weights, whose keys differ
-// only in edge ids, takes the radix passes).
+// is not one of those. Per-bucket stamps (SEG_CAT_TRACE, GBUCKET lines) then showed every bucket
+// fitting shared memory (948-1 057 members) and taking 15-46 us (median 25; 1 024 members: 15,
+// more pad to a 2 048-element network), so the ranking was most likely refused by most buckets
+// (one part of more than 64 keys sends a bucket to the network; not measured).
 #ifndef SEG_GIANT_BASES
 #define SEG_GIANT_BASES 1
 #endif
@@ -145,6 +147,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
             const u32 lo = s_bs[b], mm = s_bs[b + 1] - lo;
             const bool fits = mm <= SEG_GIANT_FIT;
+            const u64 tb0 = SEG_CAT_TRACE ? seg_gtime() : 0;
             if (fits) {
                 u32 pw = 64u;
                 while (pw < mm) pw <<= 1;
@@ -216,6 +219,9 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
                 }
                 carry += step_total;
             }
+            if (SEG_CAT_TRACE && tid == 0)
+                printf("GBUCKET r=%u b=%u/%u members=%u fits=%d total=%llu\n", r, b, nbk, mm, (int)fits,
+                       seg_gtime() - tb0);
             if (tid == 0) bsum[b] = carry;
             __syncthreads();
         }
