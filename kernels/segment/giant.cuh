@@ -30,16 +30,19 @@
 #define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
 #define SEG_XS_FAIL 0x80000000u
 // The scatter (step 3) takes each member's slot in its part from the block's first slot there,
-// which the block's count atomic returned (SEG_GIANT_BASES; 0: a global atomic a member). GPU
-// notes (H100, 2026-11-26, SEG_CAT_TRACE, the clip frame's round 11 at k = 100, 36 793 members
-// in 36 buckets, block 0's phases): stage 3 us, counts 3, scatter 9-10 -> 5.3, bucket sorts
-// and stashes 27, steps 3.6; the whole frame within noise (three passes). Tried: ranking each
-// member within its part (as seg_whole_sort) instead of the bitonic network for buckets whose
-// parts hold at most SEG_WHOLE_PART_MAX keys: step 4 unchanged at 27 us, so the slowest bucket
-// is not one of those. Per-bucket stamps (SEG_CAT_TRACE, GBUCKET lines) then showed every bucket
-// fitting shared memory (948-1 057 members) and taking 15-46 us (median 25; 1 024 members: 15,
-// more pad to a 2 048-element network), so the ranking was most likely refused by most buckets
-// (one part of more than 64 keys sends a bucket to the network; not measured).
+// which the block's count atomic returned (SEG_GIANT_BASES; 0: a global atomic a member). Step 4
+// sorts a bucket whose parts hold at most SEG_GIANT_RANK_MAX keys by each member counting the
+// keys before it in its part (0: every bucket by the bitonic network). GPU notes (H100,
+// 2026-11-26, SEG_CAT_TRACE, the clip frame's round 11 at k = 100, 36 793 members in 36
+// buckets): block 0's phases stage 3 us, counts 3, scatter 9-10 -> 5.3 (bases), bucket sorts
+// and stashes 27, steps 3.6; per bucket (GBUCKET lines) every one fitted shared memory (948-1 057
+// members) and took 15-46 us by the network (median 25; over 1 024 members it pads to 2 048),
+// 3.6-11 by ranks (median 8.6) with parts of up to 256 keys (up to 64: step 4 unchanged).
+// Whole frame, three passes: clip frame 3.050-3.059 -> 3.032-3.038 ms (k = 100), 2.918-2.929 ->
+// 2.898-2.908 (k = 500); the photographs have no giant tree.
+#ifndef SEG_GIANT_RANK_MAX
+#define SEG_GIANT_RANK_MAX 256u
+#endif
 #ifndef SEG_GIANT_BASES
 #define SEG_GIANT_BASES 1
 #endif
@@ -119,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         SEG_GT(2);
         // 3. Parts' starts and the buckets (the same in every block), then the scatter (the
         // starts past the block's first slots, sh).
-        u32* pstart = (u32*)s_raw + SEG_GIANT_BINS;
+        u32* pstart = (u32*)s_raw + 3u * SEG_CAT_CAP;  // past a bucket's keys and ids (step 4)
         const u32 j0 = 2u * tid, j1 = j0 + 1u;  // SEG_CAT_THREADS x 2 = SEG_GIANT_BINS
         const u32 h0 = __ldcg(&hist[j0]), h1 = __ldcg(&hist[j1]);
         u32 total;
@@ -144,20 +147,50 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         seg_grid_sync(bar);
         SEG_GT(3);
         // 4. Each block sorts whole buckets and stashes weight, |R| within the bucket and flag.
+        // A bucket holds whole parts, each in a range of its own: with SEG_GIANT_RANK_MAX, a
+        // bucket whose parts hold at most that many keys is sorted by each member counting the
+        // keys before it in its part (written back to half B), else by the bitonic network.
+        // (The radix passes of an oversize bucket take all of s_raw, the parts' starts too: the
+        // block's later buckets then use the network.)
+        bool pvalid = SEG_GIANT_RANK_MAX != 0;
         for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
             const u32 lo = s_bs[b], mm = s_bs[b + 1] - lo;
             const bool fits = mm <= SEG_GIANT_FIT;
+            bool ranked = false;
             const u64 tb0 = SEG_CAT_TRACE ? seg_gtime() : 0;
             if (fits) {
                 u32 pw = 64u;
                 while (pw < mm) pw <<= 1;
+                if (tid == 0) s_fail = 0;  // here: a part of the bucket too full to rank in
+                __syncthreads();
                 for (u32 e = tid; e < pw; e += bd) {
-                    skey[e] = e < mm ? __ldcg(&bk[lo + e]) : SEG_NO_EDGE;
+                    const u64 key = e < mm ? __ldcg(&bk[lo + e]) : SEG_NO_EDGE;
+                    skey[e] = key;
                     sid[e] = e < mm ? __ldcg(&bi[lo + e]) : SEG_NONE;
+                    if (pvalid && e < mm) {
+                        const u32 j = (u32)((key - kmin) >> shift);
+                        const u32 pe = j + 1u < SEG_GIANT_BINS ? pstart[j + 1u] : cnt;
+                        if (pe - pstart[j] > SEG_GIANT_RANK_MAX) s_fail = 1;
+                    }
                 }
                 __syncthreads();
-                seg_sort_chunk(skey, sid, pw);
+                ranked = pvalid && !s_fail;
+                if (ranked) {
+                    for (u32 x = tid; x < mm; x += bd) {
+                        const u64 kx = skey[x];
+                        const u32 ix = sid[x], j = (u32)((kx - kmin) >> shift);
+                        const u32 ps = pstart[j] - lo, pe = (j + 1u < SEG_GIANT_BINS ? pstart[j + 1u] : cnt) - lo;
+                        u32 rank = ps;
+                        for (u32 y = ps; y < pe; ++y) rank += seg_less(skey[y], sid[y], kx, ix) ? 1u : 0u;
+                        bk[lo + rank] = kx;
+                        bi[lo + rank] = ix;
+                    }
+                    __syncthreads();
+                } else {
+                    seg_sort_chunk(skey, sid, pw);
+                }
             } else {
+                pvalid = false;
                 // One part holds more than SEG_GIANT_HALF members: radix passes over the digits
                 // where its keys differ, half B <-> half A, the result back in half B.
                 u64 bmn = SEG_NO_EDGE, bmx = 0;
@@ -187,8 +220,8 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
                 for (u32 u = 0; u < 2; ++u) {
                     const u32 e = c0 + 2u * tid + u;
                     if (e < mm) {
-                        key[u] = fits ? skey[e] : __ldcg(&bk[lo + e]);
-                        c[u] = fits ? sid[e] : __ldcg(&bi[lo + e]);
+                        key[u] = fits && !ranked ? skey[e] : __ldcg(&bk[lo + e]);
+                        c[u] = fits && !ranked ? sid[e] : __ldcg(&bi[lo + e]);
                     }
                 }
 #pragma unroll
@@ -214,14 +247,14 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
                                               : sz[u] >= min_size;
                         ak[g] = (u64)__double_as_longlong(w[u]);
                         ai[g] = (carry + x + (u == 1 ? sz[0] : 0u)) | (flag ? SEG_XS_FAIL : 0u);
-                        if (fits) bk[g] = key[u], bi[g] = c[u];
+                        if (fits && !ranked) bk[g] = key[u], bi[g] = c[u];
                     }
                 }
                 carry += step_total;
             }
             if (SEG_CAT_TRACE && tid == 0)
-                printf("GBUCKET r=%u b=%u/%u members=%u fits=%d total=%llu\n", r, b, nbk, mm, (int)fits,
-                       seg_gtime() - tb0);
+                printf("GBUCKET r=%u b=%u/%u members=%u fits=%d ranked=%d total=%llu\n", r, b, nbk, mm, (int)fits,
+                       (int)ranked, seg_gtime() - tb0);
             if (tid == 0) bsum[b] = carry;
             __syncthreads();
         }
