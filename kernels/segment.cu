@@ -310,8 +310,9 @@
 // Seventeenth pass (2026-11-26, H100, A/B in one lease, two or three passes; BENCHMARKS.md):
 // segment_core joins a tree's weight-0 members at once (notes at seg_core_body; the clip
 // frame's crowded trees of round 3 were flat regions), -0.05 to -0.08 ms on the clip frame;
-// segment_cat_giant on 64 blocks (-0.02 to -0.03 ms there) with its scatter from per-block part
-// bases; seg_grid_sync by a flipping top bit (-0.01). Dropped: every sure step (weight below
+// segment_cat_giant on 64 blocks (-0.02 to -0.03 ms there), its scatter from per-block part
+// bases and its buckets ranked within their parts (-0.02); seg_grid_sync by a flipping top bit
+// (-0.01). Dropped: every sure step (weight below
 // f32(k / S)) joined in segment_core (+0.09 to +0.14 ms on every frame: the joins' atomics moved
 // into the core step cost what the caterpillars did, and the per-tree size sums cost every
 // round); a round's kernels all on one stream (+0.02 to +0.4 ms: an empty launch in line costs
