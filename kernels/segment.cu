@@ -56,6 +56,9 @@
 //                    each chunk by key range and gather it part by part of that range);
 //                    merges up to the first failing step, freezes the failing side(s). The
 //                    four kernels touch disjoint trees and run side by side (forked streams).
+//   segment_cat_small / segment_cat_small_mid (from SegmentGpu::cat_fuse_from, round 2):
+//                    the tiny and small trees' lanes in one launch instead of two branches,
+//                    joined by the mid-size trees' blocks from round 4 (cat_fuse_mid_from)
 //   segment_cat_giant (where the device has cooperative launch; segment_cat_block_g then
 //                    leaves it the trees above SEG_CAT_GIANT members): those trees over a
 //                    cooperative grid, a bucket sort across its blocks, every step evaluated

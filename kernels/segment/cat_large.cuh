@@ -19,7 +19,7 @@
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size kernel).
 template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = SEG_CAT_BUCKET != 0,
-          bool WHOLE = false>
+          bool WHOLE = false, bool REVERSE = false>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
@@ -44,7 +44,9 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     constexpr bool WHOLE_ONLY = WHOLE && LARGE && SEG_CAT_WHOLE;
     u32 tid = threadIdx.x;
     u32 ev = 0, mg = 0;
-    for (u32 i = blockIdx.x; i < nb; i += gridDim.x) {
+    // REVERSE (segment_cat_small_mid): the grid's last block takes the first tree (the lanes
+    // there take the tiny and small trees from the grid's first warps).
+    for (u32 i = REVERSE ? gridDim.x - 1u - blockIdx.x : blockIdx.x; i < nb; i += gridDim.x) {
         u32 t = list[i];
         u32 cnt = (u32)tcnt[t], off = joff[t];
         // segment_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
@@ -300,3 +302,50 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 #define SEG_C_TINY 7u
 #define SEG_C_MID 8u
 #define SEG_C_GIANT 9u
+
+// The tiny, small and (MID) mid-size trees' caterpillars in one launch of SEG_CAT_MID_THREADS
+// threads a block (the host launches it from SegmentGpu::cat_fuse_from on): the mid-size trees
+// by blocks from the grid's end, then the tiny and small ones by the lanes of every warp from
+// the grid's start (the tiny ones always by groups of 8 lanes, whatever SEG_TINY_LANES). One
+// launch and one branch a round instead of three. Its own list (SEG_CAT_ARGS) is the tiny
+// trees'. GPU notes (H100, 2026-11-27; see src/ops/segment/gpu/tuning.rs CAT_FUSE_FROM): fused
+// from round 2 (mid-size trees from round 4) the 1080p frames took 30-80 us less at k = 100 and
+// 30-50 us at k = 500, building 4K 20-40 us. Leaving the blocks that walked mid-size trees out
+// of the lanes' share (at most half the grid on those trees) was slower at every size (building
+// 4K +90 to +120 us, 1080p up to +20 us, against the same settings in other leases).
+template <bool MID>
+__device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __restrict__ slist,
+                                                   const u32* __restrict__ scount, const u32* __restrict__ mlist,
+                                                   const u32* __restrict__ mcount) {
+    u32 nt;
+    if (!seg_round_start(ctl, gate, lcount, nt)) return;
+    if (MID) {
+        const u32* list = mlist;
+        const u32* lcount = mcount;
+        seg_cat_blocks<SEG_CAT_MID_CAP, false, false, false, SEG_CAT_BUCKET != 0, false, true>(SEG_CAT_PASS);
+    }
+    seg_cat_lanes_body<8>(SEG_CAT_PASS, nt);
+    {
+        const u32* list = slist;
+        seg_cat_lanes_body<32>(SEG_CAT_PASS, *scount);
+    }
+}
+
+// Blocks an SM keeps of segment_cat_small (and _mid): the registers ptxas may use (4: 62 / 64,
+// no spills). GPU notes (H100, 2026-11-27, fused from round 2): 5 (48 registers) measured
+// within noise to +20 us at 1080p, 6 (40, 76 / 100 bytes spilled in _mid) +30 to +80 us at
+// 1080p and +270 us at 4K.
+#ifndef SEG_SMALL_BLOCKS
+#define SEG_SMALL_BLOCKS 4
+#endif
+extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS, SEG_SMALL_BLOCKS)
+    segment_cat_small(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
+                      const u32* __restrict__ mlist, const u32* __restrict__ mcount) {
+    seg_cat_small_body<false>(SEG_CAT_PASS, slist, scount, mlist, mcount);
+}
+
+extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS, SEG_SMALL_BLOCKS)
+    segment_cat_small_mid(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
+                          const u32* __restrict__ mlist, const u32* __restrict__ mcount) {
+    seg_cat_small_body<true>(SEG_CAT_PASS, slist, scount, mlist, mcount);
+}

@@ -556,6 +556,52 @@ fn programmatic_and_side_stream_launches_change_nothing() {
     }
 }
 
+/// The tiny, small and mid-size trees' caterpillars in one launch (`segment_cat_small`, `_mid`),
+/// from round 2 or from later rounds, give the labels and hierarchy of the separate kernels on
+/// side streams, in direct launches and graph replays; per-launch timing shows which kernels ran.
+#[test]
+fn fused_caterpillar_launches_change_nothing() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut cases = photo_and_video(1280, 720);
+    let mut rng = Rng(31);
+    cases.push((blocky_frame(&mut rng, 640, 360, 3, 4, 24), params(100.0)));
+    // (caterpillars fused from, mid-size trees with them from, large trees' kernel in line from)
+    let setups: [(u32, u32, u32); 5] = [(2, 2, 0), (2, 0, 0), (2, 4, 0), (2, 4, 6), (5, 9, 0)];
+    for (f, p) in cases {
+        let (want, want_h) = reference(g, &stream, &f, &p, |op| {
+            op.cat_fuse_from = 0;
+            op.block_inline_from = 0;
+        });
+        for (cat_from, mid_from, inline_from) in setups {
+            let configure = |op: &mut SegmentGpu| {
+                op.cat_fuse_from = cat_from;
+                op.cat_fuse_mid_from = mid_from;
+                op.block_inline_from = inline_from;
+            };
+            let what = format!("caterpillars fused from {cat_from}, mid-size from {mid_from}, large in line from {inline_from}");
+            let mut op = SegmentGpu::new(g).unwrap();
+            configure(&mut op);
+            assert_runs_equal(&mut op, &stream, &f, &p, 3, &want, &want_h, &what);
+            // Timed launch by launch, every round launched (no finisher): the kernels that ran.
+            let mut timed = SegmentGpu::new(g).unwrap();
+            configure(&mut timed);
+            timed.detailed_timing = true;
+            timed.finisher = false;
+            let mut timer = KernelTimer::new();
+            let input = stream.clone_htod(&f.data).unwrap();
+            timed.enqueue_channels(&stream, &mut timer, &input, f.width, f.height, f.channels, &p).unwrap();
+            let got = timed.download(&stream).unwrap();
+            assert_eq!(&got, &want, "{} k={} {what}, timed", f.name, p.scale);
+            let regions: Vec<&str> = timer.read().unwrap().iter().map(|(name, _)| *name).collect();
+            let ran = |kernel: &str| regions.contains(&kernel);
+            assert!(ran("segment_cat_small"), "{} {what}: no segment_cat_small in {regions:?}", f.name);
+            assert_eq!(ran("segment_cat_thread"), cat_from > 2, "{} {what}: segment_cat_thread", f.name);
+            assert_eq!(ran("segment_cat_mid"), cat_from > 2 || mid_from != 2, "{} {what}: segment_cat_mid", f.name);
+        }
+    }
+}
+
 /// The rounds the finisher runs after the launched ones (`segment_finish`, one block, and
 /// `segment_finish_grid`, a cooperative grid, alone or handing the smallest rounds on to
 /// `segment_finish`) give the labels and hierarchy of launched rounds: with the default

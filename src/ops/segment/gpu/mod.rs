@@ -5,10 +5,13 @@
 //! where every kernel returns at once after the round that changed nothing, so nothing is read
 //! back until [`SegmentGpu::download`]; finally raster-order labels by a block scan.
 //!
-//! A round is 10 launches in 6 dependent steps (least edges, targets, trees; exits with the
+//! A round is 7-10 launches in 6 dependent steps (least edges, targets, trees; exits with the
 //! trees' ranges allocated beside them on a side stream; core, which writes its members into
 //! those ranges and lists each tree by its core's size; the caterpillars of tiny, small,
-//! mid-size and large trees, the last three on side streams forked from the caller's by events;
+//! mid-size and large trees: the tiny and small ones in one launch, `segment_cat_small`, from
+//! [`SegmentGpu::cat_fuse_from`] (round 2), joined by the mid-size ones from
+//! [`SegmentGpu::cat_fuse_mid_from`] (round 4), the others on side streams forked from the
+//! caller's by events;
 //! where the device has cooperative launch, the trees above 8 192 core members, which smooth video
 //! grows, go to `segment_cat_giant`, a cooperative grid launched after the large trees' kernel in
 //! the rounds where recent frames had such a tree (every round before there is a history; without
@@ -31,7 +34,8 @@
 //! `segment_minsize`, or with `detailed_timing` one region per launch, named after its kernel:
 //! `segment_minedge` (least edges), `segment_targets`, `segment_trees` (or, from
 //! [`SegmentGpu::fuse_from`] on, `segment_targets_trees`), `segment_exits`,
-//! `segment_alloc`, `segment_core`, `segment_cat_thread`, `segment_cat_warp`,
+//! `segment_alloc`, `segment_core`, `segment_cat_small` (or before
+//! [`SegmentGpu::cat_fuse_from`] `segment_cat_thread` and `segment_cat_warp`),
 //! `segment_cat_mid`, `segment_cat_block`, `segment_finish` (both finishers), and `segment_tiles` (merge
 //! round 1, its own region in either mode)
 //! (every `min_size` kernel: `segment_minsize`). Per-launch regions add two events per launch,
@@ -176,6 +180,8 @@ pub const FUNCTIONS: &[&str] = &[
     "segment_cat_block_g",
     "segment_cat_giant",
     "segment_cat_mid",
+    "segment_cat_small",
+    "segment_cat_small_mid",
     "segment_reset_done",
     "segment_final",
     "segment_minpix",
@@ -339,6 +345,12 @@ pub struct SegmentGpu {
     f_core: CudaFunction,
     f_alloc: CudaFunction,
     f_cat_thread: CudaFunction,
+    f_cat_small: CudaFunction,
+    f_cat_small_mid: CudaFunction,
+    /// Launch of `segment_cat_small` / `_mid` (blocks of `CAT_MID_THREADS`, as many as the SMs
+    /// hold).
+    small_cfg: LaunchConfig,
+    small_mid_cfg: LaunchConfig,
     f_cat_warp: CudaFunction,
     f_cat_block: CudaFunction,
     f_cat_block_g: CudaFunction,
@@ -471,6 +483,20 @@ pub struct SegmentGpu {
     /// computing the targets it passes), where their roots come as a list (not in merge round 2
     /// without the tile pass); 0: never. Development switch `MORPHOSCOPE_SEG_FUSE_FROM`.
     pub fuse_from: u32,
+    /// Rounds from this one on (merge rounds by number, and every `min_size` round) walk their
+    /// tiny and small trees (and with
+    /// [`SegmentGpu::cat_fuse_mid_from`] the mid-size ones) in one launch (`segment_cat_small`,
+    /// `_mid`) instead of one kernel a list on its own stream; 0: never. Development switch
+    /// `MORPHOSCOPE_SEG_CAT_FUSE_FROM`.
+    pub cat_fuse_from: u32,
+    /// Fused rounds (see [`SegmentGpu::cat_fuse_from`]) from this one on walk the mid-size trees
+    /// in the same launch (`segment_cat_small_mid`) rather than keeping `segment_cat_mid` on a
+    /// side stream; 0: never. Development switch `MORPHOSCOPE_SEG_CAT_FUSE_MID_FROM`.
+    pub cat_fuse_mid_from: u32,
+    /// Rounds from this one on without `segment_cat_giant` launch `segment_cat_block` on the
+    /// caller's stream after the other caterpillars (no side branch); 0: never. Development
+    /// switch `MORPHOSCOPE_SEG_BLOCK_INLINE_FROM`.
+    pub block_inline_from: u32,
 }
 
 impl std::fmt::Debug for SegmentGpu {

@@ -1,4 +1,4 @@
-//! One phase's launched rounds (10 launches in 6 dependent steps each, side streams forked and
+//! One phase's launched rounds (7-10 launches in 6 dependent steps each, side streams forked and
 //! joined by events) and the finisher after them.
 
 use super::*;
@@ -175,31 +175,55 @@ impl SegmentGpu {
                 unsafe { l.launch(cfg) }?;
                 Ok(())
             })?;
+            // From `cat_fuse_from` the tiny and small (and mid-size) trees share one launch on
+            // `stream`; the kernels left get a side stream each.
+            let cat_fused = self.cat_fuse_from > 0 && r >= self.cat_fuse_from;
+            let with_mid = self.cat_fuse_mid_from > 0 && r >= self.cat_fuse_mid_from;
+            let block_f = if giant_here { &self.f_cat_block_g } else { &self.f_cat_block };
+            let mut cats = Vec::with_capacity(4);
+            if cat_fused {
+                let (f, lcfg) = if with_mid {
+                    (&self.f_cat_small_mid, self.small_mid_cfg)
+                } else {
+                    (&self.f_cat_small, self.small_cfg)
+                };
+                cats.push((f, p.tlist, tcount, lcfg, "segment_cat_small", true));
+                if !with_mid {
+                    cats.push((&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid", false));
+                }
+            } else {
+                cats.push((&self.f_cat_thread, p.tlist, tcount, self.tiny_cfg, "segment_cat_thread", false));
+                cats.push((&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp", false));
+                cats.push((&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid", false));
+            }
+            // segment_cat_block (and segment_cat_giant after it) on the last side stream, or from
+            // `block_inline_from` (in a round without the giant kernel) after the others on `stream`.
+            let block_side = self.side.len() - 1;
+            let block_inline = !giant_here && self.block_inline_from > 0 && r >= self.block_inline_from;
+            let sides_used: Vec<usize> =
+                (1..cats.len()).map(|j| j - 1).chain((!block_inline).then_some(block_side)).collect();
             if concurrent {
                 self.fork.record(stream)?;
-                for side in &self.side {
-                    side.wait(&self.fork)?;
+                for &j in &sides_used {
+                    self.side[j].wait(&self.fork)?;
                 }
             }
-            for (j, (f, list, lcount, lcfg, region)) in [
-                (&self.f_cat_thread, p.tlist, tcount, self.tiny_cfg, "segment_cat_thread"),
-                (&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp"),
-                (&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid"),
-                (
-                    if giant_here { &self.f_cat_block_g } else { &self.f_cat_block },
-                    p.blist,
-                    bcount,
-                    self.block_cfg,
-                    "segment_cat_block",
-                ),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let on = if concurrent && j > 0 { &self.side[j - 1] } else { stream };
+            cats.push((block_f, p.blist, bcount, self.block_cfg, "segment_cat_block", false));
+            let last = cats.len() - 1;
+            for (j, (f, list, lcount, lcfg, region, with_small)) in cats.into_iter().enumerate() {
+                let on = if !concurrent || j == 0 || (j == last && block_inline) {
+                    stream
+                } else if j == last {
+                    &self.side[block_side]
+                } else {
+                    &self.side[j - 1]
+                };
                 timed(timer, stream, name(region), || {
                     let mut l = ExLaunch::new(on, f, pdl);
                     cat_args!(l, &list, &lcount);
+                    if with_small {
+                        l.arg(&p.slist).arg(&scount).arg(&p.mlist).arg(&mcount);
+                    }
                     // SAFETY: one thread (warp, block) per listed tree, each tree listed once, the
                     // four lists disjoint (so the kernels may run at once); a member is in one
                     // tree's range, so its link/round and the tree root's size/Int/done
@@ -207,14 +231,15 @@ impl SegmentGpu {
                     // sort scratch (2n keys and ids: [off, off + count) and n past it); the block
                     // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads;
                     // segment_cat_block stages a whole tree only when it fits the dynamic shared
-                    // memory given here (its capacity read from %dynamic_smem_size).
+                    // memory given here (its capacity read from %dynamic_smem_size);
+                    // segment_cat_small takes the small and mid-size lists after its own.
                     unsafe { l.launch(lcfg) }?;
                     Ok(())
                 })?;
             }
             if giant_here {
                 // After segment_cat_block_g on its stream (a branch of its own cost more).
-                let on = if concurrent { &self.side[2] } else { stream };
+                let on = if concurrent { &self.side[block_side] } else { stream };
                 timed(timer, stream, name("segment_cat_giant"), || {
                     let mut l = ExLaunch::new(on, &self.f_cat_giant, false).cooperative();
                     cat_args!(l, &p.blist, &bcount);
@@ -235,9 +260,9 @@ impl SegmentGpu {
                 })?;
             }
             if concurrent {
-                for (side, join) in self.side.iter().zip(&self.joins) {
-                    join.record(side)?;
-                    stream.wait(join)?;
+                for &j in &sides_used {
+                    self.joins[j].record(&self.side[j])?;
+                    stream.wait(&self.joins[j])?;
                 }
             }
             if ph.stamps {

@@ -143,6 +143,10 @@ impl SegmentGpu {
         let f_cat_thread = f("segment_cat_thread")?;
         let f_cat_warp = f("segment_cat_warp")?;
         let f_cat_mid = f("segment_cat_mid")?;
+        let f_cat_small = f("segment_cat_small")?;
+        let f_cat_small_mid = f("segment_cat_small_mid")?;
+        let small_grid = resident_grid(&f_cat_small, CAT_MID_THREADS, sms, 8, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
+        let small_mid_grid = resident_grid(&f_cat_small_mid, CAT_MID_THREADS, sms, 5, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
         let tiny_grid = resident_grid(&f_cat_thread, BLOCK, sms, 8, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
         let warp_grid = resident_grid(&f_cat_warp, 128, sms, 8, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
         let mid_grid = resident_grid(&f_cat_mid, CAT_MID_THREADS, sms, 5, "MORPHOSCOPE_SEG_CAT_GRID_PER_SM")?;
@@ -165,6 +169,18 @@ impl SegmentGpu {
             f_core: f("segment_core")?,
             f_alloc: f("segment_alloc")?,
             f_cat_thread,
+            f_cat_small,
+            f_cat_small_mid,
+            small_cfg: LaunchConfig {
+                grid_dim: (small_grid, 1, 1),
+                block_dim: (CAT_MID_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            small_mid_cfg: LaunchConfig {
+                grid_dim: (small_mid_grid, 1, 1),
+                block_dim: (CAT_MID_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            },
             f_cat_warp,
             f_cat_block,
             f_cat_block_g,
@@ -240,6 +256,9 @@ impl SegmentGpu {
             tile_roots: std::env::var_os("MORPHOSCOPE_SEG_TILE_ROOTS_SCAN").is_none(),
             zero_joins: std::env::var_os("MORPHOSCOPE_SEG_ZERO_SORT").is_none(),
             fuse_from: env_u32("MORPHOSCOPE_SEG_FUSE_FROM").unwrap_or(FUSE_FROM),
+            cat_fuse_from: env_u32("MORPHOSCOPE_SEG_CAT_FUSE_FROM").unwrap_or(CAT_FUSE_FROM),
+            cat_fuse_mid_from: env_u32("MORPHOSCOPE_SEG_CAT_FUSE_MID_FROM").unwrap_or(CAT_FUSE_MID_FROM),
+            block_inline_from: env_u32("MORPHOSCOPE_SEG_BLOCK_INLINE_FROM").unwrap_or(0),
         })
     }
 

@@ -92,6 +92,23 @@ pub(super) const FINISH_SOLO: u32 = 4_096;
 /// -2 / -14 / 0); in another lease from round 2 / 3 / only the `min_size` rounds: building -45 /
 /// -22 / 0 and -35 / -12 / 0, fruits -47 / -24 / 0, grey -50 / -35 / 0, the clip frame -18 / -6 / 0.
 pub(super) const FUSE_FROM: u32 = 2;
+/// First round whose tiny and small trees are walked by one launch
+/// ([`SegmentGpu::cat_fuse_from`]; 0: none): one branch of the round's fork instead of two or
+/// three. H100, 2026-11-27, two passes each (ms, k = 100 / 500), separate kernels against fused
+/// from round 2 with the mid-size trees from round 2 / 4 / 7, and from round 3 with them from 4:
+/// building 1080p 2.704-2.713 / 2.844-2.861 against 2.684-2.688 / 2.808-2.849, 2.676 / 2.814-2.816,
+/// 2.678-2.691 / 2.808, 2.677-2.681 / 2.799-2.802; fruits RGB 2.968-2.982 / 2.935-2.941 against
+/// 2.938-2.939 / 2.901-2.902, 2.926-2.929 / 2.890-2.896, 2.923-2.926 / 2.892-2.898, 2.933 /
+/// 2.907-2.927; the clip frame 3.045-3.065 / 2.888-2.918 against 2.967-2.969 / 2.843, 2.973-2.976
+/// / 2.843-2.847, 2.977-2.981 / 2.854-2.858, 2.966-2.984 / 2.845-2.851; building 4K 9.920-9.935 /
+/// 9.850-9.863 against 9.927-9.952 / 9.863-9.869, 9.904 / 9.812-9.814, 9.887-9.901 / 9.772-9.792,
+/// 9.909-9.916 / 9.829-9.835. The 4K frame's rounds 3-6 have 273-2 694 mid-size trees, which
+/// the fused grid's blocks walk before their share of the tiny trees (leaving them out of that
+/// share was slower everywhere).
+pub(super) const CAT_FUSE_FROM: u32 = 2;
+/// First fused round whose mid-size trees join that launch ([`SegmentGpu::cat_fuse_mid_from`];
+/// measured with [`CAT_FUSE_FROM`]).
+pub(super) const CAT_FUSE_MID_FROM: u32 = 4;
 /// The most frontier pixels `segment_finish` starts a round with; a frame with more left after
 /// its launched rounds is run again with larger caps (one block's rounds at this size would
 /// cost about as much as the rerun).
