@@ -566,20 +566,16 @@ fn fused_caterpillar_launches_change_nothing() {
     let mut cases = photo_and_video(1280, 720);
     let mut rng = Rng(31);
     cases.push((blocky_frame(&mut rng, 640, 360, 3, 4, 24), params(100.0)));
-    // (caterpillars fused from, mid-size trees with them from, large trees' kernel in line from)
-    let setups: [(u32, u32, u32); 5] = [(2, 2, 0), (2, 0, 0), (2, 4, 0), (2, 4, 6), (5, 9, 0)];
+    // (caterpillars fused from, mid-size trees with them from)
+    let setups: [(u32, u32); 4] = [(2, 2), (2, 0), (2, 4), (5, 9)];
     for (f, p) in cases {
-        let (want, want_h) = reference(g, &stream, &f, &p, |op| {
-            op.cat_fuse_from = 0;
-            op.block_inline_from = 0;
-        });
-        for (cat_from, mid_from, inline_from) in setups {
+        let (want, want_h) = reference(g, &stream, &f, &p, |op| op.cat_fuse_from = 0);
+        for (cat_from, mid_from) in setups {
             let configure = |op: &mut SegmentGpu| {
                 op.cat_fuse_from = cat_from;
                 op.cat_fuse_mid_from = mid_from;
-                op.block_inline_from = inline_from;
             };
-            let what = format!("caterpillars fused from {cat_from}, mid-size from {mid_from}, large in line from {inline_from}");
+            let what = format!("caterpillars fused from {cat_from}, mid-size from {mid_from}");
             let mut op = SegmentGpu::new(g).unwrap();
             configure(&mut op);
             assert_runs_equal(&mut op, &stream, &f, &p, 3, &want, &want_h, &what);

@@ -493,10 +493,6 @@ pub struct SegmentGpu {
     /// in the same launch (`segment_cat_small_mid`) rather than keeping `segment_cat_mid` on a
     /// side stream; 0: never. Development switch `MORPHOSCOPE_SEG_CAT_FUSE_MID_FROM`.
     pub cat_fuse_mid_from: u32,
-    /// Rounds from this one on without `segment_cat_giant` launch `segment_cat_block` on the
-    /// caller's stream after the other caterpillars (no side branch); 0: never. Development
-    /// switch `MORPHOSCOPE_SEG_BLOCK_INLINE_FROM`.
-    pub block_inline_from: u32,
 }
 
 impl std::fmt::Debug for SegmentGpu {

@@ -196,12 +196,9 @@ impl SegmentGpu {
                 cats.push((&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp", false));
                 cats.push((&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid", false));
             }
-            // segment_cat_block (and segment_cat_giant after it) on the last side stream, or from
-            // `block_inline_from` (in a round without the giant kernel) after the others on `stream`.
+            // segment_cat_block (and segment_cat_giant after it) on the last side stream.
             let block_side = self.side.len() - 1;
-            let block_inline = !giant_here && self.block_inline_from > 0 && r >= self.block_inline_from;
-            let sides_used: Vec<usize> =
-                (1..cats.len()).map(|j| j - 1).chain((!block_inline).then_some(block_side)).collect();
+            let sides_used: Vec<usize> = (1..cats.len()).map(|j| j - 1).chain(std::iter::once(block_side)).collect();
             if concurrent {
                 self.fork.record(stream)?;
                 for &j in &sides_used {
@@ -211,7 +208,7 @@ impl SegmentGpu {
             cats.push((block_f, p.blist, bcount, self.block_cfg, "segment_cat_block", false));
             let last = cats.len() - 1;
             for (j, (f, list, lcount, lcfg, region, with_small)) in cats.into_iter().enumerate() {
-                let on = if !concurrent || j == 0 || (j == last && block_inline) {
+                let on = if !concurrent || j == 0 {
                     stream
                 } else if j == last {
                     &self.side[block_side]

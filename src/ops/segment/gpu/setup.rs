@@ -258,7 +258,6 @@ impl SegmentGpu {
             fuse_from: env_u32("MORPHOSCOPE_SEG_FUSE_FROM").unwrap_or(FUSE_FROM),
             cat_fuse_from: env_u32("MORPHOSCOPE_SEG_CAT_FUSE_FROM").unwrap_or(CAT_FUSE_FROM),
             cat_fuse_mid_from: env_u32("MORPHOSCOPE_SEG_CAT_FUSE_MID_FROM").unwrap_or(CAT_FUSE_MID_FROM),
-            block_inline_from: env_u32("MORPHOSCOPE_SEG_BLOCK_INLINE_FROM").unwrap_or(0),
         })
     }
 
