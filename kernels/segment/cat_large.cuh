@@ -309,10 +309,10 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 // the grid's start (the tiny ones always by groups of 8 lanes, whatever SEG_TINY_LANES). One
 // launch and one branch a round instead of three. Its own list (SEG_CAT_ARGS) is the tiny
 // trees'. GPU notes (H100, 2026-11-27; see src/ops/segment/gpu/tuning.rs CAT_FUSE_FROM): fused
-// from round 2 (mid-size trees from round 4) the 1080p frames took 30-80 us less at k = 100 and
-// 30-50 us at k = 500, building 4K 20-40 us. Leaving the blocks that walked mid-size trees out
-// of the lanes' share (at most half the grid on those trees) was slower at every size (building
-// 4K +90 to +120 us, 1080p up to +20 us, against the same settings in other leases).
+// from round 2 (mid-size trees from round 4) the 1080p frames took 28-89 us less at k = 100 and
+// 7-75 us at k = 500, building 4K 16-49 us. Leaving the blocks that walked mid-size trees out
+// of the lanes' share (at most half the grid on those trees) was slower (building 4K +90 to
+// +120 us against the same settings in another lease, 1080p within noise).
 template <bool MID>
 __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __restrict__ slist,
                                                    const u32* __restrict__ scount, const u32* __restrict__ mlist,
@@ -333,8 +333,8 @@ __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __re
 
 // Blocks an SM keeps of segment_cat_small (and _mid): the registers ptxas may use (4: 62 / 64,
 // no spills). GPU notes (H100, 2026-11-27, fused from round 2): 5 (48 registers) measured
-// within noise to +20 us at 1080p, 6 (40, 76 / 100 bytes spilled in _mid) +30 to +80 us at
-// 1080p and +270 us at 4K.
+// -23 to +20 us at 1080p, 6 (40, 76 / 100 bytes spilled in _mid) +39 to +80 us at 1080p and
+// +257 to +274 us at 4K.
 #ifndef SEG_SMALL_BLOCKS
 #define SEG_SMALL_BLOCKS 4
 #endif
