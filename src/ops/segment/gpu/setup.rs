@@ -43,6 +43,11 @@ pub(super) fn resident_grid(f: &CudaFunction, threads: u32, sms: u32, per_sm: u3
     Ok(fits.clamp(1, per_sm.max(1)) * sms)
 }
 
+/// A one-dimensional launch of `blocks` blocks of `threads` without dynamic shared memory.
+pub(super) fn strided(blocks: u32, threads: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
 /// Members a large tree may have for `segment_cat_block` to sort it whole in shared memory
 /// (segment.cu `SEG_CAT_WHOLE`: 16 bytes a member beside the kernel's own static shared
 /// memory), at most `WHOLE_MAX`; 0 where the device cannot give 1 024 members' worth or with
@@ -171,16 +176,8 @@ impl SegmentGpu {
             f_cat_thread,
             f_cat_small,
             f_cat_small_mid,
-            small_cfg: LaunchConfig {
-                grid_dim: (small_grid, 1, 1),
-                block_dim: (CAT_MID_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            },
-            small_mid_cfg: LaunchConfig {
-                grid_dim: (small_mid_grid, 1, 1),
-                block_dim: (CAT_MID_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            },
+            small_cfg: strided(small_grid, CAT_MID_THREADS),
+            small_mid_cfg: strided(small_mid_grid, CAT_MID_THREADS),
             f_cat_warp,
             f_cat_block,
             f_cat_block_g,
@@ -207,27 +204,15 @@ impl SegmentGpu {
             round_step: env_u32("MORPHOSCOPE_SEG_ROUND_STEP").filter(|&s| s > 0).unwrap_or(GRAPH_ROUND_STEP),
             finish_frontier,
             finish_limit,
-            tiny_cfg: LaunchConfig {
-                grid_dim: (tiny_grid, 1, 1),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            },
-            warp_cfg: LaunchConfig {
-                grid_dim: (warp_grid, 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            },
+            tiny_cfg: strided(tiny_grid, BLOCK),
+            warp_cfg: strided(warp_grid, 128),
             // With a whole tree's shared memory one block fits an SM.
             block_cfg: LaunchConfig {
                 grid_dim: (if whole_members > 0 { sms } else { sms * 2 }, 1, 1),
                 block_dim: (CAT_THREADS, 1, 1),
                 shared_mem_bytes: whole_tree_bytes(whole_members),
             },
-            mid_cfg: LaunchConfig {
-                grid_dim: (mid_grid, 1, 1),
-                block_dim: (CAT_MID_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            },
+            mid_cfg: strided(mid_grid, CAT_MID_THREADS),
             side: [stream()?, stream()?, stream()?],
             fork: event()?,
             joins: [event()?, event()?, event()?],
