@@ -92,74 +92,79 @@ __device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
 // gives each step's |R|, the previous lane's weight its Int; the first failing step (ballot)
 // ends the merges; a failing side freezes (merge rounds). The groups of a warp stride together
 // (every lane reaches every shuffle); a group past the list's end holds no members.
+//
+// seg_cat_lanes_group: one group's tree of the list (lanes base + lane / W), its events added to ev and mg.
+template <u32 W>
+__device__ __forceinline__ void seg_cat_lanes_group(SEG_CAT_ARGS, u32 ns, u32 base, u32& ev, u32& mg) {
+    const u32 lane = threadIdx.x & 31u, gl = lane & (W - 1u);
+    const u32 i = base + lane / W;
+    u32 t = 0, cnt = 0, off = 0;
+    if (i < ns) {
+        t = list[i];
+        cnt = (u32)tcnt[t];
+        off = joff[t];
+    }
+    bool valid = gl < cnt;
+    u64 key = SEG_NO_EDGE;
+    u32 id = SEG_NONE;
+    if (valid) {
+        id = jarr[off + gl];
+        key = tkey[id];
+    }
+#pragma unroll
+    for (u32 kk = 2; kk <= W; kk <<= 1) {
+#pragma unroll
+        for (u32 j = kk >> 1; j > 0; j >>= 1) {
+            u64 ok = __shfl_xor_sync(FULL_MASK, key, j);
+            u32 oi = __shfl_xor_sync(FULL_MASK, id, j);
+            bool lower = ((gl & kk) == 0) == ((gl & j) == 0);
+            if (lower ? seg_less(ok, oi, key, id) : seg_less(key, id, ok, oi)) {
+                key = ok;
+                id = oi;
+            }
+        }
+    }
+    u32 a = __shfl_sync(FULL_MASK, id, 0, W);
+    double w = valid ? w4[seg_eid(key, eb)] : 0.0;
+    u32 sz = valid ? size[id] : 0u;
+    double ci = valid ? cint[id] : 0.0;
+    u32 incl = sz;
+#pragma unroll
+    for (u32 o = 1; o < W; o <<= 1) {
+        const u32 y = __shfl_up_sync(FULL_MASK, incl, o, W);
+        if (gl >= o) incl += y;
+    }
+    u32 sr = incl - sz;
+    double wprev = __shfl_up_sync(FULL_MASK, w, 1, W);
+    double c0 = __shfl_sync(FULL_MASK, ci, 0, W);
+    double ir = gl == 1 ? c0 : wprev;
+    bool ok_c = true, ok_r = true;
+    if (valid && gl >= 1) seg_step(mode, w, sz, ci, sr, ir, k, min_size, ok_c, ok_r);
+    u32 fail = __ballot_sync(FULL_MASK, !(ok_c && ok_r));
+    if (W < 32) fail = (fail >> (lane - gl)) & ((1u << (W & 31u)) - 1u);
+    u32 f = fail ? (u32)(__ffs(fail) - 1) : cnt;
+    u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & (W - 1u), W);
+    double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & (W - 1u), W);
+    if (gl >= 1 && gl < f) {
+        seg_join(link, done, round, id, a, r);
+        ++ev;
+        ++mg;
+    }
+    if (valid && gl == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
+    if (gl == 0 && cnt > 0) {
+        size[a] = total;
+        if (mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
+        if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
+        tcnt[t] = 0;
+    }
+}
+
 template <u32 W>
 __device__ __forceinline__ void seg_cat_lanes_body(SEG_CAT_ARGS, u32 ns) {
-    const u32 lane = threadIdx.x & 31u, gl = lane & (W - 1u);
     const u32 per = 32u / W;
     const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
     u32 ev = 0, mg = 0;
-    for (u32 base = warp * per; base < ns; base += nwarps * per) {
-        const u32 i = base + lane / W;
-        u32 t = 0, cnt = 0, off = 0;
-        if (i < ns) {
-            t = list[i];
-            cnt = (u32)tcnt[t];
-            off = joff[t];
-        }
-        bool valid = gl < cnt;
-        u64 key = SEG_NO_EDGE;
-        u32 id = SEG_NONE;
-        if (valid) {
-            id = jarr[off + gl];
-            key = tkey[id];
-        }
-#pragma unroll
-        for (u32 kk = 2; kk <= W; kk <<= 1) {
-#pragma unroll
-            for (u32 j = kk >> 1; j > 0; j >>= 1) {
-                u64 ok = __shfl_xor_sync(FULL_MASK, key, j);
-                u32 oi = __shfl_xor_sync(FULL_MASK, id, j);
-                bool lower = ((gl & kk) == 0) == ((gl & j) == 0);
-                if (lower ? seg_less(ok, oi, key, id) : seg_less(key, id, ok, oi)) {
-                    key = ok;
-                    id = oi;
-                }
-            }
-        }
-        u32 a = __shfl_sync(FULL_MASK, id, 0, W);
-        double w = valid ? w4[seg_eid(key, eb)] : 0.0;
-        u32 sz = valid ? size[id] : 0u;
-        double ci = valid ? cint[id] : 0.0;
-        u32 incl = sz;
-#pragma unroll
-        for (u32 o = 1; o < W; o <<= 1) {
-            const u32 y = __shfl_up_sync(FULL_MASK, incl, o, W);
-            if (gl >= o) incl += y;
-        }
-        u32 sr = incl - sz;
-        double wprev = __shfl_up_sync(FULL_MASK, w, 1, W);
-        double c0 = __shfl_sync(FULL_MASK, ci, 0, W);
-        double ir = gl == 1 ? c0 : wprev;
-        bool ok_c = true, ok_r = true;
-        if (valid && gl >= 1) seg_step(mode, w, sz, ci, sr, ir, k, min_size, ok_c, ok_r);
-        u32 fail = __ballot_sync(FULL_MASK, !(ok_c && ok_r));
-        if (W < 32) fail = (fail >> (lane - gl)) & ((1u << (W & 31u)) - 1u);
-        u32 f = fail ? (u32)(__ffs(fail) - 1) : cnt;
-        u32 total = __shfl_sync(FULL_MASK, incl, (f - 1u) & (W - 1u), W);
-        double wlast = __shfl_sync(FULL_MASK, w, (f - 1u) & (W - 1u), W);
-        if (gl >= 1 && gl < f) {
-            seg_join(link, done, round, id, a, r);
-            ++ev;
-            ++mg;
-        }
-        if (valid && gl == f) ev += seg_freeze(done, mode, id, a, ok_c, ok_r);
-        if (gl == 0 && cnt > 0) {
-            size[a] = total;
-            if (mode == SEG_MODE_MIN_SIZE) done[a] = total >= min_size;
-            if (mode == SEG_MODE_MERGE && f > 1) cint[a] = wlast;
-            tcnt[t] = 0;
-        }
-    }
+    for (u32 base = warp * per; base < ns; base += nwarps * per) seg_cat_lanes_group<W>(SEG_CAT_PASS, ns, base, ev, mg);
     seg_count(ctl, mctl, r, ev, mg);
 }
 
