@@ -313,13 +313,6 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 // 7-75 us at k = 500, building 4K 16-49 us. Leaving the blocks that walked mid-size trees out
 // of the lanes' share (at most half the grid on those trees) was slower (building 4K +90 to
 // +120 us against the same settings in another lease, 1080p within noise).
-// SEG_SMALL_TASKS 0: the tiny trees' pass, then the small trees' (each warp's tiny trees before
-// its small ones). GPU notes (H100, 2026-11-27, three passes): one list of tasks took 7-17 us
-// less on the 1080p photographs at k = 100 (-25 to +3 at k = 500), the clip frame -14 to +2,
-// building 4K -7 to -33.
-#ifndef SEG_SMALL_TASKS
-#define SEG_SMALL_TASKS 1
-#endif
 template <bool MID>
 __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __restrict__ slist,
                                                    const u32* __restrict__ scount, const u32* __restrict__ mlist,
@@ -331,27 +324,7 @@ __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __re
         const u32* lcount = mcount;
         seg_cat_blocks<SEG_CAT_MID_CAP, false, false, false, SEG_CAT_BUCKET != 0, false, true>(SEG_CAT_PASS);
     }
-    if (!SEG_SMALL_TASKS) {
-        seg_cat_lanes_body<8>(SEG_CAT_PASS, nt);
-        const u32* list = slist;
-        seg_cat_lanes_body<32>(SEG_CAT_PASS, *scount);
-        return;
-    }
-    // One list of warp tasks: four tiny trees (8 lanes each) or one small tree (a warp) each,
-    // the tiny ones first, so a warp's first task is one or the other and the two lists are
-    // under way at once.
-    const u32 ns = *scount, tw = (nt + 3u) / 4u, tasks = tw + ns;
-    const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
-    u32 ev = 0, mg = 0;
-    for (u32 task = warp; task < tasks; task += nwarps) {
-        if (task < tw) {
-            seg_cat_lanes_group<8>(SEG_CAT_PASS, nt, task * 4u, ev, mg);
-        } else {
-            const u32* list = slist;
-            seg_cat_lanes_group<32>(SEG_CAT_PASS, ns, task - tw, ev, mg);
-        }
-    }
-    seg_count(ctl, mctl, r, ev, mg);
+    seg_cat_lanes_tasks(SEG_CAT_PASS, nt, slist, *scount);
 }
 
 // Blocks an SM keeps of segment_cat_small (and _mid): the registers ptxas may use (4: 62 / 64,
