@@ -196,24 +196,27 @@ impl SegmentGpu {
                 cats.push((&self.f_cat_warp, p.slist, scount, self.warp_cfg, "segment_cat_warp", false));
                 cats.push((&self.f_cat_mid, p.mlist, mcount, self.mid_cfg, "segment_cat_mid", false));
             }
-            // segment_cat_block (and segment_cat_giant after it) on the last side stream.
+            // segment_cat_block (and segment_cat_giant after it) last, on the last side stream;
+            // the first kernel on `stream`, the others on the side streams in order.
+            cats.push((block_f, p.blist, bcount, self.block_cfg, "segment_cat_block", false));
             let block_side = self.side.len() - 1;
-            let sides_used: Vec<usize> = (1..cats.len()).map(|j| j - 1).chain(std::iter::once(block_side)).collect();
+            let last = cats.len() - 1;
+            let side_of = |j: usize| match j {
+                0 => None,
+                j if j == last => Some(block_side),
+                j => Some(j - 1),
+            };
+            let sides_used: Vec<usize> = (0..cats.len()).filter_map(side_of).collect();
             if concurrent {
                 self.fork.record(stream)?;
                 for &j in &sides_used {
                     self.side[j].wait(&self.fork)?;
                 }
             }
-            cats.push((block_f, p.blist, bcount, self.block_cfg, "segment_cat_block", false));
-            let last = cats.len() - 1;
             for (j, (f, list, lcount, lcfg, region, with_small)) in cats.into_iter().enumerate() {
-                let on = if !concurrent || j == 0 {
-                    stream
-                } else if j == last {
-                    &self.side[block_side]
-                } else {
-                    &self.side[j - 1]
+                let on = match side_of(j) {
+                    Some(side) if concurrent => &self.side[side],
+                    _ => stream,
                 };
                 timed(timer, stream, name(region), || {
                     let mut l = ExLaunch::new(on, f, pdl);
