@@ -7,6 +7,7 @@
 pub mod compile;
 pub mod context;
 pub mod error;
+pub mod frame;
 pub mod graph;
 pub mod launch;
 pub mod readback;
@@ -15,6 +16,7 @@ pub mod timer;
 pub use compile::KernelSource;
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;
+pub use frame::{DeviceImage, HostPixel, Uploaded, upload_view};
 pub use graph::GraphCache;
 pub use readback::Readback;
 pub use timer::KernelTimer;
