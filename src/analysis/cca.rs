@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
@@ -144,7 +144,7 @@ impl Analysis for Cca {
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
-    fn finish(&mut self, output: OpOutput, _input: &FrameInput) -> OpOutput {
+    fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
         let Some(table) = output.payload.as_ref().and_then(|p| p.get::<ComponentTable>()) else { return output };
         let tracked = self.tracker.update(table);
         let mut shapes = Vec::new();
@@ -208,15 +208,15 @@ impl GpuStage for CcaStage {
     fn ordered(&self) -> bool {
         true // the motion background lives on the device from frame to frame
     }
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
         let p = settings.cca.params();
         let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
         std::mem::swap(&mut self.ccl.background, &mut shared);
-        let r = self.ccl.enqueue(stream, timer, frame.gray, frame.width, frame.height, &p);
+        let r = self.ccl.enqueue(frame.stream(), timer, frame.gray.data, frame.width(), frame.height(), &p);
         std::mem::swap(&mut self.ccl.background, &mut shared);
         r
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         Ok(payload_output(self.ccl.download_table(stream)?))
     }
 }
@@ -241,7 +241,8 @@ mod tests {
         let mut cca = Cca::new(&settings).unwrap();
         let mut run = |f: FrameInput| {
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            cca.finish(out, &f)
+            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            cca.finish(out, &meta)
         };
         for i in 0..8 {
             let out = run(frame(i, Some(10 + i as usize)));

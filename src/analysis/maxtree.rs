@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
@@ -70,10 +70,10 @@ struct MaxtreeStage {
 }
 
 impl GpuStage for MaxtreeStage {
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.maxtree)
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+        self.gpu.enqueue(frame.stream(), timer, frame.gray.data, frame.width(), frame.height(), &settings.maxtree)
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         Ok(output(&self.gpu.download(stream)?))
     }
 }

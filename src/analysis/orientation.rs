@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
@@ -69,10 +69,10 @@ struct OrientationStage {
 }
 
 impl GpuStage for OrientationStage {
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.orientation)
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+        self.gpu.enqueue(frame.stream(), timer, frame.gray.data, frame.width(), frame.height(), &settings.orientation)
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         // The pipeline shows the colour picture and the spectrum; the strength and angle maps
         // stay on the device (`image --op orientation` downloads them).
         let spectrum = self.gpu.download_spectrum(stream)?;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster, SegmentsRaster};
 use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
@@ -33,10 +33,7 @@ use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 use crate::ops::preprocess::{downscale_box, downscale_function, downscaled_size, enqueue_downscale};
 use crate::ops::segment::boruvka::felzenszwalb_boruvka;
 use crate::ops::segment::cpu::felzenszwalb_interleaved;
-use crate::ops::segment::{
-    OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, overlay_segments_gray, overlay_segments_rgb,
-    upsample_labels,
-};
+use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
 
 /// Colour of the segment boundaries in the overlay.
 const BOUNDARY: [u8; 3] = [255, 255, 0];
@@ -142,39 +139,47 @@ impl SegmentationSettings {
     }
 }
 
-/// The overlay and summary of a segmentation of `input` (colour when it was segmented in colour).
-fn overlay(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
-    let picture = match input.rgb.as_deref() {
-        Some(rgb) => overlay_segments_rgb(rgb.view(), out, settings.fill, settings.boundary())?,
-        None => overlay_segments_gray(input.gray.view(), out, settings.fill, settings.boundary())?,
-    };
+/// The overlay raster of a segmentation of a `width` x `height` frame: its labels (possibly
+/// downscaled: the compose step upsamples them and fills each segment from the frame's pixels).
+fn raster(out: &SegmentOutput, labels: Arc<Image<u32>>, width: usize, settings: &SegmentationSettings) -> SegmentsRaster {
+    let factor = if labels.width() == width { 1 } else { settings.downscale as usize };
+    SegmentsRaster { labels, count: out.segment_count, factor, fill: settings.fill, boundary: settings.boundary() }
+}
+
+/// The summary of a segmentation (with its `downscale`).
+fn summary(out: &SegmentOutput, settings: &SegmentationSettings) -> serde_json::Value {
     let mut summary = out.summary();
     if settings.downscale > 1
         && let Some(m) = summary.as_object_mut()
     {
         m.insert("downscale".into(), settings.downscale.into());
     }
-    Ok(OpOutput {
-        op: "segmentation",
-        summary,
-        layer: Layer { raster: Some(Raster::Rgb(Arc::new(picture))), shapes: Vec::new() },
-        data: OpData::None,
-        ..Default::default()
-    })
+    summary
 }
 
-/// A segmented frame's labels, handed to `finish` (which keeps them for skipped frames).
+/// A segmented frame's overlay and summary, handed to `finish` (which keeps them for the frames
+/// `every` skips).
 #[derive(Debug)]
 struct Segmented {
     index: u64,
-    out: SegmentOutput,
+    width: usize,
+    height: usize,
+    raster: Option<SegmentsRaster>,
+    summary: serde_json::Value,
 }
 
-/// The output of a segmented frame: the overlay, with the labels as payload.
-fn output(out: SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
-    let mut o = overlay(&out, input, settings)?;
-    o.payload = Some(Payload::new(Segmented { index: input.index, out }));
-    Ok(o)
+/// The output of a segmented frame: the summary, the labels as the layer's raster (when they
+/// were read back: the CPU path), and the same as payload for `finish`.
+fn output(seg: Segmented) -> OpOutput {
+    let raster = seg.raster.clone().map(Raster::Segments);
+    OpOutput {
+        op: "segmentation",
+        summary: seg.summary.clone(),
+        layer: Layer { raster, shapes: Vec::new() },
+        data: OpData::None,
+        payload: Some(Payload::new(seg)),
+        ..Default::default()
+    }
 }
 
 /// The output of a frame that `every` skips (filled in by `finish`).
@@ -198,7 +203,8 @@ impl Segmentation {
     }
 
     /// The CPU segmentation of a frame: pack it, box-downscale it when `downscale > 1`, segment
-    /// it (Kruskal, or the rounds' model when a level is asked for), scale the labels back.
+    /// it (Kruskal, or the rounds' model when a level is asked for). The labels stay at the
+    /// downscaled size (the compose step scales them back).
     fn segment_cpu(
         &self,
         input: &FrameInput,
@@ -222,7 +228,7 @@ impl Segmentation {
                 SegmentOutput { labels, segment_count, level, ..out }
             }
         };
-        Ok(upsample_labels(out, w, h, f))
+        Ok(out)
     }
 }
 
@@ -249,9 +255,12 @@ impl Analysis for Segmentation {
         }
         let t = std::time::Instant::now();
         let params = self.settings.params();
-        let out = self.segment_cpu(input, colour_input(input, &self.settings), &params)?;
+        let mut out = self.segment_cpu(input, colour_input(input, &self.settings), &params)?;
         timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        output(out, input, &self.settings)
+        let (width, height) = (input.gray.width(), input.gray.height());
+        let labels = Arc::new(std::mem::replace(&mut out.labels, Image::new(0, 0, 0)));
+        let raster = raster(&out, labels, width, &self.settings);
+        Ok(output(Segmented { index: input.index, width, height, raster: Some(raster), summary: summary(&out, &self.settings) }))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(SegmentationStage {
@@ -263,8 +272,9 @@ impl Analysis for Segmentation {
             small: None,
         })))
     }
-    /// Keeps a segmented frame's labels; gives a skipped frame the last labels over its pixels.
-    fn finish(&mut self, mut output: OpOutput, input: &FrameInput) -> OpOutput {
+    /// Keeps a segmented frame's result; gives a skipped frame the last one (drawn over its
+    /// own pixels by the compose step).
+    fn finish(&mut self, mut output: OpOutput, frame: &FrameMeta) -> OpOutput {
         if let Some(p) = output.payload.take() {
             if p.get::<Segmented>().is_some() {
                 self.last = Some(p);
@@ -272,18 +282,19 @@ impl Analysis for Segmentation {
             return output;
         }
         let Some(last) = self.last.as_ref().and_then(|p| p.get::<Segmented>()) else { return output };
-        if (last.out.labels.width(), last.out.labels.height()) != (input.gray.width(), input.gray.height()) {
+        if (last.width, last.height) != (frame.width, frame.height) {
             return output;
         }
-        match overlay(&last.out, input, &self.settings) {
-            Ok(mut o) => {
-                if let Some(m) = o.summary.as_object_mut() {
-                    m.insert("skipped".into(), true.into());
-                    m.insert("from_frame".into(), last.index.into());
-                }
-                o
-            }
-            Err(_) => output,
+        let mut summary = last.summary.clone();
+        if let Some(m) = summary.as_object_mut() {
+            m.insert("skipped".into(), true.into());
+            m.insert("from_frame".into(), last.index.into());
+        }
+        OpOutput {
+            op: "segmentation",
+            summary,
+            layer: Layer { raster: last.raster.clone().map(Raster::Segments), shapes: Vec::new() },
+            ..Default::default()
         }
     }
 }
@@ -302,7 +313,8 @@ struct SegmentationStage {
 }
 
 impl GpuStage for SegmentationStage {
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+        let stream = frame.stream();
         self.settings = settings.segmentation.clone();
         self.skipped = !self.settings.segments(frame.index);
         if self.skipped {
@@ -311,13 +323,14 @@ impl GpuStage for SegmentationStage {
         self.captures = self.gpu.graph_captures();
         let params = self.settings.params();
         let (src, channels) = match frame.rgb.filter(|_| self.settings.colour) {
-            Some(rgb) => (rgb, 3),
-            None => (frame.gray, 1),
+            Some(rgb) => (rgb.data, 3),
+            None => (frame.gray.data, 1),
         };
+        let (width, height) = (frame.width(), frame.height());
         let f = self.settings.downscale as usize;
-        let (sw, sh) = downscaled_size(frame.width, frame.height, f);
-        if (sw, sh) == (frame.width, frame.height) {
-            self.gpu.enqueue_channels(stream, timer, src, frame.width, frame.height, channels, &params)?;
+        let (sw, sh) = downscaled_size(width, height, f);
+        if (sw, sh) == (width, height) {
+            self.gpu.enqueue_channels(stream, timer, src, width, height, channels, &params)?;
         } else {
             let len = sw * sh * channels;
             if self.small.as_ref().is_none_or(|b| b.len() != len) {
@@ -328,7 +341,7 @@ impl GpuStage for SegmentationStage {
             let func = &self.f_downscale;
             let mut failed = None;
             timer.time(stream, "segment_downscale", || {
-                failed = enqueue_downscale(func, stream, src, small, frame.width, frame.height, channels, f).err();
+                failed = enqueue_downscale(func, stream, src, small, width, height, channels, f).err();
                 Ok(())
             })?;
             if let Some(e) = failed {
@@ -341,33 +354,46 @@ impl GpuStage for SegmentationStage {
             None => Ok(()),
         }
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError> {
+    fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError> {
         if self.skipped {
             return Ok(skipped());
         }
         let reruns = self.gpu.reruns();
-        let out = self.gpu.download(stream)?;
-        let out = upsample_labels(out, input.gray.width(), input.gray.height(), self.settings.downscale as usize);
-        let mut o = output(out, input, &self.settings)?;
-        // A frame that needed more rounds than the last one's caps ran again (exact either way).
-        if self.gpu.reruns() > reruns
-            && let Some(m) = o.summary.as_object_mut()
-        {
-            m.insert("rerun".into(), true.into());
+        let mut out = self.gpu.download(stream)?;
+        let labels = Arc::new(std::mem::replace(&mut out.labels, Image::new(0, 0, 0)));
+        let mut summary = summary(&out, &self.settings);
+        if let Some(m) = summary.as_object_mut() {
+            // A frame that needed more rounds than the last one's caps ran again (exact either way).
+            if self.gpu.reruns() > reruns {
+                m.insert("rerun".into(), true.into());
+            }
+            // The frame's round caps were new to the op: its launch sequence was captured as a graph.
+            if self.gpu.graph_captures() > self.captures {
+                m.insert("graph_capture".into(), true.into());
+            }
         }
-        // The frame's round caps were new to the op: its launch sequence was captured as a graph.
-        if self.gpu.graph_captures() > self.captures
-            && let Some(m) = o.summary.as_object_mut()
-        {
-            m.insert("graph_capture".into(), true.into());
-        }
-        Ok(o)
+        let raster = raster(&out, labels, frame.width, &self.settings);
+        Ok(output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: Some(raster), summary }))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::segment::{overlay_segments_gray, overlay_segments_rgb, upsample_labels};
+
+    /// The segmentation layer of `out` drawn over `input` as the compose step draws it: labels
+    /// scaled back to the frame, segments filled from the frame's pixels, boundaries.
+    fn draw(out: &OpOutput, input: &FrameInput) -> Option<Image<[u8; 3]>> {
+        let Some(Raster::Segments(r)) = &out.layer.raster else { return None };
+        let (w, h) = (input.gray.width(), input.gray.height());
+        let seg = SegmentOutput { labels: (*r.labels).clone(), segment_count: r.count, rounds: 0, min_size_rounds: 0, capped: false, level: 0, has_rounds: false };
+        let seg = upsample_labels(seg, w, h, r.factor);
+        Some(match input.rgb.as_deref() {
+            Some(rgb) => overlay_segments_rgb(rgb.view(), &seg, r.fill, r.boundary).unwrap(),
+            None => overlay_segments_gray(input.gray.view(), &seg, r.fill, r.boundary).unwrap(),
+        })
+    }
 
     fn frame(rgb: bool) -> FrameInput {
         // Two flat halves: left dark, right bright.
@@ -389,7 +415,7 @@ mod tests {
             let out = a.run_cpu(&frame(rgb), &mut t).unwrap();
             assert_eq!(out.summary["segments"], 2, "rgb={rgb}");
             assert_eq!(t[0].0, "segment_cpu");
-            let Some(Raster::Rgb(pic)) = &out.layer.raster else { panic!("no colour overlay") };
+            let pic = &draw(&out, &frame(rgb)).expect("no segmentation layer");
             assert_eq!(pic.get(0, 0), if rgb { [20, 10, 0] } else { [20, 20, 20] });
             // Column 7 is the last of the left segment: its right neighbour differs.
             assert_eq!(pic.get(7, 3), BOUNDARY);
@@ -408,7 +434,9 @@ mod tests {
             let mut a = Segmentation::new(&settings).unwrap();
             let out = a.run_cpu(&input, &mut Vec::new()).unwrap();
             assert_eq!(out.summary["downscale"], 2);
-            let Some(Raster::Rgb(pic)) = &out.layer.raster else { panic!("no colour overlay") };
+            let Some(Raster::Segments(r)) = &out.layer.raster else { panic!("no segmentation layer") };
+            assert_eq!((r.labels.width(), r.labels.height(), r.factor), (8, 4, 2), "labels stay downscaled");
+            let pic = &draw(&out, &input).expect("no segmentation layer");
             assert_eq!((pic.width(), pic.height()), (16, 8));
             if level < 0 {
                 // The definition: segment the 8x4 box average, scale the labels back, draw.
@@ -418,9 +446,13 @@ mod tests {
                 };
                 let small = downscale_box(&data, 16, 8, ch, 2);
                 let seg = felzenszwalb_interleaved(&small, 8, 4, ch, &settings.segmentation.params()).unwrap();
-                let want = overlay(&upsample_labels(seg.clone(), 16, 8, 2), &input, &settings.segmentation).unwrap();
+                let up = upsample_labels(seg.clone(), 16, 8, 2);
+                let want = match input.rgb.as_deref() {
+                    Some(c) => overlay_segments_rgb(c.view(), &up, OverlayMode::Mean, Some(BOUNDARY)).unwrap(),
+                    None => overlay_segments_gray(input.gray.view(), &up, OverlayMode::Mean, Some(BOUNDARY)).unwrap(),
+                };
                 assert_eq!(out.summary["segments"], seg.segment_count, "rgb={rgb}");
-                assert!(matches!(&want.layer.raster, Some(Raster::Rgb(q)) if q == pic), "rgb={rgb}");
+                assert_eq!(&want, pic, "rgb={rgb}");
             }
         }
         let bad = OpSettings { segmentation: SegmentationSettings { downscale: 9, ..Default::default() }, ..Default::default() };
@@ -440,7 +472,8 @@ mod tests {
         };
         let mut run = |input: &FrameInput| {
             let out = a.run_cpu(input, &mut Vec::new()).unwrap();
-            a.finish(out, input)
+            let meta = FrameMeta { index: input.index, width: input.gray.width(), height: input.gray.height() };
+            a.finish(out, &meta)
         };
         // Before any segmentation a skipped frame has no overlay.
         let none = run(&at(1, 220));
@@ -450,10 +483,11 @@ mod tests {
         assert_eq!(first.summary["segments"], 2);
         assert!(first.summary.get("skipped").is_none() && first.payload.is_none());
         // Frame 3 is skipped: frame 2's labels, filled with frame 3's own mean colours.
-        let third = run(&at(3, 120));
+        let third_input = at(3, 120);
+        let third = run(&third_input);
         assert_eq!((third.summary["skipped"].clone(), third.summary["from_frame"].clone()), (true.into(), 2.into()));
         assert_eq!(third.summary["segments"], 2);
-        let Some(Raster::Rgb(pic)) = &third.layer.raster else { panic!("no overlay") };
+        let pic = draw(&third, &third_input).expect("no overlay");
         assert_eq!(pic.get(15, 3), [120, 120, 120]);
         assert_eq!(pic.get(7, 3), BOUNDARY);
         // Frame 4 is segmented again; every = 0 is refused.

@@ -2,7 +2,11 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::CudaSlice;
+
+use crate::compose::Picture;
 use crate::image::Image;
+use crate::ops::segment::OverlayMode;
 
 /// An overlay raster, the size of the frame.
 #[derive(Clone, Debug)]
@@ -11,6 +15,53 @@ pub enum Raster {
     Gray(Arc<Image<u8>>),
     /// Colour picture.
     Rgb(Arc<Image<[u8; 3]>>),
+    /// A segmentation drawn over the frame's own pixels (see [`SegmentsRaster`]).
+    Segments(SegmentsRaster),
+}
+
+/// A segmentation as an overlay: labels `0..count` in raster order at the label image's size,
+/// which is the frame's divided by `factor` (nearest upsampling back to the frame). Each
+/// segment is filled with the mean colour of the frame's pixels in it (or a colour per label),
+/// with boundaries where a pixel's right or lower neighbour has another label.
+#[derive(Clone, Debug)]
+pub struct SegmentsRaster {
+    /// Labels, `0..count`.
+    pub labels: Arc<Image<u32>>,
+    /// Number of segments.
+    pub count: usize,
+    /// Frame size over label size (1: full resolution).
+    pub factor: usize,
+    /// Mean colour or a colour per label.
+    pub fill: OverlayMode,
+    /// Boundary colour, or none.
+    pub boundary: Option<[u8; 3]>,
+}
+
+/// An analysis' overlay left on the device for the compose step (borrowed from its GPU stage
+/// or from the analysis; valid until that stage's next enqueue).
+#[derive(Clone, Copy, Debug)]
+pub enum DeviceLayer<'a> {
+    /// Frame-sized packed grey picture (a residue).
+    Gray(&'a CudaSlice<u8>),
+    /// Frame-sized packed RGB picture.
+    Rgb(&'a CudaSlice<u8>),
+    /// A segmentation's labels (as [`SegmentsRaster`], labels at `width` x `height`).
+    Segments {
+        /// Labels, `0..count`, packed.
+        labels: &'a CudaSlice<u32>,
+        /// Label image width.
+        width: usize,
+        /// Label image height.
+        height: usize,
+        /// Number of segments.
+        count: usize,
+        /// Frame size over label size.
+        factor: usize,
+        /// Mean colour or a colour per label.
+        fill: OverlayMode,
+        /// Boundary colour, or none.
+        boundary: Option<[u8; 3]>,
+    },
 }
 
 /// A vector overlay element in image coordinates (pixels, origin top-left).
@@ -144,12 +195,18 @@ pub struct AnalysedFrame {
     pub index: u64,
     /// Presentation timestamp, ns.
     pub pts_nanos: Option<u64>,
-    /// Grey frame.
-    pub gray: Arc<Image<u8>>,
-    /// Colour frame, when the source is colour.
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Grey frame in host memory, where the host has it (CPU backend).
+    pub gray: Option<Arc<Image<u8>>>,
+    /// Colour frame in host memory, when the source is colour.
     pub rgb: Option<Arc<Image<[u8; 3]>>>,
     /// One output per enabled analysis, in run order.
     pub outputs: Vec<OpOutput>,
+    /// The frame with every layer composed, when a sink asked for pixels this frame.
+    pub picture: Option<Arc<Picture>>,
     /// Timings.
     pub timings: FrameTimings,
 }
@@ -158,7 +215,7 @@ impl AnalysedFrame {
     /// Width and height.
     #[must_use]
     pub fn size(&self) -> (usize, usize) {
-        (self.gray.width(), self.gray.height())
+        (self.width, self.height)
     }
     /// The output of analysis `op`, if it ran.
     #[must_use]

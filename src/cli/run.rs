@@ -8,7 +8,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use morphoscope::config::Settings;
 use morphoscope::output::RunSink;
-use morphoscope::pipeline::{Delivery, Pipeline, PipelineEvent};
+use morphoscope::compose::PictureFormat;
+use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
 use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
@@ -160,7 +161,9 @@ fn headless(
         }
         _ => max_frames,
     };
-    let pipeline = Pipeline::start(&spec, settings, &backend, Delivery::All).with_context(|| format!("cannot open {spec}"))?;
+    let want = if video { PictureWant::Every(PictureFormat::Rgb) } else { PictureWant::None };
+    let pipeline = Pipeline::start(FrameSource::Spec(spec.clone()), settings, &backend, Delivery::All, want)
+        .with_context(|| format!("cannot open {spec}"))?;
     let fps = match &spec {
         SourceSpec::Test(_) => settings.source.test.fps,
         _ => 25,

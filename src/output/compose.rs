@@ -12,19 +12,38 @@ pub const RASTER_ALPHA: f32 = 0.4;
 /// The frame with every layer drawn over it.
 #[must_use]
 pub fn compose(frame: &AnalysedFrame) -> Image<[u8; 3]> {
-    let mut out = match &frame.rgb {
-        Some(rgb) => (**rgb).clone(),
-        None => frame.gray.map(|g| [g, g, g]),
+    let mut out = match (&frame.rgb, &frame.gray) {
+        (Some(rgb), _) => (**rgb).clone(),
+        (None, Some(g)) => g.map(|g| [g, g, g]),
+        (None, None) => Image::new(frame.width, frame.height, [0, 0, 0]),
     };
     for o in &frame.outputs {
-        if let Some(r) = &o.layer.raster {
-            blend(&mut out, r, RASTER_ALPHA);
+        match &o.layer.raster {
+            Some(Raster::Segments(s)) => {
+                if let Some(pic) = segments_picture(frame, s) {
+                    blend(&mut out, &Raster::Rgb(std::sync::Arc::new(pic)), RASTER_ALPHA);
+                }
+            }
+            Some(r) => blend(&mut out, r, RASTER_ALPHA),
+            None => {}
         }
         for s in &o.layer.shapes {
             draw_shape(&mut out, s);
         }
     }
     out
+}
+
+/// A segmentation layer drawn over the frame's own pixels (labels scaled back to the frame).
+pub(crate) fn segments_picture(frame: &AnalysedFrame, s: &crate::analysis::SegmentsRaster) -> Option<Image<[u8; 3]>> {
+    use crate::ops::segment::{SegmentOutput, overlay_segments_gray, overlay_segments_rgb, upsample_labels};
+    let seg = SegmentOutput { labels: (*s.labels).clone(), segment_count: s.count, rounds: 0, min_size_rounds: 0, capped: false, level: 0, has_rounds: false };
+    let seg = upsample_labels(seg, frame.width, frame.height, s.factor);
+    match (&frame.rgb, &frame.gray) {
+        (Some(rgb), _) => overlay_segments_rgb(rgb.view(), &seg, s.fill, s.boundary).ok(),
+        (None, Some(g)) => overlay_segments_gray(g.view(), &seg, s.fill, s.boundary).ok(),
+        (None, None) => None,
+    }
 }
 
 /// Colour rasters are blended with a constant `alpha`. Grey rasters are residues (top-hats),
@@ -40,6 +59,7 @@ fn blend(out: &mut Image<[u8; 3]>, r: &Raster, alpha: f32) {
                     ([255, 230, 0], (v * 4.0 / 255.0).min(1.0) * 0.9)
                 }
                 Raster::Rgb(c) if x < c.width() && y < c.height() => (c.get(x, y), alpha),
+                Raster::Segments(_) => return,
                 _ => continue,
             };
             let mix = |d: u8, s: u8| (f32::from(d) * (1.0 - a) + f32::from(s) * a).round() as u8;
@@ -156,8 +176,11 @@ mod tests {
         let f = AnalysedFrame {
             index: 0,
             pts_nanos: None,
-            gray,
+            width: 20,
+            height: 20,
+            gray: Some(gray),
             rgb: None,
+            picture: None,
             outputs: vec![OpOutput {
                 op: "t",
                 summary: serde_json::Value::Null,

@@ -146,7 +146,7 @@ impl RunSink {
                 self.video = Some(video::VideoWriter::create(&self.dir.join("overlay.mp4"), w, h, self.fps, self.video_kbps)?);
             }
             if let Some(v) = self.video.as_mut() {
-                v.push(&compose::compose(f))?;
+                v.push(&picture_rgb(f))?;
             }
         }
         Ok(())
@@ -187,6 +187,18 @@ impl RunSink {
         serde_json::to_writer_pretty(f, &doc).map_err(|e| OutputError::Io { path: p.clone(), source: e.into() })?;
         Ok(self.timings)
     }
+}
+
+/// The frame's composed picture as RGB: the one the pipeline composed (off this thread), else
+/// composed here.
+fn picture_rgb(f: &AnalysedFrame) -> crate::image::Image<[u8; 3]> {
+    if let Some(p) = f.picture.as_deref()
+        && p.format == crate::compose::PictureFormat::Rgb
+        && let Ok(img) = crate::image::Image::from_vec(p.width, p.height, p.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+    {
+        return img;
+    }
+    compose::compose(f)
 }
 
 fn round3(v: f64) -> f64 {

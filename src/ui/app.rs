@@ -407,7 +407,10 @@ impl ViewerApp {
             match (self.video.hover_image_pos, &self.frame) {
                 (Some(p), Some(f)) if p.x >= 0.0 && p.y >= 0.0 && (p.x as usize) < f.size().0 && (p.y as usize) < f.size().1 => {
                     let (x, y) = (p.x as usize, p.y as usize);
-                    let mut s = format!("x {x:>4}  y {y:>4}  grey {:>3}", f.gray.get(x, y));
+                    let mut s = format!("x {x:>4}  y {y:>4}");
+                    if let Some(g) = &f.gray {
+                        s.push_str(&format!("  grey {:>3}", g.get(x, y)));
+                    }
                     if let Some(rgb) = &f.rgb {
                         let c = rgb.get(x, y);
                         s.push_str(&format!("  rgb {:>3} {:>3} {:>3}", c[0], c[1], c[2]));

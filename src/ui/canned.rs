@@ -149,8 +149,11 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
     AnalysedFrame {
         index,
         pts_nanos: Some(index * 33_333_333),
-        gray: Arc::new(gray),
+        width: gray.width(),
+        height: gray.height(),
+        gray: Some(Arc::new(gray)),
         rgb: Some(Arc::new(rgb)),
+        picture: None,
         outputs: vec![
             output("preprocess", None, vec![], OpData::None, serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 })),
             output("maxtree", Some(Raster::Gray(Arc::new(residue))), vec![], OpData::None, serde_json::json!({ "nodes": 1832, "kept": 3 })),

@@ -128,11 +128,14 @@ impl Layers {
         let opts = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
         let base_wanted = self.visible(ORIGINAL);
         if base_wanted && !self.uploaded(ORIGINAL, frame_seq, false) {
-            let img = match &frame.rgb {
-                Some(rgb) => rgb_image(rgb, false),
-                None => gray_image(&frame.gray, false),
+            let img = match (&frame.rgb, &frame.gray) {
+                (Some(rgb), _) => Some(rgb_image(rgb, false)),
+                (None, Some(g)) => Some(gray_image(g, false)),
+                (None, None) => None,
             };
-            self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
+            if let Some(img) = img {
+                self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
+            }
         }
         for o in &frame.outputs {
             let Some(r) = &o.layer.raster else { continue };
@@ -143,6 +146,10 @@ impl Layers {
             let img = match r {
                 Raster::Gray(g) => gray_image(g, add),
                 Raster::Rgb(c) => rgb_image(c, add),
+                Raster::Segments(s) => match crate::output::compose::segments_picture(frame, s) {
+                    Some(pic) => rgb_image(&pic, add),
+                    None => continue,
+                },
             };
             self.upload(ctx, o.op, img, opts, frame_seq, add);
         }
@@ -249,6 +256,7 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
                 parts.push(match r {
                     Raster::Gray(_) => "a grey picture".to_owned(),
                     Raster::Rgb(_) => "a colour picture".to_owned(),
+                    Raster::Segments(_) => "segments filled from the frame".to_owned(),
                 });
             }
             if !o.layer.shapes.is_empty() {

@@ -19,7 +19,7 @@ use eframe::egui;
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::config::Settings;
-use crate::pipeline::{Command, Counters, Delivery, Mailbox, Pipeline, PipelineEvent};
+use crate::pipeline::{Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent};
 use crate::source::SourceSpec;
 
 /// What [`Link::poll`] found since the last poll.
@@ -138,7 +138,7 @@ impl Link {
             let mailbox = Arc::new(Mailbox::new());
             let waker_ctx = ctx.clone();
             mailbox.set_waker(move || waker_ctx.request_repaint());
-            let r = Pipeline::start(&spec, &settings, &backend, Delivery::Latest(mailbox.clone()))
+            let r = Pipeline::start(FrameSource::Spec(spec.clone()), &settings, &backend, Delivery::Latest(mailbox.clone()), PictureWant::None)
                 .map(|p| (p, mailbox))
                 .map_err(|e| format!("cannot open {spec}: {e}"));
             let _ = tx.send(r);

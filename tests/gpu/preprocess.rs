@@ -1,13 +1,13 @@
 //! GPU parity of the shared pre-processing (RGB→grey) and the ring: the CUDA engine must give
 //! the CPU engine's results frame for frame, in order, across frame-size changes.
 
-use std::time::Instant;
 
 use morphoscope::analysis::{OpSettings, Raster};
 use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::preprocess::{rgb_to_gray, rgb_to_gray_gpu};
-use morphoscope::pipeline::{Engine, Submitted};
+use morphoscope::compose::PictureFormat;
+use morphoscope::pipeline::{PictureWant, run_frames};
 use morphoscope::source::Frame;
 
 use crate::common::{Rng, gpu, sample_rgb};
@@ -41,36 +41,32 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
     settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
     settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
     settings.segmentation.adaptive_rounds = false;
-    let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
-    let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
     let mut rng = Rng(11);
     let sizes = [(64, 48), (64, 48), (65, 47), (1920, 1080), (1920, 1080), (31, 7), (64, 48)];
-    let mut got = Vec::new();
-    let mut want = Vec::new();
+    let mut frames = Vec::new();
     for (i, &(w, h)) in sizes.iter().cycle().take(20).enumerate() {
         let image = if i % 4 == 3 {
             DynImage::Gray8(Image::from_fn(w, h, |x, y| (x * 7 + y * 3 + i) as u8))
         } else {
             DynImage::Rgb8(random_rgb(&mut rng, w, h))
         };
-        let frame = Frame { index: i as u64, pts_nanos: Some(i as u64), image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        got.extend(cuda.submit(sub(frame.clone())).unwrap());
-        want.extend(cpu.submit(sub(frame)).unwrap());
+        frames.push(Frame { index: i as u64, pts_nanos: Some(i as u64), image });
     }
-    got.extend(cuda.flush().unwrap());
-    assert_eq!(got.len(), 20);
-    for (a, b) in got.iter().zip(&want) {
-        assert_eq!(a.index, b.index, "frames must complete in order");
-        assert_eq!(a.gray, b.gray, "frame {}", a.index);
+    let want_picture = PictureWant::Every(PictureFormat::Rgb);
+    let got = run_frames(&backend, &settings, 3, frames.clone(), want_picture).unwrap();
+    let want = run_frames(&Backend::Cpu, &settings, 1, frames, want_picture).unwrap();
+    assert_eq!((got.len(), want.len()), (20, 20));
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(a.index, k as u64, "frames must complete in order");
+        assert_eq!(a.picture, b.picture, "frame {}: composed picture", a.index);
         assert_eq!(a.outputs.len(), b.outputs.len());
         for (x, y) in a.outputs.iter().zip(&b.outputs) {
             if x.op == "segmentation" {
                 // The GPU reports its merge rounds, Kruskal on the CPU has none: compare the
-                // segment count and the overlay (same labels give the same picture).
+                // segment count and the labels.
                 assert_eq!(x.summary["capped"], false, "frame {}: round cap reached", a.index);
                 assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
-                assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+                assert!(same_overlay(x, y), "frame {} labels", a.index);
             } else {
                 assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
             }
@@ -92,17 +88,13 @@ fn segmentation_hierarchy_levels_match_between_backends() {
         settings.orientation.enabled = false;
         settings.segmentation.level = level;
         settings.segmentation.adaptive_rounds = false;
-        let mut cuda = Engine::new(&backend, &settings, 2).unwrap();
-        let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
         let frame = Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(real.clone()) };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        let mut got = cuda.submit(sub(frame.clone())).unwrap();
-        got.extend(cuda.flush().unwrap());
-        let want = cpu.submit(sub(frame)).unwrap();
+        let got = run_frames(&backend, &settings, 2, vec![frame.clone()], PictureWant::None).unwrap();
+        let want = run_frames(&Backend::Cpu, &settings, 1, vec![frame], PictureWant::None).unwrap();
         let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
         let (x, y) = (seg(&got[0]), seg(&want[0]));
         assert_eq!(x.summary, y.summary, "level {level}: GPU and the rounds' CPU model");
-        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "level {level} overlay");
+        assert!(same_overlay(&x, &y), "level {level} labels");
     }
 }
 
@@ -127,24 +119,23 @@ fn segment_both(
     images: Vec<DynImage>,
 ) -> Vec<(u64, morphoscope::analysis::OpOutput, morphoscope::analysis::OpOutput)> {
     let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
-    let mut cuda = Engine::new(&backend, settings, 3).unwrap();
-    let mut cpu = Engine::new(&Backend::Cpu, settings, 1).unwrap();
     let n = images.len();
-    let (mut got, mut want) = (Vec::new(), Vec::new());
-    for (i, image) in images.into_iter().enumerate() {
-        let frame = Frame { index: i as u64, pts_nanos: None, image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        got.extend(cuda.submit(sub(frame.clone())).unwrap());
-        want.extend(cpu.submit(sub(frame)).unwrap());
-    }
-    got.extend(cuda.flush().unwrap());
+    let frames: Vec<Frame> = images.into_iter().enumerate().map(|(i, image)| Frame { index: i as u64, pts_nanos: None, image }).collect();
+    let got = run_frames(&backend, settings, 3, frames.clone(), PictureWant::None).unwrap();
+    let want = run_frames(&Backend::Cpu, settings, 1, frames, PictureWant::None).unwrap();
     assert_eq!((got.len(), want.len()), (n, n));
     let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
     got.iter().zip(&want).map(|(a, b)| (a.index, seg(a), seg(b))).collect()
 }
 
+/// Both outputs draw the same segmentation: equal labels at the same scale, fill and boundary.
 fn same_overlay(x: &morphoscope::analysis::OpOutput, y: &morphoscope::analysis::OpOutput) -> bool {
-    matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q)
+    match (&x.layer.raster, &y.layer.raster) {
+        (Some(Raster::Segments(p)), Some(Raster::Segments(q))) => {
+            p.labels == q.labels && p.count == q.count && p.factor == q.factor && p.fill == q.fill && p.boundary == q.boundary
+        }
+        _ => false,
+    }
 }
 
 #[test]
