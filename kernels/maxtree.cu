@@ -61,7 +61,8 @@
 // The min-tree is the max-tree of f ^ inv (inv = 0xFF / 0xFFFF), applied on every image read.
 //
 // Host emulation: with MT_HOST_EMU defined the file compiles as C++20 with a shim of CUDA
-// built-ins (one OS thread per CUDA thread) for the scratch tests; the GPU build never defines it.
+// built-ins (one OS thread per CUDA thread) for a host harness (not part of this repository);
+// the GPU build never defines it.
 #include "common/util.cuh"
 
 #define MT_TW 64

@@ -1,7 +1,7 @@
 //! Captured CUDA graphs: a long, fixed launch sequence enqueued once and replayed per frame.
 //!
 //! An op that launches hundreds of small kernels per frame with the same arguments every frame
-//! (the segmentation's rounds: ~20 launches a round, 50–100 rounds) costs the host a few
+//! (the segmentation's rounds: 7–10 launches a round, 20–30 rounds a frame) costs the host a few
 //! microseconds per launch and, once ~1000 launches are queued, blocks the enqueueing thread
 //! until the GPU catches up. Recorded once with stream capture (`cuStreamBeginCapture`, thread-
 //! local mode, so other threads' CUDA calls are unaffected) and instantiated, the same sequence

@@ -155,7 +155,8 @@ impl ViewerApp {
         }
     }
 
-    /// The app of a real window: restores the last session and opens `opts.source`.
+    /// The app of a real window: restores what the viewer saved when it last closed and opens
+    /// `opts.source`.
     pub fn new(cc: &eframe::CreationContext<'_>, opts: ViewerOptions) -> Self {
         let saved: Saved = cc.storage.and_then(|s| eframe::get_value(s, STORAGE_KEY)).unwrap_or_default();
         let mut settings = opts.settings;
@@ -636,7 +637,7 @@ impl ViewerApp {
     }
 }
 
-/// Analysis settings saved by an earlier session, if they still fit this version's schema.
+/// Analysis settings saved when the viewer last closed, if they still fit this version's schema.
 fn restore_ops(text: &str) -> Option<OpSettings> {
     match toml::from_str::<OpSettings>(text) {
         Ok(ops) if ops.validate().is_ok() => Some(ops),
