@@ -25,6 +25,11 @@ pub mod pixel;
 pub mod shapes;
 pub mod style;
 
+#[cfg(test)]
+mod naive;
+#[cfg(test)]
+mod tests;
+
 use thiserror::Error;
 
 use crate::gpu::GpuError;

@@ -97,8 +97,8 @@ mod tests {
         residue.set(3, 4, 200);
         let img = compose(&frame(Some(Raster::Gray(Arc::new(residue))), Vec::new()));
         assert_eq!(img.get(0, 0), [10, 10, 10]);
-        // Peak alpha 229 of 255: 10 + (255 - 10) * 229 / 255 ≈ 230; 230 * 229 / 255; 10 * 26 / 255.
-        assert_eq!(img.get(3, 4), [230, 208, 1]);
+        // Peak alpha 230 of 255 (0.9): (10 * 25 + 255 * 230 + 127) / 255 = 231, then 208 and 1.
+        assert_eq!(img.get(3, 4), [231, 208, 1]);
         let colour = Image::new(20, 20, [200u8, 100, 0]);
         let img = compose(&frame(Some(Raster::Rgb(Arc::new(colour))), Vec::new()));
         assert_eq!(img.get(5, 5), [86, 46, 6]);
