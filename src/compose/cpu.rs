@@ -20,7 +20,11 @@ use crate::ops::segment::overlay::label_colour;
 
 /// Composes `layers` with `style` into a picture in `format` (see the module docs of
 /// [`crate::compose`] for the drawing order and the arithmetic).
-pub fn compose_cpu(layers: &HostLayers, style: &ComposeStyle, format: PictureFormat) -> Result<Picture, ComposeError> {
+pub fn compose_cpu(
+    layers: &HostLayers,
+    style: &ComposeStyle,
+    format: PictureFormat,
+) -> Result<Picture, ComposeError> {
     let (width, height) = layers.base.size();
     let rasters = plan_rasters(layers, style, width, height)?;
     let (pw, ph) = format.picture_size(width, height);
@@ -40,20 +44,26 @@ pub fn compose_cpu(layers: &HostLayers, style: &ComposeStyle, format: PictureFor
         match format {
             PictureFormat::Rgb | PictureFormat::Rgba => {
                 let bytes = if format == PictureFormat::Rgb { 3 } else { 4 };
-                data.par_chunks_mut(pw * bytes).enumerate().for_each_init(fresh_row, |row, (y, out)| {
-                    plan.compose_row(y, row);
-                    for (o, p) in out.chunks_exact_mut(bytes).zip(row.iter()) {
-                        o[..3].copy_from_slice(p);
-                        if bytes == 4 {
-                            o[3] = 255;
+                data.par_chunks_mut(pw * bytes).enumerate().for_each_init(
+                    fresh_row,
+                    |row, (y, out)| {
+                        plan.compose_row(y, row);
+                        for (o, p) in out.chunks_exact_mut(bytes).zip(row.iter()) {
+                            o[..3].copy_from_slice(p);
+                            if bytes == 4 {
+                                o[3] = 255;
+                            }
                         }
-                    }
-                });
+                    },
+                );
             }
             PictureFormat::I420 => {
                 let (luma, chroma) = data.split_at_mut(pw * ph);
                 let (u, v) = chroma.split_at_mut((pw / 2) * (ph / 2));
-                let pairs = luma.par_chunks_mut(2 * pw).zip(u.par_chunks_mut(pw / 2)).zip(v.par_chunks_mut(pw / 2));
+                let pairs = luma
+                    .par_chunks_mut(2 * pw)
+                    .zip(u.par_chunks_mut(pw / 2))
+                    .zip(v.par_chunks_mut(pw / 2));
                 pairs.enumerate().for_each_init(
                     || (fresh_row(), fresh_row()),
                     |(top, bottom), (j, ((y_rows, u_row), v_row))| {
@@ -67,7 +77,8 @@ pub fn compose_cpu(layers: &HostLayers, style: &ComposeStyle, format: PictureFor
                             *o = pixel::luma(*p);
                         }
                         for (x, (uo, vo)) in u_row.iter_mut().zip(v_row.iter_mut()).enumerate() {
-                            let block = [top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1]];
+                            let block =
+                                [top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1]];
                             let sum = |c: usize| block.iter().map(|p| i32::from(p[c])).sum::<i32>();
                             (*uo, *vo) = pixel::chroma([sum(0), sum(1), sum(2)]);
                         }
@@ -76,7 +87,12 @@ pub fn compose_cpu(layers: &HostLayers, style: &ComposeStyle, format: PictureFor
             }
         }
     }
-    Ok(Picture { format, width: pw, height: ph, data })
+    Ok(Picture {
+        format,
+        width: pw,
+        height: ph,
+        data,
+    })
 }
 
 /// Everything a row needs, prepared once per picture.
@@ -92,8 +108,15 @@ struct Plan<'a> {
 
 /// A visible raster layer with its quantised blend.
 enum PlannedRaster<'a> {
-    Residue { img: &'a Image<u8>, peak: u32, additive: bool },
-    Colour { img: &'a Image<[u8; 3]>, blend: Blend },
+    Residue {
+        img: &'a Image<u8>,
+        peak: u32,
+        additive: bool,
+    },
+    Colour {
+        img: &'a Image<[u8; 3]>,
+        blend: Blend,
+    },
     Segments(PlannedSegments<'a>),
 }
 
@@ -143,13 +166,24 @@ fn plan_rasters<'a>(
                 segments.check(layer.name, lw * lh, width, height)?;
             }
         }
-        let Some(blend) = style.blend(layer.name, layer.raster.kind()) else { continue };
+        let Some(blend) = style.blend(layer.name, layer.raster.kind()) else {
+            continue;
+        };
         out.push(match &layer.raster {
-            HostRaster::Residue(img) => PlannedRaster::Residue { img, peak: u32::from(blend.alpha), additive: blend.additive },
+            HostRaster::Residue(img) => PlannedRaster::Residue {
+                img,
+                peak: u32::from(blend.alpha),
+                additive: blend.additive,
+            },
             HostRaster::Colour(img) => PlannedRaster::Colour { img, blend },
-            HostRaster::Segments { segments, count } => {
-                PlannedRaster::Segments(plan_segments(&layers.base, segments, *count, blend, width, height))
-            }
+            HostRaster::Segments { segments, count } => PlannedRaster::Segments(plan_segments(
+                &layers.base,
+                segments,
+                *count,
+                blend,
+                width,
+                height,
+            )),
         });
     }
     Ok(out)
@@ -164,13 +198,16 @@ fn plan_segments<'a>(
     height: usize,
 ) -> PlannedSegments<'a> {
     let factor = seg.effective_factor(width, height);
-    let columns: Vec<usize> = (0..width).map(|x| (x / factor).min(seg.label_width.saturating_sub(1))).collect();
+    let columns: Vec<usize> = (0..width)
+        .map(|x| (x / factor).min(seg.label_width.saturating_sub(1)))
+        .collect();
     let labels = &*seg.labels;
     let count = count.min(seg.label_width * seg.label_height);
     let fill = match seg.fill {
         OverlayMode::Random => (0..count as u32).map(label_colour).collect(),
         OverlayMode::Mean => {
-            let row_of = |y: usize| labels.row((y / factor).min(seg.label_height.saturating_sub(1)));
+            let row_of =
+                |y: usize| labels.row((y / factor).min(seg.label_height.saturating_sub(1)));
             let sums = segment_sums(base, count, height, |sums, y| {
                 let ids = row_of(y);
                 let mut add = |x: usize, c: [u8; 3]| {
@@ -182,8 +219,14 @@ fn plan_segments<'a>(
                     }
                 };
                 match base {
-                    HostBase::Rgb(img) => img.row(y).iter().enumerate().for_each(|(x, &p)| add(x, p)),
-                    HostBase::Gray(img) => img.row(y).iter().enumerate().for_each(|(x, &v)| add(x, [v, v, v])),
+                    HostBase::Rgb(img) => {
+                        img.row(y).iter().enumerate().for_each(|(x, &p)| add(x, p))
+                    }
+                    HostBase::Gray(img) => img
+                        .row(y)
+                        .iter()
+                        .enumerate()
+                        .for_each(|(x, &v)| add(x, [v, v, v])),
                 }
             });
             sums.iter()
@@ -194,7 +237,14 @@ fn plan_segments<'a>(
                 .collect()
         }
     };
-    PlannedSegments { labels, columns, factor, fill, boundary: seg.boundary, blend }
+    PlannedSegments {
+        labels,
+        columns,
+        factor,
+        fill,
+        boundary: seg.boundary,
+        blend,
+    }
 }
 
 /// Per-label sums `[r, g, b, pixels]` of `count` labels over the frame's `height` rows, `add_row`
@@ -248,7 +298,9 @@ impl Marks {
     fn new(prims: &[Primitive], width: usize, height: usize) -> Self {
         let mut marks = Vec::new();
         for (k, p) in prims.iter().enumerate() {
-            p.for_each_pixel(width, height, |x, y| marks.push(((y * width + x) as u64, k as u32)));
+            p.for_each_pixel(width, height, |x, y| {
+                marks.push(((y * width + x) as u64, k as u32))
+            });
         }
         marks.sort_unstable_by_key(|&(i, k)| (i, std::cmp::Reverse(k)));
         marks.dedup_by_key(|m| m.0);
@@ -259,7 +311,9 @@ impl Marks {
     fn row(&self, y: usize) -> &[(u64, u32)] {
         let start = (y * self.width) as u64;
         let a = self.marks.partition_point(|m| m.0 < start);
-        let b = self.marks.partition_point(|m| m.0 < start + self.width as u64);
+        let b = self
+            .marks
+            .partition_point(|m| m.0 < start + self.width as u64);
         &self.marks[a..b]
     }
 }
@@ -282,10 +336,19 @@ impl Plan<'_> {
         }
         for r in &self.rasters {
             match r {
-                PlannedRaster::Residue { img, peak, additive } => {
+                PlannedRaster::Residue {
+                    img,
+                    peak,
+                    additive,
+                } => {
                     for (d, &v) in row.iter_mut().zip(img.row(y)) {
                         if v != 0 {
-                            *d = blend(*d, RESIDUE_COLOUR, pixel::residue_alpha(v, *peak), *additive);
+                            *d = blend(
+                                *d,
+                                RESIDUE_COLOUR,
+                                pixel::residue_alpha(v, *peak),
+                                *additive,
+                            );
                         }
                     }
                 }
@@ -308,7 +371,10 @@ impl Plan<'_> {
 impl PlannedSegments<'_> {
     /// Blends the segments of frame row `y` into `row`.
     fn draw_row(&self, y: usize, row: &mut [[u8; 3]], width: usize, height: usize) {
-        let label_row = |y: usize| self.labels.row((y / self.factor).min(self.labels.height().saturating_sub(1)));
+        let label_row = |y: usize| {
+            self.labels
+                .row((y / self.factor).min(self.labels.height().saturating_sub(1)))
+        };
         let here = label_row(y);
         let below = (y + 1 < height).then(|| label_row(y + 1));
         let (alpha, additive) = (u32::from(self.blend.alpha), self.blend.additive);

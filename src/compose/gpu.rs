@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg, SyncOnDrop,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
+    PushKernelArg, SyncOnDrop,
 };
 
 use super::layer::{DeviceRaster, DeviceRasterLayer, SegmentCount, ShapeLayer};
@@ -28,8 +29,14 @@ use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, Readback};
 use crate::ops::segment::OverlayMode;
 
 /// Entry points of `kernels/compose.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] =
-    &["compose_segment_sums", "compose_segment_fill", "compose_shapes", "compose_rgb", "compose_rgba", "compose_i420"];
+pub const FUNCTIONS: &[&str] = &[
+    "compose_segment_sums",
+    "compose_segment_fill",
+    "compose_shapes",
+    "compose_rgb",
+    "compose_rgba",
+    "compose_i420",
+];
 
 /// Most visible raster layers one picture takes (keep in sync with `COMPOSE_MAX_RASTERS`).
 pub const MAX_RASTERS: usize = 8;
@@ -52,7 +59,12 @@ pub struct ComposeTuning {
 
 impl Default for ComposeTuning {
     fn default() -> Self {
-        Self { block_rows: 8, block: 256, sum_run: 8, fill_blocks: 512 }
+        Self {
+            block_rows: 8,
+            block: 256,
+            sum_run: 8,
+            fill_blocks: 512,
+        }
     }
 }
 
@@ -141,20 +153,31 @@ pub struct ComposeGpu {
 
 impl std::fmt::Debug for ComposeGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ComposeGpu").field("tuning", &self.tuning).field("composed", &self.composed).finish_non_exhaustive()
+        f.debug_struct("ComposeGpu")
+            .field("tuning", &self.tuning)
+            .field("composed", &self.composed)
+            .finish_non_exhaustive()
     }
 }
 
 /// A device pointer of a buffer another stage wrote, with the guard that records this stream's
 /// read when dropped (after the launches).
-fn read_ptr<'a, T>(s: &'a CudaSlice<T>, stream: &'a CudaStream, guards: &mut Vec<SyncOnDrop<'a>>) -> u64 {
+fn read_ptr<'a, T>(
+    s: &'a CudaSlice<T>,
+    stream: &'a CudaStream,
+    guards: &mut Vec<SyncOnDrop<'a>>,
+) -> u64 {
     let (p, guard) = s.device_ptr(stream);
     guards.push(guard);
     p
 }
 
 /// As [`read_ptr`] for a buffer the kernels write.
-fn write_ptr<'a, T>(s: &'a mut CudaSlice<T>, stream: &'a CudaStream, guards: &mut Vec<SyncOnDrop<'a>>) -> u64 {
+fn write_ptr<'a, T>(
+    s: &'a mut CudaSlice<T>,
+    stream: &'a CudaStream,
+    guards: &mut Vec<SyncOnDrop<'a>>,
+) -> u64 {
     let (p, guard) = s.device_ptr_mut(stream);
     guards.push(guard);
     p
@@ -206,23 +229,41 @@ impl ComposeGpu {
     ) -> Result<(), ComposeError> {
         let (width, height) = (base.width, base.height);
         if base.channels != 1 && base.channels != 3 {
-            return Err(GpuError::Unsupported(format!("compose of a {}-channel frame", base.channels)).into());
+            return Err(GpuError::Unsupported(format!(
+                "compose of a {}-channel frame",
+                base.channels
+            ))
+            .into());
         }
         let visible = check_rasters(rasters, style, width, height)?;
         let (pw, ph) = format.picture_size(width, height);
         let stream = base.stream;
-        self.composed = Some(Composed { format, width: pw, height: ph });
+        self.composed = Some(Composed {
+            format,
+            width: pw,
+            height: ph,
+        });
         let out_len = format.byte_len(pw, ph);
         if self.out.is_none() || self.out_len != out_len {
             self.out = None;
-            self.out = Some(alloc_zeroed::<u8>(stream, out_len, "composed picture", width, height)?);
+            self.out = Some(alloc_zeroed::<u8>(
+                stream,
+                out_len,
+                "composed picture",
+                width,
+                height,
+            )?);
             self.out_len = out_len;
         }
         let prims = shapes::primitives(shapes, style);
         if !prims.is_empty() {
             self.upload_primitives(stream, &prims, pw * ph, width, height)?;
         }
-        for (j, (layer, _)) in visible.iter().filter(|(l, _)| matches!(l.raster, DeviceRaster::Segments { .. })).enumerate() {
+        for (j, (layer, _)) in visible
+            .iter()
+            .filter(|(l, _)| matches!(l.raster, DeviceRaster::Segments { .. }))
+            .enumerate()
+        {
             if let DeviceRaster::Segments { segments, count } = layer.raster {
                 let capacity = match count {
                     SegmentCount::Host(n) => n.min(segments.label_width * segments.label_height),
@@ -234,7 +275,9 @@ impl ComposeGpu {
         if pw == 0 || ph == 0 {
             return Ok(());
         }
-        timer.time(stream, "compose", || self.launch(base, &visible, &prims, style, format, (pw, ph)))?;
+        timer.time(stream, "compose", || {
+            self.launch(base, &visible, &prims, style, format, (pw, ph))
+        })?;
         Ok(())
     }
 
@@ -250,12 +293,24 @@ impl ComposeGpu {
     ) -> Result<(), ComposeError> {
         if self.marks.is_none() || self.marks_len != pixels {
             self.marks = None;
-            self.marks = Some(alloc_zeroed::<u32>(stream, pixels, "shape marks", width, height)?);
+            self.marks = Some(alloc_zeroed::<u32>(
+                stream,
+                pixels,
+                "shape marks",
+                width,
+                height,
+            )?);
             self.marks_len = pixels;
         }
         if self.prims.as_ref().is_none_or(|p| p.len() < prims.len()) {
             self.prims = None;
-            self.prims = Some(alloc_zeroed::<Primitive>(stream, prims.len().next_power_of_two(), "shape primitives", width, height)?);
+            self.prims = Some(alloc_zeroed::<Primitive>(
+                stream,
+                prims.len().next_power_of_two(),
+                "shape primitives",
+                width,
+                height,
+            )?);
         }
         if let Some(buf) = self.prims.as_mut() {
             stream.memcpy_htod(prims, &mut buf.slice_mut(0..prims.len()))?;
@@ -313,8 +368,22 @@ impl ComposeGpu {
             prim_count: u32_of(prims.len(), "primitives")?,
             ..ComposeParams::default()
         };
-        let Self { f_sums, f_fill, f_shapes, f_rgb, f_rgba, f_i420, out, marks, prims: prim_buf, tables, .. } = self;
-        let Some(out) = out.as_mut() else { return Err(GpuError::Unsupported("picture buffer missing".into())) };
+        let Self {
+            f_sums,
+            f_fill,
+            f_shapes,
+            f_rgb,
+            f_rgba,
+            f_i420,
+            out,
+            marks,
+            prims: prim_buf,
+            tables,
+            ..
+        } = self;
+        let Some(out) = out.as_mut() else {
+            return Err(GpuError::Unsupported("picture buffer missing".into()));
+        };
         params.out = write_ptr(out, stream, &mut guards);
         let mut tables = tables.iter_mut();
         for (desc, (layer, blend)) in params.rasters.iter_mut().zip(visible) {
@@ -330,42 +399,72 @@ impl ComposeGpu {
                     desc.data = read_ptr(data, stream, &mut guards);
                 }
                 DeviceRaster::Segments { segments, count } => {
-                    let Some(table) = tables.next() else { return Err(GpuError::Unsupported("segment tables missing".into())) };
+                    let Some(table) = tables.next() else {
+                        return Err(GpuError::Unsupported("segment tables missing".into()));
+                    };
                     let capacity = u32_of(segments.label_width * segments.label_height, "labels")?;
                     *desc = RasterDesc {
                         kind: RASTER_SEGMENTS,
                         data: read_ptr(segments.labels, stream, &mut guards),
                         label_width: u32_of(segments.label_width, "label width")?,
                         label_height: u32_of(segments.label_height, "label height")?,
-                        factor: u32_of(segments.effective_factor(base.width, base.height), "factor")?,
+                        factor: u32_of(
+                            segments.effective_factor(base.width, base.height),
+                            "factor",
+                        )?,
                         boundary: segments.boundary.map_or(0, |b| pack_rgb(b) | BOUNDARY_ON),
                         ..*desc
                     };
                     match count {
-                        SegmentCount::Host(n) => desc.count = u32_of(n.min(table.capacity), "segment count")?,
-                        SegmentCount::Device(word) => desc.count_ptr = read_ptr(word, stream, &mut guards),
+                        SegmentCount::Host(n) => {
+                            desc.count = u32_of(n.min(table.capacity), "segment count")?
+                        }
+                        SegmentCount::Device(word) => {
+                            desc.count_ptr = read_ptr(word, stream, &mut guards)
+                        }
                     }
                     let sums = write_ptr(&mut table.sums, stream, &mut guards);
                     desc.fill = write_ptr(&mut table.fill, stream, &mut guards);
                     let mean = segments.fill == OverlayMode::Mean;
                     if mean {
                         let runs = blocks_for(base.width, t.sum_run) as usize * base.height;
-                        let cfg = LaunchConfig { grid_dim: (blocks_for(runs, t.block), 1, 1), block_dim: (t.block, 1, 1), shared_mem_bytes: 0 };
+                        let cfg = LaunchConfig {
+                            grid_dim: (blocks_for(runs, t.block), 1, 1),
+                            block_dim: (t.block, 1, 1),
+                            shared_mem_bytes: 0,
+                        };
                         let mut b = stream.launch_builder(f_sums);
-                        b.arg(&params.base).arg(&params.channels).arg(&params.width).arg(&params.height);
-                        b.arg(&desc.data).arg(&desc.label_width).arg(&desc.label_height).arg(&desc.factor);
-                        b.arg(&desc.count_ptr).arg(&desc.count).arg(&t.sum_run).arg(&sums);
+                        b.arg(&params.base)
+                            .arg(&params.channels)
+                            .arg(&params.width)
+                            .arg(&params.height);
+                        b.arg(&desc.data)
+                            .arg(&desc.label_width)
+                            .arg(&desc.label_height)
+                            .arg(&desc.factor);
+                        b.arg(&desc.count_ptr)
+                            .arg(&desc.count)
+                            .arg(&t.sum_run)
+                            .arg(&sums);
                         // SAFETY: arguments match compose_segment_sums; the frame holds width *
                         // height * channels samples, the labels label_width * label_height
                         // (checked), the sums 4 per label below the clamped count.
                         unsafe { b.launch(cfg) }?;
                     }
                     let cap_blocks = blocks_for(table.capacity, t.block).min(t.fill_blocks);
-                    let cfg = LaunchConfig { grid_dim: (cap_blocks, 1, 1), block_dim: (t.block, 1, 1), shared_mem_bytes: 0 };
+                    let cfg = LaunchConfig {
+                        grid_dim: (cap_blocks, 1, 1),
+                        block_dim: (t.block, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
                     let table_capacity = u32_of(table.capacity, "table capacity")?.min(capacity);
                     let mean = u32::from(mean);
                     let mut b = stream.launch_builder(f_fill);
-                    b.arg(&sums).arg(&desc.fill).arg(&desc.count_ptr).arg(&desc.count).arg(&table_capacity);
+                    b.arg(&sums)
+                        .arg(&desc.fill)
+                        .arg(&desc.count_ptr)
+                        .arg(&desc.count)
+                        .arg(&table_capacity);
                     b.arg(&mean).arg(&params.channels);
                     // SAFETY: arguments match compose_segment_fill; it touches labels below the
                     // count clamped to the tables' capacity.
@@ -386,7 +485,11 @@ impl ComposeGpu {
                 shared_mem_bytes: 0,
             };
             let mut b = stream.launch_builder(f_shapes);
-            b.arg(&params.prims).arg(&params.prim_count).arg(&params.marks).arg(&params.out_width).arg(&params.out_height);
+            b.arg(&params.prims)
+                .arg(&params.prim_count)
+                .arg(&params.marks)
+                .arg(&params.out_width)
+                .arg(&params.out_height);
             // SAFETY: arguments match compose_shapes; the marks hold out_width * out_height words
             // and every mark is clipped to the picture.
             unsafe { b.launch(cfg) }?;
@@ -424,7 +527,12 @@ impl ComposeGpu {
             Some(out) if n > 0 => self.readback.fetch(stream, out, n)?,
             _ => Vec::new(),
         };
-        Ok(Picture { format: c.format, width: c.width, height: c.height, data })
+        Ok(Picture {
+            format: c.format,
+            width: c.width,
+            height: c.height,
+            data,
+        })
     }
 }
 
@@ -445,8 +553,12 @@ fn check_rasters<'a>(
         };
         match layer.raster {
             DeviceRaster::Residue(d) if d.len() < pixels => return Err(short(pixels, d.len())),
-            DeviceRaster::Colour(d) if d.len() < 3 * pixels => return Err(short(3 * pixels, d.len())),
-            DeviceRaster::Segments { segments, .. } => segments.check(layer.name, segments.labels.len(), width, height)?,
+            DeviceRaster::Colour(d) if d.len() < 3 * pixels => {
+                return Err(short(3 * pixels, d.len()));
+            }
+            DeviceRaster::Segments { segments, .. } => {
+                segments.check(layer.name, segments.labels.len(), width, height)?
+            }
             _ => {}
         }
         if let Some(blend) = style.blend(layer.name, layer.raster.kind()) {
@@ -454,7 +566,10 @@ fn check_rasters<'a>(
         }
     }
     if visible.len() > MAX_RASTERS {
-        return Err(ComposeError::TooManyLayers { count: visible.len(), max: MAX_RASTERS });
+        return Err(ComposeError::TooManyLayers {
+            count: visible.len(),
+            max: MAX_RASTERS,
+        });
     }
     Ok(visible)
 }

@@ -73,21 +73,43 @@ impl<L> Segments<L> {
     /// image has the frame's size (as `upsample_labels`, which returns such labels unchanged).
     #[must_use]
     pub fn effective_factor(&self, width: usize, height: usize) -> usize {
-        if (self.label_width, self.label_height) == (width, height) { 1 } else { self.factor.max(1) }
+        if (self.label_width, self.label_height) == (width, height) {
+            1
+        } else {
+            self.factor.max(1)
+        }
     }
 
     /// Checks the label image against a `width` x `height` frame.
-    pub(crate) fn check(&self, name: &str, labels_len: usize, width: usize, height: usize) -> Result<(), ComposeError> {
-        let err = |what: String| Err(ComposeError::Layer { layer: name.to_owned(), what });
+    pub(crate) fn check(
+        &self,
+        name: &str,
+        labels_len: usize,
+        width: usize,
+        height: usize,
+    ) -> Result<(), ComposeError> {
+        let err = |what: String| {
+            Err(ComposeError::Layer {
+                layer: name.to_owned(),
+                what,
+            })
+        };
         let (lw, lh) = (self.label_width, self.label_height);
         if width * height > 0 && (lw == 0 || lh == 0) {
-            return err(format!("empty label image ({lw}x{lh}) for a {width}x{height} frame"));
+            return err(format!(
+                "empty label image ({lw}x{lh}) for a {width}x{height} frame"
+            ));
         }
         if labels_len < lw * lh {
-            return err(format!("label image {lw}x{lh} needs {} labels, holds {labels_len}", lw * lh));
+            return err(format!(
+                "label image {lw}x{lh} needs {} labels, holds {labels_len}",
+                lw * lh
+            ));
         }
         if lw > width.max(1) || lh > height.max(1) {
-            return err(format!("label image {lw}x{lh} larger than the {width}x{height} frame"));
+            return err(format!(
+                "label image {lw}x{lh} larger than the {width}x{height} frame"
+            ));
         }
         Ok(())
     }

@@ -128,7 +128,11 @@ impl Picture {
         if self.format != PictureFormat::Rgb {
             return None;
         }
-        let px = self.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+        let px = self
+            .data
+            .chunks_exact(3)
+            .map(|c| [c[0], c[1], c[2]])
+            .collect();
         crate::image::Image::from_vec(self.width, self.height, px).ok()
     }
 }

@@ -14,7 +14,11 @@ use crate::ops::segment::OverlayMode;
 use crate::ops::segment::overlay::label_colour;
 
 fn q(opacity: f32) -> u32 {
-    if opacity.is_nan() { 0 } else { (opacity.clamp(0.0, 1.0) * 255.0).round() as u32 }
+    if opacity.is_nan() {
+        0
+    } else {
+        (opacity.clamp(0.0, 1.0) * 255.0).round() as u32
+    }
 }
 
 fn put(img: &mut Image<[u8; 3]>, x: usize, y: usize, src: [u8; 3], a: u32, additive: bool) {
@@ -22,14 +26,19 @@ fn put(img: &mut Image<[u8; 3]>, x: usize, y: usize, src: [u8; 3], a: u32, addit
     let mut out = [0u8; 3];
     for k in 0..3 {
         let (dk, sk) = (u32::from(d[k]), u32::from(src[k]));
-        out[k] = if additive { (dk + (sk * a + 127) / 255).min(255) } else { (dk * (255 - a) + sk * a + 127) / 255 } as u8;
+        out[k] = if additive {
+            (dk + (sk * a + 127) / 255).min(255)
+        } else {
+            (dk * (255 - a) + sk * a + 127) / 255
+        } as u8;
     }
     img.set(x, y, out);
 }
 
 fn covers(p: &Primitive, x: i64, y: i64) -> bool {
     if p.flags & PRIM_RECT != 0 {
-        (i64::from(p.x0)..=i64::from(p.x1)).contains(&x) && (i64::from(p.y0)..=i64::from(p.y1)).contains(&y)
+        (i64::from(p.x0)..=i64::from(p.x1)).contains(&x)
+            && (i64::from(p.y0)..=i64::from(p.y1)).contains(&y)
     } else {
         (0..=p.steps()).any(|i| p.line_pixel(i) == (x, y))
     }
@@ -39,7 +48,11 @@ fn covers(p: &Primitive, x: i64, y: i64) -> bool {
 pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureFormat) -> Picture {
     let (w, h) = layers.base.size();
     let base_style = style.style(ORIGINAL, LayerKind::Base);
-    let base_alpha = if base_style.visible { q(base_style.opacity) } else { 0 };
+    let base_alpha = if base_style.visible {
+        q(base_style.opacity)
+    } else {
+        0
+    };
     let mut img = Image::new(w, h, [0u8; 3]);
     for y in 0..h {
         for x in 0..w {
@@ -61,7 +74,14 @@ pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureF
                 for y in 0..h {
                     for x in 0..w {
                         let v = u32::from(r.get(x, y));
-                        put(&mut img, x, y, [255, 230, 0], ((4 * v).min(255) * peak + 127) / 255, st.additive);
+                        put(
+                            &mut img,
+                            x,
+                            y,
+                            [255, 230, 0],
+                            ((4 * v).min(255) * peak + 127) / 255,
+                            st.additive,
+                        );
                     }
                 }
             }
@@ -75,7 +95,8 @@ pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureF
             HostRaster::Segments { segments: s, count } => {
                 let (lw, lh) = (s.labels.width(), s.labels.height());
                 let f = if (lw, lh) == (w, h) { 1 } else { s.factor };
-                let label = |x: usize, y: usize| s.labels.get((x / f).min(lw - 1), (y / f).min(lh - 1));
+                let label =
+                    |x: usize, y: usize| s.labels.get((x / f).min(lw - 1), (y / f).min(lh - 1));
                 let count = (*count).min(lw * lh) as u32;
                 let mut sums: HashMap<u32, [u64; 4]> = HashMap::new();
                 for y in 0..h {
@@ -107,7 +128,8 @@ pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureF
                 for y in 0..h {
                     for x in 0..w {
                         let l = label(x, y);
-                        let edge = (x + 1 < w && label(x + 1, y) != l) || (y + 1 < h && label(x, y + 1) != l);
+                        let edge = (x + 1 < w && label(x + 1, y) != l)
+                            || (y + 1 < h && label(x, y + 1) != l);
                         let src = match s.boundary {
                             Some(b) if edge => b,
                             _ => fill(l),
@@ -141,7 +163,12 @@ pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureF
         }
         PictureFormat::I420 => data = naive_i420(&img, pw, ph),
     }
-    Picture { format, width: pw, height: ph, data }
+    Picture {
+        format,
+        width: pw,
+        height: ph,
+        data,
+    }
 }
 
 /// I420 of the top-left `pw` x `ph` (even) pixels of `img`, pixel by pixel.
@@ -212,7 +239,9 @@ mod proptests {
     pub fn case(w: usize, h: usize, seed: u64) -> (HostLayers, ComposeStyle, PictureFormat) {
         let mut r = Rng(seed);
         let base = if r.below(2) == 0 {
-            HostBase::Rgb(Arc::new(Image::from_fn(w, h, |_, _| [r.byte(), r.byte(), r.byte()])))
+            HostBase::Rgb(Arc::new(Image::from_fn(w, h, |_, _| {
+                [r.byte(), r.byte(), r.byte()]
+            })))
         } else {
             HostBase::Gray(Arc::new(Image::from_fn(w, h, |_, _| r.byte())))
         };
@@ -220,17 +249,39 @@ mod proptests {
         for _ in 0..r.below(4) {
             let name = NAMES[r.below(NAMES.len())];
             let raster = match r.below(3) {
-                0 => HostRaster::Residue(Arc::new(Image::from_fn(w, h, |_, _| if r.below(3) == 0 { r.byte() >> r.below(8) } else { 0 }))),
-                1 => HostRaster::Colour(Arc::new(Image::from_fn(w, h, |_, _| [r.byte(), r.byte(), r.byte()]))),
+                0 => HostRaster::Residue(Arc::new(Image::from_fn(w, h, |_, _| {
+                    if r.below(3) == 0 {
+                        r.byte() >> r.below(8)
+                    } else {
+                        0
+                    }
+                }))),
+                1 => HostRaster::Colour(Arc::new(Image::from_fn(w, h, |_, _| {
+                    [r.byte(), r.byte(), r.byte()]
+                }))),
                 _ => {
                     let factor = 1 + r.below(3);
                     let (lw, lh) = (1 + r.below(w), 1 + r.below(h));
                     let kinds = 1 + r.below(6);
                     let labels = Arc::new(Image::from_fn(lw, lh, |_, _| r.below(kinds) as u32));
-                    let fill = if r.below(3) == 0 { OverlayMode::Random } else { OverlayMode::Mean };
+                    let fill = if r.below(3) == 0 {
+                        OverlayMode::Random
+                    } else {
+                        OverlayMode::Mean
+                    };
                     let boundary = (r.below(2) == 0).then(|| [r.byte(), r.byte(), r.byte()]);
-                    let segments = Segments { labels, label_width: lw, label_height: lh, factor, fill, boundary };
-                    HostRaster::Segments { segments, count: r.below(kinds + 2) }
+                    let segments = Segments {
+                        labels,
+                        label_width: lw,
+                        label_height: lh,
+                        factor,
+                        fill,
+                        boundary,
+                    };
+                    HostRaster::Segments {
+                        segments,
+                        count: r.below(kinds + 2),
+                    }
                 }
             };
             rasters.push(RasterLayer { name, raster });
@@ -239,7 +290,12 @@ mod proptests {
         for _ in 0..r.below(3) {
             let mut list = Vec::new();
             for _ in 0..r.below(4) {
-                let color = [r.byte(), r.byte(), r.byte(), if r.below(2) == 0 { 255 } else { r.byte() }];
+                let color = [
+                    r.byte(),
+                    r.byte(),
+                    r.byte(),
+                    if r.below(2) == 0 { 255 } else { r.byte() },
+                ];
                 list.push(if r.below(2) == 0 {
                     let label = match r.below(3) {
                         0 => None,
@@ -247,13 +303,23 @@ mod proptests {
                         _ => Some("a1".to_owned()),
                     };
                     let (left, top) = (r.coord(w), r.coord(h) + 12.0 * r.below(2) as f32);
-                    Shape::Rect { left, top, width: r.below(9) as f32, height: r.below(9) as f32, color, label }
+                    Shape::Rect {
+                        left,
+                        top,
+                        width: r.below(9) as f32,
+                        height: r.below(9) as f32,
+                        color,
+                        label,
+                    }
                 } else {
                     let points = (0..r.below(5)).map(|_| [r.coord(w), r.coord(h)]).collect();
                     Shape::Polyline { points, color }
                 });
             }
-            shapes.push(ShapeLayer { name: NAMES[r.below(NAMES.len())], shapes: Arc::new(list) });
+            shapes.push(ShapeLayer {
+                name: NAMES[r.below(NAMES.len())],
+                shapes: Arc::new(list),
+            });
         }
         let mut style = ComposeStyle::default();
         for name in NAMES.iter().chain(&[ORIGINAL]) {
@@ -266,7 +332,15 @@ mod proptests {
             }
         }
         let format = [PictureFormat::Rgb, PictureFormat::Rgba, PictureFormat::I420][r.below(3)];
-        (HostLayers { base, rasters, shapes }, style, format)
+        (
+            HostLayers {
+                base,
+                rasters,
+                shapes,
+            },
+            style,
+            format,
+        )
     }
 
     proptest! {

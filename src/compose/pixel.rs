@@ -30,9 +30,17 @@ pub fn add(dst: u8, src: u8, alpha: u32) -> u8 {
 #[must_use]
 pub fn blend(dst: [u8; 3], src: [u8; 3], alpha: u32, additive: bool) -> [u8; 3] {
     if additive {
-        [add(dst[0], src[0], alpha), add(dst[1], src[1], alpha), add(dst[2], src[2], alpha)]
+        [
+            add(dst[0], src[0], alpha),
+            add(dst[1], src[1], alpha),
+            add(dst[2], src[2], alpha),
+        ]
     } else {
-        [mix(dst[0], src[0], alpha), mix(dst[1], src[1], alpha), mix(dst[2], src[2], alpha)]
+        [
+            mix(dst[0], src[0], alpha),
+            mix(dst[1], src[1], alpha),
+            mix(dst[2], src[2], alpha),
+        ]
     }
 }
 
@@ -83,8 +91,12 @@ mod tests {
                 assert_eq!(add(d, 0, 255), d);
                 assert_eq!(add(d, s, 255), (u32::from(d) + u32::from(s)).min(255) as u8);
                 for a in [1u32, 102, 128, 229] {
-                    let exact = (f64::from(d) * f64::from(255 - a) + f64::from(s) * f64::from(a)) / 255.0;
-                    assert!((f64::from(mix(d, s, a)) - exact).abs() <= 0.5 + 1e-9, "mix({d}, {s}, {a})");
+                    let exact =
+                        (f64::from(d) * f64::from(255 - a) + f64::from(s) * f64::from(a)) / 255.0;
+                    assert!(
+                        (f64::from(mix(d, s, a)) - exact).abs() <= 0.5 + 1e-9,
+                        "mix({d}, {s}, {a})"
+                    );
                 }
             }
         }

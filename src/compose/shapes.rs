@@ -82,7 +82,11 @@ impl Primitive {
     /// The colour's RGB.
     #[must_use]
     pub fn rgb(&self) -> [u8; 3] {
-        [self.colour as u8, (self.colour >> 8) as u8, (self.colour >> 16) as u8]
+        [
+            self.colour as u8,
+            (self.colour >> 8) as u8,
+            (self.colour >> 16) as u8,
+        ]
     }
 
     /// The alpha it is blended with.
@@ -100,7 +104,10 @@ impl Primitive {
     /// Steps of a line (`max(|dx|, |dy|)`); a line has `steps + 1` pixels.
     #[must_use]
     pub fn steps(&self) -> i64 {
-        let (dx, dy) = (i64::from(self.x1) - i64::from(self.x0), i64::from(self.y1) - i64::from(self.y0));
+        let (dx, dy) = (
+            i64::from(self.x1) - i64::from(self.x0),
+            i64::from(self.y1) - i64::from(self.y0),
+        );
         dx.abs().max(dy.abs())
     }
 
@@ -111,7 +118,9 @@ impl Primitive {
         if n == 0 {
             return (i64::from(self.x0), i64::from(self.y0));
         }
-        let along = |a: i32, b: i32| i64::from(a) + (2 * i * (i64::from(b) - i64::from(a)) + n).div_euclid(2 * n);
+        let along = |a: i32, b: i32| {
+            i64::from(a) + (2 * i * (i64::from(b) - i64::from(a)) + n).div_euclid(2 * n)
+        };
         (along(self.x0, self.x1), along(self.y0, self.y1))
     }
 
@@ -150,7 +159,11 @@ fn truncated(v: f32) -> i32 {
 
 fn clamp_coord(v: f32) -> i32 {
     let limit = COORD_LIMIT as f32;
-    if v.is_nan() { 0 } else { v.clamp(-limit, limit) as i32 }
+    if v.is_nan() {
+        0
+    } else {
+        v.clamp(-limit, limit) as i32
+    }
 }
 
 /// Appends the primitives of `shapes` drawn with `blend`.
@@ -160,26 +173,66 @@ fn expand(shapes: &[Shape], blend: Blend, out: &mut Vec<Primitive>) {
         let alpha = (u32::from(c[3]) * u32::from(blend.alpha) + 127) / 255;
         u32::from(c[0]) | u32::from(c[1]) << 8 | u32::from(c[2]) << 16 | alpha << 24
     };
-    let line = |x0: i32, y0: i32, x1: i32, y1: i32, colour: u32| Primitive { x0, y0, x1, y1, colour, flags: additive };
+    let line = |x0: i32, y0: i32, x1: i32, y1: i32, colour: u32| Primitive {
+        x0,
+        y0,
+        x1,
+        y1,
+        colour,
+        flags: additive,
+    };
     for s in shapes {
         match s {
-            Shape::Rect { left, top, width, height, color, label } => {
+            Shape::Rect {
+                left,
+                top,
+                width,
+                height,
+                color,
+                label,
+            } => {
                 let c = colour(*color);
                 for inset in [0.0f32, 1.0] {
                     let (l, t) = (rounded(left + inset), rounded(top + inset));
-                    let (r, b) = (rounded(left + width - 1.0 - inset), rounded(top + height - 1.0 - inset));
-                    out.extend([line(l, t, r, t, c), line(r, t, r, b, c), line(r, b, l, b, c), line(l, b, l, t, c)]);
+                    let (r, b) = (
+                        rounded(left + width - 1.0 - inset),
+                        rounded(top + height - 1.0 - inset),
+                    );
+                    out.extend([
+                        line(l, t, r, t, c),
+                        line(r, t, r, b, c),
+                        line(r, b, l, b, c),
+                        line(l, b, l, t, c),
+                    ]);
                 }
                 if let Some(label) = label {
-                    label_rects(label, truncated(*left), truncated(*top) - LABEL_RISE, |[x0, y0, x1, y1]| {
-                        out.push(Primitive { x0, y0, x1, y1, colour: c, flags: additive | PRIM_RECT });
-                    });
+                    label_rects(
+                        label,
+                        truncated(*left),
+                        truncated(*top) - LABEL_RISE,
+                        |[x0, y0, x1, y1]| {
+                            out.push(Primitive {
+                                x0,
+                                y0,
+                                x1,
+                                y1,
+                                colour: c,
+                                flags: additive | PRIM_RECT,
+                            });
+                        },
+                    );
                 }
             }
             Shape::Polyline { points, color } => {
                 let c = colour(*color);
                 for w in points.windows(2) {
-                    out.push(line(rounded(w[0][0]), rounded(w[0][1]), rounded(w[1][0]), rounded(w[1][1]), c));
+                    out.push(line(
+                        rounded(w[0][0]),
+                        rounded(w[0][1]),
+                        rounded(w[1][0]),
+                        rounded(w[1][1]),
+                        c,
+                    ));
                 }
             }
         }
@@ -244,31 +297,60 @@ mod tests {
     }
 
     fn layer(shapes: Vec<Shape>) -> Vec<ShapeLayer> {
-        vec![ShapeLayer { name: "cca", shapes: Arc::new(shapes) }]
+        vec![ShapeLayer {
+            name: "cca",
+            shapes: Arc::new(shapes),
+        }]
     }
 
     #[test]
     fn a_box_is_a_two_pixel_outline() {
-        let rect = Shape::Rect { left: 2.0, top: 3.0, width: 6.0, height: 5.0, color: [1, 2, 3, 255], label: None };
+        let rect = Shape::Rect {
+            left: 2.0,
+            top: 3.0,
+            width: 6.0,
+            height: 5.0,
+            color: [1, 2, 3, 255],
+            label: None,
+        };
         let p = primitives(&layer(vec![rect]), &ComposeStyle::default());
         assert_eq!(p.len(), 8);
         let got = pixels(&p, 20, 20);
         // Outer ring x 2..=7, y 3..=7; inner ring x 3..=6, y 4..=6; nothing inside.
         let want: BTreeSet<(usize, usize)> = (0..20)
             .flat_map(|y| (0..20).map(move |x| (x, y)))
-            .filter(|&(x, y)| (2..=7).contains(&x) && (3..=7).contains(&y) && !((4..=5).contains(&x) && y == 5))
+            .filter(|&(x, y)| {
+                (2..=7).contains(&x) && (3..=7).contains(&y) && !((4..=5).contains(&x) && y == 5)
+            })
             .collect();
         assert_eq!(got, want);
-        assert!(p.iter().all(|q| q.rgb() == [1, 2, 3] && q.alpha() == 255 && !q.additive()));
+        assert!(
+            p.iter()
+                .all(|q| q.rgb() == [1, 2, 3] && q.alpha() == 255 && !q.additive())
+        );
     }
 
     #[test]
     fn labels_are_the_digit_font_at_scale_two() {
-        let rect = Shape::Rect { left: 4.7, top: 20.2, width: 3.0, height: 3.0, color: [9, 9, 9, 128], label: Some("71".into()) };
+        let rect = Shape::Rect {
+            left: 4.7,
+            top: 20.2,
+            width: 3.0,
+            height: 3.0,
+            color: [9, 9, 9, 128],
+            label: Some("71".into()),
+        };
         let style = ComposeStyle::default().with("cca", LayerStyle::added(0.5));
         let p = primitives(&layer(vec![rect]), &style);
-        let text: Vec<Primitive> = p.iter().copied().filter(|q| q.flags & PRIM_RECT != 0).collect();
-        assert!(text.iter().all(|q| q.additive() && q.alpha() == (128 * 128 + 127) / 255));
+        let text: Vec<Primitive> = p
+            .iter()
+            .copied()
+            .filter(|q| q.flags & PRIM_RECT != 0)
+            .collect();
+        assert!(
+            text.iter()
+                .all(|q| q.additive() && q.alpha() == (128 * 128 + 127) / 255)
+        );
         let got = pixels(&text, 40, 40);
         // Glyph cells of "7" at x = 4 (truncated 4.7), y = 20 - 12 = 8; "1" 8 pixels further.
         let mut want = BTreeSet::new();
@@ -287,33 +369,71 @@ mod tests {
         }
         assert_eq!(got, want);
         // Runs merge: the top row of 7 is one 6x2 rectangle.
-        assert!(text.contains(&Primitive { x0: 4, y0: 8, x1: 9, y1: 9, colour: text[0].colour, flags: PRIM_RECT | PRIM_ADDITIVE }));
+        assert!(text.contains(&Primitive {
+            x0: 4,
+            y0: 8,
+            x1: 9,
+            y1: 9,
+            colour: text[0].colour,
+            flags: PRIM_RECT | PRIM_ADDITIVE
+        }));
     }
 
     #[test]
     fn lines_have_the_closed_form() {
-        let l = Primitive { x0: 0, y0: 0, x1: 4, y1: 2, colour: 0, flags: 0 };
+        let l = Primitive {
+            x0: 0,
+            y0: 0,
+            x1: 4,
+            y1: 2,
+            colour: 0,
+            flags: 0,
+        };
         let got: Vec<(i64, i64)> = (0..=l.steps()).map(|i| l.line_pixel(i)).collect();
         // i*2/4 = 0, .5, 1, 1.5, 2 rounds halves up: 0, 1, 1, 2, 2.
         assert_eq!(got, vec![(0, 0), (1, 1), (2, 1), (3, 2), (4, 2)]);
-        let back = Primitive { x0: 4, y0: 2, x1: 0, y1: 0, ..l };
+        let back = Primitive {
+            x0: 4,
+            y0: 2,
+            x1: 0,
+            y1: 0,
+            ..l
+        };
         let got: Vec<(i64, i64)> = (0..=back.steps()).map(|i| back.line_pixel(i)).collect();
         // Negative steps floor: 2 - 0.5 -> 2, 2 - 1.5 -> 1.
         assert_eq!(got, vec![(4, 2), (3, 2), (2, 1), (1, 1), (0, 0)]);
-        let dot = Primitive { x0: 3, y0: -1, x1: 3, y1: -1, ..l };
+        let dot = Primitive {
+            x0: 3,
+            y0: -1,
+            x1: 3,
+            y1: -1,
+            ..l
+        };
         assert_eq!((dot.steps(), dot.line_pixel(0)), (0, (3, -1)));
         // Every pixel of a line is 8-connected to the next.
-        let long = Primitive { x0: -7, y0: 13, x1: 29, y1: -2, ..l };
+        let long = Primitive {
+            x0: -7,
+            y0: 13,
+            x1: 29,
+            y1: -2,
+            ..l
+        };
         for i in 0..long.steps() {
             let (a, b) = (long.line_pixel(i), long.line_pixel(i + 1));
             assert!((a.0 - b.0).abs() <= 1 && (a.1 - b.1).abs() <= 1 && a != b);
         }
-        assert_eq!((long.line_pixel(0), long.line_pixel(long.steps())), ((-7, 13), (29, -2)));
+        assert_eq!(
+            (long.line_pixel(0), long.line_pixel(long.steps())),
+            ((-7, 13), (29, -2))
+        );
     }
 
     #[test]
     fn polylines_hidden_layers_and_wild_coordinates() {
-        let poly = Shape::Polyline { points: vec![[0.4, 0.6], [3.5, 0.6], [f32::NAN, f32::INFINITY]], color: [5, 6, 7, 255] };
+        let poly = Shape::Polyline {
+            points: vec![[0.4, 0.6], [3.5, 0.6], [f32::NAN, f32::INFINITY]],
+            color: [5, 6, 7, 255],
+        };
         let p = primitives(&layer(vec![poly.clone()]), &ComposeStyle::default());
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].x0, p[0].y0, p[0].x1, p[0].y1), (0, 1, 4, 1));

@@ -38,17 +38,29 @@ impl LayerStyle {
     /// A visible layer mixed with `opacity`.
     #[must_use]
     pub const fn mixed(opacity: f32) -> Self {
-        Self { visible: true, opacity, additive: false }
+        Self {
+            visible: true,
+            opacity,
+            additive: false,
+        }
     }
 
     /// A visible layer added with `opacity`.
     #[must_use]
     pub const fn added(opacity: f32) -> Self {
-        Self { visible: true, opacity, additive: true }
+        Self {
+            visible: true,
+            opacity,
+            additive: true,
+        }
     }
 
     /// A layer that is not drawn.
-    pub const HIDDEN: Self = Self { visible: false, opacity: 1.0, additive: false };
+    pub const HIDDEN: Self = Self {
+        visible: false,
+        opacity: 1.0,
+        additive: false,
+    };
 
     /// The integer blend of this style with the opacity scaled by `scale` (1 for every layer but
     /// the residue, whose peak is [`RESIDUE_PEAK`]); `None` when nothing is drawn (hidden, or an
@@ -56,14 +68,21 @@ impl LayerStyle {
     #[must_use]
     pub fn blend(&self, scale: f32) -> Option<Blend> {
         let alpha = quantise(self.opacity * scale);
-        (self.visible && alpha > 0).then_some(Blend { alpha, additive: self.additive })
+        (self.visible && alpha > 0).then_some(Blend {
+            alpha,
+            additive: self.additive,
+        })
     }
 }
 
 /// `a` in `0..=1` as `0..=255`, rounded (NaN is 0).
 #[must_use]
 pub fn quantise(a: f32) -> u8 {
-    if a.is_nan() { 0 } else { (a.clamp(0.0, 1.0) * 255.0).round() as u8 }
+    if a.is_nan() {
+        0
+    } else {
+        (a.clamp(0.0, 1.0) * 255.0).round() as u8
+    }
 }
 
 /// A quantised style: alpha in `0..=255` (never 0) and the blend mode.
@@ -133,7 +152,10 @@ impl ComposeStyle {
     /// The style of layer `name` of kind `kind`.
     #[must_use]
     pub fn style(&self, name: &str, kind: LayerKind) -> LayerStyle {
-        self.layers.get(name).copied().unwrap_or_else(|| kind.default_style())
+        self.layers
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| kind.default_style())
     }
 
     /// Sets the style of layer `name`.
@@ -152,7 +174,11 @@ impl ComposeStyle {
     /// scaled by [`RESIDUE_PEAK`].
     #[must_use]
     pub fn blend(&self, name: &str, kind: LayerKind) -> Option<Blend> {
-        let scale = if kind == LayerKind::Residue { RESIDUE_PEAK } else { 1.0 };
+        let scale = if kind == LayerKind::Residue {
+            RESIDUE_PEAK
+        } else {
+            1.0
+        };
         self.style(name, kind).blend(scale)
     }
 
@@ -171,12 +197,42 @@ mod tests {
     fn default_is_the_overlay_video_look() {
         let s = ComposeStyle::default();
         assert_eq!(s.base_alpha(), 255);
-        assert_eq!(s.blend("maxtree", LayerKind::Residue), Some(Blend { alpha: 230, additive: false }));
-        assert_eq!(s.blend("orientation", LayerKind::Colour), Some(Blend { alpha: 102, additive: false }));
-        assert_eq!(s.blend("segmentation", LayerKind::Segments), Some(Blend { alpha: 102, additive: false }));
-        assert_eq!(s.blend("cca", LayerKind::Shapes), Some(Blend { alpha: 255, additive: false }));
+        assert_eq!(
+            s.blend("maxtree", LayerKind::Residue),
+            Some(Blend {
+                alpha: 230,
+                additive: false
+            })
+        );
+        assert_eq!(
+            s.blend("orientation", LayerKind::Colour),
+            Some(Blend {
+                alpha: 102,
+                additive: false
+            })
+        );
+        assert_eq!(
+            s.blend("segmentation", LayerKind::Segments),
+            Some(Blend {
+                alpha: 102,
+                additive: false
+            })
+        );
+        assert_eq!(
+            s.blend("cca", LayerKind::Shapes),
+            Some(Blend {
+                alpha: 255,
+                additive: false
+            })
+        );
         // Unknown names take their kind's default.
-        assert_eq!(s.blend("other", LayerKind::Colour), Some(Blend { alpha: 102, additive: false }));
+        assert_eq!(
+            s.blend("other", LayerKind::Colour),
+            Some(Blend {
+                alpha: 102,
+                additive: false
+            })
+        );
     }
 
     #[test]
@@ -191,7 +247,13 @@ mod tests {
         assert_eq!(s.blend("cca", LayerKind::Shapes), None);
         assert_eq!(s.blend("segmentation", LayerKind::Segments), None);
         let s = s.with("cca", LayerStyle::added(2.0));
-        assert_eq!(s.blend("cca", LayerKind::Shapes), Some(Blend { alpha: 255, additive: true }));
+        assert_eq!(
+            s.blend("cca", LayerKind::Shapes),
+            Some(Blend {
+                alpha: 255,
+                additive: true
+            })
+        );
     }
 
     #[test]

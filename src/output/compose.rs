@@ -6,7 +6,10 @@
 use std::sync::Arc;
 
 use crate::analysis::{AnalysedFrame, Raster};
-use crate::compose::{ComposeStyle, HostBase, HostLayers, HostRaster, PictureFormat, RasterLayer, ShapeLayer, compose_cpu};
+use crate::compose::{
+    ComposeStyle, HostBase, HostLayers, HostRaster, PictureFormat, RasterLayer, ShapeLayer,
+    compose_cpu,
+};
 use crate::image::Image;
 
 pub use crate::compose::RASTER_ALPHA;
@@ -23,10 +26,17 @@ pub fn layers_of(frame: &AnalysedFrame) -> HostLayers {
     let mut shapes = Vec::new();
     for o in &frame.outputs {
         let raster = match &o.layer.raster {
-            Some(Raster::Gray(g)) if (g.width(), g.height()) == size => Some(HostRaster::Residue(g.clone())),
-            Some(Raster::Rgb(c)) if (c.width(), c.height()) == size => Some(HostRaster::Colour(c.clone())),
+            Some(Raster::Gray(g)) if (g.width(), g.height()) == size => {
+                Some(HostRaster::Residue(g.clone()))
+            }
+            Some(Raster::Rgb(c)) if (c.width(), c.height()) == size => {
+                Some(HostRaster::Colour(c.clone()))
+            }
             Some(_) => {
-                log::warn!("{}: overlay raster not of the frame's size, not drawn", o.op);
+                log::warn!(
+                    "{}: overlay raster not of the frame's size, not drawn",
+                    o.op
+                );
                 None
             }
             None => None,
@@ -35,17 +45,32 @@ pub fn layers_of(frame: &AnalysedFrame) -> HostLayers {
             rasters.push(RasterLayer { name: o.op, raster });
         }
         if !o.layer.shapes.is_empty() {
-            shapes.push(ShapeLayer { name: o.op, shapes: Arc::new(o.layer.shapes.clone()) });
+            shapes.push(ShapeLayer {
+                name: o.op,
+                shapes: Arc::new(o.layer.shapes.clone()),
+            });
         }
     }
-    HostLayers { base, rasters, shapes }
+    HostLayers {
+        base,
+        rasters,
+        shapes,
+    }
 }
 
 /// The frame with every layer drawn over it.
 #[must_use]
 pub fn compose(frame: &AnalysedFrame) -> Image<[u8; 3]> {
-    let picture = compose_cpu(&layers_of(frame), &ComposeStyle::default(), PictureFormat::Rgb);
-    match picture.as_ref().ok().and_then(crate::compose::Picture::to_rgb_image) {
+    let picture = compose_cpu(
+        &layers_of(frame),
+        &ComposeStyle::default(),
+        PictureFormat::Rgb,
+    );
+    match picture
+        .as_ref()
+        .ok()
+        .and_then(crate::compose::Picture::to_rgb_image)
+    {
         Some(img) => img,
         None => {
             if let Err(e) = picture {
@@ -83,7 +108,14 @@ mod tests {
 
     #[test]
     fn draws_boxes_over_the_grey_frame() {
-        let rect = Shape::Rect { left: 2.0, top: 2.0, width: 5.0, height: 5.0, color: [255, 0, 0, 255], label: Some("7".into()) };
+        let rect = Shape::Rect {
+            left: 2.0,
+            top: 2.0,
+            width: 5.0,
+            height: 5.0,
+            color: [255, 0, 0, 255],
+            label: Some("7".into()),
+        };
         let img = compose(&frame(None, vec![rect]));
         assert_eq!(img.get(2, 2), [255, 0, 0]);
         assert_eq!(img.get(6, 6), [255, 0, 0]);
@@ -103,7 +135,10 @@ mod tests {
         let img = compose(&frame(Some(Raster::Rgb(Arc::new(colour))), Vec::new()));
         assert_eq!(img.get(5, 5), [86, 46, 6]);
         // A raster of another size is left out rather than failing the frame.
-        let img = compose(&frame(Some(Raster::Rgb(Arc::new(Image::new(3, 3, [255u8; 3])))), Vec::new()));
+        let img = compose(&frame(
+            Some(Raster::Rgb(Arc::new(Image::new(3, 3, [255u8; 3])))),
+            Vec::new(),
+        ));
         assert_eq!(img.get(1, 1), [10, 10, 10]);
     }
 }
