@@ -36,6 +36,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource { name: "ccl", source: include_str!("../kernels/ccl.cu"), functions: crate::ops::ccl::gpu::FUNCTIONS },
     KernelSource { name: "blur", source: include_str!("../kernels/blur.cu"), functions: crate::ops::blur::gpu::FUNCTIONS },
     KernelSource { name: "segment", source: include_str!("../kernels/segment.cu"), functions: crate::ops::segment::gpu::FUNCTIONS },
+    KernelSource { name: "compose", source: include_str!("../kernels/compose.cu"), functions: crate::compose::gpu::FUNCTIONS },
     KernelSource {
         name: "linear_opening",
         source: include_str!("../kernels/linear_opening.cu"),

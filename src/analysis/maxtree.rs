@@ -18,8 +18,8 @@ pub type MaxtreeSettings = MaxtreeParams;
 
 fn output(out: &MaxtreeOutput) -> OpOutput {
     let raster = match &out.residue {
-        DynImage::Gray8(r) => Some(Raster::Gray(Arc::new(r.clone()))),
-        DynImage::Gray16(r) => Some(Raster::Gray(Arc::new(r.map(|v| (v >> 8) as u8)))),
+        DynImage::Gray8(r) => Some(Raster::Residue(Arc::new(r.clone()))),
+        DynImage::Gray16(r) => Some(Raster::Residue(Arc::new(r.map(|v| (v >> 8) as u8)))),
         _ => None,
     };
     OpOutput { op: "maxtree", summary: out.summary(), layer: Layer { raster, shapes: Vec::new() }, data: OpData::None, ..Default::default() }

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-pub use types::{AnalysedFrame, DeviceLayer, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, SegmentsRaster, Shape, TrackInfo};
+pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, Shape, TrackInfo};
+
+use crate::compose::DeviceRaster;
 
 use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
@@ -147,7 +149,7 @@ pub trait Analysis: Send {
         stage: &'a mut dyn GpuStage,
         _stream: &Arc<CudaStream>,
         _frame: &FrameMeta,
-    ) -> Result<Option<DeviceLayer<'a>>, OpError> {
+    ) -> Result<Option<DeviceRaster<'a>>, OpError> {
         Ok(stage.device_layer())
     }
 }
@@ -160,7 +162,7 @@ pub trait GpuStage: Send {
     /// spectra — never a picture) and builds the output.
     fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError>;
     /// This frame's overlay layer on the device (valid until the next `enqueue`), or `None`.
-    fn device_layer(&self) -> Option<DeviceLayer<'_>> {
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
         None
     }
     /// True when the stage carries device state from one frame to the next (it then runs after

@@ -21,7 +21,7 @@ fn output(angles_deg: &[f64], spectrum: &[f64], closing: bool, colour: Image<[u8
     OpOutput {
         op: "orientation",
         summary: spectrum_summary(angles_deg, spectrum, closing),
-        layer: Layer { raster: Some(Raster::Rgb(Arc::new(colour))), shapes: Vec::new() },
+        layer: Layer { raster: Some(Raster::Colour(Arc::new(colour))), shapes: Vec::new() },
         data: OpData::Spectrum(panel),
         ..Default::default()
     }

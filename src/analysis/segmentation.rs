@@ -24,7 +24,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster, SegmentsRaster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
+use crate::compose::Segments;
 use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
@@ -141,9 +142,11 @@ impl SegmentationSettings {
 
 /// The overlay raster of a segmentation of a `width` x `height` frame: its labels (possibly
 /// downscaled: the compose step upsamples them and fills each segment from the frame's pixels).
-fn raster(out: &SegmentOutput, labels: Arc<Image<u32>>, width: usize, settings: &SegmentationSettings) -> SegmentsRaster {
+fn raster(out: &SegmentOutput, labels: Arc<Image<u32>>, width: usize, settings: &SegmentationSettings) -> Raster {
     let factor = if labels.width() == width { 1 } else { settings.downscale as usize };
-    SegmentsRaster { labels, count: out.segment_count, factor, fill: settings.fill, boundary: settings.boundary() }
+    let (label_width, label_height) = (labels.width(), labels.height());
+    let segments = Segments { labels, label_width, label_height, factor, fill: settings.fill, boundary: settings.boundary() };
+    Raster::Segments { segments, count: out.segment_count }
 }
 
 /// The summary of a segmentation (with its `downscale`).
@@ -164,14 +167,14 @@ struct Segmented {
     index: u64,
     width: usize,
     height: usize,
-    raster: Option<SegmentsRaster>,
+    raster: Option<Raster>,
     summary: serde_json::Value,
 }
 
 /// The output of a segmented frame: the summary, the labels as the layer's raster (when they
 /// were read back: the CPU path), and the same as payload for `finish`.
 fn output(seg: Segmented) -> OpOutput {
-    let raster = seg.raster.clone().map(Raster::Segments);
+    let raster = seg.raster.clone();
     OpOutput {
         op: "segmentation",
         summary: seg.summary.clone(),
@@ -293,7 +296,7 @@ impl Analysis for Segmentation {
         OpOutput {
             op: "segmentation",
             summary,
-            layer: Layer { raster: last.raster.clone().map(Raster::Segments), shapes: Vec::new() },
+            layer: Layer { raster: last.raster.clone(), shapes: Vec::new() },
             ..Default::default()
         }
     }
@@ -385,9 +388,9 @@ mod tests {
     /// The segmentation layer of `out` drawn over `input` as the compose step draws it: labels
     /// scaled back to the frame, segments filled from the frame's pixels, boundaries.
     fn draw(out: &OpOutput, input: &FrameInput) -> Option<Image<[u8; 3]>> {
-        let Some(Raster::Segments(r)) = &out.layer.raster else { return None };
+        let Some(Raster::Segments { segments: r, count }) = &out.layer.raster else { return None };
         let (w, h) = (input.gray.width(), input.gray.height());
-        let seg = SegmentOutput { labels: (*r.labels).clone(), segment_count: r.count, rounds: 0, min_size_rounds: 0, capped: false, level: 0, has_rounds: false };
+        let seg = SegmentOutput { labels: (*r.labels).clone(), segment_count: *count, rounds: 0, min_size_rounds: 0, capped: false, level: 0, has_rounds: false };
         let seg = upsample_labels(seg, w, h, r.factor);
         Some(match input.rgb.as_deref() {
             Some(rgb) => overlay_segments_rgb(rgb.view(), &seg, r.fill, r.boundary).unwrap(),
@@ -434,7 +437,7 @@ mod tests {
             let mut a = Segmentation::new(&settings).unwrap();
             let out = a.run_cpu(&input, &mut Vec::new()).unwrap();
             assert_eq!(out.summary["downscale"], 2);
-            let Some(Raster::Segments(r)) = &out.layer.raster else { panic!("no segmentation layer") };
+            let Some(Raster::Segments { segments: r, .. }) = &out.layer.raster else { panic!("no segmentation layer") };
             assert_eq!((r.labels.width(), r.labels.height(), r.factor), (8, 4, 2), "labels stay downscaled");
             let pic = &draw(&out, &input).expect("no segmentation layer");
             assert_eq!((pic.width(), pic.height()), (16, 8));

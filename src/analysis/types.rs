@@ -2,67 +2,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaSlice;
-
 use crate::compose::Picture;
 use crate::image::Image;
-use crate::ops::segment::OverlayMode;
 
-/// An overlay raster, the size of the frame.
-#[derive(Clone, Debug)]
-pub enum Raster {
-    /// Grey picture (shown as grey).
-    Gray(Arc<Image<u8>>),
-    /// Colour picture.
-    Rgb(Arc<Image<[u8; 3]>>),
-    /// A segmentation drawn over the frame's own pixels (see [`SegmentsRaster`]).
-    Segments(SegmentsRaster),
-}
-
-/// A segmentation as an overlay: labels `0..count` in raster order at the label image's size,
-/// which is the frame's divided by `factor` (nearest upsampling back to the frame). Each
-/// segment is filled with the mean colour of the frame's pixels in it (or a colour per label),
-/// with boundaries where a pixel's right or lower neighbour has another label.
-#[derive(Clone, Debug)]
-pub struct SegmentsRaster {
-    /// Labels, `0..count`.
-    pub labels: Arc<Image<u32>>,
-    /// Number of segments.
-    pub count: usize,
-    /// Frame size over label size (1: full resolution).
-    pub factor: usize,
-    /// Mean colour or a colour per label.
-    pub fill: OverlayMode,
-    /// Boundary colour, or none.
-    pub boundary: Option<[u8; 3]>,
-}
-
-/// An analysis' overlay left on the device for the compose step (borrowed from its GPU stage
-/// or from the analysis; valid until that stage's next enqueue).
-#[derive(Clone, Copy, Debug)]
-pub enum DeviceLayer<'a> {
-    /// Frame-sized packed grey picture (a residue).
-    Gray(&'a CudaSlice<u8>),
-    /// Frame-sized packed RGB picture.
-    Rgb(&'a CudaSlice<u8>),
-    /// A segmentation's labels (as [`SegmentsRaster`], labels at `width` x `height`).
-    Segments {
-        /// Labels, `0..count`, packed.
-        labels: &'a CudaSlice<u32>,
-        /// Label image width.
-        width: usize,
-        /// Label image height.
-        height: usize,
-        /// Number of segments.
-        count: usize,
-        /// Frame size over label size.
-        factor: usize,
-        /// Mean colour or a colour per label.
-        fill: OverlayMode,
-        /// Boundary colour, or none.
-        boundary: Option<[u8; 3]>,
-    },
-}
+/// An overlay raster in host memory (CPU backend), as the compose step takes it.
+pub use crate::compose::HostRaster as Raster;
 
 /// A vector overlay element in image coordinates (pixels, origin top-left).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

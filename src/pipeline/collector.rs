@@ -16,8 +16,8 @@ use crossbeam_channel::{Receiver, Sender};
 use super::ring::Slot;
 use super::worker::{InFlight, ToCollector, Work};
 use super::{Counters, Delivery, PictureWant, PipelineEvent};
-use crate::analysis::{AnalysedFrame, Analysis, FrameMeta, FrameTimings, OpSettings};
-use crate::compose::{ComposeStyle, Picture, PictureFormat};
+use crate::analysis::{AnalysedFrame, Analysis, FrameMeta, FrameTimings, OpOutput, OpSettings};
+use crate::compose::{ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, Picture, PictureFormat, ShapeLayer, compose_cpu};
 use crate::gpu::GpuContext;
 use crate::image::Image;
 use crate::ops::OpError;
@@ -28,6 +28,8 @@ pub(super) struct Collector {
     gpu: Option<(Arc<GpuContext>, Sender<Box<Slot>>)>,
     /// GPU: the analyses' in-order side (on the CPU the worker owns them).
     analyses: Vec<Box<dyn Analysis>>,
+    /// GPU: the compose kernels and the picture buffer.
+    compose: Option<ComposeGpu>,
     /// The settings the analyses were last updated with.
     settings: Option<Arc<OpSettings>>,
     want: PictureWant,
@@ -45,7 +47,11 @@ impl Collector {
         events: Sender<PipelineEvent>,
         counters: Arc<Counters>,
     ) -> Result<Self, OpError> {
-        Ok(Self { gpu, analyses, settings: None, want, delivery, events, counters })
+        let compose = match &gpu {
+            Some((g, _)) => Some(ComposeGpu::new(g).map_err(|e| OpError::Unsupported(format!("compose: {e}")))?),
+            None => None,
+        };
+        Ok(Self { gpu, analyses, compose, settings: None, want, delivery, events, counters })
     }
 
     /// The picture format wanted for the next frame, if any.
@@ -76,7 +82,7 @@ impl Collector {
                 };
                 let mut regions = regions;
                 if let Some(format) = want {
-                    frame.picture = Some(Arc::new(compose_host(&frame, &f.style, format)));
+                    frame.picture = Some(Arc::new(compose_host(&frame, &f.style, format)?));
                     regions.push(("compose".to_owned(), t.elapsed().as_secs_f64() * 1e3));
                 }
                 frame.timings.compute_ms = regions.iter().map(|r| r.1).sum();
@@ -140,8 +146,8 @@ impl Collector {
         };
         if let Some(format) = want {
             let t = Instant::now();
-            frame.picture = Some(Arc::new(compose_host(&frame, style, format)));
-            frame.timings.regions.push(("compose (host)".to_owned(), t.elapsed().as_secs_f64() * 1e3));
+            frame.picture = Some(Arc::new(self.compose_gpu(meta, settings, slot, &frame.outputs, style, format)?));
+            frame.timings.download_ms += t.elapsed().as_secs_f64() * 1e3;
         }
         let mut regions: Vec<(String, f64)> = slot.timer.read()?.into_iter().map(|(n, ms)| (n.to_owned(), ms)).collect();
         let upload_ms = regions.iter().find(|r| r.0 == "upload").map_or(0.0, |r| r.1);
@@ -151,6 +157,38 @@ impl Collector {
         frame.timings.regions = regions;
         frame.timings.upload_ms = upload_ms;
         Ok(frame)
+    }
+
+    /// Composes the frame on the device from the analyses' device layers and the outputs'
+    /// shapes, and reads the picture back (the one readback of pixels).
+    fn compose_gpu(
+        &mut self,
+        meta: &FrameMeta,
+        settings: &OpSettings,
+        slot: &mut Slot,
+        outputs: &[OpOutput],
+        style: &ComposeStyle,
+        format: PictureFormat,
+    ) -> Result<Picture, OpError> {
+        let err = |e: ComposeError| OpError::Unsupported(format!("compose: {e}"));
+        let stream = slot.stream.clone();
+        let parts = slot.parts();
+        let Some(base) = parts.base else { return Err(OpError::Unsupported("compose before any frame".into())) };
+        let mut rasters = Vec::new();
+        for (a, stage) in self.analyses.iter_mut().zip(parts.stages.iter_mut()) {
+            if let (true, Some(stage)) = (settings.is_enabled(a.name()), stage.as_mut()) {
+                let name = a.name();
+                if let Some(raster) = a.device_layer(stage.as_mut(), &stream, meta)? {
+                    rasters.push(DeviceRasterLayer { name, raster });
+                }
+            }
+        }
+        let shapes: Vec<ShapeLayer> =
+            outputs.iter().filter(|o| !o.layer.shapes.is_empty()).map(|o| ShapeLayer { name: o.op, shapes: Arc::new(o.layer.shapes.clone()) }).collect();
+        let Some(compose) = self.compose.as_mut() else { return Err(OpError::Unsupported("no compose kernels".into())) };
+        compose.enqueue(base, &rasters, &shapes, style, format, parts.timer).map_err(err)?;
+        drop(rasters);
+        compose.read_back(&stream).map_err(err)
     }
 
     fn deliver(&self, f: AnalysedFrame) -> bool {
@@ -189,14 +227,6 @@ pub(super) fn run(mut c: Collector, from_worker: &Receiver<ToCollector>) {
 }
 
 /// The composed picture from the frame's host layers (the CPU twin of the compose kernel).
-fn compose_host(frame: &AnalysedFrame, _style: &ComposeStyle, format: PictureFormat) -> Picture {
-    let rgb = crate::output::compose::compose(frame);
-    let (w, h) = (rgb.width(), rgb.height());
-    let data = match format {
-        PictureFormat::Rgb | PictureFormat::I420 => rgb.data().as_flattened().to_vec(),
-        PictureFormat::Rgba => rgb.data().iter().flat_map(|p| [p[0], p[1], p[2], 255]).collect(),
-    };
-    let format = if format == PictureFormat::I420 { PictureFormat::Rgb } else { format };
-    Picture { format, width: w, height: h, data }
+fn compose_host(frame: &AnalysedFrame, style: &ComposeStyle, format: PictureFormat) -> Result<Picture, OpError> {
+    compose_cpu(&crate::output::compose::layers_of(frame), style, format).map_err(|e| OpError::Unsupported(format!("compose: {e}")))
 }
-

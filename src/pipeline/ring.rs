@@ -164,14 +164,29 @@ impl Slot {
         Ok(Enqueued { rgb: match upload { Upload::Rgb(img) => Some(img), Upload::Gray(_) => None }, ordered_done })
     }
 
-    /// The frame's grey and colour images on the device (after [`Slot::enqueue`]).
-    pub fn device_frame(&self) -> Option<(DeviceImage<'_, u8>, Option<DeviceImage<'_, u8>>)> {
-        let b = self.buffers.as_ref()?;
-        let (w, h) = (b.format.width, b.format.height);
-        let gray = DeviceImage::new(&self.stream, &b.gray, w, h, 1).ok()?;
-        let rgb = if b.format.rgb { DeviceImage::new(&self.stream, &b.input, w, h, 3).ok() } else { None };
-        Some((gray, rgb))
+    /// The slot's parts for the completion side: the frame as the compose step draws it (the
+    /// colour frame, else the grey one), the stages and the timer.
+    pub fn parts(&mut self) -> SlotParts<'_> {
+        let base = self.buffers.as_ref().and_then(|b| {
+            let (w, h) = (b.format.width, b.format.height);
+            if b.format.rgb {
+                DeviceImage::new(&self.stream, &b.input, w, h, 3).ok()
+            } else {
+                DeviceImage::new(&self.stream, &b.gray, w, h, 1).ok()
+            }
+        });
+        SlotParts { base, stages: &mut self.stages, timer: &mut self.timer }
     }
+}
+
+/// Disjoint borrows of a slot (see [`Slot::parts`]).
+pub struct SlotParts<'a> {
+    /// The frame on the device, `None` before the first enqueue.
+    pub base: Option<DeviceImage<'a, u8>>,
+    /// One stage per analysis.
+    pub stages: &'a mut [Option<Box<dyn GpuStage>>],
+    /// The frame's timer.
+    pub timer: &'a mut KernelTimer,
 }
 
 /// Copies `src` to the front of `dst`; returns the bytes copied.

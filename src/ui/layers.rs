@@ -46,6 +46,16 @@ pub fn default_add(key: &str) -> bool {
     has_hue_legend(key) || key.to_ascii_lowercase().contains("maxtree")
 }
 
+/// A segmentation layer drawn opaque over the frame's own pixels (its texture).
+fn segments_picture(frame: &AnalysedFrame, raster: &Raster) -> Option<Image<[u8; 3]>> {
+    use crate::compose::{ComposeStyle, LayerStyle, PictureFormat, RasterLayer, compose_cpu};
+    let mut layers = crate::output::compose::layers_of(frame);
+    layers.rasters = vec![RasterLayer { name: "segmentation", raster: raster.clone() }];
+    layers.shapes.clear();
+    let style = ComposeStyle::default().with("segmentation", LayerStyle::mixed(1.0));
+    compose_cpu(&layers, &style, PictureFormat::Rgb).ok()?.to_rgb_image()
+}
+
 /// Default opacity of additive layers.
 pub const ADD_OPACITY: f32 = 0.6;
 
@@ -144,9 +154,9 @@ impl Layers {
                 continue;
             }
             let img = match r {
-                Raster::Gray(g) => gray_image(g, add),
-                Raster::Rgb(c) => rgb_image(c, add),
-                Raster::Segments(s) => match crate::output::compose::segments_picture(frame, s) {
+                Raster::Residue(g) => gray_image(g, add),
+                Raster::Colour(c) => rgb_image(c, add),
+                Raster::Segments { .. } => match segments_picture(frame, r) {
                     Some(pic) => rgb_image(&pic, add),
                     None => continue,
                 },
@@ -254,9 +264,9 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
             let mut parts = Vec::new();
             if let Some(r) = &o.layer.raster {
                 parts.push(match r {
-                    Raster::Gray(_) => "a grey picture".to_owned(),
-                    Raster::Rgb(_) => "a colour picture".to_owned(),
-                    Raster::Segments(_) => "segments filled from the frame".to_owned(),
+                    Raster::Residue(_) => "a grey picture".to_owned(),
+                    Raster::Colour(_) => "a colour picture".to_owned(),
+                    Raster::Segments { .. } => "segments filled from the frame".to_owned(),
                 });
             }
             if !o.layer.shapes.is_empty() {

@@ -131,8 +131,8 @@ fn segment_both(
 /// Both outputs draw the same segmentation: equal labels at the same scale, fill and boundary.
 fn same_overlay(x: &morphoscope::analysis::OpOutput, y: &morphoscope::analysis::OpOutput) -> bool {
     match (&x.layer.raster, &y.layer.raster) {
-        (Some(Raster::Segments(p)), Some(Raster::Segments(q))) => {
-            p.labels == q.labels && p.count == q.count && p.factor == q.factor && p.fill == q.fill && p.boundary == q.boundary
+        (Some(Raster::Segments { segments: p, count: m }), Some(Raster::Segments { segments: q, count: n })) => {
+            p.labels == q.labels && m == n && p.factor == q.factor && p.fill == q.fill && p.boundary == q.boundary
         }
         _ => false,
     }
