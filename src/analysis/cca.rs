@@ -15,7 +15,7 @@ use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
 use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
 use crate::ops::ccl::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
@@ -210,9 +210,10 @@ impl GpuStage for CcaStage {
     }
     fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
         let p = settings.cca.params();
+        let input = DeviceImage::new(stream, frame.gray, frame.width, frame.height, 1)?;
         let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
         std::mem::swap(&mut self.ccl.background, &mut shared);
-        let r = self.ccl.enqueue(stream, timer, frame.gray, frame.width, frame.height, &p);
+        let r = self.ccl.enqueue(timer, input, &p);
         std::mem::swap(&mut self.ccl.background, &mut shared);
         r
     }

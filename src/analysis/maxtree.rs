@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
 use crate::ops::maxtree::{MaxTree, MaxtreeGpu, MaxtreeOutput, MaxtreeParams};
@@ -71,7 +71,7 @@ struct MaxtreeStage {
 
 impl GpuStage for MaxtreeStage {
     fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.maxtree)
+        self.gpu.enqueue(timer, DeviceImage::new(stream, frame.gray, frame.width, frame.height, 1)?, &settings.maxtree)
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
         Ok(output(&self.gpu.download(stream)?))

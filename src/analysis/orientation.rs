@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::linear_opening::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
@@ -70,7 +70,7 @@ struct OrientationStage {
 
 impl GpuStage for OrientationStage {
     fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.orientation)
+        self.gpu.enqueue(timer, DeviceImage::new(stream, frame.gray, frame.width, frame.height, 1)?, &settings.orientation)
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
         // The pipeline shows the colour picture and the spectrum; the strength and angle maps

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
 use crate::gpu::launch::alloc_zeroed;
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
@@ -326,9 +326,10 @@ impl GpuStage for SegmentationStage {
             }
             let Some(small) = self.small.as_mut() else { return Ok(()) };
             let func = &self.f_downscale;
+            let image = DeviceImage::new(stream, src, frame.width, frame.height, channels)?;
             let mut failed = None;
             timer.time(stream, "segment_downscale", || {
-                failed = enqueue_downscale(func, stream, src, small, frame.width, frame.height, channels, f).err();
+                failed = enqueue_downscale(func, image, small, f).err();
                 Ok(())
             })?;
             if let Some(e) = failed {

@@ -5,7 +5,8 @@
 //!
 //! [`upload_view`] and [`HostPixel`] are the one upload path for host images (the CLI's `image`
 //! command and the parity tests); the ring fills its own buffers and wraps them with
-//! [`DeviceImage::new`].
+//! [`DeviceImage::new`]. [`round_trip`] is the one upload → enqueue → download path every op's
+//! one-shot wrapper (`maxtree_gpu`, `ccl_gpu`, `orientation_gpu`, `blur_gray_gpu`, …) is made of.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 
 use super::error::GpuError;
 use super::launch;
+use super::timer::KernelTimer;
 use crate::image::ImageView;
 
 /// A packed image on the device, borrowed for the duration of an enqueue.
@@ -141,4 +143,25 @@ pub fn upload_view<P: HostPixel>(stream: &Arc<CudaStream>, img: ImageView<'_, P>
     }
     let data = launch::upload_packed(stream, &samples, img.width(), img.height())?;
     Ok(Uploaded { stream: stream.clone(), data, width: img.width(), height: img.height(), channels: P::CHANNELS })
+}
+
+/// One host image through an op on the device: uploads `img` on `stream` ([`upload_view`]),
+/// runs `enqueue(op, timer, image)` with a fresh [`KernelTimer`], then returns
+/// `download(op, stream)` (a blocking readback). The upload is freed when this returns (in
+/// stream order, so after the work that reads it).
+pub fn round_trip<P, Op, R, E>(
+    stream: &Arc<CudaStream>,
+    img: ImageView<'_, P>,
+    op: &mut Op,
+    enqueue: impl FnOnce(&mut Op, &mut KernelTimer, DeviceImage<'_, P::Sample>) -> Result<(), E>,
+    download: impl FnOnce(&Op, &Arc<CudaStream>) -> Result<R, E>,
+) -> Result<R, E>
+where
+    P: HostPixel,
+    E: From<GpuError>,
+{
+    let input = upload_view(stream, img)?;
+    let mut timer = KernelTimer::new();
+    enqueue(op, &mut timer, input.image())?;
+    download(op, stream)
 }

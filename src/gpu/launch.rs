@@ -67,15 +67,6 @@ pub fn upload_packed<T: DeviceRepr + ValidAsZeroBits>(
     stream.clone_htod(data).map_err(|e| GpuError::from_alloc(e, "input frame", width, height, std::mem::size_of_val(data)))
 }
 
-/// Uploads the visible pixels of `img` packed (rows without their padding).
-pub fn upload_image<T: DeviceRepr + ValidAsZeroBits + Copy>(
-    stream: &Arc<CudaStream>,
-    img: crate::image::ImageView<'_, T>,
-) -> Result<CudaSlice<T>, GpuError> {
-    let px: Vec<T> = img.rows().flat_map(|r| r.iter().copied()).collect();
-    upload_packed(stream, &px, img.width(), img.height())
-}
-
 /// A kernel launch through `cuLaunchKernelEx` that may start before the previous kernel on its
 /// stream has finished (programmatic dependent launch, compute capability 9.0+): the kernel's
 /// blocks are scheduled once every block of the previous kernel has signalled

@@ -57,20 +57,20 @@ fn rgb_matches_cpu_and_empty_is_fine() {
 
 #[test]
 fn f64_blur_is_bit_identical_to_the_scikit_image_path() {
-    use morphoscope::gpu::KernelTimer;
+    use morphoscope::gpu::{KernelTimer, upload_view};
     use morphoscope::ops::blur::BlurGpu;
     use morphoscope::ops::blur::cpu::{blur_f64, pack_rgb};
     let Some(g) = gpu() else { return };
     let Some(img) = sample_rgb("fruits.jpg") else { return };
     let stream = g.new_stream().unwrap();
     let data = pack_rgb(img.view());
-    let input = stream.clone_htod(&data).unwrap();
+    let input = upload_view(&stream, img.view()).unwrap();
     let mut op = BlurGpu::new(g).unwrap();
     let mut timer = KernelTimer::new();
     for sigma in [0.0, 0.8, 2.5] {
         let p = BlurParams::with_sigma(sigma);
-        op.enqueue_f64_named(&stream, &mut timer, &input, img.width(), img.height(), 3, &p, "blur").unwrap();
-        let gpu_out = op.download_f64(&stream, data.len()).unwrap();
+        op.enqueue_f64_named(&mut timer, input.image(), &p, "blur").unwrap();
+        let gpu_out = op.download_f64(&stream).unwrap();
         let cpu = blur_f64(&data, img.width(), img.height(), 3, &p).unwrap();
         let same = gpu_out.iter().zip(&cpu).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
         eprintln!("fruits f64 sigma {sigma}: {same}/{} bit-identical", cpu.len());

@@ -7,13 +7,16 @@
 //! `bench_ccl` (ignored) times the kernels with CUDA events on real frames and writes the masks
 //! for `src/ops/ccl/bench_opencv.py` (OpenCV on the CPU of the same machine).
 
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use cudarc::driver::sys::CUevent_flags;
-use morphoscope::gpu::{GpuContext, KernelTimer};
+use morphoscope::gpu::{GpuContext, KernelTimer, round_trip, upload_view};
 use morphoscope::image::Image;
-use morphoscope::ops::ccl::gpu::{CclGpu, run_on};
+use morphoscope::ops::ccl::gpu::CclGpu;
 use morphoscope::ops::ccl::{CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, ccl_cpu};
 
 use crate::common::{Rng, gpu, sample_gray, samples_dir, tiled_gray};
@@ -29,8 +32,14 @@ impl Rig {
         Self { op: CclGpu::new(g).expect("ccl kernels"), stream: g.new_stream().expect("stream"), timer: KernelTimer::new() }
     }
     fn run(&mut self, img: &Image<u8>, p: &CclParams) -> CclOutput {
-        self.timer.reset();
-        run_on(&mut self.op, &self.stream, &mut self.timer, img.view(), p).expect("gpu ccl")
+        round_trip(
+            &self.stream,
+            img.view(),
+            &mut self.op,
+            |op, timer, input| op.enqueue(timer, input, p),
+            |op, stream| op.download(stream),
+        )
+        .expect("gpu ccl")
     }
 }
 
@@ -71,6 +80,27 @@ fn check(rig: &mut Rig, img: &Image<u8>, p: &CclParams, what: &str) {
     let cpu = ccl_cpu(img.view(), p).expect("cpu ccl");
     let gpu = rig.run(img, p);
     assert_same(&cpu, &gpu, what);
+}
+
+/// The table path (what the pipeline reads: count, threshold, feature records — nothing
+/// frame-sized) gives the table of the full readback and of the CPU, frame after frame.
+#[test]
+fn table_readback_is_the_full_readbacks_table() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    for (name, w, h) in [("fruits.jpg", 1280, 720), ("baboon.jpg", 333, 251)] {
+        let Some(img) = tiled_gray(name, w, h) else { return };
+        let uploaded = upload_view(&rig.stream, img.view()).expect("upload");
+        for (conn, polarity) in [(4u8, Polarity::Bright), (8, Polarity::Dark)] {
+            let p = CclParams { connectivity: conn, polarity, ..CclParams::default() };
+            rig.op.enqueue(&mut rig.timer, uploaded.image(), &p).expect("enqueue");
+            let table = rig.op.download_table(&rig.stream).expect("table");
+            let full = rig.op.download(&rig.stream).expect("download");
+            assert!(!table.components.is_empty(), "{name} {conn}: no components, a weak test");
+            assert_eq!(table, full.table, "{name} {conn}: table path");
+            assert_eq!(table, ccl_cpu(img.view(), &p).expect("cpu").table, "{name} {conn}: CPU table");
+        }
+    }
 }
 
 #[test]
@@ -280,11 +310,12 @@ fn bench_ccl() {
     ];
     for (size, name, w, h) in cases {
         let Some(img) = tiled_gray(name, w, h) else { return };
-        let input = rig.stream.clone_htod(img.data()).expect("upload");
+        let uploaded = upload_view(&rig.stream, img.view()).expect("upload");
+        let input = uploaded.image();
         let p = CclParams::default();
         for conn in [4u8, 8] {
             rig.timer.reset();
-            rig.op.enqueue_binarize(&rig.stream, &mut rig.timer, &input, w, h, &p).expect("binarize");
+            rig.op.enqueue_binarize(&mut rig.timer, input, &p).expect("binarize");
             rig.op.enqueue_labeling(&rig.stream, &mut rig.timer, conn, true).expect("label");
             let out = rig.op.download(&rig.stream).expect("download");
             let mut cpu_out = CclCpu::new();
@@ -321,7 +352,7 @@ fn bench_ccl() {
                 (med, regions.into_iter().map(|(n, mut v)| (n, median(&mut v))).collect())
             };
             let (bin_ms, _) = time(&mut |r: &mut Rig| {
-                r.op.enqueue_binarize(&r.stream, &mut r.timer, &input, w, h, &pf).expect("binarize");
+                r.op.enqueue_binarize(&mut r.timer, input, &pf).expect("binarize");
             });
             let (lab_ms, _) = time(&mut |r: &mut Rig| {
                 r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, false).expect("labels");
@@ -394,10 +425,10 @@ fn bench_ccl() {
         } else {
             random_mask(&mut rng, 4096, 2160, per_mille)
         };
-        let input = rig.stream.clone_htod(img.data()).expect("upload");
+        let input = upload_view(&rig.stream, img.view()).expect("upload");
         let p = mask_params(conn);
         rig.timer.reset();
-        rig.op.enqueue_binarize(&rig.stream, &mut rig.timer, &input, 4096, 2160, &p).expect("binarize");
+        rig.op.enqueue_binarize(&mut rig.timer, input.image(), &p).expect("binarize");
         let mut totals = Vec::new();
         for i in 0..(iters / 4 + 10) {
             rig.timer.reset();

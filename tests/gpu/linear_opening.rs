@@ -3,11 +3,14 @@
 //! every launch tuning (zones, FIFO spill, block size, dedup, chunked launches). Plus the timing
 //! bench (`--ignored bench_linear_opening`), which prints a table.
 
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaStream, sys::CUevent_flags};
-use morphoscope::gpu::{GpuContext, KernelTimer};
+use cudarc::driver::{CudaStream, sys::CUevent_flags};
+use morphoscope::gpu::{GpuContext, KernelTimer, Uploaded, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::linear_opening::{
     self as lo, GpuTuning, LinearOpeningGpu, LinearOpeningParams, OrientationGpu, OrientationParams,
@@ -27,8 +30,8 @@ fn to_u16(img: &Image<u8>, salt: u64) -> Image<u16> {
     })
 }
 
-fn upload<T: lo::GpuSample>(stream: &Arc<CudaStream>, img: &Image<T>) -> CudaSlice<T> {
-    stream.clone_htod(img.to_packed().data()).unwrap()
+fn upload<T: lo::GpuSample>(stream: &Arc<CudaStream>, img: &Image<T>) -> Uploaded<T> {
+    upload_view(stream, img.view()).unwrap()
 }
 
 /// One reused `LinearOpeningGpu` per image: checks `angles` x `lengths` (closing on odd angles).
@@ -51,7 +54,7 @@ fn check_openings<T: lo::GpuSample>(
             let closing = (angle as i64) % 2 == 1;
             let p = LinearOpeningParams { length, angle, closing };
             timer.reset();
-            op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), &p).unwrap();
+            op.enqueue(&mut timer, input.image(), &p).unwrap();
             let got = op.download(&stream).unwrap();
             let want = lo::linear_opening(img.view(), &p).unwrap();
             if got != want {
@@ -138,7 +141,7 @@ fn check_orientation<T: lo::GpuSample>(
     // Twice: the second run reuses every buffer.
     for _ in 0..2 {
         timer.reset();
-        op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), p).unwrap();
+        op.enqueue(&mut timer, input.image(), p).unwrap();
     }
     let got = op.download(&stream).unwrap();
     let want = lo::orientation(img.view(), p).unwrap();
@@ -158,6 +161,12 @@ fn check_orientation<T: lo::GpuSample>(
     assert_eq!(got, want, "{tag}");
     let colour = op.download_colour(&stream).unwrap();
     assert!(colour == want.colour(), "{tag}: colour picture differs");
+    // The picture the compose step reads where it is: packed RGB, frame-sized.
+    let on_device = op.colour().expect("colour buffer");
+    assert_eq!(on_device.len(), 3 * img.width() * img.height(), "{tag}: colour buffer size");
+    let bytes = stream.clone_dtoh(on_device).unwrap();
+    stream.synchronize().unwrap();
+    assert!(bytes == want.colour().data().as_flattened(), "{tag}: device colour buffer differs");
 }
 
 #[test]
@@ -294,7 +303,7 @@ fn bench_opening(g: &GpuContext, img: &Image<u8>, angle: f64, length: u32, tunin
     let p = LinearOpeningParams { length, angle, closing: false };
     let mut timer = KernelTimer::new();
     let (ms, regions) = time_gpu(&stream, &mut timer, |t| {
-        op.enqueue(&stream, t, &input, img.width(), img.height(), &p).unwrap();
+        op.enqueue(t, input.image(), &p).unwrap();
     });
     assert_eq!(op.download(&stream).unwrap(), lo::linear_opening(img.view(), &p).unwrap());
     (ms, fmt_regions(&regions))
@@ -312,7 +321,7 @@ fn bench_orientation<T: lo::GpuSample>(
     op.set_tuning(tuning);
     let mut timer = KernelTimer::new();
     let (ms, regions) = time_gpu(&stream, &mut timer, |t| {
-        op.enqueue(&stream, t, &input, img.width(), img.height(), p).unwrap();
+        op.enqueue(t, input.image(), p).unwrap();
     });
     (ms, fmt_regions(&regions))
 }

@@ -1,13 +1,18 @@
 //! GPU parity of the max-tree (kernels/maxtree.cu) with the CPU reference: the canonical parent
 //! image, every attribute and rule's filtered image and residue, and the node count must be
 //! bit-identical, on random images (few and many levels, odd sizes that do not fill a tile) and
-//! on real frames up to 4096x2160, 4/8-connectivity, 8/16-bit, max- and min-trees.
+//! on real frames up to 4096x2160, 4/8-connectivity, 8/16-bit, max- and min-trees; and the
+//! small results the pipeline reads instead of pictures (the summary reduced on the device, the
+//! residue buffer left there).
 
-use morphoscope::gpu::{GpuContext, KernelTimer};
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::maxtree::{
-    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeParams, Rule, TreeKind, maxtree_gpu,
-    maxtree_parent_gpu,
+    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeParams, MaxtreeSummary, Rule, TreeKind,
+    maxtree_gpu, maxtree_parent_gpu,
 };
 
 use crate::common::{Rng, gpu, random_gray, sample_rgb, tiled_gray};
@@ -56,15 +61,14 @@ fn as_u32(d: &DynImage) -> Vec<u32> {
 /// thresholds each (the second through `enqueue_filter`, without rebuilding), vs the CPU.
 fn check_filters<T: GpuGray>(g: &GpuContext, img: &Image<T>, kinds: &[TreeKind], conns: &[Connectivity], what: &str) {
     let stream = g.new_stream().unwrap();
-    let px: Vec<T> = img.rows().flat_map(|r| r.iter().copied()).collect();
-    let input = stream.clone_htod(&px).unwrap();
+    let uploaded = upload_view(&stream, img.view()).unwrap();
+    let input = uploaded.image();
     let mut mt = MaxtreeGpu::new(g).unwrap();
     let mut timer = KernelTimer::new();
-    let (w, h) = (img.width(), img.height());
     for &kind in kinds {
         for &c in conns {
             let cpu = MaxTree::build(img.view(), kind, c).unwrap();
-            mt.enqueue_tree(&stream, &mut timer, &input, w, h, kind, c).unwrap();
+            mt.enqueue_tree(&mut timer, input, kind, c).unwrap();
             assert_eq!(mt.download_node_count(&stream).unwrap() as usize, cpu.node_count(), "{what}: nodes");
             for a in Attribute::ALL {
                 mt.enqueue_attribute(&stream, &mut timer, a).unwrap();
@@ -73,7 +77,7 @@ fn check_filters<T: GpuGray>(g: &GpuContext, img: &Image<T>, kinds: &[TreeKind],
                 for (i, rule) in RULES.iter().enumerate() {
                     let q = [0.3, 0.9][i % 2];
                     let thr = vals[((vals.len() - 1) as f64 * q) as usize];
-                    mt.enqueue_filter(&stream, &mut timer, &input, thr, *rule).unwrap();
+                    mt.enqueue_filter(&mut timer, input, thr, *rule).unwrap();
                     let out = mt.download(&stream).unwrap();
                     let want = cpu.filter(a, thr, *rule);
                     let wf: Vec<u32> = want.filtered.data().iter().map(|v| v.to_u32()).collect();
@@ -132,12 +136,12 @@ fn parent_without_grid_simplification_is_the_same() {
     let Some(g) = gpu() else { return };
     let Some(img) = tiled_gray("text_motion.jpg", 700, 333) else { return };
     let stream = g.new_stream().unwrap();
-    let input = stream.clone_htod(img.data()).unwrap();
+    let input = upload_view(&stream, img.view()).unwrap();
     let mut mt = MaxtreeGpu::new(g).unwrap();
     mt.grid_simplification = false;
     let mut timer = KernelTimer::new();
     for c in CONNS {
-        mt.enqueue_tree(&stream, &mut timer, &input, 700, 333, TreeKind::Max, c).unwrap();
+        mt.enqueue_tree(&mut timer, input.image(), TreeKind::Max, c).unwrap();
         let cpu = MaxTree::build(img.view(), TreeKind::Max, c).unwrap();
         assert_eq!(mt.download_parent(&stream).unwrap().data(), cpu.parent(), "{c:?}");
     }
@@ -149,8 +153,8 @@ fn every_tile_height_gives_the_cpu_tree() {
     let Some(img) = tiled_gray("fruits.jpg", 1001, 517) else { return };
     let Some(img16) = tiled_gray16("building.jpg", 777, 301) else { return };
     let stream = g.new_stream().unwrap();
-    let input = stream.clone_htod(img.data()).unwrap();
-    let input16 = stream.clone_htod(img16.data()).unwrap();
+    let input = upload_view(&stream, img.view()).unwrap();
+    let input16 = upload_view(&stream, img16.view()).unwrap();
     let mut mt = MaxtreeGpu::new(g).unwrap();
     let mut timer = KernelTimer::new();
     for c in CONNS {
@@ -158,9 +162,9 @@ fn every_tile_height_gives_the_cpu_tree() {
         let cpu16 = MaxTree::build(img16.view(), TreeKind::Max, c).unwrap();
         for th in [16, 32, 64, 128] {
             mt.tile_height = th;
-            mt.enqueue_tree(&stream, &mut timer, &input, 1001, 517, TreeKind::Min, c).unwrap();
+            mt.enqueue_tree(&mut timer, input.image(), TreeKind::Min, c).unwrap();
             assert_eq!(mt.download_parent(&stream).unwrap().data(), cpu.parent(), "tile height {th} {c:?}");
-            let r = mt.enqueue_tree(&stream, &mut timer, &input16, 777, 301, TreeKind::Max, c);
+            let r = mt.enqueue_tree(&mut timer, input16.image(), TreeKind::Max, c);
             if th == 128 {
                 assert!(r.is_err(), "16-bit tiles of 64x128 exceed the shared memory budget");
             } else {
@@ -225,4 +229,89 @@ fn strided_and_empty_inputs() {
     let out = maxtree_gpu(g, empty.view(), &p).unwrap();
     assert_eq!(out.node_count, 0);
     assert_eq!(out.filtered, DynImage::Gray16(Image::new(0, 7, 0)));
+}
+
+/// The frame's summary reduced on the device against the CPU filter's residue, and (8-bit) the
+/// device residue buffer against the CPU residue, for every rule on one tree, then a second
+/// threshold through `enqueue_filter` (the statistics are recomputed, not accumulated).
+fn check_summary<T: GpuGray>(g: &GpuContext, img: &Image<T>, kind: TreeKind, c: Connectivity, what: &str) {
+    let stream = g.new_stream().unwrap();
+    let uploaded = upload_view(&stream, img.view()).unwrap();
+    let input = uploaded.image();
+    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut timer = KernelTimer::new();
+    let cpu = MaxTree::build(img.view(), kind, c).unwrap();
+    mt.enqueue_tree(&mut timer, input, kind, c).unwrap();
+    mt.enqueue_attribute(&stream, &mut timer, Attribute::Area).unwrap();
+    for (rule, threshold) in [(Rule::Direct, 30.0), (Rule::Subtractive, 30.0), (Rule::Max, 400.0), (Rule::Min, 4.0)] {
+        mt.enqueue_filter(&mut timer, input, threshold, rule).unwrap();
+        let got = mt.download_summary(&stream).unwrap();
+        let want = cpu.filter(Attribute::Area, threshold, rule);
+        let residue: Vec<u64> = want.residue.data().iter().map(|v| u64::from(v.to_u32())).collect();
+        let expected = MaxtreeSummary {
+            node_count: cpu.node_count() as u32,
+            changed_pixels: residue.iter().filter(|&&v| v > 0).count() as u64,
+            residue_sum: residue.iter().sum(),
+            pixels: residue.len() as u64,
+        };
+        assert_eq!(got, expected, "{what} {kind:?} {c:?} {rule:?} {threshold}: summary");
+        if residue.len() >= 100 {
+            assert!(got.changed_pixels > 0, "{what} {rule:?} {threshold}: the filter changes nothing, a weak test");
+        }
+        match mt.residue() {
+            Some(device) if T::BITS == 8 => {
+                let bytes = stream.clone_dtoh(device).unwrap();
+                stream.synchronize().unwrap();
+                let wanted: Vec<u8> = want.residue.data().iter().map(|v| v.to_u32() as u8).collect();
+                assert!(bytes == wanted, "{what} {kind:?} {c:?} {rule:?}: device residue differs");
+            }
+            None if T::BITS == 16 => {}
+            other => panic!("{what}: residue buffer {:?} for {}-bit input", other.map(|b| b.len()), T::BITS),
+        }
+    }
+}
+
+#[test]
+fn summary_and_device_residue_match_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(23);
+    for (w, h) in [(1, 3), (33, 17), (130, 67)] {
+        let img = random_gray(&mut rng, w, h, 16);
+        check_summary(g, &img, TreeKind::Max, Connectivity::Four, &format!("random u8 {w}x{h}"));
+        let img16 = random_gray16(&mut rng, w, h, 1000);
+        check_summary(g, &img16, TreeKind::Max, Connectivity::Eight, &format!("random u16 {w}x{h}"));
+    }
+    for (name, w, h) in [("fruits.jpg", 641, 479), ("baboon.jpg", 1920, 1080), ("building.jpg", 4096, 2160)] {
+        let Some(img) = tiled_gray(name, w, h) else { return };
+        check_summary(g, &img, TreeKind::Max, Connectivity::Eight, &format!("{name} {w}x{h}"));
+        check_summary(g, &img, TreeKind::Min, Connectivity::Four, &format!("{name} {w}x{h}"));
+        let Some(img16) = tiled_gray16(name, w, h) else { return };
+        check_summary(g, &img16, TreeKind::Max, Connectivity::Four, &format!("{name} u16 {w}x{h}"));
+    }
+}
+
+#[test]
+fn summary_json_is_the_full_readbacks() {
+    let Some(g) = gpu() else { return };
+    let Some(img) = tiled_gray("text_motion.jpg", 800, 600) else { return };
+    let stream = g.new_stream().unwrap();
+    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut timer = KernelTimer::new();
+    let p = MaxtreeParams { threshold: 64.0, ..MaxtreeParams::default() };
+    // Two frames through one op: the statistics of the second do not include the first's.
+    for frame in [img.clone(), img.map(|v| 255 - v)] {
+        let uploaded = upload_view(&stream, frame.view()).unwrap();
+        mt.enqueue(&mut timer, uploaded.image(), &p).unwrap();
+        let full = mt.download(&stream).unwrap();
+        let small = mt.download_summary(&stream).unwrap();
+        assert_eq!(small, full.stats());
+        assert_eq!(small.summary(), full.summary());
+        let cpu = morphoscope::ops::maxtree::attribute_filter(frame.view(), &p).unwrap();
+        assert_eq!(full.residue, DynImage::Gray8(cpu.residue));
+    }
+    let empty = Image::<u8>::new(0, 5, 0);
+    let uploaded = upload_view(&stream, empty.view()).unwrap();
+    mt.enqueue(&mut timer, uploaded.image(), &p).unwrap();
+    assert_eq!(mt.download_summary(&stream).unwrap(), MaxtreeSummary::default());
+    assert!(mt.residue().is_none());
 }

@@ -3,13 +3,17 @@
 //! 1080p and 4K frames (tiled samples), 8-bit 4/8-conn and 16-bit (paper §6.3 luminance
 //! protocol); and the CPU backend (median of CPU_ITERS) in the same run. Results as markdown rows
 //! on stdout and in $BENCH_OUT (if set).
+
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use crate::common;
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use morphoscope::gpu::{GpuContext, KernelTimer};
+use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::maxtree::{Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, Rule, TreeKind};
 
@@ -42,7 +46,8 @@ fn gpu_case<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full: b
 fn gpu_case_th<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full: bool, simplify: bool, th: usize, label: &str, out: &mut String) {
     let (w, h) = (img.width(), img.height());
     let stream = g.new_stream().unwrap();
-    let input = stream.clone_htod(img.data()).unwrap();
+    let uploaded = upload_view(&stream, img.view()).unwrap();
+    let input = uploaded.image();
     let mut mt = MaxtreeGpu::new(g).unwrap();
     mt.grid_simplification = simplify;
     mt.tile_height = th;
@@ -53,10 +58,10 @@ fn gpu_case_th<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full
     for i in 0..warm + iters {
         timer.reset();
         let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
-        mt.enqueue_tree(&stream, &mut timer, &input, w, h, TreeKind::Max, c).unwrap();
+        mt.enqueue_tree(&mut timer, input, TreeKind::Max, c).unwrap();
         if full {
             mt.enqueue_attribute(&stream, &mut timer, Attribute::Area).unwrap();
-            mt.enqueue_filter(&stream, &mut timer, &input, 100.0, Rule::Direct).unwrap();
+            mt.enqueue_filter(&mut timer, input, 100.0, Rule::Direct).unwrap();
         }
         let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
         end.synchronize().unwrap();
@@ -134,13 +139,13 @@ fn bench_maxtree() {
             for _ in 0..2 {
                 timer.reset();
                 if p == "8" {
-                    let input = stream.clone_htod(img.data()).unwrap();
-                    mt.enqueue_tree(&stream, &mut timer, &input, 3840, 2160, TreeKind::Max, Connectivity::Four).unwrap();
+                    let input = upload_view(&stream, img.view()).unwrap();
+                    mt.enqueue_tree(&mut timer, input.image(), TreeKind::Max, Connectivity::Four).unwrap();
                     mt.enqueue_attribute(&stream, &mut timer, Attribute::Area).unwrap();
-                    mt.enqueue_filter(&stream, &mut timer, &input, 100.0, Rule::Direct).unwrap();
+                    mt.enqueue_filter(&mut timer, input.image(), 100.0, Rule::Direct).unwrap();
                 } else {
-                    let input = stream.clone_htod(img16.data()).unwrap();
-                    mt.enqueue_tree(&stream, &mut timer, &input, 3840, 2160, TreeKind::Max, Connectivity::Four).unwrap();
+                    let input = upload_view(&stream, img16.view()).unwrap();
+                    mt.enqueue_tree(&mut timer, input.image(), TreeKind::Max, Connectivity::Four).unwrap();
                 }
                 stream.synchronize().unwrap();
             }

@@ -9,8 +9,8 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernel
 
 use super::cpu::INV255_F32;
 use super::{BlurParams, MAX_RADIUS};
-use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d, upload_image, upload_packed};
-use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
@@ -95,19 +95,17 @@ where
         Ok(Self { vertical: gpu.function("blur", vertical)?, horizontal: gpu.function("blur", horizontal)?, tmp: None, out: None })
     }
 
-    /// Enqueues both passes over `samples = width * height * channels` interleaved samples
-    /// (checked by the caller), timing them under `regions` (one name: both in one region).
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues both passes over the interleaved samples of `input` (checked by the caller),
+    /// timing them under `regions` (one name: both in one region).
     fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        (width, height, channels): (usize, usize, usize),
+        input: DeviceImage<'_, u8>,
         weights: &HalfKernel<T>,
         inv255: T,
         regions: &[&'static str],
     ) -> Result<(), OpError> {
+        let DeviceImage { stream, data: input, width, height, channels } = input;
         let samples = width * height * channels;
         if self.out.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
             self.tmp = None;
@@ -157,12 +155,18 @@ where
 pub struct BlurGpu {
     f32: Passes<f32>,
     f64: Passes<f64>,
+    /// (width, height, channels) of the last `f32` blur.
     produced: Option<(usize, usize, usize)>,
+    /// Samples of the last `f64` blur.
+    produced_f64: usize,
 }
 
 impl std::fmt::Debug for BlurGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlurGpu").field("produced", &self.produced).finish_non_exhaustive()
+        f.debug_struct("BlurGpu")
+            .field("produced", &self.produced)
+            .field("produced_f64", &self.produced_f64)
+            .finish_non_exhaustive()
     }
 }
 
@@ -173,72 +177,44 @@ impl BlurGpu {
             f32: Passes::new(gpu, "blur_vertical", "blur_horizontal")?,
             f64: Passes::new(gpu, "blur_vertical_f64", "blur_horizontal_f64")?,
             produced: None,
+            produced_f64: 0,
         })
     }
 
-    /// Enqueues the blur of a packed grey frame (timer regions `blur_vertical`, `blur_horizontal`).
+    /// Enqueues the blur of a packed grey or interleaved RGB image (timer regions
+    /// `blur_vertical`, `blur_horizontal`).
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, u8>,
         params: &BlurParams,
     ) -> Result<(), OpError> {
-        self.enqueue_named(stream, timer, input, width, height, 1, params, ["blur_vertical", "blur_horizontal"])
-    }
-
-    /// Enqueues the blur of a packed interleaved RGB frame (`3 * width` bytes a row).
-    pub fn enqueue_rgb(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
-        params: &BlurParams,
-    ) -> Result<(), OpError> {
-        self.enqueue_named(stream, timer, input, width, height, 3, params, ["blur_vertical", "blur_horizontal"])
-    }
-
-    /// Enqueues the blur of `channels` interleaved samples per pixel, timing the two passes
-    /// under `regions` (the segmentation names both `segment_blur`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn enqueue_named(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
-        channels: usize,
-        params: &BlurParams,
-        regions: [&'static str; 2],
-    ) -> Result<(), OpError> {
-        check_input(input, width, height, channels)?;
+        check_input(input.data, input.width, input.height, input.channels)?;
         let weights = BlurWeights::new(params)?;
-        self.produced = Some((width, height, channels));
-        self.f32.enqueue(stream, timer, input, (width, height, channels), &weights, INV255_F32, &regions)
+        self.produced = Some((input.width, input.height, input.channels));
+        self.f32.enqueue(
+            timer,
+            input,
+            &weights,
+            INV255_F32,
+            &["blur_vertical", "blur_horizontal"],
+        )
     }
 
-    /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of
-    /// `channels` interleaved samples per pixel into [`BlurGpu::output_f64`].
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of a
+    /// packed grey or interleaved RGB image into [`BlurGpu::output_f64`], both passes timed as
+    /// `region`.
     pub fn enqueue_f64_named(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
-        channels: usize,
+        input: DeviceImage<'_, u8>,
         params: &BlurParams,
         region: &'static str,
     ) -> Result<(), OpError> {
-        check_input(input, width, height, channels)?;
+        check_input(input.data, input.width, input.height, input.channels)?;
         let weights = BlurWeightsF64::new(params)?;
-        self.f64.enqueue(stream, timer, input, (width, height, channels), &weights, 1.0 / 255.0, &[region])
+        self.produced_f64 = input.samples();
+        self.f64.enqueue(timer, input, &weights, 1.0 / 255.0, &[region])
     }
 
     /// The device buffer holding the last `f64` blur (packed interleaved).
@@ -247,8 +223,9 @@ impl BlurGpu {
         self.f64.out.as_ref()
     }
 
-    /// Blocking readback of the last `f64` blur (`n * channels` samples).
-    pub fn download_f64(&self, stream: &Arc<CudaStream>, samples: usize) -> Result<Vec<f64>, OpError> {
+    /// Blocking readback of the last `f64` blur (packed interleaved).
+    pub fn download_f64(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
+        let samples = self.produced_f64;
         let data = match self.f64.out.as_ref() {
             Some(b) if samples > 0 && b.len() >= samples => stream.clone_dtoh(&b.slice(0..samples))?,
             _ => Vec::new(),
@@ -278,34 +255,42 @@ impl BlurGpu {
     }
 }
 
-/// Uploads a grey image, blurs it on the GPU and downloads the result.
-pub fn blur_gray_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &BlurParams) -> Result<Image<f32>, OpError> {
-    let mut op = BlurGpu::new(gpu)?;
-    let stream = gpu.new_stream()?;
-    let mut timer = KernelTimer::new();
-    let input = upload_image(&stream, img)?;
-    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    let out = op.download(&stream)?;
-    Ok(Image::from_vec(img.width(), img.height(), out.data)?)
+/// Uploads a grey or RGB image, blurs it on the GPU and downloads the result.
+pub fn blur_gpu<P: HostPixel<Sample = u8>>(
+    gpu: &GpuContext,
+    img: ImageView<'_, P>,
+    params: &BlurParams,
+) -> Result<BlurOutput, OpError> {
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut BlurGpu::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
-/// Uploads an RGB image, blurs each channel on the GPU and downloads the result.
+/// [`blur_gpu`] of a grey image, as an image.
+pub fn blur_gray_gpu(
+    gpu: &GpuContext,
+    img: ImageView<'_, u8>,
+    params: &BlurParams,
+) -> Result<Image<f32>, OpError> {
+    let out = blur_gpu(gpu, img, params)?;
+    Ok(Image::from_vec(out.width, out.height, out.data)?)
+}
+
+/// [`blur_gpu`] of an RGB image, as an image.
 pub fn blur_rgb_gpu(
     gpu: &GpuContext,
     img: ImageView<'_, [u8; 3]>,
     params: &BlurParams,
 ) -> Result<Image<[f32; 3]>, OpError> {
-    let mut op = BlurGpu::new(gpu)?;
-    let stream = gpu.new_stream()?;
-    let mut timer = KernelTimer::new();
-    let input = upload_packed(&stream, &super::cpu::pack_rgb(img), img.width(), img.height())?;
-    op.enqueue_rgb(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    let out = op.download(&stream)?;
+    let out = blur_gpu(gpu, img, params)?;
     let px: Vec<[f32; 3]> = out.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
-    Ok(Image::from_vec(img.width(), img.height(), px)?)
+    Ok(Image::from_vec(out.width, out.height, px)?)
 }
 
-/// Checks the channel count, the frame size and that `input` holds the frame.
 /// Checks that `input` holds a `width` x `height` frame of 1 or 3 interleaved channels.
 pub(crate) fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<(), OpError> {
     if channels != 1 && channels != 3 {

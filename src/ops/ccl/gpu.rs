@@ -4,8 +4,9 @@
 //! `ccl_otsu` for Otsu's level, all on the device), then `ccl_strip`, `ccl_merge`,
 //! `ccl_count_roots` + `ccl_scan_rows` + `ccl_label_roots` (raster-order renumbering),
 //! `ccl_relabel` and `ccl_features`. The component table stays on the device until
-//! [`CclGpu::download`], which reads the count, the label image and the `n` feature records
-//! (64 bytes each) in one go. The feature records are exact integer sums, decoded here into the
+//! [`CclGpu::download_table`] reads the count, the threshold and the `n` feature records (64
+//! bytes each) — nothing frame-sized — or [`CclGpu::download`] reads the label image too (the
+//! CLI, the tests). The feature records are exact integer sums, decoded here into the
 //! same [`ComponentSums`] the CPU produces, so tables are bit-identical across backends.
 //!
 //! The input is a packed 8-bit frame (convert 16-bit frames with `preprocess_gray16_to_gray8`
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size};
-use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
@@ -198,30 +199,29 @@ impl CclGpu {
     /// Enqueues binarization, labeling and features of one packed 8-bit frame.
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, u8>,
         params: &CclParams,
     ) -> Result<(), OpError> {
-        self.enqueue_binarize(stream, timer, input, width, height, params)?;
-        self.enqueue_labeling(stream, timer, params.connectivity, true)
+        self.enqueue_binarize(timer, input, params)?;
+        self.enqueue_labeling(input.stream, timer, params.connectivity, true)
     }
 
-    /// Enqueues only the binarization (source value, threshold, bitmask; motion update).
+    /// Enqueues only the binarization (source value, threshold, bitmask; motion update) of one
+    /// packed 8-bit frame.
     pub fn enqueue_binarize(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, u8>,
         params: &CclParams,
     ) -> Result<(), OpError> {
         params.validate()?;
+        let DeviceImage { stream, data: input, width, height, channels } = input;
         check_frame_size(width, height)?;
         check_sum_range(width, height)?;
+        if channels != 1 {
+            return Err(OpError::Unsupported(format!("labeling needs 1 channel, got {channels}")));
+        }
         let n = width * height;
         if input.len() < n {
             return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height} needs {n}", input.len())));
@@ -446,25 +446,16 @@ fn decode_record(r: &[u64]) -> ComponentSums {
 }
 
 /// Uploads one 8-bit image, labels it on the GPU and downloads the result (CLI and tests).
-/// Stateless: with `source = "motion"` this only seeds a fresh background.
+/// Stateless: with `source = "motion"` this only seeds a fresh background (run frames through
+/// one [`CclGpu`] with [`round_trip`] to keep it).
 pub fn ccl_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &CclParams) -> Result<CclOutput, OpError> {
-    let mut op = CclGpu::new(gpu)?;
-    let stream = gpu.new_stream()?;
-    let mut timer = KernelTimer::new();
-    run_on(&mut op, &stream, &mut timer, img, params)
-}
-
-/// Uploads `img` and runs `op` on it (keeps `op`'s motion background between calls).
-pub fn run_on(
-    op: &mut CclGpu,
-    stream: &Arc<CudaStream>,
-    timer: &mut KernelTimer,
-    img: ImageView<'_, u8>,
-    params: &CclParams,
-) -> Result<CclOutput, OpError> {
-    let input = crate::gpu::launch::upload_image(stream, img)?;
-    op.enqueue(stream, timer, &input, img.width(), img.height(), params)?;
-    op.download(stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut CclGpu::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
 #[cfg(test)]

@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear, upload_image};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
+use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
@@ -31,7 +31,7 @@ use super::geometry::LineFamily;
 use super::{LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hue_of_angle};
 
 /// Pixel types of the CUDA path (u8 and u16).
-pub trait GpuSample: Sample + DeviceRepr + ValidAsZeroBits + Unpin {
+pub trait GpuSample: Sample + HostPixel<Sample = Self> + DeviceRepr + ValidAsZeroBits + Unpin {
     /// Kernel name suffix.
     const SUFFIX: &'static str;
 }
@@ -344,17 +344,19 @@ impl<T: GpuSample> Engine<T> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues the transpose of `src` (`src.height` rows of `src.width`) into `dst`, inverting
+    /// the samples when `invert`.
     fn launch_transpose(
         &self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        src: &CudaSlice<T>,
+        src: DeviceImage<'_, T>,
         dst: &mut CudaSlice<T>,
-        rows: usize,
-        cols: usize,
         invert: bool,
     ) -> Result<(), OpError> {
+        let DeviceImage { stream, data: src, width: cols, height: rows, .. } = src;
+        if dst.len() < rows * cols {
+            return Err(OpError::InvalidParam(format!("transpose of {cols}x{rows} into {} elements", dst.len())));
+        }
         let cfg = LaunchConfig {
             grid_dim: (blocks_for(cols, 32), blocks_for(rows, 32), 1),
             block_dim: (32, 8, 1),
@@ -364,8 +366,8 @@ impl<T: GpuSample> Engine<T> {
         timer.time(stream, "linear_opening_transpose", || {
             let mut b = stream.launch_builder(&self.transpose);
             b.arg(src).arg(dst).arg(&r32).arg(&c32).arg(&inv);
-            // SAFETY: src and dst hold rows*cols elements (checked by the callers: the frame and
-            // a same-sized buffer); the kernel reads and writes only inside rows x cols.
+            // SAFETY: src and dst hold rows*cols elements (the image's own check and the one
+            // above); the kernel reads and writes only inside rows x cols.
             unsafe { b.launch(cfg) }?;
             Ok(())
         })?;
@@ -375,13 +377,13 @@ impl<T: GpuSample> Engine<T> {
     /// Enqueues the lines kernel for chunk `c` of the plan, reading `input` (and its transpose).
     fn launch_lines(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
+        input: DeviceImage<'_, T>,
         chunk: usize,
         flags: i32,
         to_out: bool,
     ) -> Result<(), OpError> {
+        let DeviceImage { stream, data: input, .. } = input;
         let plan = self.plan.as_ref().ok_or_else(|| missing("plan"))?;
         let (first, count, grid_x) = plan.chunks[chunk];
         let (w, h) = (to_i32(plan.width, "width")?, to_i32(plan.height, "height")?);
@@ -443,18 +445,16 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         self.engine.tuning = tuning;
     }
 
-    /// Enqueues the opening (closing) of the packed `width` x `height` frame `input`.
+    /// Enqueues the opening (closing) of a packed grey image.
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         params: &LinearOpeningParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_input(input, width, height)?;
+        check_input(input)?;
+        let DeviceImage { stream, width, height, .. } = input;
         self.size = (width, height);
         if width == 0 || height == 0 {
             return Ok(());
@@ -465,24 +465,27 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         let transposed = plan.any_transposed;
         if plan.length == 1 {
             let out = e.out.as_mut().ok_or_else(|| missing("output"))?;
-            stream.memcpy_dtod(&input.slice(0..width * height), out)?;
+            stream.memcpy_dtod(&input.data.slice(0..width * height), out)?;
             return Ok(());
         }
         let closing = params.closing;
         if transposed {
             let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
-            let r = e.launch_transpose(stream, timer, input, &mut img_t, height, width, false);
+            let r = e.launch_transpose(timer, input, &mut img_t, false);
             e.img_t = Some(img_t);
             r?;
-            e.launch_lines(stream, timer, input, 0, i32::from(closing), false)?;
+            e.launch_lines(timer, input, 0, i32::from(closing), false)?;
             let planes = e.planes.take().ok_or_else(|| missing("planes"))?;
             let mut out = e.out.take().ok_or_else(|| missing("output"))?;
-            let r = e.launch_transpose(stream, timer, &planes, &mut out, width, height, closing);
+            // The opening of the transposed frame: `width` rows of `height`.
+            let r = DeviceImage::new(stream, &planes, height, width, 1)
+                .map_err(OpError::from)
+                .and_then(|opened| e.launch_transpose(timer, opened, &mut out, closing));
             e.planes = Some(planes);
             e.out = Some(out);
             r
         } else {
-            e.launch_lines(stream, timer, input, 0, if closing { 3 } else { 0 }, true)
+            e.launch_lines(timer, input, 0, if closing { 3 } else { 0 }, true)
         }
     }
 
@@ -525,18 +528,16 @@ impl<T: GpuSample> OrientationGpu<T> {
         self.engine.tuning = tuning;
     }
 
-    /// Enqueues the orientation maps of the packed `width` x `height` frame `input`.
+    /// Enqueues the orientation maps of a packed grey image.
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         params: &OrientationParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_input(input, width, height)?;
+        check_input(input)?;
+        let DeviceImage { stream, width, height, .. } = input;
         self.size = (width, height);
         self.angles = params.angle_degrees();
         if width == 0 || height == 0 {
@@ -550,7 +551,7 @@ impl<T: GpuSample> OrientationGpu<T> {
         stream.memset_zeros(spectrum)?;
         if plan.any_transposed {
             let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
-            let r = e.launch_transpose(stream, timer, input, &mut img_t, height, width, false);
+            let r = e.launch_transpose(timer, input, &mut img_t, false);
             e.img_t = Some(img_t);
             r?;
         }
@@ -561,7 +562,7 @@ impl<T: GpuSample> OrientationGpu<T> {
             shared_mem_bytes: 0,
         };
         for (c, &(first, count, _)) in plan.chunks.iter().enumerate() {
-            e.launch_lines(stream, timer, input, c, i32::from(params.closing), false)?;
+            e.launch_lines(timer, input, c, i32::from(params.closing), false)?;
             let planes = e.planes.as_ref().ok_or_else(|| missing("planes"))?;
             let tflags = e.plane_transposed.as_ref().ok_or_else(|| missing("flags"))?.slice(first..first + count);
             let aidx = e.plane_angle.as_ref().ok_or_else(|| missing("angle index"))?.slice(first..first + count);
@@ -604,6 +605,18 @@ impl<T: GpuSample> OrientationGpu<T> {
     pub fn outputs(&self) -> Option<(&CudaSlice<T>, &CudaSlice<u16>, &CudaSlice<u8>)> {
         let e = &self.engine;
         Some((e.strength.as_ref()?, e.index.as_ref()?, e.rgb.as_ref()?))
+    }
+
+    /// The colour picture of the last frame on the device (packed RGB, `3 * width * height`
+    /// bytes, written on the enqueue's stream): for the compose step. `None` before the first
+    /// frame and for an empty frame.
+    #[must_use]
+    pub fn colour(&self) -> Option<&CudaSlice<u8>> {
+        let (w, h) = self.size;
+        if w == 0 || h == 0 {
+            return None;
+        }
+        self.engine.rgb.as_ref()
     }
 
     /// Copies the last maps and spectrum to the host (blocks until the stream's work is done).
@@ -680,13 +693,19 @@ impl<T: GpuSample> OrientationGpu<T> {
     }
 }
 
-fn check_input<T>(input: &CudaSlice<T>, width: usize, height: usize) -> Result<(), OpError> {
-    check_frame_size(width, height)?;
-    if input.len() < width * height {
+/// Checks that `input` is one channel and holds its frame.
+fn check_input<T: GpuSample>(input: DeviceImage<'_, T>) -> Result<(), OpError> {
+    check_frame_size(input.width, input.height)?;
+    if input.channels != 1 {
+        return Err(OpError::Unsupported(format!("linear openings need 1 channel, got {}", input.channels)));
+    }
+    if input.data.len() < input.pixels() {
         return Err(OpError::Unsupported(format!(
-            "input holds {} elements, a packed {width}x{height} frame needs {}",
-            input.len(),
-            width * height
+            "input holds {} elements, a packed {}x{} frame needs {}",
+            input.data.len(),
+            input.width,
+            input.height,
+            input.pixels()
         )));
     }
     Ok(())
@@ -698,12 +717,13 @@ pub fn linear_opening_gpu<T: GpuSample>(
     img: ImageView<'_, T>,
     params: &LinearOpeningParams,
 ) -> Result<Image<T>, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = upload_image(&stream, img)?;
-    let mut op = LinearOpeningGpu::<T>::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    op.download(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut LinearOpeningGpu::<T>::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
 /// Convenience: upload, orientation maps, download (maps and spectrum; the colour picture is
@@ -713,12 +733,13 @@ pub fn orientation_gpu<T: GpuSample>(
     img: ImageView<'_, T>,
     params: &OrientationParams,
 ) -> Result<OrientationOutput<T>, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = upload_image(&stream, img)?;
-    let mut op = OrientationGpu::<T>::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    op.download(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut OrientationGpu::<T>::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
 #[cfg(test)]

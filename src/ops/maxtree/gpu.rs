@@ -6,9 +6,12 @@
 //! memory), `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node
 //! numbering), `maxtree_attributes` (per-node init, per-pixel contributions, subtree
 //! accumulation by doubling, attribute) and `maxtree_restitute` (rule flags, pointer jumping,
-//! per-pixel output). Each group is one
-//! [`KernelTimer`] region. Buffers are sized for one frame on first use and reused; the tree,
-//! the attribute and the outputs stay on the device until [`MaxtreeGpu::download`].
+//! per-pixel output), then `maxtree_residue_stats` (region `maxtree_stats`: the residue's
+//! changed-pixel count and sum). Each group is one [`KernelTimer`] region. Buffers are sized
+//! for one frame on first use and reused; the tree, the attribute and the outputs stay on the
+//! device. [`MaxtreeGpu::download_summary`] reads back only the node count and the two residue
+//! numbers, [`MaxtreeGpu::residue`] hands the residue buffer to the compose step in place, and
+//! [`MaxtreeGpu::download`] reads both pictures back (the CLI, the tests).
 //! [`MaxtreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
 
 use std::cell::RefCell;
@@ -16,8 +19,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
-use super::{Attribute, Connectivity, MaxtreeParams, Rule, TreeKind};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback, launch};
+use super::{Attribute, Connectivity, MaxtreeOutput, MaxtreeParams, MaxtreeSummary, Rule, TreeKind};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, launch, round_trip};
 use crate::image::{DynImage, Gray, Image, ImageView};
 use crate::ops::OpError;
 
@@ -48,10 +51,12 @@ pub const FUNCTIONS: &[&str] = &[
     "maxtree_jump",
     "maxtree_restitute_u8",
     "maxtree_restitute_u16",
+    "maxtree_residue_stats_u8",
+    "maxtree_residue_stats_u16",
 ];
 
 /// Grey types the CUDA max-tree accepts (u8 and u16).
-pub trait GpuGray: Gray + DeviceRepr + ValidAsZeroBits + Unpin {
+pub trait GpuGray: Gray + HostPixel<Sample = Self> + DeviceRepr + ValidAsZeroBits + Unpin {
     /// `maxtree_local_*` entry point.
     const LOCAL: &'static str;
     /// `maxtree_restitute_*` entry point.
@@ -103,6 +108,8 @@ struct Functions {
     jump: CudaFunction,
     restitute_u8: CudaFunction,
     restitute_u16: CudaFunction,
+    stats_u8: CudaFunction,
+    stats_u16: CudaFunction,
 }
 
 /// Device buffers for one frame size (node arrays are indexed by node id and sized for the worst
@@ -128,6 +135,8 @@ struct Frame {
     words: CudaSlice<u64>,
     /// Jump-round activity flags, 17 per pass (two passes for the min rule).
     active: CudaSlice<u32>,
+    /// `[changed pixels, Σ residue, node count]` of the last filter (`maxtree_residue_stats`).
+    stats: CudaSlice<u64>,
 }
 
 impl Frame {
@@ -151,6 +160,7 @@ impl Frame {
             attr: launch::alloc_zeroed(stream, n, "max-tree attributes", width, height)?,
             words: launch::alloc_zeroed(stream, n, "max-tree restitution words", width, height)?,
             active: u32s(2 * 17, "max-tree round flags")?,
+            stats: launch::alloc_zeroed(stream, 3, "max-tree residue statistics", width, height)?,
         })
     }
 
@@ -213,38 +223,6 @@ impl std::fmt::Debug for MaxtreeGpu {
     }
 }
 
-/// Results downloaded from the device.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MaxtreeOutput {
-    /// The filtered image (input type).
-    pub filtered: DynImage,
-    /// `|input − filtered|` (input type).
-    pub residue: DynImage,
-    /// Number of nodes of the tree.
-    pub node_count: u32,
-}
-
-impl MaxtreeOutput {
-    /// Per-frame numbers for frames.jsonl: nodes, pixels changed, mean residue.
-    #[must_use]
-    pub fn summary(&self) -> serde_json::Value {
-        let (changed, sum, n) = match &self.residue {
-            DynImage::Gray8(r) => residue_stats(r.data().iter().map(|&v| u64::from(v))),
-            DynImage::Gray16(r) => residue_stats(r.data().iter().map(|&v| u64::from(v))),
-            _ => (0, 0, 0),
-        };
-        serde_json::json!({
-            "maxtree_nodes": self.node_count,
-            "maxtree_changed_pixels": changed,
-            "maxtree_residue_mean": if n == 0 { 0.0 } else { sum as f64 / n as f64 },
-        })
-    }
-}
-
-fn residue_stats(it: impl Iterator<Item = u64>) -> (u64, u64, u64) {
-    it.fold((0, 0, 0), |(c, s, n), v| (c + u64::from(v > 0), s + v, n + 1))
-}
-
 fn cfg(grid: u32, block: u32, shared: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: shared }
 }
@@ -270,6 +248,8 @@ impl MaxtreeGpu {
                 jump: f("maxtree_jump")?,
                 restitute_u8: f("maxtree_restitute_u8")?,
                 restitute_u16: f("maxtree_restitute_u16")?,
+                stats_u8: f("maxtree_residue_stats_u8")?,
+                stats_u16: f("maxtree_residue_stats_u16")?,
             },
             frame: None,
             outputs: Outputs::default(),
@@ -286,37 +266,31 @@ impl MaxtreeGpu {
         })
     }
 
-    /// Enqueues the whole analysis: tree, the attribute of `params`, filtering. `input` is a
-    /// packed `width * height` device image.
+    /// Enqueues the whole analysis of a packed grey image: tree, the attribute of `params`,
+    /// filtering.
     pub fn enqueue<T: GpuGray>(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         params: &MaxtreeParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        self.enqueue_tree(stream, timer, input, width, height, params.tree, params.connectivity()?)?;
-        self.enqueue_attribute(stream, timer, params.attribute)?;
-        self.enqueue_filter(stream, timer, input, params.threshold, params.rule)
+        self.enqueue_tree(timer, input, params.tree, params.connectivity()?)?;
+        self.enqueue_attribute(input.stream, timer, params.attribute)?;
+        self.enqueue_filter(timer, input, params.threshold, params.rule)
     }
 
     /// Enqueues the tree construction only (regions `maxtree_local`, `maxtree_merge`,
     /// `maxtree_flatten`): the canonical parent image, see [`MaxtreeGpu::download_parent`].
-    #[allow(clippy::too_many_arguments)]
     pub fn enqueue_tree<T: GpuGray>(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         tree: TreeKind,
         connectivity: Connectivity,
     ) -> Result<(), OpError> {
-        launch::check_frame_size(width, height)?;
+        check_gray(input)?;
+        let DeviceImage { stream, data: input, width, height, .. } = input;
         let th = if self.tile_height == 0 { DEFAULT_TILE_HEIGHT } else { self.tile_height };
         let allowed = matches!(th, 16 | 32 | 64) || (th == 128 && T::BITS == 8);
         if !allowed {
@@ -325,9 +299,6 @@ impl MaxtreeGpu {
             )));
         }
         let n = width * height;
-        if input.len() < n {
-            return Err(OpError::Unsupported(format!("input holds {} pixels, {width}x{height} needs {n}", input.len())));
-        }
         let inv = match tree {
             TreeKind::Max => 0,
             TreeKind::Min => T::MAX.to_u32(),
@@ -444,16 +415,18 @@ impl MaxtreeGpu {
         Ok(())
     }
 
-    /// Enqueues the filter (region `maxtree_restitute`) on the last tree and attribute: a new
-    /// threshold or rule costs only this. `input` must be the image the tree was built from.
+    /// Enqueues the filter (region `maxtree_restitute`) and the residue's statistics (region
+    /// `maxtree_stats`) on the last tree and attribute: a new threshold or rule costs only
+    /// this. `input` must be the image the tree was built from.
     pub fn enqueue_filter<T: GpuGray>(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
+        input: DeviceImage<'_, T>,
         threshold: f64,
         rule: Rule,
     ) -> Result<(), OpError> {
+        check_gray(input)?;
+        let stream = input.stream;
         let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
         if st.attribute.is_none() {
             return Err(OpError::Unsupported("enqueue_filter before enqueue_attribute".into()));
@@ -464,18 +437,22 @@ impl MaxtreeGpu {
         if !threshold.is_finite() || threshold < 0.0 {
             return Err(OpError::InvalidParam(format!("maxtree.threshold = {threshold}: must be a finite number >= 0")));
         }
+        let (width, height, inv) = (st.width, st.height, st.inv);
+        if (input.width, input.height) != (width, height) {
+            return Err(OpError::Unsupported(format!(
+                "tree built from a {width}x{height} image, filter given {}x{}",
+                input.width, input.height
+            )));
+        }
         st.filtered = true;
         let need_amax = rule == Rule::Max && !st.amax_ready;
         if rule == Rule::Max {
             st.amax_ready = true;
         }
-        let (width, height, inv) = (st.width, st.height, st.inv);
+        let input = input.data;
         let n = width * height;
         if n == 0 {
             return Ok(());
-        }
-        if input.len() < n {
-            return Err(OpError::Unsupported(format!("input holds {} pixels, {width}x{height} needs {n}", input.len())));
         }
         if T::outputs(&mut self.outputs).as_ref().is_none_or(|(o, _)| o.len() != n) {
             *T::outputs(&mut self.outputs) = None;
@@ -534,12 +511,54 @@ impl MaxtreeGpu {
             pass(if rule == Rule::Subtractive { 1 } else { 0 }, 0)?;
             let restitute = if T::BITS == 8 { &f.restitute_u8 } else { &f.restitute_u16 };
             let mut b = stream.launch_builder(restitute);
-            b.arg(input).arg(&fr.pix_node).arg(&fr.words).arg(out).arg(res).arg(&n32).arg(&inv);
+            b.arg(input).arg(&fr.pix_node).arg(&fr.words).arg(&mut *out).arg(&mut *res).arg(&n32).arg(&inv);
             // SAFETY: one thread per pixel (p < N checked); all buffers hold N entries.
             unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
             Ok(())
         })?;
+        timer.time(stream, "maxtree_stats", || {
+            stream.memset_zeros(&mut fr.stats)?;
+            let stats = if T::BITS == 8 { &f.stats_u8 } else { &f.stats_u16 };
+            let mut b = stream.launch_builder(stats);
+            b.arg(&*res).arg(&fr.count).arg(&mut fr.stats).arg(&n32);
+            // SAFETY: grid-stride over pixels < N (residue holds N entries); stats holds 3 words,
+            // count 1; the block reduction's shared memory is static.
+            unsafe { b.launch(nodes) }?;
+            Ok(())
+        })?;
         Ok(())
+    }
+
+    /// Node count, changed pixels and residue sum of the last filtered frame: a 24-byte
+    /// readback (blocks until the stream's work is done).
+    pub fn download_summary(&self, stream: &Arc<CudaStream>) -> Result<MaxtreeSummary, OpError> {
+        let st = self.state.ok_or_else(|| OpError::Unsupported("download_summary before enqueue".into()))?;
+        if !st.filtered {
+            return Err(OpError::Unsupported("download_summary before enqueue_filter".into()));
+        }
+        let pixels = (st.width * st.height) as u64;
+        let Some(fr) = self.frame.as_ref().filter(|_| pixels > 0) else { return Ok(MaxtreeSummary::default()) };
+        let v = stream.clone_dtoh(&fr.stats)?;
+        stream.synchronize()?;
+        let word = |i: usize| v.get(i).copied().unwrap_or(0);
+        Ok(MaxtreeSummary {
+            node_count: u32::try_from(word(2)).unwrap_or(u32::MAX),
+            changed_pixels: word(0),
+            residue_sum: word(1),
+            pixels,
+        })
+    }
+
+    /// The residue `|input − filtered|` of the last filtered 8-bit frame, on the device (packed,
+    /// `width * height` bytes, written on the enqueue's stream): for the compose step. `None`
+    /// before a filter, for an empty frame and when the last frame was 16-bit.
+    #[must_use]
+    pub fn residue(&self) -> Option<&CudaSlice<u8>> {
+        let st = self.state?;
+        if !st.filtered || st.bits != 8 || st.width * st.height == 0 {
+            return None;
+        }
+        self.outputs.u8.as_ref().map(|(_, residue)| residue)
     }
 
     /// Number of tree nodes of the last frame (blocking copy).
@@ -601,18 +620,37 @@ fn fetch<T: GpuGray>(
     }
 }
 
+/// Checks that `input` is one channel and holds its frame.
+fn check_gray<T: GpuGray>(input: DeviceImage<'_, T>) -> Result<(), OpError> {
+    launch::check_frame_size(input.width, input.height)?;
+    if input.channels != 1 {
+        return Err(OpError::Unsupported(format!("the max-tree needs 1 channel, got {}", input.channels)));
+    }
+    if input.data.len() < input.pixels() {
+        return Err(OpError::Unsupported(format!(
+            "input holds {} pixels, {}x{} needs {}",
+            input.data.len(),
+            input.width,
+            input.height,
+            input.pixels()
+        )));
+    }
+    Ok(())
+}
+
 /// The whole analysis on the GPU for one image (upload, enqueue, download): the CLI and tests.
 pub fn maxtree_gpu<T: GpuGray>(
     gpu: &GpuContext,
     img: ImageView<'_, T>,
     params: &MaxtreeParams,
 ) -> Result<MaxtreeOutput, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = launch::upload_image(&stream, img)?;
-    let mut mt = MaxtreeGpu::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    mt.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    mt.download(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut MaxtreeGpu::new(gpu)?,
+        |mt, timer, input| mt.enqueue(timer, input, params),
+        |mt, stream| mt.download(stream),
+    )
 }
 
 /// The canonical parent image computed on the GPU (for parity tests and the CLI).
@@ -622,10 +660,11 @@ pub fn maxtree_parent_gpu<T: GpuGray>(
     tree: TreeKind,
     connectivity: Connectivity,
 ) -> Result<Image<u32>, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = launch::upload_image(&stream, img)?;
-    let mut mt = MaxtreeGpu::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    mt.enqueue_tree(&stream, &mut timer, &input, img.width(), img.height(), tree, connectivity)?;
-    mt.download_parent(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut MaxtreeGpu::new(gpu)?,
+        |mt, timer, input| mt.enqueue_tree(timer, input, tree, connectivity),
+        |mt, stream| mt.download_parent(stream),
+    )
 }
