@@ -6,7 +6,7 @@
 //! [`upload_view`] and [`HostPixel`] are the one upload path for host images (the CLI's `image`
 //! command and the parity tests); the ring fills its own buffers and wraps them with
 //! [`DeviceImage::new`]. [`round_trip`] is the one upload → enqueue → download path every op's
-//! one-shot wrapper (`maxtree_gpu`, `ccl_gpu`, `orientation_gpu`, `blur_gray_gpu`, …) is made of.
+//! one-shot wrapper (`maxtree_gpu`, `ccl_gpu`, `orientation_gpu`, `blur_gpu`, …) is made of.
 
 use std::sync::Arc;
 
@@ -49,15 +49,36 @@ impl<'a, T: DeviceRepr> DeviceImage<'a, T> {
     /// Wraps `data`; fails when the size overflows the kernels' 32-bit indexing or the buffer
     /// holds fewer than `width * height * channels` samples.
     pub fn new(stream: &'a Arc<CudaStream>, data: &'a CudaSlice<T>, width: usize, height: usize, channels: usize) -> Result<Self, GpuError> {
-        launch::check_frame_size(width, height)?;
-        let need = width * height * channels;
-        if data.len() < need {
+        let image = Self { stream, data, width, height, channels };
+        image.check(channels, "device image")?;
+        Ok(image)
+    }
+
+    /// Checks what an op's kernels rely on: `channels` samples a pixel, rows of samples within
+    /// the kernels' 32-bit indexing, and a buffer that holds the image (the fields are public,
+    /// so an op checks the image it is given). `op` names the op in the error.
+    pub fn check(&self, channels: usize, op: &str) -> Result<(), GpuError> {
+        if self.channels != channels {
             return Err(GpuError::Unsupported(format!(
-                "device image {width}x{height}x{channels} needs {need} samples, buffer holds {}",
-                data.len()
+                "{op} takes {channels} channel(s) a pixel, the image has {}",
+                self.channels
             )));
         }
-        Ok(Self { stream, data, width, height, channels })
+        let row = self
+            .width
+            .checked_mul(channels)
+            .ok_or_else(|| GpuError::Unsupported(format!("{op}: {} x {channels} samples overflow", self.width)))?;
+        launch::check_frame_size(row, self.height)?;
+        if self.data.len() < self.samples() {
+            return Err(GpuError::Unsupported(format!(
+                "{op}: a {}x{}x{channels} image needs {} samples, its buffer holds {}",
+                self.width,
+                self.height,
+                self.samples(),
+                self.data.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Pixels (`width * height`).

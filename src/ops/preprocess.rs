@@ -107,10 +107,10 @@ pub fn enqueue_downscale(
     dst: &mut CudaSlice<u8>,
     factor: usize,
 ) -> Result<(usize, usize), OpError> {
+    src.check(src.channels, "downscale")?;
     let DeviceImage { stream, width, height, channels, .. } = src;
     let (ow, oh) = downscaled_size(width, height, factor);
-    launch::check_frame_size(width * channels, height)?;
-    if src.data.len() < src.samples() || dst.len() < ow * oh * channels {
+    if dst.len() < ow * oh * channels {
         return Err(OpError::InvalidParam(format!(
             "downscale buffers too small for {width}x{height}x{channels} by {factor}"
         )));
@@ -281,21 +281,8 @@ impl GrayHistogramGpu {
 
     /// Enqueues the histogram of a packed grey image (timer region `preprocess_histogram`).
     pub fn enqueue(&mut self, timer: &mut KernelTimer, input: DeviceImage<'_, u8>) -> Result<(), OpError> {
-        if input.channels != 1 {
-            return Err(OpError::Unsupported(format!(
-                "the grey histogram needs 1 channel, got {}",
-                input.channels
-            )));
-        }
+        input.check(1, "the grey histogram")?;
         let n = input.pixels();
-        if input.data.len() < n {
-            return Err(OpError::Unsupported(format!(
-                "input holds {} bytes, {}x{} needs {n}",
-                input.data.len(),
-                input.width,
-                input.height
-            )));
-        }
         self.counted = n > 0;
         if n == 0 {
             return Ok(());

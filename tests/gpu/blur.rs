@@ -3,7 +3,7 @@
 //! the assertion allows 1e-6 and the message reports how many samples are identical.
 
 use morphoscope::image::Image;
-use morphoscope::ops::blur::gpu::{blur_gray_gpu, blur_rgb_gpu};
+use morphoscope::ops::blur::gpu::blur_gpu;
 use morphoscope::ops::blur::{BlurParams, blur_gray, blur_rgb};
 
 use crate::common::{Rng, gpu, random_gray, sample_gray, sample_rgb};
@@ -31,8 +31,9 @@ fn gray_matches_cpu_on_real_and_random_images() {
         for sigma in [0.0, 0.5, 0.8, 2.0, 5.0] {
             let p = BlurParams::with_sigma(sigma);
             let cpu = blur_gray(img.view(), &p).unwrap();
-            let gpu_out = blur_gray_gpu(g, img.view(), &p).unwrap();
-            compare(gpu_out.data(), cpu.data(), &format!("{name} {}x{} sigma {sigma}", img.width(), img.height()));
+            let gpu_out = blur_gpu(g, img.view(), &p).unwrap();
+            assert_eq!((gpu_out.width, gpu_out.height, gpu_out.channels), (img.width(), img.height(), 1));
+            compare(&gpu_out.data, cpu.data(), &format!("{name} {}x{} sigma {sigma}", img.width(), img.height()));
         }
     }
 }
@@ -44,15 +45,15 @@ fn rgb_matches_cpu_and_empty_is_fine() {
         for sigma in [0.8, 3.0] {
             let p = BlurParams::with_sigma(sigma);
             let cpu = blur_rgb(img.view(), &p).unwrap();
-            let gpu_out = blur_rgb_gpu(g, img.view(), &p).unwrap();
-            let flat = |i: &Image<[f32; 3]>| i.data().iter().flat_map(|p| p.iter().copied()).collect::<Vec<f32>>();
-            compare(&flat(&gpu_out), &flat(&cpu), &format!("baboon rgb sigma {sigma}"));
+            let gpu_out = blur_gpu(g, img.view(), &p).unwrap();
+            assert_eq!(gpu_out.channels, 3);
+            compare(&gpu_out.data, cpu.data().as_flattened(), &format!("baboon rgb sigma {sigma}"));
         }
     }
     let empty = Image::<u8>::new(0, 4, 0);
-    assert!(blur_gray_gpu(g, empty.view(), &BlurParams::default()).unwrap().is_empty());
+    assert!(blur_gpu(g, empty.view(), &BlurParams::default()).unwrap().data.is_empty());
     let e3 = Image::<[u8; 3]>::new(5, 0, [0; 3]);
-    assert!(blur_rgb_gpu(g, e3.view(), &BlurParams::default()).unwrap().is_empty());
+    assert!(blur_gpu(g, e3.view(), &BlurParams::default()).unwrap().data.is_empty());
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::cpu::INV255_F32;
 use super::{BlurParams, MAX_RADIUS};
 use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, round_trip};
-use crate::image::{Image, ImageView};
+use crate::image::ImageView;
 use crate::ops::OpError;
 
 /// Entry points of `kernels/blur.cu` (checked by the registry at start).
@@ -255,7 +255,8 @@ impl BlurGpu {
     }
 }
 
-/// Uploads a grey or RGB image, blurs it on the GPU and downloads the result.
+/// Uploads a grey or RGB image, blurs it on the GPU and downloads the result (packed
+/// interleaved samples): the parity tests.
 pub fn blur_gpu<P: HostPixel<Sample = u8>>(
     gpu: &GpuContext,
     img: ImageView<'_, P>,
@@ -268,27 +269,6 @@ pub fn blur_gpu<P: HostPixel<Sample = u8>>(
         |op, timer, input| op.enqueue(timer, input, params),
         |op, stream| op.download(stream),
     )
-}
-
-/// [`blur_gpu`] of a grey image, as an image.
-pub fn blur_gray_gpu(
-    gpu: &GpuContext,
-    img: ImageView<'_, u8>,
-    params: &BlurParams,
-) -> Result<Image<f32>, OpError> {
-    let out = blur_gpu(gpu, img, params)?;
-    Ok(Image::from_vec(out.width, out.height, out.data)?)
-}
-
-/// [`blur_gpu`] of an RGB image, as an image.
-pub fn blur_rgb_gpu(
-    gpu: &GpuContext,
-    img: ImageView<'_, [u8; 3]>,
-    params: &BlurParams,
-) -> Result<Image<[f32; 3]>, OpError> {
-    let out = blur_gpu(gpu, img, params)?;
-    let px: Vec<[f32; 3]> = out.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
-    Ok(Image::from_vec(out.width, out.height, px)?)
 }
 
 /// Checks that `input` holds a `width` x `height` frame of 1 or 3 interleaved channels.

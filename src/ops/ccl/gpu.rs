@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size};
+use crate::gpu::launch::{alloc_zeroed, blocks_for};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -216,16 +216,10 @@ impl CclGpu {
         params: &CclParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        let DeviceImage { stream, data: input, width, height, channels } = input;
-        check_frame_size(width, height)?;
+        input.check(1, "labeling")?;
+        let DeviceImage { stream, data: input, width, height, .. } = input;
         check_sum_range(width, height)?;
-        if channels != 1 {
-            return Err(OpError::Unsupported(format!("labeling needs 1 channel, got {channels}")));
-        }
         let n = width * height;
-        if input.len() < n {
-            return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height} needs {n}", input.len())));
-        }
         self.produced = Some(Produced { width, height, connectivity: params.connectivity, features: false });
         if n == 0 {
             return Ok(());

@@ -453,7 +453,7 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         params: &LinearOpeningParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_input(input)?;
+        input.check(1, "linear openings")?;
         let DeviceImage { stream, width, height, .. } = input;
         self.size = (width, height);
         if width == 0 || height == 0 {
@@ -536,7 +536,7 @@ impl<T: GpuSample> OrientationGpu<T> {
         params: &OrientationParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_input(input)?;
+        input.check(1, "linear openings")?;
         let DeviceImage { stream, width, height, .. } = input;
         self.size = (width, height);
         self.angles = params.angle_degrees();
@@ -691,24 +691,6 @@ impl<T: GpuSample> OrientationGpu<T> {
         let v = self.colour_readback.borrow_mut().fetch(stream, rgb, 3 * w * h)?;
         Ok(Image::from_vec(w, h, v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())?)
     }
-}
-
-/// Checks that `input` is one channel and holds its frame.
-fn check_input<T: GpuSample>(input: DeviceImage<'_, T>) -> Result<(), OpError> {
-    check_frame_size(input.width, input.height)?;
-    if input.channels != 1 {
-        return Err(OpError::Unsupported(format!("linear openings need 1 channel, got {}", input.channels)));
-    }
-    if input.data.len() < input.pixels() {
-        return Err(OpError::Unsupported(format!(
-            "input holds {} elements, a packed {}x{} frame needs {}",
-            input.data.len(),
-            input.width,
-            input.height,
-            input.pixels()
-        )));
-    }
-    Ok(())
 }
 
 /// Convenience: upload, one opening (closing), download. For the CLI and the parity tests.

@@ -289,7 +289,7 @@ impl MaxtreeGpu {
         tree: TreeKind,
         connectivity: Connectivity,
     ) -> Result<(), OpError> {
-        check_gray(input)?;
+        input.check(1, "the max-tree")?;
         let DeviceImage { stream, data: input, width, height, .. } = input;
         let th = if self.tile_height == 0 { DEFAULT_TILE_HEIGHT } else { self.tile_height };
         let allowed = matches!(th, 16 | 32 | 64) || (th == 128 && T::BITS == 8);
@@ -425,7 +425,7 @@ impl MaxtreeGpu {
         threshold: f64,
         rule: Rule,
     ) -> Result<(), OpError> {
-        check_gray(input)?;
+        input.check(1, "the max-tree")?;
         let stream = input.stream;
         let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
         if st.attribute.is_none() {
@@ -618,24 +618,6 @@ fn fetch<T: GpuGray>(
         Some((o, r)) if n > 0 => Ok((rb.0.fetch(stream, o, n)?, rb.1.fetch(stream, r, n)?)),
         _ => Ok((Vec::new(), Vec::new())),
     }
-}
-
-/// Checks that `input` is one channel and holds its frame.
-fn check_gray<T: GpuGray>(input: DeviceImage<'_, T>) -> Result<(), OpError> {
-    launch::check_frame_size(input.width, input.height)?;
-    if input.channels != 1 {
-        return Err(OpError::Unsupported(format!("the max-tree needs 1 channel, got {}", input.channels)));
-    }
-    if input.data.len() < input.pixels() {
-        return Err(OpError::Unsupported(format!(
-            "input holds {} pixels, {}x{} needs {}",
-            input.data.len(),
-            input.width,
-            input.height,
-            input.pixels()
-        )));
-    }
-    Ok(())
 }
 
 /// The whole analysis on the GPU for one image (upload, enqueue, download): the CLI and tests.
