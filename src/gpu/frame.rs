@@ -41,15 +41,31 @@ impl<T: DeviceRepr> Copy for DeviceImage<'_, T> {}
 
 impl<T: DeviceRepr> std::fmt::Debug for DeviceImage<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceImage").field("width", &self.width).field("height", &self.height).field("channels", &self.channels).finish()
+        f.debug_struct("DeviceImage")
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("channels", &self.channels)
+            .finish()
     }
 }
 
 impl<'a, T: DeviceRepr> DeviceImage<'a, T> {
     /// Wraps `data`; fails when the size overflows the kernels' 32-bit indexing or the buffer
     /// holds fewer than `width * height * channels` samples.
-    pub fn new(stream: &'a Arc<CudaStream>, data: &'a CudaSlice<T>, width: usize, height: usize, channels: usize) -> Result<Self, GpuError> {
-        let image = Self { stream, data, width, height, channels };
+    pub fn new(
+        stream: &'a Arc<CudaStream>,
+        data: &'a CudaSlice<T>,
+        width: usize,
+        height: usize,
+        channels: usize,
+    ) -> Result<Self, GpuError> {
+        let image = Self {
+            stream,
+            data,
+            width,
+            height,
+            channels,
+        };
         image.check(channels, "device image")?;
         Ok(image)
     }
@@ -64,10 +80,12 @@ impl<'a, T: DeviceRepr> DeviceImage<'a, T> {
                 self.channels
             )));
         }
-        let row = self
-            .width
-            .checked_mul(channels)
-            .ok_or_else(|| GpuError::Unsupported(format!("{op}: {} x {channels} samples overflow", self.width)))?;
+        let row = self.width.checked_mul(channels).ok_or_else(|| {
+            GpuError::Unsupported(format!(
+                "{op}: {} x {channels} samples overflow",
+                self.width
+            ))
+        })?;
         launch::check_frame_size(row, self.height)?;
         if self.data.len() < self.samples() {
             return Err(GpuError::Unsupported(format!(
@@ -149,13 +167,22 @@ impl<T: DeviceRepr> Uploaded<T> {
     /// The uploaded image as a [`DeviceImage`] on its stream.
     #[must_use]
     pub fn image(&self) -> DeviceImage<'_, T> {
-        DeviceImage { stream: &self.stream, data: &self.data, width: self.width, height: self.height, channels: self.channels }
+        DeviceImage {
+            stream: &self.stream,
+            data: &self.data,
+            width: self.width,
+            height: self.height,
+            channels: self.channels,
+        }
     }
 }
 
 /// Uploads the visible pixels of `img` packed (rows without their padding) on `stream`. Copy:
 /// the rows are gathered into one host vector first.
-pub fn upload_view<P: HostPixel>(stream: &Arc<CudaStream>, img: ImageView<'_, P>) -> Result<Uploaded<P::Sample>, GpuError> {
+pub fn upload_view<P: HostPixel>(
+    stream: &Arc<CudaStream>,
+    img: ImageView<'_, P>,
+) -> Result<Uploaded<P::Sample>, GpuError> {
     let mut samples = Vec::with_capacity(img.width() * img.height() * P::CHANNELS);
     for row in img.rows() {
         for &p in row {
@@ -163,7 +190,13 @@ pub fn upload_view<P: HostPixel>(stream: &Arc<CudaStream>, img: ImageView<'_, P>
         }
     }
     let data = launch::upload_packed(stream, &samples, img.width(), img.height())?;
-    Ok(Uploaded { stream: stream.clone(), data, width: img.width(), height: img.height(), channels: P::CHANNELS })
+    Ok(Uploaded {
+        stream: stream.clone(),
+        data,
+        width: img.width(),
+        height: img.height(),
+        channels: P::CHANNELS,
+    })
 }
 
 /// One host image through an op on the device: uploads `img` on `stream` ([`upload_view`]),

@@ -60,7 +60,11 @@ pub fn gray16_to_gray8(img: ImageView<'_, u16>) -> Image<u8> {
 #[must_use]
 pub fn downscaled_size(width: usize, height: usize, factor: usize) -> (usize, usize) {
     let f = factor.max(1);
-    if width < f || height < f { (width, height) } else { (width / f, height / f) }
+    if width < f || height < f {
+        (width, height)
+    } else {
+        (width / f, height / f)
+    }
 }
 
 /// Box average of `factor` x `factor` blocks of packed interleaved 8-bit samples (`channels`
@@ -68,7 +72,13 @@ pub fn downscaled_size(width: usize, height: usize, factor: usize) -> (usize, us
 /// block are left out ([`downscaled_size`]). Factor 1, or a frame smaller than one block,
 /// returns the input unchanged.
 #[must_use]
-pub fn downscale_box(data: &[u8], width: usize, height: usize, channels: usize, factor: usize) -> Vec<u8> {
+pub fn downscale_box(
+    data: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    factor: usize,
+) -> Vec<u8> {
     let (ow, oh) = downscaled_size(width, height, factor);
     if (ow, oh) == (width, height) || channels == 0 || data.len() < width * height * channels {
         return data.to_vec();
@@ -76,20 +86,22 @@ pub fn downscale_box(data: &[u8], width: usize, height: usize, channels: usize, 
     let f = factor;
     let n = (f * f) as u32;
     let mut out = vec![0u8; ow * oh * channels];
-    out.par_chunks_mut(ow * channels).enumerate().for_each(|(y, row)| {
-        for x in 0..ow {
-            for c in 0..channels {
-                let mut sum = 0u32;
-                for dy in 0..f {
-                    let base = ((y * f + dy) * width + x * f) * channels + c;
-                    for dx in 0..f {
-                        sum += u32::from(data[base + dx * channels]);
+    out.par_chunks_mut(ow * channels)
+        .enumerate()
+        .for_each(|(y, row)| {
+            for x in 0..ow {
+                for c in 0..channels {
+                    let mut sum = 0u32;
+                    for dy in 0..f {
+                        let base = ((y * f + dy) * width + x * f) * channels + c;
+                        for dx in 0..f {
+                            sum += u32::from(data[base + dx * channels]);
+                        }
                     }
+                    row[x * channels + c] = ((sum + n / 2) / n) as u8;
                 }
-                row[x * channels + c] = ((sum + n / 2) / n) as u8;
             }
-        }
-    });
+        });
     out
 }
 
@@ -108,7 +120,13 @@ pub fn enqueue_downscale(
     factor: usize,
 ) -> Result<(usize, usize), OpError> {
     src.check(src.channels, "downscale")?;
-    let DeviceImage { stream, width, height, channels, .. } = src;
+    let DeviceImage {
+        stream,
+        width,
+        height,
+        channels,
+        ..
+    } = src;
     let (ow, oh) = downscaled_size(width, height, factor);
     if dst.len() < ow * oh * channels {
         return Err(OpError::InvalidParam(format!(
@@ -171,7 +189,10 @@ pub fn enqueue_rgb_to_gray(
 }
 
 /// RGB→grey on the GPU for one image (upload, kernel, download): the CLI and parity tests.
-pub fn rgb_to_gray_gpu(gpu: &GpuContext, img: ImageView<'_, [u8; 3]>) -> Result<Image<u8>, OpError> {
+pub fn rgb_to_gray_gpu(
+    gpu: &GpuContext,
+    img: ImageView<'_, [u8; 3]>,
+) -> Result<Image<u8>, OpError> {
     let (w, h) = (img.width(), img.height());
     let mut gray: Option<CudaSlice<u8>> = None;
     let data = round_trip(
@@ -185,7 +206,9 @@ pub fn rgb_to_gray_gpu(gpu: &GpuContext, img: ImageView<'_, [u8; 3]>) -> Result<
             Ok(())
         },
         |gray, stream| -> Result<Vec<u8>, OpError> {
-            let Some(gray) = gray.as_ref().filter(|_| w * h > 0) else { return Ok(Vec::new()) };
+            let Some(gray) = gray.as_ref().filter(|_| w * h > 0) else {
+                return Ok(Vec::new());
+            };
             let v = stream.clone_dtoh(&gray.slice(0..w * h))?;
             stream.synchronize()?;
             Ok(v)
@@ -264,7 +287,9 @@ pub struct GrayHistogramGpu {
 
 impl std::fmt::Debug for GrayHistogramGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrayHistogramGpu").field("counted", &self.counted).finish_non_exhaustive()
+        f.debug_struct("GrayHistogramGpu")
+            .field("counted", &self.counted)
+            .finish_non_exhaustive()
     }
 }
 
@@ -280,7 +305,11 @@ impl GrayHistogramGpu {
     }
 
     /// Enqueues the histogram of a packed grey image (timer region `preprocess_histogram`).
-    pub fn enqueue(&mut self, timer: &mut KernelTimer, input: DeviceImage<'_, u8>) -> Result<(), OpError> {
+    pub fn enqueue(
+        &mut self,
+        timer: &mut KernelTimer,
+        input: DeviceImage<'_, u8>,
+    ) -> Result<(), OpError> {
         input.check(1, "the grey histogram")?;
         let n = input.pixels();
         self.counted = n > 0;
@@ -289,14 +318,26 @@ impl GrayHistogramGpu {
         }
         let stream = input.stream;
         if self.bins.is_none() {
-            self.bins = Some(launch::alloc_zeroed::<u32>(stream, GRAY_BINS, "grey histogram", input.width, input.height)?);
+            self.bins = Some(launch::alloc_zeroed::<u32>(
+                stream,
+                GRAY_BINS,
+                "grey histogram",
+                input.width,
+                input.height,
+            )?);
         }
-        let Some(bins) = self.bins.as_mut() else { return Ok(()) };
-        let n32 = u32::try_from(n).map_err(|_| OpError::Unsupported(format!("{n} pixels exceed 32 bits")))?;
+        let Some(bins) = self.bins.as_mut() else {
+            return Ok(());
+        };
+        let n32 = u32::try_from(n)
+            .map_err(|_| OpError::Unsupported(format!("{n} pixels exceed 32 bits")))?;
         let cfg = LaunchConfig {
             grid_dim: (
-                launch::blocks_for(n.div_ceil(4), HISTOGRAM_THREADS * HISTOGRAM_WORDS_PER_THREAD as u32)
-                    .min(HISTOGRAM_MAX_BLOCKS),
+                launch::blocks_for(
+                    n.div_ceil(4),
+                    HISTOGRAM_THREADS * HISTOGRAM_WORDS_PER_THREAD as u32,
+                )
+                .min(HISTOGRAM_MAX_BLOCKS),
                 1,
                 1,
             ),
@@ -320,7 +361,9 @@ impl GrayHistogramGpu {
     /// The histogram of the last enqueued frame (blocks until the stream's work is done).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<[u64; GRAY_BINS], OpError> {
         let mut out = [0u64; GRAY_BINS];
-        let Some(bins) = self.bins.as_ref().filter(|_| self.counted) else { return Ok(out) };
+        let Some(bins) = self.bins.as_ref().filter(|_| self.counted) else {
+            return Ok(out);
+        };
         let counts = self.readback.borrow_mut().fetch(stream, bins, GRAY_BINS)?;
         for (o, c) in out.iter_mut().zip(counts) {
             *o = u64::from(c);
@@ -330,7 +373,10 @@ impl GrayHistogramGpu {
 }
 
 /// The grey-level histogram of one image on the GPU (upload, kernel, readback): the parity tests.
-pub fn gray_histogram_gpu(gpu: &GpuContext, img: ImageView<'_, u8>) -> Result<[u64; GRAY_BINS], OpError> {
+pub fn gray_histogram_gpu(
+    gpu: &GpuContext,
+    img: ImageView<'_, u8>,
+) -> Result<[u64; GRAY_BINS], OpError> {
     round_trip(
         &gpu.new_stream()?,
         img,
@@ -353,7 +399,9 @@ mod tests {
         for y in 0..h / f {
             for x in 0..w / f {
                 for c in 0..ch {
-                    let block: Vec<u32> = (0..f * f).map(|i| u32::from(data[((y * f + i / f) * w + x * f + i % f) * ch + c])).collect();
+                    let block: Vec<u32> = (0..f * f)
+                        .map(|i| u32::from(data[((y * f + i / f) * w + x * f + i % f) * ch + c]))
+                        .collect();
                     let sum: u32 = block.iter().sum();
                     out.push(((f64::from(sum) / (f * f) as f64) + 0.5).floor() as u8);
                 }
@@ -365,15 +413,29 @@ mod tests {
     #[test]
     fn downscale_is_the_rounded_block_mean() {
         let mut seed = 7u64;
-        for &(w, h, ch, f) in &[(9, 7, 3, 2), (9, 7, 1, 3), (8, 8, 3, 1), (1, 5, 1, 2), (3, 3, 3, 4), (16, 9, 3, 4), (0, 4, 1, 2)] {
+        for &(w, h, ch, f) in &[
+            (9, 7, 3, 2),
+            (9, 7, 1, 3),
+            (8, 8, 3, 1),
+            (1, 5, 1, 2),
+            (3, 3, 3, 4),
+            (16, 9, 3, 4),
+            (0, 4, 1, 2),
+        ] {
             let data: Vec<u8> = (0..w * h * ch)
                 .map(|_| {
-                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    seed = seed
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
                     (seed >> 56) as u8
                 })
                 .collect();
             let got = downscale_box(&data, w, h, ch, f);
-            assert_eq!(got, naive_downscale(&data, w, h, ch, f), "{w}x{h}x{ch} by {f}");
+            assert_eq!(
+                got,
+                naive_downscale(&data, w, h, ch, f),
+                "{w}x{h}x{ch} by {f}"
+            );
             let (ow, oh) = downscaled_size(w, h, f);
             assert_eq!(got.len(), ow * oh * ch);
         }
@@ -392,7 +454,11 @@ mod tests {
                 sum += u64::from(v);
             }
         }
-        GrayStats { mean_gray: sum as f64 / img.len().max(1) as f64, min_gray: lo, max_gray: hi }
+        GrayStats {
+            mean_gray: sum as f64 / img.len().max(1) as f64,
+            min_gray: lo,
+            max_gray: hi,
+        }
     }
 
     proptest::proptest! {
@@ -424,21 +490,57 @@ mod tests {
     #[test]
     fn stats_of_extreme_histograms() {
         let mut bins = [0u64; GRAY_BINS];
-        assert_eq!(GrayStats::from_histogram(&bins), GrayStats { mean_gray: 0.0, min_gray: 255, max_gray: 0 });
+        assert_eq!(
+            GrayStats::from_histogram(&bins),
+            GrayStats {
+                mean_gray: 0.0,
+                min_gray: 255,
+                max_gray: 0
+            }
+        );
         bins[0] = 3;
         bins[255] = 1;
-        assert_eq!(GrayStats::from_histogram(&bins), GrayStats { mean_gray: 63.75, min_gray: 0, max_gray: 255 });
+        assert_eq!(
+            GrayStats::from_histogram(&bins),
+            GrayStats {
+                mean_gray: 63.75,
+                min_gray: 0,
+                max_gray: 255
+            }
+        );
         let s = GrayStats::from_histogram(&bins).summary();
-        assert_eq!((s["mean_gray"].as_f64(), s["min_gray"].as_u64(), s["max_gray"].as_u64()), (Some(63.75), Some(0), Some(255)));
+        assert_eq!(
+            (
+                s["mean_gray"].as_f64(),
+                s["min_gray"].as_u64(),
+                s["max_gray"].as_u64()
+            ),
+            (Some(63.75), Some(0), Some(255))
+        );
     }
 
     #[test]
     fn gray_honours_stride_and_empty_sizes() {
-        let px = vec![[255, 255, 255], [0, 0, 0], [9, 9, 9], [10, 200, 30], [1, 1, 1], [7, 7, 7]];
+        let px = vec![
+            [255, 255, 255],
+            [0, 0, 0],
+            [9, 9, 9],
+            [10, 200, 30],
+            [1, 1, 1],
+            [7, 7, 7],
+        ];
         let img = Image::from_strided(2, 2, 3, px).unwrap();
         let g = rgb_to_gray(img.view());
         assert_eq!(g.data(), &[255, 0, 124, 1]);
         assert!(rgb_to_gray(Image::<[u8; 3]>::new(0, 3, [0; 3]).view()).is_empty());
-        assert_eq!(gray16_to_gray8(Image::from_vec(2, 1, vec![0xffffu16, 0x1234]).unwrap().view()).data(), &[0xff, 0x12]);
+        assert_eq!(
+            gray16_to_gray8(
+                Image::from_vec(2, 1, vec![0xffffu16, 0x1234])
+                    .unwrap()
+                    .view()
+            )
+            .data(),
+            &[0xff, 0x12]
+        );
     }
 }

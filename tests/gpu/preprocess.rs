@@ -30,19 +30,36 @@ fn random_rgb(rng: &mut Rng, w: usize, h: usize) -> Image<[u8; 3]> {
 fn rgb_to_gray_matches_cpu_exactly() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng(7);
-    for (w, h) in [(1, 1), (1, 17), (17, 1), (33, 17), (640, 480), (1920, 1080), (4096, 2160)] {
+    for (w, h) in [
+        (1, 1),
+        (1, 17),
+        (17, 1),
+        (33, 17),
+        (640, 480),
+        (1920, 1080),
+        (4096, 2160),
+    ] {
         let img = random_rgb(&mut rng, w, h);
-        assert_eq!(rgb_to_gray_gpu(g, img.view()).unwrap(), rgb_to_gray(img.view()), "{w}x{h}");
+        assert_eq!(
+            rgb_to_gray_gpu(g, img.view()).unwrap(),
+            rgb_to_gray(img.view()),
+            "{w}x{h}"
+        );
     }
     if let Some(real) = sample_rgb("fruits.jpg") {
-        assert_eq!(rgb_to_gray_gpu(g, real.view()).unwrap(), rgb_to_gray(real.view()));
+        assert_eq!(
+            rgb_to_gray_gpu(g, real.view()).unwrap(),
+            rgb_to_gray(real.view())
+        );
     }
 }
 
 #[test]
 fn ring_completes_frames_in_order_and_matches_cpu() {
     let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
     // Segmentation without round caps, so the GPU result is the exact one on noise frames too.
     let mut settings = OpSettings::default();
     settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
@@ -51,7 +68,15 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
     let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
     let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
     let mut rng = Rng(11);
-    let sizes = [(64, 48), (64, 48), (65, 47), (1920, 1080), (1920, 1080), (31, 7), (64, 48)];
+    let sizes = [
+        (64, 48),
+        (64, 48),
+        (65, 47),
+        (1920, 1080),
+        (1920, 1080),
+        (31, 7),
+        (64, 48),
+    ];
     let mut got = Vec::new();
     let mut want = Vec::new();
     for (i, &(w, h)) in sizes.iter().cycle().take(20).enumerate() {
@@ -60,8 +85,16 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
         } else {
             DynImage::Rgb8(random_rgb(&mut rng, w, h))
         };
-        let frame = Frame { index: i as u64, pts_nanos: Some(i as u64), image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
+        let frame = Frame {
+            index: i as u64,
+            pts_nanos: Some(i as u64),
+            image,
+        };
+        let sub = |f: Frame| Submitted {
+            frame: f,
+            received: Instant::now(),
+            queue_wait_ms: 0.0,
+        };
         got.extend(cuda.submit(sub(frame.clone())).unwrap());
         want.extend(cpu.submit(sub(frame)).unwrap());
     }
@@ -75,23 +108,45 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
             if x.op == "segmentation" {
                 // The GPU reports its merge rounds, Kruskal on the CPU has none: compare the
                 // segment count and the overlay (same labels give the same picture).
-                assert_eq!(x.summary["capped"], false, "frame {}: round cap reached", a.index);
-                assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
-                assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+                assert_eq!(
+                    x.summary["capped"], false,
+                    "frame {}: round cap reached",
+                    a.index
+                );
+                assert_eq!(
+                    x.summary["segments"], y.summary["segments"],
+                    "frame {} segments",
+                    a.index
+                );
+                assert!(
+                    matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q),
+                    "frame {} overlay",
+                    a.index
+                );
             } else {
                 assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
             }
         }
         assert_eq!(a.timings.backend, "cuda");
-        assert!(a.timings.regions.iter().any(|r| r.0 == "preprocess_rgb_to_gray") || a.rgb.is_none());
+        assert!(
+            a.timings
+                .regions
+                .iter()
+                .any(|r| r.0 == "preprocess_rgb_to_gray")
+                || a.rgb.is_none()
+        );
     }
 }
 
 #[test]
 fn segmentation_hierarchy_levels_match_between_backends() {
     let Some(g) = gpu() else { return };
-    let Some(real) = sample_rgb("fruits.jpg") else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let Some(real) = sample_rgb("fruits.jpg") else {
+        return;
+    };
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
     for level in [0, 3, 40, 10_000] {
         let mut settings = OpSettings::default();
         settings.maxtree.enabled = false;
@@ -101,21 +156,43 @@ fn segmentation_hierarchy_levels_match_between_backends() {
         settings.segmentation.adaptive_rounds = false;
         let mut cuda = Engine::new(&backend, &settings, 2).unwrap();
         let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
-        let frame = Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(real.clone()) };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
+        let frame = Frame {
+            index: 0,
+            pts_nanos: None,
+            image: DynImage::Rgb8(real.clone()),
+        };
+        let sub = |f: Frame| Submitted {
+            frame: f,
+            received: Instant::now(),
+            queue_wait_ms: 0.0,
+        };
         let mut got = cuda.submit(sub(frame.clone())).unwrap();
         got.extend(cuda.flush().unwrap());
         let want = cpu.submit(sub(frame)).unwrap();
-        let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
+        let seg = |f: &morphoscope::analysis::AnalysedFrame| {
+            f.outputs
+                .iter()
+                .find(|o| o.op == "segmentation")
+                .cloned()
+                .expect("segmentation output")
+        };
         let (x, y) = (seg(&got[0]), seg(&want[0]));
-        assert_eq!(x.summary, y.summary, "level {level}: GPU and the rounds' CPU model");
-        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "level {level} overlay");
+        assert_eq!(
+            x.summary, y.summary,
+            "level {level}: GPU and the rounds' CPU model"
+        );
+        assert!(
+            matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q),
+            "level {level} overlay"
+        );
     }
 }
 
 /// Settings with only the segmentation on and no round caps (exact on noise frames too),
 /// changed by `edit`.
-fn segmentation_only(edit: impl FnOnce(&mut morphoscope::analysis::segmentation::SegmentationSettings)) -> OpSettings {
+fn segmentation_only(
+    edit: impl FnOnce(&mut morphoscope::analysis::segmentation::SegmentationSettings),
+) -> OpSettings {
     let mut settings = OpSettings::default();
     settings.maxtree.enabled = false;
     settings.cca.enabled = false;
@@ -132,22 +209,45 @@ fn segment_both(
     g: &morphoscope::gpu::GpuContext,
     settings: &OpSettings,
     images: Vec<DynImage>,
-) -> Vec<(u64, morphoscope::analysis::OpOutput, morphoscope::analysis::OpOutput)> {
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+) -> Vec<(
+    u64,
+    morphoscope::analysis::OpOutput,
+    morphoscope::analysis::OpOutput,
+)> {
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
     let mut cuda = Engine::new(&backend, settings, 3).unwrap();
     let mut cpu = Engine::new(&Backend::Cpu, settings, 1).unwrap();
     let n = images.len();
     let (mut got, mut want) = (Vec::new(), Vec::new());
     for (i, image) in images.into_iter().enumerate() {
-        let frame = Frame { index: i as u64, pts_nanos: None, image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
+        let frame = Frame {
+            index: i as u64,
+            pts_nanos: None,
+            image,
+        };
+        let sub = |f: Frame| Submitted {
+            frame: f,
+            received: Instant::now(),
+            queue_wait_ms: 0.0,
+        };
         got.extend(cuda.submit(sub(frame.clone())).unwrap());
         want.extend(cpu.submit(sub(frame)).unwrap());
     }
     got.extend(cuda.flush().unwrap());
     assert_eq!((got.len(), want.len()), (n, n));
-    let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
-    got.iter().zip(&want).map(|(a, b)| (a.index, seg(a), seg(b))).collect()
+    let seg = |f: &morphoscope::analysis::AnalysedFrame| {
+        f.outputs
+            .iter()
+            .find(|o| o.op == "segmentation")
+            .cloned()
+            .expect("segmentation output")
+    };
+    got.iter()
+        .zip(&want)
+        .map(|(a, b)| (a.index, seg(a), seg(b)))
+        .collect()
 }
 
 fn same_overlay(x: &morphoscope::analysis::OpOutput, y: &morphoscope::analysis::OpOutput) -> bool {
@@ -159,15 +259,26 @@ fn segmentation_every_n_frames_matches_between_backends() {
     let Some(g) = gpu() else { return };
     let settings = segmentation_only(|s| s.every = 3);
     let mut rng = Rng(5);
-    let images = (0..10).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 96, 64))).collect();
+    let images = (0..10)
+        .map(|_| DynImage::Rgb8(random_rgb(&mut rng, 96, 64)))
+        .collect();
     for (index, x, y) in segment_both(g, &settings, images) {
         let skipped = index % 3 != 0;
-        assert_eq!(x.summary.get("skipped").is_some(), skipped, "frame {index}: {}", x.summary);
+        assert_eq!(
+            x.summary.get("skipped").is_some(),
+            skipped,
+            "frame {index}: {}",
+            x.summary
+        );
         if skipped {
             assert_eq!(x.summary["from_frame"], serde_json::json!(index / 3 * 3));
         }
         for key in ["skipped", "from_frame", "segments"] {
-            assert_eq!(x.summary.get(key), y.summary.get(key), "frame {index} {key}");
+            assert_eq!(
+                x.summary.get(key),
+                y.summary.get(key),
+                "frame {index} {key}"
+            );
         }
         assert!(same_overlay(&x, &y), "frame {index} overlay");
     }
@@ -179,13 +290,20 @@ fn downscale_matches_cpu() {
     let stream = g.new_stream().unwrap();
     let func = morphoscope::ops::preprocess::downscale_function(g).unwrap();
     let mut rng = Rng(3);
-    for &(w, h, ch, f) in &[(97, 61, 3, 2), (97, 61, 1, 3), (1920, 1080, 3, 2), (5, 3, 3, 4), (64, 48, 1, 8)] {
+    for &(w, h, ch, f) in &[
+        (97, 61, 3, 2),
+        (97, 61, 1, 3),
+        (1920, 1080, 3, 2),
+        (5, 3, 3, 4),
+        (64, 48, 1, 8),
+    ] {
         let data: Vec<u8> = (0..w * h * ch).map(|_| rng.below(256) as u8).collect();
         let want = morphoscope::ops::preprocess::downscale_box(&data, w, h, ch, f);
         let src = stream.clone_htod(&data).unwrap();
         let mut dst = stream.alloc_zeros::<u8>(want.len().max(1)).unwrap();
         let image = morphoscope::gpu::DeviceImage::new(&stream, &src, w, h, ch).unwrap();
-        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, image, &mut dst, f).unwrap();
+        let size =
+            morphoscope::ops::preprocess::enqueue_downscale(&func, image, &mut dst, f).unwrap();
         assert_eq!(size, morphoscope::ops::preprocess::downscaled_size(w, h, f));
         let got = stream.clone_dtoh(&dst).unwrap();
         assert_eq!(&got[..want.len()], &want[..], "{w}x{h}x{ch} by {f}");
@@ -200,14 +318,19 @@ fn downscaled_segmentation_matches_between_backends() {
     // Random and gradient frames (real photographs can hold near-ties where Kruskal's f64 order
     // and the GPU's keys differ, see the segmentation quality test).
     let mut images = vec![
-        DynImage::Rgb8(Image::from_fn(97, 61, |x, y| [(x * 2) as u8, (y * 3) as u8, (x + y) as u8])),
+        DynImage::Rgb8(Image::from_fn(97, 61, |x, y| {
+            [(x * 2) as u8, (y * 3) as u8, (x + y) as u8]
+        })),
         DynImage::Gray8(Image::from_fn(97, 61, |x, y| ((x * 5 + y * 3) % 251) as u8)),
     ];
     images.extend((0..4).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 97, 61))));
     for (index, x, y) in segment_both(g, &settings, images) {
         assert_eq!(x.summary["downscale"], 2, "frame {index}");
         assert_eq!(x.summary["capped"], false, "frame {index}");
-        assert_eq!(x.summary["segments"], y.summary["segments"], "frame {index} segments");
+        assert_eq!(
+            x.summary["segments"], y.summary["segments"],
+            "frame {index} segments"
+        );
         assert!(same_overlay(&x, &y), "frame {index} overlay");
     }
 }
@@ -215,7 +338,12 @@ fn downscaled_segmentation_matches_between_backends() {
 /// The `preprocess` analysis' summary of `img`, computed on the CPU as the pipeline does today.
 fn analysis_summary(img: &Image<u8>) -> serde_json::Value {
     let mut a = morphoscope::analysis::preprocess::Preprocess::new(&Default::default());
-    let input = FrameInput { index: 0, gray: std::sync::Arc::new(img.clone()), rgb: None, gray16: None };
+    let input = FrameInput {
+        index: 0,
+        gray: std::sync::Arc::new(img.clone()),
+        rgb: None,
+        gray16: None,
+    };
     a.run_cpu(&input, &mut Vec::new()).unwrap().summary
 }
 
@@ -225,22 +353,41 @@ fn gray_histogram_and_statistics_match_cpu() {
     let mut rng = Rng(17);
     let mut images: Vec<(String, Image<u8>)> = Vec::new();
     // Sizes whose pixel count is not a multiple of 4 exercise the kernel's byte tail.
-    for (w, h) in [(1, 1), (3, 1), (7, 3), (33, 17), (640, 480), (1920, 1080), (4096, 2160)] {
-        images.push((format!("random {w}x{h}"), crate::common::random_gray(&mut rng, w, h, 256)));
+    for (w, h) in [
+        (1, 1),
+        (3, 1),
+        (7, 3),
+        (33, 17),
+        (640, 480),
+        (1920, 1080),
+        (4096, 2160),
+    ] {
+        images.push((
+            format!("random {w}x{h}"),
+            crate::common::random_gray(&mut rng, w, h, 256),
+        ));
     }
-    images.push(("few levels".into(), crate::common::random_gray(&mut rng, 301, 7, 3)));
+    images.push((
+        "few levels".into(),
+        crate::common::random_gray(&mut rng, 301, 7, 3),
+    ));
     // Every pixel in one bin: the worst case for the shared-memory atomics.
     images.push(("constant 255".into(), Image::new(1921, 1081, 255u8)));
     if let Some(real) = crate::common::sample_gray("fruits.jpg") {
         images.push(("fruits".into(), real));
     }
-    let strided = Image::from_strided(5, 3, 8, (0..24u8).map(|v| v.wrapping_mul(29)).collect()).unwrap();
+    let strided =
+        Image::from_strided(5, 3, 8, (0..24u8).map(|v| v.wrapping_mul(29)).collect()).unwrap();
     images.push(("strided 5x3".into(), strided));
     for (what, img) in &images {
         let got = gray_histogram_gpu(g, img.view()).unwrap();
         let want = gray_histogram(img.view());
         assert!(got == want, "{what}: histogram differs");
-        assert_eq!(got.iter().sum::<u64>(), img.len() as u64, "{what}: pixel count");
+        assert_eq!(
+            got.iter().sum::<u64>(),
+            img.len() as u64,
+            "{what}: pixel count"
+        );
         let stats = GrayStats::from_histogram(&got);
         assert_eq!(stats.summary(), analysis_summary(img), "{what}: statistics");
     }
@@ -263,8 +410,14 @@ fn gray_histogram_op_is_reused_across_frames() {
         let input = upload_view(&stream, img.view()).unwrap();
         op.enqueue(&mut timer, input.image()).unwrap();
         let got = op.download(&stream).unwrap();
-        assert!(got == gray_histogram(img.view()), "frame {i}: histogram (bins not cleared?)");
+        assert!(
+            got == gray_histogram(img.view()),
+            "frame {i}: histogram (bins not cleared?)"
+        );
     }
     let rgb = upload_view(&stream, random_rgb(&mut rng, 4, 4).view()).unwrap();
-    assert!(op.enqueue(&mut timer, rgb.image()).is_err(), "an RGB image has no grey histogram");
+    assert!(
+        op.enqueue(&mut timer, rgb.image()).is_err(),
+        "an RGB image has no grey histogram"
+    );
 }

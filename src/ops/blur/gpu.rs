@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg, ValidAsZeroBits,
+};
 
 use super::cpu::INV255_F32;
 use super::{BlurParams, MAX_RADIUS};
@@ -15,7 +17,12 @@ use crate::image::ImageView;
 use crate::ops::OpError;
 
 /// Entry points of `kernels/blur.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &["blur_vertical", "blur_horizontal", "blur_vertical_f64", "blur_horizontal_f64"];
+pub const FUNCTIONS: &[&str] = &[
+    "blur_vertical",
+    "blur_horizontal",
+    "blur_vertical_f64",
+    "blur_horizontal_f64",
+];
 
 /// A half kernel passed by value to the blur kernels: `w[0..=radius]`, centre first, zero beyond
 /// `radius`. Keep in sync with `BlurWeights` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
@@ -46,7 +53,11 @@ impl<T: Copy + Default> HalfKernel<T> {
     fn from_half(k: &[T]) -> Self {
         let mut half = [T::default(); MAX_RADIUS + 1];
         half[..k.len()].copy_from_slice(k);
-        Self { half, radius: k.len().saturating_sub(1) as i32, pad: [0; 3] }
+        Self {
+            half,
+            radius: k.len().saturating_sub(1) as i32,
+            pad: [0; 3],
+        }
     }
 }
 
@@ -92,7 +103,12 @@ where
     HalfKernel<T>: DeviceRepr,
 {
     fn new(gpu: &GpuContext, vertical: &str, horizontal: &str) -> Result<Self, OpError> {
-        Ok(Self { vertical: gpu.function("blur", vertical)?, horizontal: gpu.function("blur", horizontal)?, tmp: None, out: None })
+        Ok(Self {
+            vertical: gpu.function("blur", vertical)?,
+            horizontal: gpu.function("blur", horizontal)?,
+            tmp: None,
+            out: None,
+        })
     }
 
     /// Enqueues both passes over the interleaved samples of `input` (checked by the caller),
@@ -105,25 +121,50 @@ where
         inv255: T,
         regions: &[&'static str],
     ) -> Result<(), OpError> {
-        let DeviceImage { stream, data: input, width, height, channels } = input;
+        let DeviceImage {
+            stream,
+            data: input,
+            width,
+            height,
+            channels,
+        } = input;
         let samples = width * height * channels;
         if self.out.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
             self.tmp = None;
             self.out = None;
-            self.tmp = Some(alloc_zeroed::<T>(stream, samples, "blur scratch", width, height)?);
-            self.out = Some(alloc_zeroed::<T>(stream, samples, "blur output", width, height)?);
+            self.tmp = Some(alloc_zeroed::<T>(
+                stream,
+                samples,
+                "blur scratch",
+                width,
+                height,
+            )?);
+            self.out = Some(alloc_zeroed::<T>(
+                stream,
+                samples,
+                "blur output",
+                width,
+                height,
+            )?);
         }
         if samples == 0 {
             return Ok(());
         }
-        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else { return Ok(()) };
+        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else {
+            return Ok(());
+        };
         let row = (width * channels) as u32;
         let (w, h, c) = (width as u32, height as u32, channels as u32);
         let cfg = grid2d(width * channels, height, 32, 8);
         let (vertical, horizontal) = (&self.vertical, &self.horizontal);
         let pass_v = |tmp: &mut CudaSlice<T>| -> Result<(), GpuError> {
             let mut l = stream.launch_builder(vertical);
-            l.arg(input).arg(tmp).arg(weights).arg(&row).arg(&h).arg(&inv255);
+            l.arg(input)
+                .arg(tmp)
+                .arg(weights)
+                .arg(&row)
+                .arg(&h)
+                .arg(&inv255);
             // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
             // row * height bytes (checked by the caller), tmp as many samples.
             unsafe { l.launch(cfg) }?;
@@ -214,7 +255,8 @@ impl BlurGpu {
         check_input(input.data, input.width, input.height, input.channels)?;
         let weights = BlurWeightsF64::new(params)?;
         self.produced_f64 = input.samples();
-        self.f64.enqueue(timer, input, &weights, 1.0 / 255.0, &[region])
+        self.f64
+            .enqueue(timer, input, &weights, 1.0 / 255.0, &[region])
     }
 
     /// The device buffer holding the last `f64` blur (packed interleaved).
@@ -227,7 +269,9 @@ impl BlurGpu {
     pub fn download_f64(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
         let samples = self.produced_f64;
         let data = match self.f64.out.as_ref() {
-            Some(b) if samples > 0 && b.len() >= samples => stream.clone_dtoh(&b.slice(0..samples))?,
+            Some(b) if samples > 0 && b.len() >= samples => {
+                stream.clone_dtoh(&b.slice(0..samples))?
+            }
             _ => Vec::new(),
         };
         stream.synchronize()?;
@@ -251,7 +295,12 @@ impl BlurGpu {
             _ => Vec::new(),
         };
         stream.synchronize()?;
-        Ok(BlurOutput { width, height, channels, data })
+        Ok(BlurOutput {
+            width,
+            height,
+            channels,
+            data,
+        })
     }
 }
 
@@ -272,14 +321,24 @@ pub fn blur_gpu<P: HostPixel<Sample = u8>>(
 }
 
 /// Checks that `input` holds a `width` x `height` frame of 1 or 3 interleaved channels.
-pub(crate) fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<(), OpError> {
+pub(crate) fn check_input(
+    input: &CudaSlice<u8>,
+    width: usize,
+    height: usize,
+    channels: usize,
+) -> Result<(), OpError> {
     if channels != 1 && channels != 3 {
-        return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
+        return Err(OpError::Unsupported(format!(
+            "blur needs 1 or 3 channels, got {channels}"
+        )));
     }
     check_frame_size(width * channels, height)?;
     let samples = width * height * channels;
     if input.len() < samples {
-        return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height}x{channels} needs {samples}", input.len())));
+        return Err(OpError::Unsupported(format!(
+            "input holds {} bytes, {width}x{height}x{channels} needs {samples}",
+            input.len()
+        )));
     }
     Ok(())
 }

@@ -17,10 +17,16 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 
-use super::{Attribute, Connectivity, MaxtreeOutput, MaxtreeParams, MaxtreeSummary, Rule, TreeKind};
-use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, launch, round_trip};
+use super::{
+    Attribute, Connectivity, MaxtreeOutput, MaxtreeParams, MaxtreeSummary, Rule, TreeKind,
+};
+use crate::gpu::{
+    DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, launch, round_trip,
+};
 use crate::image::{DynImage, Gray, Image, ImageView};
 use crate::ops::OpError;
 
@@ -167,7 +173,13 @@ impl Frame {
     fn ensure_q64(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
         if self.q64.is_none() {
             let n = self.width * self.height;
-            self.q64 = Some(launch::alloc_zeroed(stream, 4 * n, "max-tree 64-bit accumulators", self.width, self.height)?);
+            self.q64 = Some(launch::alloc_zeroed(
+                stream,
+                4 * n,
+                "max-tree 64-bit accumulators",
+                self.width,
+                self.height,
+            )?);
         }
         Ok(())
     }
@@ -175,7 +187,13 @@ impl Frame {
     fn ensure_q32(&mut self, stream: &Arc<CudaStream>, quantities: usize) -> Result<(), GpuError> {
         let n = self.width * self.height;
         if self.q32.len() < 4 * quantities * n {
-            self.q32 = launch::alloc_zeroed(stream, 4 * quantities * n, "max-tree accumulators", self.width, self.height)?;
+            self.q32 = launch::alloc_zeroed(
+                stream,
+                4 * quantities * n,
+                "max-tree accumulators",
+                self.width,
+                self.height,
+            )?;
         }
         Ok(())
     }
@@ -219,12 +237,18 @@ struct Readbacks {
 
 impl std::fmt::Debug for MaxtreeGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MaxtreeGpu").field("state", &self.state).finish_non_exhaustive()
+        f.debug_struct("MaxtreeGpu")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
     }
 }
 
 fn cfg(grid: u32, block: u32, shared: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: shared }
+    LaunchConfig {
+        grid_dim: (grid.max(1), 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: shared,
+    }
 }
 
 impl MaxtreeGpu {
@@ -290,8 +314,18 @@ impl MaxtreeGpu {
         connectivity: Connectivity,
     ) -> Result<(), OpError> {
         input.check(1, "the max-tree")?;
-        let DeviceImage { stream, data: input, width, height, .. } = input;
-        let th = if self.tile_height == 0 { DEFAULT_TILE_HEIGHT } else { self.tile_height };
+        let DeviceImage {
+            stream,
+            data: input,
+            width,
+            height,
+            ..
+        } = input;
+        let th = if self.tile_height == 0 {
+            DEFAULT_TILE_HEIGHT
+        } else {
+            self.tile_height
+        };
         let allowed = matches!(th, 16 | 32 | 64) || (th == 128 && T::BITS == 8);
         if !allowed {
             return Err(OpError::InvalidParam(format!(
@@ -303,24 +337,54 @@ impl MaxtreeGpu {
             TreeKind::Max => 0,
             TreeKind::Min => T::MAX.to_u32(),
         };
-        self.state =
-            Some(State { width, height, bits: T::BITS, inv, attribute: None, amax_ready: false, filtered: false });
+        self.state = Some(State {
+            width,
+            height,
+            bits: T::BITS,
+            inv,
+            attribute: None,
+            amax_ready: false,
+            filtered: false,
+        });
         if n == 0 {
             return Ok(());
         }
-        if self.frame.as_ref().is_none_or(|f| (f.width, f.height) != (width, height)) {
+        if self
+            .frame
+            .as_ref()
+            .is_none_or(|f| (f.width, f.height) != (width, height))
+        {
             self.frame = None; // free the old buffers first
             self.frame = Some(Frame::new(stream, width, height)?);
         }
-        let (f, fr) = (&self.f, self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?);
+        let (f, fr) = (
+            &self.f,
+            self.frame
+                .as_mut()
+                .ok_or_else(|| OpError::Unsupported("no frame".into()))?,
+        );
         let (w, h, n32, th32) = (width as u32, height as u32, n as u32, th as u32);
         let eight = i32::from(connectivity == Connectivity::Eight);
         let full = i32::from(!self.grid_simplification);
-        let (ntx, nty) = (width.div_ceil(TILE_WIDTH) as u32, height.div_ceil(th) as u32);
-        let local = if T::BITS == 8 { &f.local_u8 } else { &f.local_u16 };
+        let (ntx, nty) = (
+            width.div_ceil(TILE_WIDTH) as u32,
+            height.div_ceil(th) as u32,
+        );
+        let local = if T::BITS == 8 {
+            &f.local_u8
+        } else {
+            &f.local_u16
+        };
         timer.time(stream, "maxtree_local", || {
             let mut b = stream.launch_builder(local);
-            b.arg(input).arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&inv).arg(&eight).arg(&full);
+            b.arg(input)
+                .arg(&mut fr.grec)
+                .arg(&w)
+                .arg(&h)
+                .arg(&th32)
+                .arg(&inv)
+                .arg(&eight)
+                .arg(&full);
             let c = LaunchConfig {
                 grid_dim: (ntx, nty, 1),
                 block_dim: (TILE_WIDTH as u32, 1, 1),
@@ -332,11 +396,17 @@ impl MaxtreeGpu {
             unsafe { b.launch(c) }?;
             Ok(())
         })?;
-        let merges = (ntx - 1) * h + (nty - 1) * w + if eight == 1 { (ntx - 1) * (nty - 1) } else { 0 };
+        let merges =
+            (ntx - 1) * h + (nty - 1) * w + if eight == 1 { (ntx - 1) * (nty - 1) } else { 0 };
         timer.time(stream, "maxtree_merge", || {
             if merges > 0 {
                 let mut b = stream.launch_builder(&f.merge);
-                b.arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&eight).arg(&full);
+                b.arg(&mut fr.grec)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&th32)
+                    .arg(&eight)
+                    .arg(&full);
                 // SAFETY: one thread per border position; the kernel derives every index from
                 // w, h and the tile size and stays inside the width*height records.
                 unsafe { b.launch(cfg(launch::blocks_for(merges as usize, BLOCK), BLOCK, 0)) }?;
@@ -346,7 +416,12 @@ impl MaxtreeGpu {
         timer.time(stream, "maxtree_flatten", || {
             stream.memset_zeros(&mut fr.count)?;
             let mut b = stream.launch_builder(&f.flatten);
-            b.arg(&mut fr.grec).arg(&mut fr.parent).arg(&mut fr.node_id).arg(&mut fr.node_pix).arg(&mut fr.count).arg(&n32);
+            b.arg(&mut fr.grec)
+                .arg(&mut fr.parent)
+                .arg(&mut fr.node_id)
+                .arg(&mut fr.node_pix)
+                .arg(&mut fr.count)
+                .arg(&n32);
             // SAFETY: FLATTEN_PIXELS pixels per thread (p < N checked in the kernel); node ids are
             // < N, the size of node_pix; 8 bytes of shared memory hold the block counter and base.
             unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK * FLATTEN_PIXELS), BLOCK, 8)) }?;
@@ -362,7 +437,10 @@ impl MaxtreeGpu {
         timer: &mut KernelTimer,
         attribute: Attribute,
     ) -> Result<(), OpError> {
-        let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_attribute before enqueue_tree".into()))?;
+        let st = self
+            .state
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("enqueue_attribute before enqueue_tree".into()))?;
         st.attribute = Some(attribute);
         st.amax_ready = false;
         st.filtered = false;
@@ -371,23 +449,44 @@ impl MaxtreeGpu {
         if n == 0 {
             return Ok(());
         }
-        let (f, fr) = (&self.f, self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?);
+        let (f, fr) = (
+            &self.f,
+            self.frame
+                .as_mut()
+                .ok_or_else(|| OpError::Unsupported("no frame".into()))?,
+        );
         let code = attribute.index() as i32;
         fr.ensure_q32(stream, if code >= 3 { 4 } else { 1 })?;
         fr.ensure_q64(stream)?;
-        let q64 = fr.q64.as_mut().ok_or_else(|| OpError::Unsupported("no q64".into()))?;
+        let q64 = fr
+            .q64
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no q64".into()))?;
         let (w, h, n32) = (width as u32, height as u32, n as u32);
         let nodes = cfg(self.node_blocks.min(launch::blocks_for(n, BLOCK)), BLOCK, 0);
         let fin = ((bits - 1) % 3) as i32;
         timer.time(stream, "maxtree_attributes", || {
             let mut b = stream.launch_builder(&f.nodes);
-            b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&fr.node_pix).arg(&fr.count);
-            b.arg(&mut fr.npar).arg(&mut fr.nlev).arg(&mut fr.q32).arg(&mut *q64).arg(&n32).arg(&code);
+            b.arg(&fr.grec)
+                .arg(&fr.parent)
+                .arg(&fr.node_id)
+                .arg(&fr.node_pix)
+                .arg(&fr.count);
+            b.arg(&mut fr.npar)
+                .arg(&mut fr.nlev)
+                .arg(&mut fr.q32)
+                .arg(&mut *q64)
+                .arg(&n32)
+                .arg(&code);
             // SAFETY: grid-stride over node ids < *count <= N; npar/nlev hold N entries, q32
             // 4*NQ*N (ensure_q32), q64 4*N.
             unsafe { b.launch(nodes) }?;
             let mut b = stream.launch_builder(&f.pixels);
-            b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&mut fr.pix_node).arg(&mut fr.q32);
+            b.arg(&fr.grec)
+                .arg(&fr.parent)
+                .arg(&fr.node_id)
+                .arg(&mut fr.pix_node)
+                .arg(&mut fr.q32);
             b.arg(&w).arg(&h).arg(&code);
             let c = LaunchConfig {
                 grid_dim: (launch::blocks_for(width, PIXEL_CHUNK), h, 1),
@@ -399,14 +498,24 @@ impl MaxtreeGpu {
             unsafe { b.launch(c) }?;
             for round in 0..bits as i32 {
                 let mut b = stream.launch_builder(&f.double);
-                b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&mut fr.jb).arg(&mut fr.q32).arg(&mut *q64);
+                b.arg(&fr.count)
+                    .arg(&fr.npar)
+                    .arg(&fr.nlev)
+                    .arg(&mut fr.jb)
+                    .arg(&mut fr.q32)
+                    .arg(&mut *q64);
                 b.arg(&n32).arg(&round).arg(&code);
                 // SAFETY: grid-stride over node ids < *count; jump targets are node ids or
                 // MT_NONE (checked); jb holds 2N, q32 4*NQ*N, q64 4N entries.
                 unsafe { b.launch(nodes) }?;
             }
             let mut b = stream.launch_builder(&f.attr);
-            b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&fr.q32).arg(&*q64).arg(&mut fr.attr);
+            b.arg(&fr.count)
+                .arg(&fr.npar)
+                .arg(&fr.nlev)
+                .arg(&fr.q32)
+                .arg(&*q64)
+                .arg(&mut fr.attr);
             b.arg(&n32).arg(&fin).arg(&code);
             // SAFETY: grid-stride over node ids < *count; reads slots 0 and 1 + fin < 4.
             unsafe { b.launch(nodes) }?;
@@ -427,15 +536,26 @@ impl MaxtreeGpu {
     ) -> Result<(), OpError> {
         input.check(1, "the max-tree")?;
         let stream = input.stream;
-        let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
+        let st = self
+            .state
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
         if st.attribute.is_none() {
-            return Err(OpError::Unsupported("enqueue_filter before enqueue_attribute".into()));
+            return Err(OpError::Unsupported(
+                "enqueue_filter before enqueue_attribute".into(),
+            ));
         }
         if st.bits != T::BITS {
-            return Err(OpError::Unsupported(format!("tree built from {}-bit pixels, filter given {}-bit", st.bits, T::BITS)));
+            return Err(OpError::Unsupported(format!(
+                "tree built from {}-bit pixels, filter given {}-bit",
+                st.bits,
+                T::BITS
+            )));
         }
         if !threshold.is_finite() || threshold < 0.0 {
-            return Err(OpError::InvalidParam(format!("maxtree.threshold = {threshold}: must be a finite number >= 0")));
+            return Err(OpError::InvalidParam(format!(
+                "maxtree.threshold = {threshold}: must be a finite number >= 0"
+            )));
         }
         let (width, height, inv) = (st.width, st.height, st.inv);
         if (input.width, input.height) != (width, height) {
@@ -454,16 +574,27 @@ impl MaxtreeGpu {
         if n == 0 {
             return Ok(());
         }
-        if T::outputs(&mut self.outputs).as_ref().is_none_or(|(o, _)| o.len() != n) {
+        if T::outputs(&mut self.outputs)
+            .as_ref()
+            .is_none_or(|(o, _)| o.len() != n)
+        {
             *T::outputs(&mut self.outputs) = None;
             let o = launch::alloc_zeroed::<T>(stream, n, "max-tree filtered image", width, height)?;
             let r = launch::alloc_zeroed::<T>(stream, n, "max-tree residue", width, height)?;
             *T::outputs(&mut self.outputs) = Some((o, r));
         }
         let f = &self.f;
-        let fr = self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?;
-        let q64 = fr.q64.as_mut().ok_or_else(|| OpError::Unsupported("no q64".into()))?;
-        let (out, res) = T::outputs(&mut self.outputs).as_mut().ok_or_else(|| OpError::Unsupported("no outputs".into()))?;
+        let fr = self
+            .frame
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no frame".into()))?;
+        let q64 = fr
+            .q64
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no q64".into()))?;
+        let (out, res) = T::outputs(&mut self.outputs)
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no outputs".into()))?;
         let (n32, rule_code) = (n as u32, rule.index() as i32);
         // Path lengths are at most the number of grey levels: 2^BITS nodes, BITS doublings.
         let rounds = T::BITS as i32;
@@ -477,7 +608,13 @@ impl MaxtreeGpu {
                 unsafe { b.launch(nodes) }?;
                 for round in 0..rounds {
                     let mut b = stream.launch_builder(&f.amax);
-                    b.arg(&fr.count).arg(&fr.npar).arg(&fr.attr).arg(&mut fr.jb).arg(&mut *q64).arg(&n32).arg(&round);
+                    b.arg(&fr.count)
+                        .arg(&fr.npar)
+                        .arg(&fr.attr)
+                        .arg(&mut fr.jb)
+                        .arg(&mut *q64)
+                        .arg(&n32)
+                        .arg(&round);
                     // SAFETY: as maxtree_double.
                     unsafe { b.launch(nodes) }?;
                 }
@@ -491,14 +628,25 @@ impl MaxtreeGpu {
             let mut pass = |mode: i32, flags: usize| -> Result<(), GpuError> {
                 let mut active = fr.active.slice_mut(flags..flags + 17);
                 let mut b = stream.launch_builder(&f.keep);
-                b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&fr.attr).arg(&amax).arg(&mut fr.words);
-                b.arg(&mut active).arg(&threshold).arg(&rule_code).arg(&mode);
+                b.arg(&fr.count)
+                    .arg(&fr.npar)
+                    .arg(&fr.nlev)
+                    .arg(&fr.attr)
+                    .arg(&amax)
+                    .arg(&mut fr.words);
+                b.arg(&mut active)
+                    .arg(&threshold)
+                    .arg(&rule_code)
+                    .arg(&mode);
                 // SAFETY: grid-stride over node ids < *count <= N; words and amax hold N entries,
                 // active 17.
                 unsafe { b.launch(nodes) }?;
                 for round in 0..rounds {
                     let mut b = stream.launch_builder(&f.jump);
-                    b.arg(&fr.count).arg(&mut fr.words).arg(&mut active).arg(&round);
+                    b.arg(&fr.count)
+                        .arg(&mut fr.words)
+                        .arg(&mut active)
+                        .arg(&round);
                     // SAFETY: grid-stride over node ids < *count; jump targets are node ids; the
                     // kernel touches active[round] and active[round + 1] (round < 16).
                     unsafe { b.launch(nodes) }?;
@@ -509,16 +657,30 @@ impl MaxtreeGpu {
                 pass(2, 17)?;
             }
             pass(if rule == Rule::Subtractive { 1 } else { 0 }, 0)?;
-            let restitute = if T::BITS == 8 { &f.restitute_u8 } else { &f.restitute_u16 };
+            let restitute = if T::BITS == 8 {
+                &f.restitute_u8
+            } else {
+                &f.restitute_u16
+            };
             let mut b = stream.launch_builder(restitute);
-            b.arg(input).arg(&fr.pix_node).arg(&fr.words).arg(&mut *out).arg(&mut *res).arg(&n32).arg(&inv);
+            b.arg(input)
+                .arg(&fr.pix_node)
+                .arg(&fr.words)
+                .arg(&mut *out)
+                .arg(&mut *res)
+                .arg(&n32)
+                .arg(&inv);
             // SAFETY: one thread per pixel (p < N checked); all buffers hold N entries.
             unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
             Ok(())
         })?;
         timer.time(stream, "maxtree_stats", || {
             stream.memset_zeros(&mut fr.stats)?;
-            let stats = if T::BITS == 8 { &f.stats_u8 } else { &f.stats_u16 };
+            let stats = if T::BITS == 8 {
+                &f.stats_u8
+            } else {
+                &f.stats_u16
+            };
             let mut b = stream.launch_builder(stats);
             b.arg(&*res).arg(&fr.count).arg(&mut fr.stats).arg(&n32);
             // SAFETY: grid-stride over pixels < N (residue holds N entries); stats holds 3 words,
@@ -532,12 +694,18 @@ impl MaxtreeGpu {
     /// Node count, changed pixels and residue sum of the last filtered frame: a 24-byte
     /// readback (blocks until the stream's work is done).
     pub fn download_summary(&self, stream: &Arc<CudaStream>) -> Result<MaxtreeSummary, OpError> {
-        let st = self.state.ok_or_else(|| OpError::Unsupported("download_summary before enqueue".into()))?;
+        let st = self
+            .state
+            .ok_or_else(|| OpError::Unsupported("download_summary before enqueue".into()))?;
         if !st.filtered {
-            return Err(OpError::Unsupported("download_summary before enqueue_filter".into()));
+            return Err(OpError::Unsupported(
+                "download_summary before enqueue_filter".into(),
+            ));
         }
         let pixels = (st.width * st.height) as u64;
-        let Some(fr) = self.frame.as_ref().filter(|_| pixels > 0) else { return Ok(MaxtreeSummary::default()) };
+        let Some(fr) = self.frame.as_ref().filter(|_| pixels > 0) else {
+            return Ok(MaxtreeSummary::default());
+        };
         let v = stream.clone_dtoh(&fr.stats)?;
         stream.synchronize()?;
         let word = |i: usize| v.get(i).copied().unwrap_or(0);
@@ -575,12 +743,17 @@ impl MaxtreeGpu {
 
     /// The canonical parent image of the last tree (blocking copy).
     pub fn download_parent(&self, stream: &Arc<CudaStream>) -> Result<Image<u32>, OpError> {
-        let st = self.state.ok_or_else(|| OpError::Unsupported("download_parent before enqueue_tree".into()))?;
+        let st = self
+            .state
+            .ok_or_else(|| OpError::Unsupported("download_parent before enqueue_tree".into()))?;
         let n = st.width * st.height;
         if n == 0 {
             return Ok(Image::new(st.width, st.height, 0));
         }
-        let fr = self.frame.as_ref().ok_or_else(|| OpError::Unsupported("no frame".into()))?;
+        let fr = self
+            .frame
+            .as_ref()
+            .ok_or_else(|| OpError::Unsupported("no frame".into()))?;
         let v = stream.clone_dtoh(&fr.parent)?;
         stream.synchronize()?;
         Ok(Image::from_vec(st.width, st.height, v)?)
@@ -588,21 +761,35 @@ impl MaxtreeGpu {
 
     /// Filtered image, residue and node count of the last frame (blocking copies).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<MaxtreeOutput, OpError> {
-        let st = self.state.ok_or_else(|| OpError::Unsupported("download before enqueue".into()))?;
+        let st = self
+            .state
+            .ok_or_else(|| OpError::Unsupported("download before enqueue".into()))?;
         if !st.filtered {
-            return Err(OpError::Unsupported("download before enqueue_filter".into()));
+            return Err(OpError::Unsupported(
+                "download before enqueue_filter".into(),
+            ));
         }
         let (w, h) = (st.width, st.height);
         let node_count = self.download_node_count(stream)?;
         let mut rb = self.readbacks.borrow_mut();
         let (filtered, residue) = if st.bits == 8 {
             let (o, r) = fetch(stream, &self.outputs.u8, w * h, &mut rb.u8)?;
-            (DynImage::Gray8(Image::from_vec(w, h, o)?), DynImage::Gray8(Image::from_vec(w, h, r)?))
+            (
+                DynImage::Gray8(Image::from_vec(w, h, o)?),
+                DynImage::Gray8(Image::from_vec(w, h, r)?),
+            )
         } else {
             let (o, r) = fetch(stream, &self.outputs.u16, w * h, &mut rb.u16)?;
-            (DynImage::Gray16(Image::from_vec(w, h, o)?), DynImage::Gray16(Image::from_vec(w, h, r)?))
+            (
+                DynImage::Gray16(Image::from_vec(w, h, o)?),
+                DynImage::Gray16(Image::from_vec(w, h, r)?),
+            )
         };
-        Ok(MaxtreeOutput { filtered, residue, node_count })
+        Ok(MaxtreeOutput {
+            filtered,
+            residue,
+            node_count,
+        })
     }
 }
 

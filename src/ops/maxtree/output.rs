@@ -26,7 +26,12 @@ impl MaxtreeOutput {
             DynImage::Gray16(r) => residue_counts(r),
             _ => (0, 0, 0),
         };
-        MaxtreeSummary { node_count: self.node_count, changed_pixels, residue_sum, pixels }
+        MaxtreeSummary {
+            node_count: self.node_count,
+            changed_pixels,
+            residue_sum,
+            pixels,
+        }
     }
 
     /// Per-frame numbers for frames.jsonl (see [`MaxtreeSummary::summary`]).
@@ -38,10 +43,13 @@ impl MaxtreeOutput {
 
 /// (pixels with a non-zero residue, Σ residue, pixels) of a residue image.
 fn residue_counts<T: Copy + Into<u64>>(residue: &Image<T>) -> (u64, u64, u64) {
-    residue.rows().flatten().fold((0, 0, 0), |(changed, sum, n), &v| {
-        let v: u64 = v.into();
-        (changed + u64::from(v > 0), sum + v, n + 1)
-    })
+    residue
+        .rows()
+        .flatten()
+        .fold((0, 0, 0), |(changed, sum, n), &v| {
+            let v: u64 = v.into();
+            (changed + u64::from(v > 0), sum + v, n + 1)
+        })
 }
 
 /// The small result of a frame: what frames.jsonl reports of the max-tree analysis.
@@ -61,7 +69,11 @@ impl MaxtreeSummary {
     /// Per-frame numbers for frames.jsonl: nodes, pixels changed, mean residue.
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
-        let mean = if self.pixels == 0 { 0.0 } else { self.residue_sum as f64 / self.pixels as f64 };
+        let mean = if self.pixels == 0 {
+            0.0
+        } else {
+            self.residue_sum as f64 / self.pixels as f64
+        };
         serde_json::json!({
             "maxtree_nodes": self.node_count,
             "maxtree_changed_pixels": self.changed_pixels,
@@ -84,11 +96,22 @@ mod tests {
             node_count: 7,
         };
         let s = out.stats();
-        assert_eq!(s, MaxtreeSummary { node_count: 7, changed_pixels: 3, residue_sum: 12, pixels: 6 });
+        assert_eq!(
+            s,
+            MaxtreeSummary {
+                node_count: 7,
+                changed_pixels: 3,
+                residue_sum: 12,
+                pixels: 6
+            }
+        );
         assert_eq!(
             out.summary(),
             serde_json::json!({ "maxtree_nodes": 7, "maxtree_changed_pixels": 3, "maxtree_residue_mean": 2.0 })
         );
-        assert_eq!(MaxtreeSummary::default().summary()["maxtree_residue_mean"], 0.0);
+        assert_eq!(
+            MaxtreeSummary::default().summary()["maxtree_residue_mean"],
+            0.0
+        );
     }
 }
