@@ -30,7 +30,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         name: "preprocess",
         source: include_str!("../kernels/preprocess.cu"),
-        functions: &["preprocess_rgb_to_gray", "preprocess_gray16_to_gray8", "preprocess_downscale"],
+        functions: crate::ops::preprocess::FUNCTIONS,
     },
     KernelSource { name: "maxtree", source: include_str!("../kernels/maxtree.cu"), functions: crate::ops::maxtree::gpu::FUNCTIONS },
     KernelSource { name: "ccl", source: include_str!("../kernels/ccl.cu"), functions: crate::ops::ccl::gpu::FUNCTIONS },

@@ -212,7 +212,7 @@ impl GpuStage for CcaStage {
         let p = settings.cca.params();
         let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
         std::mem::swap(&mut self.ccl.background, &mut shared);
-        let r = self.ccl.enqueue(frame.stream(), timer, frame.gray.data, frame.width(), frame.height(), &p);
+        let r = self.ccl.enqueue(timer, frame.gray, &p);
         std::mem::swap(&mut self.ccl.background, &mut shared);
         r
     }

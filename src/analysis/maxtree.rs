@@ -71,7 +71,7 @@ struct MaxtreeStage {
 
 impl GpuStage for MaxtreeStage {
     fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(frame.stream(), timer, frame.gray.data, frame.width(), frame.height(), &settings.maxtree)
+        self.gpu.enqueue(timer, frame.gray, &settings.maxtree)
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         Ok(output(&self.gpu.download(stream)?))

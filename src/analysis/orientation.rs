@@ -70,7 +70,7 @@ struct OrientationStage {
 
 impl GpuStage for OrientationStage {
     fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(frame.stream(), timer, frame.gray.data, frame.width(), frame.height(), &settings.orientation)
+        self.gpu.enqueue(timer, frame.gray, &settings.orientation)
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         // The pipeline shows the colour picture and the spectrum; the strength and angle maps

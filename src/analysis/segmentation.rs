@@ -325,10 +325,8 @@ impl GpuStage for SegmentationStage {
         }
         self.captures = self.gpu.graph_captures();
         let params = self.settings.params();
-        let (src, channels) = match frame.rgb.filter(|_| self.settings.colour) {
-            Some(rgb) => (rgb.data, 3),
-            None => (frame.gray.data, 1),
-        };
+        let image = frame.rgb.filter(|_| self.settings.colour).unwrap_or(frame.gray);
+        let (src, channels) = (image.data, image.channels);
         let (width, height) = (frame.width(), frame.height());
         let f = self.settings.downscale as usize;
         let (sw, sh) = downscaled_size(width, height, f);
@@ -344,7 +342,7 @@ impl GpuStage for SegmentationStage {
             let func = &self.f_downscale;
             let mut failed = None;
             timer.time(stream, "segment_downscale", || {
-                failed = enqueue_downscale(func, stream, src, small, width, height, channels, f).err();
+                failed = enqueue_downscale(func, image, small, f).err();
                 Ok(())
             })?;
             if let Some(e) = failed {

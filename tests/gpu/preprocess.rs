@@ -1,11 +1,15 @@
-//! GPU parity of the shared pre-processing (RGB→grey) and the ring: the CUDA engine must give
-//! the CPU engine's results frame for frame, in order, across frame-size changes.
+//! GPU parity of the shared pre-processing (RGB→grey, downscaling, the grey histogram and its
+//! statistics) and the pipeline: the CUDA backend must give the CPU backend's results frame for
+//! frame, in order, across frame-size changes, and the same composed pictures.
 
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use morphoscope::analysis::{OpSettings, Raster};
+use morphoscope::analysis::{Analysis, FrameInput, OpSettings, Raster};
 use morphoscope::backend::Backend;
+use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
-use morphoscope::ops::preprocess::{rgb_to_gray, rgb_to_gray_gpu};
+use morphoscope::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram, gray_histogram_gpu, rgb_to_gray, rgb_to_gray_gpu};
 use morphoscope::compose::PictureFormat;
 use morphoscope::pipeline::{PictureWant, run_frames};
 use morphoscope::source::Frame;
@@ -168,7 +172,8 @@ fn downscale_matches_cpu() {
         let want = morphoscope::ops::preprocess::downscale_box(&data, w, h, ch, f);
         let src = stream.clone_htod(&data).unwrap();
         let mut dst = stream.alloc_zeros::<u8>(want.len().max(1)).unwrap();
-        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, &stream, &src, &mut dst, w, h, ch, f).unwrap();
+        let image = morphoscope::gpu::DeviceImage::new(&stream, &src, w, h, ch).unwrap();
+        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, image, &mut dst, f).unwrap();
         assert_eq!(size, morphoscope::ops::preprocess::downscaled_size(w, h, f));
         let got = stream.clone_dtoh(&dst).unwrap();
         assert_eq!(&got[..want.len()], &want[..], "{w}x{h}x{ch} by {f}");
@@ -193,4 +198,91 @@ fn downscaled_segmentation_matches_between_backends() {
         assert_eq!(x.summary["segments"], y.summary["segments"], "frame {index} segments");
         assert!(same_overlay(&x, &y), "frame {index} overlay");
     }
+}
+
+/// The `preprocess` analysis' summary of `img`, computed on the CPU as the pipeline does today.
+fn analysis_summary(img: &Image<u8>) -> serde_json::Value {
+    let mut a = morphoscope::analysis::preprocess::Preprocess::new(&Default::default());
+    let input = FrameInput {
+        index: 0,
+        gray: std::sync::Arc::new(img.clone()),
+        rgb: None,
+        gray16: None,
+    };
+    a.run_cpu(&input, &mut Vec::new()).unwrap().summary
+}
+
+#[test]
+fn gray_histogram_and_statistics_match_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(17);
+    let mut images: Vec<(String, Image<u8>)> = Vec::new();
+    // Sizes whose pixel count is not a multiple of 4 exercise the kernel's byte tail.
+    for (w, h) in [
+        (1, 1),
+        (3, 1),
+        (7, 3),
+        (33, 17),
+        (640, 480),
+        (1920, 1080),
+        (4096, 2160),
+    ] {
+        images.push((
+            format!("random {w}x{h}"),
+            crate::common::random_gray(&mut rng, w, h, 256),
+        ));
+    }
+    images.push((
+        "few levels".into(),
+        crate::common::random_gray(&mut rng, 301, 7, 3),
+    ));
+    // Every pixel in one bin: the worst case for the shared-memory atomics.
+    images.push(("constant 255".into(), Image::new(1921, 1081, 255u8)));
+    if let Some(real) = crate::common::sample_gray("fruits.jpg") {
+        images.push(("fruits".into(), real));
+    }
+    let strided =
+        Image::from_strided(5, 3, 8, (0..24u8).map(|v| v.wrapping_mul(29)).collect()).unwrap();
+    images.push(("strided 5x3".into(), strided));
+    for (what, img) in &images {
+        let got = gray_histogram_gpu(g, img.view()).unwrap();
+        let want = gray_histogram(img.view());
+        assert!(got == want, "{what}: histogram differs");
+        assert_eq!(
+            got.iter().sum::<u64>(),
+            img.len() as u64,
+            "{what}: pixel count"
+        );
+        let stats = GrayStats::from_histogram(&got);
+        assert_eq!(stats.summary(), analysis_summary(img), "{what}: statistics");
+    }
+}
+
+#[test]
+fn gray_histogram_op_is_reused_across_frames() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut op = GrayHistogramGpu::new(g).unwrap();
+    let mut timer = KernelTimer::new();
+    let mut rng = Rng(29);
+    let frames = [
+        crate::common::random_gray(&mut rng, 64, 48, 256),
+        Image::new(64, 48, 9u8),
+        Image::new(0, 48, 0u8),
+        crate::common::random_gray(&mut rng, 97, 13, 5),
+    ];
+    for (i, img) in frames.iter().enumerate() {
+        let input = upload_view(&stream, img.view()).unwrap();
+        op.enqueue(&mut timer, input.image()).unwrap();
+        let got = op.download(&stream).unwrap();
+        assert!(
+            got == gray_histogram(img.view()),
+            "frame {i}: histogram (bins not cleared?)"
+        );
+    }
+    let rgb = upload_view(&stream, random_rgb(&mut rng, 4, 4).view()).unwrap();
+    assert!(
+        op.enqueue(&mut timer, rgb.image()).is_err(),
+        "an RGB image has no grey histogram"
+    );
 }

@@ -41,7 +41,8 @@
 //! memory (§4.3), flattening; the 8-connectivity grid simplification (§5.2, Props. 1-2, and a
 //! corrected Prop. 3 for 4-connectivity); 64-bit records for 16-bit images (§5.3). Attributes
 //! (subtree accumulation by doubling along ancestor pointers, `BITS` rounds) and restitution
-//! (pointer jumping) stay on the GPU.
+//! (pointer jumping) stay on the GPU, and so does the residue: its summary ([`MaxtreeSummary`])
+//! is reduced on the device, and the compose step reads the buffer where it is.
 //!
 //! [`area_opening`] / [`area_closing`] are scikit-image's `area_opening(image, area_threshold=N,
 //! connectivity=1|2)` / `area_closing`: they keep the components of area ≥ N.
@@ -50,6 +51,7 @@ pub mod attributes;
 pub mod cpu;
 pub mod gpu;
 pub mod naive;
+pub mod output;
 mod parallel;
 
 use serde::{Deserialize, Serialize};
@@ -58,7 +60,8 @@ use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
 pub use cpu::MaxTree;
-pub use gpu::{GpuGray, MaxtreeGpu, MaxtreeOutput, maxtree_gpu, maxtree_parent_gpu};
+pub use gpu::{GpuGray, MaxtreeGpu, maxtree_gpu, maxtree_parent_gpu};
+pub use output::{MaxtreeOutput, MaxtreeSummary};
 
 /// Which component tree: of the upper level sets (max-tree, filters bright structures) or of the
 /// lower level sets (min-tree, filters dark structures; built as the max-tree of the inverse).

@@ -190,7 +190,8 @@ impl SegmentGpu {
             })?;
             return Ok(());
         }
-        self.blur.enqueue_f64_named(stream, timer, input, width, height, channels, &params.blur(), "segment_blur")?;
+        let image = crate::gpu::DeviceImage::new(stream, input, width, height, channels)?;
+        self.blur.enqueue_f64_named(timer, image, &params.blur(), "segment_blur")?;
         let Some(smooth) = self.blur.output_f64().map(|s| raw(s, stream)) else { return Ok(()) };
         timer.time(stream, "segment_graph", || {
             let mut l = stream.launch_builder(&self.f_edges);
