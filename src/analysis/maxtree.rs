@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use crate::compose::DeviceRaster;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
@@ -73,7 +74,13 @@ impl GpuStage for MaxtreeStage {
     fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
         self.gpu.enqueue(timer, frame.gray, &settings.maxtree)
     }
+    /// The node count and the residue's statistics (reduced on the device); the residue itself
+    /// stays there for the compose step.
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
-        Ok(output(&self.gpu.download(stream)?))
+        let summary = self.gpu.download_summary(stream)?.summary();
+        Ok(OpOutput { op: "maxtree", summary, ..Default::default() })
+    }
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
+        self.gpu.residue().map(DeviceRaster::Residue)
     }
 }
