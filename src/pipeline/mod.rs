@@ -7,17 +7,20 @@
 //! viewer --commands (settings, pause, step)--> worker
 //! ```
 //!
-//! Live sources (camera, network) drop frames when the channel is full and count them; files and
-//! test patterns block instead, so frames in == frames out. A source error ends the stream after
-//! the frames already decoded have been analysed; it is reported once as [`PipelineEvent::Error`].
+//! Live sources (as their GStreamer pipeline reports: cameras, RTSP) drop frames when the channel
+//! is full and count them; files (local or HTTP) and test patterns block instead, so frames in ==
+//! frames out. A source error ends the stream after the frames already decoded have been
+//! analysed; it is reported once as [`PipelineEvent::Error`]. [`Pipeline::end_input`] (a stop
+//! request, e.g. Ctrl+C) and an input limit (`--max-frames`) end it the same way: the source
+//! stops taking frames, the frames already taken are analysed and delivered, then `End`.
 
 pub mod engine;
 pub mod mailbox;
 pub mod ring;
 pub mod stats;
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -30,7 +33,7 @@ pub use stats::{CounterSnapshot, Counters, Summary};
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::config::Settings;
-use crate::source::{Pacing, Source, SourceError, SourceSpec};
+use crate::source::{Pacing, Source, SourceError, SourceOptions, SourceSpec, StreamInfo};
 
 /// What the worker sends downstream.
 #[derive(Debug)]
@@ -76,6 +79,8 @@ pub struct Pipeline {
     pub estimated_frames: Option<u64>,
     /// Backend description.
     pub backend: String,
+    stop_input: Arc<AtomicBool>,
+    stream: Arc<Mutex<StreamInfo>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -96,18 +101,33 @@ pub enum PipelineError {
 impl Pipeline {
     /// Opens the source and starts the source and worker threads.
     pub fn start(spec: &SourceSpec, settings: &Settings, backend: &Backend, delivery: Delivery) -> Result<Self, PipelineError> {
+        Self::start_limited(spec, settings, backend, delivery, None)
+    }
+
+    /// [`Pipeline::start`], taking at most `max_frames` frames into the analyses (frames a live
+    /// source drops do not count), then ending as at end of stream.
+    pub fn start_limited(spec: &SourceSpec, settings: &Settings, backend: &Backend, delivery: Delivery, max_frames: Option<u64>) -> Result<Self, PipelineError> {
         let realtime = match settings.source.pacing {
             Pacing::Auto => matches!(delivery, Delivery::Latest(_)),
             Pacing::Realtime => true,
             Pacing::Fast => false,
         };
-        let mut source = Source::open(spec, settings.source.format, &settings.source.test, realtime)?;
+        let stop_input = Arc::new(AtomicBool::new(false));
+        let opts = SourceOptions {
+            format: settings.source.format,
+            test: settings.source.test.clone(),
+            realtime,
+            timeout: std::time::Duration::from_secs(u64::from(settings.source.timeout_seconds)),
+            interrupt: Some(stop_input.clone()),
+        };
+        let mut source = Source::open_with(spec, &opts)?;
         let estimated_frames = match spec {
             SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
             _ => source.estimated_frames(),
         };
         log::debug!("estimated frames: {estimated_frames:?}");
-        let live = spec.is_live();
+        let stream = Arc::new(Mutex::new(source.stream_info()));
+        let live = source.stream_info().live;
         let mut engine = Engine::new(backend, &settings.ops, settings.pipeline.ring_size)?;
         let counters = Arc::new(Counters::default());
         let (frame_tx, frame_rx) = bounded::<Result<(crate::source::Frame, Instant), SourceError>>(settings.pipeline.queue);
@@ -115,29 +135,39 @@ impl Pipeline {
         let (cmd_tx, cmd_rx) = bounded::<Command>(64);
 
         let c = counters.clone();
+        let (stop, info) = (stop_input.clone(), stream.clone());
         let src_thread = std::thread::Builder::new()
             .name("morphoscope-source".into())
-            .spawn(move || loop {
-                let r = source.next_frame();
-                let msg = match r {
-                    Ok(Some(f)) => {
-                        c.frames_in.fetch_add(1, Ordering::Relaxed);
-                        Ok((f, Instant::now()))
-                    }
-                    Ok(None) => break,
-                    Err(e) => Err(e),
-                };
-                let is_err = msg.is_err();
-                if live && !is_err {
-                    match frame_tx.try_send(msg) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(_)) => {
-                            c.dropped.fetch_add(1, Ordering::Relaxed);
+            .spawn(move || {
+                let mut accepted = 0u64;
+                while !stop.load(Ordering::Relaxed) && max_frames.is_none_or(|m| accepted < m) {
+                    let msg = match source.next_frame() {
+                        Ok(Some(f)) => {
+                            c.frames_in.fetch_add(1, Ordering::Relaxed);
+                            if f.index == 0
+                                && let Ok(mut i) = info.lock()
+                            {
+                                *i = source.stream_info();
+                            }
+                            Ok((f, Instant::now()))
                         }
-                        Err(TrySendError::Disconnected(_)) => break,
+                        Ok(None) => break,
+                        Err(e) => Err(e),
+                    };
+                    let is_err = msg.is_err();
+                    if live && !is_err {
+                        match frame_tx.try_send(msg) {
+                            Ok(()) => accepted += 1,
+                            Err(TrySendError::Full(_)) => {
+                                c.dropped.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(TrySendError::Disconnected(_)) => break,
+                        }
+                    } else if frame_tx.send(msg).is_err() || is_err {
+                        break;
+                    } else {
+                        accepted += 1;
                     }
-                } else if frame_tx.send(msg).is_err() || is_err {
-                    break;
                 }
             })
             .map_err(PipelineError::Thread)?;
@@ -154,12 +184,28 @@ impl Pipeline {
             counters,
             estimated_frames,
             backend: backend.describe(),
+            stop_input,
+            stream,
             threads: vec![src_thread, worker],
         })
     }
 
+    /// Stops taking frames from the source; the frames already taken are still analysed and
+    /// delivered, then `End` (a graceful stop: nothing taken is lost).
+    pub fn end_input(&self) {
+        self.stop_input.store(true, Ordering::Relaxed);
+    }
+
+    /// What the source reported about its stream (liveness, frame rate, decoder); complete once
+    /// the first frame was delivered.
+    #[must_use]
+    pub fn stream_info(&self) -> StreamInfo {
+        self.stream.lock().map(|i| i.clone()).unwrap_or_default()
+    }
+
     /// Asks the worker to stop and waits for both threads.
     pub fn stop(mut self) {
+        self.stop_input.store(true, Ordering::Relaxed);
         let _ = self.commands.send(Command::Stop);
         // Unblock a worker waiting to deliver: drain events until the channel closes.
         while self.events.recv_timeout(std::time::Duration::from_millis(200)).is_ok() {}
