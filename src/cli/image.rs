@@ -147,8 +147,11 @@ pub fn image(common: &CommonArgs, a: &ImageArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         (None, true) => {
-            let mut cmd =
-                <ImageArgs as clap::Args>::augment_args(clap::Command::new("morphoscope image"));
+            let about =
+                "One image in, one result out: morphoscope image IN --op OP [op options] --out OUT";
+            let mut cmd = <ImageArgs as clap::Args>::augment_args(
+                clap::Command::new("morphoscope image").about(about),
+            );
             cmd.print_long_help()?;
             return Ok(ExitCode::SUCCESS);
         }

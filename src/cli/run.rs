@@ -273,10 +273,13 @@ fn headless(
                 if written == 0 {
                     sink.set_stream(pipeline.stream_info());
                 }
-                if let Err(e) = sink.write(&f) {
+                let result = sink.write(&f);
+                // A frame counts as out once its line is in frames.jsonl (even when a later file
+                // of the same frame failed).
+                written = sink.frames_written();
+                if let Err(e) = result {
                     break Ending::WriteError(e);
                 }
-                written += 1;
                 let now = CounterSnapshot {
                     frames_out: written,
                     ..now
@@ -322,6 +325,7 @@ fn headless(
         Ending::WriteError(e) => Some(format!(
             "{e} (after {written} frames; the files hold the frames before it)"
         )),
+        Ending::SourceError(e) if written == 0 => Some(e),
         Ending::SourceError(e) => Some(format!(
             "{e} (after {written} frames; outputs hold the frames analysed before it)"
         )),
@@ -402,5 +406,9 @@ fn print_summary(
         }
     );
     print!("{}", finished.timings.table());
-    println!("outputs: {}/ {}", out.display(), finished.files.join(", "));
+    println!(
+        "outputs in {}: {}",
+        out.display(),
+        finished.files.join(", ")
+    );
 }

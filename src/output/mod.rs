@@ -187,6 +187,7 @@ pub struct RunSink {
     pub timings: TimingLog,
     started: Instant,
     timings_written: Instant,
+    frames_written: u64,
 }
 
 impl RunSink {
@@ -224,6 +225,7 @@ impl RunSink {
             timings: TimingLog::default(),
             started: now,
             timings_written: now,
+            frames_written: 0,
         };
         sink.write_timings(
             &RunEnd {
@@ -235,6 +237,12 @@ impl RunSink {
             None,
         )?;
         Ok((sink, removed))
+    }
+
+    /// Frames whose line is in `frames.jsonl`.
+    #[must_use]
+    pub fn frames_written(&self) -> u64 {
+        self.frames_written
     }
 
     /// What the source reported (liveness, frame rate, decoder): call before the first frame,
@@ -273,6 +281,7 @@ impl RunSink {
         })?;
         bytes.push(b'\n');
         self.frames.append(&bytes)?;
+        self.frames_written += 1;
         self.timings.add(f);
         let mut records: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         for o in &f.outputs {

@@ -68,15 +68,7 @@ impl BusError {
 /// The most specific of the errors (the first among equals).
 pub(super) fn pick(errors: Vec<BusError>) -> Option<BusError> {
     let best = errors.iter().map(|e| e.vagueness).min()?;
-    let no_video = errors
-        .iter()
-        .any(|e| e.mentions("delayed linking") || e.mentions("not-linked"));
-    let mut chosen = errors.into_iter().find(|e| e.vagueness == best)?;
-    if no_video && !chosen.mentions("not-linked") && !chosen.mentions("delayed linking") {
-        // Keep the "not linked" evidence with the chosen error for `describe`.
-        chosen.debug = Some(format!("{}\nnot-linked", chosen.debug.unwrap_or_default()));
-    }
-    Some(chosen)
+    errors.into_iter().find(|e| e.vagueness == best)
 }
 
 /// What to tell the user about `error` from the pipeline of `spec`. `found_streams` lists the
@@ -237,6 +229,26 @@ mod tests {
         )
         .to_string();
         assert_eq!(d, "a.wav: no video stream (it holds audio)");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_video_is_not_called_audio() {
+        let spec = SourceSpec::File("notes.mp4".into());
+        let e = pick(vec![
+            err(
+                "Internal data stream error.",
+                "x:\nstreaming stopped, reason not-linked (-1)",
+                2,
+            ),
+            err(
+                "This appears to be a text file.",
+                "gstdecodebin2.c(4719): type_found (): /x",
+                1,
+            ),
+        ])
+        .unwrap();
+        let d = describe(&spec, e, &[], Duration::ZERO, Duration::from_secs(5)).to_string();
+        assert!(d.contains("text file"), "{d}");
     }
 
     #[test]

@@ -257,6 +257,12 @@ impl Source {
         {
             match msg.view() {
                 gst::MessageView::Error(e) => errors.push(BusError::from_message(e)),
+                // decodebin warns before the error that says it better (no video stream).
+                gst::MessageView::Warning(w)
+                    if w.error().to_string().contains("Delayed linking") =>
+                {
+                    log::debug!("source: {}", w.error());
+                }
                 gst::MessageView::Warning(w) => log::warn!("source: {}", w.error()),
                 _ => {}
             }
