@@ -19,11 +19,12 @@ use std::sync::Arc;
 
 use morphoscope::backend::{self, Backend};
 use morphoscope::compose::PictureFormat;
-use morphoscope::output::video::VideoWriter;
+use morphoscope::output::encoder::{choose_encoder, installed_encoder};
+use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::config::{BackendChoice, Settings};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary};
-use morphoscope::source::{Frame, FrameFormat, Source, SourceSpec};
+use morphoscope::source::{Frame, FrameFormat, FrameRate, Source, SourceSpec};
 
 use super::CommonArgs;
 
@@ -138,7 +139,7 @@ fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, war
     let want = match sink {
         BenchSink::None => PictureWant::None,
         BenchSink::Picture => PictureWant::Every(PictureFormat::Rgba),
-        BenchSink::Video => PictureWant::Every(PictureFormat::Rgb),
+        BenchSink::Video => PictureWant::Every(PictureFormat::I420),
     };
     let source = FrameSource::Memory { frames: frames.clone(), count: (warmup + n) as u64 };
     let pipeline = Pipeline::start(source, settings, backend, Delivery::All, want)?;
@@ -157,11 +158,20 @@ fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, war
                 {
                     if video.is_none() {
                         std::fs::create_dir_all(&tmp)?;
-                        video = Some(VideoWriter::create(&tmp.join("bench.mp4"), p.width, p.height, 30, settings.output.video_kbps)?);
+                        let encoder = choose_encoder(settings.output.encoder, p.width, p.height, installed_encoder)?;
+                        println!("bench: video sink encodes with {encoder}");
+                        let spec = VideoSpec {
+                            width: p.width,
+                            height: p.height,
+                            layout: InputLayout::I420,
+                            frame_rate: FrameRate::new(30, 1),
+                            kbps: settings.output.video_kbps,
+                            encoder,
+                        };
+                        video = Some(VideoWriter::create(&tmp.join("bench.mkv"), spec)?);
                     }
                     if let Some(v) = video.as_mut() {
-                        let img = Image::from_vec(p.width, p.height, p.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())?;
-                        v.push(&img)?;
+                        v.push_i420(&p.data, p.width, p.height, f.pts_nanos)?;
                     }
                 }
                 if seen > warmup {

@@ -15,11 +15,14 @@
 //! On the CPU the worker runs the analyses (multi-threaded inside each op) and the collector
 //! composes the picture with the CPU twin of the compose kernel. See [`PictureWant`].
 //!
-//! Live sources (camera, network) drop frames when the channel is full and count them; files and
-//! test patterns block instead, so frames in == frames out. In the viewer a file plays in real
-//! time and frames the analyses cannot keep up with are dropped before analysis (counted), so the
-//! picture stays current. A source error ends the stream after the frames already decoded have
-//! been analysed; it is reported once as [`PipelineEvent::Error`].
+//! Live sources (as their GStreamer pipeline reports: cameras, RTSP) drop frames when the channel
+//! is full and count them; files (local or HTTP) and test patterns block instead, so frames in ==
+//! frames out. In the viewer a file plays in real time and frames the analyses cannot keep up
+//! with are dropped before analysis (counted), so the picture stays current. A source error ends
+//! the stream after the frames already decoded have been analysed; it is reported once as
+//! [`PipelineEvent::Error`]. [`Pipeline::end_input`] (a stop request, e.g. Ctrl+C) and an input
+//! limit (`--max-frames`) end it the same way: the source stops taking frames, the frames
+//! already taken are analysed and delivered, then `End`.
 
 mod collector;
 pub mod mailbox;
@@ -27,8 +30,8 @@ pub mod ring;
 pub mod stats;
 mod worker;
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -41,7 +44,7 @@ use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::compose::{ComposeStyle, PictureFormat};
 use crate::config::Settings;
-use crate::source::{Frame, Pacing, Source, SourceError, SourceSpec};
+use crate::source::{Frame, Pacing, Source, SourceError, SourceOptions, SourceSpec, StreamInfo};
 
 /// What the worker sends downstream.
 #[derive(Debug)]
@@ -114,6 +117,8 @@ pub struct Pipeline {
     pub estimated_frames: Option<u64>,
     /// Backend description.
     pub backend: String,
+    stop_input: Arc<AtomicBool>,
+    stream: Arc<Mutex<StreamInfo>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -137,7 +142,22 @@ type Arrived = Result<(Frame, Instant), SourceError>;
 impl Pipeline {
     /// Opens the source and starts the source, worker and collector threads.
     pub fn start(source: FrameSource, settings: &Settings, backend: &Backend, delivery: Delivery, want: PictureWant) -> Result<Self, PipelineError> {
+        Self::start_limited(source, settings, backend, delivery, want, None)
+    }
+
+    /// [`Pipeline::start`], taking at most `max_frames` frames into the analyses (frames a live
+    /// source drops do not count), then ending as at end of stream.
+    pub fn start_limited(
+        source: FrameSource,
+        settings: &Settings,
+        backend: &Backend,
+        delivery: Delivery,
+        want: PictureWant,
+        max_frames: Option<u64>,
+    ) -> Result<Self, PipelineError> {
         let viewer = matches!(delivery, Delivery::Latest(_));
+        let stop_input = Arc::new(AtomicBool::new(false));
+        let stream = Arc::new(Mutex::new(StreamInfo::default()));
         let (mut next, estimated_frames, live): (Box<dyn FnMut() -> Result<Option<Frame>, SourceError> + Send>, _, _) = match source {
             FrameSource::Spec(spec) => {
                 let realtime = match settings.source.pacing {
@@ -145,14 +165,37 @@ impl Pipeline {
                     Pacing::Realtime => true,
                     Pacing::Fast => false,
                 };
-                let mut src = Source::open(&spec, settings.source.format, &settings.source.test, realtime)?;
+                let opts = SourceOptions {
+                    format: settings.source.format,
+                    test: settings.source.test.clone(),
+                    realtime,
+                    timeout: std::time::Duration::from_secs(u64::from(settings.source.timeout_seconds)),
+                    interrupt: Some(stop_input.clone()),
+                };
+                let mut src = Source::open_with(&spec, &opts)?;
                 let estimated = match &spec {
                     SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
                     _ => src.estimated_frames(),
                 };
+                if let Ok(mut i) = stream.lock() {
+                    *i = src.stream_info();
+                }
                 // In the viewer every source is treated as live: frames the analyses cannot keep
                 // up with are dropped before analysis instead of queueing up latency.
-                (Box::new(move || src.next_frame()), estimated, spec.is_live() || viewer)
+                let live = src.stream_info().live || viewer;
+                let info = stream.clone();
+                let next = move || {
+                    let f = src.next_frame();
+                    // What the stream reports is complete once the first frame was decoded.
+                    if let Ok(Some(f)) = &f
+                        && f.index == 0
+                        && let Ok(mut i) = info.lock()
+                    {
+                        *i = src.stream_info();
+                    }
+                    f
+                };
+                (Box::new(next), estimated, live)
             }
             FrameSource::Memory { frames, count } => {
                 let mut k = 0u64;
@@ -175,10 +218,10 @@ impl Pipeline {
         let (event_tx, event_rx) = bounded::<PipelineEvent>(settings.pipeline.queue.max(2) * 2);
         let (cmd_tx, cmd_rx) = bounded::<Command>(64);
 
-        let c = counters.clone();
+        let (c, stop) = (counters.clone(), stop_input.clone());
         let src_thread = std::thread::Builder::new()
             .name("morphoscope-source".into())
-            .spawn(move || source_loop(&mut next, &frame_tx, live, &c))
+            .spawn(move || source_loop(&mut next, &frame_tx, live, max_frames, &stop, &c))
             .map_err(PipelineError::Thread)?;
 
         let (worker, collector) = worker::start(backend, settings, frame_rx, cmd_rx, event_tx, delivery, want, counters.clone())?;
@@ -188,12 +231,28 @@ impl Pipeline {
             counters,
             estimated_frames,
             backend: backend.describe(),
+            stop_input,
+            stream,
             threads: vec![src_thread, worker, collector],
         })
     }
 
+    /// Stops taking frames from the source; the frames already taken are still analysed and
+    /// delivered, then `End` (a graceful stop: nothing taken is lost).
+    pub fn end_input(&self) {
+        self.stop_input.store(true, Ordering::Relaxed);
+    }
+
+    /// What the source reported about its stream (liveness, frame rate, decoder); complete once
+    /// the first frame was delivered.
+    #[must_use]
+    pub fn stream_info(&self) -> StreamInfo {
+        self.stream.lock().map(|i| i.clone()).unwrap_or_default()
+    }
+
     /// Asks the worker to stop and waits for every thread.
     pub fn stop(mut self) {
+        self.stop_input.store(true, Ordering::Relaxed);
         let _ = self.commands.send(Command::Stop);
         // Unblock a collector waiting to deliver: drain events until the channel closes.
         while self.events.recv_timeout(std::time::Duration::from_millis(200)).is_ok() {}
@@ -210,10 +269,19 @@ impl Pipeline {
     }
 }
 
-/// The source thread: frames into the bounded channel; a live source drops (and counts) what
-/// does not fit, any other source blocks.
-fn source_loop(next: &mut dyn FnMut() -> Result<Option<Frame>, SourceError>, tx: &Sender<Arrived>, live: bool, c: &Counters) {
-    loop {
+/// The source thread: frames into the bounded channel until the source ends, `stop` is set or
+/// `max_frames` were taken; a live source drops (and counts) what does not fit, any other
+/// source blocks.
+fn source_loop(
+    next: &mut dyn FnMut() -> Result<Option<Frame>, SourceError>,
+    tx: &Sender<Arrived>,
+    live: bool,
+    max_frames: Option<u64>,
+    stop: &AtomicBool,
+    c: &Counters,
+) {
+    let mut accepted = 0u64;
+    while !stop.load(Ordering::Relaxed) && max_frames.is_none_or(|m| accepted < m) {
         let msg = match next() {
             Ok(Some(f)) => {
                 c.frames_in.fetch_add(1, Ordering::Relaxed);
@@ -225,7 +293,7 @@ fn source_loop(next: &mut dyn FnMut() -> Result<Option<Frame>, SourceError>, tx:
         let is_err = msg.is_err();
         if live && !is_err {
             match tx.try_send(msg) {
-                Ok(()) => {}
+                Ok(()) => accepted += 1,
                 Err(TrySendError::Full(_)) => {
                     c.dropped.fetch_add(1, Ordering::Relaxed);
                 }
@@ -233,6 +301,8 @@ fn source_loop(next: &mut dyn FnMut() -> Result<Option<Frame>, SourceError>, tx:
             }
         } else if tx.send(msg).is_err() || is_err {
             break;
+        } else {
+            accepted += 1;
         }
     }
 }

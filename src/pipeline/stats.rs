@@ -1,5 +1,7 @@
 //! Counters shared between the source thread, the worker and whoever watches (progress bar,
-//! viewer): frames in, out, dropped. Per-frame hiccups are counters, not errors.
+//! viewer): frames in, out, dropped. Per-frame hiccups are counters, not errors. They add up:
+//! every frame taken from the source is analysed and delivered (out), dropped (a live source
+//! outpacing the analyses), or still in flight when a run ends on an error.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +25,16 @@ pub struct CounterSnapshot {
     pub frames_out: u64,
     /// Frames dropped.
     pub dropped: u64,
+}
+
+impl CounterSnapshot {
+    /// Frames taken from the source but neither delivered nor dropped: zero at a clean end, the
+    /// frames lost in the queue and the ring when a run ends on an error.
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.frames_in
+            .saturating_sub(self.frames_out + self.dropped)
+    }
 }
 
 impl Counters {
@@ -61,9 +73,19 @@ impl Summary {
         let mut v = samples.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
         let rank = ((0.95 * n as f64).ceil() as usize).clamp(1, n) - 1;
-        Self { count: n, median_ms: median, p95_ms: v[rank], max_ms: v[n - 1], mean_ms: v.iter().sum::<f64>() / n as f64 }
+        Self {
+            count: n,
+            median_ms: median,
+            p95_ms: v[rank],
+            max_ms: v[n - 1],
+            mean_ms: v.iter().sum::<f64>() / n as f64,
+        }
     }
 }
 
@@ -72,9 +94,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn frames_in_flight_are_what_the_other_counters_leave() {
+        let c = CounterSnapshot {
+            frames_in: 66,
+            frames_out: 60,
+            dropped: 2,
+        };
+        assert_eq!(c.in_flight(), 4);
+        assert_eq!(
+            CounterSnapshot {
+                frames_in: 5,
+                frames_out: 5,
+                dropped: 0
+            }
+            .in_flight(),
+            0
+        );
+    }
+
+    #[test]
     fn summary_statistics() {
         let s = Summary::of(&[5.0, 1.0, 3.0, 2.0, 4.0]);
-        assert_eq!((s.count, s.median_ms, s.max_ms, s.mean_ms), (5, 3.0, 5.0, 3.0));
+        assert_eq!(
+            (s.count, s.median_ms, s.max_ms, s.mean_ms),
+            (5, 3.0, 5.0, 3.0)
+        );
         assert_eq!(s.p95_ms, 5.0);
         assert_eq!(Summary::of(&[1.0, 2.0]).median_ms, 1.5);
         assert_eq!(Summary::of(&[]).count, 0);
