@@ -8,7 +8,7 @@
 // With `lists` (SEG_LIST for the phase's first round) it also resolves every pixel's component
 // once and lists the pixels of components smaller than min_size (flist / *fcount) and those
 // components' roots (rlist / *rcount): the phase's first round then scans the ~4 % of the pixels
-// that can merge instead of all of them (a component of at least min_size takes no edge, SEG_MS_SINK).
+// that can merge instead of all of them (a component of at least min_size takes no edge, SEG_SINK).
 // The roots left off the root list keep their last target (read nowhere: a walk stops at a sink
 // before its target) and an unset tree (segment_core clears every tree it saw set).
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
@@ -27,9 +27,8 @@ extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, cons
             if (lists) {
                 u32 c = seg_find(link, comp[i]);  // link does not change here
                 comp[i] = c;
-                // Without sinks every component takes edges: everything is listed.
-                px_small = !SEG_MS_SINK || (c == i ? si : size[c]) < min_size;
-                root_small = root && (!SEG_MS_SINK || si < min_size);
+                px_small = (c == i ? si : size[c]) < min_size;
+                root_small = root && si < min_size;
             }
         }
         if (lists) seg_append_pair(flist, fcount, px_small, i, rlist, rcount, root_small, i);

@@ -55,15 +55,12 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
 }
 
 // Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
-// rounds take ~2 M entries, and a warp-aggregated append serialises ~65 000 atomics on one
-// counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
-// block must call it the same number of times (block-uniform loops, see SEG_BLOCK_LOOP); the
-// block size is at most 1024.
+// rounds take ~2 M entries, and a warp-aggregated append would serialise ~65 000 atomics on one
+// counter. Every thread of the block must call it the same number of times (block-uniform
+// loops, see SEG_BLOCK_LOOP); the block size is at most 1024.
 // One warp turns the block's per-warp counts cnt[0 .. warps) into each warp's offset in the
-// list, base included (an inclusive scan by shuffles; lane 0 takes the block's range with one
-// atomicAdd). GPU notes (H100, 2026-11-26): one thread looping over the warps' counts before
-// its atomicAdd sat on every block's path through every append; the scan took -0 to -13 us off
-// a 1080p frame and the finishers' spills from 36 to 8 bytes.
+// list, base included (an inclusive scan by shuffles, not one thread's loop over the counts;
+// lane 0 takes the block's range with one atomicAdd).
 __device__ __forceinline__ void seg_append_scan(u32* cnt, u32* count) {
     const u32 lane = threadIdx.x & 31u, nw = blockDim.x >> 5;
     const u32 c = lane < nw ? cnt[lane] : 0u;
@@ -104,18 +101,9 @@ __device__ __forceinline__ void seg_append_bases(const u32 (&b)[K], u32 (&s_cnt)
 }
 
 // seg_append_block for two lists at once (each thread may append to both): one round of
-// barriers and the two atomicAdds side by side instead of one after the other. SEG_APPEND_PAIR 0
-// restores two seg_append_block calls.
-#ifndef SEG_APPEND_PAIR
-#define SEG_APPEND_PAIR 1
-#endif
+// barriers and the two atomicAdds side by side instead of one after the other.
 __device__ __forceinline__ void seg_append_pair(u32* l0, u32* c0, bool k0, u32 id0, u32* l1, u32* c1, bool k1,
                                                 u32 id1) {
-    if (!SEG_APPEND_PAIR) {
-        seg_append_block(l0, c0, k0, id0);
-        seg_append_block(l1, c1, k1, id1);
-        return;
-    }
     __shared__ u32 s_cnt2[2][32];
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     const u32 b[2] = {__ballot_sync(FULL_MASK, k0), __ballot_sync(FULL_MASK, k1)};
@@ -161,24 +149,15 @@ __device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u
 // instead of one per edge. A wider batch saves round trips where a scan waits on them (the tail
 // rounds' short lists, the finishers: SEG_BATCH_TAIL) and costs traffic where the scan is bound
 // by it (lists of more than SEG_BATCH_DENSE_MIN entries: the dense rounds, SEG_BATCH_DENSE).
-// GPU notes (H100, 2026-11-26): with 4 everywhere, ncu put round 3's exits at 17 M L2 sectors
-// for 2 M frontier pixels (8 a pixel, 68 % of them excess: the batch's four neighbours lie in
-// three rows); 2 everywhere took building 1080p from 3.00-3.02 to 2.92-2.93 ms (k = 100),
-// fruits 3.33-3.34 -> 3.22-3.23, the clip frame 3.66-3.68 -> 3.59-3.60; 3 everywhere was
-// slower than 4.
-#ifndef SEG_BATCH_DENSE
-#define SEG_BATCH_DENSE 2
-#endif
-#ifndef SEG_BATCH_TAIL
-#define SEG_BATCH_TAIL 2
-#endif
-#ifndef SEG_BATCH_DENSE_MIN
-#define SEG_BATCH_DENSE_MIN 131072u
-#endif
+// Batches of 4 measured slower than 2 (a batch's four neighbours lie in three rows: most of the
+// L2 sectors it loads are wasted), and 3 slower than 4.
+#define SEG_BATCH_DENSE 2              // edges a batch in the dense rounds (traffic-bound)
+#define SEG_BATCH_TAIL 2               // edges a batch in the tail rounds and the finishers (latency-bound)
+#define SEG_BATCH_DENSE_MIN 131072u    // list length above which a scan counts as dense
 
 // The neighbours q[j], edge ids and comp[q] entries of pixel p's edges cur + j (j < B,
 // cur + j < cnt) in key order: the first half of seg_batch, which the frontier scans issue early
-// (SEG_SPEC) beside the loads of the pixel's own root.
+// (speculative loads, see seg_ld_weight) beside the loads of the pixel's own root.
 template <u32 B>
 __device__ __forceinline__ void seg_batch_load(const u32* comp, u32 p, u32 o, u32 cur, u32 cnt, u32 width,
                                                u32 (&q)[B], u32 (&id)[B], u32 (&cq)[B]) {
@@ -213,21 +192,16 @@ __device__ __forceinline__ void seg_batch_resolve(u32* comp, const u32* __restri
     }
 }
 
-// Loads issued before the pixel's (or root's) own lookups decide whether they are needed, in the
-// launched kernels: segment_exits' first batch of neighbour entries and the weight of the edge at
-// the cursor, beside the pixel's target and tree; segment_targets' last target and key of a
-// root, beside its flag. Only for lists of at most SEG_SPEC_MAX entries: there a kernel waits on
-// its chain of dependent loads, while the dense rounds are bound by their traffic, which unused
-// loads would add to. Not in segment_least (its 32 registers would spill) nor in the finishers
-// (their spills grow by half).
-#ifndef SEG_SPEC
-#define SEG_SPEC 1
-#endif
-#ifndef SEG_SPEC_MAX
-#define SEG_SPEC_MAX 131072u
-#endif
+// Speculative loads: issued before the pixel's (or root's) own lookups decide whether they are
+// needed, in the launched kernels: segment_exits' first batch of neighbour entries and the
+// weight of the edge at the cursor, beside the pixel's target and tree; the targets step's last
+// target and key of a root, beside its flag. Only for lists of at most SEG_SPEC_MAX entries:
+// there a kernel waits on its chain of dependent loads, while the dense rounds are bound by
+// their traffic, which unused loads would add to. Not in segment_least (its 32 registers would
+// spill) nor in the finishers (their spills grow by half).
+#define SEG_SPEC_MAX 131072u  // longest list the launched scans load speculatively for
 
-// A weight loaded early (SEG_SPEC): plain `ld.global` in an asm statement, which the compiler
+// A weight loaded early (speculatively): plain `ld.global` in an asm statement, which the compiler
 // neither drops nor moves past the lookups after it.
 __device__ __forceinline__ double seg_ld_weight(const double* w) {
     double v;
@@ -246,11 +220,9 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
     return c;
 }
 
-// atomicMin of a per-component key by many pixels (the frontier scans): with SEG_ATOMIC_FILTER a
-// plain load first, and no atomic when the stored key is already at most `key`.
-#ifndef SEG_ATOMIC_FILTER
-#define SEG_ATOMIC_FILTER 1
-#endif
+// atomicMin of a per-component key by many pixels (the frontier scans): a plain load first, and
+// no atomic when the stored key is already at most `key` (same-address atomics from many
+// pixels, not the lookups, were the scans' hidden cost).
 // A tree's counts in one word (tcnt[tree], 0 between rounds): the low half counts its core
 // members (their slots: segment_core; a sink's tree starts at 1, its slot 0 is the sink:
 // segment_alloc), the high half its members not yet counted off (segment_trees counts them in,
@@ -260,11 +232,11 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 #define SEG_TCNT_MEMBER (1ull << 32)
 
 __device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
-    if (SEG_ATOMIC_FILTER && *(volatile u64*)slot <= key) return;
+    if (*(volatile u64*)slot <= key) return;
     atomicMin(slot, key);
 }
 
-// Whether root c (flag fc) keeps last round's least edge (SEG_KEEP): it was outside its tree's
+// Whether root c (flag fc) keeps last round's least edge (SEG_KEEP_BIT): it was outside its tree's
 // core then, and the far side's root has not frozen since (it cannot be c: c absorbed nothing).
 // segment_least and segment_targets decide alike: nothing between them changes flags or links.
 // The far side's half of seg_kept, from c's last target t.
@@ -318,8 +290,8 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
-            bool active = (mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || (fc & 1u) == 0;
-            if (SEG_KEEP && active && mode == SEG_MODE_MERGE && seg_kept(link, done, target, c, fc)) {
+            bool active = (fc & 1u) == 0;
+            if (active && mode == SEG_MODE_MERGE && seg_kept(link, done, target, c, fc)) {
                 bk = tkey[c];
                 kept = true;
             }
@@ -363,24 +335,16 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
 // The gate word of a round kernel and the count its body reads first, loaded together (one
 // L2 round trip at every launch instead of two: in the tail rounds a kernel's few items wait on
 // a chain of dependent loads, and these two used to start it); the body takes the count as a
-// value (the finishers pass what they read). SEG_GATE_PAIR 0 restores the gate load alone.
-#ifndef SEG_GATE_PAIR
-#define SEG_GATE_PAIR 1
-#endif
+// value (the finishers pass what they read).
 __device__ __forceinline__ u32 seg_gate(const u32* ctl, u32 gate, const u32* count, u32& cnt) {
     u32 g;
-    if (SEG_GATE_PAIR) {
-        asm volatile("ld.global.u32 %0, [%2];\n\tld.global.u32 %1, [%3];"
-                     : "=r"(g), "=r"(cnt)
-                     : "l"(ctl + gate), "l"(count)
-                     : "memory");
-        // The exit test reads both words (a count never reaches 2^31), so ptxas cannot sink the
-        // count's load below it.
-        return g | (cnt >> 31);
-    }
-    g = ctl[gate];
-    if (g != 0) cnt = *count;
-    return g;
+    asm volatile("ld.global.u32 %0, [%2];\n\tld.global.u32 %1, [%3];"
+                 : "=r"(g), "=r"(cnt)
+                 : "l"(ctl + gate), "l"(count)
+                 : "memory");
+    // The exit test reads both words (a count never reaches 2^31), so ptxas cannot sink the
+    // count's load below it.
+    return g | (cnt >> 31);
 }
 
 // A round kernel's prologue: lets the next round kernel start (ExLaunch; it waits for this
@@ -392,11 +356,9 @@ __device__ __forceinline__ bool seg_round_start(const u32* ctl, u32 gate, const 
     return seg_gate(ctl, gate, count, cnt) != 0;
 }
 
-// Blocks an SM keeps of segment_least (8: 32 registers, the whole SM's 64 warps; the SEG_KEEP
-// path would otherwise take 40 registers and 48 warps an SM).
-#ifndef SEG_LEAST_BLOCKS
+// Blocks an SM keeps of segment_least: 8 caps it at 32 registers, the whole SM's 64 warps (the
+// kept-edge path would otherwise take 40 registers and 48 warps an SM; 40 measured slower).
 #define SEG_LEAST_BLOCKS 8
-#endif
 extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
     segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
                   const seg_done_t* __restrict__ done, const u32* __restrict__ target, const u64* __restrict__ tkey,
@@ -463,20 +425,20 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
     bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
     u32 ev = 0;
     u32 count = use_list == SEG_LIST ? in_n : n;
-    const bool spec = allow_spec && SEG_SPEC && SEG_KEEP && !first && mode == SEG_MODE_MERGE && count <= SEG_SPEC_MAX;
+    const bool spec = allow_spec && !first && mode == SEG_MODE_MERGE && count <= SEG_SPEC_MAX;
     SEG_BLOCK_LOOP(i, count) {
         bool in = i < count, keep = false;
         u32 v = in ? (use_list == SEG_LIST ? in_list[i] : i) : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
         u64 key = in ? best[v] : SEG_NO_EDGE;
         u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
-        // With SEG_SPEC the last target and key too, before the flag says they are needed.
+        // Speculatively the last target and key too, before the flag says they are needed.
         u32 tv = in && spec ? target[v] : 0u;
         u64 tk = in && spec ? tkey[v] : 0ull;
         bool root = in && (first || (fv & SEG_JOINED) == 0);
         u32 dv = fv & 1u;
-        // A kept component's pixels left best alone (SEG_KEEP): its key is last round's.
-        if (SEG_KEEP && root && mode == SEG_MODE_MERGE && dv == 0) {
+        // A kept component's pixels left best alone (SEG_KEEP_BIT): its key is last round's.
+        if (root && mode == SEG_MODE_MERGE && dv == 0) {
             if (spec) {
                 if ((fv & SEG_KEEP_BIT) && seg_kept_far(link, done, tv)) key = tk;
             } else if (seg_kept(link, done, target, v, fv)) {
@@ -486,7 +448,7 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
         if (root) {
             target[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
-            if ((mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || dv == 0) {
+            if (dv == 0) {
                 if (key == SEG_NO_EDGE) {
                     if (mode == SEG_MODE_MERGE) {
                         done[v] = 1;

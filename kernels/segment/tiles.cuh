@@ -15,15 +15,9 @@
 // member is counted over its tree's list). Exact: the rounds' invariant (every component is
 // Kruskal's just before its least alive edge) holds whichever trees a round decides; the CPU
 // model (boruvka.rs, round 1 with tiles) leaves the same trees.
-#ifndef SEG_TILE_W
-#define SEG_TILE_W 32
-#endif
-#ifndef SEG_TILE_H
-#define SEG_TILE_H 16
-#endif
-#ifndef SEG_TILE_TREE
-#define SEG_TILE_TREE 32
-#endif
+#define SEG_TILE_W 32    // tile width (boruvka.rs TILE_W: the CPU model leaves the same trees)
+#define SEG_TILE_H 16    // tile height (boruvka.rs TILE_H); a 512-thread block, a pixel a thread
+#define SEG_TILE_TREE 32 // most members of a tree decided here (each core member ranks itself over the tree)
 #define SEG_TILE_PX (SEG_TILE_W * SEG_TILE_H)
 #define SEG_TILE_OUT 0xffffu
 
