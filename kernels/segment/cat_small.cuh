@@ -93,17 +93,6 @@ __device__ __forceinline__ void seg_cat_lanes_group(SEG_CAT_ARGS, u32 ns, u32 ba
     }
 }
 
-template <u32 W>
-__device__ __forceinline__ void seg_cat_lanes_body(SEG_CAT_ARGS, u32 ns) {
-    const u32 per = 32u / W;
-    const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
-    u32 ev = 0, mg = 0;
-    for (u32 base = warp * per; base < ns; base += nwarps * per) seg_cat_lanes_group<W>(SEG_CAT_PASS, ns, base, ev, mg);
-    seg_count(ctl, mctl, r, ev, mg);
-}
-
-__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) { seg_cat_lanes_body<32>(SEG_CAT_PASS, ns); }
-
 // The tiny trees (`list`, nt of them) and the small ones (slist, ns) by the lanes of every warp
 // (segment_cat_small and the finishers): one list of warp tasks, four tiny trees (8 lanes each)
 // or one small tree (a warp) each, the tiny ones first, so a warp's first task is one or the
@@ -122,19 +111,4 @@ __device__ __forceinline__ void seg_cat_lanes_tasks(SEG_CAT_ARGS, u32 nt, const 
         }
     }
     seg_count(ctl, mctl, r, ev, mg);
-}
-
-__device__ __forceinline__ void seg_cat_tiny_body(SEG_CAT_ARGS, u32 nt) { seg_cat_lanes_body<8>(SEG_CAT_PASS, nt); }
-
-#define SEG_TINY_BLOCKS 6
-extern "C" __global__ void __launch_bounds__(256, SEG_TINY_BLOCKS) segment_cat_thread(SEG_CAT_ARGS) {
-    u32 nt;
-    if (!seg_round_start(ctl, gate, lcount, nt)) return;
-    seg_cat_tiny_body(SEG_CAT_PASS, nt);
-}
-
-extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
-    u32 ns;
-    if (!seg_round_start(ctl, gate, lcount, ns)) return;
-    seg_cat_warp_body(SEG_CAT_PASS, ns);
 }

@@ -18,10 +18,8 @@
 #define SEG_MODE_MERGE 0u
 #define SEG_MODE_MIN_SIZE 1u
 
-// What a round kernel iterates (its use_list argument): every pixel, each its own component
-// (the first merge round without a tile pass); the previous round's list; every pixel, in
-// whatever components earlier steps left (a phase's first round otherwise).
-#define SEG_ALL_SINGLE 0u
+// What segment_least iterates (its use_list argument): the previous round's list (or the lists
+// that start a phase), or every pixel, in whatever components segment_tiles left (merge round 2).
 #define SEG_LIST 1u
 #define SEG_ALL 2u
 

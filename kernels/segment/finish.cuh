@@ -44,10 +44,10 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_least_body<SEG_BATCH_TAIL>(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.target, a.p.tkey, a.p.order, a.width, a.height,
                        a.eb, a.mode, a.p.ctl, gate, 1u, fin, *fcin, fout, fcout);
         SEG_FIN_SYNC();
-        seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
-                         a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, *rcin, rout, rcout, false);
+        seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.exitk, a.p.done, a.width, a.eb, a.mode,
+                         a.p.ctl, a.p.mctl, r, rin, *rcin, rout, rcout);
         SEG_FIN_SYNC();
-        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, *rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, rout, *rcout);
         SEG_FIN_SYNC();
         // Exits and the trees' ranges touch different words: no barrier between them.
         seg_exits_body<SEG_BATCH_TAIL>(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,

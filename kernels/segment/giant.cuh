@@ -20,10 +20,10 @@
 // (segment_cat_block_g leaves them); the grid returns at once without one.
 // gs: SEG_GIANT_WORDS u64 of scratch, zero between trees: [0] the barrier, [1] ~least key,
 // [2] greatest key, [3] members - first failing step (atomicMax), then as u32 the parts' counts
-// and cursors and the buckets' size sums (SEG_GIANT_BINS each).
+// and the buckets' size sums (SEG_GIANT_BINS each).
 #define SEG_GIANT_BINS 2048u        // parts of the keys' range (two a thread of a block)
 #define SEG_GIANT_HALF 1024u        // half a bucket's members at most (a bucket fits a chunk)
-#define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
+#define SEG_GIANT_WORDS (4u + SEG_GIANT_BINS)
 #define SEG_XS_FAIL 0x80000000u
 #define SEG_GIANT_RANK_MAX 256u     // most keys a part may hold for its members to rank themselves
 #define SEG_GIANT_FIT SEG_CAT_CAP   // most members of a bucket sorted in shared memory
@@ -40,8 +40,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
     if (!seg_gate(ctl, gate, lcount, nb)) return;
     u32* bar = (u32*)gs;
     u32* hist = (u32*)(gs + 4);
-    u32* cursor = hist + SEG_GIANT_BINS;
-    u32* bsum = cursor + SEG_GIANT_BINS;
+    u32* bsum = hist + SEG_GIANT_BINS;
     const u32 tid = threadIdx.x, bd = blockDim.x;
     const u32 nthreads = gridDim.x * bd, gtid = blockIdx.x * bd + tid;
     u64* skey = s_raw;
@@ -301,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             atomicAdd(gcnt, 1u);
         }
         // Scratch back to zero for the next tree.
-        for (u32 j = gtid; j < 3u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
+        for (u32 j = gtid; j < 2u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
         if (gtid == 0) gs[1] = gs[2] = gs[3] = 0;
         seg_grid_sync(bar);
     }

@@ -11,8 +11,8 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
     return !(big && (fe & 1u) != 0);
 }
 
-// Pixel i as a component of its own, before the merge rounds (segment_init, or segment_tiles as it
-// reads the pixel).
+// Pixel i as a component of its own, before the merge rounds (segment_tiles, as it reads the
+// pixel).
 __device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done,
                                                u64* best, u32* target, u32* tree, u64* tcnt, u16* round, u32 i) {
     comp[i] = i;
@@ -27,17 +27,12 @@ __device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, 
     round[i] = SEG_NEVER;
 }
 
-// Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
-// before the captured rounds, and a frame run again starts from the cursors its first run left).
-extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
-                                        u32* target, u32* tree, u64* tcnt, u16* round, u32* order, u32* ctl,
-                                        u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
-    for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
+// The round counters back to their start: the gate ctl[0] open, every round's events, merges and
+// list counts zero. (Every pixel's words, its cursor included, are set up by segment_tiles as it
+// reads the pixel: a frame run again starts from the cursors its first run left.)
+extern "C" __global__ void segment_init(u32* ctl, u32* mctl, u32* counters, u32 nctl, u32 ncounters) {
+    for (u32 i = global_tid(); i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
-        if (i < n) {
-            seg_init_pixel(comp, link, size, cint, done, best, target, tree, tcnt, round, i);
-            order[i] &= ~(15u << 24);
-        }
         if (i < nctl) {
             ctl[i] = (i == 0) ? 1u : 0u;
             mctl[i] = 0;
@@ -194,8 +189,7 @@ __device__ __forceinline__ void seg_batch_resolve(u32* comp, const u32* __restri
 
 // Speculative loads: issued before the pixel's (or root's) own lookups decide whether they are
 // needed, in the launched kernels: segment_exits' first batch of neighbour entries and the
-// weight of the edge at the cursor, beside the pixel's target and tree; the targets step's last
-// target and key of a root, beside its flag. Only for lists of at most SEG_SPEC_MAX entries:
+// weight of the edge at the cursor, beside the pixel's target and tree. Only for lists of at most SEG_SPEC_MAX entries:
 // there a kernel waits on its chain of dependent loads, while the dense rounds are bound by
 // their traffic, which unused loads would add to. Not in segment_least (its 32 registers would
 // spill) nor in the finishers (their spills grow by half).
@@ -254,11 +248,9 @@ __device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg
 }
 
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
-// Algorithms 2 and 3). Iterates all pixels (use_list SEG_ALL_*) or in_list[0..*in_count]
-// (SEG_LIST); writes the frontier of this round (pixels with an alive edge) to out_list /
-// *out_count. A first merge round on singletons (SEG_ALL_SINGLE: no tile pass before it) needs
-// no lookups: every pixel is its own component and every edge is alive, so a pixel's least edge
-// is the first of its order word.
+// Algorithms 2 and 3). Iterates all pixels (use_list SEG_ALL: merge round 2, after
+// segment_tiles) or in_list[0..*in_count] (SEG_LIST); writes the frontier of this round (pixels
+// with an alive edge) to out_list / *out_count.
 template <u32 B>
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
                                                u64* best, const seg_done_t* __restrict__ done,
@@ -267,7 +259,6 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                                                u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
                                                u32 use_list,
                   const u32* __restrict__ in_list, u32 in_n, u32* out_list, u32* out_count) {
-    bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
     u32 count = use_list == SEG_LIST ? in_n : width * height;
     SEG_BLOCK_LOOP(i, count) {
         bool in = i < count;
@@ -275,15 +266,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
         u64 bk = SEG_NO_EDGE;
         u32 c = SEG_NONE;
         bool kept = false;
-        if (in && first) {
-            u32 o = order[p];
-            if (SEG_ORD_CNT(o) > 0) {
-                u32 q, id;
-                seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
-                bk = seg_key(w4[id], id, eb);
-                best[p] = bk;  // the component is p alone
-            }
-        } else if (in) {
+        if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
             u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
@@ -327,7 +310,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             }
         }
         // A kept component's key is taken by segment_targets itself (no atomic here).
-        if (!first && bk != SEG_NO_EDGE && !kept) seg_atomic_min(&best[c], bk);
+        if (bk != SEG_NO_EDGE && !kept) seg_atomic_min(&best[c], bk);
         seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
     }
 }
@@ -396,55 +379,39 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 }
 
 // The root at the far end of root v's least edge `key`: both ends' component entries and flags
-// load together, and link is followed only for a stale entry (`first`: every pixel is its own
-// component, so the ends are the roots).
+// load together, and link is followed only for a stale entry.
 __device__ __forceinline__ u32 seg_far_root(const u32* __restrict__ comp, const u32* __restrict__ link,
-                                            const seg_done_t* done, u32 width, u32 eb, u64 key, u32 v,
-                                            bool first) {
+                                            const seg_done_t* done, u32 width, u32 eb, u64 key, u32 v) {
     const u32 eid = seg_eid(key, eb);
-    u32 ra = eid >> 2, rb = seg_other(eid, width);
-    if (!first) {
-        const u32 ca = comp[ra], cb = comp[rb];
-        const u32 fa = done[ca], fb = done[cb];
-        ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
-        rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
-    }
+    const u32 pa = eid >> 2, pb = seg_other(eid, width);
+    const u32 ca = comp[pa], cb = comp[pb];
+    const u32 fa = done[ca], fb = done[cb];
+    const u32 ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
+    const u32 rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
     return ra == v ? rb : ra;
 }
 
-// Step 2: targets of the roots (every pixel in a phase's first round, else the previous round's
-// active roots): the far component of the least alive edge (the paper's Algorithm 5 'sources');
-// a root without alive edges is done in merge rounds. Resets the root's exit (its tree and
-// least key are clear already: segment_core clears them after their last use, segment_init or
-// segment_tiles set them up); the roots that stay active go to out_list / *out_count.
-__device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
-                    u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
-                    u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
-                    u32 in_n, u32* out_list, u32* out_count, bool allow_spec) {
-    // First merge round: every pixel is a root of itself, so an edge's ends are its components.
-    bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
+// Step 2 in the finishers (the launched rounds fuse it with step 3: segment_targets_trees):
+// targets of the previous round's active roots: the far component of the least alive edge (the
+// paper's Algorithm 5 'sources'); a root without alive edges is done in merge rounds. Resets the
+// root's exit (its tree and least key are clear already: segment_core clears them after their
+// last use, segment_tiles sets them up); the roots that stay active go to out_list / *out_count.
+__device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
+                                                 u64* tkey, u32* target, u64* exitk, seg_done_t* done, u32 width,
+                                                 u32 eb, u32 mode, u32* ctl, u32* mctl, u32 r,
+                                                 const u32* __restrict__ in_list, u32 in_n, u32* out_list,
+                                                 u32* out_count) {
     u32 ev = 0;
-    u32 count = use_list == SEG_LIST ? in_n : n;
-    const bool spec = allow_spec && !first && mode == SEG_MODE_MERGE && count <= SEG_SPEC_MAX;
-    SEG_BLOCK_LOOP(i, count) {
-        bool in = i < count, keep = false;
-        u32 v = in ? (use_list == SEG_LIST ? in_list[i] : i) : 0u;
+    SEG_BLOCK_LOOP(i, in_n) {
+        bool in = i < in_n, keep = false;
+        u32 v = in ? in_list[i] : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
         u64 key = in ? best[v] : SEG_NO_EDGE;
-        u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
-        // Speculatively the last target and key too, before the flag says they are needed.
-        u32 tv = in && spec ? target[v] : 0u;
-        u64 tk = in && spec ? tkey[v] : 0ull;
-        bool root = in && (first || (fv & SEG_JOINED) == 0);
+        u32 fv = in ? (u32)done[v] : 1u;
+        bool root = in && (fv & SEG_JOINED) == 0;
         u32 dv = fv & 1u;
         // A kept component's pixels left best alone (SEG_KEEP_BIT): its key is last round's.
-        if (root && mode == SEG_MODE_MERGE && dv == 0) {
-            if (spec) {
-                if ((fv & SEG_KEEP_BIT) && seg_kept_far(link, done, tv)) key = tk;
-            } else if (seg_kept(link, done, target, v, fv)) {
-                key = tkey[v];
-            }
-        }
+        if (root && mode == SEG_MODE_MERGE && dv == 0 && seg_kept(link, done, target, v, fv)) key = tkey[v];
         if (root) {
             target[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
@@ -456,7 +423,7 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
                     }
                 } else {
                     tkey[v] = key;
-                    target[v] = seg_far_root(comp, link, done, width, eb, key, v, first);
+                    target[v] = seg_far_root(comp, link, done, width, eb, key, v);
                     keep = true;
                 }
             }
@@ -464,14 +431,4 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
         seg_append_block(out_list, out_count, keep, v);
     }
     seg_count(ctl, mctl, r, ev, 0);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
-                    u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
-                    u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
-                    const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
-    u32 in_n;
-    if (!seg_round_start(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n)) return;
-    seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_n, out_list, out_count, true);
 }

@@ -30,11 +30,11 @@ __device__ __forceinline__ u32 seg_walk(const seg_done_t* done, const u32* tree,
 // a root whose tree another thread already wrote (a benign race: tree[x] is either SEG_NONE or
 // final). Every root counts itself in its tree (tcnt, one atomicAdd per warp and tree), and
 // the first to count lists the tree (hlist), so segment_alloc can give each tree its range
-// while segment_exits runs.
+// while segment_exits runs. The finishers' step 3 (the launched rounds fuse it with step 2:
+// segment_targets_trees).
 __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
-                                         const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
-                                         u32* hcount, const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ rlist, u32 nr) {
+                                               const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
+                                               u32* hcount, const u32* __restrict__ rlist, u32 nr) {
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
@@ -53,22 +53,13 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    segment_trees(const u32* __restrict__ target, u32* tree, const seg_done_t* __restrict__ done, u32 mode,
-                  u64* tcnt, u32* hlist, u32* hcount, const u32* __restrict__ ctl, u32 gate,
-                  const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    u32 nr;
-    if (!seg_round_start(ctl, gate, rcount, nr)) return;
-    seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, nr);
-}
-
 // Steps 2 and 3 in one launch (segment_targets_trees, every launched round, over the previous
-// round's roots): a root takes its target as in
-// segment_targets, then walks to its tree as segment_trees does, computing each root's target on
-// the way from that root's least key (seg_target_of) instead of reading what another thread may
-// not have written yet. Needs every root's tree unset and least key intact when it starts:
-// segment_core clears both after its last use (segment_targets clears them itself), and here
-// a root's target is written once, with its final value. One dependent step a round fewer.
+// round's roots, or the lists of segment_tiles and segment_reset_done that start a phase): a
+// root takes its target as seg_targets_body does, then walks to its tree as seg_trees_body
+// does, computing each root's target on the way from that root's least key (seg_target_of)
+// instead of reading what another thread may not have written yet. Needs every root's tree
+// unset and least key intact when it starts: segment_core clears both after its last use, and
+// here a root's target is written once, with its final value. One dependent step a round fewer.
 __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const u32* __restrict__ link,
                                              const u64* best, const u64* tkey, const u32* target,
                                              const seg_done_t* done, u32 width, u32 eb, u32 mode, u32 y, u32 fy,
@@ -84,7 +75,7 @@ __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const
         if (kept) key = tkey[y];
     }
     if (key == SEG_NO_EDGE) return SEG_NONE;
-    return seg_far_root(comp, link, done, width, eb, key, y, false);
+    return seg_far_root(comp, link, done, width, eb, key, y);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
 use crate::gpu::launch::alloc_zeroed;
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
@@ -317,7 +317,7 @@ impl GpuStage for SegmentationStage {
         let f = self.settings.downscale as usize;
         let (sw, sh) = downscaled_size(frame.width, frame.height, f);
         if (sw, sh) == (frame.width, frame.height) {
-            self.gpu.enqueue_channels(stream, timer, src, frame.width, frame.height, channels, &params)?;
+            self.gpu.enqueue(timer, DeviceImage::new(stream, src, frame.width, frame.height, channels)?, &params)?;
         } else {
             let len = sw * sh * channels;
             if self.small.as_ref().is_none_or(|b| b.len() != len) {
@@ -334,7 +334,7 @@ impl GpuStage for SegmentationStage {
             if let Some(e) = failed {
                 return Err(e);
             }
-            self.gpu.enqueue_channels(stream, timer, small, sw, sh, channels, &params)?;
+            self.gpu.enqueue(timer, DeviceImage::new(stream, small, sw, sh, channels)?, &params)?;
         }
         match self.settings.level() {
             Some(level) => self.gpu.enqueue_level(stream, timer, level),
