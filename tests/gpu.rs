@@ -20,3 +20,7 @@ mod maxtree_bench;
 mod preprocess;
 #[path = "gpu/segment.rs"]
 mod segment;
+#[path = "gpu/segment_bench.rs"]
+mod segment_bench;
+#[path = "gpu/segment_launch.rs"]
+mod segment_launch;

@@ -25,9 +25,9 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
 use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
-use crate::compose::Segments;
+use crate::compose::{DeviceRaster, SegmentCount, Segments};
 use crate::gpu::launch::alloc_zeroed;
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
@@ -196,13 +196,25 @@ pub struct Segmentation {
     settings: SegmentationSettings,
     /// The last segmented frame's labels (a [`Segmented`]), for the frames `every` skips.
     last: Option<Payload>,
+    /// GPU with `every > 1`: a device copy of the last segmented frame's labels (the ring slot
+    /// that computed them is reused), with their size and segment count.
+    last_labels: Option<DeviceLabels>,
+}
+
+/// A segmentation's labels kept on the device (see [`Segmentation::device_layer`]).
+#[derive(Debug)]
+struct DeviceLabels {
+    labels: CudaSlice<u32>,
+    width: usize,
+    height: usize,
+    count: usize,
 }
 
 impl Segmentation {
     /// From settings.
     pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
         settings.segmentation.validate()?;
-        Ok(Self { settings: settings.segmentation.clone(), last: None })
+        Ok(Self { settings: settings.segmentation.clone(), last: None, last_labels: None })
     }
 
     /// The CPU segmentation of a frame: pack it, box-downscale it when `downscale > 1`, segment
@@ -273,7 +285,53 @@ impl Analysis for Segmentation {
             settings: self.settings.clone(),
             skipped: false,
             small: None,
+            count: 0,
         })))
+    }
+    /// The stage's labels for a segmented frame; with `every > 1` they are also copied into
+    /// the analysis' own buffer (in frame order, on the frame's stream), which the skipped
+    /// frames after it show.
+    fn device_layer<'a>(
+        &'a mut self,
+        stage: &'a mut dyn GpuStage,
+        stream: &Arc<CudaStream>,
+        frame: &FrameMeta,
+    ) -> Result<Option<DeviceRaster<'a>>, OpError> {
+        let every = self.settings.every > 1;
+        if let Some(DeviceRaster::Segments { segments, count }) = stage.device_layer() {
+            if every {
+                let (w, h) = (segments.label_width, segments.label_height);
+                let count = match count {
+                    SegmentCount::Host(n) => n,
+                    SegmentCount::Device(_) => 0,
+                };
+                if self.last_labels.as_ref().is_none_or(|l| l.labels.len() != w * h) {
+                    self.last_labels = None;
+                    let labels = alloc_zeroed::<u32>(stream, w * h, "kept segmentation labels", w, h)?;
+                    self.last_labels = Some(DeviceLabels { labels, width: w, height: h, count });
+                }
+                if let Some(kept) = self.last_labels.as_mut() {
+                    stream.memcpy_dtod(&segments.labels.slice(0..w * h), &mut kept.labels.slice_mut(0..w * h))?;
+                    (kept.width, kept.height, kept.count) = (w, h, count);
+                }
+            }
+            return Ok(stage.device_layer());
+        }
+        // A skipped frame: the kept labels, when they were computed at this frame's size.
+        let Some(kept) = self.last_labels.as_ref().filter(|_| every) else { return Ok(None) };
+        let factor = if kept.width == frame.width { 1 } else { self.settings.downscale as usize };
+        if (kept.width * factor.max(1)).abs_diff(frame.width) >= factor.max(1) * 2 {
+            return Ok(None);
+        }
+        let segments = Segments {
+            labels: &kept.labels,
+            label_width: kept.width,
+            label_height: kept.height,
+            factor,
+            fill: self.settings.fill,
+            boundary: self.settings.boundary(),
+        };
+        Ok(Some(DeviceRaster::Segments { segments, count: SegmentCount::Host(kept.count) }))
     }
     /// Keeps a segmented frame's result; gives a skipped frame the last one (drawn over its
     /// own pixels by the compose step).
@@ -313,6 +371,8 @@ struct SegmentationStage {
     f_downscale: CudaFunction,
     /// The op's graph captures before the frame last enqueued (a capture costs host time).
     captures: u64,
+    /// The segment count of the frame last collected (for its device layer).
+    count: usize,
 }
 
 impl GpuStage for SegmentationStage {
@@ -326,12 +386,12 @@ impl GpuStage for SegmentationStage {
         self.captures = self.gpu.graph_captures();
         let params = self.settings.params();
         let image = frame.rgb.filter(|_| self.settings.colour).unwrap_or(frame.gray);
-        let (src, channels) = (image.data, image.channels);
+        let channels = image.channels;
         let (width, height) = (frame.width(), frame.height());
         let f = self.settings.downscale as usize;
         let (sw, sh) = downscaled_size(width, height, f);
         if (sw, sh) == (width, height) {
-            self.gpu.enqueue_channels(stream, timer, src, width, height, channels, &params)?;
+            self.gpu.enqueue(timer, image, &params)?;
         } else {
             let len = sw * sh * channels;
             if self.small.as_ref().is_none_or(|b| b.len() != len) {
@@ -348,20 +408,22 @@ impl GpuStage for SegmentationStage {
             if let Some(e) = failed {
                 return Err(e);
             }
-            self.gpu.enqueue_channels(stream, timer, small, sw, sh, channels, &params)?;
+            self.gpu.enqueue(timer, DeviceImage::new(stream, small, sw, sh, channels)?, &params)?;
         }
         match self.settings.level() {
             Some(level) => self.gpu.enqueue_level(stream, timer, level),
             None => Ok(()),
         }
     }
+    /// The summary only (segment count, rounds, levels): the labels stay on the device for
+    /// the compose step.
     fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError> {
         if self.skipped {
             return Ok(skipped());
         }
         let reruns = self.gpu.reruns();
-        let mut out = self.gpu.download(stream)?;
-        let labels = Arc::new(std::mem::replace(&mut out.labels, Image::new(0, 0, 0)));
+        let out = self.gpu.download_summary(stream)?;
+        self.count = out.segment_count;
         let mut summary = summary(&out, &self.settings);
         if let Some(m) = summary.as_object_mut() {
             // A frame that needed more rounds than the last one's caps ran again (exact either way).
@@ -373,8 +435,16 @@ impl GpuStage for SegmentationStage {
                 m.insert("graph_capture".into(), true.into());
             }
         }
-        let raster = raster(&out, labels, frame.width, &self.settings);
-        Ok(output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: Some(raster), summary }))
+        Ok(output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: None, summary }))
+    }
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
+        if self.skipped {
+            return None;
+        }
+        let (labels, label_width, label_height) = self.gpu.device_labels()?;
+        let factor = if self.small.is_some() && label_width != 0 { self.settings.downscale as usize } else { 1 };
+        let segments = Segments { labels, label_width, label_height, factor, fill: self.settings.fill, boundary: self.settings.boundary() };
+        Some(DeviceRaster::Segments { segments, count: SegmentCount::Host(self.count) })
     }
 }
 
