@@ -416,8 +416,9 @@ impl ComposeGpu {
                         ..*desc
                     };
                     match count {
+                        // At most one segment a label pixel, as on the CPU (the tables hold that many).
                         SegmentCount::Host(n) => {
-                            desc.count = u32_of(n.min(table.capacity), "segment count")?
+                            desc.count = capacity.min(u32::try_from(n).unwrap_or(u32::MAX));
                         }
                         SegmentCount::Device(word) => {
                             desc.count_ptr = read_ptr(word, stream, &mut guards)
