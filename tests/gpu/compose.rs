@@ -7,7 +7,7 @@
 //!
 //! `bench_compose` (ignored) times the kernels with CUDA events at 1080p and 4K with all
 //! layers, and the CPU twin on the same frames.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 
