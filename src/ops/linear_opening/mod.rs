@@ -52,10 +52,11 @@
 //!   fixed latency of L−1 samples) along every line of the family, lines in parallel with rayon.
 //! - Reference ([`naive`]): min then max over the window along the same line, per pixel, O(N·L);
 //!   and the true 2D opening by the segment's pixels (tests only).
-//! - GPU ([`gpu`], `kernels/linear_opening.cu`): one thread per line (and zone), the FIFO in
-//!   shared memory with the rest spilled to global memory, zones for occupancy, transposed
-//!   working images for column-major families, every angle of an orientation map in one launch,
-//!   strength, orientation and spectrum reduced on the GPU. Bit-identical to the CPU.
+//! - GPU ([`gpu`], `kernels/linear_opening.cu`; its launch plan in `plan.rs`): one thread per
+//!   line (and zone), the FIFO in shared memory with the rest spilled to global memory, zones
+//!   for occupancy, transposed working images for column-major families, every angle of an
+//!   orientation map in one launch, strength, orientation and spectrum reduced on the GPU.
+//!   Bit-identical to the CPU.
 
 pub mod cpu;
 pub mod geometry;
@@ -63,6 +64,7 @@ pub mod geometry;
 mod goldens;
 pub mod gpu;
 pub mod naive;
+mod plan;
 pub mod stream;
 
 use serde::{Deserialize, Serialize};
@@ -72,7 +74,8 @@ use crate::ops::OpError;
 
 pub use cpu::{close_along_lines, linear_closing, linear_opening, open_along_lines, orientation, orientation_colour};
 pub use geometry::{LineFamily, segment_end, segment_offsets};
-pub use gpu::{GpuSample, GpuTuning, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
+pub use gpu::{GpuSample, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
+pub use plan::GpuTuning;
 
 /// Largest structuring-element length accepted (odd).
 pub const MAX_LENGTH: u32 = 1023;
