@@ -19,7 +19,7 @@ use morphoscope::image::Image;
 use morphoscope::ops::ccl::gpu::CclGpu;
 use morphoscope::ops::ccl::{CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, ccl_cpu};
 
-use crate::common::{Rng, gpu, sample_gray, samples_dir, tiled_gray};
+use crate::common::{Rng, gpu, median, sample_gray, samples_dir, tiled_gray};
 
 struct Rig {
     op: CclGpu,
@@ -489,11 +489,6 @@ fn ccl_empty_and_strided() {
     let cpu = ccl_cpu(s.view(), &mask_params(4)).expect("cpu");
     assert_same(&cpu, &rig.run(&s.to_packed(), &mask_params(4)), "strided");
     assert_eq!(cpu.table.len(), 3);
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn write_npy_u8(path: &std::path::Path, img: &Image<u8>) {
