@@ -420,6 +420,17 @@ fn gray_histogram_op_is_reused_across_frames() {
         op.enqueue(&mut timer, rgb.image()).is_err(),
         "an RGB image has no grey histogram"
     );
+    // A device image never names more samples than its buffer holds.
+    let small = stream.alloc_zeros::<u8>(10).unwrap();
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 4, 3, 1).is_err());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 5, 2, 1).is_ok());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_ok());
+    assert!(
+        morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3)
+            .unwrap()
+            .check(1, "test")
+            .is_err()
+    );
 }
 
 /// The grey statistics' cost at 1080p and 4K (run with `--ignored --nocapture` on the GPU
