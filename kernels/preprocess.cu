@@ -14,8 +14,9 @@
 //   `preprocess` analysis; src/ops/preprocess.rs gray_histogram is its CPU twin). Privatised:
 //   each block counts into its own 256 counters in shared memory (shared atomics only), then adds
 //   its non-zero bins to the global histogram (at most 256 global atomics a block). Thread
-//   mapping: blocks of 256 threads, grid-stride over the frame as 4-byte words (the buffer is a
-//   device allocation, 256-byte aligned), then over the n % 4 trailing bytes. The host zeroes
+//   mapping: blocks of 256 threads, grid-stride over the frame as 4-byte words (`src` is the
+//   start of a device allocation, 256-byte aligned: a DeviceImage's buffer is a whole
+//   CudaSlice), then over the n % 4 trailing bytes. The host zeroes
 //   `bins` first and caps the grid (src/ops/preprocess.rs HISTOGRAM_MAX_BLOCKS).
 #include "common/util.cuh"
 

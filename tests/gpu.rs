@@ -8,6 +8,8 @@ mod common;
 mod blur;
 #[path = "gpu/ccl.rs"]
 mod ccl;
+#[path = "gpu/compose.rs"]
+mod compose;
 #[path = "gpu/graph.rs"]
 mod graph;
 #[path = "gpu/linear_opening.rs"]

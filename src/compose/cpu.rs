@@ -40,22 +40,25 @@ pub fn compose_cpu(
     };
     let mut data = vec![0u8; format.byte_len(pw, ph)];
     if pw > 0 && ph > 0 {
-        let fresh_row = || vec![[0u8; 3]; pw];
+        let rows = || Rows::new(pw);
         match format {
-            PictureFormat::Rgb | PictureFormat::Rgba => {
-                let bytes = if format == PictureFormat::Rgb { 3 } else { 4 };
-                data.par_chunks_mut(pw * bytes).enumerate().for_each_init(
-                    fresh_row,
-                    |row, (y, out)| {
-                        plan.compose_row(y, row);
-                        for (o, p) in out.chunks_exact_mut(bytes).zip(row.iter()) {
-                            o[..3].copy_from_slice(p);
-                            if bytes == 4 {
-                                o[3] = 255;
-                            }
+            PictureFormat::Rgb => {
+                data.par_chunks_mut(pw * 3)
+                    .enumerate()
+                    .for_each_init(rows, |r, (y, out)| {
+                        plan.compose_row(y, &mut r.row, &mut r.colours);
+                        out.copy_from_slice(r.row.as_flattened());
+                    });
+            }
+            PictureFormat::Rgba => {
+                data.par_chunks_mut(pw * 4)
+                    .enumerate()
+                    .for_each_init(rows, |r, (y, out)| {
+                        plan.compose_row(y, &mut r.row, &mut r.colours);
+                        for (o, p) in out.chunks_exact_mut(4).zip(&r.row) {
+                            o.copy_from_slice(&[p[0], p[1], p[2], 255]);
                         }
-                    },
-                );
+                    });
             }
             PictureFormat::I420 => {
                 let (luma, chroma) = data.split_at_mut(pw * ph);
@@ -64,26 +67,27 @@ pub fn compose_cpu(
                     .par_chunks_mut(2 * pw)
                     .zip(u.par_chunks_mut(pw / 2))
                     .zip(v.par_chunks_mut(pw / 2));
-                pairs.enumerate().for_each_init(
-                    || (fresh_row(), fresh_row()),
-                    |(top, bottom), (j, ((y_rows, u_row), v_row))| {
-                        plan.compose_row(2 * j, top);
-                        plan.compose_row(2 * j + 1, bottom);
-                        let (y_top, y_bottom) = y_rows.split_at_mut(pw);
-                        for (o, p) in y_top.iter_mut().zip(top.iter()) {
-                            *o = pixel::luma(*p);
+                pairs
+                    .enumerate()
+                    .for_each_init(rows, |r, (j, ((y_rows, u_row), v_row))| {
+                        plan.compose_row(2 * j, &mut r.row, &mut r.colours);
+                        plan.compose_row(2 * j + 1, &mut r.second, &mut r.colours);
+                        let (top, bottom) = (&r.row, &r.second);
+                        for (o, &p) in y_rows.iter_mut().zip(top.iter().chain(bottom.iter())) {
+                            *o = pixel::luma(p);
                         }
-                        for (o, p) in y_bottom.iter_mut().zip(bottom.iter()) {
-                            *o = pixel::luma(*p);
-                        }
-                        for (x, (uo, vo)) in u_row.iter_mut().zip(v_row.iter_mut()).enumerate() {
-                            let block =
-                                [top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1]];
-                            let sum = |c: usize| block.iter().map(|p| i32::from(p[c])).sum::<i32>();
+                        let blocks = top.chunks_exact(2).zip(bottom.chunks_exact(2));
+                        for ((uo, vo), (t, b)) in u_row.iter_mut().zip(v_row.iter_mut()).zip(blocks)
+                        {
+                            let sum = |c: usize| {
+                                i32::from(t[0][c])
+                                    + i32::from(t[1][c])
+                                    + i32::from(b[0][c])
+                                    + i32::from(b[1][c])
+                            };
                             (*uo, *vo) = pixel::chroma([sum(0), sum(1), sum(2)]);
                         }
-                    },
-                );
+                    });
             }
         }
     }
@@ -210,23 +214,9 @@ fn plan_segments<'a>(
                 |y: usize| labels.row((y / factor).min(seg.label_height.saturating_sub(1)));
             let sums = segment_sums(base, count, height, |sums, y| {
                 let ids = row_of(y);
-                let mut add = |x: usize, c: [u8; 3]| {
-                    if let Some(s) = sums.get_mut(ids[columns[x]] as usize) {
-                        for k in 0..3 {
-                            s[k] += u64::from(c[k]);
-                        }
-                        s[3] += 1;
-                    }
-                };
                 match base {
-                    HostBase::Rgb(img) => {
-                        img.row(y).iter().enumerate().for_each(|(x, &p)| add(x, p))
-                    }
-                    HostBase::Gray(img) => img
-                        .row(y)
-                        .iter()
-                        .enumerate()
-                        .for_each(|(x, &v)| add(x, [v, v, v])),
+                    HostBase::Rgb(img) => add_runs(sums, ids, &columns, img.row(y), |&p| p),
+                    HostBase::Gray(img) => add_runs(sums, ids, &columns, img.row(y), |&v| [v; 3]),
                 }
             });
             sums.iter()
@@ -247,6 +237,39 @@ fn plan_segments<'a>(
     }
 }
 
+/// Adds one frame row's pixels into the sums of their labels (`ids[columns[x]]`), one table
+/// update per run of equal labels; labels without a slot are left out.
+fn add_runs<P>(
+    sums: &mut [[u64; 4]],
+    ids: &[u32],
+    columns: &[usize],
+    row: &[P],
+    to_rgb: impl Fn(&P) -> [u8; 3],
+) {
+    let mut flush = |label: u32, run: [u64; 4]| {
+        if let Some(s) = sums.get_mut(label as usize) {
+            for k in 0..4 {
+                s[k] += run[k];
+            }
+        }
+    };
+    let mut label = u32::MAX;
+    let mut run = [0u64; 4];
+    for (p, &c) in row.iter().zip(columns) {
+        let l = ids[c];
+        if l != label {
+            flush(label, run);
+            (label, run) = (l, [0; 4]);
+        }
+        let [r, g, b] = to_rgb(p);
+        run[0] += u64::from(r);
+        run[1] += u64::from(g);
+        run[2] += u64::from(b);
+        run[3] += 1;
+    }
+    flush(label, run);
+}
+
 /// Per-label sums `[r, g, b, pixels]` of `count` labels over the frame's `height` rows, `add_row`
 /// adding one row into a table: bands of rows in parallel, each with its own table, when the
 /// tables are small next to the frame (the usual case: thousands of segments), else one pass.
@@ -254,7 +277,7 @@ fn segment_sums(
     base: &HostBase,
     count: usize,
     height: usize,
-    add_row: impl Fn(&mut Vec<[u64; 4]>, usize) + Sync,
+    add_row: impl Fn(&mut [[u64; 4]], usize) + Sync,
 ) -> Vec<[u64; 4]> {
     let (width, _) = base.size();
     let bands = rayon::current_num_threads().clamp(1, 16);
@@ -318,14 +341,52 @@ impl Marks {
     }
 }
 
+/// A rayon task's rows: the picture row being composed (RGB pixels), a second one for I420's
+/// row pairs, and the colours a segment layer blends over a row.
+#[derive(Default)]
+struct Rows {
+    row: Vec<[u8; 3]>,
+    second: Vec<[u8; 3]>,
+    colours: Vec<[u8; 3]>,
+}
+
+impl Rows {
+    fn new(width: usize) -> Self {
+        Self {
+            row: vec![[0; 3]; width],
+            second: vec![[0; 3]; width],
+            colours: vec![[0; 3]; width],
+        }
+    }
+}
+
+/// Blends `src` over `dst` sample by sample with one alpha (a loop the compiler vectorises).
+fn blend_samples(dst: &mut [u8], src: &[u8], alpha: u32, additive: bool) {
+    if additive {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = pixel::add(*d, s, alpha);
+        }
+    } else {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = pixel::mix(*d, s, alpha);
+        }
+    }
+}
+
 impl Plan<'_> {
-    /// Composes picture row `y` into `row` (the picture's width).
-    fn compose_row(&self, y: usize, row: &mut [[u8; 3]]) {
+    /// Composes picture row `y` into `row` (the picture's width); `colours` is scratch of the
+    /// same width.
+    fn compose_row(&self, y: usize, row: &mut [[u8; 3]], colours: &mut [[u8; 3]]) {
         let a = self.base_alpha;
         match self.base {
+            HostBase::Rgb(img) if a == 255 => row.copy_from_slice(&img.row(y)[..row.len()]),
             HostBase::Rgb(img) => {
-                for (d, s) in row.iter_mut().zip(img.row(y)) {
-                    *d = s.map(|v| pixel::mix(0, v, a));
+                for (d, &s) in row
+                    .as_flattened_mut()
+                    .iter_mut()
+                    .zip(img.row(y).as_flattened())
+                {
+                    *d = pixel::mix(0, s, a);
                 }
             }
             HostBase::Gray(img) => {
@@ -353,11 +414,19 @@ impl Plan<'_> {
                     }
                 }
                 PlannedRaster::Colour { img, blend: b } => {
-                    for (d, s) in row.iter_mut().zip(img.row(y)) {
-                        *d = blend(*d, *s, u32::from(b.alpha), b.additive);
-                    }
+                    let src = img.row(y).as_flattened();
+                    blend_samples(row.as_flattened_mut(), src, u32::from(b.alpha), b.additive);
                 }
-                PlannedRaster::Segments(s) => s.draw_row(y, row, self.width, self.height),
+                PlannedRaster::Segments(s) => {
+                    s.colour_row(y, colours, self.width, self.height);
+                    let b = s.blend;
+                    blend_samples(
+                        row.as_flattened_mut(),
+                        colours.as_flattened(),
+                        u32::from(b.alpha),
+                        b.additive,
+                    );
+                }
             }
         }
         for &(i, k) in self.marks.row(y) {
@@ -369,27 +438,29 @@ impl Plan<'_> {
 }
 
 impl PlannedSegments<'_> {
-    /// Blends the segments of frame row `y` into `row`.
-    fn draw_row(&self, y: usize, row: &mut [[u8; 3]], width: usize, height: usize) {
-        let label_row = |y: usize| {
-            self.labels
-                .row((y / self.factor).min(self.labels.height().saturating_sub(1)))
+    /// The colour of each pixel of frame row `y` (its segment's fill, or the boundary colour)
+    /// into `out`.
+    fn colour_row(&self, y: usize, out: &mut [[u8; 3]], width: usize, height: usize) {
+        let last_row = self.labels.height().saturating_sub(1);
+        let label_row = |y: usize| (y / self.factor).min(last_row);
+        let here = self.labels.row(label_row(y));
+        // The row below differs only where it reads another label row (every f-th row).
+        let below = (y + 1 < height && label_row(y + 1) != label_row(y))
+            .then(|| self.labels.row(label_row(y + 1)));
+        let fill = |l: u32| self.fill.get(l as usize).copied().unwrap_or([0; 3]);
+        let columns = &self.columns[..out.len()];
+        let Some(b) = self.boundary else {
+            for (o, &c) in out.iter_mut().zip(columns) {
+                *o = fill(here[c]);
+            }
+            return;
         };
-        let here = label_row(y);
-        let below = (y + 1 < height).then(|| label_row(y + 1));
-        let (alpha, additive) = (u32::from(self.blend.alpha), self.blend.additive);
-        for (x, d) in row.iter_mut().enumerate() {
-            let l = here[self.columns[x]];
-            let src = match self.boundary {
-                Some(b)
-                    if (x + 1 < width && here[self.columns[x + 1]] != l)
-                        || below.is_some_and(|r| r[self.columns[x]] != l) =>
-                {
-                    b
-                }
-                _ => self.fill.get(l as usize).copied().unwrap_or([0; 3]),
-            };
-            *d = blend(*d, src, alpha, additive);
+        for (x, (o, &c)) in out.iter_mut().zip(columns).enumerate() {
+            let l = here[c];
+            // The pixel to the right reads another label only at a new label column.
+            let right = x + 1 < width && self.columns[x + 1] != c && here[self.columns[x + 1]] != l;
+            let down = below.is_some_and(|r| r[c] != l);
+            *o = if right || down { b } else { fill(l) };
         }
     }
 }

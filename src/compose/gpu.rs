@@ -41,19 +41,17 @@ pub const FUNCTIONS: &[&str] = &[
 /// Most visible raster layers one picture takes (keep in sync with `COMPOSE_MAX_RASTERS`).
 pub const MAX_RASTERS: usize = 8;
 
-/// Launch shapes of the compose kernels.
+/// Launch shapes of the compose kernels (defaults chosen by reasoning, not yet swept:
+/// `bench_compose` measures them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ComposeTuning {
-    /// Rows of a 32-wide block of the picture kernels: 32 x 8 threads keep a warp on one row
-    /// (coalesced) and a block small enough to fill every SM at 720p.
+    /// Rows of the picture kernels' 32-wide blocks: a warp stays on one row (coalesced).
     pub block_rows: u32,
-    /// Threads a block of the 1D kernels (sums, fill, shapes: 8 warps = 8 primitives a block).
+    /// Threads a block of the 1D kernels (sums, fill; shapes: one primitive a warp).
     pub block: u32,
-    /// Pixels a thread sums in `compose_segment_sums`: runs rarely cross a segment edge, so most
-    /// threads reach the warp step with one label and one update for 8 pixels.
+    /// Pixels a thread sums before the warp step: few runs cross a segment edge.
     pub sum_run: u32,
-    /// Most blocks of the grid-stride fill kernel, whose label count may be known only on the
-    /// device (enough to cover thousands of segments in one pass).
+    /// Most blocks of the grid-stride fill kernel (its count may be known only on the device).
     pub fill_blocks: u32,
 }
 
@@ -416,8 +414,9 @@ impl ComposeGpu {
                         ..*desc
                     };
                     match count {
+                        // At most one segment a label pixel, as on the CPU (the tables hold that many).
                         SegmentCount::Host(n) => {
-                            desc.count = u32_of(n.min(table.capacity), "segment count")?
+                            desc.count = capacity.min(u32::try_from(n).unwrap_or(u32::MAX));
                         }
                         SegmentCount::Device(word) => {
                             desc.count_ptr = read_ptr(word, stream, &mut guards)

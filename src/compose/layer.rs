@@ -69,6 +69,19 @@ pub struct Segments<L> {
 }
 
 impl<L> Segments<L> {
+    /// The same segmentation with other labels (e.g. a host layer's labels once uploaded).
+    #[must_use]
+    pub fn with_labels<M>(&self, labels: M) -> Segments<M> {
+        Segments {
+            labels,
+            label_width: self.label_width,
+            label_height: self.label_height,
+            factor: self.factor,
+            fill: self.fill,
+            boundary: self.boundary,
+        }
+    }
+
     /// The factor the labels are upsampled with for a `width` x `height` frame: 1 when the label
     /// image has the frame's size (as `upsample_labels`, which returns such labels unchanged).
     #[must_use]

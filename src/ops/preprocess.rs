@@ -349,9 +349,9 @@ impl GrayHistogramGpu {
             stream.memset_zeros(&mut *bins)?;
             let mut b = stream.launch_builder(func);
             b.arg(input.data).arg(&n32).arg(&mut *bins);
-            // SAFETY: `input` holds n bytes (checked above) in a device allocation (aligned for
-            // the kernel's 4-byte loads); `bins` holds 256 counters; grid-stride loops bounded
-            // by n.
+            // SAFETY: `input` holds n bytes (checked above) and is a whole CudaSlice, so it
+            // starts at an allocation's 256-byte aligned base (the kernel loads 4-byte words
+            // below n); `bins` holds 256 counters.
             unsafe { b.launch(cfg) }?;
             Ok(())
         })?;

@@ -19,7 +19,7 @@ use morphoscope::image::Image;
 use morphoscope::ops::ccl::gpu::CclGpu;
 use morphoscope::ops::ccl::{CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, ccl_cpu};
 
-use crate::common::{Rng, gpu, sample_gray, samples_dir, tiled_gray};
+use crate::common::{Rng, gpu, median, sample_gray, samples_dir, tiled_gray};
 
 struct Rig {
     op: CclGpu,
@@ -35,6 +35,46 @@ impl Rig {
             timer: KernelTimer::new(),
         }
     }
+    /// Median milliseconds (CUDA events) of `iters` runs of `f` after 20 warm-up runs, and the
+    /// median of each timer region.
+    fn time(
+        &mut self,
+        iters: usize,
+        f: &mut dyn FnMut(&mut Rig),
+    ) -> (f64, Vec<(&'static str, f64)>) {
+        let ctx = self.stream.context().clone();
+        let ev = || {
+            ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .expect("event")
+        };
+        let (e0, e1) = (ev(), ev());
+        for _ in 0..20 {
+            f(self);
+        }
+        self.stream.synchronize().expect("sync");
+        let mut totals = Vec::with_capacity(iters);
+        let mut regions: Vec<(&'static str, Vec<f64>)> = Vec::new();
+        for _ in 0..iters {
+            self.timer.reset();
+            e0.record(&self.stream).expect("record");
+            f(self);
+            e1.record(&self.stream).expect("record");
+            e1.synchronize().expect("sync");
+            totals.push(f64::from(e0.elapsed_ms(&e1).expect("elapsed")));
+            for (i, (n, ms)) in self.timer.read().expect("timer").into_iter().enumerate() {
+                if regions.len() <= i {
+                    regions.push((n, Vec::new()));
+                }
+                regions[i].1.push(ms);
+            }
+        }
+        let regions = regions
+            .into_iter()
+            .map(|(n, mut v)| (n, median(&mut v)))
+            .collect();
+        (median(&mut totals), regions)
+    }
+
     fn run(&mut self, img: &Image<u8>, p: &CclParams) -> CclOutput {
         round_trip(
             &self.stream,
@@ -451,11 +491,6 @@ fn ccl_empty_and_strided() {
     assert_eq!(cpu.table.len(), 3);
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn write_npy_u8(path: &std::path::Path, img: &Image<u8>) {
     let mut header = format!(
         "{{'descr': '|u1', 'fortran_order': False, 'shape': ({}, {}), }}",
@@ -545,41 +580,11 @@ fn bench_ccl() {
                 threshold: Threshold::Fixed(out.table.threshold),
                 ..p.clone()
             };
-            let mut time = |f: &mut dyn FnMut(&mut Rig)| -> (f64, Vec<(&'static str, f64)>) {
-                for _ in 0..20 {
-                    f(&mut rig);
-                }
-                rig.stream.synchronize().expect("sync");
-                let mut totals = Vec::with_capacity(iters);
-                let mut regions: Vec<(&'static str, Vec<f64>)> = Vec::new();
-                for _ in 0..iters {
-                    rig.timer.reset();
-                    e0.record(&rig.stream).expect("record");
-                    f(&mut rig);
-                    e1.record(&rig.stream).expect("record");
-                    e1.synchronize().expect("sync");
-                    totals.push(f64::from(e0.elapsed_ms(&e1).expect("elapsed")));
-                    for (i, (n, ms)) in rig.timer.read().expect("timer").into_iter().enumerate() {
-                        if regions.len() <= i {
-                            regions.push((n, Vec::new()));
-                        }
-                        regions[i].1.push(ms);
-                    }
-                }
-                let med = median(&mut totals);
-                (
-                    med,
-                    regions
-                        .into_iter()
-                        .map(|(n, mut v)| (n, median(&mut v)))
-                        .collect(),
-                )
-            };
-            let (bin_ms, _) = time(&mut |r: &mut Rig| {
+            let (bin_ms, _) = rig.time(iters, &mut |r: &mut Rig| {
                 r.op.enqueue_binarize(&mut r.timer, input, &pf)
                     .expect("binarize");
             });
-            let (lab_ms, _) = time(&mut |r: &mut Rig| {
+            let (lab_ms, _) = rig.time(iters, &mut |r: &mut Rig| {
                 r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, false)
                     .expect("labels");
             });
@@ -596,38 +601,7 @@ fn bench_ccl() {
                     &o,
                     &format!("bench {size} {name} conn {conn} feature_rows {rows}"),
                 );
-                let mut time = |f: &mut dyn FnMut(&mut Rig)| -> (f64, Vec<(&'static str, f64)>) {
-                    for _ in 0..20 {
-                        f(&mut rig);
-                    }
-                    rig.stream.synchronize().expect("sync");
-                    let mut totals = Vec::with_capacity(iters);
-                    let mut regions: Vec<(&'static str, Vec<f64>)> = Vec::new();
-                    for _ in 0..iters {
-                        rig.timer.reset();
-                        e0.record(&rig.stream).expect("record");
-                        f(&mut rig);
-                        e1.record(&rig.stream).expect("record");
-                        e1.synchronize().expect("sync");
-                        totals.push(f64::from(e0.elapsed_ms(&e1).expect("elapsed")));
-                        for (i, (n, ms)) in rig.timer.read().expect("timer").into_iter().enumerate()
-                        {
-                            if regions.len() <= i {
-                                regions.push((n, Vec::new()));
-                            }
-                            regions[i].1.push(ms);
-                        }
-                    }
-                    let med = median(&mut totals);
-                    (
-                        med,
-                        regions
-                            .into_iter()
-                            .map(|(n, mut v)| (n, median(&mut v)))
-                            .collect(),
-                    )
-                };
-                variants.push(time(&mut |r: &mut Rig| {
+                variants.push(rig.time(iters, &mut |r: &mut Rig| {
                     r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, true)
                         .expect("labels+features");
                 }));

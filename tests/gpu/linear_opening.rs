@@ -16,7 +16,7 @@ use morphoscope::ops::linear_opening::{
     self as lo, GpuTuning, LinearOpeningGpu, LinearOpeningParams, OrientationGpu, OrientationParams,
 };
 
-use crate::common::{Rng, gpu, random_gray, tiled_gray};
+use crate::common::{Rng, gpu, median, random_gray, tiled_gray};
 
 /// A random image with values in 1..=255 (never 0: an unwritten output pixel shows).
 fn random_nonzero(rng: &mut Rng, w: usize, h: usize, levels: u32) -> Image<u8> {
@@ -426,11 +426,6 @@ fn empty_and_strided_inputs() {
 const WARM: usize = 5;
 const RUNS: usize = 40;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Median ms of `f` (which enqueues work on `stream`) with events, plus the median per region.
 fn time_gpu(
     stream: &Arc<CudaStream>,
@@ -470,8 +465,11 @@ fn time_gpu(
         }
     }
     (
-        median(totals),
-        regions.into_iter().map(|(n, v)| (n, median(v))).collect(),
+        median(&mut totals),
+        regions
+            .into_iter()
+            .map(|(n, mut v)| (n, median(&mut v)))
+            .collect(),
     )
 }
 
@@ -528,15 +526,14 @@ fn bench_orientation<T: lo::GpuSample>(
 
 fn cpu_ms(runs: usize, mut f: impl FnMut()) -> f64 {
     f();
-    median(
-        (0..runs)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64() * 1e3
-            })
-            .collect(),
-    )
+    let mut runs: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    median(&mut runs)
 }
 
 #[test]

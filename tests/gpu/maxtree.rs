@@ -15,7 +15,7 @@ use morphoscope::ops::maxtree::{
     TreeKind, maxtree_gpu, maxtree_parent_gpu,
 };
 
-use crate::common::{Rng, gpu, random_gray, sample_rgb, tiled_gray};
+use crate::common::{Rng, gpu, random_gray, tiled_gray, tiled_gray16};
 
 const CONNS: [Connectivity; 2] = [Connectivity::Four, Connectivity::Eight];
 const RULES: [Rule; 4] = [Rule::Direct, Rule::Min, Rule::Max, Rule::Subtractive];
@@ -30,28 +30,6 @@ fn random_gray16(rng: &mut Rng, w: usize, h: usize, levels: u64) -> Image<u16> {
             (l * 65535 / (levels - 1).max(1)) as u16
         }
     })
-}
-
-/// A real 16-bit frame: the luminance `0.2126 R + 0.7152 G + 0.0722 B` of a tiled (mirrored)
-/// sample quantised on 16 bits (the paper's §6.3 protocol).
-fn tiled_gray16(name: &str, w: usize, h: usize) -> Option<Image<u16>> {
-    let src = sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        let [r, g, b] = src.get(sx, sy);
-        let l = 0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b);
-        (l / 255.0 * 65535.0).round() as u16
-    }))
 }
 
 fn check_parent<T: GpuGray>(

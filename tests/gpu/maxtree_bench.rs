@@ -19,31 +19,6 @@ use morphoscope::ops::maxtree::{
     Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, Rule, TreeKind,
 };
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
-}
-
-fn tiled16(name: &str, w: usize, h: usize) -> Option<Image<u16>> {
-    let src = common::sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        let [r, g, b] = src.get(sx, sy);
-        ((0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b)) / 255.0 * 65535.0)
-            .round() as u16
-    }))
-}
-
 fn env(name: &str, d: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -115,7 +90,7 @@ fn gpu_case_th<T: GpuGray>(
         }
     }
     let nodes = mt.download_node_count(&stream).unwrap();
-    let t = median(&mut totals);
+    let t = common::median(&mut totals);
     let mpix = (w * h) as f64 / 1e6;
     let mut parts = String::new();
     for (name, v) in regions.iter_mut() {
@@ -123,7 +98,7 @@ fn gpu_case_th<T: GpuGray>(
             parts,
             "{}={:.3} ",
             name.trim_start_matches("maxtree_"),
-            median(v)
+            common::median(v)
         );
     }
     let line = format!(
@@ -165,7 +140,7 @@ fn cpu_case<T: morphoscope::image::Gray>(
         tb.push((t1 - t0).as_secs_f64() * 1e3);
         tf.push((t2 - t0).as_secs_f64() * 1e3);
     }
-    let (b, f) = (median(&mut tb), median(&mut tf));
+    let (b, f) = (common::median(&mut tb), common::median(&mut tf));
     let mpix = (img.width() * img.height()) as f64 / 1e6;
     let line = format!(
         "| CPU {label} | {}x{} | tree {:.1} ms ({:.1} MPix/s) | area opening {:.1} ms ({:.1} MPix/s) |",
@@ -197,7 +172,7 @@ fn bench_maxtree() {
         if let Ok(p) = std::env::var("PROFILE") {
             // For ncu: the same work twice (the profiler skips the first, warm-up, run).
             let img = common::tiled_gray("baboon.jpg", 3840, 2160).unwrap();
-            let img16 = tiled16("baboon.jpg", 3840, 2160).unwrap();
+            let img16 = common::tiled_gray16("baboon.jpg", 3840, 2160).unwrap();
             let stream = g.new_stream().unwrap();
             let mut mt = MaxtreeGpu::new(g).unwrap();
             let mut timer = KernelTimer::new();
@@ -265,7 +240,7 @@ fn bench_maxtree() {
                         );
                     }
                 }
-                let Some(img16) = tiled16(name, w, h) else {
+                let Some(img16) = common::tiled_gray16(name, w, h) else {
                     return;
                 };
                 for full in [false, true] {
@@ -319,7 +294,7 @@ fn bench_maxtree() {
             };
             cpu_case(&img, Connectivity::Four, "building u8 4-conn", &mut out);
             cpu_case(&img, Connectivity::Eight, "building u8 8-conn", &mut out);
-            let Some(img16) = tiled16("building.jpg", w, h) else {
+            let Some(img16) = common::tiled_gray16("building.jpg", w, h) else {
                 return;
             };
             cpu_case(&img16, Connectivity::Four, "building u16 4-conn", &mut out);

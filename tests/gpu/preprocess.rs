@@ -14,7 +14,7 @@ use morphoscope::compose::PictureFormat;
 use morphoscope::pipeline::{PictureWant, run_frames};
 use morphoscope::source::Frame;
 
-use crate::common::{Rng, gpu, sample_rgb};
+use crate::common::{Rng, gpu, median, sample_rgb};
 
 fn random_rgb(rng: &mut Rng, w: usize, h: usize) -> Image<[u8; 3]> {
     Image::from_fn(w, h, |_, _| {
@@ -285,4 +285,70 @@ fn gray_histogram_op_is_reused_across_frames() {
         op.enqueue(&mut timer, rgb.image()).is_err(),
         "an RGB image has no grey histogram"
     );
+    // A device image never names more samples than its buffer holds.
+    let small = stream.alloc_zeros::<u8>(10).unwrap();
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 4, 3, 1).is_err());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 5, 2, 1).is_ok());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_ok());
+    assert!(
+        morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3)
+            .unwrap()
+            .check(1, "test")
+            .is_err()
+    );
+}
+
+/// The grey statistics' cost at 1080p and 4K (run with `--ignored --nocapture` on the GPU
+/// machine): the histogram kernel (CUDA events), the kernel with its 1 KiB readback (wall
+/// clock), and on the CPU the histogram twin and the scan the `preprocess` analysis runs today;
+/// medians of 50 runs after 10 warm-up runs.
+#[test]
+#[ignore = "timing bench: run explicitly on the GPU machine"]
+fn bench_gray_statistics() {
+    let Some(g) = gpu() else { return };
+    println!("device: {}", g.info().name);
+    println!(
+        "| frame | GPU kernel ms | GPU kernel + readback ms | CPU histogram ms | CPU scan ms |"
+    );
+    println!("|---|---|---|---|---|");
+    for (w, h) in [(1920, 1080), (3840, 2160)] {
+        let Some(img) = crate::common::tiled_gray("fruits.jpg", w, h) else {
+            return;
+        };
+        let stream = g.new_stream().unwrap();
+        let input = upload_view(&stream, img.view()).unwrap();
+        let mut op = GrayHistogramGpu::new(g).unwrap();
+        let mut timer = KernelTimer::new();
+        let want = gray_histogram(img.view());
+        let (mut kernel, mut wall, mut cpu_hist, mut cpu_scan) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for i in 0..60 {
+            timer.reset();
+            let t = Instant::now();
+            op.enqueue(&mut timer, input.image()).unwrap();
+            let bins = op.download(&stream).unwrap();
+            let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+            assert!(bins == want, "{w}x{h}: histogram");
+            let t = Instant::now();
+            let cpu = gray_histogram(img.view());
+            let hist_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            let summary = analysis_summary(&img);
+            let scan_ms = t.elapsed().as_secs_f64() * 1e3;
+            assert_eq!(GrayStats::from_histogram(&cpu).summary(), summary);
+            if i >= 10 {
+                kernel.push(timer.read().unwrap()[0].1);
+                wall.push(wall_ms);
+                cpu_hist.push(hist_ms);
+                cpu_scan.push(scan_ms);
+            }
+        }
+        println!(
+            "| {w}x{h} | {:.4} | {:.4} | {:.3} | {:.3} |",
+            median(&mut kernel),
+            median(&mut wall),
+            median(&mut cpu_hist),
+            median(&mut cpu_scan)
+        );
+    }
 }
