@@ -5,6 +5,8 @@
 // Helpers outside `#[test]` functions unwrap and panic as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::time::Instant;
+
 use morphoscope::analysis::{Analysis, FrameInput, OpSettings, Raster};
 use morphoscope::backend::Backend;
 use morphoscope::gpu::{KernelTimer, upload_view};
