@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::analysis::AnalysedFrame;
 use crate::image::Image;
-use crate::pipeline::{CounterSnapshot, Summary};
+use crate::pipeline::{CounterSnapshot, Series, Summary};
 use crate::source::StreamInfo;
 use encoder::{EncoderChoice, NoEncoder};
 use files::LineFile;
@@ -51,11 +51,12 @@ pub enum OutputError {
     Encoder(String),
 }
 
-/// Per-region timing samples, in first-seen order.
+/// Per-region timing samples, in first-seen order, in bounded memory ([`Series`]: exact count,
+/// mean and max; median and p95 from a reservoir on runs past 8192 frames).
 #[derive(Debug, Default)]
 pub struct TimingLog {
     order: Vec<String>,
-    samples: BTreeMap<String, Vec<f64>>,
+    samples: BTreeMap<String, Series>,
 }
 
 impl TimingLog {
@@ -79,10 +80,15 @@ impl TimingLog {
             .map(|(n, ms)| (n.as_str(), *ms))
             .chain(extra)
         {
-            if !self.samples.contains_key(name) {
-                self.order.push(name.to_owned());
+            match self.samples.get_mut(name) {
+                Some(series) => series.push(ms),
+                None => {
+                    self.order.push(name.to_owned());
+                    let mut series = Series::default();
+                    series.push(ms);
+                    self.samples.insert(name.to_owned(), series);
+                }
             }
-            self.samples.entry(name.to_owned()).or_default().push(ms);
         }
     }
     /// (region, summary) in first-seen order.
@@ -93,7 +99,9 @@ impl TimingLog {
             .map(|n| {
                 (
                     n.clone(),
-                    Summary::of(self.samples.get(n).map_or(&[][..], Vec::as_slice)),
+                    self.samples
+                        .get(n)
+                        .map_or_else(Summary::default, Series::summary),
                 )
             })
             .collect()

@@ -28,7 +28,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
 pub use engine::{Engine, Submitted};
 pub use mailbox::Mailbox;
-pub use stats::{CounterSnapshot, Counters, Summary};
+pub use stats::{CounterSnapshot, Counters, Series, Summary};
 
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
