@@ -16,7 +16,7 @@ tail -3 "$OUT/gpu_tests.log"
 echo "== run"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --out "$OUT/run" > "$OUT/run.log" 2>&1; echo "rc=$?" >> "$OUT/run.log"
 grep frames: "$OUT/run.log"; tail -32 "$OUT/run.log"
 off="--set maxtree.enabled=false --set cca.enabled=false --set orientation.enabled=false --set segmentation.enabled=false"
-echo "== overlay.mp4 decodes"; timeout 30 bash .device/run.sh morphoscope run "$OUT/run/overlay.mp4" --backend cuda --no-video $off --out /tmp/decoded 2>&1 | grep frames:
+echo "== overlay.mkv decodes"; timeout 30 bash .device/run.sh morphoscope run "$OUT/run/overlay.mkv" --backend cuda --no-video $off --out /tmp/decoded 2>&1 | grep frames:
 if [ "${RING_SIZES:-0}" = 1 ]; then
 for n in 4 6; do
   echo "== run, ring of $n"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --set pipeline.ring_size=$n --out /tmp/run$n > "$OUT/run$n.log" 2>&1; grep -E "frames:|segment_merge|download|compute_total" "$OUT/run$n.log"
@@ -28,4 +28,4 @@ echo "== bench 1080p cuda, no segmentation"; timeout 40 bash .device/run.sh morp
 tail -40 "$OUT/bench1080noseg.log"
 echo "== bench 4K cuda, no segmentation"; timeout 60 bash .device/run.sh morphoscope bench --source "$clip" --size 3840x2160 --frames 60 --backends cuda --set segmentation.enabled=false --json "$OUT/bench4k.json" > "$OUT/bench4k.log" 2>&1
 tail -40 "$OUT/bench4k.log"
-cp "$OUT/run/timings.json" "$OUT/run_timings.json"; rm -f "$OUT/run/components.jsonl" "$OUT/run/overlay.mp4" "$OUT/run/tracks.csv" "$OUT/run/timings.json"
+cp "$OUT/run/timings.json" "$OUT/run_timings.json"; rm -f "$OUT/run/components.jsonl" "$OUT/run/overlay.mkv" "$OUT/run/tracks.csv" "$OUT/run/timings.json"
