@@ -331,8 +331,10 @@ impl RunSink {
         Ok(())
     }
 
+    /// Opens the video with the fastest encoder that starts (an NVENC that registers but cannot
+    /// open a session falls back to the next), or skips it for frames too small for any.
     fn open_video(&mut self, (width, height): (usize, usize)) -> Result<Video, OutputError> {
-        let encoder = match encoder::choose_encoder(
+        let encoders = match encoder::choose_encoders(
             self.opts.encoder,
             width & !1,
             height & !1,
@@ -345,33 +347,44 @@ impl RunSink {
             }
             Err(e) => return Err(OutputError::Encoder(e.to_string())),
         };
-        let spec = VideoSpec {
-            width,
-            height,
-            layout: InputLayout::Rgb,
-            frame_rate: self.stream.frame_rate,
-            kbps: self.opts.video_kbps,
-            encoder,
-        };
-        let rate = spec.frame_rate.map_or_else(
+        let rate = self.stream.frame_rate.map_or_else(
             || "the source's timestamps (variable rate)".to_owned(),
             |r| r.to_string(),
         );
-        let kind = if encoder::NVENC_ENCODERS.contains(&encoder) {
-            "NVENC"
-        } else {
-            "software"
-        };
-        log::info!(
-            "overlay video: {encoder} ({kind}), {}x{} at {rate}",
-            width & !1,
-            height & !1
-        );
-        self.encoder = Some(encoder);
-        Ok(Video::Open(VideoWriter::create(
-            &self.dir.join("overlay.mkv"),
-            spec,
-        )?))
+        let mut failure = None;
+        for encoder in encoders {
+            let spec = VideoSpec {
+                width,
+                height,
+                layout: InputLayout::Rgb,
+                frame_rate: self.stream.frame_rate,
+                kbps: self.opts.video_kbps,
+                encoder,
+            };
+            match VideoWriter::create(&self.dir.join("overlay.mkv"), spec) {
+                Ok(writer) => {
+                    let kind = if encoder::NVENC_ENCODERS.contains(&encoder) {
+                        "NVENC"
+                    } else {
+                        "software"
+                    };
+                    log::info!(
+                        "overlay video: {encoder} ({kind}), {}x{} at {rate}",
+                        width & !1,
+                        height & !1
+                    );
+                    self.encoder = Some(encoder);
+                    return Ok(Video::Open(writer));
+                }
+                Err(e) => {
+                    log::warn!(
+                        "overlay video: {encoder} does not start ({e}); trying the next encoder"
+                    );
+                    failure = Some(e);
+                }
+            }
+        }
+        Err(failure.unwrap_or_else(|| OutputError::Encoder("no encoder started".into())))
     }
 
     /// Rewrites `timings.json` when the last write is [`TIMINGS_EVERY`] old (cheap otherwise).
