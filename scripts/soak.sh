@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift ;;
     --out) out=$2; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *[!0-9]*) echo "soak: unknown argument $1 (--help)" >&2; exit 2 ;;
     *) frames=$1 ;;
   esac
