@@ -5,6 +5,9 @@
 //! HTTP server the test starts on 127.0.0.1; `cli/outputs.rs`: the output folder, counters,
 //! frame rate, tiny frames, messages and progress.
 
+// Helpers of the tests fail loudly, as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[path = "cli/ends.rs"]
 mod ends;
 #[path = "cli/network.rs"]

@@ -236,9 +236,10 @@ fn headless(
             removed.join(", ")
         );
     }
-    let total = max_frames
-        .or(pipeline.estimated_frames)
-        .map(|n| max_frames.map_or(n, |m| m.min(n)));
+    let total = match (max_frames, pipeline.estimated_frames) {
+        (Some(m), Some(n)) => Some(m.min(n)),
+        (m, n) => m.or(n),
+    };
     let mut progress = Progress::new(total, quiet);
     let started = Instant::now();
     let counters = pipeline.counters.clone();

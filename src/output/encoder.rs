@@ -82,15 +82,29 @@ pub fn choose_encoder(
     height: usize,
     installed: impl Fn(&str) -> Option<(usize, usize)>,
 ) -> Result<&'static str, NoEncoder> {
+    choose_encoders(choice, width, height, installed).map(|all| all[0])
+}
+
+/// Every one of `choice`'s encoders that is installed and accepts `width`×`height`, fastest
+/// first (never empty): the next is the fallback when one fails to start.
+pub fn choose_encoders(
+    choice: EncoderChoice,
+    width: usize,
+    height: usize,
+    installed: impl Fn(&str) -> Option<(usize, usize)>,
+) -> Result<Vec<&'static str>, NoEncoder> {
+    let mut fitting = Vec::new();
     let mut smallest: Option<(&'static str, (usize, usize))> = None;
     for &name in candidates(choice) {
         let Some(min) = installed(name) else { continue };
         if width >= min.0 && height >= min.1 {
-            return Ok(name);
-        }
-        if smallest.is_none_or(|(_, m)| min.0 * min.1 < m.0 * m.1) {
+            fitting.push(name);
+        } else if smallest.is_none_or(|(_, m)| min.0 * min.1 < m.0 * m.1) {
             smallest = Some((name, min));
         }
+    }
+    if !fitting.is_empty() {
+        return Ok(fitting);
     }
     Err(match smallest {
         Some((encoder, (min_width, min_height))) => NoEncoder::TooSmall {

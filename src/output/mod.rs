@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::AnalysedFrame;
 use crate::compose::PictureFormat;
 use crate::image::Image;
-use crate::pipeline::{CounterSnapshot, Summary};
+use crate::pipeline::{CounterSnapshot, Series, Summary};
 use crate::source::StreamInfo;
 use encoder::{EncoderChoice, NoEncoder};
 use files::LineFile;
@@ -52,11 +52,12 @@ pub enum OutputError {
     Encoder(String),
 }
 
-/// Per-region timing samples, in first-seen order.
+/// Per-region timing samples, in first-seen order, in bounded memory ([`Series`]: exact count,
+/// mean and max; median and p95 from a reservoir on runs past 8192 frames).
 #[derive(Debug, Default)]
 pub struct TimingLog {
     order: Vec<String>,
-    samples: BTreeMap<String, Vec<f64>>,
+    samples: BTreeMap<String, Series>,
 }
 
 impl TimingLog {
@@ -80,10 +81,15 @@ impl TimingLog {
             .map(|(n, ms)| (n.as_str(), *ms))
             .chain(extra)
         {
-            if !self.samples.contains_key(name) {
-                self.order.push(name.to_owned());
+            match self.samples.get_mut(name) {
+                Some(series) => series.push(ms),
+                None => {
+                    self.order.push(name.to_owned());
+                    let mut series = Series::default();
+                    series.push(ms);
+                    self.samples.insert(name.to_owned(), series);
+                }
             }
-            self.samples.entry(name.to_owned()).or_default().push(ms);
         }
     }
     /// (region, summary) in first-seen order.
@@ -94,7 +100,9 @@ impl TimingLog {
             .map(|n| {
                 (
                     n.clone(),
-                    Summary::of(self.samples.get(n).map_or(&[][..], Vec::as_slice)),
+                    self.samples
+                        .get(n)
+                        .map_or_else(Summary::default, Series::summary),
                 )
             })
             .collect()
@@ -334,8 +342,10 @@ impl RunSink {
         Ok(())
     }
 
+    /// Opens the video with the fastest encoder that starts (an NVENC that registers but cannot
+    /// open a session falls back to the next), or skips it for frames too small for any.
     fn open_video(&mut self, (width, height): (usize, usize), layout: InputLayout) -> Result<Video, OutputError> {
-        let encoder = match encoder::choose_encoder(
+        let encoders = match encoder::choose_encoders(
             self.opts.encoder,
             width & !1,
             height & !1,
@@ -348,33 +358,44 @@ impl RunSink {
             }
             Err(e) => return Err(OutputError::Encoder(e.to_string())),
         };
-        let spec = VideoSpec {
-            width,
-            height,
-            layout,
-            frame_rate: self.stream.frame_rate,
-            kbps: self.opts.video_kbps,
-            encoder,
-        };
-        let rate = spec.frame_rate.map_or_else(
+        let rate = self.stream.frame_rate.map_or_else(
             || "the source's timestamps (variable rate)".to_owned(),
             |r| r.to_string(),
         );
-        let kind = if encoder::NVENC_ENCODERS.contains(&encoder) {
-            "NVENC"
-        } else {
-            "software"
-        };
-        log::info!(
-            "overlay video: {encoder} ({kind}), {}x{} at {rate}",
-            width & !1,
-            height & !1
-        );
-        self.encoder = Some(encoder);
-        Ok(Video::Open(VideoWriter::create(
-            &self.dir.join("overlay.mkv"),
-            spec,
-        )?))
+        let mut failure = None;
+        for encoder in encoders {
+            let spec = VideoSpec {
+                width,
+                height,
+                layout,
+                frame_rate: self.stream.frame_rate,
+                kbps: self.opts.video_kbps,
+                encoder,
+            };
+            match VideoWriter::create(&self.dir.join("overlay.mkv"), spec) {
+                Ok(writer) => {
+                    let kind = if encoder::NVENC_ENCODERS.contains(&encoder) {
+                        "NVENC"
+                    } else {
+                        "software"
+                    };
+                    log::info!(
+                        "overlay video: {encoder} ({kind}), {}x{} at {rate}",
+                        width & !1,
+                        height & !1
+                    );
+                    self.encoder = Some(encoder);
+                    return Ok(Video::Open(writer));
+                }
+                Err(e) => {
+                    log::warn!(
+                        "overlay video: {encoder} does not start ({e}); trying the next encoder"
+                    );
+                    failure = Some(e);
+                }
+            }
+        }
+        Err(failure.unwrap_or_else(|| OutputError::Encoder("no encoder started".into())))
     }
 
     /// Rewrites `timings.json` when the last write is [`TIMINGS_EVERY`] old (cheap otherwise).

@@ -83,7 +83,7 @@ impl VideoWriter {
         };
         let (ew, eh) = match spec.layout {
             InputLayout::Rgb => (spec.width & !1, spec.height & !1),
-            InputLayout::I420 if spec.width % 2 == 0 && spec.height % 2 == 0 => {
+            InputLayout::I420 if spec.width.is_multiple_of(2) && spec.height.is_multiple_of(2) => {
                 (spec.width, spec.height)
             }
             InputLayout::I420 => {

@@ -171,6 +171,8 @@ impl Collector {
         format: PictureFormat,
     ) -> Result<Picture, OpError> {
         let err = |e: ComposeError| OpError::Unsupported(format!("compose: {e}"));
+        // No graph capture of the worker may run while the compose enqueues (see gpu::graph).
+        let _exclusive = crate::gpu::graph::capture_exclusion();
         let stream = slot.stream.clone();
         let parts = slot.parts();
         let Some(base) = parts.base else { return Err(OpError::Unsupported("compose before any frame".into())) };

@@ -38,7 +38,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
 pub use mailbox::Mailbox;
-pub use stats::{CounterSnapshot, Counters, Summary};
+pub use stats::{CounterSnapshot, Counters, Series, Summary};
 
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
