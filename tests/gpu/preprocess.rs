@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use morphoscope::analysis::{Analysis, FrameInput, OpSettings, Raster};
+use morphoscope::analysis::{Analysis, FrameInput, OpSettings};
 use morphoscope::backend::Backend;
 use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
