@@ -21,6 +21,14 @@ if want tests; then
   echo "== gpu tests"
   timeout 420 bash .device/run.sh gpu --test-threads=1 > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_tests.log"
   grep -E "^test .*(FAILED|panicked)|^test result|^rc=" "$OUT/gpu_tests.log" | head -30
+  grep -A14 "^---- " "$OUT/gpu_tests.log" | grep -v "^note:" | head -150
+fi
+if want failing; then
+  echo "== gpu tests named in \$FAILING"
+  for t in ${FAILING:-}; do
+    timeout 200 bash .device/run.sh gpu --test-threads=1 --exact "$t" > "$OUT/failing.log" 2>&1
+    echo "-- $t: $(grep -E '^test result' "$OUT/failing.log")"; grep -A14 "^---- " "$OUT/failing.log" | grep -v "^note:" | head -40
+  done
 fi
 
 if want runs; then
@@ -73,3 +81,5 @@ if want soak; then
   echo "== soak: $n frames of a 1080p test source, all four analyses"
   MORPHOSCOPE="bash .device/run.sh morphoscope" timeout 560 bash scripts/soak.sh "$n" > "$OUT/soak.log" 2>&1; tail -15 "$OUT/soak.log"
 fi
+# Everything back as one archive (the device tool returns at most 8 files).
+(cd "$OUT" && tar czf /tmp/logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/logs.tgz logs.tgz)

@@ -284,9 +284,10 @@ fn gray_histogram_op_is_reused_across_frames() {
     let small = stream.alloc_zeros::<u8>(10).unwrap();
     assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 4, 3, 1).is_err());
     assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 5, 2, 1).is_ok());
-    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_ok());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_err(), "12 samples in 10");
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 3, 1, 3).is_ok());
     assert!(
-        morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3)
+        morphoscope::gpu::DeviceImage::new(&stream, &small, 3, 1, 3)
             .unwrap()
             .check(1, "test")
             .is_err()
