@@ -198,7 +198,12 @@ impl Collector {
         match &self.delivery {
             Delivery::All => self.events.send(PipelineEvent::Frame(Box::new(f))).is_ok(),
             Delivery::Latest(mb) => {
-                mb.put(f);
+                // A composed frame the viewer has not taken yet stays: a newer one without a
+                // picture would leave the viewer nothing to show.
+                let keep_waiting = matches!(self.want, PictureWant::WhenTaken(_)) && f.picture.is_none() && !mb.is_empty();
+                if !keep_waiting {
+                    mb.put(f);
+                }
                 true
             }
         }

@@ -383,11 +383,14 @@ mod tests {
         let p = Pipeline::start(source, &settings, &Backend::Cpu, Delivery::Latest(mailbox.clone()), PictureWant::WhenTaken(PictureFormat::Rgba)).unwrap();
         let ev = p.events.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
         assert!(matches!(ev, PipelineEvent::End), "{ev:?}");
+        let p_counters = p.counters.clone();
         p.join();
-        // Nobody took frames: the first got a picture, the ones after it did not.
-        let last = mailbox.take().expect("the newest frame");
-        assert_eq!(last.index, 39);
-        assert!(last.picture.is_none(), "the viewer had not taken the first picture");
-        assert_eq!(mailbox.replaced.load(Ordering::Relaxed), 39);
+        // Nobody took frames: the first got a picture and stays for the viewer; the ones after
+        // it got none (the viewer had not taken the first) and did not replace it.
+        let waiting = mailbox.take().expect("the composed frame");
+        assert_eq!(waiting.index, 0);
+        assert!(waiting.picture.is_some());
+        assert_eq!(mailbox.replaced.load(Ordering::Relaxed), 0);
+        assert_eq!(p_counters.snapshot().frames_out, 40, "every frame counted as analysed");
     }
 }

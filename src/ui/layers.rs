@@ -138,10 +138,13 @@ impl Layers {
         let opts = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
         let base_wanted = self.visible(ORIGINAL);
         if base_wanted && !self.uploaded(ORIGINAL, frame_seq, false) {
-            let img = match (&frame.rgb, &frame.gray) {
-                (Some(rgb), _) => Some(rgb_image(rgb, false)),
-                (None, Some(g)) => Some(gray_image(g, false)),
-                (None, None) => None,
+            let composed = frame.picture.as_deref().filter(|p| p.format == crate::compose::PictureFormat::Rgba);
+            let img = match (composed, &frame.rgb, &frame.gray) {
+                // GPU: the frame with its layers as the pipeline composed them on the device.
+                (Some(p), _, _) => Some(ColorImage::from_rgba_unmultiplied([p.width, p.height], &p.data)),
+                (None, Some(rgb), _) => Some(rgb_image(rgb, false)),
+                (None, None, Some(g)) => Some(gray_image(g, false)),
+                (None, None, None) => None,
             };
             if let Some(img) = img {
                 self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
