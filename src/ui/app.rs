@@ -96,6 +96,8 @@ impl TestLink {
 
 /// The viewer (see the module docs).
 pub struct ViewerApp {
+    /// The layer styles last sent to the compose step.
+    sent_style: Option<crate::compose::ComposeStyle>,
     settings: Settings,
     defaults: Settings,
     form: SettingsForm,
@@ -128,6 +130,7 @@ impl ViewerApp {
         let form = SettingsForm::new::<OpSettings>("ops", &settings.ops, &defaults.ops, DEFAULT_TOML);
         let picker = saved.picker.unwrap_or_else(|| SourcePicker::from_source(&source));
         Self {
+            sent_style: None,
             settings,
             defaults,
             form,
@@ -318,8 +321,16 @@ impl ViewerApp {
     }
 
     fn poll(&mut self, ctx: &egui::Context, now: f64) {
+        // The layer panel's styles go to the compose step (the GPU composes the rasters).
+        let style = self.layers.compose_style();
+        if self.sent_style.as_ref() != Some(&style) {
+            self.link.send_style(&style);
+            self.sent_style = Some(style);
+        }
         let p = self.link.poll();
         if p.started {
+            // A new pipeline starts with the default style: send the panel's again.
+            self.sent_style = None;
             self.timings.clear();
             self.notice = None;
             self.last_error = None;

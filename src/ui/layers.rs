@@ -73,6 +73,8 @@ pub struct Layers {
     /// Layer states, `original` first, then ops in the order they first appeared.
     pub states: Vec<LayerState>,
     textures: Vec<LayerTexture>,
+    /// The base texture is the pipeline's composed picture (GPU backend): the rasters are in it.
+    base_composed: bool,
 }
 
 impl Layers {
@@ -83,7 +85,7 @@ impl Layers {
         states.retain(|s| s.key != ORIGINAL);
         let original = LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0, add: false };
         states.insert(0, original);
-        Self { states, textures: Vec::new() }
+        Self { states, textures: Vec::new(), base_composed: false }
     }
 
     /// Adds layers for ops of `frame` that draw something and have no layer yet.
@@ -124,6 +126,26 @@ impl Layers {
         self.get(key).is_some_and(|s| s.add)
     }
 
+    /// Whether the base texture is the composed picture (every raster drawn into it on the
+    /// device, with [`Layers::compose_style`]).
+    #[must_use]
+    pub fn base_composed(&self) -> bool {
+        self.base_composed
+    }
+
+    /// The layer states as the compose step's styles; the shapes (`cca`) stay hidden there
+    /// because the viewer draws them itself (crisp at any zoom, highlightable).
+    #[must_use]
+    pub fn compose_style(&self) -> crate::compose::ComposeStyle {
+        let mut style = crate::compose::ComposeStyle::default();
+        for s in &self.states {
+            let key = if s.key == ORIGINAL { crate::compose::ORIGINAL } else { s.key.as_str() };
+            style.set(key, crate::compose::LayerStyle { visible: s.visible, opacity: s.opacity, additive: s.add });
+        }
+        style.set("cca", crate::compose::LayerStyle::HIDDEN);
+        style
+    }
+
     /// Flips layer number `n` (1-based, as the keys 1-5).
     pub fn toggle_nth(&mut self, n: usize) {
         if let Some(s) = n.checked_sub(1).and_then(|i| self.states.get_mut(i)) {
@@ -139,6 +161,7 @@ impl Layers {
         let base_wanted = self.visible(ORIGINAL);
         if base_wanted && !self.uploaded(ORIGINAL, frame_seq, false) {
             let composed = frame.picture.as_deref().filter(|p| p.format == crate::compose::PictureFormat::Rgba);
+            self.base_composed = composed.is_some();
             let img = match (composed, &frame.rgb, &frame.gray) {
                 // GPU: the frame with its layers as the pipeline composed them on the device.
                 (Some(p), _, _) => Some(ColorImage::from_rgba_unmultiplied([p.width, p.height], &p.data)),
@@ -333,4 +356,26 @@ pub fn name_color(name: &str) -> Color32 {
     }
     let hue = (h % 360) as f32 / 360.0;
     egui::ecolor::Hsva::new(hue, 0.65, 0.9, 1.0).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compose::{LayerStyle, ORIGINAL as BASE};
+
+    #[test]
+    fn the_panel_states_become_the_compose_style_with_shapes_left_to_the_viewer() {
+        let mut layers = Layers::from_saved(vec![
+            LayerState { key: "maxtree".into(), visible: false, opacity: 0.3, add: true },
+            LayerState { key: "orientation".into(), visible: true, opacity: 0.6, add: true },
+            LayerState { key: "cca".into(), visible: true, opacity: 1.0, add: false },
+        ]);
+        layers.toggle_nth(1); // the original frame off
+        let style = layers.compose_style();
+        assert_eq!(style.layers.get(BASE), Some(&LayerStyle { visible: false, opacity: 1.0, additive: false }));
+        assert_eq!(style.layers.get("maxtree"), Some(&LayerStyle { visible: false, opacity: 0.3, additive: true }));
+        assert_eq!(style.layers.get("orientation"), Some(&LayerStyle::added(0.6)));
+        assert_eq!(style.layers.get("cca"), Some(&LayerStyle::HIDDEN), "the viewer draws the shapes");
+        assert!(!layers.base_composed(), "no composed picture yet");
+    }
 }

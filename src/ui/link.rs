@@ -19,7 +19,7 @@ use eframe::egui;
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::config::Settings;
-use crate::compose::{ComposeStyle, LayerStyle, PictureFormat};
+use crate::compose::{ComposeStyle, PictureFormat};
 use crate::pipeline::{Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent};
 use crate::source::SourceSpec;
 
@@ -59,6 +59,8 @@ pub struct Link {
     opening: Option<Opening>,
     backend: Option<Backend>,
     pending_settings: Option<OpSettings>,
+    /// The newest layer styles not yet sent (coalesced like the settings).
+    pending_style: Option<ComposeStyle>,
     stoppers: Vec<JoinHandle<()>>,
 }
 
@@ -66,7 +68,7 @@ impl Link {
     /// A link that starts pipelines on `backend`.
     #[must_use]
     pub fn new(backend: Backend) -> Self {
-        Self { worker: None, opening: None, backend: Some(backend), pending_settings: None, stoppers: Vec::new() }
+        Self { worker: None, opening: None, backend: Some(backend), pending_settings: None, pending_style: None, stoppers: Vec::new() }
     }
 
     /// A link without a pipeline: the returned ends let a caller play the worker.
@@ -83,7 +85,7 @@ impl Link {
             backend: backend_label.to_owned(),
             pipeline: None,
         };
-        let link = Self { worker: Some(worker), opening: None, backend: None, pending_settings: None, stoppers: Vec::new() };
+        let link = Self { worker: Some(worker), opening: None, backend: None, pending_settings: None, pending_style: None, stoppers: Vec::new() };
         (link, cmd_rx, ev_tx, mailbox, counters)
     }
 
@@ -147,10 +149,7 @@ impl Link {
                 Backend::Cpu => PictureWant::None,
             };
             let r = Pipeline::start(FrameSource::Spec(spec.clone()), &settings, &backend, Delivery::Latest(mailbox.clone()), want)
-                .inspect(|p| {
-                    let style = ComposeStyle::default().with("cca", LayerStyle::HIDDEN);
-                    let _ = p.commands.try_send(Command::Style(Box::new(style)));
-                })
+
                 .map(|p| (p, mailbox))
                 .map_err(|e| format!("cannot open {spec}: {e}"));
             let _ = tx.send(r);
@@ -179,6 +178,24 @@ impl Link {
     pub fn send_settings(&mut self, ops: &OpSettings) {
         self.pending_settings = Some(ops.clone());
         self.flush_settings();
+    }
+
+    /// Queues new layer styles for the composed picture (GPU backend); the newest is sent on
+    /// this or a later poll.
+    pub fn send_style(&mut self, style: &ComposeStyle) {
+        self.pending_style = Some(style.clone());
+        self.flush_style();
+    }
+
+    fn flush_style(&mut self) {
+        let (Some(w), Some(s)) = (&self.worker, self.pending_style.take()) else {
+            return;
+        };
+        match w.commands.try_send(Command::Style(Box::new(s))) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(Command::Style(s))) => self.pending_style = Some(*s),
+            Err(TrySendError::Full(_)) => {}
+        }
     }
 
     fn flush_settings(&mut self) {
@@ -222,6 +239,7 @@ impl Link {
             }
         }
         self.flush_settings();
+        self.flush_style();
         if let Some(w) = &self.worker {
             out.frame = w.mailbox.take();
             loop {

@@ -138,10 +138,13 @@ pub fn video_ui(
     let image_rect = Rect::from_min_max(view.screen_from_image(rect, Pos2::ZERO), view.screen_from_image(rect, size.to_pos2()));
     let uv = Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0));
     painter.rect_filled(image_rect, 0.0, Color32::BLACK);
-    if layers.visible(ORIGINAL)
+    // A composed base already holds every raster with the layers' styles (GPU backend).
+    let composed = layers.base_composed();
+    if (composed || layers.visible(ORIGINAL))
         && let Some(t) = layers.texture(ORIGINAL, frame_seq)
     {
-        painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(layers.opacity(ORIGINAL)));
+        let opacity = if composed { 1.0 } else { layers.opacity(ORIGINAL) };
+        painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(opacity));
     }
     for o in &frame.outputs {
         if !layers.visible(o.op) {
