@@ -25,8 +25,7 @@
 pub mod hungarian;
 pub mod kalman;
 pub mod metrics;
-#[cfg(test)]
-mod scenes;
+pub mod scenes;
 
 use std::collections::VecDeque;
 
