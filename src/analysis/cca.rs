@@ -1,8 +1,12 @@
 //! The `cca` analysis: binarization (fixed/Otsu threshold, polarity, frame or motion source),
 //! connected-component labeling with features (`ops::ccl`, HA4 on the GPU), then the tracker
 //! (`track`) in frame order. Overlay: a box per tracked component labelled with its track id,
-//! and the track trails. Files of a headless run: `tracks.csv` (MOT Challenge rows) and
-//! `components.jsonl` (the component table of each frame, with track ids).
+//! and the track trails (a merged track: its predicted box, labelled "merged"). Files of a
+//! headless run: `tracks.csv` (MOT Challenge rows; conf 1 for a track's own component, 0.5 for
+//! a merged track's predicted box; a track's tentative frames come in the line of the frame that
+//! confirmed it) and `components.jsonl` (the component table of each frame with track ids, plus
+//! `merges` — components holding several tracks — and `backfill` — earlier frames' components of
+//! tracks confirmed in this frame — when there are any).
 //!
 //! The motion background lives on the device in one buffer handed from slot to slot: each
 //! slot's stage takes it from a shared cell before enqueueing its frame and puts it back after,
@@ -18,7 +22,9 @@ use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, O
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
+use crate::ops::ccl::binarize::is_foreground;
 use crate::ops::ccl::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
+use crate::track::appearance::mean_grey_levels;
 use crate::track::{TrackState, Tracker};
 
 /// `[cca]`
@@ -72,8 +78,6 @@ pub struct Cca {
     cpu: CclCpu,
     tracker: Tracker,
     background: Arc<Mutex<GpuBackground>>,
-    /// Component area of each live track when it was last matched (for lost tracks).
-    last_area: std::collections::HashMap<u64, u64>,
 }
 
 impl Cca {
@@ -85,7 +89,6 @@ impl Cca {
             cpu: CclCpu::new(),
             tracker: Tracker::new(settings.tracker.clone())?,
             background: Arc::new(Mutex::new(GpuBackground::default())),
-            last_area: std::collections::HashMap::new(),
         })
     }
 }
@@ -144,9 +147,11 @@ impl Analysis for Cca {
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
-    fn finish(&mut self, output: OpOutput, _input: &FrameInput) -> OpOutput {
+    fn finish(&mut self, output: OpOutput, input: &FrameInput) -> OpOutput {
         let Some(table) = output.payload.as_ref().and_then(|p| p.get::<ComponentTable>()) else { return output };
-        let tracked = self.tracker.update(table);
+        let grey = self.mean_grey_levels(table, input);
+        // `FrameInput` carries no timestamp: the tracker's clock runs on `tracker.frame_rate`.
+        let tracked = self.tracker.update(table, &grey, None);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -155,45 +160,63 @@ impl Analysis for Cca {
                 shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(id), label: Some(id.to_string()) });
             }
         }
-        for tr in tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed || t.state == TrackState::Lost) {
+        for tr in tracked.tracks.iter().filter(|t| matches!(t.state, TrackState::Confirmed | TrackState::Merged | TrackState::Lost)) {
+            if tr.state == TrackState::Merged {
+                // Its predicted box inside the component it shares.
+                let [l, t, w, h] = tr.bbox;
+                shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(tr.id), label: Some(format!("{} merged", tr.id)) });
+            }
             if tr.trail.len() > 1 {
                 let points = tr.trail.iter().map(|p| [p[0] as f32, p[1] as f32]).collect();
                 shapes.push(Shape::Polyline { points, color: id_colour(tr.id) });
             }
-            // Matched this frame: its component's area; lost: the area when last matched.
-            let matched = tr.component.and_then(|l| tracked.table.components.get((l as usize).wrapping_sub(1))).map(|c| c.area);
-            let area = match matched {
-                Some(a) => *self.last_area.entry(tr.id).insert_entry(a).get(),
-                None => self.last_area.get(&tr.id).copied().unwrap_or(0),
-            };
             tracks.push(TrackInfo {
                 id: tr.id,
                 age: u64::from(tr.age),
-                area,
+                area: tr.area,
                 position: [tr.centroid[0] as f32, tr.centroid[1] as f32],
                 velocity: [tr.velocity[0] as f32, tr.velocity[1] as f32],
                 bbox: [tr.bbox[0] as f32, tr.bbox[1] as f32, tr.bbox[2] as f32, tr.bbox[3] as f32],
             });
         }
-        for tr in tracked.tracks.iter().filter(|t| t.state == TrackState::Removed) {
-            self.last_area.remove(&tr.id);
-        }
-        let confirmed = tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed).count();
+        let count = |s: TrackState| tracked.tracks.iter().filter(|t| t.state == s).count();
         let mut records: Vec<(&'static str, String)> = tracked.mot_rows().into_iter().map(|r| ("tracks.csv", r)).collect();
-        let table_line = serde_json::json!({ "frame": tracked.frame, "table": &tracked.table });
-        records.push(("components.jsonl", table_line.to_string()));
+        let mut line = serde_json::json!({ "frame": tracked.frame, "table": &tracked.table });
+        if !tracked.merges.is_empty() {
+            line["merges"] = serde_json::json!(&tracked.merges);
+        }
+        if !tracked.backfill.is_empty() {
+            line["backfill"] = serde_json::json!(&tracked.backfill);
+        }
+        records.push(("components.jsonl", line.to_string()));
         OpOutput {
             op: "cca",
             summary: serde_json::json!({
                 "components": table.components.len(),
                 "threshold": table.threshold,
-                "tracks": confirmed,
-                "lost": tracked.tracks.iter().filter(|t| t.state == TrackState::Lost).count(),
+                "tracks": count(TrackState::Confirmed),
+                "merged": count(TrackState::Merged),
+                "lost": count(TrackState::Lost),
             }),
             layer: Layer { raster: None, shapes },
             data: OpData::Tracks(tracks),
             records,
             payload: output.payload.clone(),
+        }
+    }
+}
+
+impl Cca {
+    /// Mean grey level of each detection for the tracker's appearance: over the box pixels on
+    /// the foreground side of the threshold when the components come from thresholding this
+    /// 8-bit frame, over the whole box otherwise (motion source, 16-bit frames).
+    fn mean_grey_levels(&self, table: &ComponentTable, input: &FrameInput) -> Vec<Option<f64>> {
+        let min_area = self.tracker.params().min_area;
+        let (t, polarity) = (table.threshold, self.settings.polarity);
+        if self.settings.source == Source::Frame && input.gray16.is_none() {
+            mean_grey_levels(table, input.gray.view(), min_area, |v| is_foreground(u32::from(v), t, polarity))
+        } else {
+            mean_grey_levels(table, input.gray.view(), min_area, |_| true)
         }
     }
 }

@@ -154,7 +154,7 @@ impl Scene {
         let (w, h) = (self.width, self.height);
         let mut rng = Rng(self.seed ^ (f as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
         let amp = i32::from(self.noise.pixel);
-        let mut jitter = |v: u8, rng: &mut Rng| -> u8 {
+        let jitter = |v: u8, rng: &mut Rng| -> u8 {
             if amp == 0 {
                 return v;
             }
