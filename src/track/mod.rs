@@ -35,6 +35,7 @@ pub mod kalman;
 pub mod merge;
 pub mod metrics;
 pub mod params;
+pub mod rounds;
 pub mod scenes;
 pub mod tracker;
 

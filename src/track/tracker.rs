@@ -1,35 +1,26 @@
-//! The tracker's per-frame step (outline in the [`crate::track`] docs).
+//! The tracker's per-frame step (outline in the [`crate::track`] docs; association rounds in
+//! [`rounds`]).
 //!
-//! Association runs in two rounds over gated candidate pairs ([`associate`]):
-//! * **Round 1** — tentative, confirmed and merged tracks against every detection. A pair
-//!   passes the gate when the centroids are at most `max_distance + gate_growth · unseen time`
-//!   apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid lies in the
-//!   detection's box; for a merged track the appearance must also fit
-//!   ([`Appearance::may_be`]). Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) +
-//!   appearance_weight · difference`.
-//! * **Merges** ([`merge`]) — from the confirmed and merged tracks round 1 left unmatched.
-//! * **Round 2** — re-identification: the other confirmed, merged and lost tracks against the
-//!   detections left over and those taken by tentative tracks (a lost track takes such a
-//!   detection over, and the tentative track's frames become its own). Gate: distance within
-//!   the widened gate and [`Appearance::may_be`]; cost: `d / gate + appearance_weight ·
-//!   difference`.
-//!
-//! A matched track folds the component into its filter. When the component is a *partial
+//! A matched track folds its component into its filter. When the component is a *partial
 //! view* (area below [`PARTIAL_AREA`] of the track's: the object is partly behind an occluder
 //! or outside the frame), the filter gets the whole object's box instead: on each axis where the
 //! component is narrower than the track's size, the edge that agrees best with the prediction is
 //! taken as the object's and the centre placed half the track's size from it. So a track keeps
 //! its speed and size while its object slides behind an occluder or out of the frame, and its
 //! box neither shrinks nor inverts.
+//!
+//! Members of a merge are placed by [`place_members`]; the placement is folded into each
+//! member's filter as a loose measurement (its velocity follows the group) and becomes its
+//! position.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::appearance::Appearance;
-use super::associate::{BoxGrid, Candidate, assign_sparse};
+use super::associate::BoxGrid;
 use super::kalman::BoxFilter;
-use super::merge::{Group, clip_box, grow_group, place_members};
-use super::metrics::iou;
+use super::merge::{clip_box, place_members};
 use super::params::{FrameClock, TrackerParams};
+use super::rounds::{self, Det};
 use super::{Merge, TrackReport, TrackRow, TrackState, TrackedFrame};
 use crate::ops::OpError;
 use crate::ops::ccl::ComponentTable;
@@ -40,45 +31,37 @@ pub const PARTIAL_AREA: f64 = 0.7;
 const LOOK_RATE: f64 = 0.3;
 /// The same for partial views: slow, so a real change of size is followed within a second.
 const PARTIAL_LOOK_RATE: f64 = 0.05;
-/// Variance of a merged member's corrected centroid, in measurement variances (looser than a
+/// Variance of a merged member's placed centroid, in measurement variances (looser than a
 /// measurement: it is inferred from the group).
 const MERGED_NOISE: f64 = 4.0;
-/// Margin around a component's box within which a predicted centroid counts as inside, pixels.
-const INSIDE_MARGIN: f64 = 2.0;
 
+/// One track's state.
 #[derive(Clone, Debug)]
-struct Track {
-    id: Option<u64>,
-    state: TrackState,
-    filter: BoxFilter,
+pub struct Track {
+    /// Id once confirmed.
+    pub id: Option<u64>,
+    /// Life-cycle state after the last frame.
+    pub state: TrackState,
+    /// Centroid and box size.
+    pub filter: BoxFilter,
     /// Box size `[w, h]` of the whole object, held while it is unseen.
-    size: [f64; 2],
-    look: Appearance,
+    pub size: [f64; 2],
+    /// Running appearance of its full views.
+    pub look: Appearance,
     /// Area of the last component matched alone.
-    area: u64,
-    hits: u32,
+    pub area: u64,
+    /// Frames matched alone.
+    pub hits: u32,
     /// Consecutive frames matched (confirmation).
-    streak: u32,
+    pub streak: u32,
     /// Consecutive frames without a component of its own.
-    unseen: u32,
-    age: u32,
+    pub unseen: u32,
+    /// Frames since it started.
+    pub age: u32,
     /// Tentative frames, written when the track is confirmed.
-    pending: Vec<TrackRow>,
-    trail: VecDeque<[f64; 2]>,
-}
-
-/// A component of at least `min_area` pixels.
-struct Det {
-    ci: usize,
-    label: u32,
-    bbox: [f64; 4],
-    centroid: [f64; 2],
-    look: Appearance,
-    area: u64,
-}
-
-fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
-    p[0] >= b[0] - INSIDE_MARGIN && p[0] <= b[0] + b[2] - 1.0 + INSIDE_MARGIN && p[1] >= b[1] - INSIDE_MARGIN && p[1] <= b[1] + b[3] - 1.0 + INSIDE_MARGIN
+    pub pending: Vec<TrackRow>,
+    /// Recent centroids.
+    pub trail: VecDeque<[f64; 2]>,
 }
 
 /// Multi-object tracker over component tables.
@@ -158,110 +141,9 @@ impl Tracker {
             t.age += 1;
         }
         let n = self.tracks.len();
-        let gate = |t: &Track, extra: u32| p.max_distance + growth * f64::from(t.unseen + extra);
-
-        // Round 1.
-        let mut cands = Vec::new();
-        let mut near = Vec::new();
-        for (ti, t) in self.tracks.iter().enumerate() {
-            if t.state == TrackState::Lost {
-                continue;
-            }
-            let (g, pc, pb) = (gate(t, 0), t.filter.centroid(), t.filter.bbox());
-            near.clear();
-            self.grid.query([pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g], &mut near);
-            self.grid.query(pb, &mut near);
-            for &di in &near {
-                let d = &dets[di];
-                let dist = (pc[0] - d.centroid[0]).hypot(pc[1] - d.centroid[1]);
-                let overlap = iou(pb, d.bbox);
-                let gated = dist <= g || (p.min_iou > 0.0 && overlap >= p.min_iou) || inside(pc, d.bbox);
-                if !gated || (t.unseen > 0 && !t.look.may_be(&d.look, p.shape_tolerance, p.grey_tolerance)) {
-                    continue;
-                }
-                let cost = (dist / g).min(1.0) + p.iou_weight * (1.0 - overlap) + p.appearance_weight * t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
-                cands.push(Candidate { track: ti, det: di, cost });
-            }
-        }
-        let mut matched = assign_sparse(n, dets.len(), &cands);
-        let mut owner: Vec<Option<usize>> = vec![None; dets.len()];
-        for (ti, m) in matched.iter().enumerate() {
-            if let Some(di) = *m {
-                owner[di] = Some(ti);
-            }
-        }
-
-        // Merges.
-        let mut member_cands: BTreeMap<usize, Vec<(usize, f64, f64)>> = BTreeMap::new();
-        for (ti, t) in self.tracks.iter().enumerate() {
-            if matched[ti].is_some() || !matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
-                continue;
-            }
-            let pc = t.filter.centroid();
-            near.clear();
-            self.grid.query([pc[0] - INSIDE_MARGIN, pc[1] - INSIDE_MARGIN, 2.0 * INSIDE_MARGIN, 2.0 * INSIDE_MARGIN], &mut near);
-            let best = near
-                .iter()
-                .filter(|&&di| inside(pc, dets[di].bbox))
-                .map(|&di| (di, (pc[0] - dets[di].centroid[0]).hypot(pc[1] - dets[di].centroid[1])))
-                .min_by(|a, b| a.1.total_cmp(&b.1));
-            if let Some((di, dist)) = best {
-                member_cands.entry(di).or_default().push((ti, t.look.area, dist));
-            }
-        }
-        let mut groups: Vec<Group> = Vec::new();
-        let mut in_group = vec![false; n];
-        let mut det_merged = vec![false; dets.len()];
-        for (di, cs) in &member_cands {
-            let first = owner[*di].filter(|&ti| self.tracks[ti].state != TrackState::Tentative).map(|ti| (ti, self.tracks[ti].look.area));
-            let members = grow_group(dets[*di].look.area, first, cs, p.merge_area_share);
-            if members.len() < 2 {
-                continue;
-            }
-            if let Some(ti) = owner[*di] {
-                matched[ti] = None;
-            }
-            owner[*di] = None;
-            det_merged[*di] = true;
-            for &m in &members {
-                in_group[m] = true;
-                matched[m] = None;
-            }
-            groups.push(Group { det: *di, members });
-        }
-
-        // Round 2: re-identification.
-        cands.clear();
-        for (ti, t) in self.tracks.iter().enumerate() {
-            if matched[ti].is_some() || in_group[ti] || t.state == TrackState::Tentative {
-                continue;
-            }
-            let (g, pc) = (gate(t, 1), t.filter.centroid());
-            near.clear();
-            self.grid.query([pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g], &mut near);
-            for &di in &near {
-                let d = &dets[di];
-                let open = !det_merged[di] && owner[di].is_none_or(|o| self.tracks[o].state == TrackState::Tentative);
-                let dist = (pc[0] - d.centroid[0]).hypot(pc[1] - d.centroid[1]);
-                if open && dist <= g && t.look.may_be(&d.look, p.shape_tolerance, p.grey_tolerance) {
-                    let cost = dist / g + p.appearance_weight * t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
-                    cands.push(Candidate { track: ti, det: di, cost });
-                }
-            }
-        }
-        let mut dropped = vec![false; n];
-        let mut inherited: Vec<(usize, Vec<TrackRow>)> = Vec::new();
-        for (ti, m) in assign_sparse(n, dets.len(), &cands).into_iter().enumerate() {
-            let Some(di) = m else { continue };
-            if let Some(u) = owner[di] {
-                // A tentative track held the detection: its frames are this track's.
-                matched[u] = None;
-                dropped[u] = true;
-                inherited.push((ti, std::mem::take(&mut self.tracks[u].pending)));
-            }
-            owner[di] = Some(ti);
-            matched[ti] = Some(di);
-        }
+        let assoc = rounds::associate(&mut self.tracks, &dets, &mut self.grid, &p, growth);
+        let (matched, owner, dropped) = (&assoc.matched, &assoc.owner, &assoc.dropped);
+        let (in_group, det_merged, groups) = (&assoc.in_group, &assoc.det_merged, &assoc.groups);
 
         // Updates.
         let mut out_table = table.clone();
@@ -270,7 +152,7 @@ impl Tracker {
         }
         let mut backfill = Vec::new();
         let mut merged_box: Vec<Option<([f64; 4], u32)>> = vec![None; n];
-        for g in &groups {
+        for g in groups {
             let d = &dets[g.det];
             let predicted: Vec<[f64; 2]> = g.members.iter().map(|&m| self.tracks[m].filter.centroid()).collect();
             let sizes: Vec<[f64; 2]> = g.members.iter().map(|&m| self.tracks[m].size).collect();
@@ -282,6 +164,8 @@ impl Tracker {
                     t.filter.hold_size(t.size);
                 }
                 t.filter.update_centroid(z, MERGED_NOISE * p.measurement_noise * p.measurement_noise);
+                t.filter.axes[0].x[0] = z[0];
+                t.filter.axes[1].x[0] = z[1];
                 t.state = TrackState::Merged;
                 t.unseen += 1;
                 t.trail.push_back(t.filter.centroid());
@@ -297,7 +181,7 @@ impl Tracker {
             })
             .collect();
         merges.sort_by_key(|m| m.label);
-        for (ti, rows) in inherited {
+        for (ti, rows) in assoc.inherited {
             if let Some(id) = self.tracks[ti].id {
                 backfill.extend(rows.into_iter().map(|r| TrackRow { id, ..r }));
             }
@@ -314,7 +198,7 @@ impl Tracker {
             }
             if let Some(di) = matched[ti] {
                 let d = &dets[di];
-                self::measure(t, d, r);
+                measure(t, d, r);
                 t.streak += 1;
                 let row = TrackRow { frame, id: t.id.unwrap_or(0), label: d.label, bbox: d.bbox };
                 if t.id.is_none() && t.streak >= confirm {

@@ -78,3 +78,53 @@ fn rendering_is_deterministic() {
     assert_eq!(s.render(17), s.render(17));
     assert_ne!(s.render(17).0, s.render(18).0);
 }
+
+use crate::ops::ccl::{CclCpu, CclParams, Source, Threshold};
+use crate::track::appearance::mean_grey_levels;
+use crate::track::metrics::{FrameBoxes, MotMetrics, evaluate};
+use crate::track::{Tracker, TrackerParams};
+
+/// Runs a scene through thresholding at [`FOREGROUND_THRESHOLD`], labeling and tracking (as
+/// `morphoscope run --set cca.source=frame` does, without the video encoding), and scores the
+/// MOT rows at IoU >= 0.5.
+fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
+    let ccl = CclParams { source: Source::Frame, threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)), ..CclParams::default() };
+    let mut labeler = CclCpu::new();
+    let mut tracker = Tracker::new(TrackerParams { frame_rate: f64::from(scene.fps), ..params.clone() }).expect("params");
+    let mut gts: Vec<FrameBoxes> = Vec::new();
+    let mut hyps: Vec<FrameBoxes> = vec![Vec::new(); scene.frames];
+    for f in 0..scene.frames {
+        let (img, truth) = scene.render(f);
+        let out = labeler.process(img.view(), &ccl).expect("labels");
+        let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| v > FOREGROUND_THRESHOLD);
+        let tracked = tracker.update(&out.table, &grey, None);
+        for row in tracked.mot_rows() {
+            let v: Vec<f64> = row.split(',').map(|x| x.parse().expect("number")).collect();
+            hyps[v[0] as usize - 1].push((v[1] as u64, [v[2], v[3], v[4], v[5]]));
+        }
+        gts.push(truth.iter().map(|t| (t.id, t.bbox)).collect());
+    }
+    evaluate(&gts, &hyps, 0.5)
+}
+
+/// The tuning scenes' figures (`cargo test --lib track::scenes::tests::tuning_figures --
+/// --ignored --nocapture`).
+#[test]
+#[ignore]
+fn tuning_figures() {
+    let p = TrackerParams::default();
+    let mut total = MotMetrics::default();
+    for s in tuning() {
+        let m = track_scene(&s, &p);
+        println!("{:12} MOTA {:.3} IDF1 {:.3} IDSW {:3} FP {:4} FN {:4} GT {}", s.name, m.mota, m.idf1, m.idsw, m.fp, m.fn_, m.gt);
+        total.gt += m.gt;
+        total.hyp += m.hyp;
+        total.fp += m.fp;
+        total.fn_ += m.fn_;
+        total.idsw += m.idsw;
+        total.idtp += m.idtp;
+    }
+    let mota = 1.0 - (total.fp + total.fn_ + total.idsw) as f64 / total.gt as f64;
+    let idf1 = 2.0 * total.idtp as f64 / (total.gt + total.hyp) as f64;
+    println!("{:12} MOTA {mota:.3} IDF1 {idf1:.3} IDSW {:3} FP {:4} FN {:4}", "all", total.idsw, total.fp, total.fn_);
+}

@@ -1,0 +1,224 @@
+//! The association rounds of one frame, over gated candidate pairs ([`associate`]).
+//!
+//! 1. **Tracked**: tracks matched in the previous frame (tentative and confirmed) against
+//!    every detection. A pair passes the gate when the centroids are at most `max_distance`
+//!    apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid lies in the
+//!    detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) + appearance_weight ·
+//!    difference`.
+//! 2. **Merged**: tracks that were in a merge, against the detections round 1 left and those
+//!    of tentative tracks; the same gate widened by `gate_growth` for the time they have been
+//!    unseen, and their appearance must fit ([`Appearance::may_be`]). Tracks matched before
+//!    them win ties, as in a matching cascade: a track just seen is not pushed aside by one
+//!    whose position is only predicted.
+//! 3. **Merges** ([`merge`]) — from the confirmed and merged tracks still unmatched.
+//! 4. **Re-identification**: the other confirmed, merged and lost tracks against the detections
+//!    left and those of tentative tracks. Gate: distance within the widened gate and
+//!    [`Appearance::may_be`]; cost: `d / gate + appearance_weight · difference`.
+//!
+//! A track that takes a detection held by a tentative track drops that tentative track and
+//! inherits its frames (they were this track's object, seen before it was re-identified).
+
+use std::collections::BTreeMap;
+
+use super::TrackRow;
+use super::TrackState;
+use super::appearance::Appearance;
+use super::associate::{BoxGrid, Candidate, assign_sparse};
+use super::merge::{Group, grow_group};
+use super::metrics::iou;
+use super::params::TrackerParams;
+use super::tracker::Track;
+
+/// Margin around a component's box within which a predicted centroid counts as inside, pixels.
+pub const INSIDE_MARGIN: f64 = 2.0;
+
+/// A component of at least `min_area` pixels.
+#[derive(Clone, Debug)]
+pub struct Det {
+    /// Index in the frame's component table.
+    pub ci: usize,
+    /// Component label.
+    pub label: u32,
+    /// Pixel box `[left, top, width, height]`.
+    pub bbox: [f64; 4],
+    /// Centroid `[x, y]`.
+    pub centroid: [f64; 2],
+    /// Appearance.
+    pub look: Appearance,
+    /// Pixels.
+    pub area: u64,
+}
+
+/// Whether point `p` lies in box `b` (with [`INSIDE_MARGIN`]).
+#[must_use]
+pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
+    let m = INSIDE_MARGIN;
+    p[0] >= b[0] - m && p[0] <= b[0] + b[2] - 1.0 + m && p[1] >= b[1] - m && p[1] <= b[1] + b[3] - 1.0 + m
+}
+
+/// The outcome of a frame's association.
+#[derive(Debug)]
+pub struct Association {
+    /// Per track, the detection it took alone.
+    pub matched: Vec<Option<usize>>,
+    /// Per detection, the track that took it.
+    pub owner: Vec<Option<usize>>,
+    /// Tentative tracks whose detection another track took over.
+    pub dropped: Vec<bool>,
+    /// (track, rows) of frames a track inherits from a dropped tentative track.
+    pub inherited: Vec<(usize, Vec<TrackRow>)>,
+    /// Merge groups.
+    pub groups: Vec<Group>,
+    /// Per track: a member of a merge group.
+    pub in_group: Vec<bool>,
+    /// Per detection: a merge group's component.
+    pub det_merged: Vec<bool>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Round {
+    Tracked,
+    Merged,
+    Reidentify,
+}
+
+/// Runs the rounds (see the module docs) for `tracks` (predicted) and `dets` (in `grid`).
+pub fn associate(tracks: &mut [Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams, growth: f64) -> Association {
+    let (n, m) = (tracks.len(), dets.len());
+    let mut a = Association {
+        matched: vec![None; n],
+        owner: vec![None; m],
+        dropped: vec![false; n],
+        inherited: Vec::new(),
+        groups: Vec::new(),
+        in_group: vec![false; n],
+        det_merged: vec![false; m],
+    };
+    let cands = gather(tracks, dets, grid, p, growth, Round::Tracked, &a);
+    a.apply(tracks, assign_sparse(n, m, &cands));
+    let cands = gather(tracks, dets, grid, p, growth, Round::Merged, &a);
+    a.apply(tracks, assign_sparse(n, m, &cands));
+    find_merges(tracks, dets, grid, p, &mut a);
+    let cands = gather(tracks, dets, grid, p, growth, Round::Reidentify, &a);
+    a.apply(tracks, assign_sparse(n, m, &cands));
+    a
+}
+
+impl Association {
+    /// Whether detection `di` can still be taken: not a merge and free or held by a tentative
+    /// track.
+    fn open(&self, tracks: &[Track], di: usize) -> bool {
+        !self.det_merged[di] && self.owner[di].is_none_or(|o| tracks[o].state == TrackState::Tentative)
+    }
+
+    /// Records an assignment of a round (every assigned detection is open).
+    fn apply(&mut self, tracks: &mut [Track], assignment: Vec<Option<usize>>) {
+        for (ti, m) in assignment.into_iter().enumerate() {
+            let Some(di) = m else { continue };
+            if let Some(u) = self.owner[di] {
+                self.matched[u] = None;
+                self.dropped[u] = true;
+                self.inherited.push((ti, std::mem::take(&mut tracks[u].pending)));
+            }
+            self.owner[di] = Some(ti);
+            self.matched[ti] = Some(di);
+        }
+    }
+}
+
+/// Candidate pairs of one round.
+fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams, growth: f64, round: Round, a: &Association) -> Vec<Candidate> {
+    let mut cands = Vec::new();
+    let mut near = Vec::new();
+    for (ti, t) in tracks.iter().enumerate() {
+        let seeks = a.matched[ti].is_none()
+            && !a.dropped[ti]
+            && match round {
+                Round::Tracked => t.unseen == 0 && matches!(t.state, TrackState::Tentative | TrackState::Confirmed),
+                Round::Merged => t.state == TrackState::Merged,
+                Round::Reidentify => !a.in_group[ti] && t.state != TrackState::Tentative,
+            };
+        if !seeks {
+            continue;
+        }
+        let extra = u32::from(round == Round::Reidentify);
+        let g = p.max_distance + growth * f64::from(t.unseen + extra);
+        let (pc, pb) = (t.filter.centroid(), t.filter.bbox());
+        near.clear();
+        grid.query([pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g], &mut near);
+        if round != Round::Reidentify {
+            grid.query(pb, &mut near);
+        }
+        for &di in &near {
+            let d = &dets[di];
+            if round != Round::Tracked && !a.open(tracks, di) {
+                continue;
+            }
+            let dist = (pc[0] - d.centroid[0]).hypot(pc[1] - d.centroid[1]);
+            let difference = t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
+            let fits = t.look.may_be(&d.look, p.shape_tolerance, p.grey_tolerance);
+            let cost = if round == Round::Reidentify {
+                if dist > g || !fits {
+                    continue;
+                }
+                dist / g + p.appearance_weight * difference
+            } else {
+                let overlap = iou(pb, d.bbox);
+                let gated = dist <= g || (p.min_iou > 0.0 && overlap >= p.min_iou) || inside(pc, d.bbox);
+                if !gated || (round == Round::Merged && !fits) {
+                    continue;
+                }
+                (dist / g).min(1.0) + p.iou_weight * (1.0 - overlap) + p.appearance_weight * difference
+            };
+            cands.push(Candidate { track: ti, det: di, cost });
+        }
+    }
+    cands
+}
+
+/// Merge groups from the confirmed and merged tracks left unmatched (see [`merge`]).
+fn find_merges(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams, a: &mut Association) {
+    let mut member_cands: BTreeMap<usize, Vec<(usize, f64, f64)>> = BTreeMap::new();
+    let mut near = Vec::new();
+    for (ti, t) in tracks.iter().enumerate() {
+        if a.matched[ti].is_some() || a.dropped[ti] || !matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
+            continue;
+        }
+        let pc = t.filter.centroid();
+        near.clear();
+        grid.query([pc[0] - INSIDE_MARGIN, pc[1] - INSIDE_MARGIN, 2.0 * INSIDE_MARGIN, 2.0 * INSIDE_MARGIN], &mut near);
+        let best = near
+            .iter()
+            .filter(|&&di| inside(pc, dets[di].bbox))
+            .map(|&di| (di, (pc[0] - dets[di].centroid[0]).hypot(pc[1] - dets[di].centroid[1])))
+            .min_by(|x, y| x.1.total_cmp(&y.1));
+        if let Some((di, dist)) = best {
+            member_cands.entry(di).or_default().push((ti, t.look.area, dist));
+        }
+    }
+    for (di, cs) in member_cands {
+        // The track that took the component leads the group when its prediction lies in it; a
+        // tentative track that took it gives way to the merge.
+        let owner = a.owner[di];
+        let tentative_owner = owner.is_some_and(|o| tracks[o].state == TrackState::Tentative);
+        let first = owner.filter(|&o| !tentative_owner && inside(tracks[o].filter.centroid(), dets[di].bbox)).map(|o| (o, tracks[o].look.area));
+        if owner.is_some() && !tentative_owner && first.is_none() {
+            continue;
+        }
+        let members = grow_group(dets[di].look.area, first, &cs, p.merge_area_share);
+        if members.len() < 2 {
+            continue;
+        }
+        if let Some(o) = owner {
+            a.matched[o] = None;
+            a.dropped[o] |= tentative_owner;
+        }
+        a.owner[di] = None;
+        a.det_merged[di] = true;
+        for &mi in &members {
+            a.in_group[mi] = true;
+            a.matched[mi] = None;
+        }
+        a.groups.push(Group { det: di, members });
+    }
+}
