@@ -18,8 +18,8 @@ detections, scored with MOTA, IDF1 (motmetrics) and HOTA (TrackEval).
    HOTA: TrackEval, averaged over its IoU thresholds) per scene and per set, prints Markdown
    tables and writes `OUT/results.json`.
 
-The Python packages live in a virtual environment `OUT/venv` made on the first run (pinned
-versions below); the script re-runs itself in it.
+The Python packages live in a virtual environment `out/bench_trackers/venv` made on the first
+run (pinned versions below); the script re-runs itself in it.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ IOU_THRESHOLD = 0.5
 TRACKERS = ("morphoscope", "sort", "bytetrack")
 
 
-def in_venv(out: Path) -> None:
-    """Re-runs this script inside `out/venv` (created and filled on the first run)."""
-    env_dir = out / "venv"
+def in_venv() -> None:
+    """Re-runs this script inside `out/bench_trackers/venv` (created and filled on the first run)."""
+    env_dir = ROOT / "out" / "bench_trackers" / "venv"
     python = env_dir / "bin" / "python"
     if Path(sys.prefix).resolve() == env_dir.resolve():
         return
@@ -249,7 +249,7 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated scene names")
     args = p.parse_args()
     args.out = args.out.resolve()
-    in_venv(args.out)
+    in_venv()
     if args.morphoscope and args.scenes_bin:
         morphoscope, scenes_bin = args.morphoscope, args.scenes_bin
     else:

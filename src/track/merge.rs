@@ -9,11 +9,13 @@
 //! of the tracks' running appearance). A group of two or more is a merge.
 //!
 //! Members are not updated with the shared component's measurement (it describes none of
-//! them). Each keeps its own prediction, corrected by [`place_members`]: all members are moved
-//! by one common shift so that their area-weighted mean centroid falls on the component's
-//! centroid, then each box is pushed inside the component's box. The corrected centroid is
-//! folded into each member's filter as a loose measurement, so the members follow the group
-//! when it turns or stops, and their boxes keep the size they had before the merge.
+//! them). Each keeps its own prediction, corrected by [`place_members`], axis by axis: the
+//! members' predicted offsets from their area-weighted mean are scaled (their order kept) so
+//! that their boxes together span the component's box, all are moved by one common shift so
+//! that the mean falls on the component's centroid, and each box is pushed inside the
+//! component's box. The placed centroid is folded into each member's filter as a loose
+//! measurement, so the members follow the group when it turns or stops and stop closing in once
+//! they touch, and their boxes keep the size they had before the merge.
 
 /// One merge group: a detection and the tracks it holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,22 +64,50 @@ pub fn grow_group(area: f64, first: Option<(usize, f64)>, candidates: &[(usize, 
 #[must_use]
 pub fn place_members(predicted: &[[f64; 2]], sizes: &[[f64; 2]], areas: &[f64], bbox: [f64; 4], centroid: [f64; 2]) -> Vec<[f64; 2]> {
     let total: f64 = areas.iter().sum::<f64>().max(1e-9);
-    let mean = |a: usize| predicted.iter().zip(areas).map(|(p, w)| p[a] * w).sum::<f64>() / total;
-    let shift = [centroid[0] - mean(0), centroid[1] - mean(1)];
-    predicted
-        .iter()
-        .zip(sizes)
-        .map(|(p, s)| {
-            let mut z = [p[0] + shift[0], p[1] + shift[1]];
-            for a in 0..2 {
-                // Centre range that keeps a box of size s[a] inside [lo, lo + len - 1].
-                let (lo, len) = (bbox[a], bbox[a + 2]);
-                let half = 0.5 * (s[a] - 1.0);
-                z[a] = if s[a] >= len { lo + 0.5 * (len - 1.0) } else { z[a].clamp(lo + half, lo + len - 1.0 - half) };
+    let mut z: Vec<[f64; 2]> = predicted.to_vec();
+    for a in 0..2 {
+        let mean = z.iter().zip(areas).map(|(p, w)| p[a] * w).sum::<f64>() / total;
+        if z.len() > 1 {
+            let k = spread_to_fit(&z.iter().map(|p| p[a] - mean).collect::<Vec<_>>(), &sizes.iter().map(|s| s[a]).collect::<Vec<_>>(), bbox[a + 2]);
+            for p in &mut z {
+                p[a] = mean + k * (p[a] - mean);
             }
-            z
-        })
-        .collect()
+        }
+        let (lo, len) = (bbox[a], bbox[a + 2]);
+        for (p, s) in z.iter_mut().zip(sizes) {
+            p[a] += centroid[a] - mean;
+            // Centre range that keeps a box of size s[a] inside [lo, lo + len - 1].
+            let half = 0.5 * (s[a] - 1.0);
+            p[a] = if s[a] >= len { lo + 0.5 * (len - 1.0) } else { p[a].clamp(lo + half, lo + len - 1.0 - half) };
+        }
+    }
+    z
+}
+
+/// Largest spread a group may be given, as a multiple of its predicted spread.
+const MAX_SPREAD: f64 = 3.0;
+
+/// The factor `k` in `[0, MAX_SPREAD]` by which offsets `d` (centres about their mean) must be
+/// scaled for the members' boxes (`sizes`) to span `span` pixels from the first pixel of the
+/// leftmost box to the last of the rightmost (bisection: the span grows with `k`).
+fn spread_to_fit(d: &[f64], sizes: &[f64], span: f64) -> f64 {
+    let extent = |k: f64| {
+        let hi = d.iter().zip(sizes).map(|(x, s)| k * x + 0.5 * (s - 1.0)).fold(f64::MIN, f64::max);
+        let lo = d.iter().zip(sizes).map(|(x, s)| k * x - 0.5 * (s - 1.0)).fold(f64::MAX, f64::min);
+        hi - lo + 1.0
+    };
+    if extent(0.0) >= span {
+        return 0.0;
+    }
+    if extent(MAX_SPREAD) <= span {
+        return MAX_SPREAD;
+    }
+    let (mut lo, mut hi) = (0.0, MAX_SPREAD);
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        if extent(mid) < span { lo = mid } else { hi = mid }
+    }
+    0.5 * (lo + hi)
 }
 
 /// The part of box `b` inside box `outer` (both `[left, top, width, height]`); `b` itself when
@@ -115,9 +145,14 @@ mod tests {
 
     #[test]
     fn members_follow_the_component_and_stay_inside_it() {
-        // Two 10 x 10 members predicted 4 px left of where the component (x 0..=29) lies.
-        let z = place_members(&[[6.0, 5.0], [20.0, 5.0]], &[[10.0, 10.0]; 2], &[100.0, 100.0], [0.0, 0.0, 30.0, 10.0], [17.0, 4.5]);
-        assert_eq!(z, vec![[10.0, 4.5], [24.0, 4.5]]);
+        // Two 10 x 10 members predicted 4 px left of where the component (x 0..=29) lies, with
+        // boxes spanning 24 of its 30 columns: spread and shifted onto it.
+        let z = place_members(&[[6.0, 5.0], [20.0, 5.0]], &[[10.0, 10.0]; 2], &[100.0, 100.0], [0.0, 0.0, 30.0, 10.0], [14.5, 4.5]);
+        assert!((z[0][0] - 4.5).abs() < 1e-6 && (z[1][0] - 24.5).abs() < 1e-6, "{z:?}");
+        assert_eq!([z[0][1], z[1][1]], [4.5, 4.5]);
+        // Predicted past each other (closing in after they touched): the order is kept.
+        let z = place_members(&[[12.0, 5.0], [8.0, 5.0]], &[[10.0, 10.0]; 2], &[100.0, 100.0], [0.0, 0.0, 22.0, 10.0], [10.5, 4.5]);
+        assert!(z[0][0] > z[1][0] && (z[0][0] - z[1][0] - 12.0).abs() < 1e-6, "{z:?}");
         // A member predicted outside is pushed in.
         let z = place_members(&[[-20.0, 5.0], [20.0, 5.0]], &[[10.0, 10.0]; 2], &[100.0, 100.0], [0.0, 0.0, 30.0, 10.0], [0.0, 4.5]);
         assert_eq!(z[0], [4.5, 4.5]);

@@ -10,7 +10,9 @@
 //!    unseen, and their appearance must fit ([`Appearance::may_be`]). Tracks matched before
 //!    them win ties, as in a matching cascade: a track just seen is not pushed aside by one
 //!    whose position is only predicted.
-//! 3. **Merges** ([`merge`]) — from the confirmed and merged tracks still unmatched.
+//! 3. **Merges** ([`merge`]) — from the confirmed and merged tracks still unmatched: a
+//!    confirmed track joins the component its predicted centroid lies in, a merged track stays
+//!    in the one that covers [`KEEP_COVER`] of its predicted box.
 //! 4. **Re-identification**: the other confirmed, merged and lost tracks against the detections
 //!    left and those of tentative tracks. Gate: distance within the widened gate and
 //!    [`Appearance::may_be`]; cost: `d / gate + appearance_weight · difference`.
@@ -31,6 +33,18 @@ use super::tracker::Track;
 
 /// Margin around a component's box within which a predicted centroid counts as inside, pixels.
 pub const INSIDE_MARGIN: f64 = 2.0;
+
+/// Share of a merged track's predicted box that must lie in a component for it to stay in that
+/// component's group (its prediction may drift by a few pixels a frame while merged).
+pub const KEEP_COVER: f64 = 0.3;
+
+/// Share of box `a` covered by box `b`.
+#[must_use]
+pub fn covered(a: [f64; 4], b: [f64; 4]) -> f64 {
+    let ix = (a[0] + a[2]).min(b[0] + b[2]) - a[0].max(b[0]);
+    let iy = (a[1] + a[3]).min(b[1] + b[3]) - a[1].max(b[1]);
+    if ix <= 0.0 || iy <= 0.0 { 0.0 } else { ix * iy / (a[2] * a[3]).max(1e-9) }
+}
 
 /// A component of at least `min_area` pixels.
 #[derive(Clone, Debug)]
@@ -184,12 +198,17 @@ fn find_merges(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerPa
         if a.matched[ti].is_some() || a.dropped[ti] || !matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
             continue;
         }
-        let pc = t.filter.centroid();
+        let (pc, pb) = (t.filter.centroid(), t.filter.bbox());
         near.clear();
-        grid.query([pc[0] - INSIDE_MARGIN, pc[1] - INSIDE_MARGIN, 2.0 * INSIDE_MARGIN, 2.0 * INSIDE_MARGIN], &mut near);
+        grid.query(pb, &mut near);
+        // A track already merged stays with its group while its box mostly overlaps the
+        // component; others join when their predicted centroid lies in it.
+        let joins = |b: [f64; 4]| {
+            if t.state == TrackState::Merged { covered(pb, b) >= KEEP_COVER } else { inside(pc, b) }
+        };
         let best = near
             .iter()
-            .filter(|&&di| inside(pc, dets[di].bbox))
+            .filter(|&&di| joins(dets[di].bbox))
             .map(|&di| (di, (pc[0] - dets[di].centroid[0]).hypot(pc[1] - dets[di].centroid[1])))
             .min_by(|x, y| x.1.total_cmp(&y.1));
         if let Some((di, dist)) = best {

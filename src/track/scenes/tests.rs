@@ -98,6 +98,19 @@ fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
         let out = labeler.process(img.view(), &ccl).expect("labels");
         let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| v > FOREGROUND_THRESHOLD);
         let tracked = tracker.update(&out.table, &grey, None);
+        if let Some(dir) = std::env::var_os("DBG_DIR") {
+            let d = std::path::PathBuf::from(dir).join(&scene.name);
+            std::fs::create_dir_all(&d).unwrap();
+            use std::io::Write;
+            let mut fcsv = std::fs::OpenOptions::new().create(true).append(true).open(d.join("tracks.csv")).unwrap();
+            for row in tracked.mot_rows() { writeln!(fcsv, "{row}").unwrap(); }
+            let mut fj = std::fs::OpenOptions::new().create(true).append(true).open(d.join("components.jsonl")).unwrap();
+            let mut line = serde_json::json!({"frame": tracked.frame, "table": &tracked.table, "tracks": &tracked.tracks});
+            if !tracked.merges.is_empty() { line["merges"] = serde_json::json!(&tracked.merges); }
+            writeln!(fj, "{line}").unwrap();
+            let mut fg = std::fs::OpenOptions::new().create(true).append(true).open(d.join("gt.txt")).unwrap();
+            write!(fg, "{}", mot_truth_rows(f, &truth)).unwrap();
+        }
         for row in tracked.mot_rows() {
             let v: Vec<f64> = row.split(',').map(|x| x.parse().expect("number")).collect();
             hyps[v[0] as usize - 1].push((v[1] as u64, [v[2], v[3], v[4], v[5]]));
