@@ -5,17 +5,18 @@
 //!    apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid lies in the
 //!    detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) + appearance_weight ·
 //!    difference`.
-//! 2. **Merged**: tracks that were in a merge, against the detections round 1 left and those
-//!    of tentative tracks; the same gate widened by `gate_growth` for the time they have been
-//!    unseen, and their appearance must fit ([`Appearance::may_be`]). Tracks matched before
-//!    them win ties, as in a matching cascade: a track just seen is not pushed aside by one
-//!    whose position is only predicted.
-//! 3. **Merges** ([`merge`]) — from the confirmed and merged tracks still unmatched: a
+//! 2. **Merges** ([`merge`]) — from the confirmed and merged tracks still unmatched: a
 //!    confirmed track joins the component its predicted centroid lies in, a merged track stays
-//!    in the one that covers [`KEEP_COVER`] of its predicted box.
+//!    in the one that covers [`KEEP_COVER`] of its predicted box (a group goes on while its
+//!    component holds it).
+//! 3. **Split**: merged tracks whose group came apart, against the detections left and those of
+//!    tentative tracks; the same gate, and their appearance must fit
+//!    ([`Appearance::may_be`]). Tracks matched before them win, as in a matching cascade: a
+//!    track just seen is not pushed aside by one whose position is only inferred.
 //! 4. **Re-identification**: the other confirmed, merged and lost tracks against the detections
-//!    left and those of tentative tracks. Gate: distance within the widened gate and
-//!    [`Appearance::may_be`]; cost: `d / gate + appearance_weight · difference`.
+//!    left and those of tentative tracks. Gate: distance within `max_distance` widened by
+//!    `gate_growth` for the time the track has been lost, and [`Appearance::may_be`]; cost:
+//!    `d / gate + appearance_weight · difference`.
 //!
 //! A track that takes a detection held by a tentative track drops that tentative track and
 //! inherits its frames (they were this track's object, seen before it was re-identified).
@@ -110,9 +111,9 @@ pub fn associate(tracks: &mut [Track], dets: &[Det], grid: &mut BoxGrid, p: &Tra
     };
     let cands = gather(tracks, dets, grid, p, growth, Round::Tracked, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
+    find_merges(tracks, dets, grid, p, &mut a);
     let cands = gather(tracks, dets, grid, p, growth, Round::Merged, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
-    find_merges(tracks, dets, grid, p, &mut a);
     let cands = gather(tracks, dets, grid, p, growth, Round::Reidentify, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
     a
@@ -149,14 +150,13 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams,
             && !a.dropped[ti]
             && match round {
                 Round::Tracked => t.unseen == 0 && matches!(t.state, TrackState::Tentative | TrackState::Confirmed),
-                Round::Merged => t.state == TrackState::Merged,
+                Round::Merged => t.state == TrackState::Merged && !a.in_group[ti],
                 Round::Reidentify => !a.in_group[ti] && t.state != TrackState::Tentative,
             };
         if !seeks {
             continue;
         }
-        let extra = u32::from(round == Round::Reidentify);
-        let g = p.max_distance + growth * f64::from(t.unseen + extra);
+        let g = if round == Round::Reidentify { p.max_distance + growth * f64::from(t.lost + 1) } else { p.max_distance };
         let (pc, pb) = (t.filter.centroid(), t.filter.bbox());
         near.clear();
         grid.query([pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g], &mut near);

@@ -54,8 +54,10 @@ pub struct Track {
     pub hits: u32,
     /// Consecutive frames matched (confirmation).
     pub streak: u32,
-    /// Consecutive frames without a component of its own.
+    /// Consecutive frames without a component of its own (lost or merged).
     pub unseen: u32,
+    /// Consecutive frames lost (explained by no component).
+    pub lost: u32,
     /// Frames since it started.
     pub age: u32,
     /// Tentative frames, written when the track is confirmed.
@@ -168,6 +170,7 @@ impl Tracker {
                 t.filter.axes[1].x[0] = z[1];
                 t.state = TrackState::Merged;
                 t.unseen += 1;
+                t.lost = 0;
                 t.trail.push_back(t.filter.centroid());
                 merged_box[m] = Some((clip_box(t.filter.bbox(), d.bbox), d.label));
             }
@@ -223,9 +226,10 @@ impl Tracker {
                             t.filter.hold_size(t.size);
                         }
                         t.unseen += 1;
+                        t.lost += 1;
                         let c = t.filter.centroid();
                         let left = c[0] < 0.0 || c[1] < 0.0 || c[0] > w - 1.0 || c[1] > h - 1.0;
-                        if t.unseen > lost_max || left { TrackState::Removed } else { TrackState::Lost }
+                        if t.lost > lost_max || left { TrackState::Removed } else { TrackState::Lost }
                     }
                 };
             }
@@ -278,6 +282,7 @@ impl Tracker {
                 hits: 1,
                 streak: 1,
                 unseen: 0,
+                lost: 0,
                 age: 0,
                 pending: Vec::new(),
                 trail: VecDeque::from([d.centroid]),
@@ -341,5 +346,6 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
     t.area = d.area;
     t.hits += 1;
     t.unseen = 0;
+    t.lost = 0;
     t.trail.push_back(t.filter.centroid());
 }
