@@ -17,6 +17,7 @@
 //! videos with MOT ground truth for `scripts/bench_trackers.py`.
 
 pub mod catalogue;
+pub mod random;
 #[cfg(test)]
 mod tests;
 

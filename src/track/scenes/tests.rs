@@ -5,11 +5,11 @@ use super::*;
 
 #[test]
 fn ground_truth_boxes_are_the_visible_pixels() {
-    let mut scene = catalogue::RandomSpec {
+    let mut scene = random::RandomSpec {
         objects: 0,
         convoys: 0,
         occluders: 0,
-        ..catalogue::RandomSpec::default()
+        ..random::RandomSpec::default()
     }
     .build();
     scene.noise = Noise::default();
@@ -88,27 +88,53 @@ use crate::track::{Tracker, TrackerParams};
 /// `morphoscope run --set cca.source=frame` does, without the video encoding), and scores the
 /// MOT rows at IoU >= 0.5.
 fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
-    let ccl = CclParams { source: Source::Frame, threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)), ..CclParams::default() };
+    let ccl = CclParams {
+        source: Source::Frame,
+        threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)),
+        ..CclParams::default()
+    };
     let mut labeler = CclCpu::new();
-    let mut tracker = Tracker::new(TrackerParams { frame_rate: f64::from(scene.fps), ..params.clone() }).expect("params");
+    let mut tracker = Tracker::new(TrackerParams {
+        frame_rate: f64::from(scene.fps),
+        ..params.clone()
+    })
+    .expect("params");
     let mut gts: Vec<FrameBoxes> = Vec::new();
     let mut hyps: Vec<FrameBoxes> = vec![Vec::new(); scene.frames];
     for f in 0..scene.frames {
         let (img, truth) = scene.render(f);
         let out = labeler.process(img.view(), &ccl).expect("labels");
-        let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| v > FOREGROUND_THRESHOLD);
+        let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| {
+            v > FOREGROUND_THRESHOLD
+        });
         let tracked = tracker.update(&out.table, &grey, None);
         if let Some(dir) = std::env::var_os("DBG_DIR") {
             let d = std::path::PathBuf::from(dir).join(&scene.name);
             std::fs::create_dir_all(&d).unwrap();
             use std::io::Write;
-            let mut fcsv = std::fs::OpenOptions::new().create(true).append(true).open(d.join("tracks.csv")).unwrap();
-            for row in tracked.mot_rows() { writeln!(fcsv, "{row}").unwrap(); }
-            let mut fj = std::fs::OpenOptions::new().create(true).append(true).open(d.join("components.jsonl")).unwrap();
+            let mut fcsv = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join("tracks.csv"))
+                .unwrap();
+            for row in tracked.mot_rows() {
+                writeln!(fcsv, "{row}").unwrap();
+            }
+            let mut fj = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join("components.jsonl"))
+                .unwrap();
             let mut line = serde_json::json!({"frame": tracked.frame, "table": &tracked.table, "tracks": &tracked.tracks});
-            if !tracked.merges.is_empty() { line["merges"] = serde_json::json!(&tracked.merges); }
+            if !tracked.merges.is_empty() {
+                line["merges"] = serde_json::json!(&tracked.merges);
+            }
             writeln!(fj, "{line}").unwrap();
-            let mut fg = std::fs::OpenOptions::new().create(true).append(true).open(d.join("gt.txt")).unwrap();
+            let mut fg = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join("gt.txt"))
+                .unwrap();
             write!(fg, "{}", mot_truth_rows(f, &truth)).unwrap();
         }
         for row in tracked.mot_rows() {
@@ -129,7 +155,10 @@ fn tuning_figures() {
     let mut total = MotMetrics::default();
     for s in tuning() {
         let m = track_scene(&s, &p);
-        println!("{:12} MOTA {:.3} IDF1 {:.3} IDSW {:3} FP {:4} FN {:4} GT {}", s.name, m.mota, m.idf1, m.idsw, m.fp, m.fn_, m.gt);
+        println!(
+            "{:12} MOTA {:.3} IDF1 {:.3} IDSW {:3} FP {:4} FN {:4} GT {}",
+            s.name, m.mota, m.idf1, m.idsw, m.fp, m.fn_, m.gt
+        );
         total.gt += m.gt;
         total.hyp += m.hyp;
         total.fp += m.fp;
@@ -139,5 +168,8 @@ fn tuning_figures() {
     }
     let mota = 1.0 - (total.fp + total.fn_ + total.idsw) as f64 / total.gt as f64;
     let idf1 = 2.0 * total.idtp as f64 / (total.gt + total.hyp) as f64;
-    println!("{:12} MOTA {mota:.3} IDF1 {idf1:.3} IDSW {:3} FP {:4} FN {:4}", "all", total.idsw, total.fp, total.fn_);
+    println!(
+        "{:12} MOTA {mota:.3} IDF1 {idf1:.3} IDSW {:3} FP {:4} FN {:4}",
+        "all", total.idsw, total.fp, total.fn_
+    );
 }
