@@ -35,6 +35,11 @@ use super::tracker::Track;
 /// Margin around a component's box within which a predicted centroid counts as inside, pixels.
 pub const INSIDE_MARGIN: f64 = 2.0;
 
+/// `merge_area_share` for a group that goes on (two or more of its tracks were merged in the
+/// previous frame): objects that overlap more as they cross stay merged while the one behind
+/// shows a tenth of its area.
+pub const KEEP_SHARE: f64 = 0.1;
+
 /// Share of a merged track's predicted box that must lie in a component for it to stay in that
 /// component's group (its prediction may drift by a few pixels a frame while merged).
 pub const KEEP_COVER: f64 = 0.3;
@@ -224,7 +229,9 @@ fn find_merges(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerPa
         if owner.is_some() && !tentative_owner && first.is_none() {
             continue;
         }
-        let members = grow_group(dets[di].look.area, first, &cs, p.merge_area_share);
+        let was_merged = cs.iter().map(|c| c.0).chain(first.map(|f| f.0)).filter(|&t| tracks[t].state == TrackState::Merged).count();
+        let share = if was_merged >= 2 { p.merge_area_share.min(KEEP_SHARE) } else { p.merge_area_share };
+        let members = grow_group(dets[di].look.area, first, &cs, share);
         if members.len() < 2 {
             continue;
         }
