@@ -26,12 +26,18 @@ pub struct Group {
     pub members: Vec<usize>,
 }
 
+/// Smallest member of a group, as a share of its largest: a much smaller track whose
+/// prediction lies in a big component is more often a fragment of that object (a binarization
+/// that splits and rejoins it) than another object; it is left lost rather than merged.
+pub const MIN_MEMBER_SHARE: f64 = 0.25;
+
 /// Whether a component of `area` can hold tracks of `areas` (see the module docs).
 #[must_use]
 pub fn holds(area: f64, areas: &[f64], share: f64) -> bool {
     let largest = areas.iter().copied().fold(0.0, f64::max);
+    let smallest = areas.iter().copied().fold(f64::INFINITY, f64::min);
     let sum: f64 = areas.iter().sum();
-    area >= largest + share * (sum - largest)
+    area >= largest + share * (sum - largest) && smallest >= MIN_MEMBER_SHARE * largest
 }
 
 /// Builds the group of one detection: `first` (the matched track, if any) then `candidates`
@@ -128,8 +134,9 @@ mod tests {
         assert!(holds(200.0, &[100.0, 100.0], 0.3));
         assert!(holds(130.0, &[100.0, 100.0], 0.3));
         assert!(!holds(120.0, &[100.0, 100.0], 0.3), "one object mostly hiding the other");
-        assert!(holds(1010.0, &[1000.0, 30.0], 0.3), "a small object merged into a big one");
-        assert!(!holds(1000.0, &[1000.0, 30.0], 0.3));
+        assert!(holds(1100.0, &[1000.0, 300.0], 0.3), "a smaller object merged into a big one");
+        assert!(!holds(1050.0, &[1000.0, 300.0], 0.3));
+        assert!(!holds(1100.0, &[1000.0, 100.0], 0.3), "a fragment is no member");
     }
 
     #[test]

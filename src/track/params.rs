@@ -54,7 +54,7 @@ impl Default for TrackerParams {
         Self {
             min_area: 25,
             frame_rate: 25.0,
-            confirm_seconds: 0.1,
+            confirm_seconds: 0.2,
             lost_seconds: 2.0,
             max_distance: 50.0,
             gate_growth: 100.0,
