@@ -39,6 +39,9 @@ pub mod rounds;
 pub mod scenes;
 pub mod tracker;
 
+#[cfg(test)]
+mod tests;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ops::ccl::ComponentTable;

@@ -2,10 +2,11 @@
 //! [`rounds`]).
 //!
 //! A matched track folds its component into its filter. When the component is a *partial
-//! view* (area below [`PARTIAL_AREA`] of the track's: the object is partly behind an occluder
-//! or outside the frame), the filter gets the whole object's box instead: on each axis where the
-//! component is narrower than the track's size, the edge that agrees best with the prediction is
-//! taken as the object's and the centre placed half the track's size from it. So a track keeps
+//! view* (the object is partly behind an occluder or outside the frame: on some axis the box is
+//! below [`PARTIAL_SIZE`] of the track's size and [`PARTIAL_PIXELS`] short of it), the filter gets the whole object's box instead:
+//! on each such axis the edge that agrees best with the prediction is taken as the object's and
+//! the centre placed half the track's size from it. Partial views (those, and components below
+//! [`PARTIAL_AREA`] of the track's area) change the track's appearance and size only slowly. So a track keeps
 //! its speed and size while its object slides behind an occluder or out of the frame, and its
 //! box neither shrinks nor inverts.
 //!
@@ -27,6 +28,12 @@ use crate::ops::ccl::ComponentTable;
 
 /// Area ratio (component / track) below which a component is a partial view of its object.
 pub const PARTIAL_AREA: f64 = 0.7;
+/// Box size ratio (component / track) below which a component is cut on that axis, if it is
+/// also [`PARTIAL_PIXELS`] short (an object shrinks this fast only behind an occluder or at the
+/// frame border; the track's size follows real changes of a few percent a frame).
+pub const PARTIAL_SIZE: f64 = 0.92;
+/// Shortfall in pixels for a component to be cut on an axis (see [`PARTIAL_SIZE`]).
+pub const PARTIAL_PIXELS: f64 = 2.0;
 /// Share of a full view blended into a track's appearance and size (a few frames' memory).
 const LOOK_RATE: f64 = 0.3;
 /// The same for partial views: slow, so a real change of size is followed within a second.
@@ -321,17 +328,16 @@ impl Tracker {
 /// module docs) and updates its appearance.
 fn measure(t: &mut Track, d: &Det, r: f64) {
     let pred = t.filter.centroid();
-    let partial = t.hits > 0 && d.look.area < PARTIAL_AREA * t.look.area;
     let mut z = [d.centroid[0], d.centroid[1], d.bbox[2], d.bbox[3]];
-    if partial {
-        for a in 0..2 {
-            let full = t.size[a];
-            if d.bbox[2 + a] < 0.9 * full {
-                let from_low = d.bbox[a] + 0.5 * (full - 1.0);
-                let from_high = d.bbox[a] + d.bbox[2 + a] - 1.0 - 0.5 * (full - 1.0);
-                z[a] = if (from_low - pred[a]).abs() <= (from_high - pred[a]).abs() { from_low } else { from_high };
-                z[2 + a] = full;
-            }
+    let mut partial = t.hits > 0 && d.look.area < PARTIAL_AREA * t.look.area;
+    for a in 0..2 {
+        let full = t.size[a];
+        if t.hits > 0 && d.bbox[2 + a] < PARTIAL_SIZE * full && d.bbox[2 + a] <= full - PARTIAL_PIXELS {
+            let from_low = d.bbox[a] + 0.5 * (full - 1.0);
+            let from_high = d.bbox[a] + d.bbox[2 + a] - 1.0 - 0.5 * (full - 1.0);
+            z[a] = if (from_low - pred[a]).abs() <= (from_high - pred[a]).abs() { from_low } else { from_high };
+            z[2 + a] = full;
+            partial = true;
         }
     }
     if t.unseen > 0 {
