@@ -69,6 +69,12 @@ pub struct Det {
     pub area: u64,
 }
 
+/// The smallest box holding boxes `a` and `b`.
+fn union_box(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
+    let (l, t) = (a[0].min(b[0]), a[1].min(b[1]));
+    [l, t, (a[0] + a[2]).max(b[0] + b[2]) - l, (a[1] + a[3]).max(b[1] + b[3]) - t]
+}
+
 /// Whether point `p` lies in box `b` (with [`INSIDE_MARGIN`]).
 #[must_use]
 pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
@@ -163,32 +169,32 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams,
         }
         let g = if round == Round::Reidentify { p.max_distance + growth * f64::from(t.lost + 1) } else { p.max_distance };
         let (pc, pb) = (t.filter.centroid(), t.filter.bbox());
+        let gate = [pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g];
         near.clear();
-        grid.query([pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g], &mut near);
-        if round != Round::Reidentify {
-            grid.query(pb, &mut near);
-        }
+        grid.query(if round == Round::Reidentify { gate } else { union_box(gate, pb) }, &mut near);
         for &di in &near {
             let d = &dets[di];
             if round != Round::Tracked && !a.open(tracks, di) {
                 continue;
             }
-            let dist = (pc[0] - d.centroid[0]).hypot(pc[1] - d.centroid[1]);
-            let difference = t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
-            let fits = t.look.may_be(&d.look, p.shape_tolerance, p.grey_tolerance);
-            let cost = if round == Round::Reidentify {
-                if dist > g || !fits {
+            let (dx, dy) = (pc[0] - d.centroid[0], pc[1] - d.centroid[1]);
+            let close = dx * dx + dy * dy <= g * g;
+            let fits = || t.look.may_be(&d.look, p.shape_tolerance, p.grey_tolerance);
+            let (motion, overlap) = if round == Round::Reidentify {
+                if !close || !fits() {
                     continue;
                 }
-                dist / g + p.appearance_weight * difference
+                ((dx * dx + dy * dy).sqrt() / g, None)
             } else {
                 let overlap = iou(pb, d.bbox);
-                let gated = dist <= g || (p.min_iou > 0.0 && overlap >= p.min_iou) || inside(pc, d.bbox);
-                if !gated || (round == Round::Merged && !fits) {
+                let gated = close || (p.min_iou > 0.0 && overlap >= p.min_iou) || inside(pc, d.bbox);
+                if !gated || (round == Round::Merged && !fits()) {
                     continue;
                 }
-                (dist / g).min(1.0) + p.iou_weight * (1.0 - overlap) + p.appearance_weight * difference
+                (((dx * dx + dy * dy).sqrt() / g).min(1.0), Some(overlap))
             };
+            let difference = t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
+            let cost = motion + overlap.map_or(0.0, |o| p.iou_weight * (1.0 - o)) + p.appearance_weight * difference;
             cands.push(Candidate { track: ti, det: di, cost });
         }
     }
