@@ -167,7 +167,7 @@ impl Analysis for Cca {
                 shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(tr.id), label: Some(format!("{} merged", tr.id)) });
             }
             if tr.trail.len() > 1 {
-                let points = tr.trail.iter().map(|p| [p[0] as f32, p[1] as f32]).collect();
+                let points = tr.trail.clone();
                 shapes.push(Shape::Polyline { points, color: id_colour(tr.id) });
             }
             tracks.push(TrackInfo {

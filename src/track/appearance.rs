@@ -28,9 +28,19 @@ pub struct Appearance {
     pub axes: [f64; 2],
     /// Mean grey level of the component's pixels, when measured.
     pub grey: Option<f64>,
+    /// `[ln area, ln major, ln minor]`, kept with the values (comparisons take no logarithm).
+    logs: [f64; 3],
 }
 
 impl Appearance {
+    /// An appearance from its features.
+    #[must_use]
+    pub fn new(area: f64, axes: [f64; 2], grey: Option<f64>) -> Self {
+        let area = area.max(1.0);
+        let axes = [axes[0].max(0.5), axes[1].max(0.5)];
+        Self { area, axes, grey: grey.filter(|g| g.is_finite()), logs: [area.ln(), axes[0].ln(), axes[1].ln()] }
+    }
+
     /// The appearance of a component with its mean grey level, if known.
     #[must_use]
     pub fn of(c: &Component, grey: Option<f64>) -> Self {
@@ -38,28 +48,31 @@ impl Appearance {
         let (a, b, d) = (c.moments.mu20 / n, c.moments.mu11 / n, c.moments.mu02 / n);
         let half_tr = 0.5 * (a + d);
         let root = (0.25 * (a - d) * (a - d) + b * b).sqrt();
-        let major = (half_tr + root).max(0.25).sqrt();
-        let minor = (half_tr - root).max(0.25).sqrt();
-        Self { area: n, axes: [major, minor], grey: grey.filter(|g| g.is_finite()) }
+        Self::new(n, [(half_tr + root).max(0.25).sqrt(), (half_tr - root).max(0.25).sqrt()], grey)
+    }
+
+    /// The same with another grey level.
+    #[must_use]
+    pub fn with_grey(self, grey: Option<f64>) -> Self {
+        Self::new(self.area, self.axes, grey)
     }
 
     /// Moves this average towards `o` by `alpha` (0: unchanged, 1: replaced).
     pub fn blend(&mut self, o: &Self, alpha: f64) {
         let mix = |a: f64, b: f64| a + alpha * (b - a);
-        self.area = mix(self.area, o.area);
-        self.axes = [mix(self.axes[0], o.axes[0]), mix(self.axes[1], o.axes[1])];
-        self.grey = match (self.grey, o.grey) {
+        let grey = match (self.grey, o.grey) {
             (Some(a), Some(b)) => Some(mix(a, b)),
             (a, b) => a.or(b),
         };
+        *self = Self::new(mix(self.area, o.area), [mix(self.axes[0], o.axes[0]), mix(self.axes[1], o.axes[1])], grey);
     }
 
     /// Normalised difference (see the module docs), at most [`MAX_DIFFERENCE`].
     #[must_use]
     pub fn difference(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> f64 {
         let ln_tol = shape_tolerance.ln();
-        let area = (o.area / self.area).ln().abs() / (2.0 * ln_tol);
-        let shape = (0..2).map(|i| (o.axes[i] / self.axes[i]).ln().abs()).fold(0.0, f64::max) / ln_tol;
+        let area = (o.logs[0] - self.logs[0]).abs() / (2.0 * ln_tol);
+        let shape = (o.logs[1] - self.logs[1]).abs().max((o.logs[2] - self.logs[2]).abs()) / ln_tol;
         let (sum, n) = match (self.grey, o.grey) {
             (Some(a), Some(b)) => (area + shape + (a - b).abs() / grey_tolerance, 3.0),
             _ => (area + shape, 2.0),
@@ -140,15 +153,15 @@ mod tests {
     fn difference_is_zero_for_the_same_and_grows_with_each_feature() {
         let a = Appearance::of(&rect(0, 0, 10, 10), Some(100.0));
         assert_eq!(a.difference(&a, 1.5, 20.0), 0.0);
-        let grey = Appearance { grey: Some(120.0), ..a };
+        let grey = a.with_grey(Some(120.0));
         assert!((a.difference(&grey, 1.5, 20.0) - 1.0 / 3.0).abs() < 1e-12);
         let bigger = Appearance::of(&rect(0, 0, 15, 15), Some(100.0));
         // Axes about x1.5 (1 tolerance), area x2.25 (1 tolerance), grey equal: mean about 2/3.
         assert!((a.difference(&bigger, 1.5, 20.0) - 2.0 / 3.0).abs() < 0.01);
-        let far = Appearance { grey: Some(250.0), ..a };
-        assert_eq!(a.difference(&Appearance { area: 1e9, ..far }, 1.5, 20.0), MAX_DIFFERENCE);
+        let far = Appearance::new(1e9, a.axes, Some(250.0));
+        assert_eq!(a.difference(&far, 1.5, 20.0), MAX_DIFFERENCE);
         // No grey level on one side: the mean of the two shape terms.
-        assert!((a.difference(&Appearance { grey: None, ..bigger }, 1.5, 20.0) - 1.0).abs() < 0.01);
+        assert!((a.difference(&bigger.with_grey(None), 1.5, 20.0) - 1.0).abs() < 0.01);
     }
 
     #[test]
@@ -156,7 +169,7 @@ mod tests {
         let a = Appearance::of(&rect(0, 0, 10, 10), Some(100.0));
         let half = Appearance::of(&rect(0, 0, 5, 10), Some(104.0));
         assert!(a.may_be(&half, 1.5, 20.0));
-        assert!(!a.may_be(&Appearance { grey: Some(130.0), ..half }, 1.5, 20.0));
+        assert!(!a.may_be(&half.with_grey(Some(130.0)), 1.5, 20.0));
         assert!(!a.may_be(&Appearance::of(&rect(0, 0, 3, 3), Some(100.0)), 1.5, 20.0), "a speck is no view of it");
         assert!(!a.may_be(&Appearance::of(&rect(0, 0, 20, 20), Some(100.0)), 1.5, 20.0));
     }

@@ -115,25 +115,31 @@ pub fn assign_sparse(tracks: usize, dets: usize, candidates: &[Candidate]) -> Ve
             parent[a] = b;
         }
     }
-    let mut by_root: std::collections::HashMap<usize, Vec<Candidate>> = std::collections::HashMap::new();
-    for c in candidates {
-        by_root.entry(find(&mut parent, c.track)).or_default().push(*c);
-    }
-    let mut roots: Vec<usize> = by_root.keys().copied().collect();
-    roots.sort_unstable();
+    // Candidates grouped by cluster (sorted by root; ties in input order).
+    let mut order: Vec<(usize, usize)> = candidates.iter().enumerate().map(|(i, c)| (find(&mut parent, c.track), i)).collect();
+    order.sort_unstable();
     let mut det_taken = vec![false; dets];
-    for root in roots {
-        let pairs = &by_root[&root];
+    let mut start = 0;
+    while start < order.len() {
+        let end = start + order[start..].iter().take_while(|o| o.0 == order[start].0).count();
+        let pairs: Vec<Candidate> = order[start..end].iter().map(|o| candidates[o.1]).collect();
+        start = end;
         let mut ts: Vec<usize> = pairs.iter().map(|c| c.track).collect();
         let mut ds: Vec<usize> = pairs.iter().map(|c| c.det).collect();
         ts.sort_unstable();
         ts.dedup();
         ds.sort_unstable();
         ds.dedup();
-        if ts.len() <= HUNGARIAN_MAX && ds.len() <= HUNGARIAN_MAX {
+        if ts.len() == 1 || ds.len() == 1 {
+            // One track or one detection: its cheapest pair.
+            if let Some(c) = pairs.iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) {
+                out[c.track] = Some(c.det);
+                det_taken[c.det] = true;
+            }
+        } else if ts.len() <= HUNGARIAN_MAX && ds.len() <= HUNGARIAN_MAX {
             const FORBIDDEN: f64 = 1e12;
             let mut cost = vec![vec![FORBIDDEN; ds.len()]; ts.len()];
-            for c in pairs {
+            for c in &pairs {
                 let (r, k) = (ts.binary_search(&c.track).unwrap_or(0), ds.binary_search(&c.det).unwrap_or(0));
                 cost[r][k] = cost[r][k].min(c.cost);
             }
@@ -146,7 +152,7 @@ pub fn assign_sparse(tracks: usize, dets: usize, candidates: &[Candidate]) -> Ve
                 }
             }
         } else {
-            let mut sorted = pairs.clone();
+            let mut sorted = pairs;
             sorted.sort_by(|a, b| a.cost.total_cmp(&b.cost));
             for c in sorted {
                 if out[c.track].is_none() && !det_taken[c.det] {

@@ -96,7 +96,7 @@ pub struct TrackReport {
     /// Consecutive frames without a component of its own (lost or merged).
     pub misses: u32,
     /// Recent filtered centroids, oldest first (for the overlay).
-    pub trail: Vec<[f64; 2]>,
+    pub trail: Vec<[f32; 2]>,
 }
 
 /// A component that holds several confirmed tracks in a frame.

@@ -108,8 +108,22 @@ enum Round {
     Reidentify,
 }
 
-/// Runs the rounds (see the module docs) for `tracks` (predicted) and `dets` (in `grid`).
-pub fn associate(tracks: &mut [Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams, growth: f64) -> Association {
+/// Spatial indexes of a frame's detections: all of them, and those still open when the
+/// re-identification round starts (few; a lost track's gate can span hundreds of pixels).
+#[derive(Clone, Debug, Default)]
+pub struct Grids {
+    /// Every detection.
+    pub all: BoxGrid,
+    /// Open detections.
+    pub open: BoxGrid,
+    /// Detection index of each entry of `open`.
+    pub open_dets: Vec<usize>,
+}
+
+/// Runs the rounds (see the module docs) for `tracks` (predicted) and `dets` (in
+/// `grids.all`), over a `width` x `height` frame.
+pub fn associate(tracks: &mut [Track], dets: &[Det], grids: &mut Grids, size: (usize, usize), p: &TrackerParams, growth: f64) -> Association {
+    let grid = &mut grids.all;
     let (n, m) = (tracks.len(), dets.len());
     let mut a = Association {
         matched: vec![None; n],
@@ -120,12 +134,17 @@ pub fn associate(tracks: &mut [Track], dets: &[Det], grid: &mut BoxGrid, p: &Tra
         in_group: vec![false; n],
         det_merged: vec![false; m],
     };
-    let cands = gather(tracks, dets, grid, p, growth, Round::Tracked, &a);
+    let cands = gather(tracks, dets, grid, None, p, growth, Round::Tracked, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
     find_merges(tracks, dets, grid, p, &mut a);
-    let cands = gather(tracks, dets, grid, p, growth, Round::Merged, &a);
+    let cands = gather(tracks, dets, grid, None, p, growth, Round::Merged, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
-    let cands = gather(tracks, dets, grid, p, growth, Round::Reidentify, &a);
+    grids.open_dets.clear();
+    grids.open_dets.extend((0..m).filter(|&di| a.open(tracks, di)));
+    let boxes: Vec<[f64; 4]> = grids.open_dets.iter().map(|&di| dets[di].bbox).collect();
+    grids.open.rebuild(size.0, size.1, p.max_distance, &boxes);
+    let cands = gather(tracks, dets, &mut grids.open, Some(&grids.open_dets), p, growth, Round::Reidentify, &a);
+    let cands: Vec<Candidate> = cands.into_iter().map(|c| Candidate { det: grids.open_dets[c.det], ..c }).collect();
     a.apply(tracks, assign_sparse(n, m, &cands));
     a
 }
@@ -152,8 +171,9 @@ impl Association {
     }
 }
 
-/// Candidate pairs of one round.
-fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams, growth: f64, round: Round, a: &Association) -> Vec<Candidate> {
+/// Candidate pairs of one round; `grid` holds every detection, or for re-identification the
+/// open ones (`open_dets`), whose positions the candidates then carry as `det`.
+fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, open_dets: Option<&[usize]>, p: &TrackerParams, growth: f64, round: Round, a: &Association) -> Vec<Candidate> {
     let mut cands = Vec::new();
     let mut near = Vec::new();
     for (ti, t) in tracks.iter().enumerate() {
@@ -172,7 +192,8 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams,
         let gate = [pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g];
         near.clear();
         grid.query(if round == Round::Reidentify { gate } else { union_box(gate, pb) }, &mut near);
-        for &di in &near {
+        for &k in &near {
+            let di = open_dets.map_or(k, |o| o[k]);
             let d = &dets[di];
             if round != Round::Tracked && !a.open(tracks, di) {
                 continue;
@@ -195,7 +216,7 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams,
             };
             let difference = t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
             let cost = motion + overlap.map_or(0.0, |o| p.iou_weight * (1.0 - o)) + p.appearance_weight * difference;
-            cands.push(Candidate { track: ti, det: di, cost });
+            cands.push(Candidate { track: ti, det: k, cost });
         }
     }
     cands

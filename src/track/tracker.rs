@@ -17,7 +17,6 @@
 use std::collections::VecDeque;
 
 use super::appearance::Appearance;
-use super::associate::BoxGrid;
 use super::kalman::BoxFilter;
 use super::merge::{clip_box, place_members};
 use super::params::{FrameClock, TrackerParams};
@@ -70,7 +69,7 @@ pub struct Track {
     /// Tentative frames, written when the track is confirmed.
     pub pending: Vec<TrackRow>,
     /// Recent centroids.
-    pub trail: VecDeque<[f64; 2]>,
+    pub trail: VecDeque<[f32; 2]>,
 }
 
 /// Multi-object tracker over component tables.
@@ -81,14 +80,14 @@ pub struct Tracker {
     tracks: Vec<Track>,
     next_id: u64,
     frame: u64,
-    grid: BoxGrid,
+    grids: rounds::Grids,
 }
 
 impl Tracker {
     /// A tracker with no tracks.
     pub fn new(params: TrackerParams) -> Result<Self, OpError> {
         params.validate()?;
-        Ok(Self { clock: FrameClock::new(params.frame_rate), params, tracks: Vec::new(), next_id: 1, frame: 0, grid: BoxGrid::default() })
+        Ok(Self { clock: FrameClock::new(params.frame_rate), params, tracks: Vec::new(), next_id: 1, frame: 0, grids: rounds::Grids::default() })
     }
 
     /// The settings.
@@ -141,7 +140,7 @@ impl Tracker {
             .map(|(ci, c)| Det { ci, label: c.label, bbox: c.bbox(), centroid: c.centroid, look: Appearance::of(c, grey.get(ci).copied().flatten()), area: c.area })
             .collect();
         let boxes: Vec<[f64; 4]> = dets.iter().map(|d| d.bbox).collect();
-        self.grid.rebuild(table.width, table.height, p.max_distance, &boxes);
+        self.grids.all.rebuild(table.width, table.height, p.max_distance, &boxes);
         for t in &mut self.tracks {
             t.filter.predict(q);
             if t.unseen > 0 {
@@ -150,7 +149,7 @@ impl Tracker {
             t.age += 1;
         }
         let n = self.tracks.len();
-        let assoc = rounds::associate(&mut self.tracks, &dets, &mut self.grid, &p, growth);
+        let assoc = rounds::associate(&mut self.tracks, &dets, &mut self.grids, (table.width, table.height), &p, growth);
         let (matched, owner, dropped) = (&assoc.matched, &assoc.owner, &assoc.dropped);
         let (in_group, det_merged, groups) = (&assoc.in_group, &assoc.det_merged, &assoc.groups);
 
@@ -178,7 +177,7 @@ impl Tracker {
                 t.state = TrackState::Merged;
                 t.unseen += 1;
                 t.lost = 0;
-                t.trail.push_back(t.filter.centroid());
+                t.trail.push_back(point(t.filter.centroid()));
                 merged_box[m] = Some((clip_box(t.filter.bbox(), d.bbox), d.label));
             }
         }
@@ -264,13 +263,11 @@ impl Tracker {
                 });
             }
         }
-        let mut keep = Vec::with_capacity(n + dets.len());
-        for (ti, t) in std::mem::take(&mut self.tracks).into_iter().enumerate() {
-            if !dropped[ti] && t.state != TrackState::Removed {
-                keep.push(t);
-            }
-        }
-        self.tracks = keep;
+        let mut ti = 0;
+        self.tracks.retain(|t| {
+            ti += 1;
+            !dropped[ti - 1] && t.state != TrackState::Removed
+        });
 
         // New tentative tracks from detections no track took.
         let var_vel = (0.5 * p.max_distance).powi(2);
@@ -292,7 +289,7 @@ impl Tracker {
                 lost: 0,
                 age: 0,
                 pending: Vec::new(),
-                trail: VecDeque::from([d.centroid]),
+                trail: VecDeque::from([point(d.centroid)]),
             };
             if confirm <= 1 {
                 let id = self.next_id;
@@ -311,7 +308,7 @@ impl Tracker {
                     age: 0,
                     hits: 1,
                     misses: 0,
-                    trail: vec![d.centroid],
+                    trail: vec![point(d.centroid)],
                 });
             } else {
                 t.pending.push(TrackRow { frame, id: 0, label: d.label, bbox: d.bbox });
@@ -322,6 +319,11 @@ impl Tracker {
         backfill.sort_by_key(|r| (r.frame, r.id));
         TrackedFrame { frame, table: out_table, tracks: reports, merges, backfill }
     }
+}
+
+/// A trail point (the overlay draws in `f32`).
+fn point(p: [f64; 2]) -> [f32; 2] {
+    [p[0] as f32, p[1] as f32]
 }
 
 /// Folds detection `d` into track `t` (a partial view as the whole object's box, see the
@@ -353,5 +355,5 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
     t.hits += 1;
     t.unseen = 0;
     t.lost = 0;
-    t.trail.push_back(t.filter.centroid());
+    t.trail.push_back(point(t.filter.centroid()));
 }
