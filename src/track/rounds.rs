@@ -1,7 +1,7 @@
 //! The association rounds of one frame, over gated candidate pairs ([`associate`]).
 //!
 //! 1. **Tracked**: tracks matched in the previous frame (tentative and confirmed) against
-//!    every detection. A pair passes the gate when the centroids are at most `max_distance`
+//!    every detection; pairs that clearly overlap best are matched first ([`SURE_IOU`]). A pair passes the gate when the centroids are at most `max_distance`
 //!    apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid lies in the
 //!    detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) + appearance_weight ·
 //!    difference`.
@@ -134,6 +134,8 @@ pub fn associate(tracks: &mut [Track], dets: &[Det], grids: &mut Grids, size: (u
         in_group: vec![false; n],
         det_merged: vec![false; m],
     };
+    let sure = sure_pairs(tracks, dets, grid);
+    a.apply(tracks, sure);
     let cands = gather(tracks, dets, grid, None, p, growth, Round::Tracked, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
     find_merges(tracks, dets, grid, p, &mut a);
@@ -195,7 +197,8 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, open_dets: Option<
         for &k in &near {
             let di = open_dets.map_or(k, |o| o[k]);
             let d = &dets[di];
-            if round != Round::Tracked && !a.open(tracks, di) {
+            let free = if round == Round::Tracked { a.owner[di].is_none() } else { a.open(tracks, di) };
+            if !free {
                 continue;
             }
             let (dx, dy) = (pc[0] - d.centroid[0], pc[1] - d.centroid[1]);
@@ -220,6 +223,49 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, open_dets: Option<
         }
     }
     cands
+}
+
+/// IoU at or above which a track and a detection that are each other's best overlap, with no
+/// rival of half that overlap on either side, are matched before any other pair is looked at.
+pub const SURE_IOU: f64 = 0.5;
+
+/// The obvious pairs of the tracked round (see [`SURE_IOU`]): in a crowd most tracks pair off
+/// here, cheaply, and the optimal assignment is left with the few contested ones.
+fn sure_pairs(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid) -> Vec<Option<usize>> {
+    // Per track and per detection: best IoU with its partner, and the runner-up IoU.
+    let mut track_best: Vec<(f64, usize, f64)> = vec![(0.0, usize::MAX, 0.0); tracks.len()];
+    let mut det_best: Vec<(f64, usize, f64)> = vec![(0.0, usize::MAX, 0.0); dets.len()];
+    let keep = |b: &mut (f64, usize, f64), o: f64, who: usize| {
+        if o > b.0 {
+            *b = (o, who, b.0);
+        } else if o > b.2 {
+            b.2 = o;
+        }
+    };
+    let mut near = Vec::new();
+    for (ti, t) in tracks.iter().enumerate() {
+        if t.unseen > 0 || !matches!(t.state, TrackState::Tentative | TrackState::Confirmed) {
+            continue;
+        }
+        let pb = t.filter.bbox();
+        near.clear();
+        grid.query(pb, &mut near);
+        for &di in &near {
+            let o = iou(pb, dets[di].bbox);
+            if o > 0.0 {
+                keep(&mut track_best[ti], o, di);
+                keep(&mut det_best[di], o, ti);
+            }
+        }
+    }
+    track_best
+        .iter()
+        .enumerate()
+        .map(|(ti, &(o, di, runner_up))| {
+            let clear = |o: f64, r: f64| o >= SURE_IOU && r < 0.5 * o;
+            (di != usize::MAX && clear(o, runner_up) && det_best[di].1 == ti && clear(det_best[di].0, det_best[di].2)).then_some(di)
+        })
+        .collect()
 }
 
 /// Merge groups from the confirmed and merged tracks left unmatched (see [`merge`]).
