@@ -227,7 +227,7 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, open_dets: Option<
 
 /// IoU at or above which a track and a detection that are each other's best overlap, with no
 /// rival of half that overlap on either side, are matched before any other pair is looked at.
-pub const SURE_IOU: f64 = 0.5;
+pub const SURE_IOU: f64 = 0.3;
 
 /// The obvious pairs of the tracked round (see [`SURE_IOU`]): in a crowd most tracks pair off
 /// here, cheaply, and the optimal assignment is left with the few contested ones.
