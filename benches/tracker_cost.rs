@@ -34,7 +34,14 @@ fn stats(mut ms: Vec<f64>) -> String {
     ms.sort_by(f64::total_cmp);
     let pick = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
     let mean = ms.iter().sum::<f64>() / ms.len() as f64;
-    format!("median {:.3} ms, p95 {:.3} ms, max {:.3} ms, mean {:.3} ms ({} frames)", pick(0.5), pick(0.95), pick(1.0), mean, ms.len())
+    format!(
+        "median {:.3} ms, p95 {:.3} ms, max {:.3} ms, mean {:.3} ms ({} frames)",
+        pick(0.5),
+        pick(0.95),
+        pick(1.0),
+        mean,
+        ms.len()
+    )
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -50,12 +57,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         entering: 0.2,
         convoys: 100,
         occluders: 3,
-        noise: Noise { pixel: 4, specks: 400, clutter_per_second: 50.0 },
+        noise: Noise {
+            pixel: 4,
+            specks: 400,
+            clutter_per_second: 50.0,
+        },
         ..RandomSpec::default()
     };
     let scene = spec.build();
     let params = TrackerParams::default();
-    let ccl = CclParams { source: Source::Frame, threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)), ..CclParams::default() };
+    let ccl = CclParams {
+        source: Source::Frame,
+        threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)),
+        ..CclParams::default()
+    };
     let mut labeler = CclCpu::new();
     let mut frames: Vec<(ComponentTable, Vec<Option<f64>>)> = Vec::with_capacity(FRAMES);
     let mut grey_ms = Vec::new();
@@ -63,7 +78,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (img, _) = scene.render(f);
         let out = labeler.process(img.view(), &ccl)?;
         let t = Instant::now();
-        let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| v > FOREGROUND_THRESHOLD);
+        let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| {
+            v > FOREGROUND_THRESHOLD
+        });
         if f >= WARM_UP {
             grey_ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
@@ -71,8 +88,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let n = frames.len().max(1) as f64;
     let components = frames.iter().map(|(t, _)| t.len()).sum::<usize>() as f64 / n;
-    let detections = frames.iter().map(|(t, _)| t.components.iter().filter(|c| c.area >= params.min_area).count()).sum::<usize>() as f64 / n;
-    println!("{} frames of 1920x1080: {components:.0} components, {detections:.0} detections (>= {} px) a frame", frames.len(), params.min_area);
+    let detections = frames
+        .iter()
+        .map(|(t, _)| {
+            t.components
+                .iter()
+                .filter(|c| c.area >= params.min_area)
+                .count()
+        })
+        .sum::<usize>() as f64
+        / n;
+    println!(
+        "{} frames of 1920x1080: {components:.0} components, {detections:.0} detections (>= {} px) a frame",
+        frames.len(),
+        params.min_area
+    );
     println!("mean grey levels: {}", stats(grey_ms));
     // Per frame, the fastest of the passes (the work is the same every pass: the slower ones
     // waited for other processes).
@@ -92,7 +122,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracks = tracks.max(out.tracks.len());
         }
     }
-    println!("tracker update, best of {PASSES} passes: {}", stats(update_ms.split_off(WARM_UP)));
+    println!(
+        "tracker update, best of {PASSES} passes: {}",
+        stats(update_ms.split_off(WARM_UP))
+    );
     println!("tracker update, every pass:     {}", stats(all_ms));
     println!("up to {tracks} confirmed, merged or lost tracks a frame");
     Ok(())

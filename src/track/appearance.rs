@@ -38,7 +38,12 @@ impl Appearance {
     pub fn new(area: f64, axes: [f64; 2], grey: Option<f64>) -> Self {
         let area = area.max(1.0);
         let axes = [axes[0].max(0.5), axes[1].max(0.5)];
-        Self { area, axes, grey: grey.filter(|g| g.is_finite()), logs: [area.ln(), axes[0].ln(), axes[1].ln()] }
+        Self {
+            area,
+            axes,
+            grey: grey.filter(|g| g.is_finite()),
+            logs: [area.ln(), axes[0].ln(), axes[1].ln()],
+        }
     }
 
     /// The appearance of a component with its mean grey level, if known.
@@ -48,7 +53,14 @@ impl Appearance {
         let (a, b, d) = (c.moments.mu20 / n, c.moments.mu11 / n, c.moments.mu02 / n);
         let half_tr = 0.5 * (a + d);
         let root = (0.25 * (a - d) * (a - d) + b * b).sqrt();
-        Self::new(n, [(half_tr + root).max(0.25).sqrt(), (half_tr - root).max(0.25).sqrt()], grey)
+        Self::new(
+            n,
+            [
+                (half_tr + root).max(0.25).sqrt(),
+                (half_tr - root).max(0.25).sqrt(),
+            ],
+            grey,
+        )
     }
 
     /// The same with another grey level.
@@ -64,7 +76,11 @@ impl Appearance {
             (Some(a), Some(b)) => Some(mix(a, b)),
             (a, b) => a.or(b),
         };
-        *self = Self::new(mix(self.area, o.area), [mix(self.axes[0], o.axes[0]), mix(self.axes[1], o.axes[1])], grey);
+        *self = Self::new(
+            mix(self.area, o.area),
+            [mix(self.axes[0], o.axes[0]), mix(self.axes[1], o.axes[1])],
+            grey,
+        );
     }
 
     /// Normalised difference (see the module docs), at most [`MAX_DIFFERENCE`].
@@ -72,7 +88,10 @@ impl Appearance {
     pub fn difference(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> f64 {
         let ln_tol = shape_tolerance.ln();
         let area = (o.logs[0] - self.logs[0]).abs() / (2.0 * ln_tol);
-        let shape = (o.logs[1] - self.logs[1]).abs().max((o.logs[2] - self.logs[2]).abs()) / ln_tol;
+        let shape = (o.logs[1] - self.logs[1])
+            .abs()
+            .max((o.logs[2] - self.logs[2]).abs())
+            / ln_tol;
         let (sum, n) = match (self.grey, o.grey) {
             (Some(a), Some(b)) => (area + shape + (a - b).abs() / grey_tolerance, 3.0),
             _ => (area + shape, 2.0),
@@ -99,7 +118,12 @@ impl Appearance {
 /// components come from thresholding this very frame; other components' pixels inside the box
 /// count too).
 #[must_use]
-pub fn mean_grey_levels(table: &ComponentTable, frame: ImageView<'_, u8>, min_area: u64, foreground: impl Fn(u8) -> bool) -> Vec<Option<f64>> {
+pub fn mean_grey_levels(
+    table: &ComponentTable,
+    frame: ImageView<'_, u8>,
+    min_area: u64,
+    foreground: impl Fn(u8) -> bool,
+) -> Vec<Option<f64>> {
     table
         .components
         .iter()
@@ -170,7 +194,10 @@ mod tests {
         let half = Appearance::of(&rect(0, 0, 5, 10), Some(104.0));
         assert!(a.may_be(&half, 1.5, 20.0));
         assert!(!a.may_be(&half.with_grey(Some(130.0)), 1.5, 20.0));
-        assert!(!a.may_be(&Appearance::of(&rect(0, 0, 3, 3), Some(100.0)), 1.5, 20.0), "a speck is no view of it");
+        assert!(
+            !a.may_be(&Appearance::of(&rect(0, 0, 3, 3), Some(100.0)), 1.5, 20.0),
+            "a speck is no view of it"
+        );
         assert!(!a.may_be(&Appearance::of(&rect(0, 0, 20, 20), Some(100.0)), 1.5, 20.0));
     }
 
@@ -183,7 +210,11 @@ mod tests {
             (18, 9) => 250,
             _ => 10,
         });
-        let mut sums = [ComponentSums::empty(), ComponentSums::empty(), ComponentSums::empty()];
+        let mut sums = [
+            ComponentSums::empty(),
+            ComponentSums::empty(),
+            ComponentSums::empty(),
+        ];
         for y in 1..=4 {
             sums[0].add_run(1, 4, y);
         }

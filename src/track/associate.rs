@@ -111,18 +111,29 @@ pub fn assign_sparse(tracks: usize, dets: usize, candidates: &[Candidate]) -> Ve
     // Nodes: tracks 0..tracks, detections tracks..tracks + dets.
     let mut parent: Vec<usize> = (0..tracks + dets).collect();
     for c in candidates {
-        let (a, b) = (find(&mut parent, c.track), find(&mut parent, tracks + c.det));
+        let (a, b) = (
+            find(&mut parent, c.track),
+            find(&mut parent, tracks + c.det),
+        );
         if a != b {
             parent[a] = b;
         }
     }
     // Candidates grouped by cluster (sorted by root; ties in input order).
-    let mut order: Vec<(usize, usize)> = candidates.iter().enumerate().map(|(i, c)| (find(&mut parent, c.track), i)).collect();
+    let mut order: Vec<(usize, usize)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (find(&mut parent, c.track), i))
+        .collect();
     order.sort_unstable();
     let mut det_taken = vec![false; dets];
     let mut start = 0;
     while start < order.len() {
-        let end = start + order[start..].iter().take_while(|o| o.0 == order[start].0).count();
+        let end = start
+            + order[start..]
+                .iter()
+                .take_while(|o| o.0 == order[start].0)
+                .count();
         let pairs: Vec<Candidate> = order[start..end].iter().map(|o| candidates[o.1]).collect();
         start = end;
         let mut ts: Vec<usize> = pairs.iter().map(|c| c.track).collect();
@@ -141,7 +152,10 @@ pub fn assign_sparse(tracks: usize, dets: usize, candidates: &[Candidate]) -> Ve
             const FORBIDDEN: f64 = 1e12;
             let mut cost = vec![vec![FORBIDDEN; ds.len()]; ts.len()];
             for c in &pairs {
-                let (r, k) = (ts.binary_search(&c.track).unwrap_or(0), ds.binary_search(&c.det).unwrap_or(0));
+                let (r, k) = (
+                    ts.binary_search(&c.track).unwrap_or(0),
+                    ds.binary_search(&c.det).unwrap_or(0),
+                );
                 cost[r][k] = cost[r][k].min(c.cost);
             }
             for (r, a) in hungarian::assign(&cost).into_iter().enumerate() {
@@ -228,7 +242,11 @@ mod tests {
 
     #[test]
     fn grid_finds_the_boxes_meeting_a_rectangle() {
-        let boxes = [[5.0, 5.0, 10.0, 10.0], [100.0, 100.0, 5.0, 5.0], [0.0, 0.0, 200.0, 4.0]];
+        let boxes = [
+            [5.0, 5.0, 10.0, 10.0],
+            [100.0, 100.0, 5.0, 5.0],
+            [0.0, 0.0, 200.0, 4.0],
+        ];
         let mut g = BoxGrid::default();
         g.rebuild(200, 200, 32.0, &boxes);
         let mut out = Vec::new();
@@ -248,7 +266,20 @@ mod tests {
         // A chain of 200 tracks each gated to its own detection and its neighbour's.
         let n = 200;
         let cands: Vec<Candidate> = (0..n)
-            .flat_map(|i| [Candidate { track: i, det: i, cost: 0.1 }, Candidate { track: i, det: (i + 1) % n, cost: 0.5 }])
+            .flat_map(|i| {
+                [
+                    Candidate {
+                        track: i,
+                        det: i,
+                        cost: 0.1,
+                    },
+                    Candidate {
+                        track: i,
+                        det: (i + 1) % n,
+                        cost: 0.5,
+                    },
+                ]
+            })
             .collect();
         let got = assign_sparse(n, n, &cands);
         assert!(got.iter().enumerate().all(|(i, d)| *d == Some(i)));

@@ -20,7 +20,10 @@ impl Kalman1 {
     /// Starts at `z` with zero velocity; `var_pos`/`var_vel` are the initial variances.
     #[must_use]
     pub fn new(z: f64, var_pos: f64, var_vel: f64) -> Self {
-        Self { x: [z, 0.0], p: [[var_pos, 0.0], [0.0, var_vel]] }
+        Self {
+            x: [z, 0.0],
+            p: [[var_pos, 0.0], [0.0, var_vel]],
+        }
     }
 
     /// One time step: `x = F x`, `P = F P Fᵀ + Q` with acceleration variance `q`.
@@ -72,7 +75,9 @@ impl BoxFilter {
     /// Starts at a measurement `[cx, cy, w, h]`.
     #[must_use]
     pub fn new(z: [f64; 4], var_pos: f64, var_vel: f64) -> Self {
-        Self { axes: z.map(|v| Kalman1::new(v, var_pos, var_vel)) }
+        Self {
+            axes: z.map(|v| Kalman1::new(v, var_pos, var_vel)),
+        }
     }
 
     /// Predicts one frame ahead (sizes are kept positive).
@@ -124,7 +129,12 @@ impl BoxFilter {
     #[must_use]
     pub fn bbox(&self) -> [f64; 4] {
         let (w, h) = (self.axes[2].pos().max(1.0), self.axes[3].pos().max(1.0));
-        [self.axes[0].pos() - 0.5 * (w - 1.0), self.axes[1].pos() - 0.5 * (h - 1.0), w, h]
+        [
+            self.axes[0].pos() - 0.5 * (w - 1.0),
+            self.axes[1].pos() - 0.5 * (h - 1.0),
+            w,
+            h,
+        ]
     }
 }
 
@@ -143,7 +153,9 @@ mod tests {
         k.predict(0.01);
         assert!((k.pos() - (3.0 * 40.0 + 5.0)).abs() < 0.5);
         // Covariance stays symmetric positive.
-        assert!(k.p[0][0] > 0.0 && k.p[1][1] > 0.0 && k.p[0][0] * k.p[1][1] >= k.p[0][1] * k.p[0][1]);
+        assert!(
+            k.p[0][0] > 0.0 && k.p[1][1] > 0.0 && k.p[0][0] * k.p[1][1] >= k.p[0][1] * k.p[0][1]
+        );
     }
 
     #[test]

@@ -141,7 +141,16 @@ pub struct TrackedFrame {
 /// 1-based frame number and `-1` for the world coordinates.
 #[must_use]
 pub fn format_mot_row(frame0: u64, id: u64, bbox: [f64; 4], conf: f64) -> String {
-    format!("{},{},{},{},{},{},{},-1,-1,-1", frame0 + 1, id, bbox[0], bbox[1], bbox[2], bbox[3], conf)
+    format!(
+        "{},{},{},{},{},{},{},-1,-1,-1",
+        frame0 + 1,
+        id,
+        bbox[0],
+        bbox[1],
+        bbox[2],
+        bbox[3],
+        conf
+    )
 }
 
 impl TrackedFrame {
@@ -151,16 +160,24 @@ impl TrackedFrame {
     /// [`CONF_MERGED`]). Lost tracks get no row.
     #[must_use]
     pub fn mot_rows(&self) -> Vec<String> {
-        let mut rows: Vec<String> = self.backfill.iter().map(|r| format_mot_row(r.frame, r.id, r.bbox, CONF_MEASURED)).collect();
+        let mut rows: Vec<String> = self
+            .backfill
+            .iter()
+            .map(|r| format_mot_row(r.frame, r.id, r.bbox, CONF_MEASURED))
+            .collect();
         for t in &self.tracks {
             match t.state {
                 TrackState::Confirmed => {
-                    let c = t.component.and_then(|l| self.table.components.get((l as usize).wrapping_sub(1)));
+                    let c = t
+                        .component
+                        .and_then(|l| self.table.components.get((l as usize).wrapping_sub(1)));
                     if let Some(c) = c {
                         rows.push(format_mot_row(self.frame, t.id, c.bbox(), CONF_MEASURED));
                     }
                 }
-                TrackState::Merged => rows.push(format_mot_row(self.frame, t.id, t.bbox, CONF_MERGED)),
+                TrackState::Merged => {
+                    rows.push(format_mot_row(self.frame, t.id, t.bbox, CONF_MERGED))
+                }
                 _ => {}
             }
         }

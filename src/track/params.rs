@@ -83,7 +83,9 @@ impl TrackerParams {
         ];
         for (name, v) in positive {
             if !(v > 0.0 && v.is_finite()) {
-                return Err(OpError::InvalidParam(format!("{name} must be a positive number, got {v}")));
+                return Err(OpError::InvalidParam(format!(
+                    "{name} must be a positive number, got {v}"
+                )));
             }
         }
         let non_negative = [
@@ -96,20 +98,36 @@ impl TrackerParams {
         ];
         for (name, v) in non_negative {
             if !(v >= 0.0 && v.is_finite()) {
-                return Err(OpError::InvalidParam(format!("{name} must be a number >= 0, got {v}")));
+                return Err(OpError::InvalidParam(format!(
+                    "{name} must be a number >= 0, got {v}"
+                )));
             }
         }
         if !(0.0..=1.0).contains(&self.min_iou) {
-            return Err(OpError::InvalidParam(format!("min_iou must be in [0, 1], got {}", self.min_iou)));
+            return Err(OpError::InvalidParam(format!(
+                "min_iou must be in [0, 1], got {}",
+                self.min_iou
+            )));
         }
         if !(0.0..=1.0).contains(&self.merge_area_share) {
-            return Err(OpError::InvalidParam(format!("merge_area_share must be in [0, 1], got {}", self.merge_area_share)));
+            return Err(OpError::InvalidParam(format!(
+                "merge_area_share must be in [0, 1], got {}",
+                self.merge_area_share
+            )));
         }
         if !(self.shape_tolerance > 1.0 && self.shape_tolerance.is_finite()) {
-            return Err(OpError::InvalidParam(format!("shape_tolerance must be a ratio > 1, got {}", self.shape_tolerance)));
+            return Err(OpError::InvalidParam(format!(
+                "shape_tolerance must be a ratio > 1, got {}",
+                self.shape_tolerance
+            )));
         }
-        if self.lost_seconds > 3600.0 || self.trail_seconds > 3600.0 || self.confirm_seconds > 3600.0 {
-            return Err(OpError::InvalidParam("durations must be at most 3600 seconds".into()));
+        if self.lost_seconds > 3600.0
+            || self.trail_seconds > 3600.0
+            || self.confirm_seconds > 3600.0
+        {
+            return Err(OpError::InvalidParam(
+                "durations must be at most 3600 seconds".into(),
+            ));
         }
         Ok(())
     }
@@ -130,7 +148,11 @@ impl FrameClock {
     /// A clock that assumes `default_fps` until timestamps say otherwise.
     #[must_use]
     pub fn new(default_fps: f64) -> Self {
-        Self { default_fps, last_pts: None, intervals: std::collections::VecDeque::new() }
+        Self {
+            default_fps,
+            last_pts: None,
+            intervals: std::collections::VecDeque::new(),
+        }
     }
 
     /// Sets the frame rate assumed without timestamps.
@@ -180,12 +202,36 @@ mod tests {
     #[test]
     fn validate_names_the_field() {
         assert!(TrackerParams::default().validate().is_ok());
-        let e = TrackerParams { lost_seconds: -1.0, ..TrackerParams::default() }.validate().unwrap_err();
+        let e = TrackerParams {
+            lost_seconds: -1.0,
+            ..TrackerParams::default()
+        }
+        .validate()
+        .unwrap_err();
         assert!(e.to_string().contains("lost_seconds"), "{e}");
-        let e = TrackerParams { frame_rate: 0.0, ..TrackerParams::default() }.validate().unwrap_err();
+        let e = TrackerParams {
+            frame_rate: 0.0,
+            ..TrackerParams::default()
+        }
+        .validate()
+        .unwrap_err();
         assert!(e.to_string().contains("frame_rate"), "{e}");
-        assert!(TrackerParams { min_iou: 2.0, ..TrackerParams::default() }.validate().is_err());
-        assert!(TrackerParams { shape_tolerance: 1.0, ..TrackerParams::default() }.validate().is_err());
+        assert!(
+            TrackerParams {
+                min_iou: 2.0,
+                ..TrackerParams::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            TrackerParams {
+                shape_tolerance: 1.0,
+                ..TrackerParams::default()
+            }
+            .validate()
+            .is_err()
+        );
         let p: TrackerParams = serde_json::from_str(r#"{"min_area": 5}"#).unwrap();
         assert_eq!(p.min_area, 5);
         assert!(serde_json::from_str::<TrackerParams>(r#"{"max_misses": 5}"#).is_err());
@@ -199,7 +245,10 @@ mod tests {
         assert_eq!(c.frames(2.0, 1), 50);
         assert_eq!(c.frames(0.0, 1), 1);
         // 50 fps timestamps, one gap of 3 s (ignored) and one jittered interval.
-        for (i, pts) in [0u64, 20, 40, 3040, 3060, 3081, 3100].into_iter().enumerate() {
+        for (i, pts) in [0u64, 20, 40, 3040, 3060, 3081, 3100]
+            .into_iter()
+            .enumerate()
+        {
             c.tick(Some(pts * 1_000_000));
             if i == 1 {
                 assert_eq!(c.fps(), 50.0);

@@ -49,7 +49,11 @@ pub const KEEP_COVER: f64 = 0.3;
 pub fn covered(a: [f64; 4], b: [f64; 4]) -> f64 {
     let ix = (a[0] + a[2]).min(b[0] + b[2]) - a[0].max(b[0]);
     let iy = (a[1] + a[3]).min(b[1] + b[3]) - a[1].max(b[1]);
-    if ix <= 0.0 || iy <= 0.0 { 0.0 } else { ix * iy / (a[2] * a[3]).max(1e-9) }
+    if ix <= 0.0 || iy <= 0.0 {
+        0.0
+    } else {
+        ix * iy / (a[2] * a[3]).max(1e-9)
+    }
 }
 
 /// A component of at least `min_area` pixels.
@@ -72,14 +76,22 @@ pub struct Det {
 /// The smallest box holding boxes `a` and `b`.
 fn union_box(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
     let (l, t) = (a[0].min(b[0]), a[1].min(b[1]));
-    [l, t, (a[0] + a[2]).max(b[0] + b[2]) - l, (a[1] + a[3]).max(b[1] + b[3]) - t]
+    [
+        l,
+        t,
+        (a[0] + a[2]).max(b[0] + b[2]) - l,
+        (a[1] + a[3]).max(b[1] + b[3]) - t,
+    ]
 }
 
 /// Whether point `p` lies in box `b` (with [`INSIDE_MARGIN`]).
 #[must_use]
 pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
     let m = INSIDE_MARGIN;
-    p[0] >= b[0] - m && p[0] <= b[0] + b[2] - 1.0 + m && p[1] >= b[1] - m && p[1] <= b[1] + b[3] - 1.0 + m
+    p[0] >= b[0] - m
+        && p[0] <= b[0] + b[2] - 1.0 + m
+        && p[1] >= b[1] - m
+        && p[1] <= b[1] + b[3] - 1.0 + m
 }
 
 /// The outcome of a frame's association.
@@ -122,7 +134,14 @@ pub struct Grids {
 
 /// Runs the rounds (see the module docs) for `tracks` (predicted) and `dets` (in
 /// `grids.all`), over a `width` x `height` frame.
-pub fn associate(tracks: &mut [Track], dets: &[Det], grids: &mut Grids, size: (usize, usize), p: &TrackerParams, growth: f64) -> Association {
+pub fn associate(
+    tracks: &mut [Track],
+    dets: &[Det],
+    grids: &mut Grids,
+    size: (usize, usize),
+    p: &TrackerParams,
+    growth: f64,
+) -> Association {
     let grid = &mut grids.all;
     let (n, m) = (tracks.len(), dets.len());
     let mut a = Association {
@@ -136,17 +155,33 @@ pub fn associate(tracks: &mut [Track], dets: &[Det], grids: &mut Grids, size: (u
     };
     let sure = sure_pairs(tracks, dets, grid);
     a.apply(tracks, sure);
-    let cands = gather(tracks, dets, grid, None, p, growth, Round::Tracked, &a);
+    let cands = gather(tracks, dets, (grid, None), p, growth, Round::Tracked, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
     find_merges(tracks, dets, grid, p, &mut a);
-    let cands = gather(tracks, dets, grid, None, p, growth, Round::Merged, &a);
+    let cands = gather(tracks, dets, (grid, None), p, growth, Round::Merged, &a);
     a.apply(tracks, assign_sparse(n, m, &cands));
     grids.open_dets.clear();
-    grids.open_dets.extend((0..m).filter(|&di| a.open(tracks, di)));
+    grids
+        .open_dets
+        .extend((0..m).filter(|&di| a.open(tracks, di)));
     let boxes: Vec<[f64; 4]> = grids.open_dets.iter().map(|&di| dets[di].bbox).collect();
     grids.open.rebuild(size.0, size.1, p.max_distance, &boxes);
-    let cands = gather(tracks, dets, &mut grids.open, Some(&grids.open_dets), p, growth, Round::Reidentify, &a);
-    let cands: Vec<Candidate> = cands.into_iter().map(|c| Candidate { det: grids.open_dets[c.det], ..c }).collect();
+    let cands = gather(
+        tracks,
+        dets,
+        (&mut grids.open, Some(&grids.open_dets)),
+        p,
+        growth,
+        Round::Reidentify,
+        &a,
+    );
+    let cands: Vec<Candidate> = cands
+        .into_iter()
+        .map(|c| Candidate {
+            det: grids.open_dets[c.det],
+            ..c
+        })
+        .collect();
     a.apply(tracks, assign_sparse(n, m, &cands));
     a
 }
@@ -155,7 +190,8 @@ impl Association {
     /// Whether detection `di` can still be taken: not a merge and free or held by a tentative
     /// track.
     fn open(&self, tracks: &[Track], di: usize) -> bool {
-        !self.det_merged[di] && self.owner[di].is_none_or(|o| tracks[o].state == TrackState::Tentative)
+        !self.det_merged[di]
+            && self.owner[di].is_none_or(|o| tracks[o].state == TrackState::Tentative)
     }
 
     /// Records an assignment of a round (every assigned detection is open).
@@ -165,7 +201,8 @@ impl Association {
             if let Some(u) = self.owner[di] {
                 self.matched[u] = None;
                 self.dropped[u] = true;
-                self.inherited.push((ti, std::mem::take(&mut tracks[u].pending)));
+                self.inherited
+                    .push((ti, std::mem::take(&mut tracks[u].pending)));
             }
             self.owner[di] = Some(ti);
             self.matched[ti] = Some(di);
@@ -175,29 +212,55 @@ impl Association {
 
 /// Candidate pairs of one round; `grid` holds every detection, or for re-identification the
 /// open ones (`open_dets`), whose positions the candidates then carry as `det`.
-fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, open_dets: Option<&[usize]>, p: &TrackerParams, growth: f64, round: Round, a: &Association) -> Vec<Candidate> {
+fn gather(
+    tracks: &[Track],
+    dets: &[Det],
+    (grid, open_dets): (&mut BoxGrid, Option<&[usize]>),
+    p: &TrackerParams,
+    growth: f64,
+    round: Round,
+    a: &Association,
+) -> Vec<Candidate> {
     let mut cands = Vec::new();
     let mut near = Vec::new();
     for (ti, t) in tracks.iter().enumerate() {
         let seeks = a.matched[ti].is_none()
             && !a.dropped[ti]
             && match round {
-                Round::Tracked => t.unseen == 0 && matches!(t.state, TrackState::Tentative | TrackState::Confirmed),
+                Round::Tracked => {
+                    t.unseen == 0
+                        && matches!(t.state, TrackState::Tentative | TrackState::Confirmed)
+                }
                 Round::Merged => t.state == TrackState::Merged && !a.in_group[ti],
                 Round::Reidentify => !a.in_group[ti] && t.state != TrackState::Tentative,
             };
         if !seeks {
             continue;
         }
-        let g = if round == Round::Reidentify { p.max_distance + growth * f64::from(t.lost + 1) } else { p.max_distance };
+        let g = if round == Round::Reidentify {
+            p.max_distance + growth * f64::from(t.lost + 1)
+        } else {
+            p.max_distance
+        };
         let (pc, pb) = (t.filter.centroid(), t.filter.bbox());
         let gate = [pc[0] - g, pc[1] - g, 2.0 * g, 2.0 * g];
         near.clear();
-        grid.query(if round == Round::Reidentify { gate } else { union_box(gate, pb) }, &mut near);
+        grid.query(
+            if round == Round::Reidentify {
+                gate
+            } else {
+                union_box(gate, pb)
+            },
+            &mut near,
+        );
         for &k in &near {
             let di = open_dets.map_or(k, |o| o[k]);
             let d = &dets[di];
-            let free = if round == Round::Tracked { a.owner[di].is_none() } else { a.open(tracks, di) };
+            let free = if round == Round::Tracked {
+                a.owner[di].is_none()
+            } else {
+                a.open(tracks, di)
+            };
             if !free {
                 continue;
             }
@@ -211,15 +274,24 @@ fn gather(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, open_dets: Option<
                 ((dx * dx + dy * dy).sqrt() / g, None)
             } else {
                 let overlap = iou(pb, d.bbox);
-                let gated = close || (p.min_iou > 0.0 && overlap >= p.min_iou) || inside(pc, d.bbox);
+                let gated =
+                    close || (p.min_iou > 0.0 && overlap >= p.min_iou) || inside(pc, d.bbox);
                 if !gated || (round == Round::Merged && !fits()) {
                     continue;
                 }
                 (((dx * dx + dy * dy).sqrt() / g).min(1.0), Some(overlap))
             };
-            let difference = t.look.difference(&d.look, p.shape_tolerance, p.grey_tolerance);
-            let cost = motion + overlap.map_or(0.0, |o| p.iou_weight * (1.0 - o)) + p.appearance_weight * difference;
-            cands.push(Candidate { track: ti, det: k, cost });
+            let difference = t
+                .look
+                .difference(&d.look, p.shape_tolerance, p.grey_tolerance);
+            let cost = motion
+                + overlap.map_or(0.0, |o| p.iou_weight * (1.0 - o))
+                + p.appearance_weight * difference;
+            cands.push(Candidate {
+                track: ti,
+                det: k,
+                cost,
+            });
         }
     }
     cands
@@ -263,17 +335,30 @@ fn sure_pairs(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid) -> Vec<Option<
         .enumerate()
         .map(|(ti, &(o, di, runner_up))| {
             let clear = |o: f64, r: f64| o >= SURE_IOU && r < 0.5 * o;
-            (di != usize::MAX && clear(o, runner_up) && det_best[di].1 == ti && clear(det_best[di].0, det_best[di].2)).then_some(di)
+            (di != usize::MAX
+                && clear(o, runner_up)
+                && det_best[di].1 == ti
+                && clear(det_best[di].0, det_best[di].2))
+            .then_some(di)
         })
         .collect()
 }
 
 /// Merge groups from the confirmed and merged tracks left unmatched (see [`merge`]).
-fn find_merges(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerParams, a: &mut Association) {
+fn find_merges(
+    tracks: &[Track],
+    dets: &[Det],
+    grid: &mut BoxGrid,
+    p: &TrackerParams,
+    a: &mut Association,
+) {
     let mut member_cands: BTreeMap<usize, Vec<(usize, f64, f64)>> = BTreeMap::new();
     let mut near = Vec::new();
     for (ti, t) in tracks.iter().enumerate() {
-        if a.matched[ti].is_some() || a.dropped[ti] || !matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
+        if a.matched[ti].is_some()
+            || a.dropped[ti]
+            || !matches!(t.state, TrackState::Confirmed | TrackState::Merged)
+        {
             continue;
         }
         let (pc, pb) = (t.filter.centroid(), t.filter.bbox());
@@ -282,15 +367,27 @@ fn find_merges(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerPa
         // A track already merged stays with its group while its box mostly overlaps the
         // component; others join when their predicted centroid lies in it.
         let joins = |b: [f64; 4]| {
-            if t.state == TrackState::Merged { covered(pb, b) >= KEEP_COVER } else { inside(pc, b) }
+            if t.state == TrackState::Merged {
+                covered(pb, b) >= KEEP_COVER
+            } else {
+                inside(pc, b)
+            }
         };
         let best = near
             .iter()
             .filter(|&&di| joins(dets[di].bbox))
-            .map(|&di| (di, (pc[0] - dets[di].centroid[0]).hypot(pc[1] - dets[di].centroid[1])))
+            .map(|&di| {
+                (
+                    di,
+                    (pc[0] - dets[di].centroid[0]).hypot(pc[1] - dets[di].centroid[1]),
+                )
+            })
             .min_by(|x, y| x.1.total_cmp(&y.1));
         if let Some((di, dist)) = best {
-            member_cands.entry(di).or_default().push((ti, t.look.area, dist));
+            member_cands
+                .entry(di)
+                .or_default()
+                .push((ti, t.look.area, dist));
         }
     }
     for (di, cs) in member_cands {
@@ -298,12 +395,23 @@ fn find_merges(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid, p: &TrackerPa
         // tentative track that took it gives way to the merge.
         let owner = a.owner[di];
         let tentative_owner = owner.is_some_and(|o| tracks[o].state == TrackState::Tentative);
-        let first = owner.filter(|&o| !tentative_owner && inside(tracks[o].filter.centroid(), dets[di].bbox)).map(|o| (o, tracks[o].look.area));
+        let first = owner
+            .filter(|&o| !tentative_owner && inside(tracks[o].filter.centroid(), dets[di].bbox))
+            .map(|o| (o, tracks[o].look.area));
         if owner.is_some() && !tentative_owner && first.is_none() {
             continue;
         }
-        let was_merged = cs.iter().map(|c| c.0).chain(first.map(|f| f.0)).filter(|&t| tracks[t].state == TrackState::Merged).count();
-        let share = if was_merged >= 2 { p.merge_area_share.min(KEEP_SHARE) } else { p.merge_area_share };
+        let was_merged = cs
+            .iter()
+            .map(|c| c.0)
+            .chain(first.map(|f| f.0))
+            .filter(|&t| tracks[t].state == TrackState::Merged)
+            .count();
+        let share = if was_merged >= 2 {
+            p.merge_area_share.min(KEEP_SHARE)
+        } else {
+            p.merge_area_share
+        };
         let members = grow_group(dets[di].look.area, first, &cs, share);
         if members.len() < 2 {
             continue;

@@ -65,13 +65,24 @@ fn frame(rects: &[(i32, i32, u32, u32, f64)]) -> (ComponentTable, Vec<Option<f64
     // Keep only components that have pixels in the frame.
     let keep: Vec<usize> = (0..order.len()).filter(|&k| sums[k].area > 0).collect();
     roots.clear();
-    let table = ComponentTable::from_sums(640, 480, 8, 30, &keep.iter().map(|&k| sums[k]).collect::<Vec<_>>());
+    let table = ComponentTable::from_sums(
+        640,
+        480,
+        8,
+        30,
+        &keep.iter().map(|&k| sums[k]).collect::<Vec<_>>(),
+    );
     let grey = keep.iter().map(|&k| Some(grey_sum[k] / count[k])).collect();
     (table, grey)
 }
 
 fn params() -> TrackerParams {
-    TrackerParams { frame_rate: 25.0, confirm_seconds: 0.12, lost_seconds: 1.0, ..TrackerParams::default() }
+    TrackerParams {
+        frame_rate: 25.0,
+        confirm_seconds: 0.12,
+        lost_seconds: 1.0,
+        ..TrackerParams::default()
+    }
 }
 
 /// The MOT rows of an output as `(frame0, id, bbox, conf)`.
@@ -93,11 +104,18 @@ fn ids_come_after_confirmation_with_every_frame_written() {
     for f in 0..6 {
         let (t, g) = frame(&[(10 + 3 * f, 100, 12, 12, 200.0)]);
         let out = tr.update(&t, &g, None);
-        assert_eq!(out.table.components[0].track_id, if f >= 2 { Some(1) } else { None }, "frame {f}");
+        assert_eq!(
+            out.table.components[0].track_id,
+            if f >= 2 { Some(1) } else { None },
+            "frame {f}"
+        );
         written.extend(rows(&out));
     }
     // Frames 0 and 1 come late, with the rows of frame 2; every frame has exactly one row.
-    assert_eq!(written.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(
+        written.iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4, 5]
+    );
     assert!(written.iter().all(|r| r.1 == 1 && r.3 == CONF_MEASURED));
     assert_eq!(written[0].2, [10.0, 100.0, 12.0, 12.0]);
     // A one-frame blob never gets an id, and ids are never reused.
@@ -117,7 +135,11 @@ fn ids_come_after_confirmation_with_every_frame_written() {
 fn lost_tracks_live_for_lost_seconds_at_any_frame_rate() {
     // The same 1 s is 10 frames at 10 fps and 50 at 50 fps (default rate, or timestamps).
     for (fps, pts_fps) in [(10.0, None), (50.0, None), (25.0, Some(50u64))] {
-        let mut tr = Tracker::new(TrackerParams { frame_rate: fps, ..params() }).unwrap();
+        let mut tr = Tracker::new(TrackerParams {
+            frame_rate: fps,
+            ..params()
+        })
+        .unwrap();
         let pts = |f: u64| pts_fps.map(|r| f * 1_000_000_000 / r);
         for f in 0..10 {
             let (t, g) = frame(&[(100, 100, 12, 12, 200.0)]);
@@ -150,7 +172,10 @@ fn a_track_leaving_the_frame_is_removed_at_once() {
     }
     // Partly out from frame 7, gone from frame 11; removed as soon as its predicted centre is
     // out, long before lost_seconds.
-    let removed = state.iter().find(|s| s.1 == TrackState::Removed).map(|s| s.0);
+    let removed = state
+        .iter()
+        .find(|s| s.1 == TrackState::Removed)
+        .map(|s| s.0);
     assert!(removed.is_some_and(|f| f <= 13), "{state:?}");
     assert_eq!(tr.live_tracks(), 0);
 }
@@ -178,18 +203,34 @@ fn merged_tracks_keep_their_ids_and_boxes() {
         let r = rows(&out);
         if (12..30).contains(&f) {
             assert_eq!(out.table.len(), 1);
-            assert_eq!(out.merges, vec![Merge { label: 1, track_ids: vec![1, 2] }], "frame {f}");
+            assert_eq!(
+                out.merges,
+                vec![Merge {
+                    label: 1,
+                    track_ids: vec![1, 2]
+                }],
+                "frame {f}"
+            );
             assert!(out.table.components[0].track_id.is_none());
             // Each member's row: its own square, within a few pixels.
             for (id, x) in [(1, a), (2, b)] {
                 let row = r.iter().find(|r| r.1 == id).unwrap();
                 assert_eq!(row.3, CONF_MERGED);
-                assert!((row.2[0] - f64::from(x)).abs() <= 3.0 && row.2[2] == 14.0, "frame {f}: {row:?} for x {x}");
+                assert!(
+                    (row.2[0] - f64::from(x)).abs() <= 3.0 && row.2[2] == 14.0,
+                    "frame {f}: {row:?} for x {x}"
+                );
                 merged_rows += 1;
             }
         }
         if f >= 33 {
-            let id_at = |x: i32| out.table.components.iter().find(|c| c.left == x as u32).and_then(|c| c.track_id);
+            let id_at = |x: i32| {
+                out.table
+                    .components
+                    .iter()
+                    .find(|c| c.left == x as u32)
+                    .and_then(|c| c.track_id)
+            };
             assert_eq!((id_at(a), id_at(b)), (Some(1), Some(2)), "frame {f}");
         }
     }
@@ -219,13 +260,25 @@ fn hidden_objects_are_re_identified_by_motion_and_appearance() {
         if (20..35).contains(&f) {
             assert_eq!(lost.state, TrackState::Lost, "frame {f}");
             // A hidden track keeps predicting, with its size.
-            assert!((lost.bbox[0] - f64::from(x)).abs() < 3.0 && (lost.bbox[2] - 16.0).abs() < 0.5, "frame {f}: {lost:?}");
+            assert!(
+                (lost.bbox[0] - f64::from(x)).abs() < 3.0 && (lost.bbox[2] - 16.0).abs() < 0.5,
+                "frame {f}: {lost:?}"
+            );
         } else {
             let c = out.table.components.iter().find(|c| c.top == 240).unwrap();
             assert_eq!(c.track_id, Some(1), "frame {f}");
         }
         if f >= 35 {
-            assert_eq!(out.table.components.iter().find(|c| c.top == 300).unwrap().track_id, Some(2), "frame {f}");
+            assert_eq!(
+                out.table
+                    .components
+                    .iter()
+                    .find(|c| c.top == 300)
+                    .unwrap()
+                    .track_id,
+                Some(2),
+                "frame {f}"
+            );
         }
     }
 }
@@ -254,7 +307,10 @@ fn a_track_sliding_under_an_occluder_keeps_its_size() {
         let r = out.tracks.iter().find(|r| r.id == 1).unwrap();
         widths.push(r.bbox[2]);
         // The filtered centre follows the whole square, visible or not.
-        assert!((r.centroid[0] - (f64::from(x) + 9.5)).abs() < 2.5, "frame {f}: {r:?}");
+        assert!(
+            (r.centroid[0] - (f64::from(x) + 9.5)).abs() < 2.5,
+            "frame {f}: {r:?}"
+        );
         if f >= 72 {
             assert_eq!(r.state, TrackState::Confirmed, "frame {f}");
         }

@@ -87,7 +87,14 @@ impl Tracker {
     /// A tracker with no tracks.
     pub fn new(params: TrackerParams) -> Result<Self, OpError> {
         params.validate()?;
-        Ok(Self { clock: FrameClock::new(params.frame_rate), params, tracks: Vec::new(), next_id: 1, frame: 0, grids: rounds::Grids::default() })
+        Ok(Self {
+            clock: FrameClock::new(params.frame_rate),
+            params,
+            tracks: Vec::new(),
+            next_id: 1,
+            frame: 0,
+            grids: rounds::Grids::default(),
+        })
     }
 
     /// The settings.
@@ -125,7 +132,12 @@ impl Tracker {
     /// `grey[i]` is the mean grey level of component `i` (an empty slice when unknown:
     /// appearance is then area and shape only); `pts_nanos` the frame's presentation timestamp,
     /// when the source gives one.
-    pub fn update(&mut self, table: &ComponentTable, grey: &[Option<f64>], pts_nanos: Option<u64>) -> TrackedFrame {
+    pub fn update(
+        &mut self,
+        table: &ComponentTable,
+        grey: &[Option<f64>],
+        pts_nanos: Option<u64>,
+    ) -> TrackedFrame {
         let p = self.params.clone();
         self.clock.tick(pts_nanos);
         let growth = p.gate_growth / self.clock.fps();
@@ -137,10 +149,19 @@ impl Tracker {
             .iter()
             .enumerate()
             .filter(|(_, c)| c.area >= p.min_area)
-            .map(|(ci, c)| Det { ci, label: c.label, bbox: c.bbox(), centroid: c.centroid, look: Appearance::of(c, grey.get(ci).copied().flatten()), area: c.area })
+            .map(|(ci, c)| Det {
+                ci,
+                label: c.label,
+                bbox: c.bbox(),
+                centroid: c.centroid,
+                look: Appearance::of(c, grey.get(ci).copied().flatten()),
+                area: c.area,
+            })
             .collect();
         let boxes: Vec<[f64; 4]> = dets.iter().map(|d| d.bbox).collect();
-        self.grids.all.rebuild(table.width, table.height, p.max_distance, &boxes);
+        self.grids
+            .all
+            .rebuild(table.width, table.height, p.max_distance, &boxes);
         for t in &mut self.tracks {
             t.filter.predict(q);
             if t.unseen > 0 {
@@ -149,7 +170,14 @@ impl Tracker {
             t.age += 1;
         }
         let n = self.tracks.len();
-        let assoc = rounds::associate(&mut self.tracks, &dets, &mut self.grids, (table.width, table.height), &p, growth);
+        let assoc = rounds::associate(
+            &mut self.tracks,
+            &dets,
+            &mut self.grids,
+            (table.width, table.height),
+            &p,
+            growth,
+        );
         let (matched, owner, dropped) = (&assoc.matched, &assoc.owner, &assoc.dropped);
         let (in_group, det_merged, groups) = (&assoc.in_group, &assoc.det_merged, &assoc.groups);
 
@@ -162,16 +190,25 @@ impl Tracker {
         let mut merged_box: Vec<Option<([f64; 4], u32)>> = vec![None; n];
         for g in groups {
             let d = &dets[g.det];
-            let predicted: Vec<[f64; 2]> = g.members.iter().map(|&m| self.tracks[m].filter.centroid()).collect();
+            let predicted: Vec<[f64; 2]> = g
+                .members
+                .iter()
+                .map(|&m| self.tracks[m].filter.centroid())
+                .collect();
             let sizes: Vec<[f64; 2]> = g.members.iter().map(|&m| self.tracks[m].size).collect();
-            let areas: Vec<f64> = g.members.iter().map(|&m| self.tracks[m].look.area).collect();
+            let areas: Vec<f64> = g
+                .members
+                .iter()
+                .map(|&m| self.tracks[m].look.area)
+                .collect();
             let placed = place_members(&predicted, &sizes, &areas, d.bbox, d.centroid);
             for (&m, z) in g.members.iter().zip(placed) {
                 let t = &mut self.tracks[m];
                 if t.unseen == 0 {
                     t.filter.hold_size(t.size);
                 }
-                t.filter.update_centroid(z, MERGED_NOISE * p.measurement_noise * p.measurement_noise);
+                t.filter
+                    .update_centroid(z, MERGED_NOISE * p.measurement_noise * p.measurement_noise);
                 t.filter.axes[0].x[0] = z[0];
                 t.filter.axes[1].x[0] = z[1];
                 t.state = TrackState::Merged;
@@ -184,9 +221,16 @@ impl Tracker {
         let mut merges: Vec<Merge> = groups
             .iter()
             .filter_map(|g| {
-                let mut ids: Vec<u64> = g.members.iter().filter_map(|&m| self.tracks[m].id).collect();
+                let mut ids: Vec<u64> = g
+                    .members
+                    .iter()
+                    .filter_map(|&m| self.tracks[m].id)
+                    .collect();
                 ids.sort_unstable();
-                (ids.len() >= 2).then_some(Merge { label: dets[g.det].label, track_ids: ids })
+                (ids.len() >= 2).then_some(Merge {
+                    label: dets[g.det].label,
+                    track_ids: ids,
+                })
             })
             .collect();
         merges.sort_by_key(|m| m.label);
@@ -209,7 +253,12 @@ impl Tracker {
                 let d = &dets[di];
                 measure(t, d, r);
                 t.streak += 1;
-                let row = TrackRow { frame, id: t.id.unwrap_or(0), label: d.label, bbox: d.bbox };
+                let row = TrackRow {
+                    frame,
+                    id: t.id.unwrap_or(0),
+                    label: d.label,
+                    bbox: d.bbox,
+                };
                 if t.id.is_none() && t.streak >= confirm {
                     let id = self.next_id;
                     self.next_id += 1;
@@ -235,7 +284,11 @@ impl Tracker {
                         t.lost += 1;
                         let c = t.filter.centroid();
                         let left = c[0] < 0.0 || c[1] < 0.0 || c[0] > w - 1.0 || c[1] > h - 1.0;
-                        if t.lost > lost_max || left { TrackState::Removed } else { TrackState::Lost }
+                        if t.lost > lost_max || left {
+                            TrackState::Removed
+                        } else {
+                            TrackState::Lost
+                        }
                     }
                 };
             }
@@ -279,7 +332,11 @@ impl Tracker {
             let mut t = Track {
                 id: None,
                 state: TrackState::Tentative,
-                filter: BoxFilter::new([d.centroid[0], d.centroid[1], size[0], size[1]], r, var_vel),
+                filter: BoxFilter::new(
+                    [d.centroid[0], d.centroid[1], size[0], size[1]],
+                    r,
+                    var_vel,
+                ),
                 size,
                 look: d.look,
                 area: d.area,
@@ -311,13 +368,24 @@ impl Tracker {
                     trail: vec![point(d.centroid)],
                 });
             } else {
-                t.pending.push(TrackRow { frame, id: 0, label: d.label, bbox: d.bbox });
+                t.pending.push(TrackRow {
+                    frame,
+                    id: 0,
+                    label: d.label,
+                    bbox: d.bbox,
+                });
             }
             self.tracks.push(t);
         }
         reports.sort_by_key(|r| r.id);
         backfill.sort_by_key(|r| (r.frame, r.id));
-        TrackedFrame { frame, table: out_table, tracks: reports, merges, backfill }
+        TrackedFrame {
+            frame,
+            table: out_table,
+            tracks: reports,
+            merges,
+            backfill,
+        }
     }
 }
 
@@ -334,10 +402,17 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
     let mut partial = t.hits > 0 && d.look.area < PARTIAL_AREA * t.look.area;
     for a in 0..2 {
         let full = t.size[a];
-        if t.hits > 0 && d.bbox[2 + a] < PARTIAL_SIZE * full && d.bbox[2 + a] <= full - PARTIAL_PIXELS {
+        if t.hits > 0
+            && d.bbox[2 + a] < PARTIAL_SIZE * full
+            && d.bbox[2 + a] <= full - PARTIAL_PIXELS
+        {
             let from_low = d.bbox[a] + 0.5 * (full - 1.0);
             let from_high = d.bbox[a] + d.bbox[2 + a] - 1.0 - 0.5 * (full - 1.0);
-            z[a] = if (from_low - pred[a]).abs() <= (from_high - pred[a]).abs() { from_low } else { from_high };
+            z[a] = if (from_low - pred[a]).abs() <= (from_high - pred[a]).abs() {
+                from_low
+            } else {
+                from_high
+            };
             z[2 + a] = full;
             partial = true;
         }
@@ -346,7 +421,11 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
         t.filter.hold_size(t.size);
     }
     t.filter.update(z, r);
-    let rate = if partial { PARTIAL_LOOK_RATE } else { LOOK_RATE };
+    let rate = if partial {
+        PARTIAL_LOOK_RATE
+    } else {
+        LOOK_RATE
+    };
     t.look.blend(&d.look, rate);
     for a in 0..2 {
         t.size[a] += rate * (z[2 + a] - t.size[a]);

@@ -156,7 +156,11 @@ fn set_figures(scenes: &[Scene], params: &TrackerParams) -> (f64, f64, usize) {
         idtp += m.idtp;
         idsw += m.idsw;
     }
-    (1.0 - errors as f64 / gt as f64, 2.0 * idtp as f64 / (gt + hyp) as f64, idsw)
+    (
+        1.0 - errors as f64 / gt as f64,
+        2.0 * idtp as f64 / (gt + hyp) as f64,
+        idsw,
+    )
 }
 
 /// How the tuning scenes' figures move with each setting around the defaults (the
@@ -168,22 +172,169 @@ fn defaults_sweep() {
     let scenes = tuning();
     let d = TrackerParams::default();
     let variants: Vec<(&str, Vec<(f64, TrackerParams)>)> = vec![
-        ("confirm_seconds", [0.04, 0.1, 0.2, 0.4].map(|v| (v, TrackerParams { confirm_seconds: v, ..d.clone() })).to_vec()),
-        ("lost_seconds", [0.4, 1.0, 2.0, 4.0, 8.0].map(|v| (v, TrackerParams { lost_seconds: v, ..d.clone() })).to_vec()),
-        ("max_distance", [25.0, 50.0, 100.0].map(|v| (v, TrackerParams { max_distance: v, ..d.clone() })).to_vec()),
-        ("gate_growth", [0.0, 50.0, 100.0, 200.0, 400.0].map(|v| (v, TrackerParams { gate_growth: v, ..d.clone() })).to_vec()),
-        ("appearance_weight", [0.0, 0.25, 0.5, 1.0, 2.0].map(|v| (v, TrackerParams { appearance_weight: v, ..d.clone() })).to_vec()),
-        ("iou_weight", [0.0, 0.5, 1.0].map(|v| (v, TrackerParams { iou_weight: v, ..d.clone() })).to_vec()),
-        ("grey_tolerance", [10.0, 20.0, 40.0, 80.0].map(|v| (v, TrackerParams { grey_tolerance: v, ..d.clone() })).to_vec()),
-        ("shape_tolerance", [1.25, 1.5, 2.0].map(|v| (v, TrackerParams { shape_tolerance: v, ..d.clone() })).to_vec()),
-        ("merge_area_share", [0.1, 0.2, 0.3, 0.5].map(|v| (v, TrackerParams { merge_area_share: v, ..d.clone() })).to_vec()),
-        ("process_noise", [0.3, 1.0, 3.0].map(|v| (v, TrackerParams { process_noise: v, ..d.clone() })).to_vec()),
-        ("measurement_noise", [1.0, 2.0, 4.0].map(|v| (v, TrackerParams { measurement_noise: v, ..d.clone() })).to_vec()),
+        (
+            "confirm_seconds",
+            [0.04, 0.1, 0.2, 0.4]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            confirm_seconds: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "lost_seconds",
+            [0.4, 1.0, 2.0, 4.0, 8.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            lost_seconds: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "max_distance",
+            [25.0, 50.0, 100.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            max_distance: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "gate_growth",
+            [0.0, 50.0, 100.0, 200.0, 400.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            gate_growth: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "appearance_weight",
+            [0.0, 0.25, 0.5, 1.0, 2.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            appearance_weight: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "iou_weight",
+            [0.0, 0.5, 1.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            iou_weight: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "grey_tolerance",
+            [10.0, 20.0, 40.0, 80.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            grey_tolerance: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "shape_tolerance",
+            [1.25, 1.5, 2.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            shape_tolerance: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "merge_area_share",
+            [0.1, 0.2, 0.3, 0.5]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            merge_area_share: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "process_noise",
+            [0.3, 1.0, 3.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            process_noise: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
+        (
+            "measurement_noise",
+            [1.0, 2.0, 4.0]
+                .map(|v| {
+                    (
+                        v,
+                        TrackerParams {
+                            measurement_noise: v,
+                            ..d.clone()
+                        },
+                    )
+                })
+                .to_vec(),
+        ),
     ];
     for (name, list) in variants {
         for (v, p) in list {
             let (mota, idf1, idsw) = set_figures(&scenes, &p);
-            println!("{name:18} {v:6} MOTA {:.1} IDF1 {:.1} IDSW {idsw}", 100.0 * mota, 100.0 * idf1);
+            println!(
+                "{name:18} {v:6} MOTA {:.1} IDF1 {:.1} IDSW {idsw}",
+                100.0 * mota,
+                100.0 * idf1
+            );
         }
     }
 }
@@ -209,6 +360,9 @@ fn every_tuning_scene_keeps_its_figures() {
     for (s, (name, mota, idf1, idsw)) in scenes.iter().zip(FLOORS) {
         assert_eq!(s.name, name);
         let m = track_scene(s, &p);
-        assert!(m.mota >= mota && m.idf1 >= idf1 && m.idsw <= idsw, "{name}: {m:?}");
+        assert!(
+            m.mota >= mota && m.idf1 >= idf1 && m.idsw <= idsw,
+            "{name}: {m:?}"
+        );
     }
 }
