@@ -281,4 +281,50 @@ mod tests {
         assert_eq!(t[0].area, 36, "area of the lost track");
         assert_eq!(out.summary["components"], 0);
     }
+
+    #[test]
+    fn files_get_every_frame_of_a_track_and_its_merges() {
+        let mut settings = OpSettings::default();
+        settings.cca.source = Source::Frame;
+        let mut cca = Cca::new(&settings).unwrap();
+        // Two 6 x 6 squares (grey 200 and 90) 2 px a frame closer each frame; they touch from
+        // index 9 (MOT frame 10) on.
+        let frame = |index: u64| {
+            let (a, b) = (10 + 2 * index as usize, 52 - 2 * index as usize);
+            let gray = Image::from_fn(80, 48, |x, y| match (x, y) {
+                (x, 20..=25) if (a..a + 6).contains(&x) => 200u8,
+                (x, 20..=25) if (b..b + 6).contains(&x) => 90,
+                _ => 0,
+            });
+            FrameInput { index, gray: Arc::new(gray), rgb: None, gray16: None }
+        };
+        let (mut csv, mut lines) = (Vec::new(), Vec::new());
+        for i in 0..12 {
+            let f = frame(i);
+            let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
+            let out = cca.finish(out, &f);
+            for (file, r) in out.records {
+                if file == "tracks.csv" {
+                    csv.push(r);
+                } else {
+                    lines.push(serde_json::from_str::<serde_json::Value>(&r).unwrap());
+                }
+            }
+        }
+        // Confirmed after 0.2 s (5 frames at 25 fps): frames 1-4 are written with frame 5.
+        let first: Vec<&str> = csv.iter().filter(|r| r.starts_with("1,")).map(String::as_str).collect();
+        assert_eq!(first, vec!["1,1,10,20,6,6,1,-1,-1,-1", "1,2,52,20,6,6,1,-1,-1,-1"]);
+        assert_eq!(lines[4]["backfill"].as_array().map(Vec::len), Some(8), "{}", lines[4]);
+        assert!(lines[3].get("backfill").is_none());
+        // Every frame has a row for each square, merged frames with conf 0.5.
+        for f in 1..=12 {
+            let rows: Vec<Vec<&str>> = csv.iter().filter(|r| r.starts_with(&format!("{f},"))).map(|r| r.split(',').collect()).collect();
+            assert_eq!(rows.len(), 2, "frame {f}: {rows:?}");
+            let conf = if f >= 10 { "0.5" } else { "1" };
+            assert!(rows.iter().all(|r| r[6] == conf), "frame {f}: {rows:?}");
+        }
+        assert!(csv.contains(&"10,1,28,20,6,6,0.5,-1,-1,-1".to_owned()) && csv.contains(&"10,2,34,20,6,6,0.5,-1,-1,-1".to_owned()));
+        assert_eq!(lines[9]["merges"], serde_json::json!([{ "label": 1, "track_ids": [1, 2] }]));
+        assert!(lines[9]["table"]["components"][0].get("track_id").is_none());
+    }
 }
