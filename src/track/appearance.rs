@@ -135,12 +135,15 @@ pub fn mean_grey_levels(
             let x_end = (c.left + c.width) as usize;
             for y in c.top as usize..(c.top + c.height) as usize {
                 let row = frame.row(y.min(frame.height().saturating_sub(1)));
-                for &v in &row[(c.left as usize).min(row.len())..x_end.min(row.len())] {
-                    if foreground(v) {
-                        sum += u64::from(v);
-                        n += 1;
-                    }
-                }
+                // Branch-free per pixel: the row sums vectorise.
+                let (s, k) = row[(c.left as usize).min(row.len())..x_end.min(row.len())]
+                    .iter()
+                    .fold((0u32, 0u32), |(s, k), &v| {
+                        let f = u32::from(foreground(v));
+                        (s + f * u32::from(v), k + f)
+                    });
+                sum += u64::from(s);
+                n += u64::from(k);
             }
             (n > 0).then(|| sum as f64 / n as f64)
         })

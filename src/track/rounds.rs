@@ -165,7 +165,9 @@ pub fn associate(
         .open_dets
         .extend((0..m).filter(|&di| a.open(tracks, di)));
     let boxes: Vec<[f64; 4]> = grids.open_dets.iter().map(|&di| dets[di].bbox).collect();
-    grids.open.rebuild(size.0, size.1, p.max_distance, &boxes);
+    grids
+        .open
+        .rebuild(size.0, size.1, OPEN_CELL * p.max_distance, &boxes);
     let cands = gather(
         tracks,
         dets,
@@ -296,6 +298,10 @@ fn gather(
     }
     cands
 }
+
+/// Cell side of the grid of open detections, in `max_distance`s: they are few, and a lost
+/// track's gate spans several times `max_distance`.
+const OPEN_CELL: f64 = 4.0;
 
 /// IoU at or above which a track and a detection that are each other's best overlap, with no
 /// rival of half that overlap on either side, are matched before any other pair is looked at.
