@@ -13,11 +13,9 @@
 //! grey-level difference over `grey_tolerance` (left out when either side has no grey level).
 //! 1 means "at the tolerance" on average.
 
+use super::tuning::TUNING;
 use crate::image::ImageView;
 use crate::ops::ccl::{Component, ComponentTable};
-
-/// Largest appearance difference counted in a cost (a clearly different object is just that).
-pub const MAX_DIFFERENCE: f64 = 4.0;
 
 /// Area, second-moment axes and mean grey level of a component (or a track's average).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -83,7 +81,7 @@ impl Appearance {
         );
     }
 
-    /// Normalised difference (see the module docs), at most [`MAX_DIFFERENCE`].
+    /// Normalised difference (see the module docs), at most [`Tuning::max_difference`](super::tuning::Tuning::max_difference).
     #[must_use]
     pub fn difference(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> f64 {
         let ln_tol = shape_tolerance.ln();
@@ -96,7 +94,7 @@ impl Appearance {
             (Some(a), Some(b)) => (area + shape + (a - b).abs() / grey_tolerance, 3.0),
             _ => (area + shape, 2.0),
         };
-        (sum / n).min(MAX_DIFFERENCE)
+        (sum / n).min(TUNING.max_difference)
     }
 
     /// Whether `o`, possibly a partly hidden view (smaller, other shape), can be the object of
@@ -186,7 +184,7 @@ mod tests {
         // Axes about x1.5 (1 tolerance), area x2.25 (1 tolerance), grey equal: mean about 2/3.
         assert!((a.difference(&bigger, 1.5, 20.0) - 2.0 / 3.0).abs() < 0.01);
         let far = Appearance::new(1e9, a.axes, Some(250.0));
-        assert_eq!(a.difference(&far, 1.5, 20.0), MAX_DIFFERENCE);
+        assert_eq!(a.difference(&far, 1.5, 20.0), TUNING.max_difference);
         // No grey level on one side: the mean of the two shape terms.
         assert!((a.difference(&bigger.with_grey(None), 1.5, 20.0) - 1.0).abs() < 0.01);
     }

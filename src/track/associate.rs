@@ -6,14 +6,11 @@
 //! * [`assign_sparse`] takes the candidate pairs (track, detection, cost), splits them into
 //!   clusters (connected components of the bipartite candidate graph, union-find), and solves
 //!   each cluster optimally with the Hungarian method ([`hungarian::assign`]). A cluster of more
-//!   than [`HUNGARIAN_MAX`] tracks or detections (a crowd whose gates overlap all over) is
+//!   than [`Tuning::hungarian_max`](super::tuning::Tuning::hungarian_max) tracks or detections (a crowd whose gates overlap all over) is
 //!   solved greedily, cheapest pair first, which keeps the cost linear-logarithmic.
 
 use super::hungarian;
-
-/// Largest cluster side solved exactly (O(n³) time: 32³ is 33 000 steps; larger clusters come
-/// only from crowds of touching objects, where greedy and optimal rarely differ).
-pub const HUNGARIAN_MAX: usize = 32;
+use super::tuning::TUNING;
 
 /// A gated pair and its cost.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -148,7 +145,7 @@ pub fn assign_sparse(tracks: usize, dets: usize, candidates: &[Candidate]) -> Ve
                 out[c.track] = Some(c.det);
                 det_taken[c.det] = true;
             }
-        } else if ts.len() <= HUNGARIAN_MAX && ds.len() <= HUNGARIAN_MAX {
+        } else if ts.len() <= TUNING.hungarian_max && ds.len() <= TUNING.hungarian_max {
             const FORBIDDEN: f64 = 1e12;
             let mut cost = vec![vec![FORBIDDEN; ds.len()]; ts.len()];
             for c in &pairs {

@@ -1,12 +1,14 @@
 //! Merges: one component that explains several tracks (objects that touch or overlap form a
 //! single connected component).
 //!
-//! After the first association round, a confirmed or merged track left without a detection
-//! whose predicted centroid lies inside a detection's box is a *candidate member* of that
-//! detection. The detection's *group* starts with the track the association gave it (unless
-//! that one is tentative) and takes candidates nearest first while the component is big enough
-//! to hold them all: `area >= largest member + merge_area_share · (sum of the others)` (areas
-//! of the tracks' running appearance). A group of two or more is a merge.
+//! After the tracked round, a confirmed or merged track left without a detection whose
+//! prediction lies in a detection's box is a *candidate member* of that detection (see
+//! [`rounds`](super::rounds)). The detection's *group* starts with the track the association
+//! gave it (unless that one is tentative) and takes candidates nearest first while the
+//! component is big enough to hold them all, [`holds`]: `area >= largest member +
+//! merge_area_share · (sum of the others)` (areas of the tracks' running appearance), and no
+//! member below [`Tuning::min_member_share`](super::tuning::Tuning::min_member_share) of the
+//! largest. A group of two or more is a merge.
 //!
 //! Members are not updated with the shared component's measurement (it describes none of
 //! them). Each keeps its own prediction, corrected by [`place_members`], axis by axis: the
@@ -17,6 +19,8 @@
 //! measurement, so the members follow the group when it turns or stops and stop closing in once
 //! they touch, and their boxes keep the size they had before the merge.
 
+use super::tuning::TUNING;
+
 /// One merge group: a detection and the tracks it holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
@@ -26,18 +30,13 @@ pub struct Group {
     pub members: Vec<usize>,
 }
 
-/// Smallest member of a group, as a share of its largest: a much smaller track whose
-/// prediction lies in a big component is more often a fragment of that object (a binarization
-/// that splits and rejoins it) than another object; it is left lost rather than merged.
-pub const MIN_MEMBER_SHARE: f64 = 0.25;
-
 /// Whether a component of `area` can hold tracks of `areas` (see the module docs).
 #[must_use]
 pub fn holds(area: f64, areas: &[f64], share: f64) -> bool {
     let largest = areas.iter().copied().fold(0.0, f64::max);
     let smallest = areas.iter().copied().fold(f64::INFINITY, f64::min);
     let sum: f64 = areas.iter().sum();
-    area >= largest + share * (sum - largest) && smallest >= MIN_MEMBER_SHARE * largest
+    area >= largest + share * (sum - largest) && smallest >= TUNING.min_member_share * largest
 }
 
 /// Builds the group of one detection: `first` (the matched track, if any) then `candidates`
@@ -109,10 +108,7 @@ pub fn place_members(
     z
 }
 
-/// Largest spread a group may be given, as a multiple of its predicted spread.
-const MAX_SPREAD: f64 = 3.0;
-
-/// The factor `k` in `[0, MAX_SPREAD]` by which offsets `d` (centres about their mean) must be
+/// The factor `k` in `[0, max_spread]` ([`Tuning::max_spread`](super::tuning::Tuning::max_spread)) by which offsets `d` (centres about their mean) must be
 /// scaled for the members' boxes (`sizes`) to span `span` pixels from the first pixel of the
 /// leftmost box to the last of the rightmost (bisection: the span grows with `k`).
 fn spread_to_fit(d: &[f64], sizes: &[f64], span: f64) -> f64 {
@@ -132,10 +128,10 @@ fn spread_to_fit(d: &[f64], sizes: &[f64], span: f64) -> f64 {
     if extent(0.0) >= span {
         return 0.0;
     }
-    if extent(MAX_SPREAD) <= span {
-        return MAX_SPREAD;
+    if extent(TUNING.max_spread) <= span {
+        return TUNING.max_spread;
     }
-    let (mut lo, mut hi) = (0.0, MAX_SPREAD);
+    let (mut lo, mut hi) = (0.0, TUNING.max_spread);
     for _ in 0..40 {
         let mid = 0.5 * (lo + hi);
         if extent(mid) < span {

@@ -38,6 +38,7 @@ pub mod params;
 pub mod rounds;
 pub mod scenes;
 pub mod tracker;
+pub mod tuning;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::tuning::TUNING;
 use crate::ops::OpError;
 
 /// Tracker settings (the `[tracker]` config section).
@@ -133,9 +134,6 @@ impl TrackerParams {
     }
 }
 
-/// Intervals kept for the frame-rate estimate.
-const INTERVALS: usize = 15;
-
 /// The stream's time: frame count, frame rate, and the conversion of durations to frames.
 #[derive(Clone, Debug)]
 pub struct FrameClock {
@@ -169,7 +167,7 @@ impl FrameClock {
                 && pts - last <= 1_000_000_000
             {
                 self.intervals.push_back(pts - last);
-                if self.intervals.len() > INTERVALS {
+                if self.intervals.len() > TUNING.timestamp_intervals {
                     self.intervals.pop_front();
                 }
             }

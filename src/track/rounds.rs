@@ -1,14 +1,16 @@
 //! The association rounds of one frame, over gated candidate pairs ([`associate`]).
 //!
 //! 1. **Tracked**: tracks matched in the previous frame (tentative and confirmed) against
-//!    every detection; pairs that clearly overlap best are matched first ([`SURE_IOU`]). A pair passes the gate when the centroids are at most `max_distance`
-//!    apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid lies in the
-//!    detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) + appearance_weight ·
-//!    difference`.
-//! 2. **Merges** ([`merge`]) — from the confirmed and merged tracks still unmatched: a
-//!    confirmed track joins the component its predicted centroid lies in, a merged track stays
-//!    in the one that covers [`KEEP_COVER`] of its predicted box (a group goes on while its
-//!    component holds it).
+//!    every detection; pairs that clearly overlap best are matched first
+//!    ([`Tuning::sure_iou`](super::tuning::Tuning::sure_iou)). A pair passes the gate when the centroids are at most
+//!    `max_distance` apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid
+//!    lies in the detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) +
+//!    appearance_weight · difference`.
+//! 2. **Merges** ([`merge`](super::merge)) — from the confirmed and merged tracks still
+//!    unmatched: a confirmed track joins the component its predicted centroid lies in, a merged
+//!    track stays in the one that covers
+//!    [`Tuning::keep_cover`](super::tuning::Tuning::keep_cover) of its predicted box (a group
+//!    goes on while its component holds it).
 //! 3. **Split**: merged tracks whose group came apart, against the detections left and those of
 //!    tentative tracks; the same gate, and their appearance must fit
 //!    ([`Appearance::may_be`]). Tracks matched before them win, as in a matching cascade: a
@@ -31,18 +33,7 @@ use super::merge::{Group, grow_group};
 use super::metrics::iou;
 use super::params::TrackerParams;
 use super::tracker::Track;
-
-/// Margin around a component's box within which a predicted centroid counts as inside, pixels.
-pub const INSIDE_MARGIN: f64 = 2.0;
-
-/// `merge_area_share` for a group that goes on (two or more of its tracks were merged in the
-/// previous frame): objects that overlap more as they cross stay merged while the one behind
-/// shows a tenth of its area.
-pub const KEEP_SHARE: f64 = 0.1;
-
-/// Share of a merged track's predicted box that must lie in a component for it to stay in that
-/// component's group (its prediction may drift by a few pixels a frame while merged).
-pub const KEEP_COVER: f64 = 0.3;
+use super::tuning::TUNING;
 
 /// Share of box `a` covered by box `b`.
 #[must_use]
@@ -84,10 +75,10 @@ fn union_box(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
     ]
 }
 
-/// Whether point `p` lies in box `b` (with [`INSIDE_MARGIN`]).
+/// Whether point `p` lies in box `b` (with [`Tuning::inside_margin`](super::tuning::Tuning::inside_margin)).
 #[must_use]
 pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
-    let m = INSIDE_MARGIN;
+    let m = TUNING.inside_margin;
     p[0] >= b[0] - m
         && p[0] <= b[0] + b[2] - 1.0 + m
         && p[1] >= b[1] - m
@@ -167,7 +158,7 @@ pub fn associate(
     let boxes: Vec<[f64; 4]> = grids.open_dets.iter().map(|&di| dets[di].bbox).collect();
     grids
         .open
-        .rebuild(size.0, size.1, OPEN_CELL * p.max_distance, &boxes);
+        .rebuild(size.0, size.1, TUNING.open_cell * p.max_distance, &boxes);
     let cands = gather(
         tracks,
         dets,
@@ -299,15 +290,7 @@ fn gather(
     cands
 }
 
-/// Cell side of the grid of open detections, in `max_distance`s: they are few, and a lost
-/// track's gate spans several times `max_distance`.
-const OPEN_CELL: f64 = 4.0;
-
-/// IoU at or above which a track and a detection that are each other's best overlap, with no
-/// rival of half that overlap on either side, are matched before any other pair is looked at.
-pub const SURE_IOU: f64 = 0.3;
-
-/// The obvious pairs of the tracked round (see [`SURE_IOU`]): in a crowd most tracks pair off
+/// The obvious pairs of the tracked round (see [`Tuning::sure_iou`](super::tuning::Tuning::sure_iou)): in a crowd most tracks pair off
 /// here, cheaply, and the optimal assignment is left with the few contested ones.
 fn sure_pairs(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid) -> Vec<Option<usize>> {
     // Per track and per detection: best IoU with its partner, and the runner-up IoU.
@@ -340,7 +323,7 @@ fn sure_pairs(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid) -> Vec<Option<
         .iter()
         .enumerate()
         .map(|(ti, &(o, di, runner_up))| {
-            let clear = |o: f64, r: f64| o >= SURE_IOU && r < 0.5 * o;
+            let clear = |o: f64, r: f64| o >= TUNING.sure_iou && r < 0.5 * o;
             (di != usize::MAX
                 && clear(o, runner_up)
                 && det_best[di].1 == ti
@@ -374,7 +357,7 @@ fn find_merges(
         // component; others join when their predicted centroid lies in it.
         let joins = |b: [f64; 4]| {
             if t.state == TrackState::Merged {
-                covered(pb, b) >= KEEP_COVER
+                covered(pb, b) >= TUNING.keep_cover
             } else {
                 inside(pc, b)
             }
@@ -414,7 +397,7 @@ fn find_merges(
             .filter(|&t| tracks[t].state == TrackState::Merged)
             .count();
         let share = if was_merged >= 2 {
-            p.merge_area_share.min(KEEP_SHARE)
+            p.merge_area_share.min(TUNING.keep_share)
         } else {
             p.merge_area_share
         };

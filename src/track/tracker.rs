@@ -3,12 +3,13 @@
 //!
 //! A matched track folds its component into its filter. When the component is a *partial
 //! view* (the object is partly behind an occluder or outside the frame: on some axis the box is
-//! below [`PARTIAL_SIZE`] of the track's size and [`PARTIAL_PIXELS`] short of it), the filter gets the whole object's box instead:
-//! on each such axis the edge that agrees best with the prediction is taken as the object's and
-//! the centre placed half the track's size from it. Partial views (those, and components below
-//! [`PARTIAL_AREA`] of the track's area) change the track's appearance and size only slowly. So a track keeps
-//! its speed and size while its object slides behind an occluder or out of the frame, and its
-//! box neither shrinks nor inverts.
+//! below [`Tuning::partial_size`](super::tuning::Tuning::partial_size) of the track's size and [`Tuning::partial_pixels`](super::tuning::Tuning::partial_pixels) short of
+//! it), the filter gets the whole object's box instead: on each such axis the edge that agrees
+//! best with the prediction is taken as the object's and the centre placed half the track's
+//! size from it. Partial views (those, and components below [`Tuning::partial_area`](super::tuning::Tuning::partial_area) of the
+//! track's area) change the track's appearance and size only slowly. So a track keeps its speed
+//! and size while its object slides behind an occluder or out of the frame, and its box neither
+//! shrinks nor inverts.
 //!
 //! Members of a merge are placed by [`place_members`]; the placement is folded into each
 //! member's filter as a loose measurement (its velocity follows the group) and becomes its
@@ -21,25 +22,10 @@ use super::kalman::BoxFilter;
 use super::merge::{clip_box, place_members};
 use super::params::{FrameClock, TrackerParams};
 use super::rounds::{self, Det};
+use super::tuning::TUNING;
 use super::{Merge, TrackReport, TrackRow, TrackState, TrackedFrame};
 use crate::ops::OpError;
 use crate::ops::ccl::ComponentTable;
-
-/// Area ratio (component / track) below which a component is a partial view of its object.
-pub const PARTIAL_AREA: f64 = 0.7;
-/// Box size ratio (component / track) below which a component is cut on that axis, if it is
-/// also [`PARTIAL_PIXELS`] short (an object shrinks this fast only behind an occluder or at the
-/// frame border; the track's size follows real changes of a few percent a frame).
-pub const PARTIAL_SIZE: f64 = 0.92;
-/// Shortfall in pixels for a component to be cut on an axis (see [`PARTIAL_SIZE`]).
-pub const PARTIAL_PIXELS: f64 = 2.0;
-/// Share of a full view blended into a track's appearance and size (a few frames' memory).
-const LOOK_RATE: f64 = 0.3;
-/// The same for partial views: slow, so a real change of size is followed within a second.
-const PARTIAL_LOOK_RATE: f64 = 0.05;
-/// Variance of a merged member's placed centroid, in measurement variances (looser than a
-/// measurement: it is inferred from the group).
-const MERGED_NOISE: f64 = 4.0;
 
 /// One track's state.
 #[derive(Clone, Debug)]
@@ -207,8 +193,10 @@ impl Tracker {
                 if t.unseen == 0 {
                     t.filter.hold_size(t.size);
                 }
-                t.filter
-                    .update_centroid(z, MERGED_NOISE * p.measurement_noise * p.measurement_noise);
+                t.filter.update_centroid(
+                    z,
+                    TUNING.merged_noise * p.measurement_noise * p.measurement_noise,
+                );
                 t.filter.axes[0].x[0] = z[0];
                 t.filter.axes[1].x[0] = z[1];
                 t.state = TrackState::Merged;
@@ -399,12 +387,12 @@ fn point(p: [f64; 2]) -> [f32; 2] {
 fn measure(t: &mut Track, d: &Det, r: f64) {
     let pred = t.filter.centroid();
     let mut z = [d.centroid[0], d.centroid[1], d.bbox[2], d.bbox[3]];
-    let mut partial = t.hits > 0 && d.look.area < PARTIAL_AREA * t.look.area;
+    let mut partial = t.hits > 0 && d.look.area < TUNING.partial_area * t.look.area;
     for a in 0..2 {
         let full = t.size[a];
         if t.hits > 0
-            && d.bbox[2 + a] < PARTIAL_SIZE * full
-            && d.bbox[2 + a] <= full - PARTIAL_PIXELS
+            && d.bbox[2 + a] < TUNING.partial_size * full
+            && d.bbox[2 + a] <= full - TUNING.partial_pixels
         {
             let from_low = d.bbox[a] + 0.5 * (full - 1.0);
             let from_high = d.bbox[a] + d.bbox[2 + a] - 1.0 - 0.5 * (full - 1.0);
@@ -422,9 +410,9 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
     }
     t.filter.update(z, r);
     let rate = if partial {
-        PARTIAL_LOOK_RATE
+        TUNING.partial_look_rate
     } else {
-        LOOK_RATE
+        TUNING.look_rate
     };
     t.look.blend(&d.look, rate);
     for a in 0..2 {
