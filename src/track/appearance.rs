@@ -14,6 +14,8 @@
 //! 1 means "at the tolerance" on average.
 
 use super::tuning::TUNING;
+#[cfg(doc)]
+use super::tuning::Tuning;
 use crate::image::ImageView;
 use crate::ops::ccl::{Component, ComponentTable};
 
@@ -81,7 +83,7 @@ impl Appearance {
         );
     }
 
-    /// Normalised difference (see the module docs), at most [`Tuning::max_difference`](super::tuning::Tuning::max_difference).
+    /// Normalised difference (see the module docs), at most [`Tuning::max_difference`].
     #[must_use]
     pub fn difference(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> f64 {
         let ln_tol = shape_tolerance.ln();

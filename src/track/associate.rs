@@ -6,11 +6,13 @@
 //! * [`assign_sparse`] takes the candidate pairs (track, detection, cost), splits them into
 //!   clusters (connected components of the bipartite candidate graph, union-find), and solves
 //!   each cluster optimally with the Hungarian method ([`hungarian::assign`]). A cluster of more
-//!   than [`Tuning::hungarian_max`](super::tuning::Tuning::hungarian_max) tracks or detections (a crowd whose gates overlap all over) is
-//!   solved greedily, cheapest pair first, which keeps the cost linear-logarithmic.
+//!   than [`Tuning::hungarian_max`] tracks or detections (a crowd whose gates overlap all over)
+//!   is solved greedily, cheapest pair first, which keeps the cost linear-logarithmic.
 
 use super::hungarian;
 use super::tuning::TUNING;
+#[cfg(doc)]
+use super::tuning::Tuning;
 
 /// A gated pair and its cost.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -7,7 +7,7 @@
 //! gave it (unless that one is tentative) and takes candidates nearest first while the
 //! component is big enough to hold them all, [`holds`]: `area >= largest member +
 //! merge_area_share · (sum of the others)` (areas of the tracks' running appearance), and no
-//! member below [`Tuning::min_member_share`](super::tuning::Tuning::min_member_share) of the
+//! member below [`Tuning::min_member_share`] of the
 //! largest. A group of two or more is a merge.
 //!
 //! Members are not updated with the shared component's measurement (it describes none of
@@ -20,6 +20,8 @@
 //! they touch, and their boxes keep the size they had before the merge.
 
 use super::tuning::TUNING;
+#[cfg(doc)]
+use super::tuning::Tuning;
 
 /// One merge group: a detection and the tracks it holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,9 +110,10 @@ pub fn place_members(
     z
 }
 
-/// The factor `k` in `[0, max_spread]` ([`Tuning::max_spread`](super::tuning::Tuning::max_spread)) by which offsets `d` (centres about their mean) must be
-/// scaled for the members' boxes (`sizes`) to span `span` pixels from the first pixel of the
-/// leftmost box to the last of the rightmost (bisection: the span grows with `k`).
+/// The factor `k` in `[0, max_spread]` ([`Tuning::max_spread`]) by which offsets `d` (centres
+/// about their mean) must be scaled for the members' boxes (`sizes`) to span `span` pixels from
+/// the first pixel of the leftmost box to the last of the rightmost (bisection: the span grows
+/// with `k`).
 fn spread_to_fit(d: &[f64], sizes: &[f64], span: f64) -> f64 {
     let extent = |k: f64| {
         let hi = d

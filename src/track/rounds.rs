@@ -2,14 +2,13 @@
 //!
 //! 1. **Tracked**: tracks matched in the previous frame (tentative and confirmed) against
 //!    every detection; pairs that clearly overlap best are matched first
-//!    ([`Tuning::sure_iou`](super::tuning::Tuning::sure_iou)). A pair passes the gate when the centroids are at most
+//!    ([`Tuning::sure_iou`]). A pair passes the gate when the centroids are at most
 //!    `max_distance` apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid
 //!    lies in the detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) +
 //!    appearance_weight · difference`.
 //! 2. **Merges** ([`merge`](super::merge)) — from the confirmed and merged tracks still
 //!    unmatched: a confirmed track joins the component its predicted centroid lies in, a merged
-//!    track stays in the one that covers
-//!    [`Tuning::keep_cover`](super::tuning::Tuning::keep_cover) of its predicted box (a group
+//!    track stays in the one that covers [`Tuning::keep_cover`] of its predicted box (a group
 //!    goes on while its component holds it).
 //! 3. **Split**: merged tracks whose group came apart, against the detections left and those of
 //!    tentative tracks; the same gate, and their appearance must fit
@@ -34,6 +33,8 @@ use super::metrics::iou;
 use super::params::TrackerParams;
 use super::tracker::Track;
 use super::tuning::TUNING;
+#[cfg(doc)]
+use super::tuning::Tuning;
 
 /// Share of box `a` covered by box `b`.
 #[must_use]
@@ -75,7 +76,7 @@ fn union_box(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
     ]
 }
 
-/// Whether point `p` lies in box `b` (with [`Tuning::inside_margin`](super::tuning::Tuning::inside_margin)).
+/// Whether point `p` lies in box `b` (with [`Tuning::inside_margin`]).
 #[must_use]
 pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
     let m = TUNING.inside_margin;
@@ -290,7 +291,7 @@ fn gather(
     cands
 }
 
-/// The obvious pairs of the tracked round (see [`Tuning::sure_iou`](super::tuning::Tuning::sure_iou)): in a crowd most tracks pair off
+/// The obvious pairs of the tracked round (see [`Tuning::sure_iou`]): in a crowd most tracks pair off
 /// here, cheaply, and the optimal assignment is left with the few contested ones.
 fn sure_pairs(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid) -> Vec<Option<usize>> {
     // Per track and per detection: best IoU with its partner, and the runner-up IoU.

@@ -3,10 +3,10 @@
 //!
 //! A matched track folds its component into its filter. When the component is a *partial
 //! view* (the object is partly behind an occluder or outside the frame: on some axis the box is
-//! below [`Tuning::partial_size`](super::tuning::Tuning::partial_size) of the track's size and [`Tuning::partial_pixels`](super::tuning::Tuning::partial_pixels) short of
+//! below [`Tuning::partial_size`] of the track's size and [`Tuning::partial_pixels`] short of
 //! it), the filter gets the whole object's box instead: on each such axis the edge that agrees
 //! best with the prediction is taken as the object's and the centre placed half the track's
-//! size from it. Partial views (those, and components below [`Tuning::partial_area`](super::tuning::Tuning::partial_area) of the
+//! size from it. Partial views (those, and components below [`Tuning::partial_area`] of the
 //! track's area) change the track's appearance and size only slowly. So a track keeps its speed
 //! and size while its object slides behind an occluder or out of the frame, and its box neither
 //! shrinks nor inverts.
@@ -23,6 +23,8 @@ use super::merge::{clip_box, place_members};
 use super::params::{FrameClock, TrackerParams};
 use super::rounds::{self, Det};
 use super::tuning::TUNING;
+#[cfg(doc)]
+use super::tuning::Tuning;
 use super::{Merge, TrackReport, TrackRow, TrackState, TrackedFrame};
 use crate::ops::OpError;
 use crate::ops::ccl::ComponentTable;
