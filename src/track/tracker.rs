@@ -56,6 +56,8 @@ pub struct Track {
     pub age: u32,
     /// Tentative frames, written when the track is confirmed.
     pub pending: Vec<TrackRow>,
+    /// Last frame a row was written for it (matched alone, or merged).
+    pub last_row: Option<u64>,
     /// Recent centroids.
     pub trail: VecDeque<[f32; 2]>,
 }
@@ -225,8 +227,11 @@ impl Tracker {
             .collect();
         merges.sort_by_key(|m| m.label);
         for (ti, rows) in assoc.inherited {
-            if let Some(id) = self.tracks[ti].id {
-                backfill.extend(rows.into_iter().map(|r| TrackRow { id, ..r }));
+            let t = &self.tracks[ti];
+            if let Some(id) = t.id {
+                // Frames it has rows for already (it was merged then) keep those.
+                let after = |r: &TrackRow| t.last_row.is_none_or(|l| r.frame > l);
+                backfill.extend(rows.into_iter().filter(after).map(|r| TrackRow { id, ..r }));
             }
         }
         let confirm = self.clock.frames(p.confirm_seconds, 1);
@@ -286,6 +291,9 @@ impl Tracker {
                 t.trail.pop_front();
             }
             if let Some(id) = t.id {
+                if matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
+                    t.last_row = Some(frame);
+                }
                 let (bbox, component) = match (merged_box[ti], matched[ti]) {
                     (Some((b, label)), _) => (b, Some(label)),
                     (None, Some(di)) => (t.filter.bbox(), Some(dets[di].label)),
@@ -336,6 +344,7 @@ impl Tracker {
                 lost: 0,
                 age: 0,
                 pending: Vec::new(),
+                last_row: None,
                 trail: VecDeque::from([point(d.centroid)]),
             };
             if confirm <= 1 {
@@ -343,6 +352,7 @@ impl Tracker {
                 self.next_id += 1;
                 t.id = Some(id);
                 t.state = TrackState::Confirmed;
+                t.last_row = Some(frame);
                 out_table.components[d.ci].track_id = Some(id);
                 reports.push(TrackReport {
                     id,

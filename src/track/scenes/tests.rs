@@ -114,35 +114,40 @@ fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
         }
         gts.push(truth.iter().map(|t| (t.id, t.bbox)).collect());
     }
+    for (f, h) in hyps.iter().enumerate() {
+        let mut ids: Vec<u64> = h.iter().map(|r| r.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            h.len(),
+            "{}: an id twice in frame {f}",
+            scene.name
+        );
+    }
     evaluate(&gts, &hyps, 0.5)
 }
 
-/// The tuning scenes' figures (`cargo test --lib track::scenes::tests::tuning_figures --
+/// Both sets' figures, scene by scene (`cargo test --lib track::scenes::tests::figures --
 /// --ignored --nocapture`).
 #[test]
 #[ignore]
-fn tuning_figures() {
+fn figures() {
     let p = TrackerParams::default();
-    let mut total = MotMetrics::default();
-    for s in tuning() {
-        let m = track_scene(&s, &p);
+    for (set, scenes) in [("tuning", tuning()), ("held_out", held_out())] {
+        for s in &scenes {
+            let m = track_scene(s, &p);
+            println!(
+                "{set:8} {:12} MOTA {:.3} IDF1 {:.3} IDSW {:3} FP {:4} FN {:4} GT {}",
+                s.name, m.mota, m.idf1, m.idsw, m.fp, m.fn_, m.gt
+            );
+        }
+        let (mota, idf1, idsw) = set_figures(&scenes, &p);
         println!(
-            "{:12} MOTA {:.3} IDF1 {:.3} IDSW {:3} FP {:4} FN {:4} GT {}",
-            s.name, m.mota, m.idf1, m.idsw, m.fp, m.fn_, m.gt
+            "{set:8} {:12} MOTA {mota:.3} IDF1 {idf1:.3} IDSW {idsw:3}",
+            "all"
         );
-        total.gt += m.gt;
-        total.hyp += m.hyp;
-        total.fp += m.fp;
-        total.fn_ += m.fn_;
-        total.idsw += m.idsw;
-        total.idtp += m.idtp;
     }
-    let mota = 1.0 - (total.fp + total.fn_ + total.idsw) as f64 / total.gt as f64;
-    let idf1 = 2.0 * total.idtp as f64 / (total.gt + total.hyp) as f64;
-    println!(
-        "{:12} MOTA {mota:.3} IDF1 {idf1:.3} IDSW {:3} FP {:4} FN {:4}",
-        "all", total.idsw, total.fp, total.fn_
-    );
 }
 
 /// Summed figures of a set of scenes: (MOTA, IDF1, ID switches).
@@ -340,7 +345,7 @@ fn defaults_sweep() {
 }
 
 /// Each scene's floor, a little under what the tracker measures with its defaults
-/// (`tuning_figures`): (scene, MOTA, IDF1, most ID switches).
+/// (`figures`): (scene, MOTA, IDF1, most ID switches).
 const FLOORS: [(&str, f64, f64, usize); 8] = [
     ("crossing", 0.98, 0.99, 0),
     ("convoy", 0.97, 0.98, 0),
