@@ -5,15 +5,17 @@
 //! cargo run --example track_scenes -- OUT_DIR
 //! ```
 //!
-//! writes, per scene, `OUT_DIR/<set>/<name>/video.mp4` (H.264 through the project's overlay
-//! encoder, grey frames), `gt.txt` (MOT Challenge rows of the visible objects) and
+//! writes, per scene, `OUT_DIR/<set>/<name>/video.mkv` (H.264 by x264 through the project's
+//! overlay encoder, grey frames), `gt.txt` (MOT Challenge rows of the visible objects) and
 //! `scene.json` (size, frame rate, frame and object counts); `<set>` is `tuning` or
 //! `held_out`.
 
 use std::path::PathBuf;
 
 use morphoscope::image::Image;
-use morphoscope::output::video::VideoWriter;
+use morphoscope::output::encoder::{EncoderChoice, choose_encoder, installed_encoder};
+use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
+use morphoscope::source::FrameRate;
 use morphoscope::track::scenes::catalogue::{held_out, tuning};
 use morphoscope::track::scenes::{Scene, mot_truth_rows};
 
@@ -22,19 +24,24 @@ const VIDEO_KBPS: u32 = 8000;
 
 fn render(scene: &Scene, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let mut video = VideoWriter::create(
-        &dir.join("video.mp4"),
-        scene.width,
-        scene.height,
-        scene.fps,
-        VIDEO_KBPS,
-    )?;
+    // x264 whatever else is installed: the same videos on every machine.
+    let encoder = choose_encoder(EncoderChoice::X264, scene.width, scene.height, installed_encoder)?;
+    let spec = VideoSpec {
+        width: scene.width,
+        height: scene.height,
+        layout: InputLayout::Rgb,
+        frame_rate: FrameRate::new(i32::try_from(scene.fps)?, 1),
+        kbps: VIDEO_KBPS,
+        encoder,
+    };
+    let mut video = VideoWriter::create(&dir.join("video.mkv"), spec)?;
+    let frame_nanos = 1_000_000_000 / u64::from(scene.fps.max(1));
     let mut gt = String::new();
     for f in 0..scene.frames {
         let (grey, truth) = scene.render(f);
         // Copy: grey to RGB for the encoder.
         let rgb = Image::from_fn(grey.width(), grey.height(), |x, y| [grey.get(x, y); 3]);
-        video.push(&rgb)?;
+        video.push_rgb(&rgb, Some(f as u64 * frame_nanos))?;
         gt.push_str(&mot_truth_rows(f, &truth));
     }
     video.finish()?;
@@ -53,6 +60,7 @@ fn render(scene: &Scene, dir: &std::path::Path) -> Result<(), Box<dyn std::error
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    morphoscope::source::init_gstreamer()?;
     let out = PathBuf::from(
         std::env::args()
             .nth(1)

@@ -64,7 +64,7 @@ extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float*
 
 // f64 variants (what scikit-image computes; src/ops/blur/cpu.rs blur_f64 is bit-identical,
 // and on the sample images so is SciPy): the same sums with __dmul_rn / __dadd_rn, written in
-// common/blur.cuh (segment_blur_edges in kernels/segment.cu computes them the same way).
+// common/blur.cuh (the segmentation's segment_blur_edges computes them the same way).
 extern "C" __global__ void blur_vertical_f64(const u8* __restrict__ src, double* __restrict__ dst,
                                              BlurWeightsF64 wt, u32 row, u32 height, double inv255) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;

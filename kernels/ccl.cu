@@ -1,9 +1,8 @@
 // ccl: binarization, connected-component labeling and analysis on the GPU.
 //
 // Algorithm: HA4 of Hennequin, Lacassagne, Cabaret, Meunier, "A new Direct Connected Component
-// Labeling and Analysis Algorithms for GPUs", DASIP 2018 (paper: shared/papers/
-// ccl-cca-ha4-hennequin2018.md), 64-pixel version (§IV-E, Alg. 7), with an 8-connectivity
-// variant, raster-order renumbering and second-order moments added.
+// Labeling and Analysis Algorithms for GPUs", DASIP 2018, 64-pixel version (§IV-E, Alg. 7),
+// with an 8-connectivity variant, raster-order renumbering and second-order moments added.
 //
 // Data layout
 //   bits   u64 per 64 pixels: bit i of bits[y*wpr + c] is pixel (c*64 + i, y); wpr = ceil(W/64);

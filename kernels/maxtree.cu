@@ -50,6 +50,10 @@
 //      affine word value(n) = a(n)·value(J(n)) + b(n), J = parent, solved by in-place pointer
 //      jumping (a packed 64-bit word per node, so a racing reader sees a consistent pair); then
 //      one pass per pixel writes the filtered image and the residue.
+//  maxtree_residue_stats_{u8,u16}  the frame's summary without reading the residue back: stats[0]
+//      = pixels with a non-zero residue, stats[1] = Σ residue (both zeroed by the host first),
+//      stats[2] = the node count. Grid-stride over the pixels, warp-shuffle then shared-memory
+//      block reduction in 64 bits, one pair of 64-bit atomics a block.
 //
 // Thread-to-pixel mapping: local — blockDim.x = MT_TW, thread = tile column, loops over the rows
 // (coalesced row loads/stores). Others — 1D grids, one thread per pixel / border position / node
@@ -61,7 +65,8 @@
 // The min-tree is the max-tree of f ^ inv (inv = 0xFF / 0xFFFF), applied on every image read.
 //
 // Host emulation: with MT_HOST_EMU defined the file compiles as C++20 with a shim of CUDA
-// built-ins (one OS thread per CUDA thread) for the scratch tests; the GPU build never defines it.
+// built-ins (one OS thread per CUDA thread) for a host harness (not part of this repository);
+// the GPU build never defines it.
 #include "common/util.cuh"
 
 #define MT_TW 64
@@ -681,4 +686,48 @@ extern "C" __global__ void maxtree_restitute_u8(const u8* img, const u32* pix_no
 extern "C" __global__ void maxtree_restitute_u16(const u16* img, const u32* pix_node, const u64* words, u16* out,
                                                  u16* residue, u32 N, u32 inv) {
     restitute<u16>(img, pix_node, words, out, residue, N, inv);
+}
+
+// ---- residue statistics ---------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ void residue_stats(const T* residue, const u32* count, u64* stats, u32 N) {
+    __shared__ u64 part[2][32];
+    u64 changed = 0, sum = 0;
+    for (u32 p = global_tid(); p < N; p += global_threads()) {
+        const u32 v = residue[p];
+        changed += v != 0u;
+        sum += v;
+    }
+#pragma unroll
+    for (u32 o = 16; o > 0; o >>= 1) {
+        changed += __shfl_down_sync(FULL_MASK, changed, o);
+        sum += __shfl_down_sync(FULL_MASK, sum, o);
+    }
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        part[0][warp] = changed;
+        part[1][warp] = sum;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const u32 warps = (blockDim.x + 31u) >> 5;
+        changed = lane < warps ? part[0][lane] : 0;
+        sum = lane < warps ? part[1][lane] : 0;
+#pragma unroll
+        for (u32 o = 16; o > 0; o >>= 1) {
+            changed += __shfl_down_sync(FULL_MASK, changed, o);
+            sum += __shfl_down_sync(FULL_MASK, sum, o);
+        }
+        if (lane == 0) {
+            if (changed != 0) atomicAdd(&stats[0], changed);
+            if (sum != 0) atomicAdd(&stats[1], sum);
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) stats[2] = *count;
+}
+extern "C" __global__ void maxtree_residue_stats_u8(const u8* residue, const u32* count, u64* stats, u32 N) {
+    residue_stats<u8>(residue, count, stats, N);
+}
+extern "C" __global__ void maxtree_residue_stats_u16(const u16* residue, const u32* count, u64* stats, u32 N) {
+    residue_stats<u16>(residue, count, stats, N);
 }

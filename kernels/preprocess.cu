@@ -10,6 +10,14 @@
 //   samples, (sum + n/2) / n per channel in integers, identical to src/ops/preprocess.rs
 //   downscale_box; the out_width x out_height = floor(width / f) x floor(height / f) blocks
 //   (trailing columns/rows that do not fill a block are left out). One thread per output pixel.
+// preprocess_histogram: 256-bin histogram of n packed 8-bit samples (the grey statistics of the
+//   `preprocess` analysis; src/ops/preprocess.rs gray_histogram is its CPU twin). Privatised:
+//   each block counts into its own 256 counters in shared memory (shared atomics only), then adds
+//   its non-zero bins to the global histogram (at most 256 global atomics a block). Thread
+//   mapping: blocks of 256 threads, grid-stride over the frame as 4-byte words (`src` is the
+//   start of a device allocation, 256-byte aligned: a DeviceImage's buffer is a whole
+//   CudaSlice), then over the n % 4 trailing bytes. The host zeroes
+//   `bins` first and caps the grid (src/ops/preprocess.rs HISTOGRAM_MAX_BLOCKS).
 #include "common/util.cuh"
 
 extern "C" __global__ void preprocess_rgb_to_gray(const u8* __restrict__ src, u32 src_stride,
@@ -43,5 +51,26 @@ extern "C" __global__ void preprocess_downscale(const u8* __restrict__ src, u8* 
             for (u32 dx = 0; dx < f; ++dx) sum += row[(size_t)dx * channels];
         }
         dst[((size_t)y * out_width + x) * channels + c] = (u8)((sum + n / 2) / n);
+    }
+}
+
+extern "C" __global__ void preprocess_histogram(const u8* __restrict__ src, u32 n, u32* __restrict__ bins) {
+    __shared__ u32 local[256];
+    for (u32 i = threadIdx.x; i < 256u; i += blockDim.x) local[i] = 0;
+    __syncthreads();
+    const u32 words = n >> 2;
+    const u32* __restrict__ w = (const u32*)src;
+    for (u32 i = global_tid(); i < words; i += global_threads()) {
+        const u32 v = w[i];
+        atomicAdd(&local[v & 0xffu], 1u);
+        atomicAdd(&local[(v >> 8) & 0xffu], 1u);
+        atomicAdd(&local[(v >> 16) & 0xffu], 1u);
+        atomicAdd(&local[v >> 24], 1u);
+    }
+    for (u32 i = (words << 2) + global_tid(); i < n; i += global_threads()) atomicAdd(&local[src[i]], 1u);
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < 256u; i += blockDim.x) {
+        const u32 c = local[i];
+        if (c != 0) atomicAdd(&bins[i], c);
     }
 }

@@ -6,8 +6,8 @@ detections, scored with MOTA, IDF1 (motmetrics) and HOTA (TrackEval).
 
 1. Builds `morphoscope` and `examples/track_scenes` (cargo, debug profile; honours
    CARGO_TARGET_DIR) unless `--morphoscope` and `--scenes-bin` are given.
-2. Renders the synthetic scenes of `src/track/scenes/catalogue.rs` as videos with MOT ground
-   truth (`OUT/scenes/<set>/<scene>/`), once.
+2. Renders the synthetic scenes of `src/track/scenes/catalogue.rs` as H.264 videos with MOT
+   ground truth (`OUT/scenes/<set>/<scene>/`), once.
 3. Runs the whole pipeline on each video: `morphoscope run VIDEO --backend cpu --set
    cca.source=frame` with the other analyses off, the tracker at its defaults and the scene's
    frame rate. Its `tracks.csv` is morphoscope's answer.
@@ -154,7 +154,7 @@ def run_scene(args, morphoscope: Path, scene_dir: Path, run_dir: Path) -> dict:
     meta = json.loads((scene_dir / "scene.json").read_text())
     fps = float(meta["fps"])
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [str(morphoscope), "run", str(scene_dir / "video.mp4"), "--out", str(run_dir), "--no-video", "--backend", "cpu", "--quiet"]
+    cmd = [str(morphoscope), "run", str(scene_dir / "video.mkv"), "--out", str(run_dir), "--no-video", "--backend", "cpu", "--quiet"]
     sets = ["cca.source=frame", "maxtree.enabled=false", "orientation.enabled=false", "segmentation.enabled=false"]
     if args.frame_rate_key:
         sets.append(f"{args.frame_rate_key}={fps:g}")

@@ -1,31 +1,85 @@
 #!/usr/bin/env bash
-# What one GPU-machine session runs (see README "Development"): every GPU test, a headless CUDA
-# run of the sample clip, and the pipeline benchmark at 1080p and 4K, logs under $OUT.
-# Prepared here with:
-#   ../shared/device/pack.sh --bin --test gpu && strip -s .device/bin/* && xz -T0 .device/bin/*
+# What a GPU machine runs to check and measure the project: the GPU test suite, headless runs of
+# the sample clip, and the pipeline benchmarks, logs under $OUT. Prepared on a build machine:
+#   ../shared/device/pack.sh --bin --test gpu        (binaries and the GStreamer runtime)
 #   mkdir -p .device/data/samples && cp assets/samples/*.{jpg,png} .device/data/samples/
-#   (plus an H.264 constrained-baseline copy of vtest.avi as .device/data/samples/vtest.mp4)
+#   plus an H.264 constrained-baseline copy of the clip as .device/data/samples/vtest.mp4 and
+#   one of its frames scaled to 1920x1080 as vtest_1080.png (BENCHMARKS.md says how).
+# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [soak N]
 set -uo pipefail
 OUT=${OUT:-/tmp/morphoscope-out}; mkdir -p "$OUT"
 for f in .device/bin/*.xz; do [ -f "$f" ] && xz -d -f "$f"; done
 r() { bash .device/run.sh "$@"; }
 clip=.device/data/samples/vtest.mp4
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
-echo "== gpu tests"; timeout 200 bash .device/run.sh gpu --test-threads=1 > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_tests.log"
-tail -3 "$OUT/gpu_tests.log"
-echo "== run"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --out "$OUT/run" > "$OUT/run.log" 2>&1; echo "rc=$?" >> "$OUT/run.log"
-grep frames: "$OUT/run.log"; tail -32 "$OUT/run.log"
-off="--set maxtree.enabled=false --set cca.enabled=false --set orientation.enabled=false --set segmentation.enabled=false"
-echo "== overlay.mp4 decodes"; timeout 30 bash .device/run.sh morphoscope run "$OUT/run/overlay.mp4" --backend cuda --no-video $off --out /tmp/decoded 2>&1 | grep frames:
-if [ "${RING_SIZES:-0}" = 1 ]; then
-for n in 4 6; do
-  echo "== run, ring of $n"; timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --set pipeline.ring_size=$n --out /tmp/run$n > "$OUT/run$n.log" 2>&1; grep -E "frames:|segment_merge|download|compute_total" "$OUT/run$n.log"
-done
+off_seg="--set segmentation.enabled=false"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+want() { for a in "${ARGS[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
+ARGS=("$@")
+
+if want tests; then
+  echo "== gpu tests"
+  timeout 420 bash .device/run.sh gpu --test-threads=1 > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_tests.log"
+  grep -E "^test .*(FAILED|panicked)|^test result|^rc=" "$OUT/gpu_tests.log" | head -30
+  grep -A14 "^---- " "$OUT/gpu_tests.log" | grep -v "^note:" | head -150
 fi
-echo "== bench 1080p cuda"; timeout 90 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 30 --backends cuda --json "$OUT/bench1080.json" > "$OUT/bench1080.log" 2>&1
-tail -40 "$OUT/bench1080.log"
-echo "== bench 1080p cuda, no segmentation"; timeout 40 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 100 --backends cuda --set segmentation.enabled=false --json "$OUT/bench1080noseg.json" > "$OUT/bench1080noseg.log" 2>&1
-tail -40 "$OUT/bench1080noseg.log"
-echo "== bench 4K cuda, no segmentation"; timeout 60 bash .device/run.sh morphoscope bench --source "$clip" --size 3840x2160 --frames 60 --backends cuda --set segmentation.enabled=false --json "$OUT/bench4k.json" > "$OUT/bench4k.log" 2>&1
-tail -40 "$OUT/bench4k.log"
-cp "$OUT/run/timings.json" "$OUT/run_timings.json"; rm -f "$OUT/run/components.jsonl" "$OUT/run/overlay.mp4" "$OUT/run/tracks.csv" "$OUT/run/timings.json"
+if want failing; then
+  echo "== gpu tests named in \$FAILING"
+  for t in ${FAILING:-}; do
+    timeout 200 bash .device/run.sh gpu --test-threads=1 --exact "$t" > "$OUT/failing.log" 2>&1
+    echo "-- $t: $(grep -E '^test result' "$OUT/failing.log")"; grep -A14 "^---- " "$OUT/failing.log" | grep -v "^note:" | head -40
+  done
+fi
+
+if want runs; then
+  echo "== run of the clip with the overlay video"
+  timeout 120 bash .device/run.sh morphoscope run "$clip" --backend cuda --out "$OUT/run" --quiet > "$OUT/run.log" 2>&1; echo "rc=$?" >> "$OUT/run.log"
+  grep -E "frames:|encoder|decoder|^rc=|error" "$OUT/run.log"; grep -E "latency|compose|download|compute_total" "$OUT/run.log"
+  echo "== the overlay video decodes back (frames, rate)"
+  timeout 60 bash .device/run.sh morphoscope run "$OUT/run/overlay.mkv" --backend cuda --no-video --quiet --set maxtree.enabled=false --set cca.enabled=false --set orientation.enabled=false $off_seg --out /tmp/decoded 2>&1 | grep -E "frames:|error"
+  grep -o '"frame_rate[^,]*' "$OUT/run/timings.json" /tmp/decoded/timings.json 2>/dev/null | head -4
+  echo "== run of the clip, no video"
+  timeout 60 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --quiet --out /tmp/run_novideo > "$OUT/run_novideo.log" 2>&1
+  grep -E "frames:" "$OUT/run_novideo.log"
+  cp "$OUT/run/timings.json" "$OUT/run_timings.json"; rm -rf "$OUT/run"
+fi
+
+bench() { # name, args...
+  local name=$1; shift
+  timeout 120 bash .device/run.sh morphoscope bench --source "$clip" --backends cuda --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+  echo "-- $name: $*"; grep -E "compute \(sum|pipeline \(wall|video sink|error" "$OUT/$name.log"
+}
+if want bench; then
+  echo "== bench (pipeline from memory, 1080p and 4K)"
+  bench b1080 --size 1920x1080 --frames 100
+  bench b1080_noseg --size 1920x1080 --frames 100 $off_seg
+  bench b4k --size 3840x2160 --frames 60
+  bench b4k_noseg --size 3840x2160 --frames 60 $off_seg
+  bench b1080_picture --size 1920x1080 --frames 100 --sink picture
+  bench b1080_video --size 1920x1080 --frames 100 --sink video
+fi
+if want rings; then
+  echo "== ring size (1080p, all four)"
+  for n in 2 3 4 6; do bench ring$n --size 1920x1080 --frames 100 --set pipeline.ring_size=$n; done
+fi
+if want latency; then
+  echo "== latency of a live source paced at 30 fps (test pattern in real time)"
+  for size in "1920 1080" "3840 2160"; do
+    set -- $size
+    timeout 60 bash .device/run.sh morphoscope run test:ball --backend cuda --no-video --quiet --out /tmp/lat \
+      --set source.pacing=realtime --set source.test.width=$1 --set source.test.height=$2 --set source.test.frames=300 --set source.test.fps=30 > "$OUT/latency_$1.log" 2>&1
+    echo "-- ${1}x$2"; grep -E "frames:|^latency|^queue_wait" "$OUT/latency_$1.log"
+  done
+fi
+if want kernels; then
+  echo "== kernel benchmarks (compose, segmentation)"
+  timeout 200 bash .device/run.sh gpu --ignored --nocapture --test-threads=1 bench_compose > "$OUT/bench_compose.log" 2>&1; tail -25 "$OUT/bench_compose.log"
+  SEG_BENCH_RUNS=21 timeout 240 bash .device/run.sh gpu --ignored --nocapture --test-threads=1 bench_segment > "$OUT/bench_segment.log" 2>&1; grep -vE "^\s*$" "$OUT/bench_segment.log" | tail -25
+fi
+if want soak; then
+  n=${ARGS[-1]}
+  echo "== soak: $n frames of a 1080p test source, all four analyses"
+  MORPHOSCOPE="bash .device/run.sh morphoscope" timeout 560 bash scripts/soak.sh "$n" > "$OUT/soak.log" 2>&1; tail -15 "$OUT/soak.log"
+fi
+# Everything back as one archive (the device tool returns at most 8 files).
+(cd "$OUT" && tar czf /tmp/logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/logs.tgz logs.tgz)

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::output::encoder::EncoderChoice;
 use crate::source::{FrameFormat, Pacing, TestSourceOptions};
 
 /// The embedded defaults (also shipped as `config/default.toml`).
@@ -36,6 +37,16 @@ pub enum ConfigError {
     /// A `--set` argument is malformed.
     #[error("invalid --set `{0}`: expected section.key=value")]
     BadSet(String),
+    /// A `--set` names an unknown key or gives a value of the wrong type.
+    #[error("invalid --set {key}={value}: {message}")]
+    SetValue {
+        /// The key, e.g. `cca.enabled`.
+        key: String,
+        /// The value as given.
+        value: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A value is out of range.
     #[error("invalid setting {key}: {message}")]
     Range {
@@ -72,6 +83,9 @@ pub struct SourceSettings {
     /// When frames leave a file or test source: auto (real time in the viewer, as fast as
     /// possible headless), realtime or fast. Live sources always run in real time.
     pub pacing: Pacing,
+    /// Seconds to wait for the source to start, for each frame and for a network server to
+    /// answer before the run ends with an error naming the source.
+    pub timeout_seconds: u32,
 }
 
 impl Default for SourceSettings {
@@ -81,6 +95,7 @@ impl Default for SourceSettings {
             format: FrameFormat::Rgb,
             test: TestSourceOptions::default(),
             pacing: Pacing::Auto,
+            timeout_seconds: 20,
         }
     }
 }
@@ -101,7 +116,12 @@ pub struct PipelineSettings {
 
 impl Default for PipelineSettings {
     fn default() -> Self {
-        Self { backend: BackendChoice::Auto, device: 0, ring_size: 3, queue: 4 }
+        Self {
+            backend: BackendChoice::Auto,
+            device: 0,
+            ring_size: 3,
+            queue: 4,
+        }
     }
 }
 
@@ -109,15 +129,21 @@ impl Default for PipelineSettings {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutputSettings {
-    /// Write `overlay.mp4`.
+    /// Write `overlay.mkv`.
     pub video: bool,
     /// H.264 bitrate of the overlay video, kbit/s.
     pub video_kbps: u32,
+    /// H.264 encoder of the overlay video: auto (the fastest present), nvenc, x264 or openh264.
+    pub encoder: EncoderChoice,
 }
 
 impl Default for OutputSettings {
     fn default() -> Self {
-        Self { video: true, video_kbps: 4000 }
+        Self {
+            video: true,
+            video_kbps: 4000,
+            encoder: EncoderChoice::Auto,
+        }
     }
 }
 
@@ -137,7 +163,10 @@ pub struct Settings {
 }
 
 fn invalid(where_: &str, e: impl std::fmt::Display) -> ConfigError {
-    ConfigError::Invalid { where_: where_.to_owned(), message: e.to_string().trim().replace('\n', " ") }
+    ConfigError::Invalid {
+        where_: where_.to_owned(),
+        message: e.to_string().trim().replace('\n', " "),
+    }
 }
 
 impl Settings {
@@ -153,19 +182,42 @@ impl Settings {
         Ok(s)
     }
 
-    /// Defaults, then `file`, then each `section.key=value` of `sets`.
+    /// Defaults, then `file`, then each `section.key=value` of `sets`. An error names the key:
+    /// the file is checked on its own first (TOML's message gives the line and key), then each
+    /// `--set` is checked as it is applied.
     pub fn load(file: Option<&Path>, sets: &[String]) -> Result<Self, ConfigError> {
-        let mut value: toml::Value = toml::from_str(DEFAULT_TOML).map_err(|e| invalid(" (built-in defaults)", e))?;
+        let mut value: toml::Value =
+            toml::from_str(DEFAULT_TOML).map_err(|e| invalid(" (built-in defaults)", e))?;
         let mut where_ = String::new();
         if let Some(p) = file {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| ConfigError::Read { path: p.display().to_string(), source: e })?;
+            let text = std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
+                path: p.display().to_string(),
+                source: e,
+            })?;
             where_ = format!(" in {}", p.display());
             let user: toml::Value = toml::from_str(&text).map_err(|e| invalid(&where_, e))?;
-            merge(&mut value, user);
+            let defaults = value.clone();
+            merge(&mut value, user.clone());
+            if let Err(e) = value.clone().try_into::<Self>() {
+                // serde loses the key inside flattened sections: find it by trying each one.
+                let message = match first_bad_key(&defaults, &user) {
+                    Some(key) => format!("{key}: {e}"),
+                    None => e.to_string(),
+                };
+                return Err(invalid(&where_, message));
+            }
         }
         for s in sets {
             apply_set(&mut value, s)?;
+            if let Err(e) = value.clone().try_into::<Self>() {
+                let (key, raw) = s.split_once('=').unwrap_or((s, ""));
+                let message = e.to_string().trim().replace('\n', " ");
+                return Err(ConfigError::SetValue {
+                    key: key.trim().to_owned(),
+                    value: raw.trim().to_owned(),
+                    message,
+                });
+            }
         }
         let settings: Self = value.try_into().map_err(|e| invalid(&where_, e))?;
         settings.validate()?;
@@ -174,23 +226,80 @@ impl Settings {
 
     /// Range checks of every section.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let range = |key: &str, message: &str| ConfigError::Range { key: key.into(), message: message.into() };
+        let range = |key: &str, message: &str| ConfigError::Range {
+            key: key.into(),
+            message: message.into(),
+        };
         if !(1..=8).contains(&self.pipeline.ring_size) {
             return Err(range("pipeline.ring_size", "must be 1..=8"));
         }
         if !(1..=64).contains(&self.pipeline.queue) {
             return Err(range("pipeline.queue", "must be 1..=64"));
         }
-        if self.source.test.width == 0 || self.source.test.height == 0 || self.source.test.fps == 0 {
-            return Err(range("source.test", "width, height and fps must be positive"));
+        if self.source.test.width == 0 || self.source.test.height == 0 || self.source.test.fps == 0
+        {
+            return Err(range(
+                "source.test",
+                "width, height and fps must be positive",
+            ));
         }
-        self.ops.validate().map_err(|(key, message)| ConfigError::Range { key, message })
+        if !(1..=3600).contains(&self.source.timeout_seconds) {
+            return Err(range("source.timeout_seconds", "must be 1..=3600"));
+        }
+        if !(1..=200_000).contains(&self.output.video_kbps) {
+            return Err(range("output.video_kbps", "must be 1..=200000 kbit/s"));
+        }
+        self.ops
+            .validate()
+            .map_err(|(key, message)| ConfigError::Range { key, message })
     }
 
     /// TOML text of these settings (what the viewer saves).
     pub fn to_toml(&self) -> Result<String, ConfigError> {
         toml::to_string_pretty(self).map_err(|e| invalid("", e))
     }
+}
+
+/// The dotted key of the first value of `user` that `base` does not accept on its own.
+fn first_bad_key(base: &toml::Value, user: &toml::Value) -> Option<String> {
+    fn leaves(v: &toml::Value, prefix: &str, out: &mut Vec<(String, toml::Value)>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(v, &key, out);
+                }
+            }
+            other => out.push((prefix.to_owned(), other.clone())),
+        }
+    }
+    let mut all = Vec::new();
+    leaves(user, "", &mut all);
+    all.into_iter().map(|(key, _)| key).find(|key| {
+        let mut one = toml::Table::new();
+        let mut cur = &mut one;
+        let parts: Vec<&str> = key.split('.').collect();
+        for p in &parts[..parts.len() - 1] {
+            cur = match cur
+                .entry(p.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            {
+                toml::Value::Table(t) => t,
+                _ => return false,
+            };
+        }
+        let leaf = parts.iter().try_fold(user, |v, p| v.get(p));
+        if let (Some(last), Some(leaf)) = (parts.last(), leaf) {
+            cur.insert(last.to_string(), leaf.clone());
+        }
+        let mut b = base.clone();
+        merge(&mut b, toml::Value::Table(one));
+        b.try_into::<Settings>().is_err()
+    })
 }
 
 /// Recursively overlays `top` on `base`.
@@ -213,7 +322,9 @@ fn merge(base: &mut toml::Value, top: toml::Value) {
 /// Applies `a.b.c=value`; the value is parsed as TOML (number, bool, string, array), else taken
 /// as a bare string.
 fn apply_set(root: &mut toml::Value, s: &str) -> Result<(), ConfigError> {
-    let (key, raw) = s.split_once('=').ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
+    let (key, raw) = s
+        .split_once('=')
+        .ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
     let parts: Vec<&str> = key.trim().split('.').collect();
     if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
         return Err(ConfigError::BadSet(s.to_owned()));
@@ -225,10 +336,16 @@ fn apply_set(root: &mut toml::Value, s: &str) -> Result<(), ConfigError> {
         .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
     let mut cur = root;
     for p in &parts[..parts.len() - 1] {
-        let table = cur.as_table_mut().ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
-        cur = table.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
+        cur = table
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
     }
-    let table = cur.as_table_mut().ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
+    let table = cur
+        .as_table_mut()
+        .ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
     table.insert(parts[parts.len() - 1].to_owned(), value);
     Ok(())
 }
@@ -240,21 +357,60 @@ mod tests {
     #[test]
     fn defaults_parse_and_equal_the_rust_defaults() {
         let s = Settings::defaults().unwrap();
-        assert_eq!(s, Settings::default(), "config/default.toml and Default impls disagree");
+        assert_eq!(
+            s,
+            Settings::default(),
+            "config/default.toml and Default impls disagree"
+        );
     }
 
     #[test]
     fn set_overrides_and_unknown_keys_are_named() {
-        let s = Settings::load(None, &["pipeline.ring_size=4".into(), "pipeline.backend=cpu".into()]).unwrap();
+        let s = Settings::load(
+            None,
+            &["pipeline.ring_size=4".into(), "pipeline.backend=cpu".into()],
+        )
+        .unwrap();
         assert_eq!(s.pipeline.ring_size, 4);
         assert_eq!(s.pipeline.backend, BackendChoice::Cpu);
-        let e = Settings::load(None, &["pipeline.ring_sise=4".into()]).unwrap_err().to_string();
+        let e = Settings::load(None, &["pipeline.ring_sise=4".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ring_sise"), "{e}");
-        let e = Settings::load(None, &["pipeline.ring_size=99".into()]).unwrap_err().to_string();
+        let e = Settings::load(None, &["pipeline.ring_size=99".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pipeline.ring_size"), "{e}");
-        let e = Settings::load(None, &["pipeline.ring_size=abc".into()]).unwrap_err().to_string();
+        let e = Settings::load(None, &["pipeline.ring_size=abc".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ring_size"), "{e}");
         assert!(Settings::load(None, &["nodots".into()]).is_err());
+    }
+
+    #[test]
+    fn every_invalid_set_names_its_key() {
+        for (set, key) in [
+            ("cca.enabled=yes", "cca.enabled"),
+            ("maxtree.threshold=big", "maxtree.threshold"),
+            ("output.encoder=h265", "output.encoder"),
+            ("source.pacing=slow", "source.pacing"),
+            ("output.video_kbps=0", "output.video_kbps"),
+            ("source.timeout_seconds=0", "source.timeout_seconds"),
+            ("nosuchsection.x=1", "nosuchsection"),
+        ] {
+            let e = Settings::load(None, &[set.into()]).unwrap_err().to_string();
+            assert!(e.contains(key), "--set {set}: `{e}` does not name {key}");
+        }
+    }
+
+    #[test]
+    fn a_config_file_error_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[cca]\nenabled = \"yes\"\n").unwrap();
+        let e = Settings::load(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains("enabled") && e.contains("c.toml"), "{e}");
     }
 
     #[test]

@@ -30,12 +30,13 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         name: "preprocess",
         source: include_str!("../kernels/preprocess.cu"),
-        functions: &["preprocess_rgb_to_gray", "preprocess_gray16_to_gray8", "preprocess_downscale"],
+        functions: crate::ops::preprocess::FUNCTIONS,
     },
     KernelSource { name: "maxtree", source: include_str!("../kernels/maxtree.cu"), functions: crate::ops::maxtree::gpu::FUNCTIONS },
     KernelSource { name: "ccl", source: include_str!("../kernels/ccl.cu"), functions: crate::ops::ccl::gpu::FUNCTIONS },
     KernelSource { name: "blur", source: include_str!("../kernels/blur.cu"), functions: crate::ops::blur::gpu::FUNCTIONS },
     KernelSource { name: "segment", source: include_str!("../kernels/segment.cu"), functions: crate::ops::segment::gpu::FUNCTIONS },
+    KernelSource { name: "compose", source: include_str!("../kernels/compose.cu"), functions: crate::compose::gpu::FUNCTIONS },
     KernelSource {
         name: "linear_opening",
         source: include_str!("../kernels/linear_opening.cu"),

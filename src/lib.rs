@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod backend;
+pub mod compose;
 pub mod config;
 pub mod gpu;
 pub mod image;

@@ -8,6 +8,8 @@ mod common;
 mod blur;
 #[path = "gpu/ccl.rs"]
 mod ccl;
+#[path = "gpu/compose.rs"]
+mod compose;
 #[path = "gpu/graph.rs"]
 mod graph;
 #[path = "gpu/linear_opening.rs"]
@@ -20,3 +22,7 @@ mod maxtree_bench;
 mod preprocess;
 #[path = "gpu/segment.rs"]
 mod segment;
+#[path = "gpu/segment_bench.rs"]
+mod segment_bench;
+#[path = "gpu/segment_launch.rs"]
+mod segment_launch;

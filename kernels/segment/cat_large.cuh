@@ -3,23 +3,24 @@
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
-// blist above), the caterpillar in chunks
-// of at most SEG_CAT_CAP members in key order (segment_cat_block and _g: from a whole-tree sort,
-// SEG_CAT_WHOLE above, else as follows with radix sorts only): up to SEG_CAT_SORT members each chunk is
-// selected (seg_select_range: a prefix of the remaining keys of at most SEG_CAT_CAP members;
-// seg_select, the exact next SEG_CAT_CAP, with SEG_SELECT_RANGE 0), gathered into shared memory
-// and sorted by a bitonic network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable
-// LSD radix passes over the digits where its keys differ) and read a chunk at a time. Each chunk is evaluated as in segment_cat_warp (a block scan for |R|,
-// a shared minimum for the first failing step) with |R| and Int carried over from the previous
-// chunk; the tree stops at its first failing step, so one round covers the whole core exactly
-// as the CPU model does. GPU notes (H100): the chunks used to be radix-selected from the
-// unsorted tree (8 passes over every member per chunk: O(members^2 / 2048), 4.7 of 8.3 ms on
-// the clip frame at k = 500, whose largest tree has 36 754 members).
+// blist above), the caterpillar in chunks of at most SEG_CAT_CAP members in key order
+// (segment_cat_block and _g: from a whole-tree sort, see seg_whole_sort, else from a radix
+// sort; the finishers: up to SEG_CAT_SORT members each chunk is selected (seg_select_range: a
+// prefix of the remaining keys of at most SEG_CAT_CAP members; seg_select, the exact next
+// SEG_CAT_CAP, where it cannot bound one), gathered into shared memory and sorted by a bitonic
+// network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable LSD
+// radix passes over the digits where its keys differ) and read a chunk at a time. Each chunk is
+// evaluated as by the lanes of segment_cat_small (a block scan for |R|, a shared minimum for
+// the first failing step) with |R| and Int carried over from the previous chunk; the tree stops
+// at its first failing step, so one round covers the whole core exactly as the CPU model does.
 // The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
-// every tree fits one chunk (the mid-size kernel).
-template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = SEG_CAT_BUCKET != 0,
-          bool WHOLE = false, bool REVERSE = false>
+// every tree fits one chunk (the mid-size trees). PROLOGUE: the kernel's own gate
+// (seg_round_start); SKIP_GIANT: leave the trees above SEG_CAT_GIANT to segment_cat_giant;
+// BUCKET: the bucket gather (seg_bucket_gather); WHOLE: the whole-tree sort; REVERSE: blocks take
+// the trees from the grid's end.
+template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = true, bool WHOLE = false,
+          bool REVERSE = false>
 __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // A chunk's keys, ids and |R| before each member; while a tree is sorted, the radix passes'
     // warp counts (8192 words: CAP 2048).
@@ -41,7 +42,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     // The whole-tree kernels never select chunks: a large tree is sorted whole in shared
     // memory, or (crowded, larger than the shared memory holds, or none given) radix-sorted
     // into scratch when it has more than one chunk (one chunk is gathered and sorted at once).
-    constexpr bool WHOLE_ONLY = WHOLE && LARGE && SEG_CAT_WHOLE;
+    constexpr bool WHOLE_ONLY = WHOLE && LARGE;
     u32 tid = threadIdx.x;
     u32 ev = 0, mg = 0;
     // REVERSE (segment_cat_small_mid): the grid's last block takes the first tree (the lanes
@@ -51,11 +52,11 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         u32 cnt = (u32)tcnt[t], off = joff[t];
         // segment_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
         if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
-        // A sink's tree (min_size rounds, SEG_MS_SINK; of any size here, segment_core): every
+        // A sink's tree (min_size rounds, SEG_SINK; of any size here, segment_core): every
         // member merges into the sink whatever the order, so no sort. The sink is the range's
         // first member (key 0, the least there is: a member with key 0 would be the far end of
         // edge 0, which always merges before any sink exists).
-        if (!LARGE && SEG_MID_SINKS && SEG_SINK(mode, (u32)done[t])) {
+        if (!LARGE && SEG_SINK(mode, (u32)done[t])) {
             // A member's size is read and its link, flag and round written by its thread only.
             u32 sum = 0;
             for (u32 m = 1u + tid; m < cnt; m += blockDim.x) {
@@ -74,11 +75,8 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             __syncthreads();
             continue;
         }
-        u64 tr_t0 = SEG_CAT_TRACE ? seg_gtime() : 0, tr_sel = 0, tr_gat = 0, tr_sort = 0, tr_eval = 0, tr_m = 0;
-        u32 tr_chunks = 0;
-        u64 tr_ph[6] = {0, 0, 0, 0, 0, 0}, tr_ev[4] = {0, 0, 0, 0};
         // The pair's smaller root, or the sink: first in key order, the component R grows from.
-        // (segment_cat_warp takes the first sorted member instead; they differ only if a sink
+        // (the lanes of segment_cat_small take the first sorted member instead; they differ only if a sink
         // tree's member had key 0 like the sink, i.e. edge 0 at weight 0, which merges before any
         // sink exists: first of all edges in the merge rounds at any scale above 0, and in the
         // first min_size round, as a mutual pair of singletons, at scale 0.)
@@ -94,26 +92,24 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
         const u64* rk = scr_k + off;
         const u32* ri = scr_i + off;
         u64 lo = 0;
-        // SEG_CAT_WHOLE: the whole tree sorted once in the launch's dynamic shared memory.
+        // WHOLE: the whole tree sorted once in the launch's dynamic shared memory.
         bool whole = false;
         const u64* wk = nullptr;
         const u32* wi = nullptr;
         const u16* word = nullptr;
-        if (WHOLE && LARGE && SEG_CAT_WHOLE) {
+        if (WHOLE && LARGE) {
             const u32 W = seg_whole_cap();
             if (cnt <= W && W <= 65536u) {
                 u64* sk = (u64*)seg_dyn;
                 u32* si = (u32*)(seg_dyn + 8u * W);
                 u16* ord = (u16*)(seg_dyn + 12u * W);
-                whole = seg_whole_sort(tkey, jarr, off, cnt, sk, si, ord, ord + W, (u32*)s_raw, sred, tr_ph);
+                whole = seg_whole_sort(tkey, jarr, off, cnt, sk, si, ord, ord + W, (u32*)s_raw, sred);
                 wk = sk;
                 wi = si;
                 word = ord;
-                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sort += x - tr_t0; }
             }
         }
         while (taken < cnt) {
-            if (SEG_CAT_TRACE) tr_m = seg_gtime();
             u32 mm;
             u32 left = cnt - taken;
             if (LARGE && !whole && !sorted && (cnt > SEG_CAT_SORT || (WHOLE_ONLY && cnt > CAP))) {
@@ -121,7 +117,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 // A crowded tree of at most half the whole-tree area is radix-sorted there, in
                 // shared memory (keys and ids twice: 24 bytes a member), else in scratch.
                 const u32 W = WHOLE_ONLY ? seg_whole_cap() : 0u;
-                const bool sm = WHOLE_ONLY && SEG_CROWD_SHARED && 2u * cnt <= W;
+                const bool sm = WHOLE_ONLY && 2u * cnt <= W;
                 u64* k1 = sm ? (u64*)seg_dyn : scr_k + off;
                 u32* i1 = sm ? (u32*)(seg_dyn + 8u * W) : scr_i + off;
                 u64* k2 = sm ? (u64*)seg_dyn + cnt : scr_k + n + off;
@@ -151,7 +147,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             } else {
                 bool all = taken == 0;
                 u64 thr = SEG_NO_EDGE;
-                // SEG_CAT_BUCKET: the chunk's keys are scattered to their parts of the range
+                // BUCKET: the chunk's keys are scattered to their parts of the range
                 // seg_select_range counted (in key order part by part), so only keys sharing a
                 // part need sorting.
                 bool bucket = false;
@@ -159,13 +155,11 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 u32 shift = 0, last = 0;
                 if (LARGE && !WHOLE_ONLY && (left > CAP || BUCKET)) {
                     // seg_select_range answers lo when it cannot bound a prefix (see there).
-                    thr = SEG_SELECT_RANGE ? seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred, base, shift)
-                                           : lo;
-                    bucket = BUCKET && SEG_SELECT_RANGE && thr != lo;
+                    thr = seg_select_range(tkey, jarr, off, cnt, lo, all, CAP, (u32*)s_raw, sred, base, shift);
+                    bucket = BUCKET && thr != lo;
                     if (thr == lo && left > CAP) thr = seg_select(tkey, jarr, off, cnt, lo, all, CAP, hist, &sprefix, &sneed);
                     if (thr == lo) thr = SEG_NO_EDGE;  // (no member above lo: cannot happen, left > 0)
                 }
-                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sel += x - tr_m; tr_m = x; }
                 // Whether the chunk still needs its sort (a part held too many keys to sort alone).
                 bool unsorted = true;
                 if (bucket) {
@@ -185,9 +179,8 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                     __syncthreads();
                     mm = sfill;
                 }
-                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_gat += x - tr_m; tr_m = x; }
                 if (unsorted) {
-                    u32 pw = SEG_SORT_SHFL ? 64u : 2u;
+                    u32 pw = 64u;
                     while (pw < mm) pw <<= 1;
                     for (u32 e = mm + tid; e < pw; e += blockDim.x) {
                         skey[e] = SEG_NO_EDGE;
@@ -196,14 +189,12 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                     __syncthreads();
                     seg_sort_chunk(skey, sid, pw);
                 }
-                if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_sort += x - tr_m; tr_m = x; }
             }
             // |R| before each member: carry + block scan (two consecutive members a thread). A
             // thread loads its members' sizes, Ints and weights at once; the Int of R at a step
             // is the previous member's weight: the thread's own, the lane's before (shuffle) or
             // the warp's before (swl). The thread that holds the failing step freezes, the one
             // before it hands the carried weight on (s_cw): no loads after the scan.
-            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[0] += x - tr_m; tr_m = x; }
             const u32 e0 = 2 * tid, e1 = e0 + 1, lane = tid & 31u, warp = tid >> 5;
             const bool v0 = e0 < mm, v1 = e1 < mm;
             const u32 c0 = v0 ? sid[e0] : 0u, c1 = v1 ? sid[e1] : 0u;
@@ -214,7 +205,6 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (tid == 0) sfail = mm;
             u32 total;
             const u32 x0 = seg_block_scan(s0 + s1, &total);  // its barriers publish swl and sfail
-            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[1] += x - tr_m; tr_m = x; }
             if (v0) ssr[e0] = carry_size + x0;
             if (v1) ssr[e1] = carry_size + x0 + s0;
             const double wb = __shfl_up_sync(FULL_MASK, w1, 1);
@@ -227,7 +217,6 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             if (!(okc0 && okr0)) atomicMin(&sfail, e0);
             else if (!(okc1 && okr1)) atomicMin(&sfail, e1);
             __syncthreads();
-            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[2] += x - tr_m; tr_m = x; }
             const u32 f = sfail;
             if (v0 && taken + e0 >= 1 && e0 < f) {
                 seg_join(link, done, round, c0, a, r);
@@ -254,15 +243,8 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
                 carry_w = s_cw;
                 merged = true;
             }
-            if (SEG_CAT_TRACE) { u64 x = seg_gtime(); tr_ev[3] += x - tr_m; tr_eval += tr_ev[0] + tr_ev[1] + tr_ev[2] + tr_ev[3]; ++tr_chunks; }
             if (f < mm) break;
         }
-        if (SEG_CAT_TRACE && tid == 0 && LARGE && cnt > CAP)
-            printf("TRACE r=%u cnt=%u chunks=%u sorted=%d whole=%d total=%llu sel=%llu gat=%llu sort=%llu eval=%llu "
-                   "ph=%lld,%lld,%lld,%lld,%lld,%lld ev=%llu,%llu,%llu,%llu\n", r, cnt, tr_chunks, (int)sorted, (int)whole, seg_gtime() - tr_t0,
-                   tr_sel, tr_gat, tr_sort, tr_eval, (long long)(tr_ph[0] - tr_t0), (long long)(tr_ph[1] - tr_ph[0]),
-                   (long long)(tr_ph[2] - tr_ph[1]), (long long)(tr_ph[3] - tr_ph[2]), (long long)(tr_ph[4] - tr_ph[3]),
-                   (long long)(tr_ph[5] - tr_ph[4]), tr_ev[0], tr_ev[1], tr_ev[2], tr_ev[3]);
         if (tid == 0) {
             size[a] = carry_size;
             if (mode == SEG_MODE_MIN_SIZE) done[a] = carry_size >= min_size;
@@ -276,12 +258,12 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
 }
 
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(SEG_CAT_ARGS) {
-    seg_cat_blocks<SEG_CAT_CAP, true, true, false, SEG_CAT_BUCKET != 0, true>(SEG_CAT_PASS);
+    seg_cat_blocks<SEG_CAT_CAP, true, true, false, true, true>(SEG_CAT_PASS);
 }
 
 // segment_cat_block beside segment_cat_giant: the trees above SEG_CAT_GIANT members are its.
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block_g(SEG_CAT_ARGS) {
-    seg_cat_blocks<SEG_CAT_CAP, true, true, true, SEG_CAT_BUCKET != 0, true>(SEG_CAT_PASS);
+    seg_cat_blocks<SEG_CAT_CAP, true, true, true, true, true>(SEG_CAT_PASS);
 }
 
 // Trees of 33..SEG_CAT_MID_CAP members: one chunk each, by blocks a quarter the size, so four
@@ -304,15 +286,11 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 #define SEG_C_GIANT 9u
 
 // The tiny, small and (MID) mid-size trees' caterpillars in one launch of SEG_CAT_MID_THREADS
-// threads a block (the host launches it from SegmentGpu::cat_fuse_from on): the mid-size trees
-// by blocks from the grid's end, then the tiny and small ones by the lanes of every warp from
-// the grid's start (the tiny ones always by groups of 8 lanes, whatever SEG_TINY_LANES). One
+// threads a block (segment_cat_small in every launched round; segment_cat_small_mid from the
+// round SegmentTuning::mid_trees_fused_from on): the mid-size trees by blocks from the grid's
+// end, then the tiny and small ones by the lanes of every warp from the grid's start. One
 // launch and one branch a round instead of three. Its own list (SEG_CAT_ARGS) is the tiny
-// trees'. GPU notes (H100, 2026-11-27; see src/ops/segment/gpu/tuning.rs CAT_FUSE_FROM): fused
-// from round 2 (mid-size trees from round 4) the 1080p frames took 28-89 us less at k = 100 and
-// 7-75 us at k = 500, building 4K 16-49 us. Leaving the blocks that walked mid-size trees out
-// of the lanes' share (at most half the grid on those trees) was slower (building 4K +90 to
-// +120 us against the same settings in another lease, 1080p within noise).
+// trees'. (Leaving the blocks that walked mid-size trees out of the lanes' share was slower.)
 template <bool MID>
 __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __restrict__ slist,
                                                    const u32* __restrict__ scount, const u32* __restrict__ mlist,
@@ -322,18 +300,14 @@ __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __re
     if (MID) {
         const u32* list = mlist;
         const u32* lcount = mcount;
-        seg_cat_blocks<SEG_CAT_MID_CAP, false, false, false, SEG_CAT_BUCKET != 0, false, true>(SEG_CAT_PASS);
+        seg_cat_blocks<SEG_CAT_MID_CAP, false, false, false, true, false, true>(SEG_CAT_PASS);
     }
     seg_cat_lanes_tasks(SEG_CAT_PASS, nt, slist, *scount);
 }
 
-// Blocks an SM keeps of segment_cat_small (and _mid): the registers ptxas may use (4: 62 / 64,
-// no spills). GPU notes (H100, 2026-11-27, fused from round 2): 5 (48 registers) measured
-// -23 to +20 us at 1080p, 6 (40, 76 / 100 bytes spilled in _mid) +39 to +80 us at 1080p and
-// +257 to +274 us at 4K.
-#ifndef SEG_SMALL_BLOCKS
+// Blocks an SM keeps of segment_cat_small (and _mid), which bounds the registers ptxas may use:
+// 4 (64 registers, no spills); 6 (40 registers) spilled in _mid and was slower, 5 the same.
 #define SEG_SMALL_BLOCKS 4
-#endif
 extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS, SEG_SMALL_BLOCKS)
     segment_cat_small(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
                       const u32* __restrict__ mlist, const u32* __restrict__ mcount) {

@@ -3,9 +3,9 @@
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Step 6, trees of at most 8 members (most of them in the first rounds, where a tree averages
-// ~3 members; tlist): by groups of 8 lanes (seg_cat_tiny_body), or with SEG_TINY_LANES 0 a
-// thread per tree (seg_cat_thread_body: the members sorted by (key, id) with the
-// 19-comparator network in registers and the caterpillar walked in order).
+// ~3 members; tlist): by groups of 8 lanes (seg_cat_lanes_group<8>), four trees a warp. (A
+// thread per tree, its 8 members sorted in registers, holds 86 registers and walks its loads
+// member by member: slower.)
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
 // and its count, the sort scratch (used by segment_cat_block only), n, and the round's count of
 // giant trees (more than SEG_CAT_GIANT core members: segment_cat_block and segment_cat_giant
@@ -20,74 +20,8 @@
     link, done, size, cint, tkey, tcnt, joff, jarr, round, w4, eb, mode, min_size, k, ctl, mctl, gate, r, \
         list, lcount, scr_k, scr_i, n, gcnt
 
-__device__ __forceinline__ void seg_cat_thread_body(SEG_CAT_ARGS, u32 nt) {
-    u32 ev = 0, mg = 0;
-    for (u32 i = global_tid(); i < nt; i += global_threads()) {
-        u32 t = list[i];
-        u32 cnt = (u32)tcnt[t], off = joff[t];
-        u64 kk[8];
-        u32 id[8];
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) {
-            kk[j] = SEG_NO_EDGE;
-            id[j] = SEG_NONE;
-            if (j < cnt) {
-                id[j] = jarr[off + j];
-                kk[j] = tkey[id[j]];
-            }
-        }
-        seg_sort8(kk, id);
-        // Every member's words at once (the steps below only depend on them, not on each
-        // other's loads).
-        u32 sz[8];
-        double ci[8], wt[8];
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) {
-            sz[j] = 0;
-            ci[j] = 0.0;
-            wt[j] = 0.0;
-            if (j < cnt) {
-                sz[j] = size[id[j]];
-                ci[j] = cint[id[j]];
-                if (j > 0) wt[j] = w4[seg_eid(kk[j], eb)];
-            }
-        }
-        u32 a = id[0];
-        u32 sr = sz[0];
-        double ir = ci[0];
-        bool merged = false;
-#pragma unroll
-        for (u32 j = 1; j < 8; ++j) {
-            if (j < cnt) {
-                u32 c = id[j];
-                double w = wt[j];
-                u32 sc = sz[j];
-                bool ok_c, ok_r;
-                seg_step(mode, w, sc, ci[j], sr, ir, k, min_size, ok_c, ok_r);
-                if (!(ok_c && ok_r)) {
-                    ev += seg_freeze(done, mode, c, a, ok_c, ok_r);
-                    cnt = j;  // stop here
-                } else {
-                    seg_join(link, done, round, c, a, r);
-                    sr += sc;
-                    ir = w;
-                    merged = true;
-                    ++ev;
-                    ++mg;
-                }
-            }
-        }
-        size[a] = sr;
-        if (mode == SEG_MODE_MIN_SIZE) done[a] = sr >= min_size;
-        if (mode == SEG_MODE_MERGE && merged) cint[a] = ir;
-        tcnt[t] = 0;
-    }
-    seg_count(ctl, mctl, r, ev, mg);
-}
-
 // Step 6 by groups of W lanes, a tree a group: trees of at most 32 members (slist, W = 32, a
-// warp per tree) and, with SEG_TINY_LANES, the trees of at most 8 (tlist, W = 8, four trees a
-// warp). Lane i of a group holds member i after a bitonic sort by (key, id) across the group's
+// warp per tree) and the trees of at most 8 (tlist, W = 8, four trees a warp). Lane i of a group holds member i after a bitonic sort by (key, id) across the group's
 // lanes; lane 0 is the pair's smaller root (the tree id, which the others join). A group scan
 // gives each step's |R|, the previous lane's weight its Int; the first failing step (ballot)
 // ends the merges; a failing side freezes (merge rounds). The groups of a warp stride together
@@ -159,35 +93,12 @@ __device__ __forceinline__ void seg_cat_lanes_group(SEG_CAT_ARGS, u32 ns, u32 ba
     }
 }
 
-template <u32 W>
-__device__ __forceinline__ void seg_cat_lanes_body(SEG_CAT_ARGS, u32 ns) {
-    const u32 per = 32u / W;
-    const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
-    u32 ev = 0, mg = 0;
-    for (u32 base = warp * per; base < ns; base += nwarps * per) seg_cat_lanes_group<W>(SEG_CAT_PASS, ns, base, ev, mg);
-    seg_count(ctl, mctl, r, ev, mg);
-}
-
-__device__ __forceinline__ void seg_cat_warp_body(SEG_CAT_ARGS, u32 ns) { seg_cat_lanes_body<32>(SEG_CAT_PASS, ns); }
-
 // The tiny trees (`list`, nt of them) and the small ones (slist, ns) by the lanes of every warp
 // (segment_cat_small and the finishers): one list of warp tasks, four tiny trees (8 lanes each)
 // or one small tree (a warp) each, the tiny ones first, so a warp's first task is one or the
-// other and the two lists are under way at once. SEG_SMALL_TASKS 0: the tiny trees' pass, then
-// the small trees' (each warp's tiny trees before its small ones). GPU notes (H100, 2026-11-27,
-// three passes, segment_cat_small only): one list of tasks took 7-17 us less on the 1080p
-// photographs at k = 100 (-25 to +3 at k = 500), the clip frame -14 to +2, building 4K -7 to
-// -33.
-#ifndef SEG_SMALL_TASKS
-#define SEG_SMALL_TASKS 1
-#endif
+// other and the two lists are under way at once (rather than every warp's tiny trees before
+// its small ones).
 __device__ __forceinline__ void seg_cat_lanes_tasks(SEG_CAT_ARGS, u32 nt, const u32* slist, u32 ns) {
-    if (!SEG_SMALL_TASKS) {
-        seg_cat_lanes_body<8>(SEG_CAT_PASS, nt);
-        const u32* list = slist;
-        seg_cat_lanes_body<32>(SEG_CAT_PASS, ns);
-        return;
-    }
     const u32 tw = (nt + 3u) / 4u, tasks = tw + ns;
     const u32 warp = global_tid() >> 5, nwarps = global_threads() >> 5;
     u32 ev = 0, mg = 0;
@@ -200,30 +111,4 @@ __device__ __forceinline__ void seg_cat_lanes_tasks(SEG_CAT_ARGS, u32 nt, const 
         }
     }
     seg_count(ctl, mctl, r, ev, mg);
-}
-
-// The trees of at most 8 members by groups of 8 lanes (seg_cat_lanes_body) instead of a thread
-// each (SEG_TINY_LANES 0): a thread per tree holds 8 keys, ids, sizes, Ints and weights (86
-// registers, a quarter of an SM's threads) and walks its loads member by member.
-#ifndef SEG_TINY_LANES
-#define SEG_TINY_LANES 1
-#endif
-__device__ __forceinline__ void seg_cat_tiny_body(SEG_CAT_ARGS, u32 nt) {
-    if (SEG_TINY_LANES) seg_cat_lanes_body<8>(SEG_CAT_PASS, nt);
-    else seg_cat_thread_body(SEG_CAT_PASS, nt);
-}
-
-#ifndef SEG_TINY_BLOCKS
-#define SEG_TINY_BLOCKS 6
-#endif
-extern "C" __global__ void __launch_bounds__(256, SEG_TINY_BLOCKS) segment_cat_thread(SEG_CAT_ARGS) {
-    u32 nt;
-    if (!seg_round_start(ctl, gate, lcount, nt)) return;
-    seg_cat_tiny_body(SEG_CAT_PASS, nt);
-}
-
-extern "C" __global__ void segment_cat_warp(SEG_CAT_ARGS) {
-    u32 ns;
-    if (!seg_round_start(ctl, gate, lcount, ns)) return;
-    seg_cat_warp_body(SEG_CAT_PASS, ns);
 }

@@ -2,19 +2,12 @@
 // gathers, bitonic networks, LSD radix passes and the whole-tree sort in shared memory.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
-// Trees above this many members are sorted whole (seg_sort_tree) instead of chunk by chunk:
-// the chunks' selects cost O(members^2 / SEG_CAT_CAP), the sort O(members) (H100, 2026-11-25:
-// whole sorts of every tree above SEG_CAT_CAP took the clip frame at k = 500 from 8.3 to 6.4 ms
-// but photographs' 2 000-6 000-member trees, which mostly stop in their first chunk, from
-// 0.62 to 0.73 ms of segment_cat_block).
-#ifndef SEG_CAT_SORT
-#define SEG_CAT_SORT 8192
-#endif
-// Trees above this many core members go to segment_cat_giant (a cooperative grid) where it is
-// launched (segment_cat_block_g leaves them to it).
-#ifndef SEG_CAT_GIANT
-#define SEG_CAT_GIANT 8192
-#endif
+// Trees above SEG_CAT_SORT members are sorted whole (seg_sort_tree) instead of chunk by chunk
+// where chunks are selected (the finishers): the chunks' selects cost O(members^2 /
+// SEG_CAT_CAP), the sort O(members), but most trees of a few thousand members stop in their
+// first chunk, which a select serves at once.
+#define SEG_CAT_SORT 8192   // members above which a tree is sorted once rather than selected chunk by chunk
+#define SEG_CAT_GIANT 8192  // core members above which segment_cat_giant's grid walks a tree (where launched)
 
 // Members m0 + u * blockDim.x (u < 4) of a tree's range: ids, then keys (SEG_NO_EDGE past
 // cnt). The four loads of each kind are independent, so a pass over a large tree keeps four
@@ -111,13 +104,8 @@ __device__ u64 seg_select(const u64* __restrict__ tkey, const u32* __restrict__ 
 // whose exclusive scan in (digit, warp) order is where each warp's pairs of each digit start, so
 // equal digits keep their order. Then each warp walks its range again, 32 pairs a step, ranks a
 // pair among its step's pairs of the same digit (seg_peers) and bumps its own count: three
-// block barriers a pass, four loads a lane in flight. GPU notes (H100, 2026-11-25; a tree's sort
-// timed by %globaltimer printf in a throwaway build): the previous pass ranked tiles of blockDim
-// pairs with four barriers and a 32-step serial scan each; the clip frame's 14 712-member tree
-// (7 passes) sorted in 327 us with this one under __match_any_sync, 269 us with ballots (about
-// 35 us a pass, so the whole op 6.27 -> 5.98 ms at k = 100, 6.41 -> 5.88 at k = 500). What is
-// left is one SM's throughput: two scattered 8- and 4-byte stores a pair a pass; staging in
-// shared memory or a cluster of blocks per tree would be next.
+// block barriers a pass, four loads a lane in flight. A pass is bound by one SM's throughput of
+// two scattered 8- and 4-byte stores a pair (which is why giant trees take a grid instead).
 // Counts of (digit, warp): a row of `warps` words per digit, the warp index XOR-swizzled by the
 // digit so one warp's counters of different digits fall in different banks.
 #define SEG_WC(d, w, nw) ((d) * (nw) + ((w) ^ ((d) & ((nw) - 1u))))
@@ -144,9 +132,8 @@ __device__ __forceinline__ void seg_block_minmax(u64& mn, u64& mx, u64* red) {
         red[32 + warp] = mx;
     }
     __syncthreads();
-    // Every warp reduces the warps' partials itself (no second barrier). GPU notes (H100,
-    // 2026-11-26, SEG_CAT_TRACE): a serial loop over the 32 partials a thread took ~3 us of a
-    // large tree's sort.
+    // Every warp reduces the warps' partials itself (no second barrier, no serial loop over the
+    // 32 partials).
     const u32 nw = blockDim.x >> 5;
     mn = lane < nw ? red[lane] : SEG_NO_EDGE;
     mx = lane < nw ? red[32 + lane] : 0;
@@ -168,9 +155,6 @@ __device__ __forceinline__ void seg_block_minmax(u64& mn, u64& mx, u64* red) {
 // `lo` when it cannot bound a prefix (more than cap equal keys, or no member above lo: neither
 // happens with distinct keys); the caller then takes seg_select's key. Otherwise `bins` still
 // holds the counts of the parts (part (k - base_o) >> shift_o) and thr ends a part.
-#ifndef SEG_SELECT_RANGE
-#define SEG_SELECT_RANGE 1
-#endif
 __device__ u64 seg_select_range(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt, u64 lo,
                                 bool all, u32 cap, u32* bins, u64* sred, u64& base_o, u32& shift_o) {
     const u32 tid = threadIdx.x;
@@ -370,13 +354,10 @@ __device__ __forceinline__ void seg_bitonic_shfl(u64& k, u32& i, u32 e, u32 j, u
 }
 
 // Sorts skey / sid[0, pw) by (key, id) with a bitonic network (pw a power of two, 64 <= pw <= 2 *
-// blockDim.x; callers pad with SEG_NO_EDGE). SEG_SORT_SHFL: a warp holds 64 consecutive elements
-// in registers (lane l: b + l and b + 32 + l), so every step with j < 64 runs in registers and
-// shuffles; only the steps with j >= 64 go through shared memory with a barrier each (21
-// barriers at pw = 2048 instead of 66). Else every step is a shared-memory step.
-#ifndef SEG_SORT_SHFL
-#define SEG_SORT_SHFL 1
-#endif
+// blockDim.x; callers pad with SEG_NO_EDGE). A warp holds 64 consecutive elements in registers
+// (lane l: b + l and b + 32 + l), so every step with j < 64 runs in registers and shuffles; only
+// the steps with j >= 64 go through shared memory with a barrier each (21 barriers at pw = 2048
+// instead of 66).
 __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
     const u32 tid = threadIdx.x;
     auto shared_step = [&](u32 kk, u32 j) {
@@ -397,11 +378,6 @@ __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
         }
         __syncthreads();
     };
-    if (!SEG_SORT_SHFL) {
-        for (u32 kk = 2; kk <= pw; kk <<= 1)
-            for (u32 j = kk >> 1; j > 0; j >>= 1) shared_step(kk, j);
-        return;
-    }
     const u32 lane = tid & 31u, e0 = (tid >> 5) * 64u + lane, e1 = e0 + 32u;
     const bool act = e0 < pw;  // whole warps (pw is a multiple of 64)
     // Steps j < 64 of levels kk_lo..kk_hi, in registers (the level's steps from min(kk / 2, 32)).
@@ -435,25 +411,15 @@ __device__ void seg_sort_chunk(u64* skey, u32* sid, u32 pw) {
     }
 }
 
-// SEG_CAT_BUCKET: a large tree's chunk is gathered in key order part by part, from the counts of
-// the parts of the keys' range that seg_select_range leaves in `bins`, instead of gathered in
-// any order and sorted by seg_sort_chunk's bitonic network. GPU notes (H100, 2026-11-26,
-// %globaltimer around each phase of segment_cat_block, the clip frame at 1080p): the bitonic
-// sort of a 2 048-member chunk took 15-22 us of a chunk's 30-40 (selects 7-10, evaluation
-// 8-10), so a round with a tree walking three chunks spent ~50 us of it sorting.
-#ifndef SEG_CAT_BUCKET
-#define SEG_CAT_BUCKET 1
-#endif
-// The finishers' caterpillars gather by parts too (their registers spill more with it).
-#ifndef SEG_FIN_BUCKET
-#define SEG_FIN_BUCKET 0
-#endif
+// The bucket gather (seg_cat_blocks' BUCKET): a large tree's chunk is gathered in key order part
+// by part, from the counts of the parts of the keys' range that seg_select_range leaves in
+// `bins`, instead of gathered in any order and sorted by seg_sort_chunk's bitonic network (which
+// took about half of a 2 048-member chunk's time). The finishers gather without it (their
+// registers spill more with it).
 // The most keys a part may hold for the bucket gather to sort them alone (insertion, one thread a
 // part); a chunk with a fuller part is sorted whole. (Parts of 17-64 keys sorted by a warp each
-// instead measured the same: the warps' sorts cost what the bitonic network saved.)
-#ifndef SEG_BUCKET_SORT_MAX
+// cost what the bitonic network saved.)
 #define SEG_BUCKET_SORT_MAX 16u
-#endif
 
 // The chunk (members with key > lo, or every member when `all`, up to thr, the end of part `last`
 // of the keys' range: part (k - base) >> shift) into skey / sid in (key, id) order: the parts'
@@ -517,58 +483,22 @@ __device__ bool seg_bucket_gather(const u64* __restrict__ tkey, const u32* __res
     return ok;
 }
 
-// SEG_CAT_TRACE: phase times of the large trees (and with 2 the mid-size ones) by printf.
-#ifndef SEG_CAT_TRACE
-#define SEG_CAT_TRACE 0
-#endif
-__device__ __forceinline__ u64 seg_gtime() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-
-// SEG_CAT_WHOLE: segment_cat_block (and _g) sort a large tree of at most W members once, in the
-// dynamic shared memory its launch brings (W = seg_whole_cap(): 16 bytes a member; the host gives
-// 8 192 members' worth where the device allows it, none elsewhere), and then walk its chunks from
-// there, instead of reading every member from global memory three times a chunk (range, counts,
-// gather: seg_select_range, seg_bucket_gather). Sort: one pass stages every member's key and id
-// and takes their range; the range in SEG_WHOLE_BINS equal parts is counted (in the static chunk
-// area), a block scan gives each part's start, every member takes the next slot of its part (an
-// order of 16-bit member indices), and each member moves to its rank among its part's keys. A
-// part of more than SEG_WHOLE_PART_MAX keys (members crowded into a narrow range: many with one
-// weight, keys that differ only in their edge ids) makes it give up before the scatter, and the
-// tree is radix-sorted into scratch instead (seg_sort_tree; a tree of one chunk is gathered and
-// sorted at once): the whole-tree kernels never select chunks (WHOLE_ONLY in seg_cat_blocks).
-// GPU notes (H100, 2026-11-26, SEG_CAT_TRACE, the 1080p frames): before, a 4 192-member tree of
-// the clip frame took 76 us in 3 chunks (selects 31, gathers 19, evaluations 25), a 7 702-member
-// one 81 us in 2 (22 of them sorting a crowded chunk); sorted whole, 59 and 55 us (the sort
-// 15-25 us, the rest the chunks' evaluations). Trees that stop in their first chunk gain nothing
-// (their chunk was one gather already). Crowded trees (round 3 of the clip frame, 3 044 and 3 364
-// members) refined part by part over each full part's own range (a second level) were slower
-// than the chunked walk (+60-80 us a tree: the crowding repeats at every distinct weight), so
-// they fall back at once. Whole frames (two passes each against chunks only): building k = 500
-// -22 / -27 us, the clip frame k = 500 -28 / -42, the others within +-15.
-// Sixteenth pass (H100, 2026-11-26, A/B in one lease, three passes): with the whole sort, the
-// chunk selects and bucket gathers served only crowded trees, yet their code held registers in
-// segment_cat_block: ptxas spilled 74 / 76 bytes (store / load) there, 66 / 68 in _g. Crowded
-// trees radix-sorted instead and that code compiled out of the two kernels: 36 / 60 and 4 / 8
-// bytes; every 1080p frame -8 to -39 us (building 2.73 / 2.89 -> 2.72 / 2.87 ms, fruits RGB
-// 3.00 / 2.99 -> 2.98 / 2.97, grey 2.89 / 2.91 -> 2.88 / 2.88, the clip frame 3.22 / 3.08 ->
-// 3.18 / 3.04), though the two crowded trees of the clip frame's round 3 take about as long
-// radix-sorted (72-81 us, 57-66 of them the eight radix passes) as walked in chunks (67-78).
-// Tried: sorting those trees whole after all, with the tree's least weight split off (its keys,
-// which differ only in their edge ids, in half the parts by their own range; trace: 31-37 us a
-// tree), measured -40 us on the clip frame at k = 100 but +10 to +30 us on the photographs at
-// k = 500 in three forms (two part maps, a not-inlined split or sort, an increasing key map
-// applied in place), each from the registers its code took in segment_cat_block (up to 124 /
-// 136 bytes of spills); the key map on top of the compiled-out selects measured likewise (clip
-// -1 to -25 us, photographs +6 to +36 against this code).
-#ifndef SEG_CAT_WHOLE
-#define SEG_CAT_WHOLE 1
-#endif
-// A crowded tree that fits half the whole-tree area is radix-sorted there instead of in
-// global scratch (seg_cat_blocks). GPU notes (H100, 2026-11-26): the clip frame's two crowded
-// trees 72-81 -> 64-72 us (the eight passes are barrier-bound either way), whole frames -0 to
-// -19 us (ptxas spilled less in segment_cat_block: 16 / 8 bytes, none in _g).
-#ifndef SEG_CROWD_SHARED
-#define SEG_CROWD_SHARED 1
-#endif
+// The whole-tree sort (seg_cat_blocks' WHOLE): segment_cat_block (and _g) sort a large tree of
+// at most W members once, in the dynamic shared memory its launch brings (W = seg_whole_cap():
+// 16 bytes a member; the host gives up to 8 192 members' worth where the device allows it),
+// and then walk its chunks from there, instead of reading every member from global memory three
+// times a chunk (range, counts, gather: seg_select_range, seg_bucket_gather). Sort: one pass
+// stages every member's key and id and takes their range; the range in SEG_WHOLE_BINS equal
+// parts is counted (in the static chunk area), a block scan gives each part's start, every
+// member takes the next slot of its part (an order of 16-bit member indices), and each member
+// moves to its rank among its part's keys. A part of more than SEG_WHOLE_PART_MAX keys
+// (members crowded into a narrow range: many with one weight, keys that differ only in their
+// edge ids) makes it give up before the scatter, and the tree is radix-sorted instead
+// (seg_sort_tree; in the dynamic shared memory when twice the tree fits there, else in global
+// scratch; a tree of one chunk is gathered and sorted at once): the whole-tree kernels never
+// select chunks (WHOLE_ONLY in seg_cat_blocks), which keeps the select code's registers out of
+// them. Refining a crowded tree part by part (a second level) was slower than the radix sort:
+// the crowding repeats at every distinct weight.
 #define SEG_WHOLE_BINS 8192u
 #define SEG_WHOLE_BINS_LOG 13u
 
@@ -583,28 +513,22 @@ __device__ __forceinline__ u32 seg_whole_cap() {
 
 // Most keys a part may hold for seg_whole_sort (each member ranks itself among its part's keys:
 // a load pair a key of the part).
-#ifndef SEG_WHOLE_PART_MAX
 #define SEG_WHOLE_PART_MAX 64u
-#endif
 
 // The tree's members (jarr[off .. off + cnt), cnt <= W) into sk / si (staged in range order)
 // and ord (their indices in (key, id) order; ord2: the order by parts before the ranking);
 // bins: SEG_WHOLE_BINS words (the static chunk area, 16-byte aligned). False: a part too full
 // (see above); ord is then incomplete. The part counts are read and written as uint4 (a
 // thread's 8 contiguous counts: scalar accesses at that stride conflicted 8 ways), and each
-// member takes its place in its part by counting the part's smaller keys (GPU notes, H100,
-// 2026-11-26, SEG_CAT_TRACE: one thread a part sorting by insertion took 2.5-13 us of a tree's
-// 15-27 us sort, the scan 4 us, the range's reduction 3 us).
+// member takes its place in its part by counting the part's smaller keys (faster than one
+// thread a part sorting by insertion).
 __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restrict__ jarr, u32 off, u32 cnt,
-                               u64* sk, u32* si, u16* ord, u16* ord2, u32* bins, u64* sred, u64 (&ph)[6]) {
-#define SEG_PH(i) if (SEG_CAT_TRACE) ph[i] = seg_gtime()
+                               u64* sk, u32* si, u16* ord, u16* ord2, u32* bins, u64* sred) {
     __shared__ u32 s_full;
     const u32 tid = threadIdx.x, bd = blockDim.x;
     u64 mn, mx;
     seg_stage_members(tkey, jarr, off, cnt, sk, si, mn, mx);
-    SEG_PH(0);
     seg_block_minmax(mn, mx, sred);  // its barrier publishes sk / si
-    SEG_PH(1);
     const u32 shift = seg_part_shift(mx - mn, SEG_WHOLE_BINS_LOG);
     uint4* bins4 = (uint4*)bins;
     for (u32 j = tid; j < SEG_WHOLE_BINS / 4u; j += bd) bins4[j] = make_uint4(0u, 0u, 0u, 0u);
@@ -612,7 +536,6 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
     __syncthreads();
     for (u32 m = tid; m < cnt; m += bd) atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u);
     __syncthreads();
-    SEG_PH(2);
     // Counts to starts: a block scan of each thread's SEG_WHOLE_BINS / bd (8 at 1 024 threads)
     // contiguous counts, read and written two uint4 at a time.
     const u32 q4 = SEG_WHOLE_BINS / 4u / bd;
@@ -636,11 +559,9 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
         bins4[tid * q4 + b] = o;
     }
     __syncthreads();
-    SEG_PH(3);
     if (s_full) return false;  // every thread read s_full after the barriers
     for (u32 m = tid; m < cnt; m += bd) ord2[atomicAdd(&bins[(u32)((sk[m] - mn) >> shift)], 1u)] = (u16)m;
     __syncthreads();
-    SEG_PH(4);
     // bins[d] is now the end of part d (its start: the end of part d - 1). Each member's place:
     // its part's start plus the part's members before it in (key, id) order.
     for (u32 x = tid; x < cnt; x += bd) {
@@ -656,7 +577,5 @@ __device__ bool seg_whole_sort(const u64* __restrict__ tkey, const u32* __restri
         ord[rank] = px;
     }
     __syncthreads();
-    SEG_PH(5);
-#undef SEG_PH
     return true;
 }

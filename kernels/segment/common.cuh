@@ -1,7 +1,15 @@
-// The segmentation's shared definitions: sentinels, modes, the per-component flag byte and its
-// bits, tuning switches, keys and thresholds, the round counters, neighbour directions and each
-// pixel's sorted edge word.
-// Part of kernels/segment.cu (included in order; see the notes at its top).
+// Shared definitions of the segmentation (kernels/segment.cu): sentinels, kernel modes, the
+// per-component flag byte, keys and thresholds, the warp-reduced round counters, neighbour
+// directions and each pixel's sorted edge word.
+//
+// Keys (the total order every step uses, section 3.1 of Baranwal et al.): an edge's f64 weight
+// with its low e bits dropped, shifted up by e = ceil(log2(4n)), OR its edge id 4p + dir, so
+// equal weights tie on the id. Thresholds are scikit-image's f32(Int + k/|C|) (Felzenszwalb &
+// Huttenlocher 2004, section 3.1: MInt), compared with the f64 weight.
+// Memory: every array is indexed by pixel id (p = y * width + x); a component is named by its
+// root pixel. The flag byte array (`done`, one byte a pixel) is the one the edge scans read per
+// neighbour, small enough to stay in L2.
+// Part of kernels/segment.cu (included in order).
 
 #define SEG_NO_EDGE 0xffffffffffffffffull
 #define SEG_NONE 0xffffffffu
@@ -10,10 +18,8 @@
 #define SEG_MODE_MERGE 0u
 #define SEG_MODE_MIN_SIZE 1u
 
-// What a round kernel iterates (its use_list argument): every pixel, each its own component
-// (the first merge round without a tile pass); the previous round's list; every pixel, in
-// whatever components earlier steps left (a phase's first round otherwise).
-#define SEG_ALL_SINGLE 0u
+// What segment_least iterates (its use_list argument): the previous round's list (or the lists
+// that start a phase), or every pixel, in whatever components segment_tiles left (merge round 2).
 #define SEG_LIST 1u
 #define SEG_ALL 2u
 
@@ -30,37 +36,24 @@
 // byte load and follow link (8 MB) only for stale entries.
 typedef u8 seg_done_t;
 #define SEG_JOINED 2u
-// Bit 2 (SEG_KEEP, merge rounds): the root was an active component outside its tree's core in
+// Bit 2 (SEG_KEEP_BIT, merge rounds): the root was an active component outside its tree's core in
 // the last round that listed it (segment_core writes it for every active root), so it neither
 // merged nor absorbed anything then: its least alive edge is still the key segment_targets took
 // (tkey) unless the far side's root has frozen since. segment_least checks that root once per
 // pixel and then skips the pixel's walk and its atomicMin (the pixel stays on the frontier);
 // segment_targets makes the same check once per root and takes tkey as the key. Nothing else
 // tests this bit; freezing, joining and segment_reset_done clear it.
-#ifndef SEG_KEEP
-#define SEG_KEEP 1
-#endif
 #define SEG_KEEP_BIT 4u
-// min_size rounds (SEG_MS_SINK): a component of at least min_size pixels (flag bit 0) takes no
+// min_size rounds: a component of at least min_size pixels (flag bit 0) takes no
 // edge of its own; it is a sink that absorbs, in one round, every tree whose targets lead into
 // it (its members are all smaller than min_size, so every step passes whatever the order, and
 // the sink is at least min_size all along, so the tree needs no exit). Every edge a large
 // component could merge along is the least edge of the small component on its other side, or
 // dead by the time Kruskal reaches it. Sink trees list the sink as an extra member with key 0
-// (segment_alloc), so the caterpillars merge into it unchanged. 0 restores the earlier rounds
-// (every component takes its least alive edge; a large-large step stops its caterpillar).
-#ifndef SEG_MS_SINK
-#define SEG_MS_SINK 1
-#endif
-// Sink trees of more than 32 members merged by segment_cat_mid without a sort (seg_cat_blocks;
-// segment_core lists a sink's tree of more than SEG_CAT_MID_CAP members there too). GPU notes
-// (H100, 2026-11-26, three passes): the clip frame's first min_size round 118 -> 69 us (k =
-// 100); whole frames -39 / -23 us on the clip frame, -12 to -32 us at k = 500 on the photographs.
-#ifndef SEG_MID_SINKS
-#define SEG_MID_SINKS 1
-#endif
-// Whether root c (flag fc) is a sink (SEG_MS_SINK, min_size rounds).
-#define SEG_SINK(mode, fc) (SEG_MS_SINK && (mode) == SEG_MODE_MIN_SIZE && ((fc) & 1u) != 0)
+// (segment_alloc), so the caterpillars merge into it unchanged. Sink trees of more than 32
+// members, of any size, are merged by the mid-size kernel without a sort (seg_cat_blocks).
+// Whether root c (flag fc) is a sink (min_size rounds).
+#define SEG_SINK(mode, fc) ((mode) == SEG_MODE_MIN_SIZE && ((fc) & 1u) != 0)
 
 // sqrt(sum_c (s[q] - s[p])^2), channels summed in order (NumPy's sum over the last axis).
 __device__ __forceinline__ double seg_dist(const double* __restrict__ s, u32 channels, u32 p, u32 q) {
@@ -145,8 +138,7 @@ __device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
 
 // Orders a pixel's (key, direction) pairs by key alone: a pixel's keys are distinct (each holds
 // its edge id) except SEG_NO_EDGE, whose directions rank past the edge count and are never read.
-// Fewer instructions in an issue-bound kernel (segment_blur_edges); measured within noise of
-// the (key, direction) order, H100, 2026-11-26.
+// Fewer instructions in an issue-bound kernel (segment_blur_edges) than a (key, direction) order.
 __device__ __forceinline__ void seg_cswap_key(u64& ka, u32& ia, u64& kb, u32& ib) {
     if (kb < ka) seg_swap2(ka, ia, kb, ib);
 }

@@ -70,17 +70,12 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
 #define SEG_GT_SS ((SEG_GT_W + 4) * 3)                // (B) row stride, samples
 #define SEG_GT_WR (SEG_GT_H + 1)
 #define SEG_GT_WC (SEG_GT_W + 2)
-// segment_blur_edges specialised for radius 3 and 1 or 3 channels (0: the generic body only).
-#ifndef SEG_GT_SPECIAL
-#define SEG_GT_SPECIAL 1
-#endif
 
 // The kernel's body for a blur radius RT and channel count CHT known at compile time (the
 // loops over taps and channels unrolled, the divisions by the window's row length by a
 // constant), or read from the arguments (RT < 0, CHT 0). The shared arrays are the kernel's (a
-// template's own would be allocated once per instantiation). GPU notes (H100, 2026-11-26, ncu):
-// with the radius and channels read at run time the kernel issued ~1 480 instructions a pixel
-// (146 us at 1080p RGB, issue slots 69 % busy, IPC 2.84).
+// template's own would be allocated once per instantiation). The kernel is issue-bound, so the
+// default radius 3 with 1 or 3 channels has bodies of its own; other radii take the generic one.
 template <int RT, int CHT>
 __device__ __forceinline__ void seg_blur_edges_body(const u8* __restrict__ src, const BlurWeightsF64& wt,
                                                     double* __restrict__ w4, u32* order, u32 width, u32 height,
@@ -196,9 +191,9 @@ extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS, 3)
     __shared__ double s_a[SEG_GT_AR * SEG_GT_RS];
     __shared__ double s_b[SEG_GT_SR * SEG_GT_RS];
     // sigma 0.8 (the default) has radius 3 (scikit-image: int(4 sigma + 0.5)).
-    if (SEG_GT_SPECIAL && wt.radius == 3 && channels == 3)
+    if (wt.radius == 3 && channels == 3)
         seg_blur_edges_body<3, 3>(src, wt, w4, order, width, height, channels, eb, inv255, s_a, s_b);
-    else if (SEG_GT_SPECIAL && wt.radius == 3 && channels == 1)
+    else if (wt.radius == 3 && channels == 1)
         seg_blur_edges_body<3, 1>(src, wt, w4, order, width, height, channels, eb, inv255, s_a, s_b);
     else
         seg_blur_edges_body<-1, 0>(src, wt, w4, order, width, height, channels, eb, inv255, s_a, s_b);

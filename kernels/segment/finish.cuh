@@ -11,13 +11,9 @@
 // It reads what its own earlier steps wrote, so its loads must not take the non-coherent path
 // that the round kernels' const __restrict__ parameters allow: its pointers come from a plain
 // struct, and tests/kernels_compile.rs checks the PTX of both kernels has no ld.global.nc.
-// SEG_FIN_TASKS: the tiny and small trees as one list of warp tasks (seg_cat_lanes_tasks); 0:
-// the tiny trees (seg_cat_tiny_body), then the small ones. GPU notes (H100, 2026-11-27, three
-// passes): building 1080p -4 to -31 us, the other 1080p frames -29 to +12, building 4K -8 / -9:
-// mostly within noise; kept so that the finishers and segment_cat_small walk those trees alike.
-#ifndef SEG_FIN_TASKS
-#define SEG_FIN_TASKS 1
-#endif
+// The tiny and small trees are one list of warp tasks (seg_cat_lanes_tasks), as in
+// segment_cat_small; the larger ones are walked without the bucket gather (BUCKET false: the
+// finishers' registers spill more with it).
 template <bool GRID>
 __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
     const u32 N = a.nctl;
@@ -48,10 +44,10 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         seg_least_body<SEG_BATCH_TAIL>(a.p.comp, a.p.link, a.p.w4, a.p.best, a.p.done, a.p.target, a.p.tkey, a.p.order, a.width, a.height,
                        a.eb, a.mode, a.p.ctl, gate, 1u, fin, *fcin, fout, fcout);
         SEG_FIN_SYNC();
-        seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.tree, a.p.exitk, a.p.done, a.width, a.n, a.eb,
-                         a.mode, a.p.ctl, a.p.mctl, gate, r, 1u, rin, *rcin, rout, rcout, false);
+        seg_targets_body(a.p.comp, a.p.link, a.p.best, a.p.tkey, a.p.target, a.p.exitk, a.p.done, a.width, a.eb, a.mode,
+                         a.p.ctl, a.p.mctl, r, rin, *rcin, rout, rcout);
         SEG_FIN_SYNC();
-        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, a.p.ctl, gate, rout, *rcout);
+        seg_trees_body(a.p.target, a.p.tree, a.p.done, a.mode, a.p.tcnt, a.p.hlist, hcount, rout, *rcout);
         SEG_FIN_SYNC();
         // Exits and the trees' ranges touch different words: no barrier between them.
         seg_exits_body<SEG_BATCH_TAIL>(a.p.comp, a.p.link, a.p.w4, a.p.done, a.p.target, a.p.tree, a.p.order, a.p.exitk, a.width, a.eb, a.mode, a.p.ctl,
@@ -83,22 +79,15 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         const u32* list = a.p.tlist;
         const u32* lcount = tcount;
         u32* gcnt = C + SEG_C_GIANT * N + r;
-        if (SEG_FIN_TASKS) {
-            seg_cat_lanes_tasks(SEG_CAT_PASS, *lcount, a.p.slist, *scount);
-        } else {
-            seg_cat_tiny_body(SEG_CAT_PASS, *lcount);
-            list = a.p.slist;
-            lcount = scount;
-            seg_cat_warp_body(SEG_CAT_PASS, *lcount);
-        }
+        seg_cat_lanes_tasks(SEG_CAT_PASS, *lcount, a.p.slist, *scount);
         __syncthreads();
         list = a.p.mlist;
         lcount = mcount;
-        seg_cat_blocks<SEG_CAT_CAP, true, false, false, SEG_FIN_BUCKET != 0>(SEG_CAT_PASS);
+        seg_cat_blocks<SEG_CAT_CAP, true, false, false, false>(SEG_CAT_PASS);
         __syncthreads();
         list = a.p.blist;
         lcount = bcount;
-        seg_cat_blocks<SEG_CAT_CAP, true, false, false, SEG_FIN_BUCKET != 0>(SEG_CAT_PASS);
+        seg_cat_blocks<SEG_CAT_CAP, true, false, false, false>(SEG_CAT_PASS);
     }
     SEG_FIN_SYNC();
 #undef SEG_FIN_SYNC

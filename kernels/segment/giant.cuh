@@ -3,54 +3,30 @@
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Step 6 for giant trees (more than SEG_CAT_GIANT core members: smooth video, where one tree can
-// hold tens of thousands), over a cooperative grid of every SM instead of one block. One block
-// sorted such a tree with radix passes whose scattered stores one SM issues one by one (H100,
-// 2026-11-26: the clip frame's round 11, one tree of ~45 000 members, took 0.80 / 1.00 ms at
-// k = 100 / 500, against ~0.15 ms for its other work). Here a bucket sort spreads it: the grid
-// stages the members (key, id) in scratch (half A) and takes the keys' range; counts them in
+// hold tens of thousands), over a cooperative grid of every SM instead of one block, whose
+// radix passes one SM would issue store by store. A bucket sort spreads it: the grid stages the
+// members (key, id) in scratch (half A) and takes the keys' range; counts them in
 // SEG_GIANT_BINS equal parts of it; every block derives the same buckets (runs of parts whose
 // first position / SEG_GIANT_HALF is equal: at most 2 x SEG_GIANT_HALF members unless one part
-// alone holds more) and scatters the members to their parts (half B, parts in key order); each
-// block sorts whole buckets in shared memory (seg_sort_chunk; an oversize bucket by radix passes
-// in global memory) and stashes each member's weight and |R| within its bucket, with the flag of
-// its own failing threshold, in half A; every step is then evaluated at once (|R| = the bucket's
-// carry + the stash), the least failing step ends the caterpillar, the members before it join
-// and its side(s) freeze, as in seg_cat_blocks. Six grid barriers a tree. Trees are taken from
-// the large-tree list (segment_cat_block_g leaves them); the grid returns at once without one.
-// Measured (H100, 32 blocks): the clip frame's round 11 (one tree of ~45 000 members) 0.80 ->
-// 0.16 ms at k = 100, 1.00 -> 0.17 at k = 500. Tests: segmentation GPU tests with
-// SEG_CAT_GIANT=600 (every tree above 600 members here) equal the CPU model bit for bit.
+// alone holds more) and scatters the members to their parts (half B, parts in key order), each
+// member's slot taken from its block's first slot in its part (the block's count atomic
+// returned it); each block sorts whole buckets in shared memory (a bucket whose parts hold at
+// most SEG_GIANT_RANK_MAX keys by each member counting the keys before it in its part, else by
+// seg_sort_chunk; an oversize bucket by radix passes in global memory) and stashes each
+// member's weight and |R| within its bucket, with the flag of its own failing threshold, in
+// half A; every step is then evaluated at once (|R| = the bucket's carry + the stash), the
+// least failing step ends the caterpillar, the members before it join and its side(s) freeze,
+// as in seg_cat_blocks. Six grid barriers a tree. Trees are taken from the large-tree list
+// (segment_cat_block_g leaves them); the grid returns at once without one.
 // gs: SEG_GIANT_WORDS u64 of scratch, zero between trees: [0] the barrier, [1] ~least key,
 // [2] greatest key, [3] members - first failing step (atomicMax), then as u32 the parts' counts
-// and cursors and the buckets' size sums (SEG_GIANT_BINS each).
-#define SEG_GIANT_BINS 2048u
-#ifndef SEG_GIANT_HALF
-#define SEG_GIANT_HALF 1024u
-#endif
-#define SEG_GIANT_WORDS (4u + 3u * SEG_GIANT_BINS / 2u)
+// and the buckets' size sums (SEG_GIANT_BINS each).
+#define SEG_GIANT_BINS 2048u        // parts of the keys' range (two a thread of a block)
+#define SEG_GIANT_HALF 1024u        // half a bucket's members at most (a bucket fits a chunk)
+#define SEG_GIANT_WORDS (4u + SEG_GIANT_BINS)
 #define SEG_XS_FAIL 0x80000000u
-// The scatter (step 3) takes each member's slot in its part from the block's first slot there,
-// which the block's count atomic returned (SEG_GIANT_BASES; 0: a global atomic a member). Step 4
-// sorts a bucket whose parts hold at most SEG_GIANT_RANK_MAX keys by each member counting the
-// keys before it in its part (0: every bucket by the bitonic network). GPU notes (H100,
-// 2026-11-26, SEG_CAT_TRACE, the clip frame's round 11 at k = 100, 36 793 members in 36
-// buckets): block 0's phases stage 3 us, counts 3, scatter 9-10 -> 5.3 (bases), bucket sorts
-// and stashes 27, steps 3.6; per bucket (GBUCKET lines) every one fitted shared memory (948-1 057
-// members) and took 15-46 us by the network (median 25; over 1 024 members it pads to 2 048),
-// 3.6-11 by ranks (median 8.6) with parts of up to 256 keys (up to 64: step 4 unchanged).
-// Whole frame, three passes: clip frame 3.050-3.059 -> 3.032-3.038 ms (k = 100), 2.918-2.929 ->
-// 2.898-2.908 (k = 500); the photographs have no giant tree.
-#ifndef SEG_GIANT_RANK_MAX
-#define SEG_GIANT_RANK_MAX 256u
-#endif
-#ifndef SEG_GIANT_BASES
-#define SEG_GIANT_BASES 1
-#endif
-// Buckets up to this many members are sorted in shared memory, larger ones by radix passes in
-// global memory (a test switch: SEG_GIANT_FIT=64 sends nearly every bucket through them).
-#ifndef SEG_GIANT_FIT
-#define SEG_GIANT_FIT SEG_CAT_CAP
-#endif
+#define SEG_GIANT_RANK_MAX 256u     // most keys a part may hold for its members to rank themselves
+#define SEG_GIANT_FIT SEG_CAT_CAP   // most members of a bucket sorted in shared memory
 extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(SEG_CAT_ARGS, u64* gs) {
     __shared__ u64 s_raw[2 * SEG_CAT_CAP];  // a bucket's keys and ids; part starts; bucket carries
     __shared__ u32 s_bs[SEG_GIANT_BINS + 1];  // bucket starts (positions), s_bs[nbk] = members
@@ -64,8 +40,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
     if (!seg_gate(ctl, gate, lcount, nb)) return;
     u32* bar = (u32*)gs;
     u32* hist = (u32*)(gs + 4);
-    u32* cursor = hist + SEG_GIANT_BINS;
-    u32* bsum = cursor + SEG_GIANT_BINS;
+    u32* bsum = hist + SEG_GIANT_BINS;
     const u32 tid = threadIdx.x, bd = blockDim.x;
     const u32 nthreads = gridDim.x * bd, gtid = blockIdx.x * bd + tid;
     u64* skey = s_raw;
@@ -78,10 +53,6 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         const u32 cnt = (u32)__ldcg(&tcnt[t]);
         if (cnt <= SEG_CAT_GIANT) continue;
         const u32 off = joff[t], a = t;
-        // SEG_CAT_TRACE: block 0's times at the tree's start and after each barrier.
-        u64 gt[7] = {0, 0, 0, 0, 0, 0, 0};
-#define SEG_GT(i) if (SEG_CAT_TRACE && blockIdx.x == 0 && tid == 0) gt[i] = seg_gtime()
-        SEG_GT(0);
         u64* ak = scr_k + off;
         u32* ai = scr_i + off;
         u64* bk = scr_k + n + off;
@@ -102,12 +73,11 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             atomicMax(&gs[2], mx);
         }
         seg_grid_sync(bar);
-        SEG_GT(1);
         // 2. Counts of the parts.
         const u64 kmin = ~__ldcg(&gs[1]), span = __ldcg(&gs[2]) - kmin;
         const u32 shift = seg_part_shift(span, 11u);
-        // The block's counts, then (SEG_GIANT_BASES) its first slot in each part: the scatter
-        // below takes its members' slots from these in shared memory.
+        // The block's counts, then its first slot in each part: the scatter below takes its
+        // members' slots from these in shared memory.
         u32* sh = (u32*)s_raw;
         for (u32 j = tid; j < SEG_GIANT_BINS; j += bd) sh[j] = 0;
         __syncthreads();
@@ -116,10 +86,9 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         for (u32 j = tid; j < SEG_GIANT_BINS; j += bd)
             if (sh[j]) {
                 const u32 base = atomicAdd(&hist[j], sh[j]);
-                if (SEG_GIANT_BASES) sh[j] = base;
+                sh[j] = base;
             }
         seg_grid_sync(bar);
-        SEG_GT(2);
         // 3. Parts' starts and the buckets (the same in every block), then the scatter (the
         // starts past the block's first slots, sh).
         u32* pstart = (u32*)s_raw + 3u * SEG_CAT_CAP;  // past a bucket's keys and ids (step 4)
@@ -140,24 +109,22 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         for (u32 m = gtid; m < cnt; m += nthreads) {
             const u64 key = __ldcg(&ak[m]);
             const u32 j = (u32)((key - kmin) >> shift);
-            const u32 pos = pstart[j] + (SEG_GIANT_BASES ? atomicAdd(&sh[j], 1u) : atomicAdd(&cursor[j], 1u));
+            const u32 pos = pstart[j] + atomicAdd(&sh[j], 1u);
             bk[pos] = key;
             bi[pos] = __ldcg(&ai[m]);
         }
         seg_grid_sync(bar);
-        SEG_GT(3);
         // 4. Each block sorts whole buckets and stashes weight, |R| within the bucket and flag.
-        // A bucket holds whole parts, each in a range of its own: with SEG_GIANT_RANK_MAX, a
-        // bucket whose parts hold at most that many keys is sorted by each member counting the
+        // A bucket holds whole parts, each in a range of its own: a bucket whose parts hold at
+        // most SEG_GIANT_RANK_MAX keys is sorted by each member counting the
         // keys before it in its part (written back to half B), else by the bitonic network.
         // (The radix passes of an oversize bucket take all of s_raw, the parts' starts too: the
         // block's later buckets then use the network.)
-        bool pvalid = SEG_GIANT_RANK_MAX != 0;
+        bool pvalid = true;
         for (u32 b = blockIdx.x; b < nbk; b += gridDim.x) {
             const u32 lo = s_bs[b], mm = s_bs[b + 1] - lo;
             const bool fits = mm <= SEG_GIANT_FIT;
             bool ranked = false;
-            const u64 tb0 = SEG_CAT_TRACE ? seg_gtime() : 0;
             if (fits) {
                 u32 pw = 64u;
                 while (pw < mm) pw <<= 1;
@@ -252,14 +219,10 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
                 }
                 carry += step_total;
             }
-            if (SEG_CAT_TRACE && tid == 0)
-                printf("GBUCKET r=%u b=%u/%u members=%u fits=%d ranked=%d total=%llu\n", r, b, nbk, mm, (int)fits,
-                       (int)ranked, seg_gtime() - tb0);
             if (tid == 0) bsum[b] = carry;
             __syncthreads();
         }
         seg_grid_sync(bar);
-        SEG_GT(4);
         // 5. Every step: |R| = the bucket's carry + the stash; the least failing step.
         u32* bcarry = (u32*)s_raw;  // exclusive sums of the buckets' sizes, s_raw[nbk] = |all|
         {
@@ -304,7 +267,6 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
         __syncthreads();
         if (tid == 0 && s_fail < cnt) atomicMax(&gs[3], (u64)(cnt - s_fail));
         seg_grid_sync(bar);
-        SEG_GT(5);
         // 6. The members before the first failing step join; the step's side(s) freeze.
         const u32 f = cnt - (u32)__ldcg(&gs[3]);
         for (u32 g = gtid; g < f; g += nthreads) {
@@ -337,15 +299,10 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(
             tcnt[t] = 0;
             atomicAdd(gcnt, 1u);
         }
-        if (SEG_CAT_TRACE && blockIdx.x == 0 && tid == 0)
-            printf("GIANT r=%u cnt=%u nbk=%u f=%u stage=%llu count=%llu scatter=%llu sort=%llu steps=%llu\n", r, cnt, nbk,
-                   cnt - (u32)__ldcg(&gs[3]), gt[1] - gt[0], gt[2] - gt[1], gt[3] - gt[2], gt[4] - gt[3], gt[5] - gt[4]);
         // Scratch back to zero for the next tree.
-        for (u32 j = gtid; j < 3u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
+        for (u32 j = gtid; j < 2u * SEG_GIANT_BINS; j += nthreads) hist[j] = 0;
         if (gtid == 0) gs[1] = gs[2] = gs[3] = 0;
         seg_grid_sync(bar);
-        SEG_GT(6);
     }
     seg_count(ctl, mctl, r, ev, mg);
-#undef SEG_GT
 }

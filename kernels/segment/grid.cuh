@@ -66,41 +66,24 @@ struct SegFinish {
 // returned. The low 31 bits never change across barriers, so the word must start at 0 or 2^31
 // (zeroed at allocation; nothing resets it). The fences order each block's writes before the
 // barrier against every block's reads after it (release, then acquire at GPU scope; the block
-// barriers extend them to the block). SEG_GRID_SYNC_FLIP 0: the earlier form, where the last
-// block to arrive reset the count and bumped a generation word (bar[1]) that the others spun
-// on: three more dependent atomics and a fence on the barrier's path.
-#ifndef SEG_GRID_SYNC_FLIP
-#define SEG_GRID_SYNC_FLIP 1
-#endif
+// barriers extend them to the block). One atomic and no reset on the barrier's path (a count
+// reset by the last block and a generation word the others spin on cost three more dependent
+// atomics and a fence).
 __device__ __forceinline__ void seg_grid_sync(u32* bar) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        if (SEG_GRID_SYNC_FLIP) {
-            const u32 add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1u) : 1u;
-            __threadfence();
-            const u32 old = atomicAdd(bar, add);
-            volatile u32* vb = bar;
-            while (((old ^ *vb) & 0x80000000u) == 0u) {
-            }
-        } else {
-            volatile u32* gen = bar + 1;
-            u32 g = *gen;
-            __threadfence();
-            if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-                atomicExch(bar, 0u);
-                __threadfence();
-                atomicAdd(bar + 1, 1u);
-            } else {
-                while (*gen == g) {
-                }
-            }
+        const u32 add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1u) : 1u;
+        __threadfence();
+        const u32 old = atomicAdd(bar, add);
+        volatile u32* vb = bar;
+        while (((old ^ *vb) & 0x80000000u) == 0u) {
         }
         __threadfence();
     }
     __syncthreads();
 }
 
-// Words of `info` that hold segment_finish_grid's barrier (count, generation), and the first
-// round it left to segment_finish.
+// Word of `info` that holds segment_finish_grid's barrier, and the first round it left to
+// segment_finish.
 #define SEG_INFO_BAR 4u
 #define SEG_INFO_RESUME 6u

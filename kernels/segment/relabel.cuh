@@ -4,16 +4,16 @@
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its
 // first edge (edges to components that were done are alive again). Bit 0 of the flags says
-// instead whether a root is at least min_size (what the edge scans read).
-// With `lists` (SEG_LIST for the phase's first round) it also resolves every pixel's component
-// once and lists the pixels of components smaller than min_size (flist / *fcount) and those
-// components' roots (rlist / *rcount): the phase's first round then scans the ~4 % of the pixels
-// that can merge instead of all of them (a component of at least min_size takes no edge, SEG_MS_SINK).
+// instead whether a root is at least min_size (what the edge scans read). It also resolves
+// every pixel's component once and lists the pixels of components smaller than min_size
+// (flist / *fcount) and those components' roots (rlist / *rcount), the phase's first round's
+// lists: it scans the few pixels that can merge instead of all of them (a component of at
+// least min_size takes no edge, SEG_SINK).
 // The roots left off the root list keep their last target (read nowhere: a walk stops at a sink
 // before its target) and an unset tree (segment_core clears every tree it saw set).
 extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
                                               u32 min_size, u32 n, u32* comp, const u32* __restrict__ link,
-                                              u32* flist, u32* fcount, u32* rlist, u32* rcount, u32 lists) {
+                                              u32* flist, u32* fcount, u32* rlist, u32* rcount) {
     grid_dep_launch();
     grid_dep_wait();
     SEG_BLOCK_LOOP(i, n) {
@@ -24,15 +24,12 @@ extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, cons
             // Bit 0 is read at roots only; the joined bit stays.
             done[i] = (fl & SEG_JOINED) | (si >= min_size ? 1u : 0u);
             order[i] &= ~(15u << 24);
-            if (lists) {
-                u32 c = seg_find(link, comp[i]);  // link does not change here
-                comp[i] = c;
-                // Without sinks every component takes edges: everything is listed.
-                px_small = !SEG_MS_SINK || (c == i ? si : size[c]) < min_size;
-                root_small = root && (!SEG_MS_SINK || si < min_size);
-            }
+            u32 c = seg_find(link, comp[i]);  // link does not change here
+            comp[i] = c;
+            px_small = (c == i ? si : size[c]) < min_size;
+            root_small = root && si < min_size;
         }
-        if (lists) seg_append_pair(flist, fcount, px_small, i, rlist, rcount, root_small, i);
+        seg_append_pair(flist, fcount, px_small, i, rlist, rcount, root_small, i);
     }
 }
 
@@ -128,8 +125,8 @@ extern "C" __global__ void segment_level_comp(u32* comp, const u32* __restrict__
     }
 }
 
-// Development diagnostic (SegmentGpu::round_stamps): the global timer after everything before
-// it on the stream, in stamps[i].
+// Profiling (SegmentProfiling::round_stamps): the global timer after everything before it on the
+// stream, in stamps[i].
 extern "C" __global__ void segment_stamp(u64* stamps, u32 i) {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -11,8 +11,8 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
     return !(big && (fe & 1u) != 0);
 }
 
-// Pixel i as a component of its own, before the merge rounds (segment_init, or segment_tiles as it
-// reads the pixel).
+// Pixel i as a component of its own, before the merge rounds (segment_tiles, as it reads the
+// pixel).
 __device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done,
                                                u64* best, u32* target, u32* tree, u64* tcnt, u16* round, u32 i) {
     comp[i] = i;
@@ -27,17 +27,12 @@ __device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, 
     round[i] = SEG_NEVER;
 }
 
-// Every component a pixel; every pixel's cursor back to its first edge (the edge graph is built
-// before the captured rounds, and a frame run again starts from the cursors its first run left).
-extern "C" __global__ void segment_init(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u64* best,
-                                        u32* target, u32* tree, u64* tcnt, u16* round, u32* order, u32* ctl,
-                                        u32* mctl, u32* counters, u32 n, u32 nctl, u32 ncounters) {
-    for (u32 i = global_tid(); i < n || i < nctl || i < ncounters; i += global_threads()) {
+// The round counters back to their start: the gate ctl[0] open, every round's events, merges and
+// list counts zero. (Every pixel's words, its cursor included, are set up by segment_tiles as it
+// reads the pixel: a frame run again starts from the cursors its first run left.)
+extern "C" __global__ void segment_init(u32* ctl, u32* mctl, u32* counters, u32 nctl, u32 ncounters) {
+    for (u32 i = global_tid(); i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
-        if (i < n) {
-            seg_init_pixel(comp, link, size, cint, done, best, target, tree, tcnt, round, i);
-            order[i] &= ~(15u << 24);
-        }
         if (i < nctl) {
             ctl[i] = (i == 0) ? 1u : 0u;
             mctl[i] = 0;
@@ -55,15 +50,12 @@ __device__ __forceinline__ u32 seg_find(const u32* __restrict__ link, u32 x) {
 }
 
 // Appends `id` to list[*count] when `keep` with one atomicAdd per block: the lists of the first
-// rounds take ~2 M entries, and a warp-aggregated append serialises ~65 000 atomics on one
-// counter (measured: about half of segment_least's 194 us in round 1). Every thread of the
-// block must call it the same number of times (block-uniform loops, see SEG_BLOCK_LOOP); the
-// block size is at most 1024.
+// rounds take ~2 M entries, and a warp-aggregated append would serialise ~65 000 atomics on one
+// counter. Every thread of the block must call it the same number of times (block-uniform
+// loops, see SEG_BLOCK_LOOP); the block size is at most 1024.
 // One warp turns the block's per-warp counts cnt[0 .. warps) into each warp's offset in the
-// list, base included (an inclusive scan by shuffles; lane 0 takes the block's range with one
-// atomicAdd). GPU notes (H100, 2026-11-26): one thread looping over the warps' counts before
-// its atomicAdd sat on every block's path through every append; the scan took -0 to -13 us off
-// a 1080p frame and the finishers' spills from 36 to 8 bytes.
+// list, base included (an inclusive scan by shuffles, not one thread's loop over the counts;
+// lane 0 takes the block's range with one atomicAdd).
 __device__ __forceinline__ void seg_append_scan(u32* cnt, u32* count) {
     const u32 lane = threadIdx.x & 31u, nw = blockDim.x >> 5;
     const u32 c = lane < nw ? cnt[lane] : 0u;
@@ -104,18 +96,9 @@ __device__ __forceinline__ void seg_append_bases(const u32 (&b)[K], u32 (&s_cnt)
 }
 
 // seg_append_block for two lists at once (each thread may append to both): one round of
-// barriers and the two atomicAdds side by side instead of one after the other. SEG_APPEND_PAIR 0
-// restores two seg_append_block calls.
-#ifndef SEG_APPEND_PAIR
-#define SEG_APPEND_PAIR 1
-#endif
+// barriers and the two atomicAdds side by side instead of one after the other.
 __device__ __forceinline__ void seg_append_pair(u32* l0, u32* c0, bool k0, u32 id0, u32* l1, u32* c1, bool k1,
                                                 u32 id1) {
-    if (!SEG_APPEND_PAIR) {
-        seg_append_block(l0, c0, k0, id0);
-        seg_append_block(l1, c1, k1, id1);
-        return;
-    }
     __shared__ u32 s_cnt2[2][32];
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     const u32 b[2] = {__ballot_sync(FULL_MASK, k0), __ballot_sync(FULL_MASK, k1)};
@@ -161,24 +144,15 @@ __device__ __forceinline__ void seg_append_by_class(u32* l0, u32* c0, u32* l1, u
 // instead of one per edge. A wider batch saves round trips where a scan waits on them (the tail
 // rounds' short lists, the finishers: SEG_BATCH_TAIL) and costs traffic where the scan is bound
 // by it (lists of more than SEG_BATCH_DENSE_MIN entries: the dense rounds, SEG_BATCH_DENSE).
-// GPU notes (H100, 2026-11-26): with 4 everywhere, ncu put round 3's exits at 17 M L2 sectors
-// for 2 M frontier pixels (8 a pixel, 68 % of them excess: the batch's four neighbours lie in
-// three rows); 2 everywhere took building 1080p from 3.00-3.02 to 2.92-2.93 ms (k = 100),
-// fruits 3.33-3.34 -> 3.22-3.23, the clip frame 3.66-3.68 -> 3.59-3.60; 3 everywhere was
-// slower than 4.
-#ifndef SEG_BATCH_DENSE
-#define SEG_BATCH_DENSE 2
-#endif
-#ifndef SEG_BATCH_TAIL
-#define SEG_BATCH_TAIL 2
-#endif
-#ifndef SEG_BATCH_DENSE_MIN
-#define SEG_BATCH_DENSE_MIN 131072u
-#endif
+// Batches of 4 measured slower than 2 (a batch's four neighbours lie in three rows: most of the
+// L2 sectors it loads are wasted), and 3 slower than 4.
+#define SEG_BATCH_DENSE 2              // edges a batch in the dense rounds (traffic-bound)
+#define SEG_BATCH_TAIL 2               // edges a batch in the tail rounds and the finishers (latency-bound)
+#define SEG_BATCH_DENSE_MIN 131072u    // list length above which a scan counts as dense
 
 // The neighbours q[j], edge ids and comp[q] entries of pixel p's edges cur + j (j < B,
 // cur + j < cnt) in key order: the first half of seg_batch, which the frontier scans issue early
-// (SEG_SPEC) beside the loads of the pixel's own root.
+// (speculative loads, see seg_ld_weight) beside the loads of the pixel's own root.
 template <u32 B>
 __device__ __forceinline__ void seg_batch_load(const u32* comp, u32 p, u32 o, u32 cur, u32 cnt, u32 width,
                                                u32 (&q)[B], u32 (&id)[B], u32 (&cq)[B]) {
@@ -213,21 +187,15 @@ __device__ __forceinline__ void seg_batch_resolve(u32* comp, const u32* __restri
     }
 }
 
-// Loads issued before the pixel's (or root's) own lookups decide whether they are needed, in the
-// launched kernels: segment_exits' first batch of neighbour entries and the weight of the edge at
-// the cursor, beside the pixel's target and tree; segment_targets' last target and key of a
-// root, beside its flag. Only for lists of at most SEG_SPEC_MAX entries: there a kernel waits on
-// its chain of dependent loads, while the dense rounds are bound by their traffic, which unused
-// loads would add to. Not in segment_least (its 32 registers would spill) nor in the finishers
-// (their spills grow by half).
-#ifndef SEG_SPEC
-#define SEG_SPEC 1
-#endif
-#ifndef SEG_SPEC_MAX
-#define SEG_SPEC_MAX 131072u
-#endif
+// Speculative loads: issued before the pixel's (or root's) own lookups decide whether they are
+// needed, in the launched kernels: segment_exits' first batch of neighbour entries and the
+// weight of the edge at the cursor, beside the pixel's target and tree. Only for lists of at most SEG_SPEC_MAX entries:
+// there a kernel waits on its chain of dependent loads, while the dense rounds are bound by
+// their traffic, which unused loads would add to. Not in segment_least (its 32 registers would
+// spill) nor in the finishers (their spills grow by half).
+#define SEG_SPEC_MAX 131072u  // longest list the launched scans load speculatively for
 
-// A weight loaded early (SEG_SPEC): plain `ld.global` in an asm statement, which the compiler
+// A weight loaded early (speculatively): plain `ld.global` in an asm statement, which the compiler
 // neither drops nor moves past the lookups after it.
 __device__ __forceinline__ double seg_ld_weight(const double* w) {
     double v;
@@ -246,11 +214,9 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
     return c;
 }
 
-// atomicMin of a per-component key by many pixels (the frontier scans): with SEG_ATOMIC_FILTER a
-// plain load first, and no atomic when the stored key is already at most `key`.
-#ifndef SEG_ATOMIC_FILTER
-#define SEG_ATOMIC_FILTER 1
-#endif
+// atomicMin of a per-component key by many pixels (the frontier scans): a plain load first, and
+// no atomic when the stored key is already at most `key` (same-address atomics from many
+// pixels, not the lookups, were the scans' hidden cost).
 // A tree's counts in one word (tcnt[tree], 0 between rounds): the low half counts its core
 // members (their slots: segment_core; a sink's tree starts at 1, its slot 0 is the sink:
 // segment_alloc), the high half its members not yet counted off (segment_trees counts them in,
@@ -260,11 +226,11 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 #define SEG_TCNT_MEMBER (1ull << 32)
 
 __device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
-    if (SEG_ATOMIC_FILTER && *(volatile u64*)slot <= key) return;
+    if (*(volatile u64*)slot <= key) return;
     atomicMin(slot, key);
 }
 
-// Whether root c (flag fc) keeps last round's least edge (SEG_KEEP): it was outside its tree's
+// Whether root c (flag fc) keeps last round's least edge (SEG_KEEP_BIT): it was outside its tree's
 // core then, and the far side's root has not frozen since (it cannot be c: c absorbed nothing).
 // segment_least and segment_targets decide alike: nothing between them changes flags or links.
 // The far side's half of seg_kept, from c's last target t.
@@ -282,11 +248,9 @@ __device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg
 }
 
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
-// Algorithms 2 and 3). Iterates all pixels (use_list SEG_ALL_*) or in_list[0..*in_count]
-// (SEG_LIST); writes the frontier of this round (pixels with an alive edge) to out_list /
-// *out_count. A first merge round on singletons (SEG_ALL_SINGLE: no tile pass before it) needs
-// no lookups: every pixel is its own component and every edge is alive, so a pixel's least edge
-// is the first of its order word.
+// Algorithms 2 and 3). Iterates all pixels (use_list SEG_ALL: merge round 2, after
+// segment_tiles) or in_list[0..*in_count] (SEG_LIST); writes the frontier of this round (pixels
+// with an alive edge) to out_list / *out_count.
 template <u32 B>
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
                                                u64* best, const seg_done_t* __restrict__ done,
@@ -295,7 +259,6 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                                                u32 height, u32 eb, u32 mode, const u32* __restrict__ ctl, u32 gate,
                                                u32 use_list,
                   const u32* __restrict__ in_list, u32 in_n, u32* out_list, u32* out_count) {
-    bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
     u32 count = use_list == SEG_LIST ? in_n : width * height;
     SEG_BLOCK_LOOP(i, count) {
         bool in = i < count;
@@ -303,23 +266,15 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
         u64 bk = SEG_NO_EDGE;
         u32 c = SEG_NONE;
         bool kept = false;
-        if (in && first) {
-            u32 o = order[p];
-            if (SEG_ORD_CNT(o) > 0) {
-                u32 q, id;
-                seg_dir(p, SEG_ORD_DIR(o, 0), width, q, id);
-                bk = seg_key(w4[id], id, eb);
-                best[p] = bk;  // the component is p alone
-            }
-        } else if (in) {
+        if (in) {
             u32 c0 = comp[p];
             u32 o = order[p];
             u32 cur = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o), start = cur;
             u32 fc;
             c = seg_root_flag(link, done, c0, fc);
             if (c != c0) comp[p] = c;
-            bool active = (mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || (fc & 1u) == 0;
-            if (SEG_KEEP && active && mode == SEG_MODE_MERGE && seg_kept(link, done, target, c, fc)) {
+            bool active = (fc & 1u) == 0;
+            if (active && mode == SEG_MODE_MERGE && seg_kept(link, done, target, c, fc)) {
                 bk = tkey[c];
                 kept = true;
             }
@@ -355,7 +310,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             }
         }
         // A kept component's key is taken by segment_targets itself (no atomic here).
-        if (!first && bk != SEG_NO_EDGE && !kept) seg_atomic_min(&best[c], bk);
+        if (bk != SEG_NO_EDGE && !kept) seg_atomic_min(&best[c], bk);
         seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
     }
 }
@@ -363,24 +318,16 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
 // The gate word of a round kernel and the count its body reads first, loaded together (one
 // L2 round trip at every launch instead of two: in the tail rounds a kernel's few items wait on
 // a chain of dependent loads, and these two used to start it); the body takes the count as a
-// value (the finishers pass what they read). SEG_GATE_PAIR 0 restores the gate load alone.
-#ifndef SEG_GATE_PAIR
-#define SEG_GATE_PAIR 1
-#endif
+// value (the finishers pass what they read).
 __device__ __forceinline__ u32 seg_gate(const u32* ctl, u32 gate, const u32* count, u32& cnt) {
     u32 g;
-    if (SEG_GATE_PAIR) {
-        asm volatile("ld.global.u32 %0, [%2];\n\tld.global.u32 %1, [%3];"
-                     : "=r"(g), "=r"(cnt)
-                     : "l"(ctl + gate), "l"(count)
-                     : "memory");
-        // The exit test reads both words (a count never reaches 2^31), so ptxas cannot sink the
-        // count's load below it.
-        return g | (cnt >> 31);
-    }
-    g = ctl[gate];
-    if (g != 0) cnt = *count;
-    return g;
+    asm volatile("ld.global.u32 %0, [%2];\n\tld.global.u32 %1, [%3];"
+                 : "=r"(g), "=r"(cnt)
+                 : "l"(ctl + gate), "l"(count)
+                 : "memory");
+    // The exit test reads both words (a count never reaches 2^31), so ptxas cannot sink the
+    // count's load below it.
+    return g | (cnt >> 31);
 }
 
 // A round kernel's prologue: lets the next round kernel start (ExLaunch; it waits for this
@@ -392,11 +339,9 @@ __device__ __forceinline__ bool seg_round_start(const u32* ctl, u32 gate, const 
     return seg_gate(ctl, gate, count, cnt) != 0;
 }
 
-// Blocks an SM keeps of segment_least (8: 32 registers, the whole SM's 64 warps; the SEG_KEEP
-// path would otherwise take 40 registers and 48 warps an SM).
-#ifndef SEG_LEAST_BLOCKS
+// Blocks an SM keeps of segment_least: 8 caps it at 32 registers, the whole SM's 64 warps (the
+// kept-edge path would otherwise take 40 registers and 48 warps an SM; 40 measured slower).
 #define SEG_LEAST_BLOCKS 8
-#endif
 extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
     segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
                   const seg_done_t* __restrict__ done, const u32* __restrict__ target, const u64* __restrict__ tkey,
@@ -434,59 +379,43 @@ __device__ u32 seg_block_scan(u32 v, u32* total) {
 }
 
 // The root at the far end of root v's least edge `key`: both ends' component entries and flags
-// load together, and link is followed only for a stale entry (`first`: every pixel is its own
-// component, so the ends are the roots).
+// load together, and link is followed only for a stale entry.
 __device__ __forceinline__ u32 seg_far_root(const u32* __restrict__ comp, const u32* __restrict__ link,
-                                            const seg_done_t* done, u32 width, u32 eb, u64 key, u32 v,
-                                            bool first) {
+                                            const seg_done_t* done, u32 width, u32 eb, u64 key, u32 v) {
     const u32 eid = seg_eid(key, eb);
-    u32 ra = eid >> 2, rb = seg_other(eid, width);
-    if (!first) {
-        const u32 ca = comp[ra], cb = comp[rb];
-        const u32 fa = done[ca], fb = done[cb];
-        ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
-        rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
-    }
+    const u32 pa = eid >> 2, pb = seg_other(eid, width);
+    const u32 ca = comp[pa], cb = comp[pb];
+    const u32 fa = done[ca], fb = done[cb];
+    const u32 ra = (fa & SEG_JOINED) ? seg_find(link, ca) : ca;
+    const u32 rb = (fb & SEG_JOINED) ? seg_find(link, cb) : cb;
     return ra == v ? rb : ra;
 }
 
-// Step 2: targets of the roots (every pixel in a phase's first round, else the previous round's
-// active roots): the far component of the least alive edge (the paper's Algorithm 5 'sources');
-// a root without alive edges is done in merge rounds. Resets the root's exit (its tree and
-// least key are clear already: segment_core clears them after their last use, segment_init or
-// segment_tiles set them up); the roots that stay active go to out_list / *out_count.
-__device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
-                    u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
-                    u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
-                    u32 in_n, u32* out_list, u32* out_count, bool allow_spec) {
-    // First merge round: every pixel is a root of itself, so an edge's ends are its components.
-    bool first = mode == SEG_MODE_MERGE && use_list == SEG_ALL_SINGLE;
+// Step 2 in the finishers (the launched rounds fuse it with step 3: segment_targets_trees):
+// targets of the previous round's active roots: the far component of the least alive edge (the
+// paper's Algorithm 5 'sources'); a root without alive edges is done in merge rounds. Resets the
+// root's exit (its tree and least key are clear already: segment_core clears them after their
+// last use, segment_tiles sets them up); the roots that stay active go to out_list / *out_count.
+__device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
+                                                 u64* tkey, u32* target, u64* exitk, seg_done_t* done, u32 width,
+                                                 u32 eb, u32 mode, u32* ctl, u32* mctl, u32 r,
+                                                 const u32* __restrict__ in_list, u32 in_n, u32* out_list,
+                                                 u32* out_count) {
     u32 ev = 0;
-    u32 count = use_list == SEG_LIST ? in_n : n;
-    const bool spec = allow_spec && SEG_SPEC && SEG_KEEP && !first && mode == SEG_MODE_MERGE && count <= SEG_SPEC_MAX;
-    SEG_BLOCK_LOOP(i, count) {
-        bool in = i < count, keep = false;
-        u32 v = in ? (use_list == SEG_LIST ? in_list[i] : i) : 0u;
+    SEG_BLOCK_LOOP(i, in_n) {
+        bool in = i < in_n, keep = false;
+        u32 v = in ? in_list[i] : 0u;
         // The root's words are loaded together, then both ends of its edge (latency-bound).
         u64 key = in ? best[v] : SEG_NO_EDGE;
-        u32 fv = in ? (first ? 0u : (u32)done[v]) : 1u;
-        // With SEG_SPEC the last target and key too, before the flag says they are needed.
-        u32 tv = in && spec ? target[v] : 0u;
-        u64 tk = in && spec ? tkey[v] : 0ull;
-        bool root = in && (first || (fv & SEG_JOINED) == 0);
+        u32 fv = in ? (u32)done[v] : 1u;
+        bool root = in && (fv & SEG_JOINED) == 0;
         u32 dv = fv & 1u;
-        // A kept component's pixels left best alone (SEG_KEEP): its key is last round's.
-        if (SEG_KEEP && root && mode == SEG_MODE_MERGE && dv == 0) {
-            if (spec) {
-                if ((fv & SEG_KEEP_BIT) && seg_kept_far(link, done, tv)) key = tk;
-            } else if (seg_kept(link, done, target, v, fv)) {
-                key = tkey[v];
-            }
-        }
+        // A kept component's pixels left best alone (SEG_KEEP_BIT): its key is last round's.
+        if (root && mode == SEG_MODE_MERGE && dv == 0 && seg_kept(link, done, target, v, fv)) key = tkey[v];
         if (root) {
             target[v] = SEG_NONE;
             exitk[v] = SEG_NO_EDGE;
-            if ((mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || dv == 0) {
+            if (dv == 0) {
                 if (key == SEG_NO_EDGE) {
                     if (mode == SEG_MODE_MERGE) {
                         done[v] = 1;
@@ -494,7 +423,7 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
                     }
                 } else {
                     tkey[v] = key;
-                    target[v] = seg_far_root(comp, link, done, width, eb, key, v, first);
+                    target[v] = seg_far_root(comp, link, done, width, eb, key, v);
                     keep = true;
                 }
             }
@@ -502,14 +431,4 @@ __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, c
         seg_append_block(out_list, out_count, keep, v);
     }
     seg_count(ctl, mctl, r, ev, 0);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    segment_targets(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best, u64* tkey, u32* target,
-                    u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 n, u32 eb, u32 mode, u32* ctl, u32* mctl,
-                    u32 gate, u32 r, u32 use_list, const u32* __restrict__ in_list,
-                    const u32* __restrict__ in_count, u32* out_list, u32* out_count) {
-    u32 in_n;
-    if (!seg_round_start(ctl, gate, use_list == SEG_LIST ? in_count : ctl, in_n)) return;
-    seg_targets_body(comp, link, best, tkey, target, tree, exitk, done, width, n, eb, mode, ctl, mctl, gate, r, use_list, in_list, in_n, out_list, out_count, true);
 }

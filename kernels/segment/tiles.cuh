@@ -15,15 +15,9 @@
 // member is counted over its tree's list). Exact: the rounds' invariant (every component is
 // Kruskal's just before its least alive edge) holds whichever trees a round decides; the CPU
 // model (boruvka.rs, round 1 with tiles) leaves the same trees.
-#ifndef SEG_TILE_W
-#define SEG_TILE_W 32
-#endif
-#ifndef SEG_TILE_H
-#define SEG_TILE_H 16
-#endif
-#ifndef SEG_TILE_TREE
-#define SEG_TILE_TREE 32
-#endif
+#define SEG_TILE_W 32    // tile width (boruvka.rs TILE_W: the CPU model leaves the same trees)
+#define SEG_TILE_H 16    // tile height (boruvka.rs TILE_H); a 512-thread block, a pixel a thread
+#define SEG_TILE_TREE 32 // most members of a tree decided here (each core member ranks itself over the tree)
 #define SEG_TILE_PX (SEG_TILE_W * SEG_TILE_H)
 #define SEG_TILE_OUT 0xffffu
 
@@ -38,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
     segment_tiles(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u16* round,
                   const double* __restrict__ w4, u32* order, u32 width, u32 height, u32 eb,
                   double k, u32* ctl, u32* mctl, u32* frontier_count, u64* best, u32* target, u32* tree,
-                  u64* tcnt, u32 init, u32* root_list, u32* root_count, u32 roots) {
+                  u64* tcnt, u32* root_list, u32* root_count) {
     __shared__ u64 skey[SEG_TILE_PX];      // the pixel's least key
     __shared__ double swt[SEG_TILE_PX];    // its weight
     __shared__ u64 sexit[SEG_TILE_PX];     // per tree (at its id): least key leaving it
@@ -77,13 +71,12 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
         double w = 0.0;
         if (in) {
             o = order[p];
-            if (init) {
-                // segment_init's per-pixel words, written here (`init`: its launch skipped them),
-                // one coalesced pass fewer; the writes below by any thread of the block follow
-                // them (the barriers order a block's global writes).
-                seg_init_pixel(comp, link, size, cint, done, best, target, tree, tcnt, round, p);
-                if (SEG_ORD_CUR(o) != 0) order[p] = o & ~(15u << 24);
-            }
+            // The pixel's starting words (a component of its own, cursor at its first edge),
+            // written as the pixel is read: no pass of its own over the per-pixel arrays; the
+            // writes below by any thread of the block follow them (the barriers order a block's
+            // global writes).
+            seg_init_pixel(comp, link, size, cint, done, best, target, tree, tcnt, round, p);
+            if (SEG_ORD_CUR(o) != 0) order[p] = o & ~(15u << 24);
             cnt = SEG_ORD_CNT(o);
             if (cnt > 0) {
                 u32 q, id;
@@ -215,9 +208,8 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
                 cint[p] = slast[t];
             }
         }
-        // The roots round 1 leaves, for round 2's segment_targets (`roots`; else it scans every
-        // pixel for them).
-        if (roots) seg_append_block(root_list, root_count, in && !joined, p);
+        // The roots round 1 leaves: round 2's root list (segment_targets_trees).
+        seg_append_block(root_list, root_count, in && !joined, p);
     }
     seg_count(ctl, mctl, 1, ev, mg);
 }

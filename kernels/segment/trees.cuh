@@ -12,8 +12,7 @@ __device__ __forceinline__ u32 seg_walk(const seg_done_t* done, const u32* tree,
                                         u32 tx, F target_of) {
     while (true) {
         u32 y = tx;
-        u32 fy = (flags || (SEG_MS_SINK && mode == SEG_MODE_MIN_SIZE)) ? (u32)((volatile const seg_done_t*)done)[y]
-                                                                       : 0u;
+        u32 fy = (flags || mode == SEG_MODE_MIN_SIZE) ? (u32)((volatile const seg_done_t*)done)[y] : 0u;
         u32 known = ((volatile const u32*)tree)[y];
         u32 ty = EAGER ? target_of(y, fy) : SEG_NONE;
         if (SEG_SINK(mode, fy)) return y;
@@ -27,21 +26,20 @@ __device__ __forceinline__ u32 seg_walk(const seg_done_t* done, const u32* tree,
 
 // Step 3: the tree of every active root: follow targets (keys fall strictly along them) to the
 // mutual pair (the paper's Algorithm 6 finds the same pairs) or, in min_size rounds, a sink
-// (SEG_MS_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
+// (see SEG_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
 // a root whose tree another thread already wrote (a benign race: tree[x] is either SEG_NONE or
 // final). Every root counts itself in its tree (tcnt, one atomicAdd per warp and tree), and
 // the first to count lists the tree (hlist), so segment_alloc can give each tree its range
-// while segment_exits runs.
+// while segment_exits runs. The finishers' step 3 (the launched rounds fuse it with step 2:
+// segment_targets_trees).
 __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
-                                         const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
-                                         u32* hcount, const u32* __restrict__ ctl,
-                                         u32 gate, const u32* __restrict__ rlist, u32 nr) {
+                                               const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
+                                               u32* hcount, const u32* __restrict__ rlist, u32 nr) {
     SEG_BLOCK_LOOP(i, nr) {
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         // Each step loads the next root's flag, target and tree together (one round trip a
-        // step). (The walk before loaded a root's tree, then its target, then the target's
-        // target: three round trips a step; measured 10-20 us slower at 1080p.)
+        // step, not three).
         u32 t = SEG_NONE;
         if (in) t = seg_walk<true>(done, tree, mode, false, v, target[v], [&](u32 y, u32) { return target[y]; });
         if (in) tree[v] = t;
@@ -55,38 +53,29 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    segment_trees(const u32* __restrict__ target, u32* tree, const seg_done_t* __restrict__ done, u32 mode,
-                  u64* tcnt, u32* hlist, u32* hcount, const u32* __restrict__ ctl, u32 gate,
-                  const u32* __restrict__ rlist, const u32* __restrict__ rcount) {
-    u32 nr;
-    if (!seg_round_start(ctl, gate, rcount, nr)) return;
-    seg_trees_body(target, tree, done, mode, tcnt, hlist, hcount, ctl, gate, rlist, nr);
-}
-
-// Steps 2 and 3 in one launch (segment_targets_trees, the launched rounds from
-// MORPHOSCOPE_SEG_FUSE_FROM on, over the previous round's roots): a root takes its target as in
-// segment_targets, then walks to its tree as segment_trees does, computing each root's target on
-// the way from that root's least key (seg_target_of) instead of reading what another thread may
-// not have written yet. Needs every root's tree unset and least key intact when it starts:
-// segment_core clears both after its last use (segment_targets clears them itself), and here
-// a root's target is written once, with its final value. One dependent step a round fewer.
+// Steps 2 and 3 in one launch (segment_targets_trees, every launched round, over the previous
+// round's roots, or the lists of segment_tiles and segment_reset_done that start a phase): a
+// root takes its target as seg_targets_body does, then walks to its tree as seg_trees_body
+// does, computing each root's target on the way from that root's least key (seg_target_of)
+// instead of reading what another thread may not have written yet. Needs every root's tree
+// unset and least key intact when it starts: segment_core clears both after its last use, and
+// here a root's target is written once, with its final value. One dependent step a round fewer.
 __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const u32* __restrict__ link,
                                              const u64* best, const u64* tkey, const u32* target,
                                              const seg_done_t* done, u32 width, u32 eb, u32 mode, u32 y, u32 fy,
                                              bool own, u64& key) {
     key = best[y];
-    // A kept root's least key is last round's (SEG_KEEP). Its own thread tells as seg_kept does,
+    // A kept root's least key is last round's (SEG_KEEP_BIT). Its own thread tells as seg_kept does,
     // from its last target (read before it writes the new one). A walker cannot read that word
     // (its thread may be rewriting it), but every root a walk reaches has an alive edge (to the
     // root it came from), so there "kept" is "no pixel of it posted a key": segment_least skips
     // exactly the kept components' pixels, and any other pixel with an alive edge posts one.
-    if (SEG_KEEP && mode == SEG_MODE_MERGE && (fy & 1u) == 0 && (fy & SEG_KEEP_BIT)) {
+    if (mode == SEG_MODE_MERGE && (fy & 1u) == 0 && (fy & SEG_KEEP_BIT)) {
         bool kept = own ? seg_kept_far(link, done, target[y]) : key == SEG_NO_EDGE;
         if (kept) key = tkey[y];
     }
     if (key == SEG_NO_EDGE) return SEG_NONE;
-    return seg_far_root(comp, link, done, width, eb, key, y, false);
+    return seg_far_root(comp, link, done, width, eb, key, y);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -106,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(256)
         u32 dv = fv & 1u, tv = SEG_NONE;
         if (root) {
             exitk[v] = SEG_NO_EDGE;
-            if ((mode == SEG_MODE_MIN_SIZE && !SEG_MS_SINK) || dv == 0) {
+            if (dv == 0) {
                 u64 key;
                 tv = seg_target_of(comp, link, best, tkey, target, done, width, eb, mode, v, fv, true, key);
                 if (tv == SEG_NONE) {
@@ -151,7 +140,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
                                          const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
                                          const u32* __restrict__ ctl,
                                          u32 gate, const u32* __restrict__ flist, u32 nf, bool allow_spec) {
-    const bool spec = allow_spec && SEG_SPEC && nf <= SEG_SPEC_MAX;
+    const bool spec = allow_spec && nf <= SEG_SPEC_MAX;
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
         u32 p = flist[i];
         u32 c = comp[p];  // current: segment_least resolved it this round
@@ -234,7 +223,7 @@ __device__ __forceinline__ void seg_join(u32* link, seg_done_t* done, u16* round
 // along such edges): the caterpillar of the members left walks the same steps with the same
 // |R| and Int. The tree's id counts as a member; a tree of it alone is not listed. Flat
 // regions (video, upscaled frames) made trees of thousands of members whose keys crowd one
-// weight, which the large trees' kernel radix-sorted (see SEG_CROWD_SHARED).
+// weight, which the large trees' kernel would otherwise radix-sort (crowded keys).
 __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
@@ -264,8 +253,8 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
             ++ev;
         }
         // An active merge-round root (flag 0 or SEG_KEEP_BIT) outside the core keeps its least
-        // edge for the next round (SEG_KEEP).
-        else if (SEG_KEEP && listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
+        // edge for the next round.
+        else if (listed && mode == SEG_MODE_MERGE) done[v] = join ? 0u : SEG_KEEP_BIT;
         u32 lane = threadIdx.x & 31u;
         u32 group = __match_any_sync(FULL_MASK, listed ? t : SEG_NONE);
         u32 joined = __ballot_sync(FULL_MASK, join) & group;
@@ -286,8 +275,8 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
         u32 cls = !last || c <= 1u ? 4u
                   : c <= 8u ? 0u
                   : c <= 32u ? 1u
-                  : c <= SEG_CAT_MID_CAP || (SEG_MID_SINKS && SEG_SINK(mode, (u32)done[t])) ? 2u
-                                                                                          : 3u;
+                  : c <= SEG_CAT_MID_CAP || SEG_SINK(mode, (u32)done[t]) ? 2u
+                                                                         : 3u;
         seg_append_by_class(tlist, tcount, slist, scount, mlist, mcount, blist, bcount, xcount, join, cls, t);
     }
     seg_count(ctl, mctl, r, ev, ev);
@@ -308,9 +297,8 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
 // jarr (joff) for all its members (segment_trees counted them in tcnt; segment_core fills the
-// range's first slots with the core and lists the tree by the core's size). Before, a pass after
-// segment_core counted the core and gave the ranges, and a scatter pass filled them: two more
-// dependent launches a round.
+// range's first slots with the core and lists the tree by the core's size), off the round's
+// critical path.
 __device__ __forceinline__ void seg_alloc_body(u64* tcnt, u32* joff, u32* cursor,
                                          const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,

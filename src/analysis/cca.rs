@@ -6,7 +6,8 @@
 //! a merged track's predicted box; a track's tentative frames come in the line of the frame that
 //! confirmed it) and `components.jsonl` (the component table of each frame with track ids, plus
 //! `merges` — components holding several tracks — and `backfill` — earlier frames' components of
-//! tracks confirmed in this frame — when there are any).
+//! tracks confirmed in this frame — when there are any). The tracker's appearance includes each
+//! component's mean grey level on the CPU path, where the frame is on the host.
 //!
 //! The motion background lives on the device in one buffer handed from slot to slot: each
 //! slot's stage takes it from a shared cell before enqueueing its frame and puts it back after,
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
@@ -108,9 +109,17 @@ fn id_colour(id: u64) -> [u8; 4] {
     [(r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8, 255]
 }
 
-/// The component table handed to `finish` (the label image is not needed by the tracker).
-fn payload_output(table: ComponentTable) -> OpOutput {
-    OpOutput { op: "cca", payload: Some(Payload::new(table)), ..Default::default() }
+/// What `run_cpu` and the GPU stage hand to `finish` (the label image is not needed by the
+/// tracker): the component table, and each component's mean grey level for the tracker's
+/// appearance (measured from the host frame on the CPU path; empty on the GPU path, where the
+/// frame stays on the device).
+struct Labeled {
+    table: ComponentTable,
+    grey: Vec<Option<f64>>,
+}
+
+fn payload_output(table: ComponentTable, grey: Vec<Option<f64>>) -> OpOutput {
+    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table, grey })), ..Default::default() }
 }
 
 impl Analysis for Cca {
@@ -141,17 +150,17 @@ impl Analysis for Cca {
             Some(g16) => self.cpu.process(g16.view(), &p)?,
             None => self.cpu.process(input.gray.view(), &p)?,
         };
+        let grey = self.mean_grey_levels(&out.table, input);
         timings.push(("ccl_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(payload_output(out.table))
+        Ok(payload_output(out.table, grey))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
-    fn finish(&mut self, output: OpOutput, input: &FrameInput) -> OpOutput {
-        let Some(table) = output.payload.as_ref().and_then(|p| p.get::<ComponentTable>()) else { return output };
-        let grey = self.mean_grey_levels(table, input);
-        // `FrameInput` carries no timestamp: the tracker's clock runs on `tracker.frame_rate`.
-        let tracked = self.tracker.update(table, &grey, None);
+    fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
+        let Some(Labeled { table, grey }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
+        // `FrameMeta` carries no timestamp: the tracker's clock runs on `tracker.frame_rate`.
+        let tracked = self.tracker.update(table, grey, None);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -231,16 +240,16 @@ impl GpuStage for CcaStage {
     fn ordered(&self) -> bool {
         true // the motion background lives on the device from frame to frame
     }
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
         let p = settings.cca.params();
         let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
         std::mem::swap(&mut self.ccl.background, &mut shared);
-        let r = self.ccl.enqueue(stream, timer, frame.gray, frame.width, frame.height, &p);
+        let r = self.ccl.enqueue(timer, frame.gray, &p);
         std::mem::swap(&mut self.ccl.background, &mut shared);
         r
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
-        Ok(payload_output(self.ccl.download_table(stream)?))
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
+        Ok(payload_output(self.ccl.download_table(stream)?, Vec::new()))
     }
 }
 
@@ -264,7 +273,8 @@ mod tests {
         let mut cca = Cca::new(&settings).unwrap();
         let mut run = |f: FrameInput| {
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            cca.finish(out, &f)
+            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            cca.finish(out, &meta)
         };
         for i in 0..8 {
             let out = run(frame(i, Some(10 + i as usize)));
@@ -302,7 +312,8 @@ mod tests {
         for i in 0..12 {
             let f = frame(i);
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let out = cca.finish(out, &f);
+            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            let out = cca.finish(out, &meta);
             for (file, r) in out.records {
                 if file == "tracks.csv" {
                     csv.push(r);

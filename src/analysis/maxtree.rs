@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use crate::compose::DeviceRaster;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
@@ -18,8 +19,8 @@ pub type MaxtreeSettings = MaxtreeParams;
 
 fn output(out: &MaxtreeOutput) -> OpOutput {
     let raster = match &out.residue {
-        DynImage::Gray8(r) => Some(Raster::Gray(Arc::new(r.clone()))),
-        DynImage::Gray16(r) => Some(Raster::Gray(Arc::new(r.map(|v| (v >> 8) as u8)))),
+        DynImage::Gray8(r) => Some(Raster::Residue(Arc::new(r.clone()))),
+        DynImage::Gray16(r) => Some(Raster::Residue(Arc::new(r.map(|v| (v >> 8) as u8)))),
         _ => None,
     };
     OpOutput { op: "maxtree", summary: out.summary(), layer: Layer { raster, shapes: Vec::new() }, data: OpData::None, ..Default::default() }
@@ -70,10 +71,16 @@ struct MaxtreeStage {
 }
 
 impl GpuStage for MaxtreeStage {
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.maxtree)
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+        self.gpu.enqueue(timer, frame.gray, &settings.maxtree)
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
-        Ok(output(&self.gpu.download(stream)?))
+    /// The node count and the residue's statistics (reduced on the device); the residue itself
+    /// stays there for the compose step.
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
+        let summary = self.gpu.download_summary(stream)?.summary();
+        Ok(OpOutput { op: "maxtree", summary, ..Default::default() })
+    }
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
+        self.gpu.residue().map(DeviceRaster::Residue)
     }
 }

@@ -16,12 +16,14 @@ pub mod types;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
 pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, Shape, TrackInfo};
 
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::compose::DeviceRaster;
+
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 
@@ -44,6 +46,19 @@ pub struct OpSettings {
 }
 
 impl OpSettings {
+    /// Whether analysis `name` (its settings section) is enabled.
+    #[must_use]
+    pub fn is_enabled(&self, name: &str) -> bool {
+        match name {
+            "preprocess" => self.preprocess.enabled,
+            "maxtree" => self.maxtree.enabled,
+            "cca" => self.cca.enabled,
+            "orientation" => self.orientation.enabled,
+            "segmentation" => self.segmentation.enabled,
+            _ => false,
+        }
+    }
+
     /// Range checks; `Err((key, message))`.
     pub fn validate(&self) -> Result<(), (String, String)> {
         self.preprocess.validate().map_err(|m| ("preprocess".to_owned(), m))?;
@@ -69,18 +84,44 @@ pub struct FrameInput {
     pub gray16: Option<Arc<Image<u16>>>,
 }
 
-/// What every GPU stage sees of a frame: device buffers filled by the ring before the stages run.
-pub struct GpuFrame<'a> {
-    /// Packed grey frame on the device.
-    pub gray: &'a CudaSlice<u8>,
-    /// Packed RGB (3 bytes a pixel) on the device, when the source is colour.
-    pub rgb: Option<&'a CudaSlice<u8>>,
+/// What every GPU stage sees of a frame: device buffers filled by the ring before the stages
+/// run, on the slot's stream (`gray.stream`).
+pub struct DeviceFrame<'a> {
+    /// Packed grey frame.
+    pub gray: DeviceImage<'a, u8>,
+    /// Packed RGB frame (3 samples a pixel), when the source is colour.
+    pub rgb: Option<DeviceImage<'a, u8>>,
+    /// Index of the frame in its source (as [`FrameInput::index`]).
+    pub index: u64,
+}
+
+impl DeviceFrame<'_> {
+    /// The slot's stream, which every stage enqueues on.
+    #[must_use]
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.gray.stream
+    }
+    /// Width in pixels.
+    #[must_use]
+    pub fn width(&self) -> usize {
+        self.gray.width
+    }
+    /// Height in pixels.
+    #[must_use]
+    pub fn height(&self) -> usize {
+        self.gray.height
+    }
+}
+
+/// What the completion side knows of a frame (no pixels: on the GPU they stay on the device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameMeta {
+    /// Frame index from the source.
+    pub index: u64,
     /// Width in pixels.
     pub width: usize,
     /// Height in pixels.
     pub height: usize,
-    /// Index of the frame in its source (as [`FrameInput::index`]).
-    pub index: u64,
 }
 
 /// One analysis of the pipeline.
@@ -97,23 +138,33 @@ pub trait Analysis: Send {
     /// `run_cpu` for it after the slot completes).
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError>;
     /// In-order host step after the CPU or GPU result (cross-frame state such as tracks).
-    fn finish(&mut self, output: OpOutput, _input: &FrameInput) -> OpOutput {
+    fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
         output
+    }
+    /// In-order step on the GPU path, after [`Analysis::finish`]: the frame's overlay on the
+    /// device for the compose step. The default is the stage's own layer; an analysis that
+    /// shows an earlier frame's result (segmentation's `every`) keeps its own device copy.
+    fn device_layer<'a>(
+        &'a mut self,
+        stage: &'a mut dyn GpuStage,
+        _stream: &Arc<CudaStream>,
+        _frame: &FrameMeta,
+    ) -> Result<Option<DeviceRaster<'a>>, OpError> {
+        Ok(stage.device_layer())
     }
 }
 
 /// The part of an analysis that lives in one ring slot: device buffers and resolved kernels.
 pub trait GpuStage: Send {
-    /// Enqueues this frame's work on the slot's stream (no host synchronisation).
-    fn enqueue(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        timer: &mut KernelTimer,
-        frame: &GpuFrame<'_>,
-        settings: &OpSettings,
-    ) -> Result<(), OpError>;
-    /// After the slot's work completed: copies results back and builds the output.
-    fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError>;
+    /// Enqueues this frame's work on the frame's stream (no host synchronisation).
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError>;
+    /// After the slot's work completed: reads back this frame's small results (tables, counts,
+    /// spectra — never a picture) and builds the output.
+    fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError>;
+    /// This frame's overlay layer on the device (valid until the next `enqueue`), or `None`.
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
+        None
+    }
     /// True when the stage carries device state from one frame to the next (it then runs after
     /// the previous frame's ordered stages; others run without waiting for other frames).
     fn ordered(&self) -> bool {

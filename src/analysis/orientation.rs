@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use crate::compose::DeviceRaster;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
@@ -16,12 +17,12 @@ use crate::ops::linear_opening::{OrientationGpu, OrientationParams, orientation,
 /// `[orientation]` is the op's own parameter struct.
 pub type OrientationSettings = OrientationParams;
 
-fn output(angles_deg: &[f64], spectrum: &[f64], closing: bool, colour: Image<[u8; 3]>) -> OpOutput {
+fn output(angles_deg: &[f64], spectrum: &[f64], closing: bool, colour: Option<Image<[u8; 3]>>) -> OpOutput {
     let panel = angles_deg.iter().zip(spectrum).map(|(&a, &s)| (a as f32, s)).collect();
     OpOutput {
         op: "orientation",
         summary: spectrum_summary(angles_deg, spectrum, closing),
-        layer: Layer { raster: Some(Raster::Rgb(Arc::new(colour))), shapes: Vec::new() },
+        layer: Layer { raster: colour.map(|c| Raster::Colour(Arc::new(c))), shapes: Vec::new() },
         data: OpData::Spectrum(panel),
         ..Default::default()
     }
@@ -57,7 +58,7 @@ impl Analysis for Orientation {
         let out = orientation(input.gray.view(), &self.settings)?;
         let colour = out.colour();
         timings.push(("linear_opening_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(output(&out.angles_deg, &out.spectrum, out.closing, colour))
+        Ok(output(&out.angles_deg, &out.spectrum, out.closing, Some(colour)))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(OrientationStage { gpu: OrientationGpu::new(gpu)? })))
@@ -69,14 +70,16 @@ struct OrientationStage {
 }
 
 impl GpuStage for OrientationStage {
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
-        self.gpu.enqueue(stream, timer, frame.gray, frame.width, frame.height, &settings.orientation)
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+        self.gpu.enqueue(timer, frame.gray, &settings.orientation)
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _input: &FrameInput) -> Result<OpOutput, OpError> {
-        // The pipeline shows the colour picture and the spectrum; the strength and angle maps
-        // stay on the device (`image --op orientation` downloads them).
+    /// The spectrum only: the colour picture stays on the device for the compose step, and the
+    /// strength and angle maps are read back only by `image --op orientation`.
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         let spectrum = self.gpu.download_spectrum(stream)?;
-        let colour = self.gpu.download_colour(stream)?;
-        Ok(output(self.gpu.angles_deg(), &spectrum, self.gpu.closing(), colour))
+        Ok(output(self.gpu.angles_deg(), &spectrum, self.gpu.closing(), None))
+    }
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
+        self.gpu.colour().map(DeviceRaster::Colour)
     }
 }

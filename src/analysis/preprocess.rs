@@ -1,10 +1,16 @@
 //! The `preprocess` analysis: grey-level statistics of every frame (the grey conversion itself
 //! is done by the engine before any analysis runs: on the GPU by `preprocess_rgb_to_gray` in the
-//! ring, on the CPU by `ops::preprocess`). Summary: mean, min, max grey level.
+//! ring, on the CPU by `ops::preprocess`). Summary: mean, min, max grey level, from the frame's
+//! 256-bin histogram (on the GPU a histogram kernel; only the bins are read back).
 
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, FrameInput, GpuStage, Layer, OpData, OpOutput, OpSettings};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings};
+use crate::gpu::KernelTimer;
+use crate::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram};
 use crate::gpu::GpuContext;
 use crate::ops::OpError;
 
@@ -56,25 +62,29 @@ impl Analysis for Preprocess {
     }
     fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
         let t = std::time::Instant::now();
-        let (mut lo, mut hi, mut sum) = (u8::MAX, u8::MIN, 0u64);
-        for row in input.gray.rows() {
-            for &v in row {
-                lo = lo.min(v);
-                hi = hi.max(v);
-                sum += u64::from(v);
-            }
-        }
-        let n = input.gray.len().max(1) as f64;
+        let stats = GrayStats::from_histogram(&gray_histogram(input.gray.view()));
         timings.push(("preprocess_stats".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(OpOutput {
-            op: "preprocess",
-            summary: serde_json::json!({ "mean_gray": sum as f64 / n, "min_gray": lo, "max_gray": hi }),
-            layer: Layer::default(),
-            data: OpData::None,
-            ..Default::default()
-        })
+        Ok(output(&stats))
     }
-    fn gpu_stage(&self, _gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(None)
+    fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
+        Ok(Some(Box::new(PreprocessStage { histogram: GrayHistogramGpu::new(gpu)? })))
+    }
+}
+
+fn output(stats: &GrayStats) -> OpOutput {
+    OpOutput { op: "preprocess", summary: stats.summary(), layer: Layer::default(), data: OpData::None, ..Default::default() }
+}
+
+/// The grey histogram on the device; 256 bins read back.
+struct PreprocessStage {
+    histogram: GrayHistogramGpu,
+}
+
+impl GpuStage for PreprocessStage {
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, _settings: &OpSettings) -> Result<(), OpError> {
+        self.histogram.enqueue(timer, frame.gray)
+    }
+    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
+        Ok(output(&GrayStats::from_histogram(&self.histogram.download(stream)?)))
     }
 }

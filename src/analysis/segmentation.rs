@@ -24,19 +24,17 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, FrameInput, GpuFrame, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
+use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
+use crate::compose::{DeviceRaster, SegmentCount, Segments};
 use crate::gpu::launch::alloc_zeroed;
-use crate::gpu::{GpuContext, KernelTimer};
+use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 use crate::ops::preprocess::{downscale_box, downscale_function, downscaled_size, enqueue_downscale};
 use crate::ops::segment::boruvka::felzenszwalb_boruvka;
 use crate::ops::segment::cpu::felzenszwalb_interleaved;
-use crate::ops::segment::{
-    OverlayMode, SegmentGpu, SegmentOutput, SegmentParams, overlay_segments_gray, overlay_segments_rgb,
-    upsample_labels,
-};
+use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
 
 /// Colour of the segment boundaries in the overlay.
 const BOUNDARY: [u8; 3] = [255, 255, 0];
@@ -142,39 +140,49 @@ impl SegmentationSettings {
     }
 }
 
-/// The overlay and summary of a segmentation of `input` (colour when it was segmented in colour).
-fn overlay(out: &SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
-    let picture = match input.rgb.as_deref() {
-        Some(rgb) => overlay_segments_rgb(rgb.view(), out, settings.fill, settings.boundary())?,
-        None => overlay_segments_gray(input.gray.view(), out, settings.fill, settings.boundary())?,
-    };
+/// The overlay raster of a segmentation of a `width` x `height` frame: its labels (possibly
+/// downscaled: the compose step upsamples them and fills each segment from the frame's pixels).
+fn raster(out: &SegmentOutput, labels: Arc<Image<u32>>, width: usize, settings: &SegmentationSettings) -> Raster {
+    let factor = if labels.width() == width { 1 } else { settings.downscale as usize };
+    let (label_width, label_height) = (labels.width(), labels.height());
+    let segments = Segments { labels, label_width, label_height, factor, fill: settings.fill, boundary: settings.boundary() };
+    Raster::Segments { segments, count: out.segment_count }
+}
+
+/// The summary of a segmentation (with its `downscale`).
+fn summary(out: &SegmentOutput, settings: &SegmentationSettings) -> serde_json::Value {
     let mut summary = out.summary();
     if settings.downscale > 1
         && let Some(m) = summary.as_object_mut()
     {
         m.insert("downscale".into(), settings.downscale.into());
     }
-    Ok(OpOutput {
-        op: "segmentation",
-        summary,
-        layer: Layer { raster: Some(Raster::Rgb(Arc::new(picture))), shapes: Vec::new() },
-        data: OpData::None,
-        ..Default::default()
-    })
+    summary
 }
 
-/// A segmented frame's labels, handed to `finish` (which keeps them for skipped frames).
+/// A segmented frame's overlay and summary, handed to `finish` (which keeps them for the frames
+/// `every` skips).
 #[derive(Debug)]
 struct Segmented {
     index: u64,
-    out: SegmentOutput,
+    width: usize,
+    height: usize,
+    raster: Option<Raster>,
+    summary: serde_json::Value,
 }
 
-/// The output of a segmented frame: the overlay, with the labels as payload.
-fn output(out: SegmentOutput, input: &FrameInput, settings: &SegmentationSettings) -> Result<OpOutput, OpError> {
-    let mut o = overlay(&out, input, settings)?;
-    o.payload = Some(Payload::new(Segmented { index: input.index, out }));
-    Ok(o)
+/// The output of a segmented frame: the summary, the labels as the layer's raster (when they
+/// were read back: the CPU path), and the same as payload for `finish`.
+fn output(seg: Segmented) -> OpOutput {
+    let raster = seg.raster.clone();
+    OpOutput {
+        op: "segmentation",
+        summary: seg.summary.clone(),
+        layer: Layer { raster, shapes: Vec::new() },
+        data: OpData::None,
+        payload: Some(Payload::new(seg)),
+        ..Default::default()
+    }
 }
 
 /// The output of a frame that `every` skips (filled in by `finish`).
@@ -188,17 +196,30 @@ pub struct Segmentation {
     settings: SegmentationSettings,
     /// The last segmented frame's labels (a [`Segmented`]), for the frames `every` skips.
     last: Option<Payload>,
+    /// GPU with `every > 1`: a device copy of the last segmented frame's labels (the ring slot
+    /// that computed them is reused), with their size and segment count.
+    last_labels: Option<DeviceLabels>,
+}
+
+/// A segmentation's labels kept on the device (see [`Segmentation::device_layer`]).
+#[derive(Debug)]
+struct DeviceLabels {
+    labels: CudaSlice<u32>,
+    width: usize,
+    height: usize,
+    count: usize,
 }
 
 impl Segmentation {
     /// From settings.
     pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
         settings.segmentation.validate()?;
-        Ok(Self { settings: settings.segmentation.clone(), last: None })
+        Ok(Self { settings: settings.segmentation.clone(), last: None, last_labels: None })
     }
 
     /// The CPU segmentation of a frame: pack it, box-downscale it when `downscale > 1`, segment
-    /// it (Kruskal, or the rounds' model when a level is asked for), scale the labels back.
+    /// it (Kruskal, or the rounds' model when a level is asked for). The labels stay at the
+    /// downscaled size (the compose step scales them back).
     fn segment_cpu(
         &self,
         input: &FrameInput,
@@ -222,7 +243,7 @@ impl Segmentation {
                 SegmentOutput { labels, segment_count, level, ..out }
             }
         };
-        Ok(upsample_labels(out, w, h, f))
+        Ok(out)
     }
 }
 
@@ -249,9 +270,12 @@ impl Analysis for Segmentation {
         }
         let t = std::time::Instant::now();
         let params = self.settings.params();
-        let out = self.segment_cpu(input, colour_input(input, &self.settings), &params)?;
+        let mut out = self.segment_cpu(input, colour_input(input, &self.settings), &params)?;
         timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        output(out, input, &self.settings)
+        let (width, height) = (input.gray.width(), input.gray.height());
+        let labels = Arc::new(std::mem::replace(&mut out.labels, Image::new(0, 0, 0)));
+        let raster = raster(&out, labels, width, &self.settings);
+        Ok(output(Segmented { index: input.index, width, height, raster: Some(raster), summary: summary(&out, &self.settings) }))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(SegmentationStage {
@@ -261,10 +285,57 @@ impl Analysis for Segmentation {
             settings: self.settings.clone(),
             skipped: false,
             small: None,
+            count: 0,
         })))
     }
-    /// Keeps a segmented frame's labels; gives a skipped frame the last labels over its pixels.
-    fn finish(&mut self, mut output: OpOutput, input: &FrameInput) -> OpOutput {
+    /// The stage's labels for a segmented frame; with `every > 1` they are also copied into
+    /// the analysis' own buffer (in frame order, on the frame's stream), which the skipped
+    /// frames after it show.
+    fn device_layer<'a>(
+        &'a mut self,
+        stage: &'a mut dyn GpuStage,
+        stream: &Arc<CudaStream>,
+        frame: &FrameMeta,
+    ) -> Result<Option<DeviceRaster<'a>>, OpError> {
+        let every = self.settings.every > 1;
+        if let Some(DeviceRaster::Segments { segments, count }) = stage.device_layer() {
+            if every {
+                let (w, h) = (segments.label_width, segments.label_height);
+                let count = match count {
+                    SegmentCount::Host(n) => n,
+                    SegmentCount::Device(_) => 0,
+                };
+                if self.last_labels.as_ref().is_none_or(|l| l.labels.len() != w * h) {
+                    self.last_labels = None;
+                    let labels = alloc_zeroed::<u32>(stream, w * h, "kept segmentation labels", w, h)?;
+                    self.last_labels = Some(DeviceLabels { labels, width: w, height: h, count });
+                }
+                if let Some(kept) = self.last_labels.as_mut() {
+                    stream.memcpy_dtod(&segments.labels.slice(0..w * h), &mut kept.labels.slice_mut(0..w * h))?;
+                    (kept.width, kept.height, kept.count) = (w, h, count);
+                }
+            }
+            return Ok(stage.device_layer());
+        }
+        // A skipped frame: the kept labels, when they were computed at this frame's size.
+        let Some(kept) = self.last_labels.as_ref().filter(|_| every) else { return Ok(None) };
+        let factor = if kept.width == frame.width { 1 } else { self.settings.downscale as usize };
+        if (kept.width * factor.max(1)).abs_diff(frame.width) >= factor.max(1) * 2 {
+            return Ok(None);
+        }
+        let segments = Segments {
+            labels: &kept.labels,
+            label_width: kept.width,
+            label_height: kept.height,
+            factor,
+            fill: self.settings.fill,
+            boundary: self.settings.boundary(),
+        };
+        Ok(Some(DeviceRaster::Segments { segments, count: SegmentCount::Host(kept.count) }))
+    }
+    /// Keeps a segmented frame's result; gives a skipped frame the last one (drawn over its
+    /// own pixels by the compose step).
+    fn finish(&mut self, mut output: OpOutput, frame: &FrameMeta) -> OpOutput {
         if let Some(p) = output.payload.take() {
             if p.get::<Segmented>().is_some() {
                 self.last = Some(p);
@@ -272,18 +343,19 @@ impl Analysis for Segmentation {
             return output;
         }
         let Some(last) = self.last.as_ref().and_then(|p| p.get::<Segmented>()) else { return output };
-        if (last.out.labels.width(), last.out.labels.height()) != (input.gray.width(), input.gray.height()) {
+        if (last.width, last.height) != (frame.width, frame.height) {
             return output;
         }
-        match overlay(&last.out, input, &self.settings) {
-            Ok(mut o) => {
-                if let Some(m) = o.summary.as_object_mut() {
-                    m.insert("skipped".into(), true.into());
-                    m.insert("from_frame".into(), last.index.into());
-                }
-                o
-            }
-            Err(_) => output,
+        let mut summary = last.summary.clone();
+        if let Some(m) = summary.as_object_mut() {
+            m.insert("skipped".into(), true.into());
+            m.insert("from_frame".into(), last.index.into());
+        }
+        OpOutput {
+            op: "segmentation",
+            summary,
+            layer: Layer { raster: last.raster.clone(), shapes: Vec::new() },
+            ..Default::default()
         }
     }
 }
@@ -299,10 +371,13 @@ struct SegmentationStage {
     f_downscale: CudaFunction,
     /// The op's graph captures before the frame last enqueued (a capture costs host time).
     captures: u64,
+    /// The segment count of the frame last collected (for its device layer).
+    count: usize,
 }
 
 impl GpuStage for SegmentationStage {
-    fn enqueue(&mut self, stream: &Arc<CudaStream>, timer: &mut KernelTimer, frame: &GpuFrame<'_>, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+        let stream = frame.stream();
         self.settings = settings.segmentation.clone();
         self.skipped = !self.settings.segments(frame.index);
         if self.skipped {
@@ -310,14 +385,13 @@ impl GpuStage for SegmentationStage {
         }
         self.captures = self.gpu.graph_captures();
         let params = self.settings.params();
-        let (src, channels) = match frame.rgb.filter(|_| self.settings.colour) {
-            Some(rgb) => (rgb, 3),
-            None => (frame.gray, 1),
-        };
+        let image = frame.rgb.filter(|_| self.settings.colour).unwrap_or(frame.gray);
+        let channels = image.channels;
+        let (width, height) = (frame.width(), frame.height());
         let f = self.settings.downscale as usize;
-        let (sw, sh) = downscaled_size(frame.width, frame.height, f);
-        if (sw, sh) == (frame.width, frame.height) {
-            self.gpu.enqueue_channels(stream, timer, src, frame.width, frame.height, channels, &params)?;
+        let (sw, sh) = downscaled_size(width, height, f);
+        if (sw, sh) == (width, height) {
+            self.gpu.enqueue(timer, image, &params)?;
         } else {
             let len = sw * sh * channels;
             if self.small.as_ref().is_none_or(|b| b.len() != len) {
@@ -328,46 +402,69 @@ impl GpuStage for SegmentationStage {
             let func = &self.f_downscale;
             let mut failed = None;
             timer.time(stream, "segment_downscale", || {
-                failed = enqueue_downscale(func, stream, src, small, frame.width, frame.height, channels, f).err();
+                failed = enqueue_downscale(func, image, small, f).err();
                 Ok(())
             })?;
             if let Some(e) = failed {
                 return Err(e);
             }
-            self.gpu.enqueue_channels(stream, timer, small, sw, sh, channels, &params)?;
+            self.gpu.enqueue(timer, DeviceImage::new(stream, small, sw, sh, channels)?, &params)?;
         }
         match self.settings.level() {
             Some(level) => self.gpu.enqueue_level(stream, timer, level),
             None => Ok(()),
         }
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, input: &FrameInput) -> Result<OpOutput, OpError> {
+    /// The summary only (segment count, rounds, levels): the labels stay on the device for
+    /// the compose step.
+    fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError> {
         if self.skipped {
             return Ok(skipped());
         }
         let reruns = self.gpu.reruns();
-        let out = self.gpu.download(stream)?;
-        let out = upsample_labels(out, input.gray.width(), input.gray.height(), self.settings.downscale as usize);
-        let mut o = output(out, input, &self.settings)?;
-        // A frame that needed more rounds than the last one's caps ran again (exact either way).
-        if self.gpu.reruns() > reruns
-            && let Some(m) = o.summary.as_object_mut()
-        {
-            m.insert("rerun".into(), true.into());
+        let out = self.gpu.download_summary(stream)?;
+        self.count = out.segment_count;
+        let mut summary = summary(&out, &self.settings);
+        if let Some(m) = summary.as_object_mut() {
+            // A frame that needed more rounds than the last one's caps ran again (exact either way).
+            if self.gpu.reruns() > reruns {
+                m.insert("rerun".into(), true.into());
+            }
+            // The frame's round caps were new to the op: its launch sequence was captured as a graph.
+            if self.gpu.graph_captures() > self.captures {
+                m.insert("graph_capture".into(), true.into());
+            }
         }
-        // The frame's round caps were new to the op: its launch sequence was captured as a graph.
-        if self.gpu.graph_captures() > self.captures
-            && let Some(m) = o.summary.as_object_mut()
-        {
-            m.insert("graph_capture".into(), true.into());
+        Ok(output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: None, summary }))
+    }
+    fn device_layer(&self) -> Option<DeviceRaster<'_>> {
+        if self.skipped {
+            return None;
         }
-        Ok(o)
+        let (labels, label_width, label_height) = self.gpu.device_labels()?;
+        let factor = if self.small.is_some() && label_width != 0 { self.settings.downscale as usize } else { 1 };
+        let segments = Segments { labels, label_width, label_height, factor, fill: self.settings.fill, boundary: self.settings.boundary() };
+        Some(DeviceRaster::Segments { segments, count: SegmentCount::Host(self.count) })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::segment::{overlay_segments_gray, overlay_segments_rgb, upsample_labels};
+
+    /// The segmentation layer of `out` drawn over `input` as the compose step draws it: labels
+    /// scaled back to the frame, segments filled from the frame's pixels, boundaries.
+    fn draw(out: &OpOutput, input: &FrameInput) -> Option<Image<[u8; 3]>> {
+        let Some(Raster::Segments { segments: r, count }) = &out.layer.raster else { return None };
+        let (w, h) = (input.gray.width(), input.gray.height());
+        let seg = SegmentOutput { labels: (*r.labels).clone(), segment_count: *count, rounds: 0, min_size_rounds: 0, capped: false, level: 0, has_rounds: false };
+        let seg = upsample_labels(seg, w, h, r.factor);
+        Some(match input.rgb.as_deref() {
+            Some(rgb) => overlay_segments_rgb(rgb.view(), &seg, r.fill, r.boundary).unwrap(),
+            None => overlay_segments_gray(input.gray.view(), &seg, r.fill, r.boundary).unwrap(),
+        })
+    }
 
     fn frame(rgb: bool) -> FrameInput {
         // Two flat halves: left dark, right bright.
@@ -389,7 +486,7 @@ mod tests {
             let out = a.run_cpu(&frame(rgb), &mut t).unwrap();
             assert_eq!(out.summary["segments"], 2, "rgb={rgb}");
             assert_eq!(t[0].0, "segment_cpu");
-            let Some(Raster::Rgb(pic)) = &out.layer.raster else { panic!("no colour overlay") };
+            let pic = &draw(&out, &frame(rgb)).expect("no segmentation layer");
             assert_eq!(pic.get(0, 0), if rgb { [20, 10, 0] } else { [20, 20, 20] });
             // Column 7 is the last of the left segment: its right neighbour differs.
             assert_eq!(pic.get(7, 3), BOUNDARY);
@@ -408,7 +505,9 @@ mod tests {
             let mut a = Segmentation::new(&settings).unwrap();
             let out = a.run_cpu(&input, &mut Vec::new()).unwrap();
             assert_eq!(out.summary["downscale"], 2);
-            let Some(Raster::Rgb(pic)) = &out.layer.raster else { panic!("no colour overlay") };
+            let Some(Raster::Segments { segments: r, .. }) = &out.layer.raster else { panic!("no segmentation layer") };
+            assert_eq!((r.labels.width(), r.labels.height(), r.factor), (8, 4, 2), "labels stay downscaled");
+            let pic = &draw(&out, &input).expect("no segmentation layer");
             assert_eq!((pic.width(), pic.height()), (16, 8));
             if level < 0 {
                 // The definition: segment the 8x4 box average, scale the labels back, draw.
@@ -418,9 +517,13 @@ mod tests {
                 };
                 let small = downscale_box(&data, 16, 8, ch, 2);
                 let seg = felzenszwalb_interleaved(&small, 8, 4, ch, &settings.segmentation.params()).unwrap();
-                let want = overlay(&upsample_labels(seg.clone(), 16, 8, 2), &input, &settings.segmentation).unwrap();
+                let up = upsample_labels(seg.clone(), 16, 8, 2);
+                let want = match input.rgb.as_deref() {
+                    Some(c) => overlay_segments_rgb(c.view(), &up, OverlayMode::Mean, Some(BOUNDARY)).unwrap(),
+                    None => overlay_segments_gray(input.gray.view(), &up, OverlayMode::Mean, Some(BOUNDARY)).unwrap(),
+                };
                 assert_eq!(out.summary["segments"], seg.segment_count, "rgb={rgb}");
-                assert!(matches!(&want.layer.raster, Some(Raster::Rgb(q)) if q == pic), "rgb={rgb}");
+                assert_eq!(&want, pic, "rgb={rgb}");
             }
         }
         let bad = OpSettings { segmentation: SegmentationSettings { downscale: 9, ..Default::default() }, ..Default::default() };
@@ -440,7 +543,8 @@ mod tests {
         };
         let mut run = |input: &FrameInput| {
             let out = a.run_cpu(input, &mut Vec::new()).unwrap();
-            a.finish(out, input)
+            let meta = FrameMeta { index: input.index, width: input.gray.width(), height: input.gray.height() };
+            a.finish(out, &meta)
         };
         // Before any segmentation a skipped frame has no overlay.
         let none = run(&at(1, 220));
@@ -450,10 +554,11 @@ mod tests {
         assert_eq!(first.summary["segments"], 2);
         assert!(first.summary.get("skipped").is_none() && first.payload.is_none());
         // Frame 3 is skipped: frame 2's labels, filled with frame 3's own mean colours.
-        let third = run(&at(3, 120));
+        let third_input = at(3, 120);
+        let third = run(&third_input);
         assert_eq!((third.summary["skipped"].clone(), third.summary["from_frame"].clone()), (true.into(), 2.into()));
         assert_eq!(third.summary["segments"], 2);
-        let Some(Raster::Rgb(pic)) = &third.layer.raster else { panic!("no overlay") };
+        let pic = draw(&third, &third_input).expect("no overlay");
         assert_eq!(pic.get(15, 3), [120, 120, 120]);
         assert_eq!(pic.get(7, 3), BOUNDARY);
         // Frame 4 is segmented again; every = 0 is refused.

@@ -2,16 +2,11 @@
 
 use std::sync::Arc;
 
+use crate::compose::Picture;
 use crate::image::Image;
 
-/// An overlay raster, the size of the frame.
-#[derive(Clone, Debug)]
-pub enum Raster {
-    /// Grey picture (shown as grey).
-    Gray(Arc<Image<u8>>),
-    /// Colour picture.
-    Rgb(Arc<Image<[u8; 3]>>),
-}
+/// An overlay raster in host memory (CPU backend), as the compose step takes it.
+pub use crate::compose::HostRaster as Raster;
 
 /// A vector overlay element in image coordinates (pixels, origin top-left).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -144,12 +139,18 @@ pub struct AnalysedFrame {
     pub index: u64,
     /// Presentation timestamp, ns.
     pub pts_nanos: Option<u64>,
-    /// Grey frame.
-    pub gray: Arc<Image<u8>>,
-    /// Colour frame, when the source is colour.
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Grey frame in host memory, where the host has it (CPU backend).
+    pub gray: Option<Arc<Image<u8>>>,
+    /// Colour frame in host memory, when the source is colour.
     pub rgb: Option<Arc<Image<[u8; 3]>>>,
     /// One output per enabled analysis, in run order.
     pub outputs: Vec<OpOutput>,
+    /// The frame with every layer composed, when a sink asked for pixels this frame.
+    pub picture: Option<Arc<Picture>>,
     /// Timings.
     pub timings: FrameTimings,
 }
@@ -158,7 +159,7 @@ impl AnalysedFrame {
     /// Width and height.
     #[must_use]
     pub fn size(&self) -> (usize, usize) {
-        (self.gray.width(), self.gray.height())
+        (self.width, self.height)
     }
     /// The output of analysis `op`, if it ran.
     #[must_use]

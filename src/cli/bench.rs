@@ -4,20 +4,27 @@
 //! `--size` by GStreamer, held in memory; without a clip, a real sample image mirrored-tiled to
 //! the size. Never zeros or a constant image. Each backend runs `--warmup` frames first (module
 //! load, allocations), then the measured frames; regions are CUDA-event times on the GPU and
-//! wall-clock times on the CPU. Whole-pipeline throughput is wall time over the measured frames
-//! with the ring full (CUDA), i.e. what a headless run sustains without decoding.
+//! wall-clock times on the CPU. The frames go through the whole pipeline (source thread, worker,
+//! ring, collector) from memory, so the sustained rate is what a headless run reaches without
+//! decoding; `--sink` says what the consumer asks of each frame (tables only, the composed
+//! picture, or the picture encoded). Beside it, the compute time a frame (the sum of its
+//! regions) gives the rate the device (or the CPU) would sustain with no overlap between frames.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use morphoscope::analysis::AnalysedFrame;
+use std::sync::Arc;
+
 use morphoscope::backend::{self, Backend};
+use morphoscope::compose::PictureFormat;
+use morphoscope::output::encoder::{choose_encoder, installed_encoder};
+use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::config::{BackendChoice, Settings};
 use morphoscope::image::{DynImage, Image};
-use morphoscope::pipeline::{Engine, Submitted, Summary};
-use morphoscope::source::{Frame, FrameFormat, Source, SourceSpec};
+use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary};
+use morphoscope::source::{Frame, FrameFormat, FrameRate, Source, SourceSpec};
 
 use super::CommonArgs;
 
@@ -50,6 +57,10 @@ pub struct BenchArgs {
     /// Backends to measure.
     #[arg(long = "backends", value_enum, default_value = "all")]
     pub backends: BenchBackends,
+    /// What happens to each analysed frame: tables only, the composed picture, or the picture
+    /// encoded to H.264.
+    #[arg(long, value_enum, default_value = "none")]
+    pub sink: BenchSink,
     /// Also write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -101,68 +112,128 @@ fn tiled_sample(w: u32, h: u32) -> anyhow::Result<Vec<Frame>> {
     Ok(vec![Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(img) }])
 }
 
+/// What the benchmark's consumer does with each analysed frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchSink {
+    /// Tables only: no picture is composed or read back.
+    None,
+    /// The composed picture of every frame (as the viewer gets it), read back and dropped.
+    Picture,
+    /// The composed picture of every frame encoded to H.264 (a temporary file).
+    Video,
+}
+
 struct BackendResult {
     backend: String,
     regions: Vec<(String, Summary)>,
+    /// Wall time between consecutive deliveries, after warm-up.
     frame_wall: Summary,
+    /// Sum of the device regions of a frame (CUDA events) or of the CPU regions.
+    compute: Summary,
     fps: f64,
 }
 
-fn measure(backend: &Backend, settings: &Settings, frames: &[Frame], warmup: usize, n: usize) -> anyhow::Result<BackendResult> {
-    let mut engine = Engine::new(backend, &settings.ops, settings.pipeline.ring_size)?;
-    let mut done: Vec<AnalysedFrame> = Vec::new();
-    let submit = |engine: &mut Engine, k: usize| -> anyhow::Result<Vec<AnalysedFrame>> {
-        let mut f = frames[k % frames.len()].clone();
-        f.index = k as u64;
-        Ok(engine.submit(Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 })?)
+/// Runs `warmup + n` frames through the whole pipeline (worker, ring, collector, consumer) with
+/// frames held in memory, and times the `n` after the warm-up.
+fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, warmup: usize, n: usize, sink: BenchSink) -> anyhow::Result<BackendResult> {
+    let want = match sink {
+        BenchSink::None => PictureWant::None,
+        BenchSink::Picture => PictureWant::Every(PictureFormat::Rgba),
+        BenchSink::Video => PictureWant::Every(PictureFormat::I420),
     };
-    for k in 0..warmup {
-        submit(&mut engine, k)?;
-    }
-    engine.flush()?;
-    let start = Instant::now();
-    let mut last = start;
-    let mut walls = Vec::new();
-    for k in warmup..warmup + n {
-        let out = submit(&mut engine, k)?;
-        if !out.is_empty() {
-            walls.push(last.elapsed().as_secs_f64() * 1e3);
-            last = Instant::now();
-        }
-        done.extend(out);
-    }
-    done.extend(engine.flush()?);
-    let wall = start.elapsed().as_secs_f64();
+    let source = FrameSource::Memory { frames: frames.clone(), count: (warmup + n) as u64 };
+    let pipeline = Pipeline::start(source, settings, backend, Delivery::All, want)?;
+    let tmp = std::env::temp_dir().join(format!("morphoscope-bench-{}", std::process::id()));
+    let mut video = None;
     let mut log = morphoscope::output::TimingLog::default();
-    for f in &done {
-        log.add(f);
+    let mut walls = Vec::new();
+    let mut computes = Vec::new();
+    let (mut seen, mut start, mut last) = (0usize, None, Instant::now());
+    loop {
+        match pipeline.events.recv() {
+            Ok(PipelineEvent::Frame(f)) => {
+                seen += 1;
+                if sink == BenchSink::Video
+                    && let Some(p) = f.picture.as_deref()
+                {
+                    if video.is_none() {
+                        std::fs::create_dir_all(&tmp)?;
+                        let encoder = choose_encoder(settings.output.encoder, p.width, p.height, installed_encoder)?;
+                        println!("bench: video sink encodes with {encoder}");
+                        let spec = VideoSpec {
+                            width: p.width,
+                            height: p.height,
+                            layout: InputLayout::I420,
+                            frame_rate: FrameRate::new(30, 1),
+                            kbps: settings.output.video_kbps,
+                            encoder,
+                        };
+                        video = Some(VideoWriter::create(&tmp.join("bench.mkv"), spec)?);
+                    }
+                    if let Some(v) = video.as_mut() {
+                        v.push_i420(&p.data, p.width, p.height, f.pts_nanos)?;
+                    }
+                }
+                if seen > warmup {
+                    if start.is_none() {
+                        start = Some(Instant::now());
+                    } else {
+                        walls.push(last.elapsed().as_secs_f64() * 1e3);
+                    }
+                    log.add(&f);
+                    computes.push(f.timings.compute_ms);
+                }
+                last = Instant::now();
+            }
+            Ok(PipelineEvent::Error(e)) => bail!("{e}"),
+            Ok(PipelineEvent::End) | Err(_) => break,
+        }
     }
-    Ok(BackendResult { backend: backend.describe(), regions: log.summaries(), frame_wall: Summary::of(&walls), fps: done.len() as f64 / wall })
+    if let Some(v) = video {
+        v.finish()?;
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    let measured = walls.len();
+    let wall = start.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    let backend_name = pipeline.backend.clone();
+    pipeline.join();
+    Ok(BackendResult {
+        backend: backend_name,
+        regions: log.summaries(),
+        frame_wall: Summary::of(&walls),
+        compute: Summary::of(&computes),
+        fps: if wall > 0.0 { measured as f64 / wall } else { 0.0 },
+    })
 }
 
 /// `morphoscope bench`.
 pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
     let (w, h) = parse_size(&a.size)?;
-    let frames = match a.source.clone().or_else(|| super::run::sample_clip().map(|p| p.display().to_string())) {
+    let frames = Arc::new(match a.source.clone().or_else(|| super::run::sample_clip().map(|p| p.display().to_string())) {
         Some(s) => load_frames(&s, w, h, a.frames.clamp(1, 120))?,
         None => tiled_sample(w, h)?,
-    };
+    });
     let mpix = f64::from(w) * f64::from(h) / 1e6;
     let mut results = Vec::new();
     let want_cpu = a.backends != BenchBackends::Cuda;
     let want_cuda = a.backends != BenchBackends::Cpu;
     if want_cpu {
-        results.push(measure(&Backend::Cpu, &settings, &frames, a.warmup.min(3), a.frames.clamp(1, 30))?);
+        results.push(measure(&Backend::Cpu, &settings, &frames, a.warmup.min(3), a.frames.clamp(1, 30), a.sink)?);
     }
     if want_cuda {
         let choice = if a.backends == BenchBackends::Cuda { BackendChoice::Cuda } else { BackendChoice::Auto };
         match backend::select(choice, settings.pipeline.device)? {
-            (b @ Backend::Cuda(_), _) => results.push(measure(&b, &settings, &frames, a.warmup, a.frames)?),
+            (b @ Backend::Cuda(_), _) => results.push(measure(&b, &settings, &frames, a.warmup, a.frames, a.sink)?),
             (Backend::Cpu, why) => println!("cuda: skipped ({why})"),
         }
     }
-    println!("bench: {w}x{h} ({mpix:.2} MPix), {} distinct real frames, ring {} slots", frames.len(), settings.pipeline.ring_size);
+    println!(
+        "bench: {w}x{h} ({mpix:.2} MPix), {} distinct real frames, ring {} slots, sink {:?}",
+        frames.len(),
+        settings.pipeline.ring_size,
+        a.sink
+    );
     println!("{:<8} {:<34} {:>7} {:>10} {:>10} {:>10}", "backend", "region", "frames", "median ms", "p95 ms", "MPix/s");
     let mut json = Vec::new();
     for r in &results {
@@ -172,15 +243,23 @@ pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
             println!("{short:<8} {name:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}", s.count, s.median_ms, s.p95_ms, rate);
             json.push(serde_json::json!({"backend": short, "region": name, "count": s.count, "median_ms": s.median_ms, "p95_ms": s.p95_ms, "mpix_per_s": rate}));
         }
+        let rate = |ms: f64| if ms > 0.0 { 1e3 / ms } else { 0.0 };
         println!(
-            "{short:<8} {:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}   ({:.1} fps sustained)",
-            "pipeline (wall per frame)", r.frame_wall.count, r.frame_wall.median_ms, r.frame_wall.p95_ms,
-            if r.frame_wall.median_ms > 0.0 { mpix / (r.frame_wall.median_ms / 1e3) } else { 0.0 }, r.fps
+            "{short:<8} {:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}   ({:.1} fps: compute-bound, no overlap between frames)",
+            "compute (sum of regions a frame)", r.compute.count, r.compute.median_ms, r.compute.p95_ms,
+            if r.compute.median_ms > 0.0 { mpix / (r.compute.median_ms / 1e3) } else { 0.0 }, rate(r.compute.median_ms)
         );
+        println!(
+            "{short:<8} {:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}   ({:.1} fps sustained; {:.2}x the compute time)",
+            "pipeline (wall per frame)", r.frame_wall.count, r.frame_wall.median_ms, r.frame_wall.p95_ms,
+            if r.frame_wall.median_ms > 0.0 { mpix / (r.frame_wall.median_ms / 1e3) } else { 0.0 }, r.fps,
+            if r.compute.median_ms > 0.0 && r.fps > 0.0 { 1e3 / r.fps / r.compute.median_ms } else { 0.0 }
+        );
+        json.push(serde_json::json!({"backend": short, "device": r.backend, "region": "compute", "count": r.compute.count, "median_ms": r.compute.median_ms, "p95_ms": r.compute.p95_ms, "fps": rate(r.compute.median_ms)}));
         json.push(serde_json::json!({"backend": short, "device": r.backend, "region": "pipeline", "count": r.frame_wall.count, "median_ms": r.frame_wall.median_ms, "p95_ms": r.frame_wall.p95_ms, "fps": r.fps}));
     }
     if let Some(p) = &a.json {
-        let doc = serde_json::json!({"width": w, "height": h, "frames": frames.len(), "rows": json});
+        let doc = serde_json::json!({"width": w, "height": h, "frames": frames.len(), "sink": format!("{:?}", a.sink).to_lowercase(), "rows": json});
         morphoscope::io::write_json(p, &doc)?;
     }
     Ok(ExitCode::SUCCESS)

@@ -1,8 +1,12 @@
 //! `morphoscope image IN --op OP … --out OUT`: one image in, one result out. Reads PNG (8/16-bit
 //! grey, RGB, RGBA), JPEG, TIFF, `.npy`; writes PNG, `.npy` or JSON by extension. Colour input is
 //! converted to grey (BT.601) for the grey-level ops. Output dtype = input dtype for the filters.
+//!
+//! `--op help` lists the ops and `--op NAME --help` shows one, with nothing else on the line.
+//! Output paths are checked (extension, folder) before the input is read, so a typo costs
+//! nothing on a large image.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -15,27 +19,70 @@ use super::CommonArgs;
 
 /// The ops `image` knows, with a one-line description.
 pub const OPS: &[(&str, &str)] = &[
-    ("gray", "colour to grey (BT.601, OpenCV rounding); 16-bit to 8-bit"),
-    ("area-opening", "--area N [--connectivity 4|8]: removes bright components smaller than N (scikit-image area_opening)"),
-    ("area-closing", "--area N [--connectivity 4|8]: removes dark components smaller than N (scikit-image area_closing)"),
-    ("attribute-filter", "--attribute area|height|volume|bbox_width|bbox_height|diameter --threshold T --rule direct|min|max|subtractive --tree max|min [--connectivity] [--residue]"),
-    ("label", "[--threshold T|otsu] [--dark] [--connectivity 4|8] --out stats.json [--labels labels.npy]: components with stats (OpenCV connectedComponentsWithStats)"),
-    ("linear-opening", "--length L --angle DEG [--closing]: opening (closing) by a line segment"),
-    ("orientation", "--length L --angles K [--closing] --out DIR: orientation.png, angle.npy, strength.npy, spectrum.csv"),
-    ("felzenszwalb", "[--scale K] [--sigma S] [--min-size N] --out labels.npy [--overlay seg.png]: graph-based segmentation (scikit-image felzenszwalb)"),
+    (
+        "gray",
+        "colour to grey (BT.601, OpenCV rounding); 16-bit to 8-bit",
+    ),
+    (
+        "area-opening",
+        "--area N [--connectivity 4|8]: removes bright components smaller than N (scikit-image area_opening)",
+    ),
+    (
+        "area-closing",
+        "--area N [--connectivity 4|8]: removes dark components smaller than N (scikit-image area_closing)",
+    ),
+    (
+        "attribute-filter",
+        "--attribute area|height|volume|bbox_width|bbox_height|diameter --threshold T --rule direct|min|max|subtractive --tree max|min [--connectivity] [--residue]",
+    ),
+    (
+        "label",
+        "[--threshold T|otsu] [--dark] [--connectivity 4|8] --out stats.json [--labels labels.npy]: components with stats (OpenCV connectedComponentsWithStats)",
+    ),
+    (
+        "linear-opening",
+        "--length L --angle DEG [--closing]: opening (closing) by a line segment",
+    ),
+    (
+        "orientation",
+        "--length L --angles K [--closing] --out DIR: orientation.png, angle.npy, strength.npy, spectrum.csv",
+    ),
+    (
+        "felzenszwalb",
+        "[--scale K] [--sigma S] [--min-size N] --out labels.npy [--overlay seg.png]: graph-based segmentation (scikit-image felzenszwalb)",
+    ),
+];
+
+/// What each op writes with `--out` (and its other outputs).
+const OUTPUTS: &[(&str, &str)] = &[
+    ("gray", "--out OUT.png|.npy"),
+    ("area-opening", "--out OUT.png|.npy"),
+    ("area-closing", "--out OUT.png|.npy"),
+    ("attribute-filter", "--out OUT.png|.npy"),
+    ("label", "--out STATS.json [--labels LABELS.npy]"),
+    (
+        "linear-opening",
+        "--out OUT.png|.npy (.npy for float input)",
+    ),
+    ("orientation", "--out FOLDER"),
+    ("felzenszwalb", "--out LABELS.npy [--overlay SEGMENTS.png]"),
 ];
 
 /// Arguments of `image` (each op uses the options it needs and rejects missing ones).
 #[derive(clap::Args, Debug)]
+#[command(disable_help_flag = true)]
 pub struct ImageArgs {
     /// Input image (PNG, JPEG, TIFF, .npy).
-    pub input: PathBuf,
-    /// The operation (`--op help` lists them).
+    pub input: Option<PathBuf>,
+    /// The operation (`--op help` lists them; `--op NAME --help` shows one).
     #[arg(long)]
-    pub op: String,
+    pub op: Option<String>,
     /// Output file (.png, .npy or .json depending on the op), or folder for `orientation`.
     #[arg(long)]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Help: of the op given with `--op`, else of `image`.
+    #[arg(short, long)]
+    pub help: bool,
     /// Area threshold in pixels (area-opening, area-closing).
     #[arg(long)]
     pub area: Option<u64>,
@@ -91,23 +138,121 @@ pub struct ImageArgs {
 
 /// `morphoscope image`.
 pub fn image(common: &CommonArgs, a: &ImageArgs) -> anyhow::Result<ExitCode> {
-    if a.op == "help" {
-        for (name, what) in OPS {
-            println!("{name:<18} {what}");
+    let op = match (a.op.as_deref(), a.help) {
+        (Some("help"), _) => {
+            for (name, what) in OPS {
+                println!("{name:<18} {what}");
+            }
+            println!("\n`morphoscope image --op NAME --help` shows one op with its outputs.");
+            return Ok(ExitCode::SUCCESS);
         }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !OPS.iter().any(|(n, _)| *n == a.op) {
-        let names: Vec<&str> = OPS.iter().map(|(n, _)| *n).collect();
-        bail!("unknown op `{}` (one of: {})", a.op, names.join(", "));
-    }
+        (None, true) => {
+            let about =
+                "One image in, one result out: morphoscope image IN --op OP [op options] --out OUT";
+            let mut cmd = <ImageArgs as clap::Args>::augment_args(
+                clap::Command::new("morphoscope image").about(about),
+            );
+            cmd.print_long_help()?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        (None, false) => bail!("image needs --op OP (`morphoscope image --op help` lists them)"),
+        (Some(op), help) => {
+            let Some((name, what)) = OPS.iter().find(|(n, _)| *n == op) else {
+                let names: Vec<&str> = OPS.iter().map(|(n, _)| *n).collect();
+                bail!("unknown op `{op}` (one of: {})", names.join(", "));
+            };
+            if help {
+                let outputs = OUTPUTS
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or("--out OUT", |(_, o)| o);
+                println!("morphoscope image IN --op {name} {outputs}\n  {what}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            *name
+        }
+    };
+    let input = a
+        .input
+        .as_deref()
+        .with_context(|| format!("image --op {op} needs an input image"))?;
+    let out = a.out.as_deref().with_context(|| {
+        format!(
+            "image --op {op} needs --out ({})",
+            OUTPUTS
+                .iter()
+                .find(|(n, _)| *n == op)
+                .map_or("", |(_, o)| o)
+        )
+    })?;
+    check_outputs(op, a, out)?;
     let settings = common.settings()?;
-    let img = io::read_image(&a.input)?;
+    let img = io::read_image(input)?;
+    if matches!(img, DynImage::F32(_))
+        && io::out_kind(out, &[OutKind::Png]).is_ok()
+        && !matches!(op, "orientation")
+    {
+        bail!(
+            "{}: float input gives a float result; write it as .npy",
+            out.display()
+        );
+    }
     let backend = common.backend(&settings)?;
     let t = std::time::Instant::now();
-    run_op(&backend, a, img.clone())?;
-    log::info!("{} on {} ({}x{}) in {:.2} ms", a.op, backend.name(), img.size().0, img.size().1, t.elapsed().as_secs_f64() * 1e3);
+    let size = img.size();
+    run_op(&backend, op, out, a, img)?;
+    log::info!(
+        "{op} on {} ({}x{}) in {:.2} ms",
+        backend.name(),
+        size.0,
+        size.1,
+        t.elapsed().as_secs_f64() * 1e3
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Checks the output paths of `op` before any work: extensions, and that the folder they go
+/// into is (or can become) a folder.
+fn check_outputs(op: &str, a: &ImageArgs, out: &Path) -> anyhow::Result<()> {
+    let file = |p: &Path, kinds: &[OutKind]| -> anyhow::Result<()> {
+        io::out_kind(p, kinds).with_context(|| format!("--out {}", p.display()))?;
+        if p.is_dir() {
+            bail!("{} is a folder; give a file name", p.display());
+        }
+        if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            folder(parent)?;
+        }
+        Ok(())
+    };
+    match op {
+        "label" => {
+            file(out, &[OutKind::Json])?;
+            if let Some(l) = &a.labels {
+                file(l, &[OutKind::Npy])?;
+            }
+        }
+        "orientation" => folder(out)?,
+        "felzenszwalb" => {
+            file(out, &[OutKind::Npy])?;
+            if let Some(o) = &a.overlay {
+                file(o, &[OutKind::Png])?;
+            }
+        }
+        _ => file(out, &[OutKind::Png, OutKind::Npy])?,
+    }
+    Ok(())
+}
+
+/// `dir` is a folder, or can be created: no part of it is a file.
+fn folder(dir: &Path) -> anyhow::Result<()> {
+    if let Some(blocking) = dir.ancestors().find(|p| p.exists() && !p.is_dir()) {
+        bail!(
+            "cannot write into {}: {} is a file, not a folder",
+            dir.display(),
+            blocking.display()
+        );
+    }
+    Ok(())
 }
 
 /// Grey input of the grey-level ops: colour is converted, 8/16-bit kept, float only where
@@ -131,39 +276,51 @@ fn need<T: Copy>(v: Option<T>, opt: &str, op: &str) -> anyhow::Result<T> {
     v.with_context(|| format!("op {op} needs {opt}"))
 }
 
-fn write_filter_out(a: &ImageArgs, img: DynImage) -> anyhow::Result<()> {
-    io::write_image(&a.out, &img).context("writing the result")
+fn write_filter_out(out: &Path, img: DynImage) -> anyhow::Result<()> {
+    io::write_image(out, &img).context("writing the result")
 }
 
-fn run_op(backend: &Backend, a: &ImageArgs, img: DynImage) -> anyhow::Result<()> {
-    let op = a.op.as_str();
+fn run_op(
+    backend: &Backend,
+    op: &str,
+    out_path: &Path,
+    a: &ImageArgs,
+    img: DynImage,
+) -> anyhow::Result<()> {
     match op {
         "gray" => {
             let out = match (img, backend) {
-                (DynImage::Rgb8(rgb), Backend::Cuda(g)) => preprocess::rgb_to_gray_gpu(g, rgb.view())?,
+                (DynImage::Rgb8(rgb), Backend::Cuda(g)) => {
+                    preprocess::rgb_to_gray_gpu(g, rgb.view())?
+                }
                 (DynImage::Rgb8(rgb), Backend::Cpu) => preprocess::rgb_to_gray(rgb.view()),
                 (DynImage::Gray8(g), _) => g.into_packed(),
                 (DynImage::Gray16(g), _) => preprocess::gray16_to_gray8(g.view()),
                 (DynImage::F32(_), _) => bail!("op gray: float input is not supported"),
             };
-            write_filter_out(a, DynImage::Gray8(out))
+            write_filter_out(out_path, DynImage::Gray8(out))
         }
-        "area-opening" | "area-closing" | "attribute-filter" => maxtree_op(backend, a, gray_of(img)),
-        "label" => label_op(backend, a, gray_of(img)),
-        "linear-opening" => linear_opening_op(backend, a, gray_of(img)),
-        "orientation" => orientation_op(backend, a, gray_of(img)),
-        "felzenszwalb" => felzenszwalb_op(backend, a, img),
+        "area-opening" | "area-closing" | "attribute-filter" => {
+            maxtree_op(backend, op, out_path, a, gray_of(img))
+        }
+        "label" => label_op(backend, out_path, a, gray_of(img)),
+        "linear-opening" => linear_opening_op(backend, out_path, a, gray_of(img)),
+        "orientation" => orientation_op(backend, out_path, a, gray_of(img)),
+        "felzenszwalb" => felzenszwalb_op(backend, out_path, a, img),
         other => bail!("op `{other}` is not wired"),
     }
 }
 
-fn maxtree_params(a: &ImageArgs) -> anyhow::Result<mt::MaxtreeParams> {
-    let op = a.op.as_str();
+fn maxtree_params(op: &str, a: &ImageArgs) -> anyhow::Result<mt::MaxtreeParams> {
     let connectivity = a.connectivity.unwrap_or(4);
     let p = match op {
         "area-opening" | "area-closing" => mt::MaxtreeParams {
             enabled: true,
-            tree: if op == "area-opening" { mt::TreeKind::Max } else { mt::TreeKind::Min },
+            tree: if op == "area-opening" {
+                mt::TreeKind::Max
+            } else {
+                mt::TreeKind::Min
+            },
             attribute: mt::Attribute::Area,
             threshold: need(a.area, "--area N", op)? as f64,
             rule: mt::Rule::Direct,
@@ -173,19 +330,38 @@ fn maxtree_params(a: &ImageArgs) -> anyhow::Result<mt::MaxtreeParams> {
             let toml_str = |s: &str| toml::Value::String(s.to_owned());
             let attribute: mt::Attribute = need(a.attribute.as_deref(), "--attribute", op)
                 .and_then(|s| toml_str(s).try_into().with_context(|| format!("--attribute {s}: one of area, height, volume, bbox_width, bbox_height, diameter")))?;
-            let rule: mt::Rule = toml_str(&a.rule).try_into().with_context(|| format!("--rule {}: one of direct, min, max, subtractive", a.rule))?;
-            let tree: mt::TreeKind = toml_str(&a.tree).try_into().with_context(|| format!("--tree {}: max or min", a.tree))?;
+            let rule: mt::Rule = toml_str(&a.rule).try_into().with_context(|| {
+                format!("--rule {}: one of direct, min, max, subtractive", a.rule)
+            })?;
+            let tree: mt::TreeKind = toml_str(&a.tree)
+                .try_into()
+                .with_context(|| format!("--tree {}: max or min", a.tree))?;
             let t = need(a.threshold.as_deref(), "--threshold T", op)?;
-            let threshold: f64 = t.parse().with_context(|| format!("--threshold {t}: a number"))?;
-            mt::MaxtreeParams { enabled: true, tree, attribute, threshold, rule, connectivity }
+            let threshold: f64 = t
+                .parse()
+                .with_context(|| format!("--threshold {t}: a number"))?;
+            mt::MaxtreeParams {
+                enabled: true,
+                tree,
+                attribute,
+                threshold,
+                rule,
+                connectivity,
+            }
         }
     };
     p.validate()?;
     Ok(p)
 }
 
-fn maxtree_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
-    let p = maxtree_params(a)?;
+fn maxtree_op(
+    backend: &Backend,
+    op: &str,
+    out: &Path,
+    a: &ImageArgs,
+    g: Gray,
+) -> anyhow::Result<()> {
+    let p = maxtree_params(op, a)?;
     let (filtered, residue) = match (g, backend) {
         (Gray::U8(i), Backend::Cuda(gpu)) => {
             let o = mt::maxtree_gpu(gpu, i.view(), &p)?;
@@ -203,20 +379,23 @@ fn maxtree_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
             let o = mt::attribute_filter(i.view(), &p)?;
             (DynImage::Gray16(o.filtered), DynImage::Gray16(o.residue))
         }
-        (Gray::F32(_), _) => bail!("op {}: float input is not supported (8 or 16-bit)", a.op),
+        (Gray::F32(_), _) => bail!("op {op}: float input is not supported (8 or 16-bit)"),
     };
-    write_filter_out(a, if a.residue { residue } else { filtered })
+    write_filter_out(out, if a.residue { residue } else { filtered })
 }
 
-fn label_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
-    io::out_kind(&a.out, &[OutKind::Json])?;
+fn label_op(backend: &Backend, out_path: &Path, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
     let threshold: ccl::Threshold = match a.threshold.as_deref() {
         Some(t) => t.parse()?,
         None => ccl::Threshold::Otsu,
     };
     let p = ccl::CclParams {
         threshold,
-        polarity: if a.dark { ccl::Polarity::Dark } else { ccl::Polarity::Bright },
+        polarity: if a.dark {
+            ccl::Polarity::Dark
+        } else {
+            ccl::Polarity::Bright
+        },
         connectivity: u8::try_from(a.connectivity.unwrap_or(8)).unwrap_or(0),
         source: ccl::Source::Frame,
         learning_rate: 0.05,
@@ -227,36 +406,54 @@ fn label_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
         (Gray::U8(i), Backend::Cpu) => ccl::ccl_cpu(i.view(), &p)?,
         (Gray::U16(i), backend) => {
             if matches!(backend, Backend::Cuda(_)) {
-                log::info!("label: 16-bit input runs on the CPU (the GPU labeling takes 8-bit frames)");
+                log::info!(
+                    "label: 16-bit input runs on the CPU (the GPU labeling takes 8-bit frames)"
+                );
             }
             ccl::ccl_cpu(i.view(), &p)?
         }
         (Gray::F32(_), _) => bail!("op label: float input is not supported (8 or 16-bit)"),
     };
-    io::write_json(&a.out, &out.table)?;
+    io::write_json(out_path, &out.table)?;
     if let Some(l) = &a.labels {
-        io::out_kind(l, &[OutKind::Npy])?;
         let labels = out.labels.map(|v| i32::try_from(v).unwrap_or(i32::MAX));
         io::write_npy(l, &labels)?;
     }
-    println!("{} components (threshold {})", out.table.components.len(), out.table.threshold);
+    println!(
+        "{} components (threshold {})",
+        out.table.components.len(),
+        out.table.threshold
+    );
     Ok(())
 }
 
-fn linear_opening_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
-    let p = lo::LinearOpeningParams { length: need(a.length, "--length L", "linear-opening")?, angle: need(a.angle, "--angle DEG", "linear-opening")?, closing: a.closing };
+fn linear_opening_op(
+    backend: &Backend,
+    out_path: &Path,
+    a: &ImageArgs,
+    g: Gray,
+) -> anyhow::Result<()> {
+    let p = lo::LinearOpeningParams {
+        length: need(a.length, "--length L", "linear-opening")?,
+        angle: need(a.angle, "--angle DEG", "linear-opening")?,
+        closing: a.closing,
+    };
     p.validate()?;
     let out = match (g, backend) {
-        (Gray::U8(i), Backend::Cuda(gpu)) => DynImage::Gray8(lo::linear_opening_gpu(gpu, i.view(), &p)?),
-        (Gray::U16(i), Backend::Cuda(gpu)) => DynImage::Gray16(lo::linear_opening_gpu(gpu, i.view(), &p)?),
+        (Gray::U8(i), Backend::Cuda(gpu)) => {
+            DynImage::Gray8(lo::linear_opening_gpu(gpu, i.view(), &p)?)
+        }
+        (Gray::U16(i), Backend::Cuda(gpu)) => {
+            DynImage::Gray16(lo::linear_opening_gpu(gpu, i.view(), &p)?)
+        }
         (Gray::U8(i), Backend::Cpu) => DynImage::Gray8(lo::linear_opening(i.view(), &p)?),
         (Gray::U16(i), Backend::Cpu) => DynImage::Gray16(lo::linear_opening(i.view(), &p)?),
         (Gray::F32(i), _) => DynImage::F32(lo::linear_opening(i.view(), &p)?),
     };
-    write_filter_out(a, out)
+    write_filter_out(out_path, out)
 }
 
-fn orientation_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
+fn orientation_op(backend: &Backend, out: &Path, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
     let p = lo::OrientationParams {
         enabled: true,
         length: need(a.length, "--length L", "orientation")?,
@@ -265,8 +462,8 @@ fn orientation_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<(
         closing: a.closing,
     };
     p.validate()?;
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let d = &a.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let d = out;
     let (colour, angle, spectrum, dominant) = match (g, backend) {
         (Gray::U8(i), Backend::Cuda(gpu)) => {
             let o = lo::orientation_gpu(gpu, i.view(), &p)?;
@@ -301,19 +498,29 @@ fn orientation_op(backend: &Backend, a: &ImageArgs, g: Gray) -> anyhow::Result<(
     Ok(())
 }
 
-fn felzenszwalb_op(backend: &Backend, a: &ImageArgs, img: DynImage) -> anyhow::Result<()> {
-    io::out_kind(&a.out, &[OutKind::Npy])?;
-    if let Some(o) = &a.overlay {
-        io::out_kind(o, &[OutKind::Png])?;
-    }
-    let p = segment::SegmentParams { scale: a.scale, sigma: a.sigma, min_size: a.min_size, ..Default::default() };
+fn felzenszwalb_op(
+    backend: &Backend,
+    out_path: &Path,
+    a: &ImageArgs,
+    img: DynImage,
+) -> anyhow::Result<()> {
+    let p = segment::SegmentParams {
+        scale: a.scale,
+        sigma: a.sigma,
+        min_size: a.min_size,
+        ..Default::default()
+    };
     p.validate()?;
     let img = match img {
         DynImage::Gray16(g) => {
-            log::info!("felzenszwalb: 16-bit input is reduced to 8 bits (high byte) before segmenting");
+            log::info!(
+                "felzenszwalb: 16-bit input is reduced to 8 bits (high byte) before segmenting"
+            );
             DynImage::Gray8(preprocess::gray16_to_gray8(g.view()))
         }
-        DynImage::F32(_) => bail!("op felzenszwalb: float input is not supported (8-bit grey or RGB, or 16-bit grey)"),
+        DynImage::F32(_) => bail!(
+            "op felzenszwalb: float input is not supported (8-bit grey or RGB, or 16-bit grey)"
+        ),
         other => other,
     };
     let out = match (&img, backend) {
@@ -324,18 +531,27 @@ fn felzenszwalb_op(backend: &Backend, a: &ImageArgs, img: DynImage) -> anyhow::R
         _ => bail!("op felzenszwalb: unsupported input"),
     };
     let labels = out.labels.map(|v| i32::try_from(v).unwrap_or(i32::MAX));
-    io::write_npy(&a.out, &labels)?;
+    io::write_npy(out_path, &labels)?;
     if let Some(path) = &a.overlay {
         let boundary = Some([255, 255, 0]);
         let picture = match &img {
-            DynImage::Gray8(g) => segment::overlay_segments_gray(g.view(), &out, segment::OverlayMode::Mean, boundary)?,
-            DynImage::Rgb8(c) => segment::overlay_segments_rgb(c.view(), &out, segment::OverlayMode::Mean, boundary)?,
+            DynImage::Gray8(g) => segment::overlay_segments_gray(
+                g.view(),
+                &out,
+                segment::OverlayMode::Mean,
+                boundary,
+            )?,
+            DynImage::Rgb8(c) => {
+                segment::overlay_segments_rgb(c.view(), &out, segment::OverlayMode::Mean, boundary)?
+            }
             _ => bail!("op felzenszwalb: unsupported input"),
         };
         io::write_image(path, &DynImage::Rgb8(picture))?;
     }
     if out.capped {
-        log::warn!("felzenszwalb: the GPU round cap was reached; the result merges less than the exact one");
+        log::warn!(
+            "felzenszwalb: the GPU round cap was reached; the result merges less than the exact one"
+        );
     }
     println!("{} segments", out.segment_count);
     Ok(())

@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod devices;
 pub mod image;
+pub mod progress;
 pub mod run;
+pub mod signals;
 
 use std::path::PathBuf;
 

@@ -1,33 +1,41 @@
 //! `morphoscope run` (headless), `view`, and the default job of a bare `morphoscope`.
+//!
+//! A headless run checks its output folder first, installs the stop signals, starts the
+//! pipeline, takes over the folder (an earlier run's files are removed, and it says so), then
+//! writes every frame as it arrives. However it ends — end of stream, `--max-frames`, Ctrl+C or
+//! SIGTERM, a source error, a write error — it finishes every file it can, prints the summary
+//! (frames in = out + dropped + in flight) and exits: 0, 1 on an error (one line naming the
+//! cause), 128 + the signal after a stop.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use morphoscope::config::Settings;
-use morphoscope::output::RunSink;
-use morphoscope::pipeline::{Delivery, Pipeline, PipelineEvent};
-use morphoscope::source::SourceSpec;
+use morphoscope::compose::PictureFormat;
+use morphoscope::output::{Finished, RunEnd, RunSink, SinkOptions};
+use morphoscope::pipeline::{CounterSnapshot, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
+use morphoscope::source::{SourceSpec, StreamInfo};
 
 use super::CommonArgs;
+use super::progress::Progress;
+use super::signals::{self, StopSignals};
 
 /// Arguments of `run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// File, URI, camera[:N], test[:PATTERN], or a pipeline ending in `appsink name=sink`.
     pub source: String,
-    /// Output folder.
+    /// Output folder. Files an earlier run wrote there are replaced; other files are kept.
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
-    /// Stop after this many frames.
-    #[arg(long)]
+    /// Stop after analysing this many frames (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_frames: Option<u64>,
-    /// Do not write overlay.mp4.
+    /// Do not write overlay.mkv.
     #[arg(long)]
     pub no_video: bool,
-    /// No progress bar.
+    /// No progress (bar in a terminal, status lines otherwise).
     #[arg(long)]
     pub quiet: bool,
 }
@@ -65,18 +73,39 @@ pub fn default_source(settings: &Settings) -> String {
 /// `morphoscope run`.
 pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
-    headless(common, &settings, &a.source, &a.out, a.max_frames, None, !a.no_video && settings.output.video, a.quiet)
+    headless(
+        common,
+        &settings,
+        &a.source,
+        &a.out,
+        a.max_frames,
+        None,
+        !a.no_video && settings.output.video,
+        a.quiet,
+    )
 }
 
 /// `morphoscope view`: the viewer on SOURCE; without a display (or when no window can be
 /// created), a headless run into `out/` with a warning.
 pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
-    let source = a.source.clone().unwrap_or_else(|| default_source(&settings));
+    let source = a
+        .source
+        .clone()
+        .unwrap_or_else(|| default_source(&settings));
     if let Some(code) = try_viewer(common, &settings, &source)? {
         return Ok(code);
     }
-    headless(common, &settings, &source, Path::new("out"), None, Some(DEFAULT_JOB_CPU_FRAMES), settings.output.video, false)
+    headless(
+        common,
+        &settings,
+        &source,
+        Path::new("out"),
+        None,
+        Some(DEFAULT_JOB_CPU_FRAMES),
+        settings.output.video,
+        false,
+    )
 }
 
 /// A bare `morphoscope`: the viewer when a display exists and a window opens, else a headless
@@ -88,7 +117,16 @@ pub fn default_job(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         return Ok(code);
     }
     log::info!("headless run of {source} into out/ (see `morphoscope --help`)");
-    headless(common, &settings, &source, Path::new("out"), None, Some(DEFAULT_JOB_CPU_FRAMES), settings.output.video, false)
+    headless(
+        common,
+        &settings,
+        &source,
+        Path::new("out"),
+        None,
+        Some(DEFAULT_JOB_CPU_FRAMES),
+        settings.output.video,
+        false,
+    )
 }
 
 /// Frames the default job (and a `view` without a display) analyses when it falls back to the CPU backend (the CPU references
@@ -97,14 +135,25 @@ const DEFAULT_JOB_CPU_FRAMES: u64 = 150;
 
 /// Runs the viewer when a display exists; `None` when the caller should run headless instead.
 #[cfg(feature = "viewer")]
-fn try_viewer(common: &CommonArgs, settings: &Settings, source: &str) -> anyhow::Result<Option<ExitCode>> {
+fn try_viewer(
+    common: &CommonArgs,
+    settings: &Settings,
+    source: &str,
+) -> anyhow::Result<Option<ExitCode>> {
     use morphoscope::ui::{UiError, ViewerOptions, display_available, run_viewer};
     if !display_available() {
-        log::warn!("no display (DISPLAY/WAYLAND_DISPLAY unset): running headless into out/ instead of the viewer");
+        log::warn!(
+            "no display (DISPLAY/WAYLAND_DISPLAY unset): running headless into out/ instead of the viewer"
+        );
         return Ok(None);
     }
     let explicit = common.config.is_some() || !common.sets.is_empty();
-    let opts = ViewerOptions::new(settings.clone(), explicit, source.to_owned(), common.backend(settings)?);
+    let opts = ViewerOptions::new(
+        settings.clone(),
+        explicit,
+        source.to_owned(),
+        common.backend(settings)?,
+    );
     match run_viewer(opts) {
         Ok(()) => Ok(Some(ExitCode::SUCCESS)),
         Err(UiError::NoWindow(e)) => {
@@ -117,30 +166,27 @@ fn try_viewer(common: &CommonArgs, settings: &Settings, source: &str) -> anyhow:
 
 /// Built without the `viewer` feature: always headless.
 #[cfg(not(feature = "viewer"))]
-fn try_viewer(_common: &CommonArgs, _settings: &Settings, _source: &str) -> anyhow::Result<Option<ExitCode>> {
+fn try_viewer(
+    _common: &CommonArgs,
+    _settings: &Settings,
+    _source: &str,
+) -> anyhow::Result<Option<ExitCode>> {
     log::warn!("built without the viewer (feature `viewer`): running headless into out/");
     Ok(None)
 }
 
-fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
-    }
-    let pb = match total {
-        Some(n) => ProgressBar::new(n),
-        None => ProgressBar::new_spinner(),
-    };
-    let style = if total.is_some() {
-        "{spinner} {pos}/{len} frames [{elapsed_precise}<{eta_precise}] {per_sec} {msg}"
-    } else {
-        "{spinner} {pos} frames [{elapsed_precise}] {per_sec} {msg}"
-    };
-    if let Ok(s) = ProgressStyle::with_template(style) {
-        pb.set_style(s);
-    }
-    pb
+/// How a run's frame loop ended.
+#[derive(Debug)]
+enum Ending {
+    /// The source ended (or the frame limit was reached).
+    Stream,
+    /// The source or an analysis failed.
+    SourceError(String),
+    /// A file could not be written.
+    WriteError(morphoscope::output::OutputError),
 }
 
+#[allow(clippy::too_many_arguments)]
 fn headless(
     common: &CommonArgs,
     settings: &Settings,
@@ -152,74 +198,181 @@ fn headless(
     quiet: bool,
 ) -> anyhow::Result<ExitCode> {
     let spec = SourceSpec::parse(source)?;
+    RunSink::prepare(out)?;
+    let stop_signals = StopSignals::install()?;
     let backend = common.backend(settings)?;
     let max_frames = match (max_frames, cpu_cap, &backend) {
         (None, Some(cap), morphoscope::backend::Backend::Cpu) => {
-            log::warn!("no GPU: the CPU backend analyses the first {cap} frames (`morphoscope run SOURCE` for all)");
+            log::warn!(
+                "no GPU: the CPU backend analyses the first {cap} frames (`morphoscope run SOURCE` for all)"
+            );
             Some(cap)
         }
         _ => max_frames,
     };
-    let pipeline = Pipeline::start(&spec, settings, &backend, Delivery::All).with_context(|| format!("cannot open {spec}"))?;
-    let fps = match &spec {
-        SourceSpec::Test(_) => settings.source.test.fps,
-        _ => 25,
+    let want = if video { PictureWant::Every(PictureFormat::I420) } else { PictureWant::None };
+    let pipeline = Pipeline::start_limited(FrameSource::Spec(spec.clone()), settings, &backend, Delivery::All, want, max_frames)
+        .map_err(|e| {
+            let named = e.to_string().contains(&spec.to_string());
+            let e = anyhow::Error::new(e);
+            if named {
+                e
+            } else {
+                e.context(format!("cannot open {spec}"))
+            }
+        })?;
+    let opts = SinkOptions {
+        video,
+        video_kbps: settings.output.video_kbps,
+        encoder: settings.output.encoder,
+        source: spec.to_string(),
+        backend: pipeline.backend.clone(),
     };
-    let mut sink = RunSink::create(out, video, settings.output.video_kbps, fps)?;
-    let pb = progress_bar(max_frames.or(pipeline.estimated_frames).map(|n| max_frames.map_or(n, |m| m.min(n))), quiet);
+    let (mut sink, removed) = RunSink::create(out, opts)?;
+    if !removed.is_empty() {
+        log::warn!(
+            "{}: replacing {} from an earlier run",
+            out.display(),
+            removed.join(", ")
+        );
+    }
+    let total = match (max_frames, pipeline.estimated_frames) {
+        (Some(m), Some(n)) => Some(m.min(n)),
+        (m, n) => m.or(n),
+    };
+    let mut progress = Progress::new(total, quiet);
     let started = Instant::now();
-    let mut error = None;
+    let counters = pipeline.counters.clone();
+    let mut stopped_by = None;
     let mut written = 0u64;
-    loop {
-        let Ok(ev) = pipeline.events.recv() else { break };
-        match ev {
+    let ending = loop {
+        if stopped_by.is_none()
+            && let Some(sig) = stop_signals.received()
+        {
+            stopped_by = Some(sig);
+            pipeline.end_input();
+            log::warn!(
+                "{}: stopping — finishing the frames already taken and every output (again to quit at once)",
+                signals::name(sig)
+            );
+        }
+        let now = CounterSnapshot {
+            frames_out: written,
+            ..counters.snapshot()
+        };
+        let event = match pipeline.events.recv_timeout(Duration::from_millis(100)) {
+            Ok(ev) => ev,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                progress.update(written, &now);
+                if let Err(e) = sink.checkpoint(now) {
+                    break Ending::WriteError(e);
+                }
+                continue;
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Ending::Stream,
+        };
+        match event {
             PipelineEvent::Frame(f) => {
-                sink.write(&f)?;
-                written += 1;
-                pb.inc(1);
-                if max_frames.is_some_and(|m| written >= m) {
-                    break;
+                if written == 0 {
+                    sink.set_stream(pipeline.stream_info());
+                }
+                let result = sink.write(&f);
+                // A frame counts as out once its line is in frames.jsonl (even when a later file
+                // of the same frame failed).
+                written = sink.frames_written();
+                if let Err(e) = result {
+                    break Ending::WriteError(e);
+                }
+                let now = CounterSnapshot {
+                    frames_out: written,
+                    ..now
+                };
+                progress.update(written, &now);
+                if let Err(e) = sink.checkpoint(now) {
+                    break Ending::WriteError(e);
                 }
             }
-            PipelineEvent::Error(e) => {
-                error = Some(e);
-                break;
-            }
-            PipelineEvent::End => break,
+            PipelineEvent::Error(e) => break Ending::SourceError(e),
+            PipelineEvent::End => break Ending::Stream,
         }
-    }
-    pb.finish_and_clear();
-    let counters = pipeline.counters.snapshot();
-    let pipeline_estimate = pipeline.estimated_frames;
+    };
+    progress.finish(written);
+    let stream = pipeline.stream_info();
+    let estimate = pipeline.estimated_frames;
     let backend_name = pipeline.backend.clone();
-    if max_frames.is_some_and(|m| written >= m) {
+    if matches!(ending, Ending::WriteError(_)) {
         pipeline.stop();
     } else {
         pipeline.join();
     }
     let wall = started.elapsed().as_secs_f64();
-    let mut counters = counters;
-    counters.frames_out = written;
-    let timings = sink.finish(counters, wall, &backend_name, &spec.to_string())?;
-    println!("morphoscope run: {spec}");
-    println!("backend: {backend_name}");
-    println!(
-        "frames: in {} | out {} | dropped {} | {:.1} s wall | {:.1} fps",
-        counters.frames_in,
-        written,
-        counters.dropped,
-        wall,
-        if wall > 0.0 { written as f64 / wall } else { 0.0 }
-    );
-    print!("{}", timings.table());
-    println!("outputs: {}/frames.jsonl, timings.json{}", out.display(), if video { ", overlay.mp4" } else { "" });
+    let counters = CounterSnapshot {
+        frames_out: written,
+        ..counters.snapshot()
+    };
+    let limit_reached = max_frames.is_some_and(|m| written >= m);
+    let ended = match (&ending, stopped_by) {
+        (Ending::WriteError(e), _) => format!("error: {e}"),
+        (Ending::SourceError(e), _) => format!("error: {e}"),
+        (Ending::Stream, Some(sig)) => signals::name(sig).to_owned(),
+        (Ending::Stream, None) if limit_reached => "--max-frames".to_owned(),
+        (Ending::Stream, None) => "end of stream".to_owned(),
+    };
+    let finished = sink.finish(&RunEnd {
+        counters,
+        wall_seconds: wall,
+        ended,
+    });
+    print_summary(&spec, &backend_name, &counters, wall, out, &finished);
+    let error = match ending {
+        Ending::WriteError(e) => Some(format!(
+            "{e} (after {written} frames; the files hold the frames before it)"
+        )),
+        Ending::SourceError(e) if written == 0 => Some(e),
+        Ending::SourceError(e) => Some(format!(
+            "{e} (after {written} frames; outputs hold the frames analysed before it)"
+        )),
+        Ending::Stream => finished.error.as_ref().map(|e| e.to_string()),
+    };
     if let Some(e) = error {
-        eprintln!("error: {e} (after {written} frames; outputs hold the frames analysed before it)");
+        eprintln!("error: {e}");
         return Ok(ExitCode::from(1));
     }
-    let expected = pipeline_estimate.filter(|_| max_frames.is_none() && matches!(spec, SourceSpec::File(_) | SourceSpec::Uri(_)));
-    if let Some(n) = expected.filter(|&n| n > 0 && written * 100 < n * 95) {
-        eprintln!("error: stream ended early: {written} of ~{n} frames (truncated or damaged file?); outputs hold the frames decoded");
+    if let Some(sig) = stopped_by {
+        return Ok(signals::exit_code(sig));
+    }
+    end_of_stream_verdict(
+        &spec,
+        &stream,
+        written,
+        estimate,
+        limit_reached,
+        max_frames.is_some(),
+    )
+}
+
+/// Exit code of a run whose stream ended by itself: a live source that ends, a file that ends
+/// far short of its length, or a source that gave nothing are errors.
+fn end_of_stream_verdict(
+    spec: &SourceSpec,
+    stream: &StreamInfo,
+    written: u64,
+    estimate: Option<u64>,
+    limit_reached: bool,
+    limited: bool,
+) -> anyhow::Result<ExitCode> {
+    if stream.live && !limit_reached {
+        eprintln!(
+            "error: live source {spec} ended after {written} frames (camera unplugged, server gone or stream closed?); outputs hold the frames analysed"
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let file_like =
+        matches!(spec, SourceSpec::File(_) | SourceSpec::Uri(_)) && !stream.live && !limited;
+    if let Some(n) = estimate.filter(|&n| file_like && n > 0 && written * 100 < n * 95) {
+        eprintln!(
+            "error: stream ended early: {written} of ~{n} frames (truncated or damaged file?); outputs hold the frames decoded"
+        );
         return Ok(ExitCode::from(1));
     }
     if written == 0 {
@@ -227,4 +380,38 @@ fn headless(
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_summary(
+    spec: &SourceSpec,
+    backend: &str,
+    c: &CounterSnapshot,
+    wall: f64,
+    out: &Path,
+    finished: &Finished,
+) {
+    println!("morphoscope run: {spec}");
+    println!("backend: {backend}");
+    let in_flight = match c.in_flight() {
+        0 => String::new(),
+        n => format!(" | in flight {n}"),
+    };
+    println!(
+        "frames: in {} | out {} | dropped {}{in_flight} | {:.1} s wall | {:.1} fps",
+        c.frames_in,
+        c.frames_out,
+        c.dropped,
+        wall,
+        if wall > 0.0 {
+            c.frames_out as f64 / wall
+        } else {
+            0.0
+        }
+    );
+    print!("{}", finished.timings.table());
+    println!(
+        "outputs in {}: {}",
+        out.display(),
+        finished.files.join(", ")
+    );
 }

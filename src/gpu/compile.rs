@@ -4,9 +4,8 @@
 //! large module in `kernels/<module>/*.cuh`; all are embedded in the binary
 //! (`crate::kernels::SOURCES` / `HEADERS`). `#include "common/x.cuh"` (or `"segment/x.cuh"`) lines are
 //! expanded textually before compilation (NVRTC has no file system view of the binary), so a
-//! module compiles the same here, in CI and on the device.
-//!
-//! `MORPHOSCOPE_KERNEL_DEFINES` (development) prepends `#define`s to every module.
+//! module compiles the same here, in CI and on the device. Kernels have no compile-time
+//! switches: what a module compiles to depends on its source and the target architecture only.
 //!
 //! PTX is cached under `$MORPHOSCOPE_CACHE` (else `$XDG_CACHE_HOME/morphoscope`, else
 //! `~/.cache/morphoscope`) in a file named by module, source hash, architecture and NVRTC
@@ -41,34 +40,14 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
-/// `#define` lines from `MORPHOSCOPE_KERNEL_DEFINES` (`NAME` or `NAME=VALUE`, comma-separated,
-/// letters, digits and `_` only; others are skipped with a warning): a development switch to
-/// measure kernel variants side by side on the GPU machine without rebuilding.
-fn extra_defines() -> String {
-    let Ok(spec) = std::env::var("MORPHOSCOPE_KERNEL_DEFINES") else { return String::new() };
-    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    let mut out = String::new();
-    for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (name, value) = item.split_once('=').unwrap_or((item, ""));
-        if word(name) && (value.is_empty() || word(value)) {
-            out.push_str(&format!("#define {name} {value}\n"));
-        } else {
-            log::warn!("MORPHOSCOPE_KERNEL_DEFINES: skipped {item:?} (NAME or NAME=VALUE of letters, digits, _)");
-        }
-    }
-    out
-}
-
-/// Replaces `#include "NAME"` lines (a name in `headers`) with the embedded header text (one level, headers may
-/// include other headers; each header is expanded once), after the `#define` lines of
-/// `MORPHOSCOPE_KERNEL_DEFINES` (so they are part of the cache key).
+/// Replaces `#include "NAME"` lines (a name in `headers`) with the embedded header text (headers
+/// may include other headers; each header is expanded once).
 pub fn expand_includes(
     module: &str,
     source: &str,
     headers: &[(&str, &str)],
 ) -> Result<String, GpuError> {
-    let mut out = extra_defines();
-    out.reserve(source.len() * 2);
+    let mut out = String::with_capacity(source.len() * 2);
     let mut seen = Vec::new();
     expand_into(module, source, headers, &mut seen, &mut out, 0)?;
     Ok(out)

@@ -5,7 +5,8 @@
 //!
 //! [`upload_view`] and [`HostPixel`] are the one upload path for host images (the CLI's `image`
 //! command and the parity tests); the ring fills its own buffers and wraps them with
-//! [`DeviceImage::new`].
+//! [`DeviceImage::new`]. [`round_trip`] is the one upload → enqueue → download path every op's
+//! one-shot wrapper (`maxtree_gpu`, `ccl_gpu`, `orientation_gpu`, `blur_gpu`, …) is made of.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 
 use super::error::GpuError;
 use super::launch;
+use super::timer::KernelTimer;
 use crate::image::ImageView;
 
 /// A packed image on the device, borrowed for the duration of an enqueue.
@@ -39,23 +41,62 @@ impl<T: DeviceRepr> Copy for DeviceImage<'_, T> {}
 
 impl<T: DeviceRepr> std::fmt::Debug for DeviceImage<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceImage").field("width", &self.width).field("height", &self.height).field("channels", &self.channels).finish()
+        f.debug_struct("DeviceImage")
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("channels", &self.channels)
+            .finish()
     }
 }
 
 impl<'a, T: DeviceRepr> DeviceImage<'a, T> {
     /// Wraps `data`; fails when the size overflows the kernels' 32-bit indexing or the buffer
     /// holds fewer than `width * height * channels` samples.
-    pub fn new(stream: &'a Arc<CudaStream>, data: &'a CudaSlice<T>, width: usize, height: usize, channels: usize) -> Result<Self, GpuError> {
-        launch::check_frame_size(width, height)?;
-        let need = width * height * channels;
-        if data.len() < need {
+    pub fn new(
+        stream: &'a Arc<CudaStream>,
+        data: &'a CudaSlice<T>,
+        width: usize,
+        height: usize,
+        channels: usize,
+    ) -> Result<Self, GpuError> {
+        let image = Self {
+            stream,
+            data,
+            width,
+            height,
+            channels,
+        };
+        image.check(channels, "device image")?;
+        Ok(image)
+    }
+
+    /// Checks what an op's kernels rely on: `channels` samples a pixel, rows of samples within
+    /// the kernels' 32-bit indexing, and a buffer that holds the image (the fields are public,
+    /// so an op checks the image it is given). `op` names the op in the error.
+    pub fn check(&self, channels: usize, op: &str) -> Result<(), GpuError> {
+        if self.channels != channels {
             return Err(GpuError::Unsupported(format!(
-                "device image {width}x{height}x{channels} needs {need} samples, buffer holds {}",
-                data.len()
+                "{op} takes {channels} channel(s) a pixel, the image has {}",
+                self.channels
             )));
         }
-        Ok(Self { stream, data, width, height, channels })
+        let row = self.width.checked_mul(channels).ok_or_else(|| {
+            GpuError::Unsupported(format!(
+                "{op}: {} x {channels} samples overflow",
+                self.width
+            ))
+        })?;
+        launch::check_frame_size(row, self.height)?;
+        if self.data.len() < self.samples() {
+            return Err(GpuError::Unsupported(format!(
+                "{op}: a {}x{}x{channels} image needs {} samples, its buffer holds {}",
+                self.width,
+                self.height,
+                self.samples(),
+                self.data.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Pixels (`width * height`).
@@ -126,13 +167,22 @@ impl<T: DeviceRepr> Uploaded<T> {
     /// The uploaded image as a [`DeviceImage`] on its stream.
     #[must_use]
     pub fn image(&self) -> DeviceImage<'_, T> {
-        DeviceImage { stream: &self.stream, data: &self.data, width: self.width, height: self.height, channels: self.channels }
+        DeviceImage {
+            stream: &self.stream,
+            data: &self.data,
+            width: self.width,
+            height: self.height,
+            channels: self.channels,
+        }
     }
 }
 
 /// Uploads the visible pixels of `img` packed (rows without their padding) on `stream`. Copy:
 /// the rows are gathered into one host vector first.
-pub fn upload_view<P: HostPixel>(stream: &Arc<CudaStream>, img: ImageView<'_, P>) -> Result<Uploaded<P::Sample>, GpuError> {
+pub fn upload_view<P: HostPixel>(
+    stream: &Arc<CudaStream>,
+    img: ImageView<'_, P>,
+) -> Result<Uploaded<P::Sample>, GpuError> {
     let mut samples = Vec::with_capacity(img.width() * img.height() * P::CHANNELS);
     for row in img.rows() {
         for &p in row {
@@ -140,5 +190,32 @@ pub fn upload_view<P: HostPixel>(stream: &Arc<CudaStream>, img: ImageView<'_, P>
         }
     }
     let data = launch::upload_packed(stream, &samples, img.width(), img.height())?;
-    Ok(Uploaded { stream: stream.clone(), data, width: img.width(), height: img.height(), channels: P::CHANNELS })
+    Ok(Uploaded {
+        stream: stream.clone(),
+        data,
+        width: img.width(),
+        height: img.height(),
+        channels: P::CHANNELS,
+    })
+}
+
+/// One host image through an op on the device: uploads `img` on `stream` ([`upload_view`]),
+/// runs `enqueue(op, timer, image)` with a fresh [`KernelTimer`], then returns
+/// `download(op, stream)` (a blocking readback). The upload is freed when this returns (in
+/// stream order, so after the work that reads it).
+pub fn round_trip<P, Op, R, E>(
+    stream: &Arc<CudaStream>,
+    img: ImageView<'_, P>,
+    op: &mut Op,
+    enqueue: impl FnOnce(&mut Op, &mut KernelTimer, DeviceImage<'_, P::Sample>) -> Result<(), E>,
+    download: impl FnOnce(&Op, &Arc<CudaStream>) -> Result<R, E>,
+) -> Result<R, E>
+where
+    P: HostPixel,
+    E: From<GpuError>,
+{
+    let input = upload_view(stream, img)?;
+    let mut timer = KernelTimer::new();
+    enqueue(op, &mut timer, input.image())?;
+    download(op, stream)
 }

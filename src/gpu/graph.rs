@@ -1,7 +1,7 @@
 //! Captured CUDA graphs: a long, fixed launch sequence enqueued once and replayed per frame.
 //!
 //! An op that launches hundreds of small kernels per frame with the same arguments every frame
-//! (the segmentation's rounds: ~20 launches a round, 50–100 rounds) costs the host a few
+//! (the segmentation's rounds: 7–10 launches a round, 20–30 rounds a frame) costs the host a few
 //! microseconds per launch and, once ~1000 launches are queued, blocks the enqueueing thread
 //! until the GPU catches up. Recorded once with stream capture (`cuStreamBeginCapture`, thread-
 //! local mode, so other threads' CUDA calls are unaffected) and instantiated, the same sequence
@@ -16,8 +16,14 @@
 //! wait on an event recorded on it and are joined back by events before it returns (parallel
 //! branches of the graph): no allocation, no synchronisation, no event tracking (raw device
 //! pointers), no timer events.
+//!
+//! Thread-local capture mode is not enough when another thread creates work that depends on
+//! buffers or events the capture touches (the collector composing a finished frame while the
+//! worker captures the next one's segmentation invalidated the capture on the H100). A capture is
+//! rare — once per new key — so it runs under a process-wide lock, [`capture_exclusion`], which
+//! the threads that enqueue beside the capturing worker hold around their own enqueues.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::CudaStream;
 use cudarc::driver::safe::CudaGraph;
@@ -96,9 +102,19 @@ impl<K: PartialEq> GraphCache<K> {
     }
 }
 
+/// Held while a graph is captured; other threads hold it around the work they enqueue while a
+/// capture may run (see the module docs).
+static CAPTURE: Mutex<()> = Mutex::new(());
+
+/// Waits until no graph is being captured and keeps captures out while the guard lives.
+pub fn capture_exclusion() -> MutexGuard<'static, ()> {
+    CAPTURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Records what `enqueue` launches on `stream` into an instantiated graph. The capture is ended
 /// even when `enqueue` fails (the stream must not stay in capture mode).
 fn capture(stream: &Arc<CudaStream>, enqueue: impl FnOnce() -> Result<(), GpuError>) -> Result<CudaGraph, GpuError> {
+    let _exclusive = capture_exclusion();
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     let enqueued = enqueue();
     let graph = stream.end_capture(CUgraphInstantiate_flags(0));

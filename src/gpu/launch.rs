@@ -16,7 +16,11 @@ pub fn blocks_for(n: usize, block: u32) -> u32 {
 /// A 1D launch over `n` items with `block` threads per block.
 #[must_use]
 pub fn linear(n: usize, block: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (blocks_for(n, block), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
+    LaunchConfig {
+        grid_dim: (blocks_for(n, block), 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 /// A 2D launch of `bx` x `by` blocks covering `width` x `height`.
@@ -31,9 +35,13 @@ pub fn grid2d(width: usize, height: usize, bx: u32, by: u32) -> LaunchConfig {
 
 /// Checks that a frame fits the kernels' 32-bit pixel indexing.
 pub fn check_frame_size(width: usize, height: usize) -> Result<(), GpuError> {
-    let n = width.checked_mul(height).ok_or_else(|| GpuError::Unsupported("size overflows".into()))?;
+    let n = width
+        .checked_mul(height)
+        .ok_or_else(|| GpuError::Unsupported("size overflows".into()))?;
     if n >= (1usize << 31) {
-        return Err(GpuError::Unsupported(format!("{width}x{height} has more than 2^31 pixels")));
+        return Err(GpuError::Unsupported(format!(
+            "{width}x{height} has more than 2^31 pixels"
+        )));
     }
     Ok(())
 }
@@ -64,16 +72,9 @@ pub fn upload_packed<T: DeviceRepr + ValidAsZeroBits>(
     if data.is_empty() {
         return alloc_zeroed::<T>(stream, 1, "input frame", width, height);
     }
-    stream.clone_htod(data).map_err(|e| GpuError::from_alloc(e, "input frame", width, height, std::mem::size_of_val(data)))
-}
-
-/// Uploads the visible pixels of `img` packed (rows without their padding).
-pub fn upload_image<T: DeviceRepr + ValidAsZeroBits + Copy>(
-    stream: &Arc<CudaStream>,
-    img: crate::image::ImageView<'_, T>,
-) -> Result<CudaSlice<T>, GpuError> {
-    let px: Vec<T> = img.rows().flat_map(|r| r.iter().copied()).collect();
-    upload_packed(stream, &px, img.width(), img.height())
+    stream.clone_htod(data).map_err(|e| {
+        GpuError::from_alloc(e, "input frame", width, height, std::mem::size_of_val(data))
+    })
 }
 
 /// A kernel launch through `cuLaunchKernelEx` that may start before the previous kernel on its
@@ -99,8 +100,18 @@ pub struct ExLaunch<'a> {
 impl<'a> ExLaunch<'a> {
     /// A launch of `func` on `stream`; `programmatic` as above (only on devices that have it).
     #[must_use]
-    pub fn new(stream: &'a CudaStream, func: &'a cudarc::driver::CudaFunction, programmatic: bool) -> Self {
-        Self { stream, func, args: Vec::with_capacity(24), programmatic, cooperative: false }
+    pub fn new(
+        stream: &'a CudaStream,
+        func: &'a cudarc::driver::CudaFunction,
+        programmatic: bool,
+    ) -> Self {
+        Self {
+            stream,
+            func,
+            args: Vec::with_capacity(24),
+            programmatic,
+            cooperative: false,
+        }
     }
 
     /// Makes it a cooperative launch (not programmatic): the driver starts every block at once
@@ -179,8 +190,13 @@ impl<'a> ExLaunch<'a> {
         // SAFETY: the config, attribute and argument pointers live across the call, which copies
         // them; the caller vouches for the arguments (see above).
         unsafe {
-            sys::cuLaunchKernelEx(&raw const config, self.func.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut())
-                .result()
+            sys::cuLaunchKernelEx(
+                &raw const config,
+                self.func.cu_function(),
+                self.args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+            .result()
         }
     }
 }

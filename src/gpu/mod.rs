@@ -16,7 +16,7 @@ pub mod timer;
 pub use compile::KernelSource;
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;
-pub use frame::{DeviceImage, HostPixel, Uploaded, upload_view};
+pub use frame::{DeviceImage, HostPixel, Uploaded, round_trip, upload_view};
 pub use graph::GraphCache;
 pub use readback::Readback;
 pub use timer::KernelTimer;

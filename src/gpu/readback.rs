@@ -1,8 +1,8 @@
 //! Device→host copies through a page-locked buffer kept between frames. A copy into pageable
 //! memory (`clone_dtoh`) is staged by the driver in small chunks and runs at a few GB/s; into
 //! pinned memory it runs at PCIe speed, and the copy out of the pinned buffer is a host memcpy.
-//! Measured on the H100 (BENCHMARKS.md, 2026-11-23): the pipeline's per-frame readbacks of
-//! 4K pictures took tens of milliseconds pageable.
+//! Pageable, the pipeline's per-frame readbacks of 4K pictures took tens of milliseconds
+//! (`docs/benchmarks-history.md`).
 
 use std::sync::Arc;
 

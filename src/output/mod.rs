@@ -1,19 +1,34 @@
 //! Headless sinks of `morphoscope run`: `frames.jsonl` (one JSON object per frame: index, pts,
 //! each analysis' summary, every timed region), `timings.json` (per region: count, median, p95,
-//! max ms; frames in/out/dropped; wall time) and `overlay.mp4` (the frame with every overlay).
-//! Analyses may add their own files through [`RunSink::extra_writer`] (tracks CSV, components).
+//! max ms; frames in/out/dropped; wall time; source, decoder, encoder) and `overlay.mkv` (the
+//! frame with every overlay). Analyses add their own files through their records (tracks CSV,
+//! components).
+//!
+//! Every file stays readable whatever ends the run ([`files`]): lines are written whole, one
+//! write a frame, and cut back to the last whole line when a write fails; `timings.json` is
+//! replaced atomically, at the start, every few seconds and at the end (`"complete"` says
+//! which); the video is Matroska, playable when cut. A run owns its folder: the files an
+//! earlier run wrote there are removed first ([`RunSink::create`] returns their names).
 
 pub mod compose;
+pub mod encoder;
+pub mod files;
 pub mod video;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::analysis::AnalysedFrame;
-use crate::pipeline::{CounterSnapshot, Summary};
+use crate::compose::PictureFormat;
+use crate::image::Image;
+use crate::pipeline::{CounterSnapshot, Series, Summary};
+use crate::source::StreamInfo;
+use encoder::{EncoderChoice, NoEncoder};
+use files::LineFile;
+use video::{InputLayout, VideoSpec, VideoWriter};
 
-/// Errors writing outputs.
+/// Errors writing outputs. Each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// File system.
@@ -24,20 +39,25 @@ pub enum OutputError {
         /// Cause.
         source: std::io::Error,
     },
-    /// The encoder failed.
+    /// The video pipeline failed (a write error, the encoder).
+    #[error("cannot write {}: {message}", path.display())]
+    Video {
+        /// The video file.
+        path: PathBuf,
+        /// Cause.
+        message: String,
+    },
+    /// No encoder can write the video.
     #[error("overlay video: {0}")]
-    Video(String),
+    Encoder(String),
 }
 
-fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
-    move |source| OutputError::Io { path: path.to_owned(), source }
-}
-
-/// Per-region timing samples, in first-seen order.
+/// Per-region timing samples, in first-seen order, in bounded memory ([`Series`]: exact count,
+/// mean and max; median and p95 from a reservoir on runs past 8192 frames).
 #[derive(Debug, Default)]
 pub struct TimingLog {
     order: Vec<String>,
-    samples: BTreeMap<String, Vec<f64>>,
+    samples: BTreeMap<String, Series>,
 }
 
 impl TimingLog {
@@ -52,71 +72,206 @@ impl TimingLog {
             ("compute_total", t.compute_ms),
         ];
         let cpu = t.backend == "cpu";
-        let extra = extra.into_iter().filter(|(n, _)| !(cpu && (*n == "upload" || *n == "download")));
-        for (name, ms) in t.regions.iter().map(|(n, ms)| (n.as_str(), *ms)).chain(extra) {
-            if !self.samples.contains_key(name) {
-                self.order.push(name.to_owned());
+        let extra = extra
+            .into_iter()
+            .filter(|(n, _)| !(cpu && (*n == "upload" || *n == "download")));
+        for (name, ms) in t
+            .regions
+            .iter()
+            .map(|(n, ms)| (n.as_str(), *ms))
+            .chain(extra)
+        {
+            match self.samples.get_mut(name) {
+                Some(series) => series.push(ms),
+                None => {
+                    self.order.push(name.to_owned());
+                    let mut series = Series::default();
+                    series.push(ms);
+                    self.samples.insert(name.to_owned(), series);
+                }
             }
-            self.samples.entry(name.to_owned()).or_default().push(ms);
         }
     }
     /// (region, summary) in first-seen order.
     #[must_use]
     pub fn summaries(&self) -> Vec<(String, Summary)> {
-        self.order.iter().map(|n| (n.clone(), Summary::of(self.samples.get(n).map_or(&[][..], Vec::as_slice)))).collect()
+        self.order
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    self.samples
+                        .get(n)
+                        .map_or_else(Summary::default, Series::summary),
+                )
+            })
+            .collect()
     }
     /// A plain-text table of the summaries.
     #[must_use]
     pub fn table(&self) -> String {
-        let mut s = format!("{:<34} {:>7} {:>10} {:>10} {:>10}\n", "region", "frames", "median ms", "p95 ms", "max ms");
+        let mut s = format!(
+            "{:<34} {:>7} {:>10} {:>10} {:>10}\n",
+            "region", "frames", "median ms", "p95 ms", "max ms"
+        );
         for (n, m) in self.summaries() {
-            s.push_str(&format!("{n:<34} {:>7} {:>10.3} {:>10.3} {:>10.3}\n", m.count, m.median_ms, m.p95_ms, m.max_ms));
+            s.push_str(&format!(
+                "{n:<34} {:>7} {:>10.3} {:>10.3} {:>10.3}\n",
+                m.count, m.median_ms, m.p95_ms, m.max_ms
+            ));
         }
         s
     }
 }
 
+/// Header of `tracks.csv`, written when a run produced no track rows (MOT Challenge rows carry
+/// no header; an empty run's file says what it would hold).
+pub const TRACKS_CSV_HEADER: &str = "frame,id,bb_left,bb_top,bb_width,bb_height,conf,x,y,z";
+
+/// How often `timings.json` is rewritten during a run.
+const TIMINGS_EVERY: Duration = Duration::from_secs(2);
+
+/// What a run writes besides the per-frame lines.
+#[derive(Clone, Debug)]
+pub struct SinkOptions {
+    /// Write `overlay.mkv`.
+    pub video: bool,
+    /// Its bitrate, kbit/s.
+    pub video_kbps: u32,
+    /// Its encoder.
+    pub encoder: EncoderChoice,
+    /// The source as the user gave it (for `timings.json`).
+    pub source: String,
+    /// The backend description (for `timings.json`).
+    pub backend: String,
+}
+
+/// The overlay video's state.
+enum Video {
+    /// Not asked for.
+    Off,
+    /// Opens on the first frame (its size and the source's rate are known then).
+    Pending,
+    /// Encoding.
+    Open(VideoWriter),
+    /// Not written (frames smaller than every encoder accepts); the reason.
+    Skipped(String),
+    /// Failed mid-run (the error was returned once); frames written before it stay.
+    Failed,
+}
+
+/// How a run ended, for the final `timings.json`.
+#[derive(Clone, Debug)]
+pub struct RunEnd {
+    /// Counters at the end (`frames_out`: frames written).
+    pub counters: CounterSnapshot,
+    /// Seconds from the first frame asked to the end.
+    pub wall_seconds: f64,
+    /// Why it ended: "end of stream", "--max-frames", "SIGINT", "error: …".
+    pub ended: String,
+}
+
+/// What [`RunSink::finish`] leaves.
+pub struct Finished {
+    /// Timings of every frame written.
+    pub timings: TimingLog,
+    /// Frames in the overlay video (`None`: no video).
+    pub video_frames: Option<u64>,
+    /// Files of the folder written by this run, in [`files::RUN_FILES`] order.
+    pub files: Vec<String>,
+    /// The first error finishing the files (the video's index, `timings.json`), if any.
+    pub error: Option<OutputError>,
+}
+
 /// The writer of a run's output folder.
 pub struct RunSink {
     dir: PathBuf,
-    frames: std::io::BufWriter<std::fs::File>,
-    video: Option<video::VideoWriter>,
-    want_video: bool,
-    video_kbps: u32,
-    fps: u32,
+    opts: SinkOptions,
+    frames: LineFile,
+    extra: BTreeMap<String, LineFile>,
+    video: Video,
+    encoder: Option<&'static str>,
+    stream: StreamInfo,
     /// Timings of every frame.
     pub timings: TimingLog,
-    extra: BTreeMap<&'static str, std::io::BufWriter<std::fs::File>>,
+    started: Instant,
+    timings_written: Instant,
+    frames_written: u64,
 }
 
 impl RunSink {
-    /// Creates `dir` and opens `frames.jsonl`.
-    pub fn create(dir: &Path, want_video: bool, video_kbps: u32, fps: u32) -> Result<Self, OutputError> {
-        std::fs::create_dir_all(dir).map_err(io_at(dir))?;
-        let p = dir.join("frames.jsonl");
-        let frames = std::io::BufWriter::new(std::fs::File::create(&p).map_err(io_at(&p))?);
-        Ok(Self { dir: dir.to_owned(), frames, video: None, want_video, video_kbps, fps, timings: TimingLog::default(), extra: BTreeMap::new() })
+    /// Creates `dir` (or checks an existing one) and that files can be written there: call it
+    /// before the work starts.
+    pub fn prepare(dir: &Path) -> Result<(), OutputError> {
+        files::prepare_folder(dir)
     }
 
-    /// A writer for an extra file in the output folder (created on first use).
-    pub fn extra_writer(&mut self, name: &'static str) -> Result<&mut std::io::BufWriter<std::fs::File>, OutputError> {
-        if !self.extra.contains_key(name) {
-            let p = self.dir.join(name);
-            let f = std::fs::File::create(&p).map_err(io_at(&p))?;
-            self.extra.insert(name, std::io::BufWriter::new(f));
-        }
-        let p = self.dir.join(name);
-        self.extra.get_mut(name).ok_or_else(|| OutputError::Io { path: p, source: std::io::Error::other("writer missing") })
+    /// Takes over `dir`: removes the files an earlier run wrote there (their names are
+    /// returned), creates `frames.jsonl` and `tracks.csv` and writes a first `timings.json`.
+    pub fn create(dir: &Path, opts: SinkOptions) -> Result<(Self, Vec<&'static str>), OutputError> {
+        files::prepare_folder(dir)?;
+        let removed = files::remove_earlier_run(dir)?;
+        let frames = LineFile::create(&dir.join("frames.jsonl"))?;
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            "tracks.csv".to_owned(),
+            LineFile::create(&dir.join("tracks.csv"))?,
+        );
+        let video = if opts.video {
+            Video::Pending
+        } else {
+            Video::Off
+        };
+        let now = Instant::now();
+        let sink = Self {
+            dir: dir.to_owned(),
+            opts,
+            frames,
+            extra,
+            video,
+            encoder: None,
+            stream: StreamInfo::default(),
+            timings: TimingLog::default(),
+            started: now,
+            timings_written: now,
+            frames_written: 0,
+        };
+        sink.write_timings(
+            &RunEnd {
+                counters: CounterSnapshot::default(),
+                wall_seconds: 0.0,
+                ended: String::new(),
+            },
+            false,
+            None,
+        )?;
+        Ok((sink, removed))
     }
 
-    /// Writes one analysed frame.
+    /// Frames whose line is in `frames.jsonl`.
+    #[must_use]
+    pub fn frames_written(&self) -> u64 {
+        self.frames_written
+    }
+
+    /// What the source reported (liveness, frame rate, decoder): call before the first frame,
+    /// whose video uses the rate.
+    pub fn set_stream(&mut self, info: StreamInfo) {
+        self.stream = info;
+    }
+
+    /// Writes one analysed frame: its line, its analyses' records, its video frame.
     pub fn write(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
         let mut ops = serde_json::Map::new();
         for o in &f.outputs {
             ops.insert(o.op.to_owned(), o.summary.clone());
         }
-        let regions: serde_json::Map<String, serde_json::Value> =
-            f.timings.regions.iter().map(|(n, ms)| (n.clone(), serde_json::json!(round3(*ms)))).collect();
+        let regions: serde_json::Map<String, serde_json::Value> = f
+            .timings
+            .regions
+            .iter()
+            .map(|(n, ms)| (n.clone(), serde_json::json!(round3(*ms))))
+            .collect();
         let line = serde_json::json!({
             "index": f.index,
             "pts_nanos": f.pts_nanos,
@@ -129,63 +284,215 @@ impl RunSink {
             "download_ms": round3(f.timings.download_ms),
             "latency_ms": round3(f.timings.latency_ms),
         });
-        let p = self.dir.join("frames.jsonl");
-        serde_json::to_writer(&mut self.frames, &line).map_err(|e| OutputError::Io { path: p.clone(), source: e.into() })?;
-        self.frames.write_all(b"\n").map_err(io_at(&p))?;
+        let mut bytes = serde_json::to_vec(&line).map_err(|e| OutputError::Io {
+            path: self.dir.join("frames.jsonl"),
+            source: e.into(),
+        })?;
+        bytes.push(b'\n');
+        self.frames.append(&bytes)?;
+        self.frames_written += 1;
         self.timings.add(f);
+        let mut records: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         for o in &f.outputs {
             for (file, line) in &o.records {
-                let w = self.extra_writer(file)?;
-                let p = PathBuf::from(file);
-                w.write_all(line.as_bytes()).and_then(|()| w.write_all(b"\n")).map_err(io_at(&p))?;
+                let block = records.entry(file).or_default();
+                block.extend_from_slice(line.as_bytes());
+                block.push(b'\n');
             }
         }
-        if self.want_video {
-            let (w, h) = f.size();
-            if self.video.is_none() {
-                self.video = Some(video::VideoWriter::create(&self.dir.join("overlay.mp4"), w, h, self.fps, self.video_kbps)?);
+        for (file, block) in records {
+            if !self.extra.contains_key(file) {
+                self.extra
+                    .insert(file.to_owned(), LineFile::create(&self.dir.join(file))?);
             }
-            if let Some(v) = self.video.as_mut() {
-                v.push(&compose::compose(f))?;
+            if let Some(w) = self.extra.get_mut(file) {
+                w.append(&block)?;
             }
+        }
+        self.write_video(f)
+    }
+
+    /// The picture the overlay video shows for a frame: the one place it is composed.
+    fn overlay_picture(f: &AnalysedFrame) -> Image<[u8; 3]> {
+        compose::compose(f)
+    }
+
+    fn write_video(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
+        // The pipeline composes the picture (on the device, or with the CPU twin) when the video
+        // is wanted; a frame without one is composed here.
+        let i420 = f.picture.as_deref().filter(|p| p.format == PictureFormat::I420);
+        if matches!(self.video, Video::Pending) {
+            let (size, layout) = match i420 {
+                Some(p) => ((p.width, p.height), InputLayout::I420),
+                None => (f.size(), InputLayout::Rgb),
+            };
+            self.video = self.open_video(size, layout)?;
+        }
+        let pushed = match (&mut self.video, i420) {
+            (Video::Open(v), Some(p)) => v.push_i420(&p.data, p.width, p.height, f.pts_nanos),
+            (Video::Open(v), None) => v.push_rgb(&Self::overlay_picture(f), f.pts_nanos),
+            _ => Ok(()),
+        };
+        if let Err(e) = pushed {
+            if let Video::Open(v) = std::mem::replace(&mut self.video, Video::Failed) {
+                let _ = v.finish();
+            }
+            return Err(e);
         }
         Ok(())
     }
 
-    /// Flushes everything, finalises the video and writes `timings.json`.
-    pub fn finish(mut self, counters: CounterSnapshot, wall_seconds: f64, backend: &str, source: &str) -> Result<TimingLog, OutputError> {
-        let p = self.dir.join("frames.jsonl");
-        self.frames.flush().map_err(io_at(&p))?;
-        for (name, w) in &mut self.extra {
-            let p = self.dir.join(name);
-            w.flush().map_err(io_at(&p))?;
-        }
-        let video_frames = match self.video.take() {
-            Some(v) => Some(v.finish()?),
-            None => None,
+    /// Opens the video with the fastest encoder that starts (an NVENC that registers but cannot
+    /// open a session falls back to the next), or skips it for frames too small for any.
+    fn open_video(&mut self, (width, height): (usize, usize), layout: InputLayout) -> Result<Video, OutputError> {
+        let encoders = match encoder::choose_encoders(
+            self.opts.encoder,
+            width & !1,
+            height & !1,
+            encoder::installed_encoder,
+        ) {
+            Ok(e) => e,
+            Err(e @ NoEncoder::TooSmall { .. }) => {
+                log::warn!("overlay video skipped: {e}; the other outputs are written");
+                return Ok(Video::Skipped(e.to_string()));
+            }
+            Err(e) => return Err(OutputError::Encoder(e.to_string())),
         };
+        let rate = self.stream.frame_rate.map_or_else(
+            || "the source's timestamps (variable rate)".to_owned(),
+            |r| r.to_string(),
+        );
+        let mut failure = None;
+        for encoder in encoders {
+            let spec = VideoSpec {
+                width,
+                height,
+                layout,
+                frame_rate: self.stream.frame_rate,
+                kbps: self.opts.video_kbps,
+                encoder,
+            };
+            match VideoWriter::create(&self.dir.join("overlay.mkv"), spec) {
+                Ok(writer) => {
+                    let kind = if encoder::NVENC_ENCODERS.contains(&encoder) {
+                        "NVENC"
+                    } else {
+                        "software"
+                    };
+                    log::info!(
+                        "overlay video: {encoder} ({kind}), {}x{} at {rate}",
+                        width & !1,
+                        height & !1
+                    );
+                    self.encoder = Some(encoder);
+                    return Ok(Video::Open(writer));
+                }
+                Err(e) => {
+                    log::warn!(
+                        "overlay video: {encoder} does not start ({e}); trying the next encoder"
+                    );
+                    failure = Some(e);
+                }
+            }
+        }
+        Err(failure.unwrap_or_else(|| OutputError::Encoder("no encoder started".into())))
+    }
+
+    /// Rewrites `timings.json` when the last write is [`TIMINGS_EVERY`] old (cheap otherwise).
+    pub fn checkpoint(&mut self, counters: CounterSnapshot) -> Result<(), OutputError> {
+        if self.timings_written.elapsed() < TIMINGS_EVERY {
+            return Ok(());
+        }
+        self.timings_written = Instant::now();
+        let end = RunEnd {
+            counters,
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+            ended: String::new(),
+        };
+        let video_frames = match &self.video {
+            Video::Open(v) => Some(v.frames()),
+            _ => None,
+        };
+        self.write_timings(&end, false, video_frames)
+    }
+
+    /// Ends the video (its index), writes the header of an empty `tracks.csv` and the final
+    /// `timings.json`. Does what it can after an error and reports the first.
+    pub fn finish(mut self, end: &RunEnd) -> Finished {
+        let mut error = None;
+        if let Some(tracks) = self.extra.get_mut("tracks.csv")
+            && tracks.is_empty()
+            && let Err(e) = tracks.append(format!("{TRACKS_CSV_HEADER}\n").as_bytes())
+        {
+            error.get_or_insert(e);
+        }
+        let video_frames = match std::mem::replace(&mut self.video, Video::Off) {
+            Video::Open(v) => match v.finish() {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    error.get_or_insert(e);
+                    None
+                }
+            },
+            Video::Skipped(reason) => {
+                log::debug!("overlay video skipped: {reason}");
+                None
+            }
+            Video::Off | Video::Pending | Video::Failed => None,
+        };
+        if let Err(e) = self.write_timings(end, true, video_frames) {
+            error.get_or_insert(e);
+        }
+        let files = files::RUN_FILES
+            .iter()
+            .filter(|n| self.dir.join(n).is_file())
+            .map(|n| (*n).to_owned())
+            .collect();
+        Finished {
+            timings: self.timings,
+            video_frames,
+            files,
+            error,
+        }
+    }
+
+    fn write_timings(
+        &self,
+        end: &RunEnd,
+        complete: bool,
+        video_frames: Option<u64>,
+    ) -> Result<(), OutputError> {
         let regions: serde_json::Map<String, serde_json::Value> = self
             .timings
             .summaries()
             .into_iter()
             .map(|(n, s)| (n, serde_json::json!({"count": s.count, "median_ms": round3(s.median_ms), "p95_ms": round3(s.p95_ms), "max_ms": round3(s.max_ms), "mean_ms": round3(s.mean_ms)})))
             .collect();
-        let fps = if wall_seconds > 0.0 { counters.frames_out as f64 / wall_seconds } else { 0.0 };
+        let c = end.counters;
+        let fps = if end.wall_seconds > 0.0 {
+            c.frames_out as f64 / end.wall_seconds
+        } else {
+            0.0
+        };
         let doc = serde_json::json!({
-            "source": source,
-            "backend": backend,
-            "frames_in": counters.frames_in,
-            "frames_out": counters.frames_out,
-            "dropped": counters.dropped,
+            "complete": complete,
+            "ended": (!end.ended.is_empty()).then_some(&end.ended),
+            "source": self.opts.source,
+            "backend": self.opts.backend,
+            "live": self.stream.live,
+            "frame_rate": self.stream.frame_rate.map(|r| round3(r.fps())),
+            "decoder": self.stream.decoder,
+            "encoder": self.encoder,
+            "frames_in": c.frames_in,
+            "frames_out": c.frames_out,
+            "dropped": c.dropped,
+            "in_flight": c.in_flight(),
             "video_frames": video_frames,
-            "wall_seconds": round3(wall_seconds),
+            "wall_seconds": round3(end.wall_seconds),
             "fps": round3(fps),
             "regions": regions,
         });
-        let p = self.dir.join("timings.json");
-        let f = std::fs::File::create(&p).map_err(io_at(&p))?;
-        serde_json::to_writer_pretty(f, &doc).map_err(|e| OutputError::Io { path: p.clone(), source: e.into() })?;
-        Ok(self.timings)
+        files::write_json_atomic(&self.dir.join("timings.json"), &doc)
     }
 }
 

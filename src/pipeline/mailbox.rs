@@ -53,6 +53,11 @@ impl Mailbox {
             w();
         }
     }
+    /// True when no frame waits to be taken (the viewer took the last one).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.slot.lock().map_or(true, |g| g.is_none())
+    }
     /// Takes the newest frame, if any arrived since the last take.
     pub fn take(&self) -> Option<AnalysedFrame> {
         self.slot.lock().ok().and_then(|mut g| g.take())

@@ -1,36 +1,50 @@
-//! The frame pipeline: a source thread, a worker thread that owns the engine (and all CUDA
-//! state), and the consumers.
+//! The frame pipeline: a source thread, a worker that only uploads and enqueues (and owns the
+//! ring of CUDA streams), a collector that completes frames in order, and the consumers.
 //!
 //! ```text
-//! source thread --bounded channel (frames)--> worker --bounded channel (results, in order)--> sinks
-//!                                               \--latest-frame mailbox + waker--> viewer
-//! viewer --commands (settings, pause, step)--> worker
+//! source --frames (bounded)--> worker --frames in flight (in order)--> collector --results--> sinks
+//!                                ^---------------- free ring slots -------------'   \--> viewer mailbox
+//! viewer --commands (settings, styles, pause, step)--> worker
 //! ```
 //!
-//! Live sources (camera, network) drop frames when the channel is full and count them; files and
-//! test patterns block instead, so frames in == frames out. A source error ends the stream after
-//! the frames already decoded have been analysed; it is reported once as [`PipelineEvent::Error`].
+//! On the GPU the worker copies a frame into a free slot's pinned buffer and enqueues every
+//! analysis; it never waits for the device except when all slots are in flight. The collector
+//! waits for the oldest frame, reads back its small results (component table, spectrum, counts,
+//! histogram), runs the in-order host steps (the tracker), composes the picture on the device
+//! when a sink wants pixels this frame (one readback), hands the frame on and returns the slot.
+//! On the CPU the worker runs the analyses (multi-threaded inside each op) and the collector
+//! composes the picture with the CPU twin of the compose kernel. See [`PictureWant`].
+//!
+//! Live sources (as their GStreamer pipeline reports: cameras, RTSP) drop frames when the channel
+//! is full and count them; files (local or HTTP) and test patterns block instead, so frames in ==
+//! frames out. In the viewer a file plays in real time and frames the analyses cannot keep up
+//! with are dropped before analysis (counted), so the picture stays current. A source error ends
+//! the stream after the frames already decoded have been analysed; it is reported once as
+//! [`PipelineEvent::Error`]. [`Pipeline::end_input`] (a stop request, e.g. Ctrl+C) and an input
+//! limit (`--max-frames`) end it the same way: the source stops taking frames, the frames
+//! already taken are analysed and delivered, then `End`.
 
-pub mod engine;
+mod collector;
 pub mod mailbox;
 pub mod ring;
 pub mod stats;
+mod worker;
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
-pub use engine::{Engine, Submitted};
 pub use mailbox::Mailbox;
-pub use stats::{CounterSnapshot, Counters, Summary};
+pub use stats::{CounterSnapshot, Counters, Series, Summary};
 
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
+use crate::compose::{ComposeStyle, PictureFormat};
 use crate::config::Settings;
-use crate::source::{Pacing, Source, SourceError, SourceSpec};
+use crate::source::{Frame, Pacing, Source, SourceError, SourceOptions, SourceSpec, StreamInfo};
 
 /// What the worker sends downstream.
 #[derive(Debug)]
@@ -48,6 +62,8 @@ pub enum PipelineEvent {
 pub enum Command {
     /// New analysis settings, from the next frame on.
     Settings(Box<OpSettings>),
+    /// New layer styles for the composed picture, from the next frame on.
+    Style(Box<ComposeStyle>),
     /// Stop taking frames (the source keeps running; a live source then drops).
     Pause(bool),
     /// While paused, analyse exactly one more frame.
@@ -56,12 +72,37 @@ pub enum Command {
     Stop,
 }
 
+/// Which frames get a composed picture, and in which format. Composing costs a kernel (or a
+/// CPU pass) and a readback, so only a sink that shows or stores pixels asks for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PictureWant {
+    /// No pixels: tables only (`run --no-video`, `bench --sink none`).
+    None,
+    /// Every frame (the overlay video, `bench --sink picture`).
+    Every(PictureFormat),
+    /// Only when the viewer has taken the previous picture: composing follows its display rate.
+    WhenTaken(PictureFormat),
+}
+
 /// Where results go.
 pub enum Delivery {
     /// Every frame, in order, through a bounded channel (headless sinks; blocks when full).
     All,
     /// Only the newest frame, into a mailbox that wakes the viewer.
     Latest(Arc<Mailbox>),
+}
+
+/// Where frames come from.
+pub enum FrameSource {
+    /// A SOURCE (file, URI, camera, test pattern, pipeline).
+    Spec(SourceSpec),
+    /// Frames held in memory, replayed in turn `count` times in all (benchmarks): no decoding.
+    Memory {
+        /// The frames.
+        frames: Arc<Vec<Frame>>,
+        /// Frames to deliver.
+        count: u64,
+    },
 }
 
 /// A running pipeline.
@@ -76,6 +117,8 @@ pub struct Pipeline {
     pub estimated_frames: Option<u64>,
     /// Backend description.
     pub backend: String,
+    stop_input: Arc<AtomicBool>,
+    stream: Arc<Mutex<StreamInfo>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -93,82 +136,132 @@ pub enum PipelineError {
     Thread(std::io::Error),
 }
 
+/// A frame from the source thread, with the instant it arrived.
+type Arrived = Result<(Frame, Instant), SourceError>;
+
 impl Pipeline {
-    /// Opens the source and starts the source and worker threads.
-    pub fn start(spec: &SourceSpec, settings: &Settings, backend: &Backend, delivery: Delivery) -> Result<Self, PipelineError> {
-        let realtime = match settings.source.pacing {
-            Pacing::Auto => matches!(delivery, Delivery::Latest(_)),
-            Pacing::Realtime => true,
-            Pacing::Fast => false,
-        };
-        let mut source = Source::open(spec, settings.source.format, &settings.source.test, realtime)?;
-        let estimated_frames = match spec {
-            SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
-            _ => source.estimated_frames(),
+    /// Opens the source and starts the source, worker and collector threads.
+    pub fn start(source: FrameSource, settings: &Settings, backend: &Backend, delivery: Delivery, want: PictureWant) -> Result<Self, PipelineError> {
+        Self::start_limited(source, settings, backend, delivery, want, None)
+    }
+
+    /// [`Pipeline::start`], taking at most `max_frames` frames into the analyses (frames a live
+    /// source drops do not count), then ending as at end of stream.
+    pub fn start_limited(
+        source: FrameSource,
+        settings: &Settings,
+        backend: &Backend,
+        delivery: Delivery,
+        want: PictureWant,
+        max_frames: Option<u64>,
+    ) -> Result<Self, PipelineError> {
+        let viewer = matches!(delivery, Delivery::Latest(_));
+        let stop_input = Arc::new(AtomicBool::new(false));
+        let stream = Arc::new(Mutex::new(StreamInfo::default()));
+        let (mut next, estimated_frames, live): (Box<dyn FnMut() -> Result<Option<Frame>, SourceError> + Send>, _, _) = match source {
+            FrameSource::Spec(spec) => {
+                let realtime = match settings.source.pacing {
+                    Pacing::Auto => viewer,
+                    Pacing::Realtime => true,
+                    Pacing::Fast => false,
+                };
+                let opts = SourceOptions {
+                    format: settings.source.format,
+                    test: settings.source.test.clone(),
+                    realtime,
+                    timeout: std::time::Duration::from_secs(u64::from(settings.source.timeout_seconds)),
+                    interrupt: Some(stop_input.clone()),
+                };
+                let mut src = Source::open_with(&spec, &opts)?;
+                let estimated = match &spec {
+                    SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
+                    _ => src.estimated_frames(),
+                };
+                if let Ok(mut i) = stream.lock() {
+                    *i = src.stream_info();
+                }
+                // In the viewer every source is treated as live: frames the analyses cannot keep
+                // up with are dropped before analysis instead of queueing up latency.
+                let live = src.stream_info().live || viewer;
+                let info = stream.clone();
+                let next = move || {
+                    let f = src.next_frame();
+                    // What the stream reports is complete once the first frame was decoded.
+                    if let Ok(Some(f)) = &f
+                        && f.index == 0
+                        && let Ok(mut i) = info.lock()
+                    {
+                        *i = src.stream_info();
+                    }
+                    f
+                };
+                (Box::new(next), estimated, live)
+            }
+            FrameSource::Memory { frames, count } => {
+                let mut k = 0u64;
+                let next = move || {
+                    if k >= count || frames.is_empty() {
+                        return Ok(None);
+                    }
+                    let mut f = frames[(k % frames.len() as u64) as usize].clone();
+                    f.index = k;
+                    k += 1;
+                    Ok(Some(f))
+                };
+                (Box::new(next), Some(count), false)
+            }
         };
         log::debug!("estimated frames: {estimated_frames:?}");
-        let live = spec.is_live();
-        let mut engine = Engine::new(backend, &settings.ops, settings.pipeline.ring_size)?;
         let counters = Arc::new(Counters::default());
-        let (frame_tx, frame_rx) = bounded::<Result<(crate::source::Frame, Instant), SourceError>>(settings.pipeline.queue);
+        let queue = if viewer { 1 } else { settings.pipeline.queue };
+        let (frame_tx, frame_rx) = bounded::<Arrived>(queue);
         let (event_tx, event_rx) = bounded::<PipelineEvent>(settings.pipeline.queue.max(2) * 2);
         let (cmd_tx, cmd_rx) = bounded::<Command>(64);
 
-        let c = counters.clone();
+        let (c, stop) = (counters.clone(), stop_input.clone());
         let src_thread = std::thread::Builder::new()
             .name("morphoscope-source".into())
-            .spawn(move || loop {
-                let r = source.next_frame();
-                let msg = match r {
-                    Ok(Some(f)) => {
-                        c.frames_in.fetch_add(1, Ordering::Relaxed);
-                        Ok((f, Instant::now()))
-                    }
-                    Ok(None) => break,
-                    Err(e) => Err(e),
-                };
-                let is_err = msg.is_err();
-                if live && !is_err {
-                    match frame_tx.try_send(msg) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(_)) => {
-                            c.dropped.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(TrySendError::Disconnected(_)) => break,
-                    }
-                } else if frame_tx.send(msg).is_err() || is_err {
-                    break;
-                }
-            })
+            .spawn(move || source_loop(&mut next, &frame_tx, live, max_frames, &stop, &c))
             .map_err(PipelineError::Thread)?;
 
-        let c = counters.clone();
-        let worker = std::thread::Builder::new()
-            .name("morphoscope-worker".into())
-            .spawn(move || worker_loop(&mut engine, &frame_rx, &cmd_rx, &event_tx, &delivery, &c))
-            .map_err(PipelineError::Thread)?;
-
+        let (worker, collector) = worker::start(backend, settings, frame_rx, cmd_rx, event_tx, delivery, want, counters.clone())?;
         Ok(Self {
             events: event_rx,
             commands: cmd_tx,
             counters,
             estimated_frames,
             backend: backend.describe(),
-            threads: vec![src_thread, worker],
+            stop_input,
+            stream,
+            threads: vec![src_thread, worker, collector],
         })
     }
 
-    /// Asks the worker to stop and waits for both threads.
+    /// Stops taking frames from the source; the frames already taken are still analysed and
+    /// delivered, then `End` (a graceful stop: nothing taken is lost).
+    pub fn end_input(&self) {
+        self.stop_input.store(true, Ordering::Relaxed);
+    }
+
+    /// What the source reported about its stream (liveness, frame rate, decoder); complete once
+    /// the first frame was delivered.
+    #[must_use]
+    pub fn stream_info(&self) -> StreamInfo {
+        self.stream.lock().map(|i| i.clone()).unwrap_or_default()
+    }
+
+    /// Asks the worker to stop and waits for every thread.
     pub fn stop(mut self) {
+        self.stop_input.store(true, Ordering::Relaxed);
         let _ = self.commands.send(Command::Stop);
-        // Unblock a worker waiting to deliver: drain events until the channel closes.
+        // Unblock a collector waiting to deliver: drain events until the channel closes.
         while self.events.recv_timeout(std::time::Duration::from_millis(200)).is_ok() {}
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
 
-    /// Waits for both threads (after `End` or `Error` was received).
+    /// Waits for every thread (after `End` or `Error` was received).
     pub fn join(mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -176,84 +269,128 @@ impl Pipeline {
     }
 }
 
-fn deliver(frames: Vec<AnalysedFrame>, delivery: &Delivery, events: &Sender<PipelineEvent>, c: &Counters) -> bool {
-    for f in frames {
-        c.frames_out.fetch_add(1, Ordering::Relaxed);
-        match delivery {
-            Delivery::All => {
-                if events.send(PipelineEvent::Frame(Box::new(f))).is_err() {
-                    return false;
-                }
-            }
-            Delivery::Latest(mb) => mb.put(f),
-        }
-    }
-    true
-}
-
-fn worker_loop(
-    engine: &mut Engine,
-    frames: &Receiver<Result<(crate::source::Frame, Instant), SourceError>>,
-    commands: &Receiver<Command>,
-    events: &Sender<PipelineEvent>,
-    delivery: &Delivery,
+/// The source thread: frames into the bounded channel until the source ends, `stop` is set or
+/// `max_frames` were taken; a live source drops (and counts) what does not fit, any other
+/// source blocks.
+fn source_loop(
+    next: &mut dyn FnMut() -> Result<Option<Frame>, SourceError>,
+    tx: &Sender<Arrived>,
+    live: bool,
+    max_frames: Option<u64>,
+    stop: &AtomicBool,
     c: &Counters,
 ) {
-    let mut paused = false;
-    let mut steps = 0u32;
-    let mut final_event = PipelineEvent::End;
-    'outer: loop {
-        while let Ok(cmd) = commands.try_recv() {
-            match cmd {
-                Command::Settings(s) => {
-                    if let Err(e) = engine.update(&s) {
-                        log::warn!("settings rejected: {e}");
-                    }
-                }
-                Command::Pause(p) => paused = p,
-                Command::Step => steps += 1,
-                Command::Stop => break 'outer,
+    let mut accepted = 0u64;
+    while !stop.load(Ordering::Relaxed) && max_frames.is_none_or(|m| accepted < m) {
+        let msg = match next() {
+            Ok(Some(f)) => {
+                c.frames_in.fetch_add(1, Ordering::Relaxed);
+                Ok((f, Instant::now()))
             }
-        }
-        if paused && steps == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            continue;
-        }
-        let msg = match frames.recv_timeout(std::time::Duration::from_millis(20)) {
-            Ok(m) => m,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Ok(None) => break,
+            Err(e) => Err(e),
         };
-        steps = steps.saturating_sub(1);
-        match msg {
-            Ok((frame, received)) => {
-                let s = Submitted { frame, received, queue_wait_ms: received.elapsed().as_secs_f64() * 1e3 };
-                match engine.submit(s) {
-                    Ok(done) => {
-                        if !deliver(done, delivery, events, c) {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        final_event = PipelineEvent::Error(format!("analysis failed: {e}"));
-                        break;
-                    }
+        let is_err = msg.is_err();
+        if live && !is_err {
+            match tx.try_send(msg) {
+                Ok(()) => accepted += 1,
+                Err(TrySendError::Full(_)) => {
+                    c.dropped.fetch_add(1, Ordering::Relaxed);
                 }
+                Err(TrySendError::Disconnected(_)) => break,
             }
-            Err(e) => {
-                final_event = PipelineEvent::Error(e.to_string());
-                break;
-            }
+        } else if tx.send(msg).is_err() || is_err {
+            break;
+        } else {
+            accepted += 1;
         }
     }
-    match engine.flush() {
-        Ok(done) => {
-            deliver(done, delivery, events, c);
+}
+
+/// Runs `frames` (indices as given) through a whole pipeline on `backend` with `ops` and a ring
+/// of `ring_size` slots, and returns every analysed frame in order (tests and tools).
+pub fn run_frames(backend: &Backend, ops: &OpSettings, ring_size: usize, frames: Vec<Frame>, want: PictureWant) -> Result<Vec<AnalysedFrame>, String> {
+    let mut settings = Settings::default();
+    settings.ops = ops.clone();
+    settings.pipeline.ring_size = ring_size;
+    let count = frames.len() as u64;
+    let indices: Vec<u64> = frames.iter().map(|f| f.index).collect();
+    let source = FrameSource::Memory { frames: Arc::new(frames), count };
+    let pipeline = Pipeline::start(source, &settings, backend, Delivery::All, want).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut error = None;
+    while let Ok(ev) = pipeline.events.recv() {
+        match ev {
+            PipelineEvent::Frame(mut f) => {
+                // Memory sources number frames 0.. in delivery order: give back the caller's.
+                if let Some(&i) = indices.get(out.len()) {
+                    f.index = i;
+                }
+                out.push(*f);
+            }
+            PipelineEvent::Error(e) => error = Some(e),
+            PipelineEvent::End => break,
         }
-        Err(e) => final_event = PipelineEvent::Error(format!("analysis failed: {e}")),
     }
-    if let Delivery::Latest(mb) = delivery {
-        mb.wake();
+    pipeline.join();
+    error.map_or(Ok(out), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{DynImage, Image};
+
+    fn frames(n: u64) -> Vec<Frame> {
+        (0..n)
+            .map(|i| Frame {
+                index: i,
+                pts_nanos: Some(i * 40_000_000),
+                image: DynImage::Rgb8(Image::from_fn(48, 32, |x, y| [(x * 5 + i as usize) as u8, (y * 7) as u8, ((x + y) * 3) as u8])),
+            })
+            .collect()
     }
-    let _ = events.send(final_event);
+
+    fn small_ops() -> OpSettings {
+        let mut ops = OpSettings::default();
+        ops.orientation.length = 5;
+        ops.orientation.angles = 4;
+        ops
+    }
+
+    #[test]
+    fn cpu_pipeline_delivers_every_frame_in_order_with_pictures_only_when_asked() {
+        let ops = small_ops();
+        let none = run_frames(&Backend::Cpu, &ops, 2, frames(7), PictureWant::None).unwrap();
+        assert_eq!(none.iter().map(|f| f.index).collect::<Vec<_>>(), (0..7).collect::<Vec<_>>());
+        assert!(none.iter().all(|f| f.picture.is_none()), "no pixels asked for");
+        assert!(none.iter().all(|f| f.outputs.len() == 5), "every analysis ran");
+        let with = run_frames(&Backend::Cpu, &ops, 2, frames(7), PictureWant::Every(PictureFormat::Rgba)).unwrap();
+        assert_eq!(with.len(), 7);
+        for (a, b) in none.iter().zip(&with) {
+            let p = b.picture.as_deref().expect("a picture every frame");
+            assert_eq!((p.format, p.width, p.height, p.data.len()), (PictureFormat::Rgba, 48, 32, 48 * 32 * 4));
+            assert_eq!(a.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>(), b.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>());
+            assert!(b.timings.regions.iter().any(|r| r.0 == "compose"));
+        }
+    }
+
+    #[test]
+    fn a_viewer_gets_a_picture_only_after_taking_the_last_one() {
+        let settings = Settings { ops: small_ops(), ..Settings::default() };
+        let mailbox = Arc::new(Mailbox::new());
+        let source = FrameSource::Memory { frames: Arc::new(frames(1)), count: 40 };
+        let p = Pipeline::start(source, &settings, &Backend::Cpu, Delivery::Latest(mailbox.clone()), PictureWant::WhenTaken(PictureFormat::Rgba)).unwrap();
+        let ev = p.events.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+        assert!(matches!(ev, PipelineEvent::End), "{ev:?}");
+        let p_counters = p.counters.clone();
+        p.join();
+        // Nobody took frames: the first got a picture and stays for the viewer; the ones after
+        // it got none (the viewer had not taken the first) and did not replace it.
+        let waiting = mailbox.take().expect("the composed frame");
+        assert_eq!(waiting.index, 0);
+        assert!(waiting.picture.is_some());
+        assert_eq!(mailbox.replaced.load(Ordering::Relaxed), 0);
+        assert_eq!(p_counters.snapshot().frames_out, 40, "every frame counted as analysed");
+    }
 }

@@ -1,40 +1,43 @@
-//! The ring of CUDA streams. N slots, each owning a stream, a write-combined pinned upload
-//! buffer, device buffers for the frame (input and grey) and for every analysis' GPU stage, and a
-//! [`KernelTimer`]. A frame goes into the next slot in turn: host copy into the slot's pinned
-//! buffer → async upload → RGB→grey kernel → every stage's kernels, all on the slot's stream;
-//! then the worker moves on to the next frame while the GPU works. When a slot comes round again
-//! (or at `flush`) its previous frame is completed: wait for the stream, collect every stage's
-//! results, read the events. Slots are used strictly in turn, so frames complete in order.
+//! The ring of CUDA streams: N [`Slot`]s, each owning a stream, a write-combined pinned upload
+//! buffer, device buffers for the frame (input and grey), every analysis' GPU stage and a
+//! [`KernelTimer`]. A slot is owned by one thread at a time and moves round the ring:
+//!
+//! ```text
+//! free slots --> worker: upload, grey, every stage's kernels (enqueued, no waiting)
+//!            --> collector: wait, read back small tables, compose (if pixels are wanted) --> free
+//! ```
+//!
+//! The worker takes free slots in the order the collector returns them, and the collector
+//! completes them in the order the worker sent them, so frames complete in order and up to N
+//! frames are in flight: the upload of frame k+1 and the analyses of frames k, k+1, … overlap.
 //!
 //! Ordering between slots: a stage may keep state across frames on the device (the running
-//! background model of `cca`); such a stage says so ([`GpuStage::ordered`]). Each slot enqueues
-//! its ordered stages first, after waiting for the previous slot's ordered stages
-//! (`stages_done` event, recorded right after them), then the other stages. So the only chain
-//! between frames is the short ordered work; the long analyses of frames k, k+1, … (a
-//! segmentation's hundred dependent rounds) run concurrently on their slots' streams, and
-//! uploads and grey conversion overlap everything.
+//! background of `cca`); such a stage says so ([`GpuStage::ordered`]). Each frame enqueues its
+//! ordered stages first, after waiting for the previous frame's ordered stages (an event the
+//! worker keeps), then the other stages. So the only chain between frames is the short ordered
+//! work; a segmentation's hundred dependent rounds of frames k and k+1 run side by side.
 //!
 //! Buffers are allocated when a slot first sees a frame size/format and reallocated only when
 //! the stream format changes; an allocation failure is `GpuError::OutOfMemory` naming the size.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys::CUevent_flags};
-use rayon::prelude::*;
 
-use super::engine::Submitted;
-use crate::analysis::{AnalysedFrame, Analysis, FrameInput, FrameTimings, GpuFrame, GpuStage, OpOutput, OpSettings};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, launch};
+use crate::analysis::{Analysis, DeviceFrame, GpuStage, OpSettings};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, launch};
 use crate::image::{DynImage, Image};
 use crate::ops::{OpError, preprocess};
 
 /// Format of the frames a slot's buffers are sized for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SlotFormat {
-    width: usize,
-    height: usize,
-    rgb: bool,
+pub struct SlotFormat {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// The input buffer holds packed RGB (else grey).
+    pub rgb: bool,
 }
 
 struct Buffers {
@@ -42,224 +45,148 @@ struct Buffers {
     upload: PinnedHostSlice<u8>,
     input: CudaSlice<u8>,
     gray: CudaSlice<u8>,
-    readback: PinnedHostSlice<u8>,
 }
 
-struct InFlight {
-    index: u64,
-    pts_nanos: Option<u64>,
-    received: Instant,
-    queue_wait_ms: f64,
-    rgb: Option<Arc<Image<[u8; 3]>>>,
-    gray16: Option<Arc<Image<u16>>>,
-}
-
-struct Slot {
-    stream: Arc<CudaStream>,
+/// One frame's worth of device state (see the module docs).
+pub struct Slot {
+    /// The slot's stream: every kernel of its frame runs on it (or on streams forked from it).
+    pub stream: Arc<CudaStream>,
     buffers: Option<Buffers>,
-    stages: Vec<Option<Box<dyn GpuStage>>>,
-    timer: KernelTimer,
-    in_flight: Option<InFlight>,
-    stages_done: Option<CudaEvent>,
+    /// One stage per analysis (in analysis order; `None` for analyses without a GPU path).
+    pub stages: Vec<Option<Box<dyn GpuStage>>>,
+    /// Event pairs around the frame's kernels.
+    pub timer: KernelTimer,
 }
 
-/// N frames in flight on N CUDA streams.
-pub struct CudaRing {
-    gpu: Arc<GpuContext>,
-    analyses: Vec<Box<dyn Analysis>>,
-    settings: OpSettings,
-    slots: Vec<Slot>,
-    next: usize,
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("format", &self.buffers.as_ref().map(|b| b.format)).finish_non_exhaustive()
+    }
 }
 
-/// A frame's pixels as the ring uploads them: the RGB frame, the 16-bit grey frame, or the grey
-/// bytes of an 8-bit grey frame.
-type SourcePixels = (Option<Arc<Image<[u8; 3]>>>, Option<Arc<Image<u16>>>, Option<Image<u8>>);
+/// Creates `size` slots with their streams and each analysis' GPU stage.
+pub fn new_slots(gpu: &GpuContext, analyses: &[Box<dyn Analysis>], size: usize) -> Result<Vec<Slot>, OpError> {
+    (0..size.max(1))
+        .map(|_| {
+            let stages = analyses.iter().map(|a| a.gpu_stage(gpu)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Slot { stream: gpu.new_stream()?, buffers: None, stages, timer: KernelTimer::new() })
+        })
+        .collect()
+}
 
-impl CudaRing {
-    /// Creates `size` slots with their streams and each analysis' GPU stage.
-    pub fn new(gpu: Arc<GpuContext>, analyses: Vec<Box<dyn Analysis>>, settings: OpSettings, size: usize) -> Result<Self, OpError> {
-        let mut slots = Vec::with_capacity(size.max(1));
-        for _ in 0..size.max(1) {
-            let stages = analyses.iter().map(|a| a.gpu_stage(&gpu)).collect::<Result<Vec<_>, _>>()?;
-            slots.push(Slot { stream: gpu.new_stream()?, buffers: None, stages, timer: KernelTimer::new(), in_flight: None, stages_done: None });
-        }
-        Ok(Self { gpu, analyses, settings, slots, next: 0 })
-    }
+/// The frame's pixels as the ring uploads them: packed RGB, or the grey bytes.
+enum Upload {
+    Rgb(Arc<Image<[u8; 3]>>),
+    Gray(Image<u8>),
+}
 
-    /// New settings, applied to frames submitted from now on.
-    pub fn update(&mut self, settings: &OpSettings) -> Result<(), OpError> {
-        self.analyses.iter_mut().try_for_each(|a| a.update(settings))?;
-        self.settings = settings.clone();
-        Ok(())
-    }
+/// A frame enqueued on a slot: what the host kept of it.
+#[derive(Debug)]
+pub struct Enqueued {
+    /// The packed RGB frame, when the source is colour (the host has it anyway).
+    pub rgb: Option<Arc<Image<[u8; 3]>>>,
+    /// The event the next frame's ordered stages wait for.
+    pub ordered_done: CudaEvent,
+}
 
-    /// Enqueues a frame; returns the frame that previously occupied its slot, if any.
-    pub fn submit(&mut self, s: Submitted) -> Result<Vec<AnalysedFrame>, OpError> {
-        let i = self.next;
-        self.next = (self.next + 1) % self.slots.len();
-        let mut done = Vec::new();
-        if self.slots[i].in_flight.is_some() {
-            done.push(self.complete(i)?);
-        }
-        // Borrow the previous slot's `stages_done` event for the wait, then give it back.
-        let prev = (i + self.slots.len() - 1) % self.slots.len();
-        let wait_for = if prev == i { None } else { self.slots[prev].stages_done.take() };
-        let r = self.enqueue(i, s, wait_for.as_ref());
-        if prev != i {
-            self.slots[prev].stages_done = wait_for;
-        }
-        r?;
-        Ok(done)
-    }
-
-    /// Completes every frame in flight, in order.
-    pub fn flush(&mut self) -> Result<Vec<AnalysedFrame>, OpError> {
-        let n = self.slots.len();
-        let mut out = Vec::new();
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            if self.slots[i].in_flight.is_some() {
-                out.push(self.complete(i)?);
-            }
-        }
-        Ok(out)
-    }
-
-    fn enqueue(&mut self, i: usize, s: Submitted, wait_for: Option<&CudaEvent>) -> Result<(), OpError> {
-        let (w, h) = s.frame.image.size();
+impl Slot {
+    /// Uploads `image` and enqueues every enabled stage. `after` is the previous frame's
+    /// ordered-stages event. Nothing here waits for the device except the pinned buffer's
+    /// previous upload (the slot's previous frame, long done).
+    pub fn enqueue(
+        &mut self,
+        gpu: &GpuContext,
+        analyses: &[&'static str],
+        image: DynImage,
+        index: u64,
+        settings: &OpSettings,
+        after: Option<&CudaEvent>,
+    ) -> Result<Enqueued, OpError> {
+        let (w, h) = image.size();
         launch::check_frame_size(w, h)?;
-        let (index, pts_nanos) = (s.frame.index, s.frame.pts_nanos);
-        // The grey bytes to upload for grey sources; RGB frames are uploaded as they are.
-        let (rgb, gray16, gray_bytes): SourcePixels = match s.frame.image {
-            DynImage::Rgb8(img) => (Some(Arc::new(img.into_packed())), None, None),
-            DynImage::Gray8(img) => (None, None, Some(img.into_packed())),
-            DynImage::Gray16(img) => {
-                let packed = Arc::new(img.into_packed());
-                let g = preprocess::gray16_to_gray8(packed.view());
-                (None, Some(packed), Some(g))
-            }
-            DynImage::F32(img) => (None, None, Some(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8))),
+        let upload = match image {
+            DynImage::Rgb8(img) => Upload::Rgb(Arc::new(img.into_packed())),
+            DynImage::Gray8(img) => Upload::Gray(img.into_packed()),
+            DynImage::Gray16(img) => Upload::Gray(preprocess::gray16_to_gray8(img.view())),
+            DynImage::F32(img) => Upload::Gray(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)),
         };
-        let format = SlotFormat { width: w, height: h, rgb: rgb.is_some() };
-        let gpu = self.gpu.clone();
-        let slot = &mut self.slots[i];
-        if slot.buffers.as_ref().map(|b| b.format) != Some(format) {
-            slot.buffers = None; // free the old size first
-            slot.buffers = Some(alloc_buffers(&gpu, &slot.stream, format)?);
+        let format = SlotFormat { width: w, height: h, rgb: matches!(upload, Upload::Rgb(_)) };
+        if self.buffers.as_ref().map(|b| b.format) != Some(format) {
+            self.buffers = None; // free the old size first
+            self.buffers = Some(alloc_buffers(gpu, &self.stream, format)?);
         }
-        let Some(bufs) = slot.buffers.as_mut() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
-        slot.timer.reset();
-        // Copy into the write-combined pinned buffer (waits until its previous upload finished).
+        let Some(bufs) = self.buffers.as_mut() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
+        self.timer.reset();
+        // Copy into the write-combined pinned buffer (its previous upload finished long ago: the
+        // slot's previous frame was collected before the slot came back).
         let staging = bufs.upload.as_mut_slice()?;
-        let n = match (&rgb, &gray_bytes) {
-            (Some(img), _) => copy_into(staging, img.data().as_flattened()),
-            (None, Some(g)) => copy_into(staging, g.data()),
-            (None, None) => 0,
+        let n = match &upload {
+            Upload::Rgb(img) => copy_into(staging, img.data().as_flattened()),
+            Upload::Gray(g) => copy_into(staging, g.data()),
         };
-        let stream = slot.stream.clone();
-        slot.timer.time(&stream, "upload", || {
+        let stream = self.stream.clone();
+        self.timer.time(&stream, "upload", || {
             stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
             Ok(())
         })?;
         if format.rgb {
-            slot.timer.time(&stream, "preprocess_rgb_to_gray", || {
-                preprocess::enqueue_rgb_to_gray(&gpu, &stream, &bufs.input, &mut bufs.gray, w, h).map_err(to_gpu)
+            let rgb = DeviceImage::new(&stream, &bufs.input, w, h, 3)?;
+            self.timer.time(&stream, "preprocess_rgb_to_gray", || {
+                preprocess::enqueue_rgb_to_gray(gpu, &stream, rgb.data, &mut bufs.gray, w, h).map_err(to_gpu)
             })?;
         } else {
             stream.memcpy_dtod(&bufs.input.slice(0..w * h), &mut bufs.gray.slice_mut(0..w * h))?;
         }
-        if let Some(ev) = wait_for {
+        if let Some(ev) = after {
             stream.wait(ev)?;
         }
-        let frame = GpuFrame { gray: &bufs.gray, rgb: format.rgb.then_some(&bufs.input), width: w, height: h, index };
-        // Ordered stages (device state across frames) first, then the event the next slot waits
+        let frame = DeviceFrame {
+            gray: DeviceImage::new(&stream, &bufs.gray, w, h, 1)?,
+            rgb: if format.rgb { Some(DeviceImage::new(&stream, &bufs.input, w, h, 3)?) } else { None },
+            index,
+        };
+        // Ordered stages (device state across frames) first, then the event the next frame waits
         // for, then the others: a long stage (segmentation) of frame k overlaps that of k+1.
+        let mut ordered_done = None;
         for ordered in [true, false] {
-            for (a, stage) in self.analyses.iter().zip(slot.stages.iter_mut()) {
-                if let (true, Some(stage)) = (a.enabled(), stage.as_mut())
+            for (name, stage) in analyses.iter().zip(self.stages.iter_mut()) {
+                if let (true, Some(stage)) = (settings.is_enabled(name), stage.as_mut())
                     && stage.ordered() == ordered
                 {
-                    stage.enqueue(&stream, &mut slot.timer, &frame, &self.settings)?;
+                    stage.enqueue(&frame, &mut self.timer, settings)?;
                 }
             }
             if ordered {
-                slot.stages_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
+                ordered_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
             }
         }
-        // Grey frame back into normal (not write-combined) pinned memory, read after completion.
-        stream.memcpy_dtoh(&bufs.gray.slice(0..w * h), &mut bufs.readback)?;
-        slot.in_flight = Some(InFlight { index, pts_nanos, received: s.received, queue_wait_ms: s.queue_wait_ms, rgb, gray16 });
-        Ok(())
+        let ordered_done = ordered_done.ok_or_else(|| GpuError::Unsupported("ordered event missing".into()))?;
+        Ok(Enqueued { rgb: match upload { Upload::Rgb(img) => Some(img), Upload::Gray(_) => None }, ordered_done })
     }
 
-    fn complete(&mut self, i: usize) -> Result<AnalysedFrame, OpError> {
-        let slot = &mut self.slots[i];
-        let Some(f) = slot.in_flight.take() else { return Err(GpuError::Unsupported("no frame in slot".into()).into()) };
-        slot.stream.synchronize()?;
-        let t_down = Instant::now();
-        let Some(bufs) = slot.buffers.as_ref() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
-        let (w, h) = (bufs.format.width, bufs.format.height);
-        let gray = bufs.readback.as_slice()?[..w * h].to_vec();
-        let input = FrameInput { index: f.index, gray: Arc::new(Image::from_vec(w, h, gray)?), rgb: f.rgb, gray16: f.gray16 };
-        // Every stage's readback and host post-processing (overlay pictures, tables), and the
-        // analyses without a GPU stage on the CPU, at once (one rayon task each); then `finish`
-        // in analysis order (cross-frame state such as tracks).
-        let stream = &slot.stream;
-        type Collected = Option<Result<(OpOutput, Vec<(String, f64)>), OpError>>;
-        let mut collected: Vec<Collected> = self
-            .analyses
-            .par_iter_mut()
-            .zip(slot.stages.par_iter_mut())
-            .map(|(a, stage)| {
-                if !a.enabled() {
-                    return None;
-                }
-                let mut regions = Vec::new();
-                let out = match stage.as_mut() {
-                    Some(stage) => {
-                        let t = Instant::now();
-                        let out = stage.collect(stream, &input);
-                        regions.push((format!("{}_collect", a.name()), t.elapsed().as_secs_f64() * 1e3));
-                        out
-                    }
-                    None => a.run_cpu(&input, &mut regions),
-                };
-                Some(out.map(|o| (o, regions)))
-            })
-            .collect();
-        let mut outputs = Vec::new();
-        let mut cpu_regions = Vec::new();
-        for (a, c) in self.analyses.iter_mut().zip(collected.iter_mut()) {
-            if let Some(r) = c.take() {
-                let (out, regions) = r?;
-                cpu_regions.extend(regions);
-                outputs.push(a.finish(out, &input));
+    /// The slot's parts for the completion side: the frame as the compose step draws it (the
+    /// colour frame, else the grey one), the stages and the timer.
+    pub fn parts(&mut self) -> SlotParts<'_> {
+        let base = self.buffers.as_ref().and_then(|b| {
+            let (w, h) = (b.format.width, b.format.height);
+            if b.format.rgb {
+                DeviceImage::new(&self.stream, &b.input, w, h, 3).ok()
+            } else {
+                DeviceImage::new(&self.stream, &b.gray, w, h, 1).ok()
             }
-        }
-        let download_ms = t_down.elapsed().as_secs_f64() * 1e3;
-        let mut regions: Vec<(String, f64)> = slot.timer.read()?.into_iter().map(|(n, ms)| (n.to_owned(), ms)).collect();
-        let upload_ms = regions.iter().find(|r| r.0 == "upload").map_or(0.0, |r| r.1);
-        regions.retain(|r| r.0 != "upload");
-        let compute_ms = regions.iter().map(|r| r.1).sum();
-        regions.extend(cpu_regions.into_iter().map(|(n, ms)| (format!("{n} (cpu)"), ms)));
-        Ok(AnalysedFrame {
-            index: f.index,
-            pts_nanos: f.pts_nanos,
-            gray: input.gray,
-            rgb: input.rgb,
-            outputs,
-            timings: FrameTimings {
-                backend: "cuda",
-                regions,
-                upload_ms,
-                download_ms,
-                queue_wait_ms: f.queue_wait_ms,
-                latency_ms: f.received.elapsed().as_secs_f64() * 1e3,
-                compute_ms,
-            },
-        })
+        });
+        SlotParts { base, stages: &mut self.stages, timer: &mut self.timer }
     }
+}
+
+/// Disjoint borrows of a slot (see [`Slot::parts`]).
+pub struct SlotParts<'a> {
+    /// The frame on the device, `None` before the first enqueue.
+    pub base: Option<DeviceImage<'a, u8>>,
+    /// One stage per analysis.
+    pub stages: &'a mut [Option<Box<dyn GpuStage>>],
+    /// The frame's timer.
+    pub timer: &'a mut KernelTimer,
 }
 
 /// Copies `src` to the front of `dst`; returns the bytes copied.
@@ -284,9 +211,5 @@ fn alloc_buffers(gpu: &GpuContext, stream: &Arc<CudaStream>, f: SlotFormat) -> R
         .map_err(|e| GpuError::from_alloc(e, "pinned upload buffer", w, h, in_len))?;
     let input = launch::alloc_zeroed::<u8>(stream, in_len, "input frame", w, h)?;
     let gray = launch::alloc_zeroed::<u8>(stream, (w * h).max(1), "grey frame", w, h)?;
-    // SAFETY: the readback buffer is written by the device copy before the host reads it
-    // (`complete` reads it only after the slot's stream has synchronised).
-    let readback = unsafe { gpu.cuda().alloc_pinned_with_flags::<u8>((w * h).max(1), 0) }
-        .map_err(|e| GpuError::from_alloc(e, "pinned readback buffer", w, h, w * h))?;
-    Ok(Buffers { format: f, upload, input, gray, readback })
+    Ok(Buffers { format: f, upload, input, gray })
 }

@@ -6,11 +6,22 @@
 //! (no EOS arrives), so [`Source::next_frame`] polls `try_pull_sample` with a short timeout and
 //! checks the bus between polls; end of stream is `Ok(None)`; an error is returned once, after
 //! which the source is finished. Dropping a `Source` sets the pipeline to NULL.
+//!
+//! What the stream turned out to be is asked of GStreamer, not guessed from the SOURCE string
+//! ([`StreamInfo`]): a source is *live* when its pipeline says so (no preroll in PAUSED, or a source
+//! element with `is-live` set), which makes cameras and RTSP live and an HTTP file a file; the nominal frame
+//! rate comes from the negotiated caps; the decoder is the element decodebin plugged
+//! ([`decoder`] prefers NVDEC when GStreamer's nvcodec plugin registers).
 
+pub mod decoder;
+mod errors;
 mod reader;
 pub mod spec;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 pub use reader::{Source, init as init_gstreamer};
 pub use spec::{SourceSpec, TestSourceOptions};
@@ -87,6 +98,103 @@ pub enum SourceError {
     #[error("unsupported frame format: {0}")]
     Format(String),
     /// No frame arrived for too long.
-    #[error("no frame for {0} s (source stalled)")]
-    Stalled(u64),
+    #[error("{source_name}: no frame for {seconds} s (source stalled)")]
+    Stalled {
+        /// The source, as the user gave it.
+        source_name: String,
+        /// The timeout that ran out.
+        seconds: u64,
+    },
+    /// A network source could not be reached or answered with an error.
+    #[error("{url}: {reason}")]
+    Network {
+        /// The URL as given.
+        url: String,
+        /// What went wrong: connection refused, not found (HTTP 404), no answer within N s, …
+        reason: String,
+    },
+    /// A file or stream holds no video (an audio-only file, say).
+    #[error("{source_name}: no video stream{}", .found.as_deref().map(|f| format!(" (it holds {f})")).unwrap_or_default())]
+    NoVideo {
+        /// The source, as the user gave it.
+        source_name: String,
+        /// The kinds of streams it does hold (`audio`, `text`), when known.
+        found: Option<String>,
+    },
+}
+
+/// A nominal frame rate, `numer / denom` frames a second (from the negotiated caps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRate {
+    /// Frames …
+    pub numer: u32,
+    /// … per this many seconds.
+    pub denom: u32,
+}
+
+impl FrameRate {
+    /// A rate from caps' numerator and denominator; `None` for 0/1 (variable rate) or nonsense.
+    #[must_use]
+    pub fn new(numer: i32, denom: i32) -> Option<Self> {
+        let (n, d) = (u32::try_from(numer).ok()?, u32::try_from(denom).ok()?);
+        (n > 0 && d > 0).then_some(Self { numer: n, denom: d })
+    }
+    /// Frames a second.
+    #[must_use]
+    pub fn fps(&self) -> f64 {
+        f64::from(self.numer) / f64::from(self.denom)
+    }
+    /// Duration of one frame in nanoseconds.
+    #[must_use]
+    pub fn frame_nanos(&self) -> u64 {
+        u64::from(self.denom) * 1_000_000_000 / u64::from(self.numer)
+    }
+}
+
+impl std::fmt::Display for FrameRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} fps", (self.fps() * 1000.0).round() / 1000.0)
+    }
+}
+
+/// What the source's GStreamer pipeline said about its stream.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamInfo {
+    /// Frames come in real time whether or not they are taken (cameras, RTSP, `is-live=true`
+    /// test sources): the pipeline drops what it cannot analyse. Files, HTTP files and test
+    /// patterns are not live and lose nothing.
+    pub live: bool,
+    /// Nominal frame rate from the caps; `None` for variable-rate streams (timestamps only).
+    pub frame_rate: Option<FrameRate>,
+    /// The video decoder element decodebin plugged (`avdec_h264`, `nvh264dec`, …); `None` for
+    /// sources that need none (test patterns, raw cameras).
+    pub decoder: Option<String>,
+}
+
+/// How a [`Source`] is opened.
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    /// Pixel format the appsink negotiates.
+    pub format: FrameFormat,
+    /// Size and length of `test` sources.
+    pub test: TestSourceOptions,
+    /// Deliver a file or test source at its own frame rate (live sources always are).
+    pub realtime: bool,
+    /// How long to wait for the pipeline to start, for a frame, and for a network server to
+    /// answer, before giving up with an error naming the source.
+    pub timeout: Duration,
+    /// When set (by another thread), [`Source::next_frame`] stops waiting and ends the stream.
+    pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        Self {
+            format: FrameFormat::Rgb,
+            test: TestSourceOptions::default(),
+            realtime: false,
+            timeout: Duration::from_secs(20),
+            interrupt: None,
+        }
+    }
 }

@@ -1,5 +1,8 @@
-//! The running GStreamer pipeline behind a [`Source`]: build, start, pull frames, watch the bus.
+//! The running GStreamer pipeline behind a [`Source`]: build, start, ask GStreamer what the
+//! stream is (live or not, frame rate, decoder), pull frames, watch the bus.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gstreamer as gst;
@@ -8,11 +11,25 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
-use super::{Frame, FrameFormat, SourceError, SourceSpec, TestSourceOptions};
+use super::errors::{self, BusError};
+use super::{
+    Frame, FrameFormat, FrameRate, SourceError, SourceOptions, SourceSpec, StreamInfo,
+    TestSourceOptions, decoder,
+};
 use crate::image::{DynImage, Image};
 
 /// How long `next_frame` waits for one sample before checking the bus again.
 const POLL: Duration = Duration::from_millis(50);
+
+/// What GStreamer's callbacks report while the pipeline builds itself (decodebin plugs
+/// elements and exposes pads from its streaming threads).
+#[derive(Debug, Default)]
+struct Discovered {
+    /// The video decoder plugged.
+    decoder: Option<String>,
+    /// Kinds of stream decodebin exposed (`video`, `audio`, `text`, …).
+    streams: Vec<String>,
+}
 
 /// A started pipeline delivering frames.
 pub struct Source {
@@ -21,65 +38,122 @@ pub struct Source {
     bus: gst::Bus,
     next_index: u64,
     finished: bool,
-    stall_timeout: Duration,
+    opened: Instant,
+    timeout: Duration,
+    interrupt: Option<Arc<AtomicBool>>,
     spec: SourceSpec,
+    info: StreamInfo,
+    discovered: Arc<Mutex<Discovered>>,
 }
 
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Source").field("spec", &self.spec).field("next_index", &self.next_index).finish()
+        f.debug_struct("Source")
+            .field("spec", &self.spec)
+            .field("next_index", &self.next_index)
+            .field("info", &self.info)
+            .finish()
     }
 }
 
-/// Initialises GStreamer once (idempotent).
+/// Initialises GStreamer once (idempotent) and prefers NVDEC decoders where they register.
 pub fn init() -> Result<(), SourceError> {
-    gst::init().map_err(|e| SourceError::Init(e.to_string()))
+    gst::init().map_err(|e| SourceError::Init(e.to_string()))?;
+    decoder::prefer_nvdec();
+    Ok(())
 }
 
 impl Source {
-    /// Builds and starts the pipeline for `spec`. Fails early for a bad description or an element
-    /// that refuses to start (a missing camera fails here or on the first `next_frame`). With
-    /// `realtime`, a file or test source delivers each frame at its timestamp (the appsink syncs
-    /// on the pipeline clock), as a player would; otherwise as fast as frames are pulled. Live
-    /// sources are real time by nature and never synced (that would only add latency).
+    /// [`Source::open_with`] with the default timeout and no interrupt flag.
     pub fn open(
         spec: &SourceSpec,
         format: FrameFormat,
         test: &TestSourceOptions,
         realtime: bool,
     ) -> Result<Self, SourceError> {
+        Self::open_with(
+            spec,
+            &SourceOptions {
+                format,
+                test: test.clone(),
+                realtime,
+                ..SourceOptions::default()
+            },
+        )
+    }
+
+    /// Builds and starts the pipeline for `spec`. Fails early for a bad description or an element
+    /// that refuses to start (a missing camera fails here or on the first `next_frame`). With
+    /// `realtime`, a file or test source delivers each frame at its timestamp (the appsink syncs
+    /// on the pipeline clock), as a player would; otherwise as fast as frames are pulled. Live
+    /// sources are real time by nature and never synced (that would only add latency); they are
+    /// recognised by what their pipeline answers (no preroll in PAUSED, or a source element
+    /// whose `is-live` is set).
+    pub fn open_with(spec: &SourceSpec, opts: &SourceOptions) -> Result<Self, SourceError> {
         init()?;
-        let desc = spec.pipeline_description(test)?;
-        let element = gst::parse::launch(&desc).map_err(|e| SourceError::Pipeline(e.to_string()))?;
+        let desc = spec.pipeline_description(&opts.test)?;
+        let element =
+            gst::parse::launch(&desc).map_err(|e| SourceError::Pipeline(e.to_string()))?;
         let pipeline = element
             .downcast::<gst::Pipeline>()
             .map_err(|_| SourceError::Pipeline("description did not produce a pipeline".into()))?;
         let sink = pipeline
             .by_name("sink")
             .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
-            .ok_or_else(|| SourceError::Pipeline("no appsink named `sink` in the pipeline".into()))?;
-        let caps_format = match format {
+            .ok_or_else(|| {
+                SourceError::Pipeline("no appsink named `sink` in the pipeline".into())
+            })?;
+        let caps_format = match opts.format {
             FrameFormat::Rgb => gst_video::VideoFormat::Rgb,
             FrameFormat::Gray8 => gst_video::VideoFormat::Gray8,
             FrameFormat::Gray16 => gst_video::VideoFormat::Gray16Le,
         };
-        let caps = gst_video::VideoCapsBuilder::new().format(caps_format).build();
+        let caps = gst_video::VideoCapsBuilder::new()
+            .format(caps_format)
+            .build();
         sink.set_caps(Some(&caps));
-        sink.set_sync(realtime && !spec.is_live());
         sink.set_max_buffers(4);
-        // Live sources must not stall upstream while we are busy: the worker counts drops.
-        sink.set_drop(spec.is_live());
-        let bus = pipeline.bus().ok_or_else(|| SourceError::Pipeline("pipeline has no bus".into()))?;
+        // Until liveness is known: never sync (a live source's first frames must not wait).
+        sink.set_sync(false);
+        let discovered = Arc::new(Mutex::new(Discovered::default()));
+        watch_decodebins(&pipeline, &discovered, opts.timeout);
+        let bus = pipeline
+            .bus()
+            .ok_or_else(|| SourceError::Pipeline("pipeline has no bus".into()))?;
         let mut src = Self {
             pipeline,
             sink,
             bus,
             next_index: 0,
             finished: false,
-            stall_timeout: Duration::from_secs(if spec.is_live() { 10 } else { 30 }),
+            opened: Instant::now(),
+            timeout: opts.timeout,
+            interrupt: opts.interrupt.clone(),
             spec: spec.clone(),
+            info: StreamInfo::default(),
+            discovered,
         };
-        if src.pipeline.set_state(gst::State::Playing).is_err() {
+        // A live pipeline does not preroll: PAUSED answers NO_PREROLL at once. Others preroll
+        // (bounded), so duration and caps are known and early errors surface now.
+        let paused = src.pipeline.set_state(gst::State::Paused);
+        let mut no_preroll = matches!(paused, Ok(gst::StateChangeSuccess::NoPreroll));
+        if paused.is_ok() && !no_preroll {
+            let (res, _, _) = src
+                .pipeline
+                .state(gst::ClockTime::from_nseconds(opts.timeout.as_nanos() as u64));
+            if res.is_err()
+                && let Some(err) = src.take_bus_error()
+            {
+                src.finished = true;
+                return Err(err);
+            }
+            no_preroll = matches!(res, Ok(gst::StateChangeSuccess::NoPreroll));
+        }
+        src.info.live = no_preroll || sources_say_live(&src.pipeline);
+        // Live sources must not stall upstream while we are busy: the pipeline counts drops.
+        src.sink.set_drop(src.info.live);
+        src.sink.set_sync(opts.realtime && !src.info.live);
+        if paused.is_err() || src.pipeline.set_state(gst::State::Playing).is_err() {
             // The bus usually says why (e.g. v4l2src: cannot open device).
             let err = src.take_bus_error().unwrap_or_else(|| SourceError::Stream {
                 source_name: spec.to_string(),
@@ -89,14 +163,7 @@ impl Source {
             src.finished = true;
             return Err(err);
         }
-        // Wait for preroll (bounded) so duration and caps are known and early errors surface now.
-        let (res, _, _) = src.pipeline.state(gst::ClockTime::from_seconds(10));
-        if res.is_err()
-            && let Some(err) = src.take_bus_error()
-        {
-            src.finished = true;
-            return Err(err);
-        }
+        src.refresh_info(None);
         Ok(src)
     }
 
@@ -104,6 +171,12 @@ impl Source {
     #[must_use]
     pub fn spec(&self) -> &SourceSpec {
         &self.spec
+    }
+
+    /// What GStreamer said about the stream so far (complete once the first frame arrived).
+    #[must_use]
+    pub fn stream_info(&self) -> StreamInfo {
+        self.info.clone()
     }
 
     /// Estimated number of frames (duration × frame rate) when the stream says, else `None`.
@@ -116,22 +189,35 @@ impl Source {
         if fps.numer() <= 0 || fps.denom() <= 0 {
             return None;
         }
-        let n = dur.nseconds() as u128 * fps.numer() as u128 / (fps.denom() as u128 * 1_000_000_000);
+        let n =
+            dur.nseconds() as u128 * fps.numer() as u128 / (fps.denom() as u128 * 1_000_000_000);
         u64::try_from(n).ok()
     }
 
-    /// The next frame; `Ok(None)` at end of stream. After an error the source is finished.
+    /// The next frame; `Ok(None)` at end of stream or once the interrupt flag is set. After an
+    /// error the source is finished.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
         if self.finished {
             return Ok(None);
         }
         let started = Instant::now();
         loop {
+            if self
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+            {
+                self.finished = true;
+                return Ok(None);
+            }
             if let Some(err) = self.take_bus_error() {
                 self.finished = true;
                 return Err(err);
             }
-            if let Some(sample) = self.sink.try_pull_sample(gst::ClockTime::from_mseconds(POLL.as_millis() as u64)) {
+            if let Some(sample) = self
+                .sink
+                .try_pull_sample(gst::ClockTime::from_mseconds(POLL.as_millis() as u64))
+            {
                 let frame = self.frame_from_sample(&sample)?;
                 return Ok(Some(frame));
             }
@@ -139,42 +225,82 @@ impl Source {
                 self.finished = true;
                 return Ok(None);
             }
-            if started.elapsed() > self.stall_timeout {
+            if started.elapsed() > self.timeout {
                 self.finished = true;
-                return Err(SourceError::Stalled(self.stall_timeout.as_secs()));
+                return Err(SourceError::Stalled {
+                    source_name: self.spec.to_string(),
+                    seconds: self.timeout.as_secs(),
+                });
             }
         }
     }
 
-    /// Pops bus messages; returns the first error (warnings are logged, EOS left to appsink).
+    /// Updates the stream info from the caps of `sample` (or the appsink's pad) and what the
+    /// decodebins reported; logs it in one line with the first frame.
+    fn refresh_info(&mut self, caps: Option<&gst::CapsRef>) {
+        let pad_caps = self.sink.static_pad("sink").and_then(|p| p.current_caps());
+        let caps = caps.or(pad_caps.as_deref());
+        if let Some(info) = caps.and_then(|c| gst_video::VideoInfo::from_caps(c).ok()) {
+            self.info.frame_rate = FrameRate::new(info.fps().numer(), info.fps().denom());
+        }
+        if let Ok(d) = self.discovered.lock() {
+            self.info.decoder = d.decoder.clone();
+        }
+    }
+
+    /// Drains the bus: logs warnings, returns the most specific error (explained) if any.
     fn take_bus_error(&self) -> Option<SourceError> {
-        while let Some(msg) = self.bus.pop_filtered(&[gst::MessageType::Error, gst::MessageType::Warning]) {
+        let mut errors = Vec::new();
+        while let Some(msg) = self
+            .bus
+            .pop_filtered(&[gst::MessageType::Error, gst::MessageType::Warning])
+        {
             match msg.view() {
-                gst::MessageView::Error(e) => {
-                    return Some(SourceError::Stream {
-                        source_name: e.src().map(|s| s.name().to_string()).unwrap_or_else(|| "pipeline".into()),
-                        message: e.error().to_string().replace('\n', " "),
-                        debug: None,
-                    });
+                gst::MessageView::Error(e) => errors.push(BusError::from_message(e)),
+                // decodebin warns before the error that says it better (no video stream).
+                gst::MessageView::Warning(w)
+                    if w.error().to_string().contains("Delayed linking") =>
+                {
+                    log::debug!("source: {}", w.error());
                 }
                 gst::MessageView::Warning(w) => log::warn!("source: {}", w.error()),
                 _ => {}
             }
         }
-        None
+        let best = errors::pick(errors)?;
+        let streams = self
+            .discovered
+            .lock()
+            .map(|d| d.streams.clone())
+            .unwrap_or_default();
+        Some(errors::describe(
+            &self.spec,
+            best,
+            &streams,
+            self.opened.elapsed(),
+            self.timeout,
+        ))
     }
 
     fn frame_from_sample(&mut self, sample: &gst::Sample) -> Result<Frame, SourceError> {
-        let caps = sample.caps().ok_or_else(|| SourceError::Format("sample without caps".into()))?;
-        let info = gst_video::VideoInfo::from_caps(caps).map_err(|e| SourceError::Format(e.to_string()))?;
-        let buffer = sample.buffer().ok_or_else(|| SourceError::Format("sample without buffer".into()))?;
+        let caps = sample
+            .caps()
+            .ok_or_else(|| SourceError::Format("sample without caps".into()))?;
+        let info = gst_video::VideoInfo::from_caps(caps)
+            .map_err(|e| SourceError::Format(e.to_string()))?;
+        let buffer = sample
+            .buffer()
+            .ok_or_else(|| SourceError::Format("sample without buffer".into()))?;
         let pts_nanos = buffer.pts().map(|t| t.nseconds());
         // Copy: the GStreamer buffer goes back to its pool; the frame outlives it in the ring.
         let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info)
             .map_err(|e| SourceError::Format(e.to_string()))?;
         let (w, h) = (vframe.width() as usize, vframe.height() as usize);
-        let stride = usize::try_from(vframe.plane_stride()[0]).map_err(|_| SourceError::Format("negative stride".into()))?;
-        let data = vframe.plane_data(0).map_err(|e| SourceError::Format(e.to_string()))?;
+        let stride = usize::try_from(vframe.plane_stride()[0])
+            .map_err(|_| SourceError::Format("negative stride".into()))?;
+        let data = vframe
+            .plane_data(0)
+            .map_err(|e| SourceError::Format(e.to_string()))?;
         let bad = |e: crate::image::ImageError| SourceError::Format(e.to_string());
         let image = match info.format() {
             gst_video::VideoFormat::Rgb => {
@@ -186,22 +312,112 @@ impl Source {
                     // Stride not a multiple of 3: repack row by row.
                     let mut px = Vec::with_capacity(w * h);
                     for y in 0..h {
-                        let row = data.get(y * stride..y * stride + 3 * w).ok_or_else(|| SourceError::Format("short frame".into()))?;
+                        let row = data
+                            .get(y * stride..y * stride + 3 * w)
+                            .ok_or_else(|| SourceError::Format("short frame".into()))?;
                         px.extend_from_slice(row.as_chunks::<3>().0);
                     }
                     DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?)
                 }
             }
-            gst_video::VideoFormat::Gray8 => DynImage::Gray8(Image::from_strided(w, h, stride, data.to_vec()).map_err(bad)?),
+            gst_video::VideoFormat::Gray8 => {
+                DynImage::Gray8(Image::from_strided(w, h, stride, data.to_vec()).map_err(bad)?)
+            }
             gst_video::VideoFormat::Gray16Le => {
-                let px: Vec<u16> = data.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+                let px: Vec<u16> = data
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
                 DynImage::Gray16(Image::from_strided(w, h, stride / 2, px).map_err(bad)?)
             }
             other => return Err(SourceError::Format(format!("{other:?}"))),
         };
         let index = self.next_index;
         self.next_index += 1;
-        Ok(Frame { index, pts_nanos, image })
+        if index == 0 {
+            self.refresh_info(Some(caps));
+            let rate = self
+                .info
+                .frame_rate
+                .map_or_else(|| "variable frame rate".to_owned(), |r| r.to_string());
+            let decoder = self.info.decoder.as_deref().map_or_else(String::new, |d| {
+                format!(", decoder {d} ({})", decoder::kind(d))
+            });
+            let pacing = if self.info.live {
+                "live: frames it cannot analyse in time are dropped and counted"
+            } else {
+                "not live: every frame is analysed"
+            };
+            log::info!("source: {} — {w}x{h}, {rate}{decoder}; {pacing}", self.spec);
+        }
+        Ok(Frame {
+            index,
+            pts_nanos,
+            image,
+        })
+    }
+}
+
+/// True when a source element of the pipeline has `is-live` set (a user pipeline's
+/// `videotestsrc is-live=true`; most live elements also answer NO_PREROLL).
+fn sources_say_live(pipeline: &gst::Pipeline) -> bool {
+    pipeline.iterate_recurse().into_iter().flatten().any(|e| {
+        e.sink_pads().is_empty()
+            && e.find_property("is-live")
+                .is_some_and(|p| p.value_type() == bool::static_type())
+            && e.property::<bool>("is-live")
+    })
+}
+
+/// Hooks every `uridecodebin` of the pipeline: network sources get `timeout` (souphttpsrc and
+/// the like), and the decoder plugged and the kinds of stream exposed are recorded.
+fn watch_decodebins(
+    pipeline: &gst::Pipeline,
+    discovered: &Arc<Mutex<Discovered>>,
+    timeout: Duration,
+) {
+    let d = discovered.clone();
+    pipeline.connect_deep_element_added(move |_, _, element| {
+        if decoder::is_video_decoder(element)
+            && let Ok(mut g) = d.lock()
+            && g.decoder.is_none()
+        {
+            g.decoder = element.factory().map(|f| f.name().to_string());
+        }
+    });
+    let decodebins = pipeline
+        .iterate_recurse()
+        .into_iter()
+        .flatten()
+        .filter(|e| {
+            e.factory()
+                .is_some_and(|f| matches!(f.name().as_str(), "uridecodebin" | "uridecodebin3"))
+        });
+    for bin in decodebins {
+        let seconds = u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX);
+        bin.connect("source-setup", false, move |args| {
+            if let Some(src) = args.get(1).and_then(|v| v.get::<gst::Element>().ok())
+                && src
+                    .find_property("timeout")
+                    .is_some_and(|p| p.value_type() == u32::static_type())
+            {
+                src.set_property("timeout", seconds);
+            }
+            None
+        });
+        let d = discovered.clone();
+        bin.connect_pad_added(move |_, pad| {
+            let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+            let kind = caps
+                .structure(0)
+                .map(|s| s.name().split('/').next().unwrap_or("").to_owned());
+            if let (Some(kind), Ok(mut g)) = (kind, d.lock())
+                && !kind.is_empty()
+                && !g.streams.contains(&kind)
+            {
+                g.streams.push(kind);
+            }
+        });
     }
 }
 
@@ -217,9 +433,20 @@ mod tests {
 
     /// Pulls every frame of an 8-frame, 20 fps test source; returns (frames, seconds taken).
     fn pull_all(realtime: bool) -> (u64, f64) {
-        let opts = TestSourceOptions { width: 64, height: 48, frames: 8, fps: 20 };
+        let opts = TestSourceOptions {
+            width: 64,
+            height: 48,
+            frames: 8,
+            fps: 20,
+        };
         let t = Instant::now();
-        let mut src = Source::open(&SourceSpec::Test("ball".into()), FrameFormat::Gray8, &opts, realtime).unwrap();
+        let mut src = Source::open(
+            &SourceSpec::Test("ball".into()),
+            FrameFormat::Gray8,
+            &opts,
+            realtime,
+        )
+        .unwrap();
         let mut n = 0;
         while let Some(f) = src.next_frame().unwrap() {
             assert_eq!(f.index, n);
@@ -236,5 +463,71 @@ mod tests {
         assert!(secs >= 0.3, "8 frames at 20 fps arrived in {secs:.3} s");
         let (n, _) = pull_all(false);
         assert_eq!(n, 8);
+    }
+
+    #[test]
+    fn liveness_and_frame_rate_come_from_the_pipeline() {
+        let opts = SourceOptions {
+            format: FrameFormat::Gray8,
+            ..SourceOptions::default()
+        };
+        let live = "videotestsrc is-live=true num-buffers=3 ! video/x-raw,width=32,height=24,framerate=15/1 ! videoconvert ! appsink name=sink";
+        let file_like = "videotestsrc num-buffers=3 ! video/x-raw,width=32,height=24,framerate=25/2 ! videoconvert ! appsink name=sink";
+        for (desc, want_live, want_rate) in [(live, true, (15, 1)), (file_like, false, (25, 2))] {
+            let mut src = Source::open_with(&SourceSpec::Pipeline(desc.into()), &opts).unwrap();
+            assert!(src.next_frame().unwrap().is_some());
+            let info = src.stream_info();
+            assert_eq!(info.live, want_live, "{desc}");
+            assert_eq!(
+                info.frame_rate,
+                FrameRate::new(want_rate.0, want_rate.1),
+                "{desc}"
+            );
+            assert_eq!(info.decoder, None, "a test pattern needs no decoder");
+        }
+    }
+
+    #[test]
+    fn an_interrupt_ends_a_source_that_never_ends() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let opts = SourceOptions {
+            format: FrameFormat::Gray8,
+            interrupt: Some(flag.clone()),
+            ..SourceOptions::default()
+        };
+        let endless = TestSourceOptions {
+            width: 16,
+            height: 16,
+            frames: 0,
+            fps: 30,
+        };
+        let mut src = Source::open_with(
+            &SourceSpec::Test("ball".into()),
+            &SourceOptions {
+                test: endless,
+                ..opts
+            },
+        )
+        .unwrap();
+        assert!(src.next_frame().unwrap().is_some());
+        flag.store(true, Ordering::Relaxed);
+        assert!(src.next_frame().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_stalled_source_names_itself() {
+        let opts = SourceOptions {
+            format: FrameFormat::Gray8,
+            timeout: Duration::from_millis(300),
+            ..SourceOptions::default()
+        };
+        // A live source that produces nothing: its appsink never gets a sample.
+        let desc = "videotestsrc is-live=true ! valve drop=true ! video/x-raw,width=16,height=16 ! videoconvert ! appsink name=sink";
+        let mut src = Source::open_with(&SourceSpec::Pipeline(desc.into()), &opts).unwrap();
+        let e = src.next_frame().unwrap_err().to_string();
+        assert!(
+            e.contains("valve drop=true") && e.contains("stalled"),
+            "{e}"
+        );
     }
 }

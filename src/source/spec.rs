@@ -10,7 +10,9 @@
 //! | `… ! appsink name=sink` | the description as given |
 //!
 //! Every built-in form ends in `videoconvert ! appsink name=sink`; the appsink's caps (RGB,
-//! GRAY8 or GRAY16_LE) are set by [`super::Source`].
+//! GRAY8 or GRAY16_LE) are set by [`super::Source`]. Whether a source is live is not decided
+//! here from the scheme but asked of the running pipeline (an `http://` file is not live, an
+//! `rtsp://` stream is).
 
 use std::path::{Path, PathBuf};
 
@@ -47,16 +49,42 @@ pub struct TestSourceOptions {
 
 impl Default for TestSourceOptions {
     fn default() -> Self {
-        Self { width: 640, height: 480, frames: 300, fps: 30 }
+        Self {
+            width: 640,
+            height: 480,
+            frames: 300,
+            fps: 30,
+        }
     }
 }
 
 /// videotestsrc patterns accepted after `test:`.
 pub const TEST_PATTERNS: &[&str] = &[
-    "smpte", "snow", "black", "white", "red", "green", "blue", "checkers-1", "checkers-2",
-    "checkers-4", "checkers-8", "circular", "blink", "smpte75", "zone-plate", "gamut",
-    "chroma-zone-plate", "solid-color", "ball", "smpte100", "bar", "pinwheel", "spokes",
-    "gradient", "colors",
+    "smpte",
+    "snow",
+    "black",
+    "white",
+    "red",
+    "green",
+    "blue",
+    "checkers-1",
+    "checkers-2",
+    "checkers-4",
+    "checkers-8",
+    "circular",
+    "blink",
+    "smpte75",
+    "zone-plate",
+    "gamut",
+    "chroma-zone-plate",
+    "solid-color",
+    "ball",
+    "smpte100",
+    "bar",
+    "pinwheel",
+    "spokes",
+    "gradient",
+    "colors",
 ];
 
 impl SourceSpec {
@@ -91,14 +119,15 @@ impl SourceSpec {
             return Ok(Self::Camera(0));
         }
         if let Some(n) = s.strip_prefix("camera:") {
-            return n
-                .parse()
-                .map(Self::Camera)
-                .map_err(|_| SourceError::BadSpec(format!("`{s}`: camera index must be a number")));
+            return n.parse().map(Self::Camera).map_err(|_| {
+                SourceError::BadSpec(format!("`{s}`: camera index must be a number"))
+            });
         }
         if let Some((scheme, _)) = s.split_once("://") {
             return match scheme {
-                "file" | "rtsp" | "rtsps" | "http" | "https" | "rtmp" | "udp" | "srt" => Ok(Self::Uri(s.to_owned())),
+                "file" | "rtsp" | "rtsps" | "http" | "https" | "rtmp" | "udp" | "srt" => {
+                    Ok(Self::Uri(s.to_owned()))
+                }
                 _ => Err(SourceError::BadSpec(format!(
                     "unknown scheme `{scheme}://` (file, rtsp, http, https, rtmp, udp, srt)"
                 ))),
@@ -117,21 +146,12 @@ impl SourceSpec {
             return Err(SourceError::NotFound(path));
         }
         if path.is_dir() {
-            return Err(SourceError::BadSpec(format!("{} is a directory, not a video", path.display())));
+            return Err(SourceError::BadSpec(format!(
+                "{} is a directory, not a video",
+                path.display()
+            )));
         }
         Ok(Self::File(path))
-    }
-
-    /// True for sources that produce frames in real time whether or not we keep up (cameras,
-    /// network streams): the pipeline drops frames for them when the ring is full.
-    #[must_use]
-    pub fn is_live(&self) -> bool {
-        match self {
-            Self::Camera(_) => true,
-            Self::Uri(u) => !u.starts_with("file://"),
-            Self::Pipeline(p) => p.contains("v4l2src") || p.contains("rtspsrc") || p.contains("is-live=true"),
-            Self::File(_) | Self::Test(_) => false,
-        }
     }
 
     /// The GStreamer description, without the final caps/appsink part for built-in forms.
@@ -145,7 +165,12 @@ impl SourceSpec {
             Self::Uri(u) => format!("uridecodebin uri=\"{u}\" ! {tail}"),
             Self::Camera(n) => format!("v4l2src device=/dev/video{n} ! {tail}"),
             Self::Test(pattern) => {
-                let TestSourceOptions { width, height, frames, fps } = *test;
+                let TestSourceOptions {
+                    width,
+                    height,
+                    frames,
+                    fps,
+                } = *test;
                 if width == 0 || height == 0 || fps == 0 {
                     return Err(SourceError::BadSpec(format!(
                         "test source size {width}x{height} at {fps} fps is invalid"
@@ -192,31 +217,54 @@ mod tests {
 
     #[test]
     fn parses_every_form() {
-        assert_eq!(SourceSpec::parse("test").unwrap(), SourceSpec::Test("smpte".into()));
-        assert_eq!(SourceSpec::parse("test:ball").unwrap(), SourceSpec::Test("ball".into()));
+        assert_eq!(
+            SourceSpec::parse("test").unwrap(),
+            SourceSpec::Test("smpte".into())
+        );
+        assert_eq!(
+            SourceSpec::parse("test:ball").unwrap(),
+            SourceSpec::Test("ball".into())
+        );
         assert_eq!(SourceSpec::parse("camera").unwrap(), SourceSpec::Camera(0));
-        assert_eq!(SourceSpec::parse("camera:7").unwrap(), SourceSpec::Camera(7));
-        assert!(matches!(SourceSpec::parse("rtsp://h/x").unwrap(), SourceSpec::Uri(_)));
+        assert_eq!(
+            SourceSpec::parse("camera:7").unwrap(),
+            SourceSpec::Camera(7)
+        );
+        assert!(matches!(
+            SourceSpec::parse("rtsp://h/x").unwrap(),
+            SourceSpec::Uri(_)
+        ));
         assert!(matches!(
             SourceSpec::parse("videotestsrc ! appsink name=sink").unwrap(),
             SourceSpec::Pipeline(_)
         ));
-        assert!(matches!(SourceSpec::parse("Cargo.toml").unwrap(), SourceSpec::File(_)));
+        assert!(matches!(
+            SourceSpec::parse("Cargo.toml").unwrap(),
+            SourceSpec::File(_)
+        ));
     }
 
     #[test]
     fn rejects_bad_forms_with_a_reason() {
-        for bad in ["", "test:nope", "camera:x", "gopher://x", "foo:bar", "videotestsrc ! fakesink"] {
+        for bad in [
+            "",
+            "test:nope",
+            "camera:x",
+            "gopher://x",
+            "foo:bar",
+            "videotestsrc ! fakesink",
+        ] {
             let e = SourceSpec::parse(bad).unwrap_err().to_string();
             assert!(!e.is_empty(), "{bad}");
         }
-        assert!(matches!(SourceSpec::parse("/no/such/file.mp4"), Err(SourceError::NotFound(_))));
+        assert!(matches!(
+            SourceSpec::parse("/no/such/file.mp4"),
+            Err(SourceError::NotFound(_))
+        ));
     }
 
     #[test]
-    fn liveness_and_uri_encoding() {
-        assert!(SourceSpec::Camera(0).is_live());
-        assert!(!SourceSpec::Test("smpte".into()).is_live());
+    fn uri_encoding() {
         assert_eq!(file_uri(Path::new("/a b/c.mp4")), "file:///a%20b/c.mp4");
     }
 }

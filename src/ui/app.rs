@@ -155,7 +155,8 @@ impl ViewerApp {
         }
     }
 
-    /// The app of a real window: restores the last session and opens `opts.source`.
+    /// The app of a real window: restores what the viewer saved when it last closed and opens
+    /// `opts.source`.
     pub fn new(cc: &eframe::CreationContext<'_>, opts: ViewerOptions) -> Self {
         let saved: Saved = cc.storage.and_then(|s| eframe::get_value(s, STORAGE_KEY)).unwrap_or_default();
         let mut settings = opts.settings;
@@ -407,7 +408,10 @@ impl ViewerApp {
             match (self.video.hover_image_pos, &self.frame) {
                 (Some(p), Some(f)) if p.x >= 0.0 && p.y >= 0.0 && (p.x as usize) < f.size().0 && (p.y as usize) < f.size().1 => {
                     let (x, y) = (p.x as usize, p.y as usize);
-                    let mut s = format!("x {x:>4}  y {y:>4}  grey {:>3}", f.gray.get(x, y));
+                    let mut s = format!("x {x:>4}  y {y:>4}");
+                    if let Some(g) = &f.gray {
+                        s.push_str(&format!("  grey {:>3}", g.get(x, y)));
+                    }
                     if let Some(rgb) = &f.rgb {
                         let c = rgb.get(x, y);
                         s.push_str(&format!("  rgb {:>3} {:>3} {:>3}", c[0], c[1], c[2]));
@@ -633,7 +637,7 @@ impl ViewerApp {
     }
 }
 
-/// Analysis settings saved by an earlier session, if they still fit this version's schema.
+/// Analysis settings saved when the viewer last closed, if they still fit this version's schema.
 fn restore_ops(text: &str) -> Option<OpSettings> {
     match toml::from_str::<OpSettings>(text) {
         Ok(ops) if ops.validate().is_ok() => Some(ops),

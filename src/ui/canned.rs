@@ -149,14 +149,17 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
     AnalysedFrame {
         index,
         pts_nanos: Some(index * 33_333_333),
-        gray: Arc::new(gray),
+        width: gray.width(),
+        height: gray.height(),
+        gray: Some(Arc::new(gray)),
         rgb: Some(Arc::new(rgb)),
+        picture: None,
         outputs: vec![
             output("preprocess", None, vec![], OpData::None, serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 })),
-            output("maxtree", Some(Raster::Gray(Arc::new(residue))), vec![], OpData::None, serde_json::json!({ "nodes": 1832, "kept": 3 })),
+            output("maxtree", Some(Raster::Residue(Arc::new(residue))), vec![], OpData::None, serde_json::json!({ "nodes": 1832, "kept": 3 })),
             output("cca", None, shapes, OpData::Tracks(tracks), serde_json::json!({ "components": 3, "tracks": 3 })),
-            output("orientation", Some(Raster::Rgb(Arc::new(orientation))), vec![], OpData::Spectrum(spectrum), serde_json::json!({ "dominant_deg": 45.0 })),
-            output("segmentation", Some(Raster::Rgb(Arc::new(segments))), vec![], OpData::None, serde_json::json!({ "segments": 7 })),
+            output("orientation", Some(Raster::Colour(Arc::new(orientation))), vec![], OpData::Spectrum(spectrum), serde_json::json!({ "dominant_deg": 45.0 })),
+            output("segmentation", Some(Raster::Colour(Arc::new(segments))), vec![], OpData::None, serde_json::json!({ "segments": 7 })),
         ],
         timings,
     }
@@ -177,7 +180,7 @@ pub fn unknown_op_frame(index: u64) -> AnalysedFrame {
         op: "future_op",
         summary: serde_json::json!({ "rings": 1 }),
         layer: Layer {
-            raster: Some(Raster::Gray(Arc::new(ring))),
+            raster: Some(Raster::Residue(Arc::new(ring))),
             shapes: vec![Shape::Rect { left: 90.0, top: 50.0, width: 140.0, height: 140.0, color: [255, 0, 255, 255], label: Some("1".into()) }],
         },
         data: OpData::None,

@@ -46,6 +46,16 @@ pub fn default_add(key: &str) -> bool {
     has_hue_legend(key) || key.to_ascii_lowercase().contains("maxtree")
 }
 
+/// A segmentation layer drawn opaque over the frame's own pixels (its texture).
+fn segments_picture(frame: &AnalysedFrame, raster: &Raster) -> Option<Image<[u8; 3]>> {
+    use crate::compose::{ComposeStyle, LayerStyle, PictureFormat, RasterLayer, compose_cpu};
+    let mut layers = crate::output::compose::layers_of(frame);
+    layers.rasters = vec![RasterLayer { name: "segmentation", raster: raster.clone() }];
+    layers.shapes.clear();
+    let style = ComposeStyle::default().with("segmentation", LayerStyle::mixed(1.0));
+    compose_cpu(&layers, &style, PictureFormat::Rgb).ok()?.to_rgb_image()
+}
+
 /// Default opacity of additive layers.
 pub const ADD_OPACITY: f32 = 0.6;
 
@@ -128,11 +138,17 @@ impl Layers {
         let opts = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
         let base_wanted = self.visible(ORIGINAL);
         if base_wanted && !self.uploaded(ORIGINAL, frame_seq, false) {
-            let img = match &frame.rgb {
-                Some(rgb) => rgb_image(rgb, false),
-                None => gray_image(&frame.gray, false),
+            let composed = frame.picture.as_deref().filter(|p| p.format == crate::compose::PictureFormat::Rgba);
+            let img = match (composed, &frame.rgb, &frame.gray) {
+                // GPU: the frame with its layers as the pipeline composed them on the device.
+                (Some(p), _, _) => Some(ColorImage::from_rgba_unmultiplied([p.width, p.height], &p.data)),
+                (None, Some(rgb), _) => Some(rgb_image(rgb, false)),
+                (None, None, Some(g)) => Some(gray_image(g, false)),
+                (None, None, None) => None,
             };
-            self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
+            if let Some(img) = img {
+                self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
+            }
         }
         for o in &frame.outputs {
             let Some(r) = &o.layer.raster else { continue };
@@ -141,8 +157,12 @@ impl Layers {
                 continue;
             }
             let img = match r {
-                Raster::Gray(g) => gray_image(g, add),
-                Raster::Rgb(c) => rgb_image(c, add),
+                Raster::Residue(g) => gray_image(g, add),
+                Raster::Colour(c) => rgb_image(c, add),
+                Raster::Segments { .. } => match segments_picture(frame, r) {
+                    Some(pic) => rgb_image(&pic, add),
+                    None => continue,
+                },
             };
             self.upload(ctx, o.op, img, opts, frame_seq, add);
         }
@@ -247,8 +267,9 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
             let mut parts = Vec::new();
             if let Some(r) = &o.layer.raster {
                 parts.push(match r {
-                    Raster::Gray(_) => "a grey picture".to_owned(),
-                    Raster::Rgb(_) => "a colour picture".to_owned(),
+                    Raster::Residue(_) => "a grey picture".to_owned(),
+                    Raster::Colour(_) => "a colour picture".to_owned(),
+                    Raster::Segments { .. } => "segments filled from the frame".to_owned(),
                 });
             }
             if !o.layer.shapes.is_empty() {

@@ -19,7 +19,8 @@ use eframe::egui;
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::config::Settings;
-use crate::pipeline::{Command, Counters, Delivery, Mailbox, Pipeline, PipelineEvent};
+use crate::compose::{ComposeStyle, LayerStyle, PictureFormat};
+use crate::pipeline::{Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent};
 use crate::source::SourceSpec;
 
 /// What [`Link::poll`] found since the last poll.
@@ -138,7 +139,18 @@ impl Link {
             let mailbox = Arc::new(Mailbox::new());
             let waker_ctx = ctx.clone();
             mailbox.set_waker(move || waker_ctx.request_repaint());
-            let r = Pipeline::start(&spec, &settings, &backend, Delivery::Latest(mailbox.clone()))
+            // On the GPU the analyses' layers stay on the device: the pipeline composes the
+            // picture (rasters only; the viewer draws the shapes itself) at the display rate. The
+            // CPU backend hands its host layers over and the viewer blends them.
+            let want = match &backend {
+                Backend::Cuda(_) => PictureWant::WhenTaken(PictureFormat::Rgba),
+                Backend::Cpu => PictureWant::None,
+            };
+            let r = Pipeline::start(FrameSource::Spec(spec.clone()), &settings, &backend, Delivery::Latest(mailbox.clone()), want)
+                .inspect(|p| {
+                    let style = ComposeStyle::default().with("cca", LayerStyle::HIDDEN);
+                    let _ = p.commands.try_send(Command::Style(Box::new(style)));
+                })
                 .map(|p| (p, mailbox))
                 .map_err(|e| format!("cannot open {spec}: {e}"));
             let _ = tx.send(r);

@@ -54,8 +54,8 @@ pub enum UiError {
 pub struct ViewerOptions {
     /// Settings from defaults, `--config` and `--set`.
     pub settings: Settings,
-    /// True when the user gave `--config` or `--set`: then the settings saved by the last session
-    /// are not restored over them.
+    /// True when the user gave `--config` or `--set`: then the settings saved when the viewer last
+    /// closed are not restored over them.
     pub settings_explicit: bool,
     /// SOURCE to open first.
     pub source: String,

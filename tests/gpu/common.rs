@@ -37,7 +37,9 @@ pub fn samples_dir() -> PathBuf {
             return p;
         }
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets").join("samples")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("assets")
+        .join("samples")
 }
 
 /// A real grey image from the samples (decoded with the `image` crate), or `None` when the
@@ -73,7 +75,11 @@ pub fn sample_rgb(name: &str) -> Option<morphoscope::image::Image<[u8; 3]>> {
 
 /// A real grey image tiled (mirrored) to `width` x `height`: real content at any size, never a
 /// constant image.
-pub fn tiled_gray(name: &str, width: usize, height: usize) -> Option<morphoscope::image::Image<u8>> {
+pub fn tiled_gray(
+    name: &str,
+    width: usize,
+    height: usize,
+) -> Option<morphoscope::image::Image<u8>> {
     let src = sample_gray(name)?;
     let (sw, sh) = (src.width(), src.height());
     Some(morphoscope::image::Image::from_fn(width, height, |x, y| {
@@ -103,10 +109,47 @@ impl Rng {
 }
 
 /// A random grey image with `levels` distinct values spread over 0..=255.
-pub fn random_gray(rng: &mut Rng, width: usize, height: usize, levels: u32) -> morphoscope::image::Image<u8> {
+pub fn random_gray(
+    rng: &mut Rng,
+    width: usize,
+    height: usize,
+    levels: u32,
+) -> morphoscope::image::Image<u8> {
     let levels = levels.clamp(1, 256);
     morphoscope::image::Image::from_fn(width, height, |_, _| {
         let l = rng.below(u64::from(levels)) as u32;
-        if levels == 1 { 0 } else { (l * 255 / (levels - 1)) as u8 }
+        if levels == 1 {
+            0
+        } else {
+            (l * 255 / (levels - 1)) as u8
+        }
     })
+}
+
+/// A real 16-bit frame: the luminance `0.2126 R + 0.7152 G + 0.0722 B` of a tiled (mirrored)
+/// sample quantised on 16 bits (the max-tree paper's §6.3 protocol).
+pub fn tiled_gray16(name: &str, w: usize, h: usize) -> Option<morphoscope::image::Image<u16>> {
+    let src = sample_rgb(name)?;
+    let (sw, sh) = (src.width(), src.height());
+    Some(morphoscope::image::Image::from_fn(w, h, |x, y| {
+        let sx = if (x / sw) % 2 == 0 {
+            x % sw
+        } else {
+            sw - 1 - x % sw
+        };
+        let sy = if (y / sh) % 2 == 0 {
+            y % sh
+        } else {
+            sh - 1 - y % sh
+        };
+        let [r, g, b] = src.get(sx, sy);
+        let l = 0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b);
+        (l / 255.0 * 65535.0).round() as u16
+    }))
+}
+
+/// The median of timings (0 for none).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }

@@ -3,46 +3,57 @@
 //! 1080p and 4K frames (tiled samples), 8-bit 4/8-conn and 16-bit (paper §6.3 luminance
 //! protocol); and the CPU backend (median of CPU_ITERS) in the same run. Results as markdown rows
 //! on stdout and in $BENCH_OUT (if set).
+
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use crate::common;
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use morphoscope::gpu::{GpuContext, KernelTimer};
+use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::Image;
-use morphoscope::ops::maxtree::{Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, Rule, TreeKind};
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
-}
-
-fn tiled16(name: &str, w: usize, h: usize) -> Option<Image<u16>> {
-    let src = common::sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 { x % sw } else { sw - 1 - x % sw };
-        let sy = if (y / sh) % 2 == 0 { y % sh } else { sh - 1 - y % sh };
-        let [r, g, b] = src.get(sx, sy);
-        ((0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b)) / 255.0 * 65535.0).round() as u16
-    }))
-}
+use morphoscope::ops::maxtree::{
+    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, Rule, TreeKind,
+};
 
 fn env(name: &str, d: usize) -> usize {
-    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(d)
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(d)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gpu_case<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full: bool, simplify: bool, label: &str, out: &mut String) {
+fn gpu_case<T: GpuGray>(
+    g: &GpuContext,
+    img: &Image<T>,
+    c: Connectivity,
+    full: bool,
+    simplify: bool,
+    label: &str,
+    out: &mut String,
+) {
     gpu_case_th(g, img, c, full, simplify, 0, label, out)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gpu_case_th<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full: bool, simplify: bool, th: usize, label: &str, out: &mut String) {
+fn gpu_case_th<T: GpuGray>(
+    g: &GpuContext,
+    img: &Image<T>,
+    c: Connectivity,
+    full: bool,
+    simplify: bool,
+    th: usize,
+    label: &str,
+    out: &mut String,
+) {
     let (w, h) = (img.width(), img.height());
     let stream = g.new_stream().unwrap();
-    let input = stream.clone_htod(img.data()).unwrap();
+    let uploaded = upload_view(&stream, img.view()).unwrap();
+    let input = uploaded.image();
     let mut mt = MaxtreeGpu::new(g).unwrap();
     mt.grid_simplification = simplify;
     mt.tile_height = th;
@@ -52,13 +63,20 @@ fn gpu_case_th<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full
     let mut regions: Vec<(&'static str, Vec<f64>)> = Vec::new();
     for i in 0..warm + iters {
         timer.reset();
-        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
-        mt.enqueue_tree(&stream, &mut timer, &input, w, h, TreeKind::Max, c).unwrap();
+        let start = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .unwrap();
+        mt.enqueue_tree(&mut timer, input, TreeKind::Max, c)
+            .unwrap();
         if full {
-            mt.enqueue_attribute(&stream, &mut timer, Attribute::Area).unwrap();
-            mt.enqueue_filter(&stream, &mut timer, &input, 100.0, Rule::Direct).unwrap();
+            mt.enqueue_attribute(&stream, &mut timer, Attribute::Area)
+                .unwrap();
+            mt.enqueue_filter(&mut timer, input, 100.0, Rule::Direct)
+                .unwrap();
         }
-        let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+        let end = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .unwrap();
         end.synchronize().unwrap();
         if i < warm {
             continue;
@@ -72,17 +90,30 @@ fn gpu_case_th<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full
         }
     }
     let nodes = mt.download_node_count(&stream).unwrap();
-    let t = median(&mut totals);
+    let t = common::median(&mut totals);
     let mpix = (w * h) as f64 / 1e6;
     let mut parts = String::new();
     for (name, v) in regions.iter_mut() {
-        let _ = write!(parts, "{}={:.3} ", name.trim_start_matches("maxtree_"), median(v));
+        let _ = write!(
+            parts,
+            "{}={:.3} ",
+            name.trim_start_matches("maxtree_"),
+            common::median(v)
+        );
     }
     let line = format!(
         "| {label} | {w}x{h} | {} | {} | {} | {:.3} | {:.0} | {parts}| {nodes} |",
         if full { "area opening λ=100" } else { "tree" },
         if simplify { "on" } else { "off" },
-        if th == 0 { if T::BITS == 8 { "16 (auto)".to_string() } else { "32 (auto)".to_string() } } else { th.to_string() },
+        if th == 0 {
+            if T::BITS == 8 {
+                "16 (auto)".to_string()
+            } else {
+                "32 (auto)".to_string()
+            }
+        } else {
+            th.to_string()
+        },
         t,
         mpix / (t / 1e3),
     );
@@ -91,7 +122,12 @@ fn gpu_case_th<T: GpuGray>(g: &GpuContext, img: &Image<T>, c: Connectivity, full
     out.push('\n');
 }
 
-fn cpu_case<T: morphoscope::image::Gray>(img: &Image<T>, c: Connectivity, label: &str, out: &mut String) {
+fn cpu_case<T: morphoscope::image::Gray>(
+    img: &Image<T>,
+    c: Connectivity,
+    label: &str,
+    out: &mut String,
+) {
     let iters = env("CPU_ITERS", 5);
     let (mut tb, mut tf) = (Vec::new(), Vec::new());
     for _ in 0..iters {
@@ -104,11 +140,16 @@ fn cpu_case<T: morphoscope::image::Gray>(img: &Image<T>, c: Connectivity, label:
         tb.push((t1 - t0).as_secs_f64() * 1e3);
         tf.push((t2 - t0).as_secs_f64() * 1e3);
     }
-    let (b, f) = (median(&mut tb), median(&mut tf));
+    let (b, f) = (common::median(&mut tb), common::median(&mut tf));
     let mpix = (img.width() * img.height()) as f64 / 1e6;
     let line = format!(
         "| CPU {label} | {}x{} | tree {:.1} ms ({:.1} MPix/s) | area opening {:.1} ms ({:.1} MPix/s) |",
-        img.width(), img.height(), b, mpix / (b / 1e3), f, mpix / (f / 1e3)
+        img.width(),
+        img.height(),
+        b,
+        mpix / (b / 1e3),
+        f,
+        mpix / (f / 1e3)
     );
     println!("{line}");
     out.push_str(&line);
@@ -123,63 +164,139 @@ fn bench_maxtree() {
     let sizes = [(1920usize, 1080usize), (3840, 2160)];
     let g = common::gpu();
     if let Some(g) = g {
-        println!("device: {} ({:?})", g.info().name, g.info().compute_capability);
+        println!(
+            "device: {} ({:?})",
+            g.info().name,
+            g.info().compute_capability
+        );
         if let Ok(p) = std::env::var("PROFILE") {
             // For ncu: the same work twice (the profiler skips the first, warm-up, run).
             let img = common::tiled_gray("baboon.jpg", 3840, 2160).unwrap();
-            let img16 = tiled16("baboon.jpg", 3840, 2160).unwrap();
+            let img16 = common::tiled_gray16("baboon.jpg", 3840, 2160).unwrap();
             let stream = g.new_stream().unwrap();
             let mut mt = MaxtreeGpu::new(g).unwrap();
             let mut timer = KernelTimer::new();
             for _ in 0..2 {
                 timer.reset();
                 if p == "8" {
-                    let input = stream.clone_htod(img.data()).unwrap();
-                    mt.enqueue_tree(&stream, &mut timer, &input, 3840, 2160, TreeKind::Max, Connectivity::Four).unwrap();
-                    mt.enqueue_attribute(&stream, &mut timer, Attribute::Area).unwrap();
-                    mt.enqueue_filter(&stream, &mut timer, &input, 100.0, Rule::Direct).unwrap();
+                    let input = upload_view(&stream, img.view()).unwrap();
+                    mt.enqueue_tree(&mut timer, input.image(), TreeKind::Max, Connectivity::Four)
+                        .unwrap();
+                    mt.enqueue_attribute(&stream, &mut timer, Attribute::Area)
+                        .unwrap();
+                    mt.enqueue_filter(&mut timer, input.image(), 100.0, Rule::Direct)
+                        .unwrap();
                 } else {
-                    let input = stream.clone_htod(img16.data()).unwrap();
-                    mt.enqueue_tree(&stream, &mut timer, &input, 3840, 2160, TreeKind::Max, Connectivity::Four).unwrap();
+                    let input = upload_view(&stream, img16.view()).unwrap();
+                    mt.enqueue_tree(&mut timer, input.image(), TreeKind::Max, Connectivity::Four)
+                        .unwrap();
                 }
                 stream.synchronize().unwrap();
             }
             return;
         }
-        println!("| frame | size | work | grid simpl. | tile h | median ms | MPix/s | regions (median ms) | nodes |");
+        println!(
+            "| frame | size | work | grid simpl. | tile h | median ms | MPix/s | regions (median ms) | nodes |"
+        );
         println!("|---|---|---|---|---|---|---|---|---|");
         for &(w, h) in &sizes {
             for name in names {
-                let Some(img) = common::tiled_gray(name, w, h) else { return };
+                let Some(img) = common::tiled_gray(name, w, h) else {
+                    return;
+                };
                 for (c, cs) in [(Connectivity::Four, "4"), (Connectivity::Eight, "8")] {
                     for full in [false, true] {
-                        gpu_case(g, &img, c, full, true, &format!("{name} u8 {cs}-conn"), &mut out);
+                        gpu_case(
+                            g,
+                            &img,
+                            c,
+                            full,
+                            true,
+                            &format!("{name} u8 {cs}-conn"),
+                            &mut out,
+                        );
                     }
                 }
-                gpu_case(g, &img, Connectivity::Four, false, false, &format!("{name} u8 4-conn"), &mut out);
+                gpu_case(
+                    g,
+                    &img,
+                    Connectivity::Four,
+                    false,
+                    false,
+                    &format!("{name} u8 4-conn"),
+                    &mut out,
+                );
                 if w > 2000 {
                     for th in [32, 64] {
-                        gpu_case_th(g, &img, Connectivity::Four, false, true, th, &format!("{name} u8 4-conn"), &mut out);
+                        gpu_case_th(
+                            g,
+                            &img,
+                            Connectivity::Four,
+                            false,
+                            true,
+                            th,
+                            &format!("{name} u8 4-conn"),
+                            &mut out,
+                        );
                     }
                 }
-                let Some(img16) = tiled16(name, w, h) else { return };
+                let Some(img16) = common::tiled_gray16(name, w, h) else {
+                    return;
+                };
                 for full in [false, true] {
-                    gpu_case(g, &img16, Connectivity::Four, full, true, &format!("{name} u16 4-conn"), &mut out);
+                    gpu_case(
+                        g,
+                        &img16,
+                        Connectivity::Four,
+                        full,
+                        true,
+                        &format!("{name} u16 4-conn"),
+                        &mut out,
+                    );
                 }
-                gpu_case(g, &img16, Connectivity::Eight, false, true, &format!("{name} u16 8-conn"), &mut out);
-                gpu_case(g, &img16, Connectivity::Four, false, false, &format!("{name} u16 4-conn"), &mut out);
+                gpu_case(
+                    g,
+                    &img16,
+                    Connectivity::Eight,
+                    false,
+                    true,
+                    &format!("{name} u16 8-conn"),
+                    &mut out,
+                );
+                gpu_case(
+                    g,
+                    &img16,
+                    Connectivity::Four,
+                    false,
+                    false,
+                    &format!("{name} u16 4-conn"),
+                    &mut out,
+                );
                 if w > 2000 {
-                    gpu_case_th(g, &img16, Connectivity::Four, false, true, 16, &format!("{name} u16 4-conn"), &mut out);
+                    gpu_case_th(
+                        g,
+                        &img16,
+                        Connectivity::Four,
+                        false,
+                        true,
+                        16,
+                        &format!("{name} u16 4-conn"),
+                        &mut out,
+                    );
                 }
             }
         }
     }
     if env("CPU", 1) == 1 {
         for &(w, h) in &sizes {
-            let Some(img) = common::tiled_gray("building.jpg", w, h) else { return };
+            let Some(img) = common::tiled_gray("building.jpg", w, h) else {
+                return;
+            };
             cpu_case(&img, Connectivity::Four, "building u8 4-conn", &mut out);
             cpu_case(&img, Connectivity::Eight, "building u8 8-conn", &mut out);
-            let Some(img16) = tiled16("building.jpg", w, h) else { return };
+            let Some(img16) = common::tiled_gray16("building.jpg", w, h) else {
+                return;
+            };
             cpu_case(&img16, Connectivity::Four, "building u16 4-conn", &mut out);
         }
     }

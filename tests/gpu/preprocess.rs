@@ -1,16 +1,22 @@
-//! GPU parity of the shared pre-processing (RGB→grey) and the ring: the CUDA engine must give
-//! the CPU engine's results frame for frame, in order, across frame-size changes.
+//! GPU parity of the shared pre-processing (RGB→grey, downscaling, the grey histogram and its
+//! statistics) and the pipeline: the CUDA backend must give the CPU backend's results frame for
+//! frame, in order, across frame-size changes, and the same composed pictures.
+
+// Helpers outside `#[test]` functions unwrap and panic as the tests do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Instant;
 
-use morphoscope::analysis::{OpSettings, Raster};
+use morphoscope::analysis::{Analysis, FrameInput, OpSettings};
 use morphoscope::backend::Backend;
+use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
-use morphoscope::ops::preprocess::{rgb_to_gray, rgb_to_gray_gpu};
-use morphoscope::pipeline::{Engine, Submitted};
+use morphoscope::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram, gray_histogram_gpu, rgb_to_gray, rgb_to_gray_gpu};
+use morphoscope::compose::PictureFormat;
+use morphoscope::pipeline::{PictureWant, run_frames};
 use morphoscope::source::Frame;
 
-use crate::common::{Rng, gpu, sample_rgb};
+use crate::common::{Rng, gpu, median, sample_rgb};
 
 fn random_rgb(rng: &mut Rng, w: usize, h: usize) -> Image<[u8; 3]> {
     Image::from_fn(w, h, |_, _| {
@@ -41,36 +47,32 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
     settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
     settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
     settings.segmentation.adaptive_rounds = false;
-    let mut cuda = Engine::new(&backend, &settings, 3).unwrap();
-    let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
     let mut rng = Rng(11);
     let sizes = [(64, 48), (64, 48), (65, 47), (1920, 1080), (1920, 1080), (31, 7), (64, 48)];
-    let mut got = Vec::new();
-    let mut want = Vec::new();
+    let mut frames = Vec::new();
     for (i, &(w, h)) in sizes.iter().cycle().take(20).enumerate() {
         let image = if i % 4 == 3 {
             DynImage::Gray8(Image::from_fn(w, h, |x, y| (x * 7 + y * 3 + i) as u8))
         } else {
             DynImage::Rgb8(random_rgb(&mut rng, w, h))
         };
-        let frame = Frame { index: i as u64, pts_nanos: Some(i as u64), image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        got.extend(cuda.submit(sub(frame.clone())).unwrap());
-        want.extend(cpu.submit(sub(frame)).unwrap());
+        frames.push(Frame { index: i as u64, pts_nanos: Some(i as u64), image });
     }
-    got.extend(cuda.flush().unwrap());
-    assert_eq!(got.len(), 20);
-    for (a, b) in got.iter().zip(&want) {
-        assert_eq!(a.index, b.index, "frames must complete in order");
-        assert_eq!(a.gray, b.gray, "frame {}", a.index);
+    let want_picture = PictureWant::Every(PictureFormat::Rgb);
+    let got = run_frames(&backend, &settings, 3, frames.clone(), want_picture).unwrap();
+    let want = run_frames(&Backend::Cpu, &settings, 1, frames, want_picture).unwrap();
+    assert_eq!((got.len(), want.len()), (20, 20));
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(a.index, k as u64, "frames must complete in order");
+        assert_eq!(a.picture, b.picture, "frame {}: composed picture", a.index);
         assert_eq!(a.outputs.len(), b.outputs.len());
         for (x, y) in a.outputs.iter().zip(&b.outputs) {
             if x.op == "segmentation" {
                 // The GPU reports its merge rounds, Kruskal on the CPU has none: compare the
-                // segment count and the overlay (same labels give the same picture).
+                // segment count and the labels.
                 assert_eq!(x.summary["capped"], false, "frame {}: round cap reached", a.index);
                 assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
-                assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "frame {} overlay", a.index);
+                // Equal labels draw equal pictures (compared above).
             } else {
                 assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
             }
@@ -92,17 +94,14 @@ fn segmentation_hierarchy_levels_match_between_backends() {
         settings.orientation.enabled = false;
         settings.segmentation.level = level;
         settings.segmentation.adaptive_rounds = false;
-        let mut cuda = Engine::new(&backend, &settings, 2).unwrap();
-        let mut cpu = Engine::new(&Backend::Cpu, &settings, 1).unwrap();
         let frame = Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(real.clone()) };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        let mut got = cuda.submit(sub(frame.clone())).unwrap();
-        got.extend(cuda.flush().unwrap());
-        let want = cpu.submit(sub(frame)).unwrap();
+        let picture = PictureWant::Every(PictureFormat::Rgb);
+        let got = run_frames(&backend, &settings, 2, vec![frame.clone()], picture).unwrap();
+        let want = run_frames(&Backend::Cpu, &settings, 1, vec![frame], picture).unwrap();
         let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
         let (x, y) = (seg(&got[0]), seg(&want[0]));
         assert_eq!(x.summary, y.summary, "level {level}: GPU and the rounds' CPU model");
-        assert!(matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q), "level {level} overlay");
+        assert!(got[0].picture.is_some() && got[0].picture == want[0].picture, "level {level}: the composed segmentation");
     }
 }
 
@@ -119,32 +118,23 @@ fn segmentation_only(edit: impl FnOnce(&mut morphoscope::analysis::segmentation:
     settings
 }
 
-/// Frame `i` = `images[i]` through a 3-slot CUDA ring and the CPU engine: (index, GPU
-/// segmentation output, CPU segmentation output) per frame, in order.
+/// Frame `i` = `images[i]` through a 3-slot CUDA ring and the CPU backend, each frame's picture
+/// composed: (index, GPU segmentation output, CPU segmentation output, equal pictures) per
+/// frame, in order. Equal pictures of segmentation-only settings mean equal segments drawn.
 fn segment_both(
     g: &morphoscope::gpu::GpuContext,
     settings: &OpSettings,
     images: Vec<DynImage>,
-) -> Vec<(u64, morphoscope::analysis::OpOutput, morphoscope::analysis::OpOutput)> {
+) -> Vec<(u64, morphoscope::analysis::OpOutput, morphoscope::analysis::OpOutput, bool)> {
     let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
-    let mut cuda = Engine::new(&backend, settings, 3).unwrap();
-    let mut cpu = Engine::new(&Backend::Cpu, settings, 1).unwrap();
     let n = images.len();
-    let (mut got, mut want) = (Vec::new(), Vec::new());
-    for (i, image) in images.into_iter().enumerate() {
-        let frame = Frame { index: i as u64, pts_nanos: None, image };
-        let sub = |f: Frame| Submitted { frame: f, received: Instant::now(), queue_wait_ms: 0.0 };
-        got.extend(cuda.submit(sub(frame.clone())).unwrap());
-        want.extend(cpu.submit(sub(frame)).unwrap());
-    }
-    got.extend(cuda.flush().unwrap());
+    let frames: Vec<Frame> = images.into_iter().enumerate().map(|(i, image)| Frame { index: i as u64, pts_nanos: None, image }).collect();
+    let picture = PictureWant::Every(PictureFormat::Rgb);
+    let got = run_frames(&backend, settings, 3, frames.clone(), picture).unwrap();
+    let want = run_frames(&Backend::Cpu, settings, 1, frames, picture).unwrap();
     assert_eq!((got.len(), want.len()), (n, n));
     let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
-    got.iter().zip(&want).map(|(a, b)| (a.index, seg(a), seg(b))).collect()
-}
-
-fn same_overlay(x: &morphoscope::analysis::OpOutput, y: &morphoscope::analysis::OpOutput) -> bool {
-    matches!((&x.layer.raster, &y.layer.raster), (Some(Raster::Rgb(p)), Some(Raster::Rgb(q))) if p == q)
+    got.iter().zip(&want).map(|(a, b)| (a.index, seg(a), seg(b), a.picture.is_some() && a.picture == b.picture)).collect()
 }
 
 #[test]
@@ -153,7 +143,7 @@ fn segmentation_every_n_frames_matches_between_backends() {
     let settings = segmentation_only(|s| s.every = 3);
     let mut rng = Rng(5);
     let images = (0..10).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 96, 64))).collect();
-    for (index, x, y) in segment_both(g, &settings, images) {
+    for (index, x, y, same) in segment_both(g, &settings, images) {
         let skipped = index % 3 != 0;
         assert_eq!(x.summary.get("skipped").is_some(), skipped, "frame {index}: {}", x.summary);
         if skipped {
@@ -162,7 +152,7 @@ fn segmentation_every_n_frames_matches_between_backends() {
         for key in ["skipped", "from_frame", "segments"] {
             assert_eq!(x.summary.get(key), y.summary.get(key), "frame {index} {key}");
         }
-        assert!(same_overlay(&x, &y), "frame {index} overlay");
+        assert!(same, "frame {index}: the composed segmentation");
     }
 }
 
@@ -177,7 +167,8 @@ fn downscale_matches_cpu() {
         let want = morphoscope::ops::preprocess::downscale_box(&data, w, h, ch, f);
         let src = stream.clone_htod(&data).unwrap();
         let mut dst = stream.alloc_zeros::<u8>(want.len().max(1)).unwrap();
-        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, &stream, &src, &mut dst, w, h, ch, f).unwrap();
+        let image = morphoscope::gpu::DeviceImage::new(&stream, &src, w, h, ch).unwrap();
+        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, image, &mut dst, f).unwrap();
         assert_eq!(size, morphoscope::ops::preprocess::downscaled_size(w, h, f));
         let got = stream.clone_dtoh(&dst).unwrap();
         assert_eq!(&got[..want.len()], &want[..], "{w}x{h}x{ch} by {f}");
@@ -196,10 +187,164 @@ fn downscaled_segmentation_matches_between_backends() {
         DynImage::Gray8(Image::from_fn(97, 61, |x, y| ((x * 5 + y * 3) % 251) as u8)),
     ];
     images.extend((0..4).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 97, 61))));
-    for (index, x, y) in segment_both(g, &settings, images) {
+    for (index, x, y, same) in segment_both(g, &settings, images) {
         assert_eq!(x.summary["downscale"], 2, "frame {index}");
         assert_eq!(x.summary["capped"], false, "frame {index}");
         assert_eq!(x.summary["segments"], y.summary["segments"], "frame {index} segments");
-        assert!(same_overlay(&x, &y), "frame {index} overlay");
+        assert!(same, "frame {index}: the composed segmentation");
+    }
+}
+
+/// The `preprocess` analysis' summary of `img`, computed on the CPU as the pipeline does today.
+fn analysis_summary(img: &Image<u8>) -> serde_json::Value {
+    let mut a = morphoscope::analysis::preprocess::Preprocess::new(&Default::default());
+    let input = FrameInput {
+        index: 0,
+        gray: std::sync::Arc::new(img.clone()),
+        rgb: None,
+        gray16: None,
+    };
+    a.run_cpu(&input, &mut Vec::new()).unwrap().summary
+}
+
+#[test]
+fn gray_histogram_and_statistics_match_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng(17);
+    let mut images: Vec<(String, Image<u8>)> = Vec::new();
+    // Sizes whose pixel count is not a multiple of 4 exercise the kernel's byte tail.
+    for (w, h) in [
+        (1, 1),
+        (3, 1),
+        (7, 3),
+        (33, 17),
+        (640, 480),
+        (1920, 1080),
+        (4096, 2160),
+    ] {
+        images.push((
+            format!("random {w}x{h}"),
+            crate::common::random_gray(&mut rng, w, h, 256),
+        ));
+    }
+    images.push((
+        "few levels".into(),
+        crate::common::random_gray(&mut rng, 301, 7, 3),
+    ));
+    // Every pixel in one bin: the worst case for the shared-memory atomics.
+    images.push(("constant 255".into(), Image::new(1921, 1081, 255u8)));
+    if let Some(real) = crate::common::sample_gray("fruits.jpg") {
+        images.push(("fruits".into(), real));
+    }
+    let strided =
+        Image::from_strided(5, 3, 8, (0..24u8).map(|v| v.wrapping_mul(29)).collect()).unwrap();
+    images.push(("strided 5x3".into(), strided));
+    for (what, img) in &images {
+        let got = gray_histogram_gpu(g, img.view()).unwrap();
+        let want = gray_histogram(img.view());
+        assert!(got == want, "{what}: histogram differs");
+        assert_eq!(
+            got.iter().sum::<u64>(),
+            img.len() as u64,
+            "{what}: pixel count"
+        );
+        let stats = GrayStats::from_histogram(&got);
+        assert_eq!(stats.summary(), analysis_summary(img), "{what}: statistics");
+    }
+}
+
+#[test]
+fn gray_histogram_op_is_reused_across_frames() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut op = GrayHistogramGpu::new(g).unwrap();
+    let mut timer = KernelTimer::new();
+    let mut rng = Rng(29);
+    let frames = [
+        crate::common::random_gray(&mut rng, 64, 48, 256),
+        Image::new(64, 48, 9u8),
+        Image::new(0, 48, 0u8),
+        crate::common::random_gray(&mut rng, 97, 13, 5),
+    ];
+    for (i, img) in frames.iter().enumerate() {
+        let input = upload_view(&stream, img.view()).unwrap();
+        op.enqueue(&mut timer, input.image()).unwrap();
+        let got = op.download(&stream).unwrap();
+        assert!(
+            got == gray_histogram(img.view()),
+            "frame {i}: histogram (bins not cleared?)"
+        );
+    }
+    let rgb = upload_view(&stream, random_rgb(&mut rng, 4, 4).view()).unwrap();
+    assert!(
+        op.enqueue(&mut timer, rgb.image()).is_err(),
+        "an RGB image has no grey histogram"
+    );
+    // A device image never names more samples than its buffer holds.
+    let small = stream.alloc_zeros::<u8>(10).unwrap();
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 4, 3, 1).is_err());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 5, 2, 1).is_ok());
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_err(), "12 samples in 10");
+    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 3, 1, 3).is_ok());
+    assert!(
+        morphoscope::gpu::DeviceImage::new(&stream, &small, 3, 1, 3)
+            .unwrap()
+            .check(1, "test")
+            .is_err()
+    );
+}
+
+/// The grey statistics' cost at 1080p and 4K (run with `--ignored --nocapture` on the GPU
+/// machine): the histogram kernel (CUDA events), the kernel with its 1 KiB readback (wall
+/// clock), and on the CPU the histogram twin and the scan the `preprocess` analysis runs today;
+/// medians of 50 runs after 10 warm-up runs.
+#[test]
+#[ignore = "timing bench: run explicitly on the GPU machine"]
+fn bench_gray_statistics() {
+    let Some(g) = gpu() else { return };
+    println!("device: {}", g.info().name);
+    println!(
+        "| frame | GPU kernel ms | GPU kernel + readback ms | CPU histogram ms | CPU scan ms |"
+    );
+    println!("|---|---|---|---|---|");
+    for (w, h) in [(1920, 1080), (3840, 2160)] {
+        let Some(img) = crate::common::tiled_gray("fruits.jpg", w, h) else {
+            return;
+        };
+        let stream = g.new_stream().unwrap();
+        let input = upload_view(&stream, img.view()).unwrap();
+        let mut op = GrayHistogramGpu::new(g).unwrap();
+        let mut timer = KernelTimer::new();
+        let want = gray_histogram(img.view());
+        let (mut kernel, mut wall, mut cpu_hist, mut cpu_scan) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for i in 0..60 {
+            timer.reset();
+            let t = Instant::now();
+            op.enqueue(&mut timer, input.image()).unwrap();
+            let bins = op.download(&stream).unwrap();
+            let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+            assert!(bins == want, "{w}x{h}: histogram");
+            let t = Instant::now();
+            let cpu = gray_histogram(img.view());
+            let hist_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            let summary = analysis_summary(&img);
+            let scan_ms = t.elapsed().as_secs_f64() * 1e3;
+            assert_eq!(GrayStats::from_histogram(&cpu).summary(), summary);
+            if i >= 10 {
+                kernel.push(timer.read().unwrap()[0].1);
+                wall.push(wall_ms);
+                cpu_hist.push(hist_ms);
+                cpu_scan.push(scan_ms);
+            }
+        }
+        println!(
+            "| {w}x{h} | {:.4} | {:.4} | {:.3} | {:.3} |",
+            median(&mut kernel),
+            median(&mut wall),
+            median(&mut cpu_hist),
+            median(&mut cpu_scan)
+        );
     }
 }

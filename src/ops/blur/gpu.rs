@@ -5,17 +5,24 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, PushKernelArg, ValidAsZeroBits,
+};
 
 use super::cpu::INV255_F32;
 use super::{BlurParams, MAX_RADIUS};
-use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d, upload_image, upload_packed};
-use crate::gpu::{GpuContext, GpuError, KernelTimer};
-use crate::image::{Image, ImageView};
+use crate::gpu::launch::{alloc_zeroed, check_frame_size, grid2d};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, round_trip};
+use crate::image::ImageView;
 use crate::ops::OpError;
 
 /// Entry points of `kernels/blur.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &["blur_vertical", "blur_horizontal", "blur_vertical_f64", "blur_horizontal_f64"];
+pub const FUNCTIONS: &[&str] = &[
+    "blur_vertical",
+    "blur_horizontal",
+    "blur_vertical_f64",
+    "blur_horizontal_f64",
+];
 
 /// A half kernel passed by value to the blur kernels: `w[0..=radius]`, centre first, zero beyond
 /// `radius`. Keep in sync with `BlurWeights` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
@@ -46,7 +53,11 @@ impl<T: Copy + Default> HalfKernel<T> {
     fn from_half(k: &[T]) -> Self {
         let mut half = [T::default(); MAX_RADIUS + 1];
         half[..k.len()].copy_from_slice(k);
-        Self { half, radius: k.len().saturating_sub(1) as i32, pad: [0; 3] }
+        Self {
+            half,
+            radius: k.len().saturating_sub(1) as i32,
+            pad: [0; 3],
+        }
     }
 }
 
@@ -92,40 +103,68 @@ where
     HalfKernel<T>: DeviceRepr,
 {
     fn new(gpu: &GpuContext, vertical: &str, horizontal: &str) -> Result<Self, OpError> {
-        Ok(Self { vertical: gpu.function("blur", vertical)?, horizontal: gpu.function("blur", horizontal)?, tmp: None, out: None })
+        Ok(Self {
+            vertical: gpu.function("blur", vertical)?,
+            horizontal: gpu.function("blur", horizontal)?,
+            tmp: None,
+            out: None,
+        })
     }
 
-    /// Enqueues both passes over `samples = width * height * channels` interleaved samples
-    /// (checked by the caller), timing them under `regions` (one name: both in one region).
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues both passes over the interleaved samples of `input` (checked by the caller),
+    /// timing them under `regions` (one name: both in one region).
     fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        (width, height, channels): (usize, usize, usize),
+        input: DeviceImage<'_, u8>,
         weights: &HalfKernel<T>,
         inv255: T,
         regions: &[&'static str],
     ) -> Result<(), OpError> {
+        let DeviceImage {
+            stream,
+            data: input,
+            width,
+            height,
+            channels,
+        } = input;
         let samples = width * height * channels;
         if self.out.as_ref().is_none_or(|b| b.len() != samples.max(1)) {
             self.tmp = None;
             self.out = None;
-            self.tmp = Some(alloc_zeroed::<T>(stream, samples, "blur scratch", width, height)?);
-            self.out = Some(alloc_zeroed::<T>(stream, samples, "blur output", width, height)?);
+            self.tmp = Some(alloc_zeroed::<T>(
+                stream,
+                samples,
+                "blur scratch",
+                width,
+                height,
+            )?);
+            self.out = Some(alloc_zeroed::<T>(
+                stream,
+                samples,
+                "blur output",
+                width,
+                height,
+            )?);
         }
         if samples == 0 {
             return Ok(());
         }
-        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else { return Ok(()) };
+        let (Some(tmp), Some(out)) = (self.tmp.as_mut(), self.out.as_mut()) else {
+            return Ok(());
+        };
         let row = (width * channels) as u32;
         let (w, h, c) = (width as u32, height as u32, channels as u32);
         let cfg = grid2d(width * channels, height, 32, 8);
         let (vertical, horizontal) = (&self.vertical, &self.horizontal);
         let pass_v = |tmp: &mut CudaSlice<T>| -> Result<(), GpuError> {
             let mut l = stream.launch_builder(vertical);
-            l.arg(input).arg(tmp).arg(weights).arg(&row).arg(&h).arg(&inv255);
+            l.arg(input)
+                .arg(tmp)
+                .arg(weights)
+                .arg(&row)
+                .arg(&h)
+                .arg(&inv255);
             // SAFETY: one thread per sample, bounded by (row, height) in the kernel; input holds
             // row * height bytes (checked by the caller), tmp as many samples.
             unsafe { l.launch(cfg) }?;
@@ -157,12 +196,18 @@ where
 pub struct BlurGpu {
     f32: Passes<f32>,
     f64: Passes<f64>,
+    /// (width, height, channels) of the last `f32` blur.
     produced: Option<(usize, usize, usize)>,
+    /// Samples of the last `f64` blur.
+    produced_f64: usize,
 }
 
 impl std::fmt::Debug for BlurGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlurGpu").field("produced", &self.produced).finish_non_exhaustive()
+        f.debug_struct("BlurGpu")
+            .field("produced", &self.produced)
+            .field("produced_f64", &self.produced_f64)
+            .finish_non_exhaustive()
     }
 }
 
@@ -173,72 +218,45 @@ impl BlurGpu {
             f32: Passes::new(gpu, "blur_vertical", "blur_horizontal")?,
             f64: Passes::new(gpu, "blur_vertical_f64", "blur_horizontal_f64")?,
             produced: None,
+            produced_f64: 0,
         })
     }
 
-    /// Enqueues the blur of a packed grey frame (timer regions `blur_vertical`, `blur_horizontal`).
+    /// Enqueues the blur of a packed grey or interleaved RGB image (timer regions
+    /// `blur_vertical`, `blur_horizontal`).
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, u8>,
         params: &BlurParams,
     ) -> Result<(), OpError> {
-        self.enqueue_named(stream, timer, input, width, height, 1, params, ["blur_vertical", "blur_horizontal"])
-    }
-
-    /// Enqueues the blur of a packed interleaved RGB frame (`3 * width` bytes a row).
-    pub fn enqueue_rgb(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
-        params: &BlurParams,
-    ) -> Result<(), OpError> {
-        self.enqueue_named(stream, timer, input, width, height, 3, params, ["blur_vertical", "blur_horizontal"])
-    }
-
-    /// Enqueues the blur of `channels` interleaved samples per pixel, timing the two passes
-    /// under `regions` (the segmentation names both `segment_blur`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn enqueue_named(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
-        channels: usize,
-        params: &BlurParams,
-        regions: [&'static str; 2],
-    ) -> Result<(), OpError> {
-        check_input(input, width, height, channels)?;
+        check_input(input.data, input.width, input.height, input.channels)?;
         let weights = BlurWeights::new(params)?;
-        self.produced = Some((width, height, channels));
-        self.f32.enqueue(stream, timer, input, (width, height, channels), &weights, INV255_F32, &regions)
+        self.produced = Some((input.width, input.height, input.channels));
+        self.f32.enqueue(
+            timer,
+            input,
+            &weights,
+            INV255_F32,
+            &["blur_vertical", "blur_horizontal"],
+        )
     }
 
-    /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of
-    /// `channels` interleaved samples per pixel into [`BlurGpu::output_f64`].
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of a
+    /// packed grey or interleaved RGB image into [`BlurGpu::output_f64`], both passes timed as
+    /// `region`.
     pub fn enqueue_f64_named(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
-        channels: usize,
+        input: DeviceImage<'_, u8>,
         params: &BlurParams,
         region: &'static str,
     ) -> Result<(), OpError> {
-        check_input(input, width, height, channels)?;
+        check_input(input.data, input.width, input.height, input.channels)?;
         let weights = BlurWeightsF64::new(params)?;
-        self.f64.enqueue(stream, timer, input, (width, height, channels), &weights, 1.0 / 255.0, &[region])
+        self.produced_f64 = input.samples();
+        self.f64
+            .enqueue(timer, input, &weights, 1.0 / 255.0, &[region])
     }
 
     /// The device buffer holding the last `f64` blur (packed interleaved).
@@ -247,10 +265,13 @@ impl BlurGpu {
         self.f64.out.as_ref()
     }
 
-    /// Blocking readback of the last `f64` blur (`n * channels` samples).
-    pub fn download_f64(&self, stream: &Arc<CudaStream>, samples: usize) -> Result<Vec<f64>, OpError> {
+    /// Blocking readback of the last `f64` blur (packed interleaved).
+    pub fn download_f64(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
+        let samples = self.produced_f64;
         let data = match self.f64.out.as_ref() {
-            Some(b) if samples > 0 && b.len() >= samples => stream.clone_dtoh(&b.slice(0..samples))?,
+            Some(b) if samples > 0 && b.len() >= samples => {
+                stream.clone_dtoh(&b.slice(0..samples))?
+            }
             _ => Vec::new(),
         };
         stream.synchronize()?;
@@ -274,47 +295,50 @@ impl BlurGpu {
             _ => Vec::new(),
         };
         stream.synchronize()?;
-        Ok(BlurOutput { width, height, channels, data })
+        Ok(BlurOutput {
+            width,
+            height,
+            channels,
+            data,
+        })
     }
 }
 
-/// Uploads a grey image, blurs it on the GPU and downloads the result.
-pub fn blur_gray_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &BlurParams) -> Result<Image<f32>, OpError> {
-    let mut op = BlurGpu::new(gpu)?;
-    let stream = gpu.new_stream()?;
-    let mut timer = KernelTimer::new();
-    let input = upload_image(&stream, img)?;
-    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    let out = op.download(&stream)?;
-    Ok(Image::from_vec(img.width(), img.height(), out.data)?)
-}
-
-/// Uploads an RGB image, blurs each channel on the GPU and downloads the result.
-pub fn blur_rgb_gpu(
+/// Uploads a grey or RGB image, blurs it on the GPU and downloads the result (packed
+/// interleaved samples): the parity tests.
+pub fn blur_gpu<P: HostPixel<Sample = u8>>(
     gpu: &GpuContext,
-    img: ImageView<'_, [u8; 3]>,
+    img: ImageView<'_, P>,
     params: &BlurParams,
-) -> Result<Image<[f32; 3]>, OpError> {
-    let mut op = BlurGpu::new(gpu)?;
-    let stream = gpu.new_stream()?;
-    let mut timer = KernelTimer::new();
-    let input = upload_packed(&stream, &super::cpu::pack_rgb(img), img.width(), img.height())?;
-    op.enqueue_rgb(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    let out = op.download(&stream)?;
-    let px: Vec<[f32; 3]> = out.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
-    Ok(Image::from_vec(img.width(), img.height(), px)?)
+) -> Result<BlurOutput, OpError> {
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut BlurGpu::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
-/// Checks the channel count, the frame size and that `input` holds the frame.
 /// Checks that `input` holds a `width` x `height` frame of 1 or 3 interleaved channels.
-pub(crate) fn check_input(input: &CudaSlice<u8>, width: usize, height: usize, channels: usize) -> Result<(), OpError> {
+pub(crate) fn check_input(
+    input: &CudaSlice<u8>,
+    width: usize,
+    height: usize,
+    channels: usize,
+) -> Result<(), OpError> {
     if channels != 1 && channels != 3 {
-        return Err(OpError::Unsupported(format!("blur needs 1 or 3 channels, got {channels}")));
+        return Err(OpError::Unsupported(format!(
+            "blur needs 1 or 3 channels, got {channels}"
+        )));
     }
     check_frame_size(width * channels, height)?;
     let samples = width * height * channels;
     if input.len() < samples {
-        return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height}x{channels} needs {samples}", input.len())));
+        return Err(OpError::Unsupported(format!(
+            "input holds {} bytes, {width}x{height}x{channels} needs {samples}",
+            input.len()
+        )));
     }
     Ok(())
 }

@@ -4,8 +4,9 @@
 //! `ccl_otsu` for Otsu's level, all on the device), then `ccl_strip`, `ccl_merge`,
 //! `ccl_count_roots` + `ccl_scan_rows` + `ccl_label_roots` (raster-order renumbering),
 //! `ccl_relabel` and `ccl_features`. The component table stays on the device until
-//! [`CclGpu::download`], which reads the count, the label image and the `n` feature records
-//! (64 bytes each) in one go. The feature records are exact integer sums, decoded here into the
+//! [`CclGpu::download_table`] reads the count, the threshold and the `n` feature records (64
+//! bytes each) — nothing frame-sized — or [`CclGpu::download`] reads the label image too (the
+//! CLI, the tests). The feature records are exact integer sums, decoded here into the
 //! same [`ComponentSums`] the CPU produces, so tables are bit-identical across backends.
 //!
 //! The input is a packed 8-bit frame (convert 16-bit frames with `preprocess_gray16_to_gray8`
@@ -18,8 +19,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size};
-use crate::gpu::{GpuContext, GpuError, KernelTimer};
+use crate::gpu::launch::{alloc_zeroed, blocks_for};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
@@ -69,10 +70,16 @@ impl GpuBackground {
 
     /// The background rounded to whole levels (blocking; for display and tests).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<Option<Image<u8>>, OpError> {
-        let Some(buf) = self.buf.as_ref().filter(|_| self.seeded) else { return Ok(None) };
+        let Some(buf) = self.buf.as_ref().filter(|_| self.seeded) else {
+            return Ok(None);
+        };
         let v = stream.clone_dtoh(buf)?;
         stream.synchronize()?;
-        let px = v.iter().take(self.width * self.height).map(|&b| ((b + 32768) >> 16).min(255) as u8).collect();
+        let px = v
+            .iter()
+            .take(self.width * self.height)
+            .map(|&b| ((b + 32768) >> 16).min(255) as u8)
+            .collect();
         Ok(Some(Image::from_vec(self.width, self.height, px)?))
     }
 }
@@ -126,7 +133,9 @@ pub struct CclGpu {
 
 impl std::fmt::Debug for CclGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CclGpu").field("produced", &self.produced).finish_non_exhaustive()
+        f.debug_struct("CclGpu")
+            .field("produced", &self.produced)
+            .finish_non_exhaustive()
     }
 }
 
@@ -140,7 +149,9 @@ fn warp_cfg(items: usize) -> LaunchConfig {
 }
 
 fn i32_of(v: usize, what: &str) -> Result<i32, OpError> {
-    i32::try_from(v).map_err(|_| OpError::Unsupported(format!("{what} {v} exceeds the kernels' 32-bit indexing")))
+    i32::try_from(v).map_err(|_| {
+        OpError::Unsupported(format!("{what} {v} exceeds the kernels' 32-bit indexing"))
+    })
 }
 
 impl CclGpu {
@@ -165,8 +176,17 @@ impl CclGpu {
         })
     }
 
-    fn ensure_buffers(&mut self, stream: &Arc<CudaStream>, width: usize, height: usize) -> Result<(), GpuError> {
-        if self.bufs.as_ref().is_some_and(|b| b.width == width && b.height == height) {
+    fn ensure_buffers(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        width: usize,
+        height: usize,
+    ) -> Result<(), GpuError> {
+        if self
+            .bufs
+            .as_ref()
+            .is_some_and(|b| b.width == width && b.height == height)
+        {
             return Ok(());
         }
         self.bufs = None;
@@ -198,55 +218,74 @@ impl CclGpu {
     /// Enqueues binarization, labeling and features of one packed 8-bit frame.
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, u8>,
         params: &CclParams,
     ) -> Result<(), OpError> {
-        self.enqueue_binarize(stream, timer, input, width, height, params)?;
-        self.enqueue_labeling(stream, timer, params.connectivity, true)
+        self.enqueue_binarize(timer, input, params)?;
+        self.enqueue_labeling(input.stream, timer, params.connectivity, true)
     }
 
-    /// Enqueues only the binarization (source value, threshold, bitmask; motion update).
+    /// Enqueues only the binarization (source value, threshold, bitmask; motion update) of one
+    /// packed 8-bit frame.
     pub fn enqueue_binarize(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<u8>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, u8>,
         params: &CclParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_frame_size(width, height)?;
+        input.check(1, "labeling")?;
+        let DeviceImage {
+            stream,
+            data: input,
+            width,
+            height,
+            ..
+        } = input;
         check_sum_range(width, height)?;
         let n = width * height;
-        if input.len() < n {
-            return Err(OpError::Unsupported(format!("input holds {} bytes, {width}x{height} needs {n}", input.len())));
-        }
-        self.produced = Some(Produced { width, height, connectivity: params.connectivity, features: false });
+        self.produced = Some(Produced {
+            width,
+            height,
+            connectivity: params.connectivity,
+            features: false,
+        });
         if n == 0 {
             return Ok(());
         }
         self.ensure_buffers(stream, width, height)?;
         let motion = params.source == Source::Motion;
-        let seed = motion && !(self.background.seeded && self.background.width == width && self.background.height == height);
+        let seed = motion
+            && !(self.background.seeded
+                && self.background.width == width
+                && self.background.height == height);
         if motion && (self.background.buf.as_ref().is_none_or(|b| b.len() < n)) {
-            self.background.buf = Some(alloc_zeroed::<u32>(stream, n, "ccl motion background", width, height)?);
+            self.background.buf = Some(alloc_zeroed::<u32>(
+                stream,
+                n,
+                "ccl motion background",
+                width,
+                height,
+            )?);
         }
         if motion {
             self.background.width = width;
             self.background.height = height;
             self.background.seeded = true;
         }
-        let Some(b) = self.bufs.as_mut() else { return Ok(()) };
+        let Some(b) = self.bufs.as_mut() else {
+            return Ok(());
+        };
         let bg: &mut CudaSlice<u32> = match self.background.buf.as_mut() {
             Some(bg) if motion => bg,
             _ => &mut b.dummy,
         };
-        let (w, h, wpr) = (i32_of(width, "width")?, i32_of(height, "height")?, i32_of(b.wpr, "words per row")?);
+        let (w, h, wpr) = (
+            i32_of(width, "width")?,
+            i32_of(height, "height")?,
+            i32_of(b.wpr, "words per row")?,
+        );
         let n_i = i32_of(n, "pixels")?;
         let (motion_i, seed_i) = (i32::from(motion), i32::from(seed));
         let use_otsu = i32::from(params.threshold == Threshold::Otsu);
@@ -265,14 +304,25 @@ impl CclGpu {
                     shared_mem_bytes: 0,
                 };
                 let mut l = stream.launch_builder(f_hist);
-                l.arg(input).arg(&*bg).arg(&mut b.hist).arg(&n_i).arg(&motion_i).arg(&seed_i);
+                l.arg(input)
+                    .arg(&*bg)
+                    .arg(&mut b.hist)
+                    .arg(&n_i)
+                    .arg(&motion_i)
+                    .arg(&seed_i);
                 // SAFETY: input holds n bytes (checked), bg holds n words when motion is set
                 // (else it is never read), hist holds 256 words; the kernel reads k < n only.
                 unsafe { l.launch(cfg) }?;
                 let mut l = stream.launch_builder(f_otsu);
                 l.arg(&mut b.hist).arg(&mut b.info);
                 // SAFETY: one block of 256 threads over the 256-bin histogram and info[1].
-                unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }) }?;
+                unsafe {
+                    l.launch(LaunchConfig {
+                        grid_dim: (1, 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                }?;
             }
             let mut l = stream.launch_builder(f_bin);
             l.arg(input)
@@ -306,10 +356,14 @@ impl CclGpu {
         features: bool,
     ) -> Result<(), OpError> {
         let Some(prod) = self.produced.as_mut() else {
-            return Err(OpError::InvalidParam("enqueue_labeling needs a binarized frame (call enqueue_binarize)".into()));
+            return Err(OpError::InvalidParam(
+                "enqueue_labeling needs a binarized frame (call enqueue_binarize)".into(),
+            ));
         };
         if connectivity != 4 && connectivity != 8 {
-            return Err(OpError::InvalidParam(format!("connectivity must be 4 or 8, got {connectivity}")));
+            return Err(OpError::InvalidParam(format!(
+                "connectivity must be 4 or 8, got {connectivity}"
+            )));
         }
         prod.connectivity = connectivity;
         prod.features = features;
@@ -317,19 +371,34 @@ impl CclGpu {
         if width * height == 0 {
             return Ok(());
         }
-        let Some(b) = self.bufs.as_mut() else { return Ok(()) };
-        let (w, h, wpr) = (i32_of(width, "width")?, i32_of(height, "height")?, i32_of(b.wpr, "words per row")?);
+        let Some(b) = self.bufs.as_mut() else {
+            return Ok(());
+        };
+        let (w, h, wpr) = (
+            i32_of(width, "width")?,
+            i32_of(height, "height")?,
+            i32_of(b.wpr, "words per row")?,
+        );
         let conn8 = i32::from(connectivity == 8);
         let init_feats = i32::from(features);
         let words = b.wpr * height;
         timer.time(stream, "ccl_strip", || {
             let cfg = LaunchConfig {
-                grid_dim: (blocks_for(height, STRIP_H), blocks_for(b.wpr, STRIP_PIECE as u32), 1),
+                grid_dim: (
+                    blocks_for(height, STRIP_H),
+                    blocks_for(b.wpr, STRIP_PIECE as u32),
+                    1,
+                ),
                 block_dim: (32, STRIP_H, 1),
                 shared_mem_bytes: 0,
             };
             let mut l = stream.launch_builder(&self.f_strip);
-            l.arg(&b.bits).arg(&mut b.eq).arg(&w).arg(&h).arg(&wpr).arg(&conn8);
+            l.arg(&b.bits)
+                .arg(&mut b.eq)
+                .arg(&w)
+                .arg(&h)
+                .arg(&wpr)
+                .arg(&conn8);
             // SAFETY: one warp per row (y < height checked in the kernel); eq holds w*h entries
             // and only addresses of set pixels are touched.
             unsafe { l.launch(cfg) }?;
@@ -340,7 +409,12 @@ impl CclGpu {
         if borders > 0 || piece_borders > 0 {
             timer.time(stream, "ccl_merge", || {
                 let mut l = stream.launch_builder(&self.f_merge);
-                l.arg(&b.bits).arg(&mut b.eq).arg(&w).arg(&h).arg(&wpr).arg(&conn8);
+                l.arg(&b.bits)
+                    .arg(&mut b.eq)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&wpr)
+                    .arg(&conn8);
                 // SAFETY: grid-stride loops over (border row, word) warps and (row, piece
                 // border) threads, bounded in the kernel.
                 unsafe { l.launch(warp_cfg((borders * b.wpr).max(piece_borders.div_ceil(32)))) }?;
@@ -349,22 +423,49 @@ impl CclGpu {
         }
         timer.time(stream, "ccl_renumber", || {
             let mut l = stream.launch_builder(&self.f_count);
-            l.arg(&b.bits).arg(&b.eq).arg(&mut b.roots).arg(&mut b.rowcount).arg(&w).arg(&h).arg(&wpr);
+            l.arg(&b.bits)
+                .arg(&b.eq)
+                .arg(&mut b.roots)
+                .arg(&mut b.rowcount)
+                .arg(&w)
+                .arg(&h)
+                .arg(&wpr);
             // SAFETY: one warp per row; roots holds height * wpr words.
             unsafe { l.launch(warp_cfg(height)) }?;
             let mut l = stream.launch_builder(&self.f_scan);
-            l.arg(&b.rowcount).arg(&mut b.rowoff).arg(&mut b.info).arg(&h);
+            l.arg(&b.rowcount)
+                .arg(&mut b.rowoff)
+                .arg(&mut b.info)
+                .arg(&h);
             // SAFETY: one block scanning `height` row counts.
-            unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 }) }?;
+            unsafe {
+                l.launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+            }?;
             let mut l = stream.launch_builder(&self.f_label_roots);
-            l.arg(&b.roots).arg(&b.rowoff).arg(&mut b.eq).arg(&mut b.feats).arg(&w).arg(&h).arg(&wpr).arg(&init_feats);
+            l.arg(&b.roots)
+                .arg(&b.rowoff)
+                .arg(&mut b.eq)
+                .arg(&mut b.feats)
+                .arg(&w)
+                .arg(&h)
+                .arg(&wpr)
+                .arg(&init_feats);
             // SAFETY: labels are at most ceil(n/2) <= capacity - 1, so records stay in bounds.
             unsafe { l.launch(warp_cfg(height)) }?;
             Ok(())
         })?;
         timer.time(stream, "ccl_relabel", || {
             let mut l = stream.launch_builder(&self.f_relabel);
-            l.arg(&b.bits).arg(&b.eq).arg(&mut b.labels).arg(&w).arg(&h).arg(&wpr);
+            l.arg(&b.bits)
+                .arg(&b.eq)
+                .arg(&mut b.labels)
+                .arg(&w)
+                .arg(&h)
+                .arg(&wpr);
             // SAFETY: one warp per word; writes guarded by x < width.
             unsafe { l.launch(warp_cfg(words)) }?;
             Ok(())
@@ -375,7 +476,13 @@ impl CclGpu {
             let rows_i = rows as i32;
             timer.time(stream, "ccl_features", || {
                 let mut l = stream.launch_builder(&self.f_features);
-                l.arg(&b.bits).arg(&b.labels).arg(&mut b.feats).arg(&w).arg(&h).arg(&wpr).arg(&rows_i);
+                l.arg(&b.bits)
+                    .arg(&b.labels)
+                    .arg(&mut b.feats)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&wpr)
+                    .arg(&rows_i);
                 // SAFETY: one warp per (band of rows, piece); records indexed by final labels
                 // <= n < capacity.
                 unsafe { l.launch(warp_cfg(warps)) }?;
@@ -397,20 +504,40 @@ impl CclGpu {
         Ok(self.download_with(stream, false)?.table)
     }
 
-    fn download_with(&self, stream: &Arc<CudaStream>, with_labels: bool) -> Result<CclOutput, OpError> {
+    fn download_with(
+        &self,
+        stream: &Arc<CudaStream>,
+        with_labels: bool,
+    ) -> Result<CclOutput, OpError> {
         let Some(p) = self.produced else {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
         };
         let n = p.width * p.height;
         // Without labels the (unused) label image is 0x0, not a frame of zeros.
-        let (lw, lh) = if with_labels { (p.width, p.height) } else { (0, 0) };
+        let (lw, lh) = if with_labels {
+            (p.width, p.height)
+        } else {
+            (0, 0)
+        };
         let empty = |t: u32| CclOutput {
             labels: Image::new(lw, lh, 0),
-            table: ComponentTable { width: p.width, height: p.height, connectivity: p.connectivity, threshold: t, components: Vec::new() },
+            table: ComponentTable {
+                width: p.width,
+                height: p.height,
+                connectivity: p.connectivity,
+                threshold: t,
+                components: Vec::new(),
+            },
         };
-        let Some(b) = self.bufs.as_ref().filter(|_| n > 0) else { return Ok(empty(0)) };
+        let Some(b) = self.bufs.as_ref().filter(|_| n > 0) else {
+            return Ok(empty(0));
+        };
         let info = stream.clone_dtoh(&b.info.slice(0..2))?;
-        let labels = if with_labels { Some(stream.clone_dtoh(&b.labels.slice(0..n))?) } else { None };
+        let labels = if with_labels {
+            Some(stream.clone_dtoh(&b.labels.slice(0..n))?)
+        } else {
+            None
+        };
         stream.synchronize()?;
         let (count, threshold) = (info[0] as usize, info[1]);
         let mut out = empty(threshold);
@@ -420,8 +547,10 @@ impl CclGpu {
         if p.features && count > 0 {
             let raw = stream.clone_dtoh(&b.feats.slice(0..count * FEAT_WORDS))?;
             stream.synchronize()?;
-            let sums: Vec<ComponentSums> = raw.chunks_exact(FEAT_WORDS).map(decode_record).collect();
-            out.table = ComponentTable::from_sums(p.width, p.height, p.connectivity, threshold, &sums);
+            let sums: Vec<ComponentSums> =
+                raw.chunks_exact(FEAT_WORDS).map(decode_record).collect();
+            out.table =
+                ComponentTable::from_sums(p.width, p.height, p.connectivity, threshold, &sums);
         }
         Ok(out)
     }
@@ -446,25 +575,20 @@ fn decode_record(r: &[u64]) -> ComponentSums {
 }
 
 /// Uploads one 8-bit image, labels it on the GPU and downloads the result (CLI and tests).
-/// Stateless: with `source = "motion"` this only seeds a fresh background.
-pub fn ccl_gpu(gpu: &GpuContext, img: ImageView<'_, u8>, params: &CclParams) -> Result<CclOutput, OpError> {
-    let mut op = CclGpu::new(gpu)?;
-    let stream = gpu.new_stream()?;
-    let mut timer = KernelTimer::new();
-    run_on(&mut op, &stream, &mut timer, img, params)
-}
-
-/// Uploads `img` and runs `op` on it (keeps `op`'s motion background between calls).
-pub fn run_on(
-    op: &mut CclGpu,
-    stream: &Arc<CudaStream>,
-    timer: &mut KernelTimer,
+/// Stateless: with `source = "motion"` this only seeds a fresh background (run frames through
+/// one [`CclGpu`] with [`round_trip`] to keep it).
+pub fn ccl_gpu(
+    gpu: &GpuContext,
     img: ImageView<'_, u8>,
     params: &CclParams,
 ) -> Result<CclOutput, OpError> {
-    let input = crate::gpu::launch::upload_image(stream, img)?;
-    op.enqueue(stream, timer, &input, img.width(), img.height(), params)?;
-    op.download(stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut CclGpu::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
 #[cfg(test)]
@@ -475,6 +599,9 @@ mod tests {
     fn record_decoding() {
         let r = [5u64, 6, 7, 8, 9, 10, 3 | (9 << 32), 4 | (4 << 32)];
         let s = decode_record(&r);
-        assert_eq!((s.area, s.sum_yy, s.min_x, s.max_x, s.min_y, s.max_y), (5, 10, 3, 9, 4, 4));
+        assert_eq!(
+            (s.area, s.sum_yy, s.min_x, s.max_x, s.min_y, s.max_y),
+            (5, 10, 3, 9, 4, 4)
+        );
     }
 }

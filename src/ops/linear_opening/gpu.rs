@@ -20,18 +20,22 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 
-use crate::gpu::launch::{alloc_zeroed, blocks_for, check_frame_size, linear, upload_image};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback};
+use crate::gpu::launch::{alloc_zeroed, blocks_for, linear};
+use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
-use super::geometry::LineFamily;
+use super::plan::{GpuTuning, Plan, to_i32};
 use super::{LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hue_of_angle};
 
 /// Pixel types of the CUDA path (u8 and u16).
-pub trait GpuSample: Sample + DeviceRepr + ValidAsZeroBits + Unpin {
+pub trait GpuSample:
+    Sample + HostPixel<Sample = Self> + DeviceRepr + ValidAsZeroBits + Unpin
+{
     /// Kernel name suffix.
     const SUFFIX: &'static str;
 }
@@ -40,195 +44,6 @@ impl GpuSample for u8 {
 }
 impl GpuSample for u16 {
     const SUFFIX: &'static str = "u16";
-}
-
-/// Launch tuning (the defaults are the heuristics of the paper's section 5.4; benches sweep them).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GpuTuning {
-    /// Threads per block of the lines kernel (a multiple of 32).
-    pub block: u32,
-    /// Zones per line; `None`: enough for about 2048 threads per multiprocessor, at most one
-    /// zone per `max(2L, 64)` samples (rules 2 and 3 of section 5.4).
-    pub zones: Option<u32>,
-    /// FIFO entries per thread kept in shared memory (rounded down to a power of two); entries
-    /// beyond spill to global memory.
-    pub shared_entries: u32,
-    /// Compute angles with identical line families once.
-    pub dedup: bool,
-    /// Largest stack of opening planes of one launch, in bytes.
-    pub stack_bytes: usize,
-}
-
-impl Default for GpuTuning {
-    fn default() -> Self {
-        Self { block: 128, zones: None, shared_entries: 64, dedup: true, stack_bytes: 512 << 20 }
-    }
-}
-
-/// One angle's launch parameters. Keep in sync with `LoAngle` in kernels/linear_opening.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct AngleInfo {
-    q: i32,
-    transposed: i32,
-    nlines: i32,
-    cmin: i32,
-    zones: i32,
-    zone_len: i32,
-    lines_pad: i32,
-    plane: i32,
-}
-const _: () = assert!(std::mem::size_of::<AngleInfo>() == 32);
-
-impl AngleInfo {
-    fn to_words(self) -> [i32; 8] {
-        [self.q, self.transposed, self.nlines, self.cmin, self.zones, self.zone_len, self.lines_pad, self.plane]
-    }
-}
-
-/// The launches of one (frame size, parameters) pair.
-#[derive(Clone, Debug, PartialEq)]
-struct Plan {
-    width: usize,
-    height: usize,
-    length: u32,
-    angles_deg: Vec<f64>,
-    tuning: GpuTuning,
-    /// The distinct families (all of them without dedup), in increasing first-angle order.
-    planes: Vec<AngleInfo>,
-    /// For each plane, the first angle index using its family.
-    plane_angle: Vec<i32>,
-    /// For each angle, its plane.
-    angle_plane: Vec<usize>,
-    /// (first plane, plane count, grid.x) of each launch.
-    chunks: Vec<(usize, usize, u32)>,
-    any_transposed: bool,
-    sh_mask: u32,
-    gl_mask: u32,
-    spill_len: usize,
-    shared_bytes: u32,
-}
-
-fn zero_sized(what: &str) -> OpError {
-    OpError::Unsupported(format!("{what}: empty frames are handled on the host"))
-}
-
-fn to_i32(v: usize, what: &str) -> Result<i32, OpError> {
-    i32::try_from(v).map_err(|_| OpError::Unsupported(format!("{what} = {v} exceeds the kernel's 32-bit range")))
-}
-
-impl Plan {
-    fn new(
-        width: usize,
-        height: usize,
-        length: u32,
-        angles_deg: &[f64],
-        tuning: GpuTuning,
-        sm_count: usize,
-        elem_bytes: usize,
-    ) -> Result<Self, OpError> {
-        check_frame_size(width, height)?;
-        if width == 0 || height == 0 {
-            return Err(zero_sized("plan"));
-        }
-        if tuning.block == 0 || !tuning.block.is_multiple_of(32) || tuning.block > 1024 {
-            return Err(OpError::InvalidParam(format!("block = {}: a multiple of 32 up to 1024", tuning.block)));
-        }
-        let mut planes: Vec<AngleInfo> = Vec::new();
-        let mut families: Vec<LineFamily> = Vec::new();
-        let mut plane_angle = Vec::new();
-        let mut angle_plane = Vec::with_capacity(angles_deg.len());
-        for (k, &a) in angles_deg.iter().enumerate() {
-            let f = LineFamily::new(a, length);
-            if let Some(p) = families.iter().position(|g| *g == f).filter(|_| tuning.dedup) {
-                angle_plane.push(p);
-                continue;
-            }
-            let (major, minor) = f.extents(width, height);
-            let nlines = f.line_count(major, minor);
-            planes.push(AngleInfo {
-                q: f.q,
-                transposed: i32::from(f.x_major),
-                nlines: to_i32(nlines, "lines")?,
-                cmin: i32::try_from(f.first_line(major)).map_err(|_| zero_sized("first line"))?,
-                lines_pad: to_i32(nlines.div_ceil(32) * 32, "lines")?,
-                ..AngleInfo::default()
-            });
-            families.push(f);
-            plane_angle.push(to_i32(k, "angle index")?);
-            angle_plane.push(planes.len() - 1);
-        }
-        // Chunks: as many planes per launch as the stack budget allows.
-        let plane_bytes = width * height * elem_bytes;
-        let per_chunk = (tuning.stack_bytes / plane_bytes.max(1)).clamp(1, 65535);
-        // Zones (section 5.4): about four resident waves of threads for load balance, but zones
-        // of at least 4(L-1) samples (the 2(L-1) overlap costs at most half); when that leaves
-        // the GPU under-filled (few lines: one opening), smaller zones down to max(L, 16).
-        let capacity = sm_count.max(1) * 1536;
-        let overlap = 4 * (length as usize).saturating_sub(1);
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        while start < planes.len() {
-            let count = per_chunk.min(planes.len() - start);
-            let total_lines: usize =
-                planes[start..start + count].iter().map(|p| p.lines_pad as usize).sum::<usize>().max(1);
-            let z_balance = (4 * capacity).div_ceil(total_lines);
-            let z_fill = capacity.div_ceil(total_lines);
-            let mut grid_x = 1u32;
-            for (i, p) in planes[start..start + count].iter_mut().enumerate() {
-                let major = if p.transposed == 1 { width } else { height };
-                let z = match tuning.zones {
-                    Some(z) => (z as usize).clamp(1, major),
-                    None => {
-                        let z_eff = (major / overlap.max(1)).max(1);
-                        let z_fine = (major / (length as usize).max(16)).max(1);
-                        let z1 = z_balance.min(z_eff);
-                        if z1 < z_fill { z_fill.min(z_fine).max(z1) } else { z1 }
-                    }
-                };
-                let zone_len = major.div_ceil(z);
-                let zones = major.div_ceil(zone_len);
-                p.zones = to_i32(zones, "zones")?;
-                p.zone_len = to_i32(zone_len, "zone length")?;
-                p.plane = to_i32(i, "plane")?;
-                let threads = zones * p.lines_pad as usize;
-                grid_x = grid_x.max(blocks_for(threads, tuning.block));
-            }
-            chunks.push((start, count, grid_x));
-            start += count;
-        }
-        // FIFO: L+1 entries at most; the newest `sh_cap` in shared memory, the rest spilled.
-        let need = (length as usize + 1).next_power_of_two();
-        let by_budget = (48 * 1024 / (tuning.block as usize * 4)).max(1);
-        let limit = (tuning.shared_entries.max(1) as usize).min(by_budget);
-        let sh_cap = need.min(1 << limit.ilog2());
-        let spill = sh_cap < length as usize + 1;
-        let spill_len = if spill {
-            chunks.iter().map(|&(_, count, gx)| gx as usize * count * tuning.block as usize).max().unwrap_or(0) * need
-        } else {
-            0
-        };
-        Ok(Self {
-            width,
-            height,
-            length,
-            angles_deg: angles_deg.to_vec(),
-            tuning,
-            any_transposed: planes.iter().any(|p| p.transposed == 1),
-            planes,
-            plane_angle,
-            angle_plane,
-            chunks,
-            sh_mask: (sh_cap - 1) as u32,
-            gl_mask: if spill { (need - 1) as u32 } else { 0 },
-            spill_len,
-            shared_bytes: (tuning.block as usize * sh_cap * 4) as u32,
-        })
-    }
-
-    fn max_chunk(&self) -> usize {
-        self.chunks.iter().map(|c| c.1).max().unwrap_or(1)
-    }
 }
 
 /// The device state shared by the single-opening and orientation front ends.
@@ -258,7 +73,9 @@ struct Engine<T: GpuSample> {
 }
 
 fn missing(what: &str) -> OpError {
-    OpError::Gpu(GpuError::Unsupported(format!("{what}: nothing enqueued yet")))
+    OpError::Gpu(GpuError::Unsupported(format!(
+        "{what}: nothing enqueued yet"
+    )))
 }
 
 impl<T: GpuSample> Engine<T> {
@@ -270,7 +87,9 @@ impl<T: GpuSample> Engine<T> {
             transpose: gpu.function("linear_opening", &name("transpose"))?,
             reduce: gpu.function("linear_opening", &name("reduce"))?,
             finish: gpu.function("linear_opening", &name("finish"))?,
-            sm_count: usize::try_from(gpu.info().multiprocessors).unwrap_or(1).max(1),
+            sm_count: usize::try_from(gpu.info().multiprocessors)
+                .unwrap_or(1)
+                .max(1),
             tuning: GpuTuning::default(),
             plan: None,
             img_t: None,
@@ -309,7 +128,15 @@ impl<T: GpuSample> Engine<T> {
                 && p.tuning == self.tuning
         });
         if !same {
-            let plan = Plan::new(width, height, length, angles_deg, self.tuning, self.sm_count, elem)?;
+            let plan = Plan::new(
+                width,
+                height,
+                length,
+                angles_deg,
+                self.tuning,
+                self.sm_count,
+                elem,
+            )?;
             let n = width * height;
             let (w, h) = (width, height);
             let words: Vec<i32> = plan.planes.iter().flat_map(|p| p.to_words()).collect();
@@ -319,11 +146,32 @@ impl<T: GpuSample> Engine<T> {
             self.plane_transposed = Some(stream.clone_htod(&flags)?);
             self.plane_angle = Some(stream.clone_htod(&plan.plane_angle)?);
             self.hue = Some(stream.clone_htod(&hues)?);
-            self.img_t =
-                if plan.any_transposed { Some(alloc_zeroed(stream, n, "transposed frame", w, h)?) } else { None };
-            self.planes = Some(alloc_zeroed(stream, n * plan.max_chunk(), "opening planes", w, h)?);
-            self.spill = Some(alloc_zeroed(stream, plan.spill_len.max(1), "FIFO spill", w, h)?);
-            self.spectrum = Some(alloc_zeroed(stream, plan.planes.len().max(1), "spectrum", w, h)?);
+            self.img_t = if plan.any_transposed {
+                Some(alloc_zeroed(stream, n, "transposed frame", w, h)?)
+            } else {
+                None
+            };
+            self.planes = Some(alloc_zeroed(
+                stream,
+                n * plan.max_chunk(),
+                "opening planes",
+                w,
+                h,
+            )?);
+            self.spill = Some(alloc_zeroed(
+                stream,
+                plan.spill_len.max(1),
+                "FIFO spill",
+                w,
+                h,
+            )?);
+            self.spectrum = Some(alloc_zeroed(
+                stream,
+                plan.planes.len().max(1),
+                "spectrum",
+                w,
+                h,
+            )?);
             self.best = None;
             self.index = None;
             self.strength = None;
@@ -333,7 +181,13 @@ impl<T: GpuSample> Engine<T> {
         }
         let n = width * height;
         if orientation && self.best.is_none() {
-            self.best = Some(alloc_zeroed(stream, n, "strength (running)", width, height)?);
+            self.best = Some(alloc_zeroed(
+                stream,
+                n,
+                "strength (running)",
+                width,
+                height,
+            )?);
             self.index = Some(alloc_zeroed(stream, n, "orientation index", width, height)?);
             self.strength = Some(alloc_zeroed(stream, n, "strength", width, height)?);
             self.rgb = Some(alloc_zeroed(stream, 3 * n, "colour", width, height)?);
@@ -344,28 +198,43 @@ impl<T: GpuSample> Engine<T> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues the transpose of `src` (`src.height` rows of `src.width`) into `dst`, inverting
+    /// the samples when `invert`.
     fn launch_transpose(
         &self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        src: &CudaSlice<T>,
+        src: DeviceImage<'_, T>,
         dst: &mut CudaSlice<T>,
-        rows: usize,
-        cols: usize,
         invert: bool,
     ) -> Result<(), OpError> {
+        let DeviceImage {
+            stream,
+            data: src,
+            width: cols,
+            height: rows,
+            ..
+        } = src;
+        if dst.len() < rows * cols {
+            return Err(OpError::InvalidParam(format!(
+                "transpose of {cols}x{rows} into {} elements",
+                dst.len()
+            )));
+        }
         let cfg = LaunchConfig {
             grid_dim: (blocks_for(cols, 32), blocks_for(rows, 32), 1),
             block_dim: (32, 8, 1),
             shared_mem_bytes: 0,
         };
-        let (r32, c32, inv) = (to_i32(rows, "rows")?, to_i32(cols, "cols")?, i32::from(invert));
+        let (r32, c32, inv) = (
+            to_i32(rows, "rows")?,
+            to_i32(cols, "cols")?,
+            i32::from(invert),
+        );
         timer.time(stream, "linear_opening_transpose", || {
             let mut b = stream.launch_builder(&self.transpose);
             b.arg(src).arg(dst).arg(&r32).arg(&c32).arg(&inv);
-            // SAFETY: src and dst hold rows*cols elements (checked by the callers: the frame and
-            // a same-sized buffer); the kernel reads and writes only inside rows x cols.
+            // SAFETY: src and dst hold rows*cols elements (the image's own check and the one
+            // above); the kernel reads and writes only inside rows x cols.
             unsafe { b.launch(cfg) }?;
             Ok(())
         })?;
@@ -375,13 +244,17 @@ impl<T: GpuSample> Engine<T> {
     /// Enqueues the lines kernel for chunk `c` of the plan, reading `input` (and its transpose).
     fn launch_lines(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
+        input: DeviceImage<'_, T>,
         chunk: usize,
         flags: i32,
         to_out: bool,
     ) -> Result<(), OpError> {
+        let DeviceImage {
+            stream,
+            data: input,
+            ..
+        } = input;
         let plan = self.plan.as_ref().ok_or_else(|| missing("plan"))?;
         let (first, count, grid_x) = plan.chunks[chunk];
         let (w, h) = (to_i32(plan.width, "width")?, to_i32(plan.height, "height")?);
@@ -392,14 +265,27 @@ impl<T: GpuSample> Engine<T> {
             shared_mem_bytes: plan.shared_bytes,
         };
         let (sh_mask, gl_mask) = (plan.sh_mask, plan.gl_mask);
-        let table = self.table.as_ref().ok_or_else(|| missing("table"))?.slice(first * 8..(first + count) * 8);
+        let table = self
+            .table
+            .as_ref()
+            .ok_or_else(|| missing("table"))?
+            .slice(first * 8..(first + count) * 8);
         let spectrum = self.spectrum.as_mut().ok_or_else(|| missing("spectrum"))?;
         let mut spectrum = spectrum.slice_mut(first..first + count);
         let spill = self.spill.as_mut().ok_or_else(|| missing("spill"))?;
-        let dst = if to_out { self.out.as_mut() } else { self.planes.as_mut() }.ok_or_else(|| missing("planes"))?;
+        let dst = if to_out {
+            self.out.as_mut()
+        } else {
+            self.planes.as_mut()
+        }
+        .ok_or_else(|| missing("planes"))?;
         let img_t = self.img_t.as_ref().unwrap_or(input);
         // The spill variant keeps older FIFO entries in global memory (more registers).
-        let lines = if gl_mask != 0 { &self.lines_spill } else { &self.lines };
+        let lines = if gl_mask != 0 {
+            &self.lines_spill
+        } else {
+            &self.lines
+        };
         timer.time(stream, "linear_opening_lines", || {
             let mut b = stream.launch_builder(lines);
             b.arg(input)
@@ -435,7 +321,10 @@ pub struct LinearOpeningGpu<T: GpuSample> {
 impl<T: GpuSample> LinearOpeningGpu<T> {
     /// Resolves the kernels (buffers come with the first frame).
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
-        Ok(Self { engine: Engine::new(gpu)?, size: (0, 0) })
+        Ok(Self {
+            engine: Engine::new(gpu)?,
+            size: (0, 0),
+        })
     }
 
     /// Sets the launch tuning (benches).
@@ -443,18 +332,21 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         self.engine.tuning = tuning;
     }
 
-    /// Enqueues the opening (closing) of the packed `width` x `height` frame `input`.
+    /// Enqueues the opening (closing) of a packed grey image.
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         params: &LinearOpeningParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_input(input, width, height)?;
+        input.check(1, "linear openings")?;
+        let DeviceImage {
+            stream,
+            width,
+            height,
+            ..
+        } = input;
         self.size = (width, height);
         if width == 0 || height == 0 {
             return Ok(());
@@ -465,24 +357,27 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         let transposed = plan.any_transposed;
         if plan.length == 1 {
             let out = e.out.as_mut().ok_or_else(|| missing("output"))?;
-            stream.memcpy_dtod(&input.slice(0..width * height), out)?;
+            stream.memcpy_dtod(&input.data.slice(0..width * height), out)?;
             return Ok(());
         }
         let closing = params.closing;
         if transposed {
             let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
-            let r = e.launch_transpose(stream, timer, input, &mut img_t, height, width, false);
+            let r = e.launch_transpose(timer, input, &mut img_t, false);
             e.img_t = Some(img_t);
             r?;
-            e.launch_lines(stream, timer, input, 0, i32::from(closing), false)?;
+            e.launch_lines(timer, input, 0, i32::from(closing), false)?;
             let planes = e.planes.take().ok_or_else(|| missing("planes"))?;
             let mut out = e.out.take().ok_or_else(|| missing("output"))?;
-            let r = e.launch_transpose(stream, timer, &planes, &mut out, width, height, closing);
+            // The opening of the transposed frame: `width` rows of `height`.
+            let r = DeviceImage::new(stream, &planes, height, width, 1)
+                .map_err(OpError::from)
+                .and_then(|opened| e.launch_transpose(timer, opened, &mut out, closing));
             e.planes = Some(planes);
             e.out = Some(out);
             r
         } else {
-            e.launch_lines(stream, timer, input, 0, if closing { 3 } else { 0 }, true)
+            e.launch_lines(timer, input, 0, if closing { 3 } else { 0 }, true)
         }
     }
 
@@ -517,7 +412,12 @@ pub struct OrientationGpu<T: GpuSample> {
 impl<T: GpuSample> OrientationGpu<T> {
     /// Resolves the kernels (buffers come with the first frame).
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
-        Ok(Self { engine: Engine::new(gpu)?, size: (0, 0), angles: Vec::new(), colour_readback: RefCell::new(Readback::new(gpu.cuda())) })
+        Ok(Self {
+            engine: Engine::new(gpu)?,
+            size: (0, 0),
+            angles: Vec::new(),
+            colour_readback: RefCell::new(Readback::new(gpu.cuda())),
+        })
     }
 
     /// Sets the launch tuning (benches).
@@ -525,18 +425,21 @@ impl<T: GpuSample> OrientationGpu<T> {
         self.engine.tuning = tuning;
     }
 
-    /// Enqueues the orientation maps of the packed `width` x `height` frame `input`.
+    /// Enqueues the orientation maps of a packed grey image.
     pub fn enqueue(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         params: &OrientationParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        check_input(input, width, height)?;
+        input.check(1, "linear openings")?;
+        let DeviceImage {
+            stream,
+            width,
+            height,
+            ..
+        } = input;
         self.size = (width, height);
         self.angles = params.angle_degrees();
         if width == 0 || height == 0 {
@@ -550,7 +453,7 @@ impl<T: GpuSample> OrientationGpu<T> {
         stream.memset_zeros(spectrum)?;
         if plan.any_transposed {
             let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
-            let r = e.launch_transpose(stream, timer, input, &mut img_t, height, width, false);
+            let r = e.launch_transpose(timer, input, &mut img_t, false);
             e.img_t = Some(img_t);
             r?;
         }
@@ -561,17 +464,33 @@ impl<T: GpuSample> OrientationGpu<T> {
             shared_mem_bytes: 0,
         };
         for (c, &(first, count, _)) in plan.chunks.iter().enumerate() {
-            e.launch_lines(stream, timer, input, c, i32::from(params.closing), false)?;
+            e.launch_lines(timer, input, c, i32::from(params.closing), false)?;
             let planes = e.planes.as_ref().ok_or_else(|| missing("planes"))?;
-            let tflags = e.plane_transposed.as_ref().ok_or_else(|| missing("flags"))?.slice(first..first + count);
-            let aidx = e.plane_angle.as_ref().ok_or_else(|| missing("angle index"))?.slice(first..first + count);
+            let tflags = e
+                .plane_transposed
+                .as_ref()
+                .ok_or_else(|| missing("flags"))?
+                .slice(first..first + count);
+            let aidx = e
+                .plane_angle
+                .as_ref()
+                .ok_or_else(|| missing("angle index"))?
+                .slice(first..first + count);
             let best = e.best.as_mut().ok_or_else(|| missing("best"))?;
             let index = e.index.as_mut().ok_or_else(|| missing("index"))?;
             let (n32, init) = (count as i32, i32::from(c == 0));
             let reduce = &e.reduce;
             timer.time(stream, "linear_opening_reduce", || {
                 let mut b = stream.launch_builder(reduce);
-                b.arg(planes).arg(&tflags).arg(&aidx).arg(&n32).arg(best).arg(index).arg(&w).arg(&h).arg(&init);
+                b.arg(planes)
+                    .arg(&tflags)
+                    .arg(&aidx)
+                    .arg(&n32)
+                    .arg(best)
+                    .arg(index)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&init);
                 // SAFETY: `planes` holds at least `count` planes of W*H written by the lines
                 // kernel of this chunk; the flag and angle slices have `count` entries; best and
                 // index hold W*H elements.
@@ -590,7 +509,13 @@ impl<T: GpuSample> OrientationGpu<T> {
         let finish = &e.finish;
         timer.time(stream, "linear_opening_finish", || {
             let mut b = stream.launch_builder(finish);
-            b.arg(best).arg(index).arg(hue).arg(strength).arg(rgb).arg(&n32).arg(&closing);
+            b.arg(best)
+                .arg(index)
+                .arg(hue)
+                .arg(strength)
+                .arg(rgb)
+                .arg(&n32)
+                .arg(&closing);
             // SAFETY: best, index and strength hold n elements, rgb 3n; every index written by
             // the reduce is an angle index < hue.len().
             unsafe { b.launch(linear(n, 256)) }?;
@@ -604,6 +529,18 @@ impl<T: GpuSample> OrientationGpu<T> {
     pub fn outputs(&self) -> Option<(&CudaSlice<T>, &CudaSlice<u16>, &CudaSlice<u8>)> {
         let e = &self.engine;
         Some((e.strength.as_ref()?, e.index.as_ref()?, e.rgb.as_ref()?))
+    }
+
+    /// The colour picture of the last frame on the device (packed RGB, `3 * width * height`
+    /// bytes, written on the enqueue's stream): for the compose step. `None` before the first
+    /// frame and for an empty frame.
+    #[must_use]
+    pub fn colour(&self) -> Option<&CudaSlice<u8>> {
+        let (w, h) = self.size;
+        if w == 0 || h == 0 {
+            return None;
+        }
+        self.engine.rgb.as_ref()
     }
 
     /// Copies the last maps and spectrum to the host (blocks until the stream's work is done).
@@ -622,8 +559,18 @@ impl<T: GpuSample> OrientationGpu<T> {
         }
         stream.synchronize()?;
         let n = w * h;
-        let strength = stream.clone_dtoh(&e.strength.as_ref().ok_or_else(|| missing("strength"))?.slice(0..n))?;
-        let index = stream.clone_dtoh(&e.index.as_ref().ok_or_else(|| missing("index"))?.slice(0..n))?;
+        let strength = stream.clone_dtoh(
+            &e.strength
+                .as_ref()
+                .ok_or_else(|| missing("strength"))?
+                .slice(0..n),
+        )?;
+        let index = stream.clone_dtoh(
+            &e.index
+                .as_ref()
+                .ok_or_else(|| missing("index"))?
+                .slice(0..n),
+        )?;
         let spectrum = self.download_spectrum(stream)?;
         Ok(OrientationOutput {
             angles_deg: self.angles.clone(),
@@ -675,21 +622,16 @@ impl<T: GpuSample> OrientationGpu<T> {
             return Ok(Image::new(w, h, [0; 3]));
         }
         let rgb = self.engine.rgb.as_ref().ok_or_else(|| missing("colour"))?;
-        let v = self.colour_readback.borrow_mut().fetch(stream, rgb, 3 * w * h)?;
-        Ok(Image::from_vec(w, h, v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())?)
+        let v = self
+            .colour_readback
+            .borrow_mut()
+            .fetch(stream, rgb, 3 * w * h)?;
+        Ok(Image::from_vec(
+            w,
+            h,
+            v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect(),
+        )?)
     }
-}
-
-fn check_input<T>(input: &CudaSlice<T>, width: usize, height: usize) -> Result<(), OpError> {
-    check_frame_size(width, height)?;
-    if input.len() < width * height {
-        return Err(OpError::Unsupported(format!(
-            "input holds {} elements, a packed {width}x{height} frame needs {}",
-            input.len(),
-            width * height
-        )));
-    }
-    Ok(())
 }
 
 /// Convenience: upload, one opening (closing), download. For the CLI and the parity tests.
@@ -698,12 +640,13 @@ pub fn linear_opening_gpu<T: GpuSample>(
     img: ImageView<'_, T>,
     params: &LinearOpeningParams,
 ) -> Result<Image<T>, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = upload_image(&stream, img)?;
-    let mut op = LinearOpeningGpu::<T>::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    op.download(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut LinearOpeningGpu::<T>::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }
 
 /// Convenience: upload, orientation maps, download (maps and spectrum; the colour picture is
@@ -713,69 +656,11 @@ pub fn orientation_gpu<T: GpuSample>(
     img: ImageView<'_, T>,
     params: &OrientationParams,
 ) -> Result<OrientationOutput<T>, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = upload_image(&stream, img)?;
-    let mut op = OrientationGpu::<T>::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    op.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    op.download(&stream)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plan_dedups_and_zones() {
-        let angles: Vec<f64> = (0..180).map(f64::from).collect();
-        let p = Plan::new(640, 640, 31, &angles, GpuTuning::default(), 132, 1).unwrap();
-        assert_eq!(p.angle_plane.len(), 180);
-        assert!(p.planes.len() <= 60, "{} distinct families of L = 31", p.planes.len());
-        assert_eq!(p.plane_angle[0], 0);
-        assert!(p.plane_angle.windows(2).all(|w| w[0] < w[1]));
-        for (k, &pl) in p.angle_plane.iter().enumerate() {
-            assert!(p.plane_angle[pl] as usize <= k);
-            assert_eq!(LineFamily::new(angles[k], 31), LineFamily::new(angles[p.plane_angle[pl] as usize], 31));
-        }
-        assert_eq!(p.chunks.len(), 1);
-        assert_eq!(p.sh_mask, 31);
-        assert_eq!(p.gl_mask, 0);
-        for a in &p.planes {
-            assert!(a.zones >= 1 && a.zone_len as usize * a.zones as usize >= 640);
-            assert_eq!(a.lines_pad % 32, 0);
-        }
-        let nodedup = GpuTuning { dedup: false, ..GpuTuning::default() };
-        let p = Plan::new(640, 640, 31, &angles, nodedup, 132, 1).unwrap();
-        assert_eq!(p.planes.len(), 180);
-        // A long segment spills; a small stack budget makes several launches.
-        let small = GpuTuning { stack_bytes: 640 * 640 * 7, shared_entries: 16, ..GpuTuning::default() };
-        let p = Plan::new(640, 640, 101, &angles, small, 132, 1).unwrap();
-        assert!(p.chunks.len() > 1 && p.chunks.iter().all(|c| c.1 <= 7));
-        assert_eq!(p.sh_mask, 15);
-        assert_eq!(p.gl_mask, 127);
-        assert!(p.spill_len > 0);
-        assert!(Plan::new(0, 5, 3, &angles, GpuTuning::default(), 132, 1).is_err());
-    }
-
-    #[test]
-    fn zone_heuristic_on_the_bench_cases() {
-        let zones = |w: usize, h: usize, l: u32, angles: &[f64], dedup: bool| -> Vec<(i32, i32)> {
-            let t = GpuTuning { dedup, ..GpuTuning::default() };
-            let p = Plan::new(w, h, l, angles, t, 132, 1).unwrap();
-            p.planes.iter().map(|a| (a.zones, a.zone_len)).collect()
-        };
-        let k36: Vec<f64> = (0..36).map(|k| 5.0 * f64::from(k)).collect();
-        let k180: Vec<f64> = (0..180).map(f64::from).collect();
-        // Many lines: zones of at least 4(L-1) samples.
-        let z = zones(1920, 1080, 31, &k36, true);
-        assert!(z.iter().all(|&(n, len)| (8..=12).contains(&n) && len >= 120), "{z:?}");
-        let z = zones(640, 640, 31, &k180, false);
-        assert!(z.iter().all(|&(n, _)| n == 5), "{z:?}");
-        // One opening: few lines, smaller zones fill the GPU.
-        let z = zones(1920, 1080, 31, &[90.0], true);
-        assert!(z[0].0 >= 30, "{z:?}");
-        let z = zones(1920, 1080, 31, &[0.0], true);
-        assert!(z[0].0 >= 60, "{z:?}");
-        eprintln!("{:?}", zones(4096, 2160, 31, &k36, true).first());
-    }
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut OrientationGpu::<T>::new(gpu)?,
+        |op, timer, input| op.enqueue(timer, input, params),
+        |op, stream| op.download(stream),
+    )
 }

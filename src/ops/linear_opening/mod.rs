@@ -52,10 +52,11 @@
 //!   fixed latency of L−1 samples) along every line of the family, lines in parallel with rayon.
 //! - Reference ([`naive`]): min then max over the window along the same line, per pixel, O(N·L);
 //!   and the true 2D opening by the segment's pixels (tests only).
-//! - GPU ([`gpu`], `kernels/linear_opening.cu`): one thread per line (and zone), the FIFO in
-//!   shared memory with the rest spilled to global memory, zones for occupancy, transposed
-//!   working images for column-major families, every angle of an orientation map in one launch,
-//!   strength, orientation and spectrum reduced on the GPU. Bit-identical to the CPU.
+//! - GPU ([`gpu`], `kernels/linear_opening.cu`; its launch plan in `plan.rs`): one thread per
+//!   line (and zone), the FIFO in shared memory with the rest spilled to global memory, zones
+//!   for occupancy, transposed working images for column-major families, every angle of an
+//!   orientation map in one launch, strength, orientation and spectrum reduced on the GPU.
+//!   Bit-identical to the CPU.
 
 pub mod cpu;
 pub mod geometry;
@@ -63,6 +64,7 @@ pub mod geometry;
 mod goldens;
 pub mod gpu;
 pub mod naive;
+mod plan;
 pub mod stream;
 
 use serde::{Deserialize, Serialize};
@@ -70,9 +72,13 @@ use serde::{Deserialize, Serialize};
 use crate::image::Image;
 use crate::ops::OpError;
 
-pub use cpu::{close_along_lines, linear_closing, linear_opening, open_along_lines, orientation, orientation_colour};
+pub use cpu::{
+    close_along_lines, linear_closing, linear_opening, open_along_lines, orientation,
+    orientation_colour,
+};
 pub use geometry::{LineFamily, segment_end, segment_offsets};
-pub use gpu::{GpuSample, GpuTuning, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
+pub use gpu::{GpuSample, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
+pub use plan::GpuTuning;
 
 /// Largest structuring-element length accepted (odd).
 pub const MAX_LENGTH: u32 = 1023;
@@ -93,7 +99,11 @@ pub struct LinearOpeningParams {
 
 impl Default for LinearOpeningParams {
     fn default() -> Self {
-        Self { length: 31, angle: 0.0, closing: false }
+        Self {
+            length: 31,
+            angle: 0.0,
+            closing: false,
+        }
     }
 }
 
@@ -102,7 +112,10 @@ impl LinearOpeningParams {
     pub fn validate(&self) -> Result<(), OpError> {
         validate_length(self.length)?;
         if !self.angle.is_finite() {
-            return Err(OpError::InvalidParam(format!("angle = {}: must be a finite number of degrees", self.angle)));
+            return Err(OpError::InvalidParam(format!(
+                "angle = {}: must be a finite number of degrees",
+                self.angle
+            )));
         }
         Ok(())
     }
@@ -126,7 +139,13 @@ pub struct OrientationParams {
 
 impl Default for OrientationParams {
     fn default() -> Self {
-        Self { enabled: true, length: 31, angles: 36, angle_list: Vec::new(), closing: false }
+        Self {
+            enabled: true,
+            length: 31,
+            angles: 36,
+            angle_list: Vec::new(),
+            closing: false,
+        }
     }
 }
 
@@ -136,7 +155,10 @@ impl OrientationParams {
         validate_length(self.length)?;
         if self.angle_list.is_empty() {
             if self.angles == 0 || self.angles as usize > MAX_ANGLES {
-                return Err(OpError::InvalidParam(format!("angles = {}: must be in 1..={MAX_ANGLES}", self.angles)));
+                return Err(OpError::InvalidParam(format!(
+                    "angles = {}: must be in 1..={MAX_ANGLES}",
+                    self.angles
+                )));
             }
         } else {
             if self.angle_list.len() > MAX_ANGLES {
@@ -146,7 +168,9 @@ impl OrientationParams {
                 )));
             }
             if let Some(a) = self.angle_list.iter().find(|a| !a.is_finite()) {
-                return Err(OpError::InvalidParam(format!("angle_list contains {a}: angles must be finite")));
+                return Err(OpError::InvalidParam(format!(
+                    "angle_list contains {a}: angles must be finite"
+                )));
             }
         }
         Ok(())
@@ -157,7 +181,9 @@ impl OrientationParams {
     pub fn angle_degrees(&self) -> Vec<f64> {
         if self.angle_list.is_empty() {
             let k = self.angles.max(1);
-            (0..k).map(|i| 180.0 * f64::from(i) / f64::from(k)).collect()
+            (0..k)
+                .map(|i| 180.0 * f64::from(i) / f64::from(k))
+                .collect()
         } else {
             self.angle_list.clone()
         }
@@ -166,7 +192,9 @@ impl OrientationParams {
 
 fn validate_length(length: u32) -> Result<(), OpError> {
     if length == 0 || length.is_multiple_of(2) || length > MAX_LENGTH {
-        return Err(OpError::InvalidParam(format!("length = {length}: must be odd, in 1..={MAX_LENGTH}")));
+        return Err(OpError::InvalidParam(format!(
+            "length = {length}: must be odd, in 1..={MAX_LENGTH}"
+        )));
     }
     Ok(())
 }
@@ -256,7 +284,8 @@ impl<T: Sample> OrientationOutput<T> {
     /// The orientation map in degrees (float32): α of each pixel's argmax.
     #[must_use]
     pub fn angle_map_deg(&self) -> Image<f32> {
-        self.angle_index.map(|k| self.angles_deg.get(usize::from(k)).copied().unwrap_or(0.0) as f32)
+        self.angle_index
+            .map(|k| self.angles_deg.get(usize::from(k)).copied().unwrap_or(0.0) as f32)
     }
 
     /// The colour picture: hue = angle, value = strength (see [`orientation_colour`]).
@@ -355,14 +384,31 @@ mod tests {
     fn params_validate() {
         assert!(LinearOpeningParams::default().validate().is_ok());
         assert!(OrientationParams::default().validate().is_ok());
-        let bad = LinearOpeningParams { length: 4, ..Default::default() };
+        let bad = LinearOpeningParams {
+            length: 4,
+            ..Default::default()
+        };
         assert!(bad.validate().unwrap_err().to_string().contains("length"));
-        let bad = LinearOpeningParams { angle: f64::NAN, ..Default::default() };
+        let bad = LinearOpeningParams {
+            angle: f64::NAN,
+            ..Default::default()
+        };
         assert!(bad.validate().unwrap_err().to_string().contains("angle"));
-        let bad = OrientationParams { angles: 0, ..Default::default() };
+        let bad = OrientationParams {
+            angles: 0,
+            ..Default::default()
+        };
         assert!(bad.validate().unwrap_err().to_string().contains("angles"));
-        let bad = OrientationParams { angle_list: vec![1.0, f64::INFINITY], ..Default::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("angle_list"));
+        let bad = OrientationParams {
+            angle_list: vec![1.0, f64::INFINITY],
+            ..Default::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("angle_list")
+        );
         let p: OrientationParams = serde_json::from_str(r#"{"length": 11, "angles": 4}"#).unwrap();
         assert_eq!(p.angle_degrees(), vec![0.0, 45.0, 90.0, 135.0]);
         assert!(serde_json::from_str::<OrientationParams>(r#"{"lenght": 11}"#).is_err());

@@ -6,19 +6,28 @@
 //! memory), `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node
 //! numbering), `maxtree_attributes` (per-node init, per-pixel contributions, subtree
 //! accumulation by doubling, attribute) and `maxtree_restitute` (rule flags, pointer jumping,
-//! per-pixel output). Each group is one
-//! [`KernelTimer`] region. Buffers are sized for one frame on first use and reused; the tree,
-//! the attribute and the outputs stay on the device until [`MaxtreeGpu::download`].
+//! per-pixel output), then `maxtree_residue_stats` (region `maxtree_stats`: the residue's
+//! changed-pixel count and sum). Each group is one [`KernelTimer`] region. Buffers are sized
+//! for one frame on first use and reused; the tree, the attribute and the outputs stay on the
+//! device. [`MaxtreeGpu::download_summary`] reads back only the node count and the two residue
+//! numbers, [`MaxtreeGpu::residue`] hands the residue buffer to the compose step in place, and
+//! [`MaxtreeGpu::download`] reads both pictures back (the CLI, the tests): `gpu/readback.rs`.
 //! [`MaxtreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
+
+mod readback;
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 
-use super::{Attribute, Connectivity, MaxtreeParams, Rule, TreeKind};
-use crate::gpu::{GpuContext, GpuError, KernelTimer, Readback, launch};
-use crate::image::{DynImage, Gray, Image, ImageView};
+use super::{Attribute, Connectivity, MaxtreeOutput, MaxtreeParams, Rule, TreeKind};
+use crate::gpu::{
+    DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, launch, round_trip,
+};
+use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
 /// Tile width of the local kernel (threads per block). Keep in sync with `MT_TW` in maxtree.cu.
@@ -48,10 +57,12 @@ pub const FUNCTIONS: &[&str] = &[
     "maxtree_jump",
     "maxtree_restitute_u8",
     "maxtree_restitute_u16",
+    "maxtree_residue_stats_u8",
+    "maxtree_residue_stats_u16",
 ];
 
 /// Grey types the CUDA max-tree accepts (u8 and u16).
-pub trait GpuGray: Gray + DeviceRepr + ValidAsZeroBits + Unpin {
+pub trait GpuGray: Gray + HostPixel<Sample = Self> + DeviceRepr + ValidAsZeroBits + Unpin {
     /// `maxtree_local_*` entry point.
     const LOCAL: &'static str;
     /// `maxtree_restitute_*` entry point.
@@ -103,6 +114,8 @@ struct Functions {
     jump: CudaFunction,
     restitute_u8: CudaFunction,
     restitute_u16: CudaFunction,
+    stats_u8: CudaFunction,
+    stats_u16: CudaFunction,
 }
 
 /// Device buffers for one frame size (node arrays are indexed by node id and sized for the worst
@@ -128,6 +141,8 @@ struct Frame {
     words: CudaSlice<u64>,
     /// Jump-round activity flags, 17 per pass (two passes for the min rule).
     active: CudaSlice<u32>,
+    /// `[changed pixels, Σ residue, node count]` of the last filter (`maxtree_residue_stats`).
+    stats: CudaSlice<u64>,
 }
 
 impl Frame {
@@ -151,13 +166,20 @@ impl Frame {
             attr: launch::alloc_zeroed(stream, n, "max-tree attributes", width, height)?,
             words: launch::alloc_zeroed(stream, n, "max-tree restitution words", width, height)?,
             active: u32s(2 * 17, "max-tree round flags")?,
+            stats: launch::alloc_zeroed(stream, 3, "max-tree residue statistics", width, height)?,
         })
     }
 
     fn ensure_q64(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
         if self.q64.is_none() {
             let n = self.width * self.height;
-            self.q64 = Some(launch::alloc_zeroed(stream, 4 * n, "max-tree 64-bit accumulators", self.width, self.height)?);
+            self.q64 = Some(launch::alloc_zeroed(
+                stream,
+                4 * n,
+                "max-tree 64-bit accumulators",
+                self.width,
+                self.height,
+            )?);
         }
         Ok(())
     }
@@ -165,7 +187,13 @@ impl Frame {
     fn ensure_q32(&mut self, stream: &Arc<CudaStream>, quantities: usize) -> Result<(), GpuError> {
         let n = self.width * self.height;
         if self.q32.len() < 4 * quantities * n {
-            self.q32 = launch::alloc_zeroed(stream, 4 * quantities * n, "max-tree accumulators", self.width, self.height)?;
+            self.q32 = launch::alloc_zeroed(
+                stream,
+                4 * quantities * n,
+                "max-tree accumulators",
+                self.width,
+                self.height,
+            )?;
         }
         Ok(())
     }
@@ -209,44 +237,18 @@ struct Readbacks {
 
 impl std::fmt::Debug for MaxtreeGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MaxtreeGpu").field("state", &self.state).finish_non_exhaustive()
+        f.debug_struct("MaxtreeGpu")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
     }
-}
-
-/// Results downloaded from the device.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MaxtreeOutput {
-    /// The filtered image (input type).
-    pub filtered: DynImage,
-    /// `|input − filtered|` (input type).
-    pub residue: DynImage,
-    /// Number of nodes of the tree.
-    pub node_count: u32,
-}
-
-impl MaxtreeOutput {
-    /// Per-frame numbers for frames.jsonl: nodes, pixels changed, mean residue.
-    #[must_use]
-    pub fn summary(&self) -> serde_json::Value {
-        let (changed, sum, n) = match &self.residue {
-            DynImage::Gray8(r) => residue_stats(r.data().iter().map(|&v| u64::from(v))),
-            DynImage::Gray16(r) => residue_stats(r.data().iter().map(|&v| u64::from(v))),
-            _ => (0, 0, 0),
-        };
-        serde_json::json!({
-            "maxtree_nodes": self.node_count,
-            "maxtree_changed_pixels": changed,
-            "maxtree_residue_mean": if n == 0 { 0.0 } else { sum as f64 / n as f64 },
-        })
-    }
-}
-
-fn residue_stats(it: impl Iterator<Item = u64>) -> (u64, u64, u64) {
-    it.fold((0, 0, 0), |(c, s, n), v| (c + u64::from(v > 0), s + v, n + 1))
 }
 
 fn cfg(grid: u32, block: u32, shared: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: shared }
+    LaunchConfig {
+        grid_dim: (grid.max(1), 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: shared,
+    }
 }
 
 impl MaxtreeGpu {
@@ -270,6 +272,8 @@ impl MaxtreeGpu {
                 jump: f("maxtree_jump")?,
                 restitute_u8: f("maxtree_restitute_u8")?,
                 restitute_u16: f("maxtree_restitute_u16")?,
+                stats_u8: f("maxtree_residue_stats_u8")?,
+                stats_u16: f("maxtree_residue_stats_u16")?,
             },
             frame: None,
             outputs: Outputs::default(),
@@ -286,38 +290,42 @@ impl MaxtreeGpu {
         })
     }
 
-    /// Enqueues the whole analysis: tree, the attribute of `params`, filtering. `input` is a
-    /// packed `width * height` device image.
+    /// Enqueues the whole analysis of a packed grey image: tree, the attribute of `params`,
+    /// filtering.
     pub fn enqueue<T: GpuGray>(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         params: &MaxtreeParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        self.enqueue_tree(stream, timer, input, width, height, params.tree, params.connectivity()?)?;
-        self.enqueue_attribute(stream, timer, params.attribute)?;
-        self.enqueue_filter(stream, timer, input, params.threshold, params.rule)
+        self.enqueue_tree(timer, input, params.tree, params.connectivity()?)?;
+        self.enqueue_attribute(input.stream, timer, params.attribute)?;
+        self.enqueue_filter(timer, input, params.threshold, params.rule)
     }
 
     /// Enqueues the tree construction only (regions `maxtree_local`, `maxtree_merge`,
     /// `maxtree_flatten`): the canonical parent image, see [`MaxtreeGpu::download_parent`].
-    #[allow(clippy::too_many_arguments)]
     pub fn enqueue_tree<T: GpuGray>(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
-        width: usize,
-        height: usize,
+        input: DeviceImage<'_, T>,
         tree: TreeKind,
         connectivity: Connectivity,
     ) -> Result<(), OpError> {
-        launch::check_frame_size(width, height)?;
-        let th = if self.tile_height == 0 { DEFAULT_TILE_HEIGHT } else { self.tile_height };
+        input.check(1, "the max-tree")?;
+        let DeviceImage {
+            stream,
+            data: input,
+            width,
+            height,
+            ..
+        } = input;
+        let th = if self.tile_height == 0 {
+            DEFAULT_TILE_HEIGHT
+        } else {
+            self.tile_height
+        };
         let allowed = matches!(th, 16 | 32 | 64) || (th == 128 && T::BITS == 8);
         if !allowed {
             return Err(OpError::InvalidParam(format!(
@@ -325,31 +333,58 @@ impl MaxtreeGpu {
             )));
         }
         let n = width * height;
-        if input.len() < n {
-            return Err(OpError::Unsupported(format!("input holds {} pixels, {width}x{height} needs {n}", input.len())));
-        }
         let inv = match tree {
             TreeKind::Max => 0,
             TreeKind::Min => T::MAX.to_u32(),
         };
-        self.state =
-            Some(State { width, height, bits: T::BITS, inv, attribute: None, amax_ready: false, filtered: false });
+        self.state = Some(State {
+            width,
+            height,
+            bits: T::BITS,
+            inv,
+            attribute: None,
+            amax_ready: false,
+            filtered: false,
+        });
         if n == 0 {
             return Ok(());
         }
-        if self.frame.as_ref().is_none_or(|f| (f.width, f.height) != (width, height)) {
+        if self
+            .frame
+            .as_ref()
+            .is_none_or(|f| (f.width, f.height) != (width, height))
+        {
             self.frame = None; // free the old buffers first
             self.frame = Some(Frame::new(stream, width, height)?);
         }
-        let (f, fr) = (&self.f, self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?);
+        let (f, fr) = (
+            &self.f,
+            self.frame
+                .as_mut()
+                .ok_or_else(|| OpError::Unsupported("no frame".into()))?,
+        );
         let (w, h, n32, th32) = (width as u32, height as u32, n as u32, th as u32);
         let eight = i32::from(connectivity == Connectivity::Eight);
         let full = i32::from(!self.grid_simplification);
-        let (ntx, nty) = (width.div_ceil(TILE_WIDTH) as u32, height.div_ceil(th) as u32);
-        let local = if T::BITS == 8 { &f.local_u8 } else { &f.local_u16 };
+        let (ntx, nty) = (
+            width.div_ceil(TILE_WIDTH) as u32,
+            height.div_ceil(th) as u32,
+        );
+        let local = if T::BITS == 8 {
+            &f.local_u8
+        } else {
+            &f.local_u16
+        };
         timer.time(stream, "maxtree_local", || {
             let mut b = stream.launch_builder(local);
-            b.arg(input).arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&inv).arg(&eight).arg(&full);
+            b.arg(input)
+                .arg(&mut fr.grec)
+                .arg(&w)
+                .arg(&h)
+                .arg(&th32)
+                .arg(&inv)
+                .arg(&eight)
+                .arg(&full);
             let c = LaunchConfig {
                 grid_dim: (ntx, nty, 1),
                 block_dim: (TILE_WIDTH as u32, 1, 1),
@@ -361,11 +396,17 @@ impl MaxtreeGpu {
             unsafe { b.launch(c) }?;
             Ok(())
         })?;
-        let merges = (ntx - 1) * h + (nty - 1) * w + if eight == 1 { (ntx - 1) * (nty - 1) } else { 0 };
+        let merges =
+            (ntx - 1) * h + (nty - 1) * w + if eight == 1 { (ntx - 1) * (nty - 1) } else { 0 };
         timer.time(stream, "maxtree_merge", || {
             if merges > 0 {
                 let mut b = stream.launch_builder(&f.merge);
-                b.arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&eight).arg(&full);
+                b.arg(&mut fr.grec)
+                    .arg(&w)
+                    .arg(&h)
+                    .arg(&th32)
+                    .arg(&eight)
+                    .arg(&full);
                 // SAFETY: one thread per border position; the kernel derives every index from
                 // w, h and the tile size and stays inside the width*height records.
                 unsafe { b.launch(cfg(launch::blocks_for(merges as usize, BLOCK), BLOCK, 0)) }?;
@@ -375,7 +416,12 @@ impl MaxtreeGpu {
         timer.time(stream, "maxtree_flatten", || {
             stream.memset_zeros(&mut fr.count)?;
             let mut b = stream.launch_builder(&f.flatten);
-            b.arg(&mut fr.grec).arg(&mut fr.parent).arg(&mut fr.node_id).arg(&mut fr.node_pix).arg(&mut fr.count).arg(&n32);
+            b.arg(&mut fr.grec)
+                .arg(&mut fr.parent)
+                .arg(&mut fr.node_id)
+                .arg(&mut fr.node_pix)
+                .arg(&mut fr.count)
+                .arg(&n32);
             // SAFETY: FLATTEN_PIXELS pixels per thread (p < N checked in the kernel); node ids are
             // < N, the size of node_pix; 8 bytes of shared memory hold the block counter and base.
             unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK * FLATTEN_PIXELS), BLOCK, 8)) }?;
@@ -391,7 +437,10 @@ impl MaxtreeGpu {
         timer: &mut KernelTimer,
         attribute: Attribute,
     ) -> Result<(), OpError> {
-        let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_attribute before enqueue_tree".into()))?;
+        let st = self
+            .state
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("enqueue_attribute before enqueue_tree".into()))?;
         st.attribute = Some(attribute);
         st.amax_ready = false;
         st.filtered = false;
@@ -400,23 +449,44 @@ impl MaxtreeGpu {
         if n == 0 {
             return Ok(());
         }
-        let (f, fr) = (&self.f, self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?);
+        let (f, fr) = (
+            &self.f,
+            self.frame
+                .as_mut()
+                .ok_or_else(|| OpError::Unsupported("no frame".into()))?,
+        );
         let code = attribute.index() as i32;
         fr.ensure_q32(stream, if code >= 3 { 4 } else { 1 })?;
         fr.ensure_q64(stream)?;
-        let q64 = fr.q64.as_mut().ok_or_else(|| OpError::Unsupported("no q64".into()))?;
+        let q64 = fr
+            .q64
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no q64".into()))?;
         let (w, h, n32) = (width as u32, height as u32, n as u32);
         let nodes = cfg(self.node_blocks.min(launch::blocks_for(n, BLOCK)), BLOCK, 0);
         let fin = ((bits - 1) % 3) as i32;
         timer.time(stream, "maxtree_attributes", || {
             let mut b = stream.launch_builder(&f.nodes);
-            b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&fr.node_pix).arg(&fr.count);
-            b.arg(&mut fr.npar).arg(&mut fr.nlev).arg(&mut fr.q32).arg(&mut *q64).arg(&n32).arg(&code);
+            b.arg(&fr.grec)
+                .arg(&fr.parent)
+                .arg(&fr.node_id)
+                .arg(&fr.node_pix)
+                .arg(&fr.count);
+            b.arg(&mut fr.npar)
+                .arg(&mut fr.nlev)
+                .arg(&mut fr.q32)
+                .arg(&mut *q64)
+                .arg(&n32)
+                .arg(&code);
             // SAFETY: grid-stride over node ids < *count <= N; npar/nlev hold N entries, q32
             // 4*NQ*N (ensure_q32), q64 4*N.
             unsafe { b.launch(nodes) }?;
             let mut b = stream.launch_builder(&f.pixels);
-            b.arg(&fr.grec).arg(&fr.parent).arg(&fr.node_id).arg(&mut fr.pix_node).arg(&mut fr.q32);
+            b.arg(&fr.grec)
+                .arg(&fr.parent)
+                .arg(&fr.node_id)
+                .arg(&mut fr.pix_node)
+                .arg(&mut fr.q32);
             b.arg(&w).arg(&h).arg(&code);
             let c = LaunchConfig {
                 grid_dim: (launch::blocks_for(width, PIXEL_CHUNK), h, 1),
@@ -428,14 +498,24 @@ impl MaxtreeGpu {
             unsafe { b.launch(c) }?;
             for round in 0..bits as i32 {
                 let mut b = stream.launch_builder(&f.double);
-                b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&mut fr.jb).arg(&mut fr.q32).arg(&mut *q64);
+                b.arg(&fr.count)
+                    .arg(&fr.npar)
+                    .arg(&fr.nlev)
+                    .arg(&mut fr.jb)
+                    .arg(&mut fr.q32)
+                    .arg(&mut *q64);
                 b.arg(&n32).arg(&round).arg(&code);
                 // SAFETY: grid-stride over node ids < *count; jump targets are node ids or
                 // MT_NONE (checked); jb holds 2N, q32 4*NQ*N, q64 4N entries.
                 unsafe { b.launch(nodes) }?;
             }
             let mut b = stream.launch_builder(&f.attr);
-            b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&fr.q32).arg(&*q64).arg(&mut fr.attr);
+            b.arg(&fr.count)
+                .arg(&fr.npar)
+                .arg(&fr.nlev)
+                .arg(&fr.q32)
+                .arg(&*q64)
+                .arg(&mut fr.attr);
             b.arg(&n32).arg(&fin).arg(&code);
             // SAFETY: grid-stride over node ids < *count; reads slots 0 and 1 + fin < 4.
             unsafe { b.launch(nodes) }?;
@@ -444,49 +524,77 @@ impl MaxtreeGpu {
         Ok(())
     }
 
-    /// Enqueues the filter (region `maxtree_restitute`) on the last tree and attribute: a new
-    /// threshold or rule costs only this. `input` must be the image the tree was built from.
+    /// Enqueues the filter (region `maxtree_restitute`) and the residue's statistics (region
+    /// `maxtree_stats`) on the last tree and attribute: a new threshold or rule costs only
+    /// this. `input` must be the image the tree was built from.
     pub fn enqueue_filter<T: GpuGray>(
         &mut self,
-        stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
-        input: &CudaSlice<T>,
+        input: DeviceImage<'_, T>,
         threshold: f64,
         rule: Rule,
     ) -> Result<(), OpError> {
-        let st = self.state.as_mut().ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
+        input.check(1, "the max-tree")?;
+        let stream = input.stream;
+        let st = self
+            .state
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
         if st.attribute.is_none() {
-            return Err(OpError::Unsupported("enqueue_filter before enqueue_attribute".into()));
+            return Err(OpError::Unsupported(
+                "enqueue_filter before enqueue_attribute".into(),
+            ));
         }
         if st.bits != T::BITS {
-            return Err(OpError::Unsupported(format!("tree built from {}-bit pixels, filter given {}-bit", st.bits, T::BITS)));
+            return Err(OpError::Unsupported(format!(
+                "tree built from {}-bit pixels, filter given {}-bit",
+                st.bits,
+                T::BITS
+            )));
         }
         if !threshold.is_finite() || threshold < 0.0 {
-            return Err(OpError::InvalidParam(format!("maxtree.threshold = {threshold}: must be a finite number >= 0")));
+            return Err(OpError::InvalidParam(format!(
+                "maxtree.threshold = {threshold}: must be a finite number >= 0"
+            )));
+        }
+        let (width, height, inv) = (st.width, st.height, st.inv);
+        if (input.width, input.height) != (width, height) {
+            return Err(OpError::Unsupported(format!(
+                "tree built from a {width}x{height} image, filter given {}x{}",
+                input.width, input.height
+            )));
         }
         st.filtered = true;
         let need_amax = rule == Rule::Max && !st.amax_ready;
         if rule == Rule::Max {
             st.amax_ready = true;
         }
-        let (width, height, inv) = (st.width, st.height, st.inv);
+        let input = input.data;
         let n = width * height;
         if n == 0 {
             return Ok(());
         }
-        if input.len() < n {
-            return Err(OpError::Unsupported(format!("input holds {} pixels, {width}x{height} needs {n}", input.len())));
-        }
-        if T::outputs(&mut self.outputs).as_ref().is_none_or(|(o, _)| o.len() != n) {
+        if T::outputs(&mut self.outputs)
+            .as_ref()
+            .is_none_or(|(o, _)| o.len() != n)
+        {
             *T::outputs(&mut self.outputs) = None;
             let o = launch::alloc_zeroed::<T>(stream, n, "max-tree filtered image", width, height)?;
             let r = launch::alloc_zeroed::<T>(stream, n, "max-tree residue", width, height)?;
             *T::outputs(&mut self.outputs) = Some((o, r));
         }
         let f = &self.f;
-        let fr = self.frame.as_mut().ok_or_else(|| OpError::Unsupported("no frame".into()))?;
-        let q64 = fr.q64.as_mut().ok_or_else(|| OpError::Unsupported("no q64".into()))?;
-        let (out, res) = T::outputs(&mut self.outputs).as_mut().ok_or_else(|| OpError::Unsupported("no outputs".into()))?;
+        let fr = self
+            .frame
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no frame".into()))?;
+        let q64 = fr
+            .q64
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no q64".into()))?;
+        let (out, res) = T::outputs(&mut self.outputs)
+            .as_mut()
+            .ok_or_else(|| OpError::Unsupported("no outputs".into()))?;
         let (n32, rule_code) = (n as u32, rule.index() as i32);
         // Path lengths are at most the number of grey levels: 2^BITS nodes, BITS doublings.
         let rounds = T::BITS as i32;
@@ -500,7 +608,13 @@ impl MaxtreeGpu {
                 unsafe { b.launch(nodes) }?;
                 for round in 0..rounds {
                     let mut b = stream.launch_builder(&f.amax);
-                    b.arg(&fr.count).arg(&fr.npar).arg(&fr.attr).arg(&mut fr.jb).arg(&mut *q64).arg(&n32).arg(&round);
+                    b.arg(&fr.count)
+                        .arg(&fr.npar)
+                        .arg(&fr.attr)
+                        .arg(&mut fr.jb)
+                        .arg(&mut *q64)
+                        .arg(&n32)
+                        .arg(&round);
                     // SAFETY: as maxtree_double.
                     unsafe { b.launch(nodes) }?;
                 }
@@ -514,14 +628,25 @@ impl MaxtreeGpu {
             let mut pass = |mode: i32, flags: usize| -> Result<(), GpuError> {
                 let mut active = fr.active.slice_mut(flags..flags + 17);
                 let mut b = stream.launch_builder(&f.keep);
-                b.arg(&fr.count).arg(&fr.npar).arg(&fr.nlev).arg(&fr.attr).arg(&amax).arg(&mut fr.words);
-                b.arg(&mut active).arg(&threshold).arg(&rule_code).arg(&mode);
+                b.arg(&fr.count)
+                    .arg(&fr.npar)
+                    .arg(&fr.nlev)
+                    .arg(&fr.attr)
+                    .arg(&amax)
+                    .arg(&mut fr.words);
+                b.arg(&mut active)
+                    .arg(&threshold)
+                    .arg(&rule_code)
+                    .arg(&mode);
                 // SAFETY: grid-stride over node ids < *count <= N; words and amax hold N entries,
                 // active 17.
                 unsafe { b.launch(nodes) }?;
                 for round in 0..rounds {
                     let mut b = stream.launch_builder(&f.jump);
-                    b.arg(&fr.count).arg(&mut fr.words).arg(&mut active).arg(&round);
+                    b.arg(&fr.count)
+                        .arg(&mut fr.words)
+                        .arg(&mut active)
+                        .arg(&round);
                     // SAFETY: grid-stride over node ids < *count; jump targets are node ids; the
                     // kernel touches active[round] and active[round + 1] (round < 16).
                     unsafe { b.launch(nodes) }?;
@@ -532,72 +657,38 @@ impl MaxtreeGpu {
                 pass(2, 17)?;
             }
             pass(if rule == Rule::Subtractive { 1 } else { 0 }, 0)?;
-            let restitute = if T::BITS == 8 { &f.restitute_u8 } else { &f.restitute_u16 };
+            let restitute = if T::BITS == 8 {
+                &f.restitute_u8
+            } else {
+                &f.restitute_u16
+            };
             let mut b = stream.launch_builder(restitute);
-            b.arg(input).arg(&fr.pix_node).arg(&fr.words).arg(out).arg(res).arg(&n32).arg(&inv);
+            b.arg(input)
+                .arg(&fr.pix_node)
+                .arg(&fr.words)
+                .arg(&mut *out)
+                .arg(&mut *res)
+                .arg(&n32)
+                .arg(&inv);
             // SAFETY: one thread per pixel (p < N checked); all buffers hold N entries.
             unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
             Ok(())
         })?;
+        timer.time(stream, "maxtree_stats", || {
+            stream.memset_zeros(&mut fr.stats)?;
+            let stats = if T::BITS == 8 {
+                &f.stats_u8
+            } else {
+                &f.stats_u16
+            };
+            let mut b = stream.launch_builder(stats);
+            b.arg(&*res).arg(&fr.count).arg(&mut fr.stats).arg(&n32);
+            // SAFETY: grid-stride over pixels < N (residue holds N entries); stats holds 3 words,
+            // count 1; the block reduction's shared memory is static.
+            unsafe { b.launch(nodes) }?;
+            Ok(())
+        })?;
         Ok(())
-    }
-
-    /// Number of tree nodes of the last frame (blocking copy).
-    pub fn download_node_count(&self, stream: &Arc<CudaStream>) -> Result<u32, OpError> {
-        match (&self.state, &self.frame) {
-            (Some(s), Some(fr)) if s.width * s.height > 0 => {
-                let c = stream.clone_dtoh(&fr.count)?;
-                stream.synchronize()?;
-                Ok(c.first().copied().unwrap_or(0))
-            }
-            _ => Ok(0),
-        }
-    }
-
-    /// The canonical parent image of the last tree (blocking copy).
-    pub fn download_parent(&self, stream: &Arc<CudaStream>) -> Result<Image<u32>, OpError> {
-        let st = self.state.ok_or_else(|| OpError::Unsupported("download_parent before enqueue_tree".into()))?;
-        let n = st.width * st.height;
-        if n == 0 {
-            return Ok(Image::new(st.width, st.height, 0));
-        }
-        let fr = self.frame.as_ref().ok_or_else(|| OpError::Unsupported("no frame".into()))?;
-        let v = stream.clone_dtoh(&fr.parent)?;
-        stream.synchronize()?;
-        Ok(Image::from_vec(st.width, st.height, v)?)
-    }
-
-    /// Filtered image, residue and node count of the last frame (blocking copies).
-    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<MaxtreeOutput, OpError> {
-        let st = self.state.ok_or_else(|| OpError::Unsupported("download before enqueue".into()))?;
-        if !st.filtered {
-            return Err(OpError::Unsupported("download before enqueue_filter".into()));
-        }
-        let (w, h) = (st.width, st.height);
-        let node_count = self.download_node_count(stream)?;
-        let mut rb = self.readbacks.borrow_mut();
-        let (filtered, residue) = if st.bits == 8 {
-            let (o, r) = fetch(stream, &self.outputs.u8, w * h, &mut rb.u8)?;
-            (DynImage::Gray8(Image::from_vec(w, h, o)?), DynImage::Gray8(Image::from_vec(w, h, r)?))
-        } else {
-            let (o, r) = fetch(stream, &self.outputs.u16, w * h, &mut rb.u16)?;
-            (DynImage::Gray16(Image::from_vec(w, h, o)?), DynImage::Gray16(Image::from_vec(w, h, r)?))
-        };
-        Ok(MaxtreeOutput { filtered, residue, node_count })
-    }
-}
-
-/// Blocking copy of the first `n` elements of an output pair through pinned buffers (empty
-/// vectors for an empty frame).
-fn fetch<T: GpuGray>(
-    stream: &Arc<CudaStream>,
-    pair: &Option<(CudaSlice<T>, CudaSlice<T>)>,
-    n: usize,
-    rb: &mut (Readback<T>, Readback<T>),
-) -> Result<(Vec<T>, Vec<T>), OpError> {
-    match pair {
-        Some((o, r)) if n > 0 => Ok((rb.0.fetch(stream, o, n)?, rb.1.fetch(stream, r, n)?)),
-        _ => Ok((Vec::new(), Vec::new())),
     }
 }
 
@@ -607,12 +698,13 @@ pub fn maxtree_gpu<T: GpuGray>(
     img: ImageView<'_, T>,
     params: &MaxtreeParams,
 ) -> Result<MaxtreeOutput, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = launch::upload_image(&stream, img)?;
-    let mut mt = MaxtreeGpu::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    mt.enqueue(&stream, &mut timer, &input, img.width(), img.height(), params)?;
-    mt.download(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut MaxtreeGpu::new(gpu)?,
+        |mt, timer, input| mt.enqueue(timer, input, params),
+        |mt, stream| mt.download(stream),
+    )
 }
 
 /// The canonical parent image computed on the GPU (for parity tests and the CLI).
@@ -622,10 +714,11 @@ pub fn maxtree_parent_gpu<T: GpuGray>(
     tree: TreeKind,
     connectivity: Connectivity,
 ) -> Result<Image<u32>, OpError> {
-    let stream = gpu.new_stream()?;
-    let input = launch::upload_image(&stream, img)?;
-    let mut mt = MaxtreeGpu::new(gpu)?;
-    let mut timer = KernelTimer::new();
-    mt.enqueue_tree(&stream, &mut timer, &input, img.width(), img.height(), tree, connectivity)?;
-    mt.download_parent(&stream)
+    round_trip(
+        &gpu.new_stream()?,
+        img,
+        &mut MaxtreeGpu::new(gpu)?,
+        |mt, timer, input| mt.enqueue_tree(timer, input, tree, connectivity),
+        |mt, stream| mt.download_parent(stream),
+    )
 }

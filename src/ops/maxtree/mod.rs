@@ -41,7 +41,8 @@
 //! memory (§4.3), flattening; the 8-connectivity grid simplification (§5.2, Props. 1-2, and a
 //! corrected Prop. 3 for 4-connectivity); 64-bit records for 16-bit images (§5.3). Attributes
 //! (subtree accumulation by doubling along ancestor pointers, `BITS` rounds) and restitution
-//! (pointer jumping) stay on the GPU.
+//! (pointer jumping) stay on the GPU, and so does the residue: its summary ([`MaxtreeSummary`])
+//! is reduced on the device, and the compose step reads the buffer where it is.
 //!
 //! [`area_opening`] / [`area_closing`] are scikit-image's `area_opening(image, area_threshold=N,
 //! connectivity=1|2)` / `area_closing`: they keep the components of area ≥ N.
@@ -50,6 +51,7 @@ pub mod attributes;
 pub mod cpu;
 pub mod gpu;
 pub mod naive;
+pub mod output;
 mod parallel;
 
 use serde::{Deserialize, Serialize};
@@ -58,7 +60,8 @@ use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
 pub use cpu::MaxTree;
-pub use gpu::{GpuGray, MaxtreeGpu, MaxtreeOutput, maxtree_gpu, maxtree_parent_gpu};
+pub use gpu::{GpuGray, MaxtreeGpu, maxtree_gpu, maxtree_parent_gpu};
+pub use output::{MaxtreeOutput, MaxtreeSummary};
 
 /// Which component tree: of the upper level sets (max-tree, filters bright structures) or of the
 /// lower level sets (min-tree, filters dark structures; built as the max-tree of the inverse).
@@ -88,7 +91,9 @@ impl Connectivity {
         match n {
             4 => Ok(Self::Four),
             8 => Ok(Self::Eight),
-            _ => Err(OpError::InvalidParam(format!("connectivity = {n}: allowed values are 4 and 8"))),
+            _ => Err(OpError::InvalidParam(format!(
+                "connectivity = {n}: allowed values are 4 and 8"
+            ))),
         }
     }
     /// The neighbour count (4 or 8).
@@ -123,8 +128,14 @@ pub enum Attribute {
 
 impl Attribute {
     /// Every attribute, in a fixed order (the index used by caches and the GPU kernels).
-    pub const ALL: [Attribute; 6] =
-        [Self::Area, Self::Height, Self::Volume, Self::BboxWidth, Self::BboxHeight, Self::Diameter];
+    pub const ALL: [Attribute; 6] = [
+        Self::Area,
+        Self::Height,
+        Self::Volume,
+        Self::BboxWidth,
+        Self::BboxHeight,
+        Self::Diameter,
+    ];
 
     /// Position in [`Attribute::ALL`] (the code passed to the kernels).
     #[must_use]
@@ -221,8 +232,12 @@ impl MaxtreeParams {
                 self.threshold
             )));
         }
-        Connectivity::from_neighbors(self.connectivity)
-            .map_err(|_| OpError::InvalidParam(format!("maxtree.connectivity = {}: allowed values are 4 and 8", self.connectivity)))?;
+        Connectivity::from_neighbors(self.connectivity).map_err(|_| {
+            OpError::InvalidParam(format!(
+                "maxtree.connectivity = {}: allowed values are 4 and 8",
+                self.connectivity
+            ))
+        })?;
         Ok(())
     }
 
@@ -251,7 +266,9 @@ pub fn area_opening<T: Gray>(
     connectivity: Connectivity,
 ) -> Result<Image<T>, OpError> {
     let tree = MaxTree::build(img, TreeKind::Max, connectivity)?;
-    Ok(tree.filter(Attribute::Area, area_threshold as f64, Rule::Direct).filtered)
+    Ok(tree
+        .filter(Attribute::Area, area_threshold as f64, Rule::Direct)
+        .filtered)
 }
 
 /// Area closing, exactly scikit-image's `area_closing(image, area_threshold, connectivity)`:
@@ -262,7 +279,9 @@ pub fn area_closing<T: Gray>(
     connectivity: Connectivity,
 ) -> Result<Image<T>, OpError> {
     let tree = MaxTree::build(img, TreeKind::Min, connectivity)?;
-    Ok(tree.filter(Attribute::Area, area_threshold as f64, Rule::Direct).filtered)
+    Ok(tree
+        .filter(Attribute::Area, area_threshold as f64, Rule::Direct)
+        .filtered)
 }
 
 /// Attribute filter on the max- or min-tree as `params` say: filtered image and residue.
@@ -286,17 +305,34 @@ mod tests {
         let s = serde_json::to_string(&p).unwrap();
         let q: MaxtreeParams = serde_json::from_str(&s).unwrap();
         assert_eq!(p, q);
-        let q: MaxtreeParams =
-            serde_json::from_str(r#"{"tree":"min","attribute":"bbox_width","rule":"subtractive","connectivity":8}"#)
-                .unwrap();
+        let q: MaxtreeParams = serde_json::from_str(
+            r#"{"tree":"min","attribute":"bbox_width","rule":"subtractive","connectivity":8}"#,
+        )
+        .unwrap();
         assert_eq!(q.tree, TreeKind::Min);
         assert_eq!(q.attribute, Attribute::BboxWidth);
         assert_eq!(q.rule, Rule::Subtractive);
         assert!(serde_json::from_str::<MaxtreeParams>(r#"{"bogus":1}"#).is_err());
-        let bad = MaxtreeParams { connectivity: 6, ..MaxtreeParams::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("connectivity"));
-        let bad = MaxtreeParams { threshold: f64::NAN, ..MaxtreeParams::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("threshold"));
+        let bad = MaxtreeParams {
+            connectivity: 6,
+            ..MaxtreeParams::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("connectivity")
+        );
+        let bad = MaxtreeParams {
+            threshold: f64::NAN,
+            ..MaxtreeParams::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("threshold")
+        );
     }
 
     #[test]
@@ -319,16 +355,28 @@ mod goldens {
         let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
         let header = std::str::from_utf8(&bytes[10..10 + hlen]).unwrap();
         assert!(header.contains("'fortran_order': False"));
-        let bits = if header.contains("'|u1'") { 8 } else if header.contains("'<u2'") { 16 } else { panic!("{header}") };
+        let bits = if header.contains("'|u1'") {
+            8
+        } else if header.contains("'<u2'") {
+            16
+        } else {
+            panic!("{header}")
+        };
         let shape = &header[header.find("'shape': (").unwrap() + 10..];
         let shape = &shape[..shape.find(')').unwrap()];
-        let dims: Vec<usize> = shape.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        let dims: Vec<usize> = shape
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
         let (h, w) = (dims[0], dims[1]);
         let data = &bytes[10 + hlen..];
         let v: Vec<u32> = if bits == 8 {
             data[..w * h].iter().map(|&b| u32::from(b)).collect()
         } else {
-            data[..2 * w * h].chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect()
+            data[..2 * w * h]
+                .chunks_exact(2)
+                .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
+                .collect()
         };
         (w, h, v, bits)
     }
@@ -346,11 +394,21 @@ mod goldens {
         let got: Vec<u32> = if bits == 8 {
             let img = Image::from_vec(w, h, v.iter().map(|&x| x as u8).collect()).unwrap();
             let f = if closing { area_closing } else { area_opening };
-            f(img.view(), area, conn).unwrap().data().iter().map(|&x| u32::from(x)).collect()
+            f(img.view(), area, conn)
+                .unwrap()
+                .data()
+                .iter()
+                .map(|&x| u32::from(x))
+                .collect()
         } else {
             let img = Image::from_vec(w, h, v.iter().map(|&x| x as u16).collect()).unwrap();
             let f = if closing { area_closing } else { area_opening };
-            f(img.view(), area, conn).unwrap().data().iter().map(|&x| u32::from(x)).collect()
+            f(img.view(), area, conn)
+                .unwrap()
+                .data()
+                .iter()
+                .map(|&x| u32::from(x))
+                .collect()
         };
         let diff = got.iter().zip(&e).filter(|(a, b)| a != b).count();
         assert_eq!(diff, 0, "{diff} pixels differ from scikit-image");
@@ -360,15 +418,75 @@ mod goldens {
     #[test]
     fn area_opening_closing_equal_scikit_image() {
         use Connectivity::{Eight, Four};
-        check(golden!("baboon_u8"), golden!("baboon_u8_opening_a30_c4"), false, 30, Four);
-        check(golden!("baboon_u8"), golden!("baboon_u8_opening_a100_c8"), false, 100, Eight);
-        check(golden!("baboon_u8"), golden!("baboon_u8_closing_a50_c4"), true, 50, Four);
-        check(golden!("baboon_u8"), golden!("baboon_u8_closing_a200_c8"), true, 200, Eight);
-        check(golden!("text_u8"), golden!("text_u8_closing_a8_c8"), true, 8, Eight);
-        check(golden!("text_u8"), golden!("text_u8_opening_a64_c4"), false, 64, Four);
-        check(golden!("building_u8"), golden!("building_u8_opening_a500_c4"), false, 500, Four);
-        check(golden!("building_u8"), golden!("building_u8_closing_a20000_c8"), true, 20000, Eight);
-        check(golden!("fruits_u16"), golden!("fruits_u16_opening_a20_c4"), false, 20, Four);
-        check(golden!("fruits_u16"), golden!("fruits_u16_closing_a40_c8"), true, 40, Eight);
+        check(
+            golden!("baboon_u8"),
+            golden!("baboon_u8_opening_a30_c4"),
+            false,
+            30,
+            Four,
+        );
+        check(
+            golden!("baboon_u8"),
+            golden!("baboon_u8_opening_a100_c8"),
+            false,
+            100,
+            Eight,
+        );
+        check(
+            golden!("baboon_u8"),
+            golden!("baboon_u8_closing_a50_c4"),
+            true,
+            50,
+            Four,
+        );
+        check(
+            golden!("baboon_u8"),
+            golden!("baboon_u8_closing_a200_c8"),
+            true,
+            200,
+            Eight,
+        );
+        check(
+            golden!("text_u8"),
+            golden!("text_u8_closing_a8_c8"),
+            true,
+            8,
+            Eight,
+        );
+        check(
+            golden!("text_u8"),
+            golden!("text_u8_opening_a64_c4"),
+            false,
+            64,
+            Four,
+        );
+        check(
+            golden!("building_u8"),
+            golden!("building_u8_opening_a500_c4"),
+            false,
+            500,
+            Four,
+        );
+        check(
+            golden!("building_u8"),
+            golden!("building_u8_closing_a20000_c8"),
+            true,
+            20000,
+            Eight,
+        );
+        check(
+            golden!("fruits_u16"),
+            golden!("fruits_u16_opening_a20_c4"),
+            false,
+            20,
+            Four,
+        );
+        check(
+            golden!("fruits_u16"),
+            golden!("fruits_u16_closing_a40_c8"),
+            true,
+            40,
+            Eight,
+        );
     }
 }
