@@ -25,7 +25,12 @@ const VIDEO_KBPS: u32 = 8000;
 fn render(scene: &Scene, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     // x264 whatever else is installed: the same videos on every machine.
-    let encoder = choose_encoder(EncoderChoice::X264, scene.width, scene.height, installed_encoder)?;
+    let encoder = choose_encoder(
+        EncoderChoice::X264,
+        scene.width,
+        scene.height,
+        installed_encoder,
+    )?;
     let spec = VideoSpec {
         width: scene.width,
         height: scene.height,
