@@ -5,7 +5,7 @@
 //!   occluders, bounces off borders and off each other, entries and exits, heavy noise) and two
 //!   mixed random scenes.
 //! * [`held_out`]: random scenes with other seeds, sizes, frame rates, speeds and densities,
-//!   never looked at while choosing the defaults: the check that the figures on [`tuning`] are
+//!   never used to choose the defaults: the check that the figures on [`tuning`] are
 //!   no fit to those scenes.
 //!
 //! Random scenes are made by [`RandomSpec::build`].
