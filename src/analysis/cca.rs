@@ -1,8 +1,13 @@
 //! The `cca` analysis: binarization (fixed/Otsu threshold, polarity, frame or motion source),
 //! connected-component labeling with features (`ops::ccl`, HA4 on the GPU), then the tracker
 //! (`track`) in frame order. Overlay: a box per tracked component labelled with its track id,
-//! and the track trails. Files of a headless run: `tracks.csv` (MOT Challenge rows) and
-//! `components.jsonl` (the component table of each frame, with track ids).
+//! and the track trails (a merged track: its predicted box, labelled "merged"). Files of a
+//! headless run: `tracks.csv` (MOT Challenge rows; conf 1 for a track's own component, 0.5 for
+//! a merged track's predicted box; a track's tentative frames come in the line of the frame that
+//! confirmed it) and `components.jsonl` (the component table of each frame with track ids, plus
+//! `merges` — components holding several tracks — and `backfill` — earlier frames' components of
+//! tracks confirmed in this frame — when there are any). The tracker's appearance includes each
+//! component's mean grey level on the CPU path, where the frame is on the host.
 //!
 //! The motion background lives on the device in one buffer handed from slot to slot: each
 //! slot's stage takes it from a shared cell before enqueueing its frame and puts it back after,
@@ -18,7 +23,9 @@ use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpDat
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
+use crate::ops::ccl::binarize::is_foreground;
 use crate::ops::ccl::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
+use crate::track::appearance::mean_grey_levels;
 use crate::track::{TrackState, Tracker};
 
 /// `[cca]`
@@ -72,8 +79,6 @@ pub struct Cca {
     cpu: CclCpu,
     tracker: Tracker,
     background: Arc<Mutex<GpuBackground>>,
-    /// Component area of each live track when it was last matched (for lost tracks).
-    last_area: std::collections::HashMap<u64, u64>,
 }
 
 impl Cca {
@@ -85,7 +90,6 @@ impl Cca {
             cpu: CclCpu::new(),
             tracker: Tracker::new(settings.tracker.clone())?,
             background: Arc::new(Mutex::new(GpuBackground::default())),
-            last_area: std::collections::HashMap::new(),
         })
     }
 }
@@ -105,9 +109,17 @@ fn id_colour(id: u64) -> [u8; 4] {
     [(r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8, 255]
 }
 
-/// The component table handed to `finish` (the label image is not needed by the tracker).
-fn payload_output(table: ComponentTable) -> OpOutput {
-    OpOutput { op: "cca", payload: Some(Payload::new(table)), ..Default::default() }
+/// What `run_cpu` and the GPU stage hand to `finish` (the label image is not needed by the
+/// tracker): the component table, and each component's mean grey level for the tracker's
+/// appearance (measured from the host frame on the CPU path; empty on the GPU path, where the
+/// frame stays on the device).
+struct Labeled {
+    table: ComponentTable,
+    grey: Vec<Option<f64>>,
+}
+
+fn payload_output(table: ComponentTable, grey: Vec<Option<f64>>) -> OpOutput {
+    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table, grey })), ..Default::default() }
 }
 
 impl Analysis for Cca {
@@ -138,15 +150,17 @@ impl Analysis for Cca {
             Some(g16) => self.cpu.process(g16.view(), &p)?,
             None => self.cpu.process(input.gray.view(), &p)?,
         };
+        let grey = self.mean_grey_levels(&out.table, input);
         timings.push(("ccl_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(payload_output(out.table))
+        Ok(payload_output(out.table, grey))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
     fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
-        let Some(table) = output.payload.as_ref().and_then(|p| p.get::<ComponentTable>()) else { return output };
-        let tracked = self.tracker.update(table);
+        let Some(Labeled { table, grey }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
+        // `FrameMeta` carries no timestamp: the tracker's clock runs on `tracker.frame_rate`.
+        let tracked = self.tracker.update(table, grey, None);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -155,45 +169,63 @@ impl Analysis for Cca {
                 shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(id), label: Some(id.to_string()) });
             }
         }
-        for tr in tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed || t.state == TrackState::Lost) {
+        for tr in tracked.tracks.iter().filter(|t| matches!(t.state, TrackState::Confirmed | TrackState::Merged | TrackState::Lost)) {
+            if tr.state == TrackState::Merged {
+                // Its predicted box inside the component it shares.
+                let [l, t, w, h] = tr.bbox;
+                shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(tr.id), label: Some(format!("{} merged", tr.id)) });
+            }
             if tr.trail.len() > 1 {
-                let points = tr.trail.iter().map(|p| [p[0] as f32, p[1] as f32]).collect();
+                let points = tr.trail.clone();
                 shapes.push(Shape::Polyline { points, color: id_colour(tr.id) });
             }
-            // Matched this frame: its component's area; lost: the area when last matched.
-            let matched = tr.component.and_then(|l| tracked.table.components.get((l as usize).wrapping_sub(1))).map(|c| c.area);
-            let area = match matched {
-                Some(a) => *self.last_area.entry(tr.id).insert_entry(a).get(),
-                None => self.last_area.get(&tr.id).copied().unwrap_or(0),
-            };
             tracks.push(TrackInfo {
                 id: tr.id,
                 age: u64::from(tr.age),
-                area,
+                area: tr.area,
                 position: [tr.centroid[0] as f32, tr.centroid[1] as f32],
                 velocity: [tr.velocity[0] as f32, tr.velocity[1] as f32],
                 bbox: [tr.bbox[0] as f32, tr.bbox[1] as f32, tr.bbox[2] as f32, tr.bbox[3] as f32],
             });
         }
-        for tr in tracked.tracks.iter().filter(|t| t.state == TrackState::Removed) {
-            self.last_area.remove(&tr.id);
-        }
-        let confirmed = tracked.tracks.iter().filter(|t| t.state == TrackState::Confirmed).count();
+        let count = |s: TrackState| tracked.tracks.iter().filter(|t| t.state == s).count();
         let mut records: Vec<(&'static str, String)> = tracked.mot_rows().into_iter().map(|r| ("tracks.csv", r)).collect();
-        let table_line = serde_json::json!({ "frame": tracked.frame, "table": &tracked.table });
-        records.push(("components.jsonl", table_line.to_string()));
+        let mut line = serde_json::json!({ "frame": tracked.frame, "table": &tracked.table });
+        if !tracked.merges.is_empty() {
+            line["merges"] = serde_json::json!(&tracked.merges);
+        }
+        if !tracked.backfill.is_empty() {
+            line["backfill"] = serde_json::json!(&tracked.backfill);
+        }
+        records.push(("components.jsonl", line.to_string()));
         OpOutput {
             op: "cca",
             summary: serde_json::json!({
                 "components": table.components.len(),
                 "threshold": table.threshold,
-                "tracks": confirmed,
-                "lost": tracked.tracks.iter().filter(|t| t.state == TrackState::Lost).count(),
+                "tracks": count(TrackState::Confirmed),
+                "merged": count(TrackState::Merged),
+                "lost": count(TrackState::Lost),
             }),
             layer: Layer { raster: None, shapes },
             data: OpData::Tracks(tracks),
             records,
             payload: output.payload.clone(),
+        }
+    }
+}
+
+impl Cca {
+    /// Mean grey level of each detection for the tracker's appearance: over the box pixels on
+    /// the foreground side of the threshold when the components come from thresholding this
+    /// 8-bit frame, over the whole box otherwise (motion source, 16-bit frames).
+    fn mean_grey_levels(&self, table: &ComponentTable, input: &FrameInput) -> Vec<Option<f64>> {
+        let min_area = self.tracker.params().min_area;
+        let (t, polarity) = (table.threshold, self.settings.polarity);
+        if self.settings.source == Source::Frame && input.gray16.is_none() {
+            mean_grey_levels(table, input.gray.view(), min_area, |v| is_foreground(u32::from(v), t, polarity))
+        } else {
+            mean_grey_levels(table, input.gray.view(), min_area, |_| true)
         }
     }
 }
@@ -217,7 +249,7 @@ impl GpuStage for CcaStage {
         r
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
-        Ok(payload_output(self.ccl.download_table(stream)?))
+        Ok(payload_output(self.ccl.download_table(stream)?, Vec::new()))
     }
 }
 
@@ -258,5 +290,52 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].area, 36, "area of the lost track");
         assert_eq!(out.summary["components"], 0);
+    }
+
+    #[test]
+    fn files_get_every_frame_of_a_track_and_its_merges() {
+        let mut settings = OpSettings::default();
+        settings.cca.source = Source::Frame;
+        let mut cca = Cca::new(&settings).unwrap();
+        // Two 6 x 6 squares (grey 200 and 90) 2 px a frame closer each frame; they touch from
+        // index 9 (MOT frame 10) on.
+        let frame = |index: u64| {
+            let (a, b) = (10 + 2 * index as usize, 52 - 2 * index as usize);
+            let gray = Image::from_fn(80, 48, |x, y| match (x, y) {
+                (x, 20..=25) if (a..a + 6).contains(&x) => 200u8,
+                (x, 20..=25) if (b..b + 6).contains(&x) => 90,
+                _ => 0,
+            });
+            FrameInput { index, gray: Arc::new(gray), rgb: None, gray16: None }
+        };
+        let (mut csv, mut lines) = (Vec::new(), Vec::new());
+        for i in 0..12 {
+            let f = frame(i);
+            let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
+            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            let out = cca.finish(out, &meta);
+            for (file, r) in out.records {
+                if file == "tracks.csv" {
+                    csv.push(r);
+                } else {
+                    lines.push(serde_json::from_str::<serde_json::Value>(&r).unwrap());
+                }
+            }
+        }
+        // Confirmed after 0.2 s (5 frames at 25 fps): frames 1-4 are written with frame 5.
+        let first: Vec<&str> = csv.iter().filter(|r| r.starts_with("1,")).map(String::as_str).collect();
+        assert_eq!(first, vec!["1,1,10,20,6,6,1,-1,-1,-1", "1,2,52,20,6,6,1,-1,-1,-1"]);
+        assert_eq!(lines[4]["backfill"].as_array().map(Vec::len), Some(8), "{}", lines[4]);
+        assert!(lines[3].get("backfill").is_none());
+        // Every frame has a row for each square, merged frames with conf 0.5.
+        for f in 1..=12 {
+            let rows: Vec<Vec<&str>> = csv.iter().filter(|r| r.starts_with(&format!("{f},"))).map(|r| r.split(',').collect()).collect();
+            assert_eq!(rows.len(), 2, "frame {f}: {rows:?}");
+            let conf = if f >= 10 { "0.5" } else { "1" };
+            assert!(rows.iter().all(|r| r[6] == conf), "frame {f}: {rows:?}");
+        }
+        assert!(csv.contains(&"10,1,28,20,6,6,0.5,-1,-1,-1".to_owned()) && csv.contains(&"10,2,34,20,6,6,0.5,-1,-1,-1".to_owned()));
+        assert_eq!(lines[9]["merges"], serde_json::json!([{ "label": 1, "track_ids": [1, 2] }]));
+        assert!(lines[9]["table"]["components"][0].get("track_id").is_none());
     }
 }

@@ -111,14 +111,23 @@ mod tests {
     use super::*;
 
     fn total(cost: &[Vec<f64>], a: &[Option<usize>]) -> f64 {
-        a.iter().enumerate().filter_map(|(i, j)| j.map(|j| cost[i][j])).sum()
+        a.iter()
+            .enumerate()
+            .filter_map(|(i, j)| j.map(|j| cost[i][j]))
+            .sum()
     }
 
     /// Minimum over all injective maps of the smaller side into the larger.
     fn brute(cost: &[Vec<f64>]) -> f64 {
         let n = cost.len();
         let m = cost[0].len();
-        fn rec(i: usize, n: usize, m: usize, used: &mut Vec<bool>, f: &dyn Fn(usize, usize) -> f64) -> f64 {
+        fn rec(
+            i: usize,
+            n: usize,
+            m: usize,
+            used: &mut Vec<bool>,
+            f: &dyn Fn(usize, usize) -> f64,
+        ) -> f64 {
             if i == n {
                 return 0.0;
             }
@@ -143,7 +152,11 @@ mod tests {
     fn small_cases() {
         assert!(assign(&[]).is_empty());
         assert_eq!(assign(&[vec![]]), vec![None]);
-        let c = vec![vec![4.0, 1.0, 3.0], vec![2.0, 0.0, 5.0], vec![3.0, 2.0, 2.0]];
+        let c = vec![
+            vec![4.0, 1.0, 3.0],
+            vec![2.0, 0.0, 5.0],
+            vec![3.0, 2.0, 2.0],
+        ];
         assert_eq!(assign(&c), vec![Some(1), Some(0), Some(2)]);
         let tall = vec![vec![1.0], vec![0.5], vec![3.0]];
         assert_eq!(assign(&tall), vec![None, Some(0), None]);

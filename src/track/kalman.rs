@@ -20,7 +20,10 @@ impl Kalman1 {
     /// Starts at `z` with zero velocity; `var_pos`/`var_vel` are the initial variances.
     #[must_use]
     pub fn new(z: f64, var_pos: f64, var_vel: f64) -> Self {
-        Self { x: [z, 0.0], p: [[var_pos, 0.0], [0.0, var_vel]] }
+        Self {
+            x: [z, 0.0],
+            p: [[var_pos, 0.0], [0.0, var_vel]],
+        }
     }
 
     /// One time step: `x = F x`, `P = F P Fᵀ + Q` with acceleration variance `q`.
@@ -72,7 +75,9 @@ impl BoxFilter {
     /// Starts at a measurement `[cx, cy, w, h]`.
     #[must_use]
     pub fn new(z: [f64; 4], var_pos: f64, var_vel: f64) -> Self {
-        Self { axes: z.map(|v| Kalman1::new(v, var_pos, var_vel)) }
+        Self {
+            axes: z.map(|v| Kalman1::new(v, var_pos, var_vel)),
+        }
     }
 
     /// Predicts one frame ahead (sizes are kept positive).
@@ -92,6 +97,22 @@ impl BoxFilter {
         }
     }
 
+    /// Folds in a centroid measurement `[cx, cy]` only; the size is left as it is.
+    pub fn update_centroid(&mut self, z: [f64; 2], r: f64) {
+        self.axes[0].update(z[0], r);
+        self.axes[1].update(z[1], r);
+    }
+
+    /// Sets the box size to `[w, h]` and its rate of change to 0: a hidden object keeps the
+    /// size it had when last seen whole.
+    pub fn hold_size(&mut self, size: [f64; 2]) {
+        for (a, s) in self.axes[2..].iter_mut().zip(size) {
+            a.x = [s.max(1.0), 0.0];
+            a.p[0][1] = 0.0;
+            a.p[1][0] = 0.0;
+        }
+    }
+
     /// `[cx, cy]`.
     #[must_use]
     pub fn centroid(&self) -> [f64; 2] {
@@ -108,7 +129,12 @@ impl BoxFilter {
     #[must_use]
     pub fn bbox(&self) -> [f64; 4] {
         let (w, h) = (self.axes[2].pos().max(1.0), self.axes[3].pos().max(1.0));
-        [self.axes[0].pos() - 0.5 * (w - 1.0), self.axes[1].pos() - 0.5 * (h - 1.0), w, h]
+        [
+            self.axes[0].pos() - 0.5 * (w - 1.0),
+            self.axes[1].pos() - 0.5 * (h - 1.0),
+            w,
+            h,
+        ]
     }
 }
 
@@ -127,7 +153,9 @@ mod tests {
         k.predict(0.01);
         assert!((k.pos() - (3.0 * 40.0 + 5.0)).abs() < 0.5);
         // Covariance stays symmetric positive.
-        assert!(k.p[0][0] > 0.0 && k.p[1][1] > 0.0 && k.p[0][0] * k.p[1][1] >= k.p[0][1] * k.p[0][1]);
+        assert!(
+            k.p[0][0] > 0.0 && k.p[1][1] > 0.0 && k.p[0][0] * k.p[1][1] >= k.p[0][1] * k.p[0][1]
+        );
     }
 
     #[test]
@@ -140,5 +168,20 @@ mod tests {
         }
         assert!((b.velocity()[0] - 2.0).abs() < 0.1);
         assert!(b.velocity()[1].abs() < 1e-9);
+        // A shrinking box, then held: the size stays whatever the predictions.
+        for t in 1..10 {
+            b.predict(0.1);
+            b.update([48.0, 20.0, 5.0 - 0.4 * f64::from(t), 7.0], 1.0);
+        }
+        assert!(b.axes[2].vel() < -0.2);
+        b.hold_size([5.0, 7.0]);
+        for _ in 0..20 {
+            b.predict(0.1);
+        }
+        assert_eq!([b.bbox()[2], b.bbox()[3]], [5.0, 7.0]);
+        // Centroid-only updates leave the size alone.
+        b.update_centroid([0.0, 0.0], 1.0);
+        assert_eq!([b.bbox()[2], b.bbox()[3]], [5.0, 7.0]);
+        assert!(b.centroid()[0] < 60.0);
     }
 }

@@ -63,7 +63,8 @@ pub fn evaluate(gt: &[FrameBoxes], hyp: &[FrameBoxes], iou_threshold: f64) -> Mo
     let mut m = MotMetrics::default();
     let mut last: HashMap<u64, u64> = HashMap::new(); // gt id -> hyp id of its last match
     let mut overlap: HashMap<(u64, u64), usize> = HashMap::new();
-    let (mut gt_len, mut hyp_len): (HashMap<u64, usize>, HashMap<u64, usize>) = (HashMap::new(), HashMap::new());
+    let (mut gt_len, mut hyp_len): (HashMap<u64, usize>, HashMap<u64, usize>) =
+        (HashMap::new(), HashMap::new());
     for f in 0..frames {
         let g = gt.get(f).unwrap_or(&empty);
         let h = hyp.get(f).unwrap_or(&empty);
@@ -87,7 +88,9 @@ pub fn evaluate(gt: &[FrameBoxes], hyp: &[FrameBoxes], iou_threshold: f64) -> Mo
         let mut h_used = vec![false; h.len()];
         for (gi, (gid, gb)) in g.iter().enumerate() {
             if let Some(prev) = last.get(gid)
-                && let Some(hi) = h.iter().position(|(hid, hb)| hid == prev && iou(*gb, *hb) >= iou_threshold)
+                && let Some(hi) = h
+                    .iter()
+                    .position(|(hid, hb)| hid == prev && iou(*gb, *hb) >= iou_threshold)
                 && !h_used[hi]
             {
                 g_used[gi] = true;
@@ -105,7 +108,11 @@ pub fn evaluate(gt: &[FrameBoxes], hyp: &[FrameBoxes], iou_threshold: f64) -> Mo
                     hi.iter()
                         .map(|&b| {
                             let o = iou(g[a].1, h[b].1);
-                            if o >= iou_threshold { 1.0 - o } else { FORBIDDEN }
+                            if o >= iou_threshold {
+                                1.0 - o
+                            } else {
+                                FORBIDDEN
+                            }
                         })
                         .collect()
                 })
@@ -128,7 +135,11 @@ pub fn evaluate(gt: &[FrameBoxes], hyp: &[FrameBoxes], iou_threshold: f64) -> Mo
         m.fn_ += g_used.iter().filter(|u| !**u).count();
         m.fp += h_used.iter().filter(|u| !**u).count();
     }
-    m.mota = if m.gt > 0 { 1.0 - (m.fn_ + m.fp + m.idsw) as f64 / m.gt as f64 } else { 0.0 };
+    m.mota = if m.gt > 0 {
+        1.0 - (m.fn_ + m.fp + m.idsw) as f64 / m.gt as f64
+    } else {
+        0.0
+    };
     // IDF1: global trajectory matching maximising overlapping frames.
     let gids: Vec<u64> = {
         let mut v: Vec<u64> = gt_len.keys().copied().collect();
@@ -142,15 +153,25 @@ pub fn evaluate(gt: &[FrameBoxes], hyp: &[FrameBoxes], iou_threshold: f64) -> Mo
     };
     if !gids.is_empty() && !hids.is_empty() {
         let maxo = overlap.values().copied().max().unwrap_or(0) as f64;
-        let cost: Vec<Vec<f64>> =
-            gids.iter().map(|g| hids.iter().map(|h| maxo - overlap.get(&(*g, *h)).copied().unwrap_or(0) as f64).collect()).collect();
+        let cost: Vec<Vec<f64>> = gids
+            .iter()
+            .map(|g| {
+                hids.iter()
+                    .map(|h| maxo - overlap.get(&(*g, *h)).copied().unwrap_or(0) as f64)
+                    .collect()
+            })
+            .collect();
         for (r, c) in assign(&cost).into_iter().enumerate() {
             if let Some(c) = c {
                 m.idtp += overlap.get(&(gids[r], hids[c])).copied().unwrap_or(0);
             }
         }
     }
-    m.idf1 = if m.gt + m.hyp > 0 { 2.0 * m.idtp as f64 / (m.gt + m.hyp) as f64 } else { 0.0 };
+    m.idf1 = if m.gt + m.hyp > 0 {
+        2.0 * m.idtp as f64 / (m.gt + m.hyp) as f64
+    } else {
+        0.0
+    };
     m
 }
 
@@ -171,7 +192,9 @@ mod tests {
 
     #[test]
     fn perfect_and_switched_tracks() {
-        let gt: Vec<FrameBoxes> = (0..10).map(|f| vec![(1, b(f as f64)), (2, b(100.0 + f as f64))]).collect();
+        let gt: Vec<FrameBoxes> = (0..10)
+            .map(|f| vec![(1, b(f as f64)), (2, b(100.0 + f as f64))])
+            .collect();
         let m = evaluate(&gt, &gt, 0.5);
         assert_eq!((m.fp, m.fn_, m.idsw), (0, 0, 0));
         assert_eq!(m.mota, 1.0);
@@ -188,7 +211,9 @@ mod tests {
         assert!((m.mota - (1.0 - 2.0 / 20.0)).abs() < 1e-12);
         assert!((m.idf1 - 0.5).abs() < 1e-12);
         // Missing the second object entirely, plus one false positive far away.
-        let hyp: Vec<FrameBoxes> = (0..10).map(|f| vec![(3, b(f as f64)), (4, b(500.0))]).collect();
+        let hyp: Vec<FrameBoxes> = (0..10)
+            .map(|f| vec![(3, b(f as f64)), (4, b(500.0))])
+            .collect();
         let m = evaluate(&gt, &hyp, 0.5);
         assert_eq!((m.fn_, m.fp, m.idsw, m.matches), (10, 10, 0, 10));
         assert_eq!(m.mota, 0.0);

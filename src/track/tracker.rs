@@ -1,0 +1,438 @@
+//! The tracker's per-frame step (outline in the [`crate::track`] docs; association rounds in
+//! [`rounds`]).
+//!
+//! A matched track folds its component into its filter. When the component is a *partial
+//! view* (the object is partly behind an occluder or outside the frame: on some axis the box is
+//! below [`Tuning::partial_size`] of the track's size and [`Tuning::partial_pixels`] short of
+//! it), the filter gets the whole object's box instead: on each such axis the edge that agrees
+//! best with the prediction is taken as the object's and the centre placed half the track's
+//! size from it. Partial views (those, and components below [`Tuning::partial_area`] of the
+//! track's area) change the track's appearance and size only slowly. So a track keeps its speed
+//! and size while its object slides behind an occluder or out of the frame, and its box neither
+//! shrinks nor inverts.
+//!
+//! Members of a merge are placed by [`place_members`]; the placement is folded into each
+//! member's filter as a loose measurement (its velocity follows the group) and becomes its
+//! position.
+
+use std::collections::VecDeque;
+
+use super::appearance::Appearance;
+use super::kalman::BoxFilter;
+use super::merge::{clip_box, place_members};
+use super::params::{FrameClock, TrackerParams};
+use super::rounds::{self, Det};
+use super::tuning::TUNING;
+#[cfg(doc)]
+use super::tuning::Tuning;
+use super::{Merge, TrackReport, TrackRow, TrackState, TrackedFrame};
+use crate::ops::OpError;
+use crate::ops::ccl::ComponentTable;
+
+/// One track's state.
+#[derive(Clone, Debug)]
+pub struct Track {
+    /// Id once confirmed.
+    pub id: Option<u64>,
+    /// Life-cycle state after the last frame.
+    pub state: TrackState,
+    /// Centroid and box size.
+    pub filter: BoxFilter,
+    /// Box size `[w, h]` of the whole object, held while it is unseen.
+    pub size: [f64; 2],
+    /// Running appearance of its full views.
+    pub look: Appearance,
+    /// Area of the last component matched alone.
+    pub area: u64,
+    /// Frames matched alone.
+    pub hits: u32,
+    /// Consecutive frames matched (confirmation).
+    pub streak: u32,
+    /// Consecutive frames without a component of its own (lost or merged).
+    pub unseen: u32,
+    /// Consecutive frames lost (explained by no component).
+    pub lost: u32,
+    /// Frames since it started.
+    pub age: u32,
+    /// Tentative frames, written when the track is confirmed.
+    pub pending: Vec<TrackRow>,
+    /// Last frame a row was written for it (matched alone, or merged).
+    pub last_row: Option<u64>,
+    /// Recent centroids.
+    pub trail: VecDeque<[f32; 2]>,
+}
+
+/// Multi-object tracker over component tables.
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    params: TrackerParams,
+    clock: FrameClock,
+    tracks: Vec<Track>,
+    next_id: u64,
+    frame: u64,
+    grids: rounds::Grids,
+}
+
+impl Tracker {
+    /// A tracker with no tracks.
+    pub fn new(params: TrackerParams) -> Result<Self, OpError> {
+        params.validate()?;
+        Ok(Self {
+            clock: FrameClock::new(params.frame_rate),
+            params,
+            tracks: Vec::new(),
+            next_id: 1,
+            frame: 0,
+            grids: rounds::Grids::default(),
+        })
+    }
+
+    /// The settings.
+    #[must_use]
+    pub fn params(&self) -> &TrackerParams {
+        &self.params
+    }
+
+    /// Changes the settings; tracks are kept.
+    pub fn set_params(&mut self, params: TrackerParams) -> Result<(), OpError> {
+        params.validate()?;
+        self.clock.set_default_fps(params.frame_rate);
+        self.params = params;
+        Ok(())
+    }
+
+    /// Drops every track (ids already given out are not reused).
+    pub fn reset(&mut self) {
+        self.tracks.clear();
+    }
+
+    /// Tracks currently alive (tentative included).
+    #[must_use]
+    pub fn live_tracks(&self) -> usize {
+        self.tracks.len()
+    }
+
+    /// The stream's frame rate as the tracker sees it (timestamps, else `frame_rate`).
+    #[must_use]
+    pub fn frame_rate(&self) -> f64 {
+        self.clock.fps()
+    }
+
+    /// Associates this frame's components with the tracks and advances every track.
+    /// `grey[i]` is the mean grey level of component `i` (an empty slice when unknown:
+    /// appearance is then area and shape only); `pts_nanos` the frame's presentation timestamp,
+    /// when the source gives one.
+    pub fn update(
+        &mut self,
+        table: &ComponentTable,
+        grey: &[Option<f64>],
+        pts_nanos: Option<u64>,
+    ) -> TrackedFrame {
+        let p = self.params.clone();
+        self.clock.tick(pts_nanos);
+        let growth = p.gate_growth / self.clock.fps();
+        let q = p.process_noise * p.process_noise;
+        let frame = self.frame;
+        self.frame += 1;
+        let dets: Vec<Det> = table
+            .components
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.area >= p.min_area)
+            .map(|(ci, c)| Det {
+                ci,
+                label: c.label,
+                bbox: c.bbox(),
+                centroid: c.centroid,
+                look: Appearance::of(c, grey.get(ci).copied().flatten()),
+                area: c.area,
+            })
+            .collect();
+        let boxes: Vec<[f64; 4]> = dets.iter().map(|d| d.bbox).collect();
+        self.grids
+            .all
+            .rebuild(table.width, table.height, p.max_distance, &boxes);
+        for t in &mut self.tracks {
+            t.filter.predict(q);
+            if t.unseen > 0 {
+                t.filter.hold_size(t.size);
+            }
+            t.age += 1;
+        }
+        let n = self.tracks.len();
+        let assoc = rounds::associate(
+            &mut self.tracks,
+            &dets,
+            &mut self.grids,
+            (table.width, table.height),
+            &p,
+            growth,
+        );
+        let (matched, owner, dropped) = (&assoc.matched, &assoc.owner, &assoc.dropped);
+        let (in_group, det_merged, groups) = (&assoc.in_group, &assoc.det_merged, &assoc.groups);
+
+        // Updates.
+        let mut out_table = table.clone();
+        for c in &mut out_table.components {
+            c.track_id = None;
+        }
+        let mut backfill = Vec::new();
+        let mut merged_box: Vec<Option<([f64; 4], u32)>> = vec![None; n];
+        for g in groups {
+            let d = &dets[g.det];
+            let predicted: Vec<[f64; 2]> = g
+                .members
+                .iter()
+                .map(|&m| self.tracks[m].filter.centroid())
+                .collect();
+            let sizes: Vec<[f64; 2]> = g.members.iter().map(|&m| self.tracks[m].size).collect();
+            let areas: Vec<f64> = g
+                .members
+                .iter()
+                .map(|&m| self.tracks[m].look.area)
+                .collect();
+            let placed = place_members(&predicted, &sizes, &areas, d.bbox, d.centroid);
+            for (&m, z) in g.members.iter().zip(placed) {
+                let t = &mut self.tracks[m];
+                if t.unseen == 0 {
+                    t.filter.hold_size(t.size);
+                }
+                t.filter.update_centroid(
+                    z,
+                    TUNING.merged_noise * p.measurement_noise * p.measurement_noise,
+                );
+                t.filter.axes[0].x[0] = z[0];
+                t.filter.axes[1].x[0] = z[1];
+                t.state = TrackState::Merged;
+                t.unseen += 1;
+                t.lost = 0;
+                t.trail.push_back(point(t.filter.centroid()));
+                merged_box[m] = Some((clip_box(t.filter.bbox(), d.bbox), d.label));
+            }
+        }
+        let mut merges: Vec<Merge> = groups
+            .iter()
+            .filter_map(|g| {
+                let mut ids: Vec<u64> = g
+                    .members
+                    .iter()
+                    .filter_map(|&m| self.tracks[m].id)
+                    .collect();
+                ids.sort_unstable();
+                (ids.len() >= 2).then_some(Merge {
+                    label: dets[g.det].label,
+                    track_ids: ids,
+                })
+            })
+            .collect();
+        merges.sort_by_key(|m| m.label);
+        for (ti, rows) in assoc.inherited {
+            let t = &self.tracks[ti];
+            if let Some(id) = t.id {
+                // Frames it has rows for already (it was merged then) keep those.
+                let after = |r: &TrackRow| t.last_row.is_none_or(|l| r.frame > l);
+                backfill.extend(rows.into_iter().filter(after).map(|r| TrackRow { id, ..r }));
+            }
+        }
+        let confirm = self.clock.frames(p.confirm_seconds, 1);
+        let lost_max = self.clock.frames(p.lost_seconds, 0);
+        let trail_len = self.clock.frames(p.trail_seconds, 1) as usize;
+        let r = p.measurement_noise * p.measurement_noise;
+        let (w, h) = (table.width as f64, table.height as f64);
+        let mut reports = Vec::new();
+        for (ti, t) in self.tracks.iter_mut().enumerate() {
+            if dropped[ti] {
+                continue;
+            }
+            if let Some(di) = matched[ti] {
+                let d = &dets[di];
+                measure(t, d, r);
+                t.streak += 1;
+                let row = TrackRow {
+                    frame,
+                    id: t.id.unwrap_or(0),
+                    label: d.label,
+                    bbox: d.bbox,
+                };
+                if t.id.is_none() && t.streak >= confirm {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    t.id = Some(id);
+                    backfill.extend(t.pending.drain(..).map(|r| TrackRow { id, ..r }));
+                }
+                match t.id {
+                    Some(id) => {
+                        t.state = TrackState::Confirmed;
+                        out_table.components[d.ci].track_id = Some(id);
+                    }
+                    None => t.pending.push(row),
+                }
+            } else if !in_group[ti] {
+                t.streak = 0;
+                t.state = match t.state {
+                    TrackState::Tentative => TrackState::Removed,
+                    _ => {
+                        if t.unseen == 0 {
+                            t.filter.hold_size(t.size);
+                        }
+                        t.unseen += 1;
+                        t.lost += 1;
+                        let c = t.filter.centroid();
+                        let left = c[0] < 0.0 || c[1] < 0.0 || c[0] > w - 1.0 || c[1] > h - 1.0;
+                        if t.lost > lost_max || left {
+                            TrackState::Removed
+                        } else {
+                            TrackState::Lost
+                        }
+                    }
+                };
+            }
+            while t.trail.len() > trail_len {
+                t.trail.pop_front();
+            }
+            if let Some(id) = t.id {
+                if matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
+                    t.last_row = Some(frame);
+                }
+                let (bbox, component) = match (merged_box[ti], matched[ti]) {
+                    (Some((b, label)), _) => (b, Some(label)),
+                    (None, Some(di)) => (t.filter.bbox(), Some(dets[di].label)),
+                    (None, None) => (t.filter.bbox(), None),
+                };
+                reports.push(TrackReport {
+                    id,
+                    state: t.state,
+                    bbox,
+                    centroid: t.filter.centroid(),
+                    velocity: t.filter.velocity(),
+                    component,
+                    area: t.area,
+                    age: t.age,
+                    hits: t.hits,
+                    misses: t.unseen,
+                    trail: t.trail.iter().copied().collect(),
+                });
+            }
+        }
+        let mut ti = 0;
+        self.tracks.retain(|t| {
+            ti += 1;
+            !dropped[ti - 1] && t.state != TrackState::Removed
+        });
+
+        // New tentative tracks from detections no track took.
+        let var_vel = (0.5 * p.max_distance).powi(2);
+        for (di, d) in dets.iter().enumerate() {
+            if owner[di].is_some() || det_merged[di] {
+                continue;
+            }
+            let size = [d.bbox[2], d.bbox[3]];
+            let mut t = Track {
+                id: None,
+                state: TrackState::Tentative,
+                filter: BoxFilter::new(
+                    [d.centroid[0], d.centroid[1], size[0], size[1]],
+                    r,
+                    var_vel,
+                ),
+                size,
+                look: d.look,
+                area: d.area,
+                hits: 1,
+                streak: 1,
+                unseen: 0,
+                lost: 0,
+                age: 0,
+                pending: Vec::new(),
+                last_row: None,
+                trail: VecDeque::from([point(d.centroid)]),
+            };
+            if confirm <= 1 {
+                let id = self.next_id;
+                self.next_id += 1;
+                t.id = Some(id);
+                t.state = TrackState::Confirmed;
+                t.last_row = Some(frame);
+                out_table.components[d.ci].track_id = Some(id);
+                reports.push(TrackReport {
+                    id,
+                    state: t.state,
+                    bbox: t.filter.bbox(),
+                    centroid: d.centroid,
+                    velocity: [0.0, 0.0],
+                    component: Some(d.label),
+                    area: d.area,
+                    age: 0,
+                    hits: 1,
+                    misses: 0,
+                    trail: vec![point(d.centroid)],
+                });
+            } else {
+                t.pending.push(TrackRow {
+                    frame,
+                    id: 0,
+                    label: d.label,
+                    bbox: d.bbox,
+                });
+            }
+            self.tracks.push(t);
+        }
+        reports.sort_by_key(|r| r.id);
+        backfill.sort_by_key(|r| (r.frame, r.id));
+        TrackedFrame {
+            frame,
+            table: out_table,
+            tracks: reports,
+            merges,
+            backfill,
+        }
+    }
+}
+
+/// A trail point (the overlay draws in `f32`).
+fn point(p: [f64; 2]) -> [f32; 2] {
+    [p[0] as f32, p[1] as f32]
+}
+
+/// Folds detection `d` into track `t` (a partial view as the whole object's box, see the
+/// module docs) and updates its appearance.
+fn measure(t: &mut Track, d: &Det, r: f64) {
+    let pred = t.filter.centroid();
+    let mut z = [d.centroid[0], d.centroid[1], d.bbox[2], d.bbox[3]];
+    let mut partial = t.hits > 0 && d.look.area < TUNING.partial_area * t.look.area;
+    for a in 0..2 {
+        let full = t.size[a];
+        if t.hits > 0
+            && d.bbox[2 + a] < TUNING.partial_size * full
+            && d.bbox[2 + a] <= full - TUNING.partial_pixels
+        {
+            let from_low = d.bbox[a] + 0.5 * (full - 1.0);
+            let from_high = d.bbox[a] + d.bbox[2 + a] - 1.0 - 0.5 * (full - 1.0);
+            z[a] = if (from_low - pred[a]).abs() <= (from_high - pred[a]).abs() {
+                from_low
+            } else {
+                from_high
+            };
+            z[2 + a] = full;
+            partial = true;
+        }
+    }
+    if t.unseen > 0 {
+        t.filter.hold_size(t.size);
+    }
+    t.filter.update(z, r);
+    let rate = if partial {
+        TUNING.partial_look_rate
+    } else {
+        TUNING.look_rate
+    };
+    t.look.blend(&d.look, rate);
+    for a in 0..2 {
+        t.size[a] += rate * (z[2 + a] - t.size[a]);
+    }
+    t.area = d.area;
+    t.hits += 1;
+    t.unseen = 0;
+    t.lost = 0;
+    t.trail.push_back(point(t.filter.centroid()));
+}
