@@ -1,5 +1,8 @@
-// Step 6 for trees of more than 32 members, a block a tree (seg_cat_blocks: segment_cat_mid,
-// segment_cat_block, segment_cat_block_g, and the finishers).
+// Step 6 for trees of more than 32 core members, a block a tree (seg_cat_blocks: 256 threads a
+// mid-size tree in segment_cat_mid and segment_cat_small_mid, 1024 a large tree in
+// segment_cat_block and _g and in the finishers): the core in chunks of at most 2048 members in
+// key order, each chunk evaluated at once with |R| and Int carried from the chunk before; then
+// segment_cat_small(_mid), the fused launch of the tiny, small (and mid-size) trees.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,

@@ -1,5 +1,9 @@
-// Step 6 for trees of up to 32 members: a thread, 8 lanes or a warp a tree (segment_cat_thread,
-// segment_cat_warp).
+// Step 6 (the caterpillar: Baranwal et al. section 3.1 steps 5-8 in Kruskal's order) for trees
+// of up to 32 core members: a tree per group of 8 lanes (tiny trees) or per warp (small trees),
+// sorted by a bitonic network across the lanes, |R| by a group scan, the first failing step by
+// a ballot. The two lists are one list of warp tasks (seg_cat_lanes_tasks), walked by
+// segment_cat_small(_mid) and the finishers. Memory: a tree's members are jarr[joff[t] ..
+// joff[t] + tcnt[t]), their keys tkey[member].
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Step 6, trees of at most 8 members (most of them in the first rounds, where a tree averages

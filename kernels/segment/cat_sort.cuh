@@ -1,5 +1,9 @@
-// Sorting a large tree's members by (key, id) for its caterpillar: chunk selects and bucket
-// gathers, bitonic networks, LSD radix passes and the whole-tree sort in shared memory.
+// Sorting a large tree's members by (key, id) for its caterpillar, by one block: chunk selects
+// (a prefix of the remaining keys by a radix select or a range count) and bucket gathers, a
+// bitonic network in registers and shared memory, stable LSD radix passes (one block, warp
+// ranges, counts in shared memory), and the whole-tree sort in dynamic shared memory. Memory:
+// chunks in the static shared area (2048 keys and ids), whole trees in dynamic shared memory,
+// radix sorts in the scratch ranges scr_k / scr_i of the tree's jarr range.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Trees above SEG_CAT_SORT members are sorted whole (seg_sort_tree) instead of chunk by chunk

@@ -38,10 +38,10 @@ typedef u8 seg_done_t;
 #define SEG_JOINED 2u
 // Bit 2 (SEG_KEEP_BIT, merge rounds): the root was an active component outside its tree's core in
 // the last round that listed it (segment_core writes it for every active root), so it neither
-// merged nor absorbed anything then: its least alive edge is still the key segment_targets took
+// merged nor absorbed anything then: its least alive edge is still the key the targets step took
 // (tkey) unless the far side's root has frozen since. segment_least checks that root once per
 // pixel and then skips the pixel's walk and its atomicMin (the pixel stays on the frontier);
-// segment_targets makes the same check once per root and takes tkey as the key. Nothing else
+// the targets step makes the same check once per root and takes tkey as the key. Nothing else
 // tests this bit; freezing, joining and segment_reset_done clear it.
 #define SEG_KEEP_BIT 4u
 // min_size rounds: a component of at least min_size pixels (flag bit 0) takes no

@@ -1,6 +1,9 @@
-// The edge graph (ETH report section 3.1): segment_edges over a blurred image, and
-// segment_blur_edges, which blurs (scikit-image's f64 Gaussian) and builds the graph in one
-// tiled pass.
+// The edge graph (Baranwal et al. section 3.1 step 1's input; Felzenszwalb & Huttenlocher
+// section 5: the 8-neighbour grid graph of the blurred image): every pixel's 4 own weights
+// (w4[4p + dir]) and its up to 8 incident edges sorted by key into one word (order[p]), either
+// from a blurred image (segment_edges: grid-stride, a pixel a thread) or from the frame's bytes
+// with scikit-image's f64 Gaussian in the same kernel (segment_blur_edges: a 32x16 tile a
+// block of 512 threads, everything in shared memory). Both write the same bits as the CPU model.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // The edge graph of a frame in one pass (the weights of the paper's section 3.1, never stored
@@ -8,8 +11,7 @@
 // down-left; +inf outside the image) and sorts all (up to) 8 of its incident edges by key with
 // the 19-comparator network in registers into order[p], cursor 0. The 4 edges owned by the
 // left/upper neighbours are recomputed here (seg_dist of the owner, the same operations, so the
-// same bits) instead of read back from w4: one pass instead of two (GPU notes: weights 99 us +
-// order 49 us at 1080p before). The rounds then walk a pixel's edges from its cursor in key
+// same bits) instead of read back from w4: one pass instead of two. The rounds then walk a pixel's edges from its cursor in key
 // order and stop at the first alive one: the pixel's least alive edge, usually after one or two
 // neighbour lookups instead of eight. An edge that is dead (both ends in one component, or the
 // far side done, or in min_size rounds both sides large) stays dead for the rest of its phase,
@@ -54,12 +56,8 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
 // (A2) / (B)) hold reflected sums nothing reads.
 // Shared memory (46 KB static, radius <= SEG_GT_MAXR): s_a = (A1) [26 rows][132 samples], then
 // (B) [18][108]; s_b = (A2) [18][132], then (C) [dir][17][34]. Samples interleaved by channel
-// (a warp reads doubles at a stride of 1 or 3: no bank conflicts).
-// GPU notes (H100, 2026-11-25, ncu): blur_vertical_f64 51 us, blur_horizontal_f64 50, segment_edges
-// 118 (SM clock locked by ncu), all three compute-bound (issue slots 65-77 % busy): the taps
-// reloaded and rescaled their bytes and reflected per tap, and segment_edges recomputed 8
-// distances a pixel. A first fused version with the per-tap code of blur.cu took 216 us (71 %
-// issue-busy, ~2 000 instructions a pixel).
+// (a warp reads doubles at a stride of 1 or 3: no bank conflicts). The passes it replaces are
+// instruction-bound, so each sample is loaded, scaled and reflected once, not once a tap.
 #define SEG_GT_W 32
 #define SEG_GT_H 16
 #define SEG_GT_THREADS 512
@@ -90,9 +88,8 @@ __device__ __forceinline__ void seg_blur_edges_body(const u8* __restrict__ src, 
     const int vx0 = x0 - 2 - R, pc = SEG_GT_W + 4 + 2 * R, cols = pc * ch;
     const int arows = SEG_GT_H + 2 + 2 * R;
     // (A1) to (B): a thread keeps one window column (sample sm) and steps over rows, so the
-    // column's index arithmetic and reflection are done once. GPU notes (H100, 2026-11-26): the
-    // kernel is issue-bound; with one flat index a sample (divided by the row length, reflected
-    // and split by channel each time) it took 159-172 us at 1080p RGB, by columns 152-159.
+    // column's index arithmetic and reflection are done once (not a division, reflection and
+    // channel split a sample: the kernel is issue-bound).
     // (A1) scaled samples of rows reflect(y0 - 1 - R + r), columns reflect(vx0 + px).
     {
         const int rstep = SEG_GT_THREADS / cols, sm = tid % cols, r0 = tid / cols;

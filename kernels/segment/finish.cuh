@@ -1,5 +1,6 @@
-// The finishers: the last rounds of a phase in one block or over a cooperative grid, without
-// launches.
+// The finishers: a phase's last rounds without launches, every step of a round as the device
+// function the round kernels use, in one block of 1024 threads (segment_finish) or over a
+// cooperative grid of every SM (segment_finish_grid), with a barrier between steps.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // The last rounds of a phase (segment_finish, segment_finish_grid): every step of a round (the

@@ -1,5 +1,7 @@
-// Step 6 for giant trees over a cooperative grid (segment_cat_giant: a bucket sort across
-// blocks).
+// Step 6 for giant trees (more than SEG_CAT_GIANT core members) over a cooperative grid of 1024-
+// thread blocks (segment_cat_giant): a bucket sort across the blocks, six grid barriers a tree.
+// Memory: the tree's members staged and sorted in its scratch ranges (scr_k / scr_i, halves A
+// and B), the grid's counts and sums in `gs` (SEG_GIANT_WORDS).
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Step 6 for giant trees (more than SEG_CAT_GIANT core members: smooth video, where one tree can

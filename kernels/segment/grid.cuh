@@ -1,5 +1,5 @@
-// The finishers' parameter structs (mirrored by src/ops/segment/gpu/mod.rs) and the grid-wide
-// barrier of the cooperative kernels.
+// The finishers' parameter structs (mirrored by src/ops/segment/gpu/layout.rs, #[repr(C)]) and
+// the grid-wide barrier of the cooperative kernels (segment_finish_grid, segment_cat_giant).
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Everything segment_finish touches (SegFinish in src/ops/segment/gpu/mod.rs, the same layout:

@@ -1,5 +1,8 @@
 // Between and after the phases: segment_reset_done (the min_size phase's start), the
-// raster-order relabelling, hierarchy levels and the profiling stamps.
+// raster-order relabelling (the first pixel of each segment flagged, a block scan of the flags
+// in 1024-pixel blocks, then every pixel's label), hierarchy levels (Baranwal et al. sections
+// 2.2 and 3.2.3: a level is the merges of the rounds up to one, read from link and round) and
+// the profiling stamps. Thread mapping: grid-stride loops over pixels, except the scans.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Start of the min_size phase: no component is done, and every pixel's cursor goes back to its

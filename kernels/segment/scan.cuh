@@ -1,5 +1,11 @@
-// Round set-up and the frontier scans: segment_init, the list appends, and steps 1-2 of a round
-// (least alive edge per component, targets).
+// The list appends every round kernel uses (a block's entries with one atomicAdd), the round
+// counters' reset (segment_init), the frontier scans' batched edge walks, and steps 1-2 of a
+// round (Baranwal et al. section 3.1 steps 1-2, Algorithms 2-3: the least alive edge of every
+// active component, by an atomicMin of its pixels' keys; step 2 (Algorithm 5, the targets) as
+// the finishers run it; the launched rounds fuse it with step 3, see trees.cuh). Thread
+// mapping: block-uniform grid-stride loops of 256-thread blocks over every pixel or a list.
+// Memory: best[root] the component's least key, tkey / target its key and far root, order[p]
+// the pixel's sorted edges and cursor; lists of pixel ids with their counts in `counts`.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Whether the edge from component c to component e != c... is alive (fe: e's flag byte): merge
@@ -219,7 +225,7 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // pixels, not the lookups, were the scans' hidden cost).
 // A tree's counts in one word (tcnt[tree], 0 between rounds): the low half counts its core
 // members (their slots: segment_core; a sink's tree starts at 1, its slot 0 is the sink:
-// segment_alloc), the high half its members not yet counted off (segment_trees counts them in,
+// segment_alloc), the high half its members not yet counted off (the tree walk counts them in,
 // segment_core out). One atomicAdd a warp and tree in segment_core takes the warp's slots and
 // counts its members off at once, so the group that takes the high half to 0 knows the core's
 // size from the same atomic.
@@ -232,7 +238,7 @@ __device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
 
 // Whether root c (flag fc) keeps last round's least edge (SEG_KEEP_BIT): it was outside its tree's
 // core then, and the far side's root has not frozen since (it cannot be c: c absorbed nothing).
-// segment_least and segment_targets decide alike: nothing between them changes flags or links.
+// segment_least and the targets step decide alike: nothing between them changes flags or links.
 // The far side's half of seg_kept, from c's last target t.
 __device__ __forceinline__ bool seg_kept_far(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
                                              u32 t) {
@@ -309,7 +315,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
                 if (hit_id != SEG_NONE) bk = seg_key(w4[hit_id], hit_id, eb);
             }
         }
-        // A kept component's key is taken by segment_targets itself (no atomic here).
+        // A kept component's key is taken by the targets step itself (no atomic here).
         if (bk != SEG_NO_EDGE && !kept) seg_atomic_min(&best[c], bk);
         seg_append_block(out_list, out_count, bk != SEG_NO_EDGE, p);
     }

@@ -1,5 +1,6 @@
-// Merge round 1 in 32x16 tiles (segment_tiles): the trees inside one tile decided from shared
-// memory.
+// Merge round 1 in 32x16 tiles (segment_tiles): the round on singletons for the trees inside one
+// tile, decided in shared memory by one block of 512 threads (a pixel a thread); blocks stride
+// over the tiles. It also writes every pixel's starting words as it reads the pixel.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
 // Round 1 of the merge phase in tiles (one block of SEG_TILE_W x SEG_TILE_H threads a tile, a

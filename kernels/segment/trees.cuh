@@ -1,8 +1,14 @@
-// Steps 3-5 of a round: trees (the walk to the mutual pair or sink), exits, the trees' ranges
-// and the core; the caterpillar predicate, joins and freezes.
+// Steps 3-5 of a round: trees (the walk along targets to the mutual pair, Baranwal et al.
+// Algorithms 4 and 6, or to a sink), exits (each tree's least edge to another tree), the trees'
+// ranges (segment_alloc) and the core (the members below the exit, in their tree's range, each
+// tree listed by its core's size); the caterpillar's predicate (Felzenszwalb & Huttenlocher
+// section 3.1), joins and freezes. Thread mapping: grid-stride loops of 256-thread blocks over
+// the round's roots or frontier; lanes of a warp that share a tree add to it with one atomic.
+// Memory: tree[root] the tree's id (its pair's smaller root or the sink), exitk[tree] its exit,
+// tcnt[tree] its counts, jarr[joff[tree] ..] its members.
 // Part of kernels/segment.cu (included in order; see the notes at its top).
 
-// The walk of segment_trees from root x (its target tx) to its tree: at each root y reached, its
+// The walk to a tree (seg_trees_body, segment_targets_trees) from root x (its target tx) to its tree: at each root y reached, its
 // flag (`flags`, or in min_size rounds, for the sink test), its tree (another thread may have
 // written it: SEG_NONE or final) and its target (target_of(y, fy); EAGER: loaded beside the other
 // two, else only once they have not ended the walk) decide; the walk ends at a sink, at a known
@@ -110,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(256)
             }
             target[v] = tv;
         }
-        // The walk (segment_trees), each step's target computed here once the root's flag and
+        // The walk (seg_trees_body), each step's target computed here once the root's flag and
         // tree have not ended it.
         u32 t = SEG_NONE;
         if (keep)
@@ -235,7 +241,7 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u;
         // The next round's targets (segment_targets_trees, whose walks read other roots' trees
-        // and keys, or segment_targets) need every root's tree unset and its least key cleared
+        // and keys, or the finishers' seg_targets_body) need every root's tree unset and its least key cleared
         // before they start: nothing reads them after this step.
         if (in) {
             tree[v] = SEG_NONE;
@@ -296,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
-// jarr (joff) for all its members (segment_trees counted them in tcnt; segment_core fills the
+// jarr (joff) for all its members (the tree walk counted them in tcnt; segment_core fills the
 // range's first slots with the core and lists the tree by the core's size), off the round's
 // critical path.
 __device__ __forceinline__ void seg_alloc_body(u64* tcnt, u32* joff, u32* cursor,

@@ -26,21 +26,16 @@
 //! out of Kruskal's order and leaks: on real frames whole images collapse into a few segments,
 //! and even Kruskal with edges reordered inside 1 % weight buckets only reaches ASA 0.91. So
 //! every round decides exactly what Kruskal decides ([`boruvka`] proves the rule): a component
-//! an edge fails freezes for good, and between freezes merges are order-free single linkage;
-//! the least edges form trees whose *core* (members whose least edge is below the tree's least
-//! edge to another tree) joins the mutual pair's component in key order — Kruskal's own
-//! sequence — so one sort per tree gives every step's `|C|` (a prefix sum) and `Int` (the
-//! previous key) and the predicate is evaluated with Kruskal's statistics up to the first
-//! failing step. scikit-image's arithmetic throughout (`f64` blur and weights, `f32`-rounded
-//! thresholds); the `min_size` pass runs the same rounds with its own predicate, where a
-//! component of at least `min_size` takes no edge and absorbs the trees that lead into it
-//! whole (a sink). The result
-//! equals a sequential Kruskal over the same keys ([`boruvka::kruskal_keys`], property-tested)
-//! and on the sample images the CPU reference: identical labels except for exact ties
-//! (ASA >= 0.9998). 1080p frames take ~20 merge and 1-2 `min_size` rounds (the previous exact
-//! rounds, pairs and joiners below limits, took 40–200), see `BENCHMARKS.md`.
-//! [`boruvka`] is the sequential CPU model of every kernel: the GPU equals it bit for bit
-//! (labels, rounds, hierarchy).
+//! an edge fails freezes for good, between freezes merges are order-free single linkage, and
+//! each tree's core joins in key order, so one sort per tree gives every step Kruskal's own
+//! statistics (the words — tree, core, caterpillar, sink, rounds — are defined in [`gpu`]).
+//! scikit-image's arithmetic throughout (`f64` blur and weights, `f32`-rounded thresholds); the
+//! `min_size` pass runs the same rounds with its own predicate. The result equals a sequential
+//! Kruskal over the same keys ([`boruvka::kruskal_keys`], property-tested) and on the sample
+//! images the CPU reference: identical labels except for exact ties (ASA >= 0.9998). 1080p
+//! frames take ~20 merge and 1-2 `min_size` rounds, see `BENCHMARKS.md`. [`boruvka`] is the
+//! sequential CPU model of every kernel: the GPU equals it bit for bit (labels, rounds,
+//! hierarchy).
 //!
 //! # Hierarchy
 //! Every round records, for each component root it absorbs, the new root and the round
@@ -92,10 +87,11 @@ pub struct SegmentParams {
     pub max_rounds: u32,
     /// GPU/rounds: at most this many `min_size` rounds.
     pub max_min_size_rounds: u32,
-    /// GPU: enqueue the rounds the previous frame used plus a small margin instead of the caps
-    /// (fewer empty launches on video). A frame that needs more is run again with doubled caps
-    /// (up to `max_rounds` / `max_min_size_rounds`) before its download, so the result is the
-    /// same as without this option.
+    /// GPU: launch the rounds recent frames needed instead of the caps and let the finisher run
+    /// the rest of each phase (fewer empty launches on video, one captured graph a round-count
+    /// bucket). A frame that still needs more is run again with doubled caps (up to
+    /// `max_rounds` / `max_min_size_rounds`) before its download, so the result is the same as
+    /// without this option.
     pub adaptive_rounds: bool,
 }
 

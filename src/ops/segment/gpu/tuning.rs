@@ -93,8 +93,8 @@ pub struct SegmentTuning {
     /// How each phase's last rounds run.
     pub finisher: Finisher,
     /// Adaptive merge-round caps are rounded up to a multiple of this, so that frames whose
-    /// round counts differ a little replay one captured graph (empty gated rounds cost ~20 us
-    /// each at 1080p on the H100).
+    /// round counts differ a little replay one captured graph (against the launches of the
+    /// empty gated rounds it adds).
     pub round_step: u32,
     /// Rounds added to what the first frame of a history used (a frame that needs more is run
     /// again: margin against reruns).
