@@ -16,7 +16,7 @@ use super::style::{Blend, ComposeStyle, RESIDUE_COLOUR};
 use super::{ComposeError, Picture, PictureFormat};
 use crate::image::Image;
 use crate::ops::segment::OverlayMode;
-use crate::ops::segment::overlay::label_colour;
+use crate::ops::segment::overlay::{label_colour, segment_sums};
 
 /// Composes `layers` with `style` into a picture in `format` (see the module docs of
 /// [`crate::compose`] for the drawing order and the arithmetic).
@@ -212,7 +212,7 @@ fn plan_segments<'a>(
         OverlayMode::Mean => {
             let row_of =
                 |y: usize| labels.row((y / factor).min(seg.label_height.saturating_sub(1)));
-            let sums = segment_sums(base, count, height, |sums, y| {
+            let sums = segment_sums(count, height, base.size().0 * height, |sums, y| {
                 let ids = row_of(y);
                 match base {
                     HostBase::Rgb(img) => add_runs(sums, ids, &columns, img.row(y), |&p| p),
@@ -270,45 +270,6 @@ fn add_runs<P>(
     flush(label, run);
 }
 
-/// Per-label sums `[r, g, b, pixels]` of `count` labels over the frame's `height` rows, `add_row`
-/// adding one row into a table: bands of rows in parallel, each with its own table, when the
-/// tables are small next to the frame (the usual case: thousands of segments), else one pass.
-fn segment_sums(
-    base: &HostBase,
-    count: usize,
-    height: usize,
-    add_row: impl Fn(&mut [[u64; 4]], usize) + Sync,
-) -> Vec<[u64; 4]> {
-    let (width, _) = base.size();
-    let bands = rayon::current_num_threads().clamp(1, 16);
-    if bands > 1 && count.saturating_mul(bands) <= width * height / 4 {
-        let band = height.div_ceil(bands).max(1);
-        (0..height.div_ceil(band))
-            .into_par_iter()
-            .map(|b| {
-                let mut sums = vec![[0u64; 4]; count];
-                for y in b * band..((b + 1) * band).min(height) {
-                    add_row(&mut sums, y);
-                }
-                sums
-            })
-            .reduce_with(|mut a, b| {
-                for (x, y) in a.iter_mut().zip(&b) {
-                    for k in 0..4 {
-                        x[k] += y[k];
-                    }
-                }
-                a
-            })
-            .unwrap_or_else(|| vec![[0u64; 4]; count])
-    } else {
-        let mut sums = vec![[0u64; 4]; count];
-        for y in 0..height {
-            add_row(&mut sums, y);
-        }
-        sums
-    }
-}
 
 /// The winning primitive of every pixel some primitive covers: `(pixel index y * width + x,
 /// primitive index)`, sorted by pixel, the last primitive kept.

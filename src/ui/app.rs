@@ -166,7 +166,7 @@ impl ViewerApp {
         if !opts.settings_explicit
             && let Some(ops) = saved.ops_toml.as_deref().and_then(restore_ops)
         {
-            log::info!("viewer: analysis settings restored from the last session (--config or --set to override)");
+            log::info!("viewer: analysis settings restored from when the viewer last closed (--config or --set to override)");
             settings.ops = ops;
         }
         let mut app = Self::with_parts(settings, Link::new(opts.backend), opts.source.clone(), saved);
@@ -653,7 +653,7 @@ fn restore_ops(text: &str) -> Option<OpSettings> {
     match toml::from_str::<OpSettings>(text) {
         Ok(ops) if ops.validate().is_ok() => Some(ops),
         Ok(_) | Err(_) => {
-            log::info!("viewer: settings of the last session do not fit this version; using the defaults");
+            log::info!("viewer: saved settings do not fit this version; using the defaults");
             None
         }
     }

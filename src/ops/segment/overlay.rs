@@ -139,7 +139,7 @@ fn segment_fill<'a, P: Sync + 'a>(
         OverlayMode::Mean => {
             let rows: Vec<&[P]> = rows.collect();
             let ids: Vec<&[u32]> = dense.chunks_exact(width.max(1)).collect();
-            let add = |sums: &mut Vec<[u64; 4]>, y: usize| {
+            let add = |sums: &mut [[u64; 4]], y: usize| {
                 for (p, &d) in rows[y].iter().zip(ids[y]) {
                     if let Some(s) = sums.get_mut(d as usize) {
                         let c = to_rgb(p);
@@ -151,36 +151,7 @@ fn segment_fill<'a, P: Sync + 'a>(
                 }
             };
             let n_rows = rows.len().min(ids.len());
-            // Bands of rows in parallel, each with its own table, when the tables are small
-            // next to the image (the usual case: thousands of segments); else one pass.
-            let bands = rayon::current_num_threads().clamp(1, 16);
-            let sums = if bands > 1 && count.saturating_mul(bands) <= dense.len() / 4 {
-                let band = n_rows.div_ceil(bands).max(1);
-                (0..n_rows.div_ceil(band))
-                    .into_par_iter()
-                    .map(|b| {
-                        let mut sums = vec![[0u64; 4]; count];
-                        for y in b * band..((b + 1) * band).min(n_rows) {
-                            add(&mut sums, y);
-                        }
-                        sums
-                    })
-                    .reduce_with(|mut a, b| {
-                        for (x, y) in a.iter_mut().zip(&b) {
-                            for k in 0..4 {
-                                x[k] += y[k];
-                            }
-                        }
-                        a
-                    })
-                    .unwrap_or_else(|| vec![[0u64; 4]; count])
-            } else {
-                let mut sums = vec![[0u64; 4]; count];
-                for y in 0..n_rows {
-                    add(&mut sums, y);
-                }
-                sums
-            };
+            let sums = segment_sums(count, n_rows, dense.len(), add);
             sums.iter()
                 .map(|s| {
                     let n = s[3].max(1);
@@ -207,6 +178,42 @@ fn paint(w: usize, h: usize, dense: &[u32], fill: &[[u8; 3]], boundary: Option<[
         }
     });
     Ok(Image::from_vec(w, h, px)?)
+}
+
+
+/// Per-label sums `[r, g, b, pixels]` of `count` labels over `rows` rows of `pixels` pixels in
+/// all, `add_row` adding one row into a table: bands of rows in parallel, each with its own
+/// table, when the tables are small next to the image (the usual case: thousands of segments),
+/// else one pass. Shared by the overlay here and the compose step's CPU twin.
+pub(crate) fn segment_sums(count: usize, rows: usize, pixels: usize, add_row: impl Fn(&mut [[u64; 4]], usize) + Sync) -> Vec<[u64; 4]> {
+    let bands = rayon::current_num_threads().clamp(1, 16);
+    if bands > 1 && count.saturating_mul(bands) <= pixels / 4 {
+        let band = rows.div_ceil(bands).max(1);
+        (0..rows.div_ceil(band))
+            .into_par_iter()
+            .map(|b| {
+                let mut sums = vec![[0u64; 4]; count];
+                for y in b * band..((b + 1) * band).min(rows) {
+                    add_row(&mut sums, y);
+                }
+                sums
+            })
+            .reduce_with(|mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    for k in 0..4 {
+                        x[k] += y[k];
+                    }
+                }
+                a
+            })
+            .unwrap_or_else(|| vec![[0u64; 4]; count])
+    } else {
+        let mut sums = vec![[0u64; 4]; count];
+        for y in 0..rows {
+            add_row(&mut sums, y);
+        }
+        sums
+    }
 }
 
 #[cfg(test)]
