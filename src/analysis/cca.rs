@@ -190,7 +190,7 @@ impl Analysis for Cca {
                 "tracks": confirmed,
                 "lost": tracked.tracks.iter().filter(|t| t.state == TrackState::Lost).count(),
             }),
-            layer: Layer { raster: None, shapes },
+            layer: Layer { raster: None, shapes, device_raster: None },
             data: OpData::Tracks(tracks),
             records,
             payload: output.payload.clone(),

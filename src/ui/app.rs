@@ -13,16 +13,14 @@
 //! settings as TOML (restored unless `--config`/`--set` were given), layer toggles/opacities,
 //! the source picker, recent sources, panel visibility, the settings file path.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
 use eframe::egui::{self, Key, Modifiers, RichText};
 
 use super::controls_ui::{self, FileAction, PickerAction, SourcePicker};
 use super::layers::{LayerState, Layers};
-use super::link::Link;
+use super::link::{Link, TestLink};
+use super::picture::PictureView;
 use super::settings_form::SettingsForm;
 use super::spectrum_ui::{self, SpectrumStyle};
 use super::timings_ui::{self, Counts, TimingsHistory};
@@ -30,8 +28,9 @@ use super::tracks_ui;
 use super::video_ui::{self, VideoView};
 use super::ViewerOptions;
 use crate::analysis::{AnalysedFrame, OpSettings};
+use crate::compose::ComposeStyle;
 use crate::config::{DEFAULT_TOML, Settings};
-use crate::pipeline::{Command, Counters, Mailbox, PipelineEvent};
+use crate::pipeline::Command;
 use crate::source::SourceSpec;
 
 /// Storage key of [`Saved`].
@@ -68,32 +67,6 @@ struct Saved {
     loop_playback: bool,
 }
 
-/// The other ends of a detached app's link: a test plays the worker with them.
-pub struct TestLink {
-    /// Commands the app sent (settings, pause, step).
-    pub commands: Receiver<Command>,
-    /// Send `End` or `Error` as the worker would.
-    pub events: Sender<PipelineEvent>,
-    /// Put frames here as the worker does (newest wins).
-    pub mailbox: Arc<Mailbox>,
-    /// The worker's counters (frames in/out, dropped).
-    pub counters: Arc<Counters>,
-}
-
-impl TestLink {
-    /// Delivers a frame as the worker would (counts it, puts it in the mailbox).
-    pub fn deliver(&self, f: AnalysedFrame) {
-        self.counters.frames_in.fetch_add(1, Ordering::Relaxed);
-        self.counters.frames_out.fetch_add(1, Ordering::Relaxed);
-        self.mailbox.put(f);
-    }
-
-    /// Takes every command sent so far.
-    pub fn drain(&self) -> Vec<Command> {
-        self.commands.try_iter().collect()
-    }
-}
-
 /// The viewer (see the module docs).
 pub struct ViewerApp {
     settings: Settings,
@@ -105,7 +78,10 @@ pub struct ViewerApp {
     file_dialog: Option<egui_file::FileDialog>,
     frame: Option<AnalysedFrame>,
     frame_seq: u64,
+    picture: PictureView,
     layers: Layers,
+    /// The layer styles last sent to the pipeline.
+    sent_style: Option<ComposeStyle>,
     video: VideoView,
     timings: TimingsHistory,
     selected_track: Option<u64>,
@@ -137,7 +113,9 @@ impl ViewerApp {
             file_dialog: None,
             frame: None,
             frame_seq: 0,
+            picture: PictureView::default(),
             layers: Layers::from_saved(saved.layers),
+            sent_style: None,
             video: VideoView::default(),
             timings: TimingsHistory::default(),
             selected_track: None,
@@ -177,15 +155,19 @@ impl ViewerApp {
     /// returned [`TestLink`], and the commands the app sends go to it.
     #[must_use]
     pub fn detached(settings: Settings, source: &str, backend_label: &str) -> (Self, TestLink) {
-        let (link, commands, events, mailbox, counters) = Link::detached(backend_label);
+        let (link, test_link) = Link::detached(backend_label);
         let app = Self::with_parts(settings, link, source.to_owned(), Saved::default());
-        (app, TestLink { commands, events, mailbox, counters })
+        (app, test_link)
     }
 
-    /// Shows `f` as if it had just arrived from the worker.
+    /// Shows `f` as if it had just arrived from the worker: its tables at once, its picture (when
+    /// it has one; else the last picture stays) from the next repaint.
     pub fn show_frame(&mut self, f: AnalysedFrame, now: f64) {
         self.frame_seq += 1;
-        self.layers.discover(&f);
+        self.layers.discover(&f.outputs);
+        if let Some(p) = &f.picture {
+            self.picture.set(p.clone());
+        }
         self.timings.push(self.frame_seq, &f.timings, now);
         self.frame = Some(f);
     }
@@ -249,7 +231,9 @@ impl ViewerApp {
                 self.error = None;
                 self.ended = false;
                 self.paused = false;
-                self.link.open(spec, &self.settings, ctx);
+                let style = self.layers.compose_style();
+                self.link.open(spec, &self.settings, &style, ctx);
+                self.sent_style = Some(style);
             }
             Ok(_) => {
                 self.error = None;
@@ -279,6 +263,16 @@ impl ViewerApp {
     fn apply_ops(&mut self, ops: OpSettings) {
         self.settings.ops = ops;
         self.link.send_settings(&self.settings.ops);
+    }
+
+    /// Sends the layer styles to the pipeline when they changed (a toggle, a slider): the
+    /// pictures composed from then on use them.
+    fn sync_style(&mut self) {
+        let style = self.layers.compose_style();
+        if self.sent_style.as_ref() != Some(&style) {
+            self.link.send_style(&style);
+            self.sent_style = Some(style);
+        }
     }
 
     fn keyboard(&mut self, ui: &mut egui::Ui) {
@@ -340,9 +334,7 @@ impl ViewerApp {
         }
         let (_, out, _, _) = self.link.counts();
         self.timings.tick(now, out);
-        if let Some(f) = &self.frame {
-            self.layers.sync_textures(ctx, f, self.frame_seq);
-        }
+        self.picture.upload(ctx);
     }
 
     fn counts(&self) -> Counts {
@@ -412,14 +404,18 @@ impl ViewerApp {
                     if let Some(g) = &f.gray {
                         s.push_str(&format!("  grey {:>3}", g.get(x, y)));
                     }
-                    if let Some(rgb) = &f.rgb {
-                        let c = rgb.get(x, y);
-                        s.push_str(&format!("  rgb {:>3} {:>3} {:>3}", c[0], c[1], c[2]));
+                    // The frame's own colour where the host has it, else the picture's.
+                    let rgb = match &f.rgb {
+                        Some(rgb) => Some(("rgb", rgb.get(x, y))),
+                        None => self.picture.rgb_at(x, y).map(|c| ("picture rgb", c)),
+                    };
+                    if let Some((name, c)) = rgb {
+                        s.push_str(&format!("  {name} {:>3} {:>3} {:>3}", c[0], c[1], c[2]));
                     }
                     ui.label(RichText::new(s).monospace());
                 }
                 _ => {
-                    ui.label(RichText::new("keys: space pause · right arrow step · f fit · 1-5 layers · scroll zoom · drag pan").weak());
+                    ui.label(RichText::new("keys: space pause · right arrow step · f fit · 1-9 layers · scroll zoom · drag pan").weak());
                 }
             }
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
@@ -602,13 +598,14 @@ impl ViewerApp {
                 None if self.last_error.is_some() => "no frame: see the error; pick another source on the left".to_owned(),
                 None => format!("waiting for frames from {}…", self.source),
             };
-            let r = video_ui::video_ui(ui, &mut self.video, self.frame.as_ref(), self.frame_seq, &self.layers, self.selected_track, &placeholder);
+            let r = video_ui::video_ui(ui, &mut self.video, self.frame.as_ref(), &self.picture, self.selected_track, &placeholder);
             if let (Some(p), Some(f)) = (r.clicked, &self.frame) {
                 self.selected_track = video_ui::track_at(f, p);
             }
         });
         self.error_modal(&ctx);
         self.dialogs(&ctx);
+        self.sync_style();
 
         if let Some(q) = self.quit_after_secs {
             if now >= q {

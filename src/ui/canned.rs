@@ -1,12 +1,17 @@
 //! Synthetic analysed frames with every kind of output (grey and colour rasters, boxes with
 //! labels, trails, tracks, a spectrum, timings), for the viewer's headless tests and for trying
 //! the UI without a source. Frame `i` moves its blobs, so a sequence of frames has tracks, trails
-//! and a timing history. Deterministic: no clock, no randomness.
+//! and a timing history. Each frame comes with its picture composed by the CPU twin of the
+//! compose kernel in the viewer's default look, as the pipeline composes it for the viewer;
+//! [`on_device`] gives the same frame as the GPU backend delivers it (no host rasters).
+//! Deterministic: no clock, no randomness.
 
 use std::sync::Arc;
 
 use crate::analysis::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, Shape, TrackInfo};
+use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
 use crate::image::Image;
+use crate::output::compose::layers_of;
 
 /// Frame width of the canned frames.
 pub const WIDTH: usize = 320;
@@ -142,11 +147,11 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
     let output = |op: &'static str, raster: Option<Raster>, shapes: Vec<Shape>, data: OpData, summary: serde_json::Value| OpOutput {
         op,
         summary,
-        layer: Layer { raster, shapes },
+        layer: Layer { raster, shapes, device_raster: None },
         data,
         ..Default::default()
     };
-    AnalysedFrame {
+    let frame = AnalysedFrame {
         index,
         pts_nanos: Some(index * 33_333_333),
         width: gray.width(),
@@ -162,7 +167,29 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             output("segmentation", Some(Raster::Colour(Arc::new(segments))), vec![], OpData::None, serde_json::json!({ "segments": 7 })),
         ],
         timings,
+    };
+    with_picture(frame, &super::layers::default_style())
+}
+
+/// `frame` with its picture composed from its host layers in `style` (RGBA, as the viewer asks
+/// for it); without a picture if the layers cannot be composed.
+#[must_use]
+pub fn with_picture(mut frame: AnalysedFrame, style: &ComposeStyle) -> AnalysedFrame {
+    frame.picture = compose_cpu(&layers_of(&frame), style, PictureFormat::Rgba).ok().map(Arc::new);
+    frame
+}
+
+/// `frame` as the GPU backend delivers it: the same picture, but no grey frame on the host and
+/// each host raster replaced by the note that its layer is on the device.
+#[must_use]
+pub fn on_device(mut frame: AnalysedFrame) -> AnalysedFrame {
+    frame.gray = None;
+    for o in &mut frame.outputs {
+        if let Some(r) = o.layer.raster.take() {
+            o.layer.device_raster = Some(r.kind());
+        }
     }
+    frame
 }
 
 /// A frame with one output of an op the viewer has never heard of (a grey raster and a box), to
@@ -182,9 +209,10 @@ pub fn unknown_op_frame(index: u64) -> AnalysedFrame {
         layer: Layer {
             raster: Some(Raster::Residue(Arc::new(ring))),
             shapes: vec![Shape::Rect { left: 90.0, top: 50.0, width: 140.0, height: 140.0, color: [255, 0, 255, 255], label: Some("1".into()) }],
+            device_raster: None,
         },
         data: OpData::None,
         ..Default::default()
     });
-    f
+    with_picture(f, &super::layers::default_style())
 }

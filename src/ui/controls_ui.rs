@@ -212,7 +212,7 @@ pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&Analysed
             ui.indent("legend", |ui| {
                 ui.horizontal(|ui| {
                     ui.add_enabled(st.visible, egui::Slider::new(&mut st.opacity, 0.0..=1.0).text("opacity").fixed_decimals(2));
-                    if st.key != ORIGINAL && output.is_some_and(|o| o.layer.raster.is_some()) {
+                    if st.key != ORIGINAL && output.and_then(layers::raster_kind).is_some() {
                         ui.toggle_value(&mut st.add, "add")
                             .on_hover_text("additive blending: the picture's colours are added to the frame (black adds nothing); off: mixed by opacity");
                     }

@@ -1,15 +1,19 @@
 //! The viewer: an eframe/egui app that shows the video with every analysis overlaid, edits the
 //! analyses' settings live, and shows where the time goes.
 //!
-//! How it works. The pipeline's worker thread (which alone touches GStreamer and CUDA) puts each
-//! analysed frame into a newest-wins [`Mailbox`](crate::pipeline::Mailbox) whose waker calls
-//! `request_repaint`. On each repaint the UI takes the newest frame, uploads the base picture and
-//! each visible overlay raster into one texture per layer (`TextureHandle::set` re-uploads into
-//! the same texture), and paints the overlay shapes as egui shapes mapped from image to screen
-//! coordinates, so they stay sharp at any zoom. User changes go back as
-//! [`Command`](crate::pipeline::Command)s: `Settings` (the whole `OpSettings`, from the next frame
-//! on), `Pause`, `Step`. Pipelines are started and stopped on short-lived helper threads, so
-//! opening a slow network stream never freezes the window.
+//! How it works. The pipeline's threads (which alone touch GStreamer and CUDA) put each analysed
+//! frame into a newest-wins [`Mailbox`](crate::pipeline::Mailbox) whose waker calls
+//! `request_repaint`. The pipeline composes the frame and every layer into one RGBA picture (on
+//! the device on the GPU backend) only when the viewer has taken the previous frame, so
+//! composing follows the display rate. On each repaint the UI takes the newest frame, uploads its
+//! picture into one texture (`TextureHandle::set` re-uploads into the same texture; a frame
+//! without a picture leaves the last one on screen), and draws the interactive marks (the
+//! highlighted track, the track under the pointer) as egui shapes on top. User changes go back
+//! as [`Command`](crate::pipeline::Command)s: `Settings` (the whole `OpSettings`, from the next
+//! frame on), `Style` (the layers' toggles, opacities and blend modes as a
+//! [`ComposeStyle`](crate::compose::ComposeStyle), for the pictures composed from then on),
+//! `Pause`, `Step`. Pipelines are started and stopped on short-lived helper threads, so opening a
+//! slow network stream never freezes the window.
 //!
 //! Nothing here names an analysis: layers, legends, controls and panels are driven by the
 //! `OpOutput`s that arrive (keyed by `op`) and by the serde form of `OpSettings`, so a new
@@ -17,7 +21,8 @@
 //! Known op names only add a friendlier legend ([`layers::legend_text`]).
 //!
 //! Files: [`app`] (state, layout, keyboard, persistence), [`link`] (connection to the worker),
-//! [`layers`] (toggles, opacity, legends, textures), [`video_ui`] (zoom/pan, overlays),
+//! [`layers`] (toggles, opacity, legends, the compose style), [`picture`] (the picture's
+//! texture), [`video_ui`] (zoom/pan, interactive marks),
 //! [`controls_ui`] (source, playback, settings), [`settings_form`] (generic editor of a serde
 //! struct), [`timings_ui`], [`tracks_ui`], [`spectrum_ui`], [`canned`] (synthetic frames for tests
 //! and docs).
@@ -27,13 +32,15 @@ pub mod canned;
 pub mod controls_ui;
 pub mod layers;
 pub mod link;
+pub mod picture;
 pub mod settings_form;
 pub mod spectrum_ui;
 pub mod timings_ui;
 pub mod tracks_ui;
 pub mod video_ui;
 
-pub use app::{TestLink, ViewerApp};
+pub use app::ViewerApp;
+pub use link::TestLink;
 pub use eframe::egui;
 
 use crate::backend::Backend;
