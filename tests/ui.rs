@@ -1,8 +1,10 @@
 //! The viewer, headless: egui_kittest drives the app (built without a pipeline by
-//! `ViewerApp::detached`, fed canned analysed frames through the same mailbox the worker uses)
-//! and renders it with wgpu's software fallback for snapshot comparisons (tests/snapshots/*.png;
-//! `UPDATE_SNAPSHOTS=true cargo test --test ui` rewrites the ones that changed). Interaction
-//! tests check that clicks and keys become `Command`s on the channel the worker reads.
+//! `ViewerApp::detached`, fed canned analysed frames through the same mailbox the worker uses,
+//! their pictures composed by the CPU twin of the compose kernel with the styles the app sent,
+//! as the pipeline does) and renders it with wgpu's software fallback for snapshot comparisons
+//! (tests/snapshots/*.png; `UPDATE_SNAPSHOTS=true cargo test --test ui` rewrites the ones that
+//! changed). Interaction tests check that clicks and keys become `Command`s on the channel the
+//! worker reads.
 //!
 //! Last test: a real window under Xvfb (`scripts/ui_smoke.sh`), when `xvfb-run` and ImageMagick
 //! are installed (skipped otherwise, or failed with MORPHOSCOPE_REQUIRE_XVFB=1).
@@ -12,9 +14,10 @@
 use eframe::egui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+use morphoscope::compose::{ComposeStyle, LayerKind, LayerStyle, ORIGINAL};
 use morphoscope::config::Settings;
 use morphoscope::pipeline::{Command, PipelineEvent};
-use morphoscope::ui::canned::{canned_frame, unknown_op_frame};
+use morphoscope::ui::canned::{canned_frame, on_device, unknown_op_frame};
 use morphoscope::ui::settings_form::SettingsForm;
 use morphoscope::ui::{TestLink, ViewerApp};
 use serde::{Deserialize, Serialize};
@@ -64,6 +67,23 @@ fn click(h: &mut Harness<'static, ViewerApp>, label: &str) {
     h.run();
 }
 
+fn style_commands(link: &TestLink) -> Vec<ComposeStyle> {
+    link.drain()
+        .into_iter()
+        .filter_map(|c| match c {
+            Command::Style(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The RGB of image pixel (x, y) of the picture on screen.
+fn shown_rgb(h: &Harness<'static, ViewerApp>, x: usize, y: usize) -> [u8; 3] {
+    let p = h.state().picture().expect("a picture on screen");
+    let i = (y * p.width + x) * 4;
+    [p.data[i], p.data[i + 1], p.data[i + 2]]
+}
+
 fn settings_commands(link: &TestLink) -> Vec<morphoscope::analysis::OpSettings> {
     link.drain()
         .into_iter()
@@ -102,6 +122,10 @@ fn snapshot_all_layers_and_panels() {
 fn toggling_a_layer_by_click_and_by_key() {
     let (mut h, link) = harness();
     play(&mut h, &link, 3);
+    // Inside blob 3 of canned frame 3 (the residue lights it up) and a plain background pixel.
+    let (blob, background) = ((50, 80), (100, 20));
+    let lit = shown_rgb(&h, blob.0, blob.1);
+    let _ = link.drain();
     h.get_by_label("5 segmentation").click();
     h.run();
     let vis = |h: &Harness<'static, ViewerApp>, k: &str| h.state().layers().iter().find(|l| l.key == k).unwrap().visible;
@@ -111,10 +135,94 @@ fn toggling_a_layer_by_click_and_by_key() {
     }
     h.run();
     assert!(!vis(&h, "maxtree") && !vis(&h, "orientation") && vis(&h, "cca") && vis(&h, "original"));
+    // Each change reached the worker as a style; the newest hides the three rasters.
+    let styles = style_commands(&link);
+    assert!(!styles.is_empty());
+    let last = styles.last().unwrap();
+    for hidden in ["maxtree", "orientation", "segmentation"] {
+        assert!(!last.layers[hidden].visible, "{hidden} hidden");
+    }
+    assert!(last.layers["cca"].visible && last.layers[ORIGINAL].visible);
+    // Until a frame composed with it arrives, the last picture stays.
+    assert_eq!(shown_rgb(&h, blob.0, blob.1), lit);
+    link.deliver(canned_frame(3));
+    h.run();
+    let frame = canned_frame(3);
+    let rgb = frame.rgb.as_ref().unwrap();
+    assert_eq!(shown_rgb(&h, blob.0, blob.1), rgb.get(blob.0, blob.1), "the frame alone under the residue");
+    assert_eq!(shown_rgb(&h, background.0, background.1), rgb.get(background.0, background.1));
+    assert_ne!(lit, rgb.get(blob.0, blob.1));
     h.snapshot("viewer_frame_and_components_only");
     h.key_press(egui::Key::Num5);
     h.run();
     assert!(vis(&h, "segmentation"));
+}
+
+#[test]
+fn opacity_and_blend_become_the_style_sent_to_the_worker() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 1);
+    // The viewer's look from the start: max-tree and orientation added at 0.6, the rest as the
+    // overlay video.
+    let style = link.style();
+    assert_eq!(style.layers["maxtree"], LayerStyle::added(0.6));
+    assert_eq!(style.layers["orientation"], LayerStyle::added(0.6));
+    assert_eq!(style.layers["segmentation"], LayerStyle::mixed(0.4));
+    assert_eq!(style.layers["cca"], LayerStyle::mixed(1.0));
+    assert_eq!(style.layers[ORIGINAL], LayerStyle::mixed(1.0));
+    let _ = link.drain();
+    // Turn the orientation map's additive blending off: one style goes out, with just that.
+    h.get_all_by_label("add").nth(1).unwrap().click();
+    h.run();
+    h.run();
+    let styles = style_commands(&link);
+    assert_eq!(styles.len(), 1, "one Style command per change");
+    assert_eq!(styles[0].layers["orientation"], LayerStyle::mixed(0.6));
+    assert_eq!(styles[0].layers["maxtree"], LayerStyle::added(0.6));
+    // Repaints without a change send nothing.
+    h.run();
+    assert!(style_commands(&link).is_empty());
+}
+
+#[test]
+fn frames_without_a_picture_keep_the_last_one() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 2);
+    let before = h.state().picture().unwrap().clone();
+    let mut f = canned_frame(2);
+    f.picture = None;
+    link.deliver_as_is(f);
+    h.run();
+    h.get_by_label("frame 2");
+    assert_eq!(h.state().picture(), Some(&before), "the last picture stays on screen");
+}
+
+#[test]
+fn gpu_frames_show_their_picture_and_layers_from_the_device() {
+    let (mut h, link) = harness();
+    for i in 0..3 {
+        link.deliver_as_is(on_device(canned_frame(i)));
+        h.step();
+    }
+    h.run();
+    let keys: Vec<&str> = h.state().layers().iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["original", "maxtree", "cca", "orientation", "segmentation"]);
+    let add = |k: &str| h.state().layers().iter().find(|l| l.key == k).unwrap().add;
+    assert!(add("maxtree") && add("orientation") && !add("segmentation"));
+    assert_eq!(h.get_all_by_label("add").count(), 3, "every raster layer has a blend switch");
+    let frame = on_device(canned_frame(2));
+    assert!(frame.outputs.iter().all(|o| o.layer.raster.is_none()));
+    assert_eq!(frame.output("maxtree").unwrap().layer.device_raster, Some(LayerKind::Residue));
+    // Without host pixels, the status line reads the picture on screen.
+    let mut bare = on_device(canned_frame(3));
+    bare.rgb = None;
+    link.deliver_as_is(bare);
+    h.run();
+    let p = screen_of(&h, 50.0, 80.0);
+    h.hover_at(p);
+    h.run();
+    let [r, g, b] = shown_rgb(&h, 50, 80);
+    h.get_by_label(&format!("x   50  y   80  picture rgb {r:>3} {g:>3} {b:>3}"));
 }
 
 #[test]
@@ -264,6 +372,11 @@ fn unknown_ops_still_get_a_layer() {
     let (mut h, link) = harness();
     link.deliver(unknown_op_frame(0));
     h.run();
+    // The first picture has the layer's default look (the viewer had not seen the op yet); the
+    // next one the viewer's style for it.
+    link.deliver(unknown_op_frame(1));
+    h.run();
+    assert_eq!(link.style().layers["future_op"], LayerStyle::mixed(0.4));
     let keys: Vec<&str> = h.state().layers().iter().map(|l| l.key.as_str()).collect();
     assert_eq!(keys, ["original", "future_op"]);
     h.get_by_label_contains("Analysis `future_op` draws a grey picture and 1 shapes");

@@ -178,6 +178,12 @@ impl ViewerApp {
         &self.settings
     }
 
+    /// The picture on screen (the newest composed picture received), if any.
+    #[must_use]
+    pub fn picture(&self) -> Option<&crate::compose::Picture> {
+        self.picture.shown()
+    }
+
     /// Layer toggles and opacities.
     #[must_use]
     pub fn layers(&self) -> &[LayerState] {
