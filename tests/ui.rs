@@ -33,7 +33,11 @@ fn harness() -> (Harness<'static, ViewerApp>, TestLink) {
 /// [`harness`], with egui_kittest's accessibility check on or off (egui_file's dialog has text
 /// fields without names).
 fn harness_with(accessibility_check: bool) -> (Harness<'static, ViewerApp>, TestLink) {
-    let (app, link) = ViewerApp::detached(Settings::defaults().unwrap(), "assets/samples/vtest.avi", BACKEND);
+    let (app, link) = ViewerApp::detached(
+        Settings::defaults().unwrap(),
+        "assets/samples/vtest.avi",
+        BACKEND,
+    );
     let mut h = Harness::builder()
         .with_size([1280.0, 800.0])
         .with_accessibility_check(accessibility_check)
@@ -79,7 +83,7 @@ fn style_commands(link: &TestLink) -> Vec<ComposeStyle> {
 
 /// The RGB of image pixel (x, y) of the picture on screen.
 fn shown_rgb(h: &Harness<'static, ViewerApp>, x: usize, y: usize) -> [u8; 3] {
-    let p = h.state().picture().expect("a picture on screen");
+    let p = h.state().picture().unwrap(); // a picture on screen
     let i = (y * p.width + x) * 4;
     [p.data[i], p.data[i + 1], p.data[i + 2]]
 }
@@ -98,7 +102,11 @@ fn settings_commands(link: &TestLink) -> Vec<morphoscope::analysis::OpSettings> 
 fn snapshot_waiting_for_frames() {
     let (mut h, _link) = harness();
     h.run();
-    assert_eq!(h.state().layers().len(), 1, "only the original layer before any frame");
+    assert_eq!(
+        h.state().layers().len(),
+        1,
+        "only the original layer before any frame"
+    );
     h.get_by_label("no frame yet");
     h.snapshot("viewer_waiting");
 }
@@ -108,7 +116,10 @@ fn snapshot_all_layers_and_panels() {
     let (mut h, link) = harness();
     play(&mut h, &link, 24);
     let keys: Vec<&str> = h.state().layers().iter().map(|l| l.key.as_str()).collect();
-    assert_eq!(keys, ["original", "maxtree", "cca", "orientation", "segmentation"]);
+    assert_eq!(
+        keys,
+        ["original", "maxtree", "cca", "orientation", "segmentation"]
+    );
     // Every panel shows its numbers.
     h.get_by_label("frame 23");
     h.get_by_label("3 tracks");
@@ -128,13 +139,22 @@ fn toggling_a_layer_by_click_and_by_key() {
     let _ = link.drain();
     h.get_by_label("5 segmentation").click();
     h.run();
-    let vis = |h: &Harness<'static, ViewerApp>, k: &str| h.state().layers().iter().find(|l| l.key == k).unwrap().visible;
+    let vis = |h: &Harness<'static, ViewerApp>, k: &str| {
+        h.state()
+            .layers()
+            .iter()
+            .find(|l| l.key == k)
+            .unwrap()
+            .visible
+    };
     assert!(!vis(&h, "segmentation"));
     for key in [egui::Key::Num2, egui::Key::Num4] {
         h.key_press(key);
     }
     h.run();
-    assert!(!vis(&h, "maxtree") && !vis(&h, "orientation") && vis(&h, "cca") && vis(&h, "original"));
+    assert!(
+        !vis(&h, "maxtree") && !vis(&h, "orientation") && vis(&h, "cca") && vis(&h, "original")
+    );
     // Each change reached the worker as a style; the newest hides the three rasters.
     let styles = style_commands(&link);
     assert!(!styles.is_empty());
@@ -149,8 +169,15 @@ fn toggling_a_layer_by_click_and_by_key() {
     h.run();
     let frame = canned_frame(3);
     let rgb = frame.rgb.as_ref().unwrap();
-    assert_eq!(shown_rgb(&h, blob.0, blob.1), rgb.get(blob.0, blob.1), "the frame alone under the residue");
-    assert_eq!(shown_rgb(&h, background.0, background.1), rgb.get(background.0, background.1));
+    assert_eq!(
+        shown_rgb(&h, blob.0, blob.1),
+        rgb.get(blob.0, blob.1),
+        "the frame alone under the residue"
+    );
+    assert_eq!(
+        shown_rgb(&h, background.0, background.1),
+        rgb.get(background.0, background.1)
+    );
     assert_ne!(lit, rgb.get(blob.0, blob.1));
     h.snapshot("viewer_frame_and_components_only");
     h.key_press(egui::Key::Num5);
@@ -194,7 +221,11 @@ fn frames_without_a_picture_keep_the_last_one() {
     link.deliver_as_is(f);
     h.run();
     h.get_by_label("frame 2");
-    assert_eq!(h.state().picture(), Some(&before), "the last picture stays on screen");
+    assert_eq!(
+        h.state().picture(),
+        Some(&before),
+        "the last picture stays on screen"
+    );
 }
 
 #[test]
@@ -206,13 +237,23 @@ fn gpu_frames_show_their_picture_and_layers_from_the_device() {
     }
     h.run();
     let keys: Vec<&str> = h.state().layers().iter().map(|l| l.key.as_str()).collect();
-    assert_eq!(keys, ["original", "maxtree", "cca", "orientation", "segmentation"]);
+    assert_eq!(
+        keys,
+        ["original", "maxtree", "cca", "orientation", "segmentation"]
+    );
     let add = |k: &str| h.state().layers().iter().find(|l| l.key == k).unwrap().add;
     assert!(add("maxtree") && add("orientation") && !add("segmentation"));
-    assert_eq!(h.get_all_by_label("add").count(), 3, "every raster layer has a blend switch");
+    assert_eq!(
+        h.get_all_by_label("add").count(),
+        3,
+        "every raster layer has a blend switch"
+    );
     let frame = on_device(canned_frame(2));
     assert!(frame.outputs.iter().all(|o| o.layer.raster.is_none()));
-    assert_eq!(frame.output("maxtree").unwrap().layer.device_raster, Some(LayerKind::Residue));
+    assert_eq!(
+        frame.output("maxtree").unwrap().layer.device_raster,
+        Some(LayerKind::Residue)
+    );
     // Without host pixels, the status line reads the picture on screen.
     let mut bare = on_device(canned_frame(3));
     bare.rgb = None;
@@ -260,7 +301,11 @@ fn keyboard_pause_step_fit() {
     let cmds: Vec<String> = link.drain().iter().map(|c| format!("{c:?}")).collect();
     assert_eq!(cmds, ["Pause(true)", "Step", "Pause(false)"]);
     // Zoom with the wheel over the video leaves fit mode; `f` fits again.
-    let center = h.ctx.data(|d| d.get_temp::<egui::Rect>(egui::Id::unique("video_rect"))).unwrap().center();
+    let center = h
+        .ctx
+        .data(|d| d.get_temp::<egui::Rect>(egui::Id::unique("video_rect")))
+        .unwrap()
+        .center();
     h.hover_at(center);
     wheel(&h, 120.0);
     h.run();
@@ -283,14 +328,22 @@ fn wheel(h: &Harness<'static, ViewerApp>, dy: f32) {
 
 /// Screen position of image point (x, y) in the video view.
 fn screen_of(h: &Harness<'static, ViewerApp>, x: f32, y: f32) -> egui::Pos2 {
-    let rect = h.ctx.data(|d| d.get_temp::<egui::Rect>(egui::Id::unique("video_rect"))).unwrap();
+    let rect = h
+        .ctx
+        .data(|d| d.get_temp::<egui::Rect>(egui::Id::unique("video_rect")))
+        .unwrap();
     h.state().view().screen_from_image(rect, egui::pos2(x, y))
 }
 
 fn click_at(h: &mut Harness<'static, ViewerApp>, p: egui::Pos2) {
     h.hover_at(p);
     for pressed in [true, false] {
-        h.event(egui::Event::PointerButton { pos: p, button: egui::PointerButton::Primary, pressed, modifiers: egui::Modifiers::NONE });
+        h.event(egui::Event::PointerButton {
+            pos: p,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
     }
     h.run();
 }
@@ -339,7 +392,11 @@ fn error_is_shown_once_and_the_app_keeps_running() {
     h.get_all_by_label("Open").next_back().unwrap().click();
     h.run();
     assert_eq!(h.state().source(), "test:ball");
-    assert_eq!(h.state().error(), None, "picking a source closes the message");
+    assert_eq!(
+        h.state().error(),
+        None,
+        "picking a source closes the message"
+    );
     // More frames: no second modal; the message stays in the status line.
     play(&mut h, &link, 2);
     assert_eq!(h.state().error(), None);
@@ -360,7 +417,9 @@ fn browse_opens_the_file_dialog() {
 #[test]
 fn error_modal_closes() {
     let (mut h, link) = harness();
-    link.events.send(PipelineEvent::Error("file not found: nope.mp4".into())).unwrap();
+    link.events
+        .send(PipelineEvent::Error("file not found: nope.mp4".into()))
+        .unwrap();
     h.run();
     h.get_by_label("Close").click();
     h.run();
@@ -444,7 +503,15 @@ impl Default for Inner {
 
 impl Default for FutureSection {
     fn default() -> Self {
-        Self { enabled: true, mode: Mode::Fast, radius: 5, sigma: 0.8, angles: vec![0.0, 45.0, 90.0, 135.0], label: "x".into(), inner: Inner::default() }
+        Self {
+            enabled: true,
+            mode: Mode::Fast,
+            radius: 5,
+            sigma: 0.8,
+            angles: vec![0.0, 45.0, 90.0, 135.0],
+            label: "x".into(),
+            inner: Inner::default(),
+        }
     }
 }
 
@@ -460,11 +527,23 @@ const FUTURE_DOCS: &str = "[future]\n# Run the future analysis.\nenabled = true\
 fn generic_form_builds_controls_from_serde() {
     let v = FutureOps::default();
     let form = SettingsForm::new::<FutureOps>("future", &v, &v, FUTURE_DOCS);
-    assert_eq!(form.choices("future.mode").unwrap(), ["fast", "exact", "both"]);
-    assert!(form.choices("future.label").is_none(), "free strings stay text fields");
+    assert_eq!(
+        form.choices("future.mode").unwrap(),
+        ["fast", "exact", "both"]
+    );
+    assert!(
+        form.choices("future.label").is_none(),
+        "free strings stay text fields"
+    );
     let mut h = Harness::builder().with_size([360.0, 300.0]).build_ui_state(
         |ui, (form, out): &mut (SettingsForm, Option<FutureOps>)| {
-            let validate = |s: &FutureOps| if s.future.radius > 100 { Err(("future.radius".into(), "must be <= 100".into())) } else { Ok(()) };
+            let validate = |s: &FutureOps| {
+                if s.future.radius > 100 {
+                    Err(("future.radius".into(), "must be <= 100".into()))
+                } else {
+                    Ok(())
+                }
+            };
             if let Some(v) = form.ui::<FutureOps>(ui, validate) {
                 *out = Some(v);
             }
@@ -482,13 +561,22 @@ fn generic_form_builds_controls_from_serde() {
     // A value the struct rejects is shown under the section and not applied.
     h.state_mut().1 = None;
     h.get_by_label("radius").hover();
-    let radius = h.get_all_by_role(egui::accesskit::Role::SpinButton).next().unwrap();
+    let radius = h
+        .get_all_by_role(egui::accesskit::Role::SpinButton)
+        .next()
+        .unwrap();
     radius.set_value_accesskit(500.0);
     h.run();
     assert!(h.state().1.is_none());
-    assert_eq!(h.state().0.error("future"), Some("future.radius: must be <= 100"));
+    assert_eq!(
+        h.state().0.error("future"),
+        Some("future.radius: must be <= 100")
+    );
     // An array is edited as TOML text.
-    let field = h.get_all_by_value("[0.0, 45.0, 90.0, 135.0]").next().unwrap();
+    let field = h
+        .get_all_by_value("[0.0, 45.0, 90.0, 135.0]")
+        .next()
+        .unwrap();
     field.focus();
     field.type_text("x");
     h.run();
@@ -501,9 +589,17 @@ fn generic_form_builds_controls_from_serde() {
 /// a value written into the saved state is restored by a second run and saved again on exit.
 #[test]
 fn xvfb_smoke_and_persistence() {
-    let have = |c: &str| std::process::Command::new("sh").args(["-c", &format!("command -v {c}")]).output().is_ok_and(|o| o.status.success());
+    let have = |c: &str| {
+        std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     if !(have("xvfb-run") && have("import")) {
-        assert!(std::env::var("MORPHOSCOPE_REQUIRE_XVFB").as_deref() != Ok("1"), "xvfb-run or ImageMagick missing");
+        assert!(
+            std::env::var("MORPHOSCOPE_REQUIRE_XVFB").as_deref() != Ok("1"),
+            "xvfb-run or ImageMagick missing"
+        );
         eprintln!("xvfb-run or ImageMagick (import) missing; skipped");
         return;
     }
@@ -522,9 +618,15 @@ fn xvfb_smoke_and_persistence() {
     smoke("6");
     let state = out.path().join("data/morphoscope/app.ron");
     let text = std::fs::read_to_string(&state).unwrap();
-    let (from, to) = (r#"settings_path:\"morphoscope.toml\""#, r#"settings_path:\"persisted.toml\""#);
+    let (from, to) = (
+        r#"settings_path:\"morphoscope.toml\""#,
+        r#"settings_path:\"persisted.toml\""#,
+    );
     assert!(text.contains(from), "viewer state not saved: {state:?}");
     std::fs::write(&state, text.replace(from, to)).unwrap();
     smoke("3");
-    assert!(std::fs::read_to_string(&state).unwrap().contains(to), "saved viewer state was not restored");
+    assert!(
+        std::fs::read_to_string(&state).unwrap().contains(to),
+        "saved viewer state was not restored"
+    );
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use eframe::egui::{self, Key, Modifiers, RichText};
 
+use super::ViewerOptions;
 use super::controls_ui::{self, FileAction, PickerAction, SourcePicker};
 use super::layers::{LayerState, Layers};
 use super::link::{Link, TestLink};
@@ -26,7 +27,6 @@ use super::spectrum_ui::{self, SpectrumStyle};
 use super::timings_ui::{self, Counts, TimingsHistory};
 use super::tracks_ui;
 use super::video_ui::{self, VideoView};
-use super::ViewerOptions;
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::compose::ComposeStyle;
 use crate::config::{DEFAULT_TOML, Settings};
@@ -49,7 +49,11 @@ pub struct Panels {
 
 impl Default for Panels {
     fn default() -> Self {
-        Self { controls: true, inspect: true, timings: true }
+        Self {
+            controls: true,
+            inspect: true,
+            timings: true,
+        }
     }
 }
 
@@ -101,8 +105,11 @@ pub struct ViewerApp {
 impl ViewerApp {
     fn with_parts(settings: Settings, link: Link, source: String, saved: Saved) -> Self {
         let defaults = Settings::defaults().unwrap_or_default();
-        let form = SettingsForm::new::<OpSettings>("ops", &settings.ops, &defaults.ops, DEFAULT_TOML);
-        let picker = saved.picker.unwrap_or_else(|| SourcePicker::from_source(&source));
+        let form =
+            SettingsForm::new::<OpSettings>("ops", &settings.ops, &defaults.ops, DEFAULT_TOML);
+        let picker = saved
+            .picker
+            .unwrap_or_else(|| SourcePicker::from_source(&source));
         Self {
             settings,
             defaults,
@@ -126,7 +133,11 @@ impl ViewerApp {
             paused: false,
             ended: false,
             panels: saved.panels,
-            settings_path: if saved.settings_path.is_empty() { "morphoscope.toml".into() } else { saved.settings_path },
+            settings_path: if saved.settings_path.is_empty() {
+                "morphoscope.toml".into()
+            } else {
+                saved.settings_path
+            },
             recent: saved.recent,
             quit_after_secs: None,
             loop_playback: saved.loop_playback,
@@ -136,15 +147,25 @@ impl ViewerApp {
     /// The app of a real window: restores what the viewer saved when it last closed and opens
     /// `opts.source`.
     pub fn new(cc: &eframe::CreationContext<'_>, opts: ViewerOptions) -> Self {
-        let saved: Saved = cc.storage.and_then(|s| eframe::get_value(s, STORAGE_KEY)).unwrap_or_default();
+        let saved: Saved = cc
+            .storage
+            .and_then(|s| eframe::get_value(s, STORAGE_KEY))
+            .unwrap_or_default();
         let mut settings = opts.settings;
         if !opts.settings_explicit
             && let Some(ops) = saved.ops_toml.as_deref().and_then(restore_ops)
         {
-            log::info!("viewer: analysis settings restored from the last session (--config or --set to override)");
+            log::info!(
+                "viewer: analysis settings restored from the last session (--config or --set to override)"
+            );
             settings.ops = ops;
         }
-        let mut app = Self::with_parts(settings, Link::new(opts.backend), opts.source.clone(), saved);
+        let mut app = Self::with_parts(
+            settings,
+            Link::new(opts.backend),
+            opts.source.clone(),
+            saved,
+        );
         app.picker.set_from(&opts.source);
         app.quit_after_secs = opts.quit_after_secs;
         app.open_source(&opts.source, &cc.egui_ctx);
@@ -286,12 +307,22 @@ impl ViewerApp {
             return;
         }
         let (space, right, f, nums, quit) = ui.input_mut(|i| {
-            let nums: Vec<usize> = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5, Key::Num6, Key::Num7, Key::Num8, Key::Num9]
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| i.consume_key(Modifiers::NONE, **k))
-                .map(|(n, _)| n + 1)
-                .collect();
+            let nums: Vec<usize> = [
+                Key::Num1,
+                Key::Num2,
+                Key::Num3,
+                Key::Num4,
+                Key::Num5,
+                Key::Num6,
+                Key::Num7,
+                Key::Num8,
+                Key::Num9,
+            ]
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| i.consume_key(Modifiers::NONE, **k))
+            .map(|(n, _)| n + 1)
+            .collect();
             (
                 i.consume_key(Modifiers::NONE, Key::Space),
                 i.consume_key(Modifiers::NONE, Key::ArrowRight),
@@ -345,7 +376,12 @@ impl ViewerApp {
 
     fn counts(&self) -> Counts {
         let (frames_in, frames_out, dropped, not_shown) = self.link.counts();
-        Counts { frames_in, frames_out, dropped, not_shown }
+        Counts {
+            frames_in,
+            frames_out,
+            dropped,
+            not_shown,
+        }
     }
 
     fn state_text(&self) -> String {
@@ -353,28 +389,49 @@ impl ViewerApp {
             return format!("opening {s}…");
         }
         if self.ended {
-            return if self.last_error.is_some() { "stopped (error)".into() } else { "ended".into() };
+            return if self.last_error.is_some() {
+                "stopped (error)".into()
+            } else {
+                "ended".into()
+            };
         }
-        if self.paused { "paused".into() } else { "playing".into() }
+        if self.paused {
+            "paused".into()
+        } else {
+            "playing".into()
+        }
     }
 
     fn toolbar_ui(&mut self, ui: &mut egui::Ui, video_rect: Option<egui::Rect>) {
         ui.horizontal(|ui| {
             ui.label(RichText::new("morphoscope").strong());
             ui.separator();
-            let (icon, tip) = if self.paused { ("▶ Play", "resume (space)") } else { ("⏸ Pause", "pause (space)") };
+            let (icon, tip) = if self.paused {
+                ("▶ Play", "resume (space)")
+            } else {
+                ("⏸ Pause", "pause (space)")
+            };
             if ui.button(icon).on_hover_text(tip).clicked() {
                 let p = !self.paused;
                 self.set_paused(p);
             }
-            if ui.button("⏭ Step").on_hover_text("analyse one more frame (right arrow)").clicked() {
+            if ui
+                .button("⏭ Step")
+                .on_hover_text("analyse one more frame (right arrow)")
+                .clicked()
+            {
                 self.step();
             }
-            if ui.add_enabled(self.link.can_open(), egui::Button::new("⟲ Restart")).on_hover_text("open the source again").clicked() {
+            if ui
+                .add_enabled(self.link.can_open(), egui::Button::new("⟲ Restart"))
+                .on_hover_text("open the source again")
+                .clicked()
+            {
                 let s = self.source.clone();
                 self.open_source(&s, &ui.ctx().clone());
             }
-            ui.toggle_value(&mut self.loop_playback, "loop").on_hover_text("open the source again when it ends (files)");
+            ui.toggle_value(&mut self.loop_playback, "loop")
+                .on_hover_text("open the source again when it ends (files)");
             ui.separator();
             let frame_text = match &self.frame {
                 Some(f) => format!("frame {}", f.index),
@@ -383,15 +440,23 @@ impl ViewerApp {
             ui.label(RichText::new(frame_text).monospace());
             ui.label(RichText::new(self.state_text()).weak());
             ui.separator();
-            if ui.button("Fit").on_hover_text("fit the frame to the view (f, or double-click)").clicked() {
+            if ui
+                .button("Fit")
+                .on_hover_text("fit the frame to the view (f, or double-click)")
+                .clicked()
+            {
                 self.video.fit = true;
             }
-            if ui.button("1:1").on_hover_text("one image pixel per screen pixel").clicked()
+            if ui
+                .button("1:1")
+                .on_hover_text("one image pixel per screen pixel")
+                .clicked()
                 && let Some(r) = video_rect
             {
                 self.video.actual_size(r);
             }
-            ui.label(RichText::new(format!("{:.0}%", self.video.zoom * 100.0)).monospace()).on_hover_text("scroll to zoom, drag to pan");
+            ui.label(RichText::new(format!("{:.0}%", self.video.zoom * 100.0)).monospace())
+                .on_hover_text("scroll to zoom, drag to pan");
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                 ui.toggle_value(&mut self.panels.timings, "timings");
                 ui.toggle_value(&mut self.panels.inspect, "tracks · spectrum");
@@ -435,40 +500,62 @@ impl ViewerApp {
     }
 
     fn controls_ui(&mut self, ui: &mut egui::Ui) {
-        egui::ScrollArea::vertical().id_salt("controls_scroll").show(ui, |ui| {
-            egui::CollapsingHeader::new(RichText::new("Source").strong()).default_open(true).show(ui, |ui| {
-                ui.label(RichText::new(&self.source).monospace()).on_hover_text("current source");
-                ui.label(RichText::new(format!("backend {} · device {}", self.link.backend_label(), self.settings.pipeline.device)).small().weak());
-                if let Some(a) = self.picker.ui(ui, "side") {
-                    self.picker_action(a, ui.ctx());
-                }
-                if self.recent.len() > 1 {
-                    ui.horizontal_wrapped(|ui| {
-                        ui.label(RichText::new("recent").small());
-                        for r in self.recent.clone().iter().skip(1).take(4) {
-                            let short = r.rsplit('/').next().unwrap_or(r);
-                            if ui.small_button(short).on_hover_text(r).clicked() {
-                                self.picker.set_from(r);
-                                self.open_source(r, &ui.ctx().clone());
-                            }
+        egui::ScrollArea::vertical()
+            .id_salt("controls_scroll")
+            .show(ui, |ui| {
+                egui::CollapsingHeader::new(RichText::new("Source").strong())
+                    .default_open(true)
+                    .show(ui, |ui| {
+                        ui.label(RichText::new(&self.source).monospace())
+                            .on_hover_text("current source");
+                        ui.label(
+                            RichText::new(format!(
+                                "backend {} · device {}",
+                                self.link.backend_label(),
+                                self.settings.pipeline.device
+                            ))
+                            .small()
+                            .weak(),
+                        );
+                        if let Some(a) = self.picker.ui(ui, "side") {
+                            self.picker_action(a, ui.ctx());
+                        }
+                        if self.recent.len() > 1 {
+                            ui.horizontal_wrapped(|ui| {
+                                ui.label(RichText::new("recent").small());
+                                for r in self.recent.clone().iter().skip(1).take(4) {
+                                    let short = r.rsplit('/').next().unwrap_or(r);
+                                    if ui.small_button(short).on_hover_text(r).clicked() {
+                                        self.picker.set_from(r);
+                                        self.open_source(r, &ui.ctx().clone());
+                                    }
+                                }
+                            });
                         }
                     });
-                }
+                egui::CollapsingHeader::new(RichText::new("Layers").strong())
+                    .default_open(true)
+                    .show(ui, |ui| {
+                        controls_ui::layers_ui(ui, &mut self.layers, self.frame.as_ref());
+                    });
+                egui::CollapsingHeader::new(RichText::new("Analyses").strong())
+                    .default_open(true)
+                    .show(ui, |ui| {
+                        ui.label(
+                            RichText::new("Changes apply from the next frame.")
+                                .small()
+                                .weak(),
+                        );
+                        if let Some(ops) = self.form.ui::<OpSettings>(ui, OpSettings::validate) {
+                            self.apply_ops(ops);
+                        }
+                        ui.separator();
+                        if let Some(a) = controls_ui::settings_file_ui(ui, &mut self.settings_path)
+                        {
+                            self.file_action(a);
+                        }
+                    });
             });
-            egui::CollapsingHeader::new(RichText::new("Layers").strong()).default_open(true).show(ui, |ui| {
-                controls_ui::layers_ui(ui, &mut self.layers, self.frame.as_ref());
-            });
-            egui::CollapsingHeader::new(RichText::new("Analyses").strong()).default_open(true).show(ui, |ui| {
-                ui.label(RichText::new("Changes apply from the next frame.").small().weak());
-                if let Some(ops) = self.form.ui::<OpSettings>(ui, OpSettings::validate) {
-                    self.apply_ops(ops);
-                }
-                ui.separator();
-                if let Some(a) = controls_ui::settings_file_ui(ui, &mut self.settings_path) {
-                    self.file_action(a);
-                }
-            });
-        });
     }
 
     fn picker_action(&mut self, a: PickerAction, ctx: &egui::Context) {
@@ -481,7 +568,9 @@ impl ViewerApp {
                     .map(std::path::Path::to_path_buf)
                     .or_else(|| std::env::current_dir().ok())
                     .unwrap_or_default();
-                let mut d = egui_file::FileDialog::open_file().initial_path(start).title("Open a video");
+                let mut d = egui_file::FileDialog::open_file()
+                    .initial_path(start)
+                    .title("Open a video");
                 d.open();
                 self.file_dialog = Some(d);
             }
@@ -491,25 +580,38 @@ impl ViewerApp {
     fn file_action(&mut self, a: FileAction) {
         match a {
             FileAction::Save => {
-                let r = self.settings.to_toml().map_err(|e| e.to_string()).and_then(|text| {
-                    let header = "# morphoscope settings saved by the viewer; use with --config FILE\n";
-                    std::fs::write(&self.settings_path, format!("{header}{text}")).map_err(|e| e.to_string())
-                });
+                let r = self
+                    .settings
+                    .to_toml()
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| {
+                        let header =
+                            "# morphoscope settings saved by the viewer; use with --config FILE\n";
+                        std::fs::write(&self.settings_path, format!("{header}{text}"))
+                            .map_err(|e| e.to_string())
+                    });
                 match r {
-                    Ok(()) => self.notice = Some(format!("settings saved to {} (use with --config)", self.settings_path)),
+                    Ok(()) => {
+                        self.notice = Some(format!(
+                            "settings saved to {} (use with --config)",
+                            self.settings_path
+                        ))
+                    }
                     Err(e) => self.report_error(format!("cannot save {}: {e}", self.settings_path)),
                 }
             }
-            FileAction::Load => match Settings::load(Some(std::path::Path::new(&self.settings_path)), &[]) {
-                Ok(s) => {
-                    self.form.reset_from(&s.ops);
-                    let ops = s.ops.clone();
-                    self.settings = s;
-                    self.apply_ops(ops);
-                    self.notice = Some(format!("settings loaded from {}", self.settings_path));
+            FileAction::Load => {
+                match Settings::load(Some(std::path::Path::new(&self.settings_path)), &[]) {
+                    Ok(s) => {
+                        self.form.reset_from(&s.ops);
+                        let ops = s.ops.clone();
+                        self.settings = s;
+                        self.apply_ops(ops);
+                        self.notice = Some(format!("settings loaded from {}", self.settings_path));
+                    }
+                    Err(e) => self.report_error(e.to_string()),
                 }
-                Err(e) => self.report_error(e.to_string()),
-            },
+            }
             FileAction::ResetAll => {
                 let ops = self.defaults.ops.clone();
                 self.form.reset_from(&ops);
@@ -521,24 +623,35 @@ impl ViewerApp {
 
     fn inspect_ui(&mut self, ui: &mut egui::Ui) {
         let h = ui.available_height();
-        egui::CollapsingHeader::new(RichText::new("Tracks").strong()).default_open(true).show(ui, |ui| {
-            ui.set_max_height(h * 0.45);
-            tracks_ui::tracks_ui(ui, self.frame.as_ref(), &mut self.selected_track);
-        });
-        egui::CollapsingHeader::new(RichText::new("Spectrum").strong()).default_open(true).show(ui, |ui| {
-            spectrum_ui::spectrum_ui(ui, self.frame.as_ref(), &mut self.spectrum_style);
-        });
+        egui::CollapsingHeader::new(RichText::new("Tracks").strong())
+            .default_open(true)
+            .show(ui, |ui| {
+                ui.set_max_height(h * 0.45);
+                tracks_ui::tracks_ui(ui, self.frame.as_ref(), &mut self.selected_track);
+            });
+        egui::CollapsingHeader::new(RichText::new("Spectrum").strong())
+            .default_open(true)
+            .show(ui, |ui| {
+                spectrum_ui::spectrum_ui(ui, self.frame.as_ref(), &mut self.spectrum_style);
+            });
     }
 
     fn error_modal(&mut self, ctx: &egui::Context) {
-        let Some(msg) = self.error.clone() else { return };
+        let Some(msg) = self.error.clone() else {
+            return;
+        };
         let mut close = false;
         let mut action = None;
         let r = egui::Modal::new(egui::Id::unique("error_modal")).show(ctx, |ui| {
             ui.set_max_width(520.0);
             ui.heading("⚠ Source or analysis failed");
             ui.add(egui::Label::new(RichText::new(&msg).monospace()).wrap());
-            ui.label(RichText::new("The last frame stays on screen. Pick another source, or close this message.").weak());
+            ui.label(
+                RichText::new(
+                    "The last frame stays on screen. Pick another source, or close this message.",
+                )
+                .weak(),
+            );
             ui.separator();
             action = self.picker.ui(ui, "modal");
             ui.separator();
@@ -583,28 +696,49 @@ impl ViewerApp {
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui, video_rect));
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
         if self.panels.controls {
-            egui::Panel::left("controls").resizable(true).default_size(330.0).min_size(240.0).show(ui, |ui| self.controls_ui(ui));
+            egui::Panel::left("controls")
+                .resizable(true)
+                .default_size(330.0)
+                .min_size(240.0)
+                .show(ui, |ui| self.controls_ui(ui));
         }
         if self.panels.inspect {
-            egui::Panel::right("inspect").resizable(true).default_size(330.0).min_size(220.0).show(ui, |ui| self.inspect_ui(ui));
+            egui::Panel::right("inspect")
+                .resizable(true)
+                .default_size(330.0)
+                .min_size(220.0)
+                .show(ui, |ui| self.inspect_ui(ui));
         }
         if self.panels.timings {
-            egui::Panel::bottom("timings").resizable(true).default_size(240.0).min_size(120.0).show(ui, |ui| {
-                let counts = self.counts();
-                ui.columns(2, |cols| {
-                    timings_ui::numbers_ui(&mut cols[0], &self.timings, counts, now);
-                    timings_ui::history_ui(&mut cols[1], &self.timings);
+            egui::Panel::bottom("timings")
+                .resizable(true)
+                .default_size(240.0)
+                .min_size(120.0)
+                .show(ui, |ui| {
+                    let counts = self.counts();
+                    ui.columns(2, |cols| {
+                        timings_ui::numbers_ui(&mut cols[0], &self.timings, counts, now);
+                        timings_ui::history_ui(&mut cols[1], &self.timings);
+                    });
                 });
-            });
         }
         egui::CentralPanel::no_frame().show(ui, |ui| {
             ctx.data_mut(|d| d.insert_temp(video_rect_id, ui.available_rect_before_wrap()));
             let placeholder = match self.link.opening() {
                 Some(s) => format!("opening {s}…"),
-                None if self.last_error.is_some() => "no frame: see the error; pick another source on the left".to_owned(),
+                None if self.last_error.is_some() => {
+                    "no frame: see the error; pick another source on the left".to_owned()
+                }
                 None => format!("waiting for frames from {}…", self.source),
             };
-            let r = video_ui::video_ui(ui, &mut self.video, self.frame.as_ref(), &self.picture, self.selected_track, &placeholder);
+            let r = video_ui::video_ui(
+                ui,
+                &mut self.video,
+                self.frame.as_ref(),
+                &self.picture,
+                self.selected_track,
+                &placeholder,
+            );
             if let (Some(p), Some(f)) = (r.clicked, &self.frame) {
                 self.selected_track = video_ui::track_at(f, p);
             }
@@ -645,7 +779,9 @@ fn restore_ops(text: &str) -> Option<OpSettings> {
     match toml::from_str::<OpSettings>(text) {
         Ok(ops) if ops.validate().is_ok() => Some(ops),
         Ok(_) | Err(_) => {
-            log::info!("viewer: settings of the last session do not fit this version; using the defaults");
+            log::info!(
+                "viewer: settings of the last session do not fit this version; using the defaults"
+            );
             None
         }
     }

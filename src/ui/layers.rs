@@ -112,11 +112,13 @@ impl Layers {
     /// Adds layers for ops of `frame` that draw something and have no layer yet.
     pub fn discover(&mut self, outputs: &[OpOutput]) {
         if self.states.first().is_none_or(|s| s.key != ORIGINAL) {
-            self.states.insert(0, LayerState::default_for(ORIGINAL, false));
+            self.states
+                .insert(0, LayerState::default_for(ORIGINAL, false));
         }
         for o in outputs.iter().filter(|o| draws(o)) {
             if !self.states.iter().any(|s| s.key == o.op) {
-                self.states.push(LayerState::default_for(o.op, raster_kind(o).is_some()));
+                self.states
+                    .push(LayerState::default_for(o.op, raster_kind(o).is_some()));
             }
         }
     }
@@ -176,7 +178,11 @@ pub fn title(key: &str) -> String {
         "original frame"
     } else if k.contains("maxtree") {
         "max-tree filter"
-    } else if k.contains("cca") || k.contains("ccl") || k.contains("component") || k.contains("track") {
+    } else if k.contains("cca")
+        || k.contains("ccl")
+        || k.contains("component")
+        || k.contains("track")
+    {
         "components + tracks"
     } else if k.contains("orient") || k.contains("linear") {
         "orientation map"
@@ -185,7 +191,11 @@ pub fn title(key: &str) -> String {
     } else {
         return key.to_owned();
     };
-    if k == ORIGINAL || known.contains(&k) { known.to_owned() } else { format!("{known} ({key})") }
+    if k == ORIGINAL || known.contains(&k) {
+        known.to_owned()
+    } else {
+        format!("{known} ({key})")
+    }
 }
 
 /// The legend of a layer: what its colours and marks mean.
@@ -231,7 +241,10 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
             if !o.layer.shapes.is_empty() {
                 parts.push(format!("{} shapes (boxes, lines)", o.layer.shapes.len()));
             }
-            format!("Analysis `{key}` draws {} over the frame.", parts.join(" and "))
+            format!(
+                "Analysis `{key}` draws {} over the frame.",
+                parts.join(" and ")
+            )
         }
         None => format!("Analysis `{key}` (not in the current frame)."),
     }
@@ -262,13 +275,22 @@ pub fn hue_legend_ui(ui: &mut egui::Ui) {
     for i in 0..steps {
         let t0 = i as f32 / steps as f32;
         let t1 = (i + 1) as f32 / steps as f32;
-        let r = egui::Rect::from_x_y_ranges(bar.left() + t0 * width..=bar.left() + t1 * width, bar.y_range());
+        let r = egui::Rect::from_x_y_ranges(
+            bar.left() + t0 * width..=bar.left() + t1 * width,
+            bar.y_range(),
+        );
         painter.rect_filled(r, 0.0, angle_color(t0 * 180.0));
     }
     let text = ui.visuals().text_color();
     for deg in [0.0f32, 45.0, 90.0, 135.0, 180.0] {
         let x = bar.left() + deg / 180.0 * width;
-        painter.line_segment([egui::pos2(x, bar.bottom()), egui::pos2(x, bar.bottom() + 3.0)], (1.0, text));
+        painter.line_segment(
+            [
+                egui::pos2(x, bar.bottom()),
+                egui::pos2(x, bar.bottom() + 3.0),
+            ],
+            (1.0, text),
+        );
         let anchor = if deg == 0.0 {
             egui::Align2::LEFT_TOP
         } else if deg == 180.0 {
@@ -276,7 +298,13 @@ pub fn hue_legend_ui(ui: &mut egui::Ui) {
         } else {
             egui::Align2::CENTER_TOP
         };
-        painter.text(egui::pos2(x, bar.bottom() + 3.0), anchor, format!("{deg:.0}°"), egui::FontId::proportional(10.0), text);
+        painter.text(
+            egui::pos2(x, bar.bottom() + 3.0),
+            anchor,
+            format!("{deg:.0}°"),
+            egui::FontId::proportional(10.0),
+            text,
+        );
     }
 }
 

@@ -24,7 +24,9 @@ use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
 use crate::config::Settings;
-use crate::pipeline::{Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent};
+use crate::pipeline::{
+    Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent,
+};
 use crate::source::SourceSpec;
 
 /// What [`Link::poll`] found since the last poll.
@@ -71,7 +73,14 @@ impl Link {
     /// A link that starts pipelines on `backend`.
     #[must_use]
     pub fn new(backend: Backend) -> Self {
-        Self { worker: None, opening: None, backend: Some(backend), pending_settings: None, pending_style: None, stoppers: Vec::new() }
+        Self {
+            worker: None,
+            opening: None,
+            backend: Some(backend),
+            pending_settings: None,
+            pending_style: None,
+            stoppers: Vec::new(),
+        }
     }
 
     /// A link without a pipeline: the returned [`TestLink`] lets a caller play the worker.
@@ -88,7 +97,14 @@ impl Link {
             backend: backend_label.to_owned(),
             pipeline: None,
         };
-        let link = Self { worker: Some(worker), opening: None, backend: None, pending_settings: None, pending_style: None, stoppers: Vec::new() };
+        let link = Self {
+            worker: Some(worker),
+            opening: None,
+            backend: None,
+            pending_settings: None,
+            pending_style: None,
+            stoppers: Vec::new(),
+        };
         let test = TestLink {
             commands: cmd_rx,
             events: ev_tx,
@@ -130,7 +146,10 @@ impl Link {
         match &self.worker {
             Some(w) => {
                 let c = w.counters.snapshot();
-                let replaced = w.mailbox.replaced.load(std::sync::atomic::Ordering::Relaxed);
+                let replaced = w
+                    .mailbox
+                    .replaced
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 (c.frames_in, c.frames_out, c.dropped, replaced)
             }
             None => (0, 0, 0, 0),
@@ -140,7 +159,13 @@ impl Link {
     /// Stops the current pipeline (on a helper thread) and opens `spec` on another, its pictures
     /// composed with `style`; the result arrives through [`Self::poll`]. `ctx` is repainted when
     /// frames arrive.
-    pub fn open(&mut self, spec: SourceSpec, settings: &Settings, style: &ComposeStyle, ctx: &egui::Context) {
+    pub fn open(
+        &mut self,
+        spec: SourceSpec,
+        settings: &Settings,
+        style: &ComposeStyle,
+        ctx: &egui::Context,
+    ) {
         let Some(backend) = self.backend.clone() else {
             return;
         };
@@ -151,12 +176,20 @@ impl Link {
         self.pending_style = None;
         let ctx = ctx.clone();
         let (tx, rx) = bounded(1);
-        let spawned = std::thread::Builder::new().name("morphoscope-open".into()).spawn(move || {
-            let mailbox = Arc::new(Mailbox::new());
-            let waker_ctx = ctx.clone();
-            mailbox.set_waker(move || waker_ctx.request_repaint());
-            let want = PictureWant::WhenTaken(PictureFormat::Rgba);
-            let r = Pipeline::start(FrameSource::Spec(spec.clone()), &settings, &backend, Delivery::Latest(mailbox.clone()), want)
+        let spawned = std::thread::Builder::new()
+            .name("morphoscope-open".into())
+            .spawn(move || {
+                let mailbox = Arc::new(Mailbox::new());
+                let waker_ctx = ctx.clone();
+                mailbox.set_waker(move || waker_ctx.request_repaint());
+                let want = PictureWant::WhenTaken(PictureFormat::Rgba);
+                let r = Pipeline::start(
+                    FrameSource::Spec(spec.clone()),
+                    &settings,
+                    &backend,
+                    Delivery::Latest(mailbox.clone()),
+                    want,
+                )
                 .map(|p| {
                     // The worker reads commands before each frame: the first pictures (nearly
                     // always) have the viewer's look already.
@@ -164,9 +197,9 @@ impl Link {
                     (p, mailbox)
                 })
                 .map_err(|e| format!("cannot open {spec}: {e}"));
-            let _ = tx.send(r);
-            ctx.request_repaint();
-        });
+                let _ = tx.send(r);
+                ctx.request_repaint();
+            });
         match spawned {
             Ok(_) => self.opening = Some(Opening { source, result: rx }),
             Err(e) => {
@@ -204,12 +237,14 @@ impl Link {
     fn flush_pending(&mut self) {
         let Some(w) = &self.worker else { return };
         if let Some(s) = self.pending_settings.take()
-            && let Err(TrySendError::Full(Command::Settings(s))) = w.commands.try_send(Command::Settings(Box::new(s)))
+            && let Err(TrySendError::Full(Command::Settings(s))) =
+                w.commands.try_send(Command::Settings(Box::new(s)))
         {
             self.pending_settings = Some(*s);
         }
         if let Some(s) = self.pending_style.take()
-            && let Err(TrySendError::Full(Command::Style(s))) = w.commands.try_send(Command::Style(Box::new(s)))
+            && let Err(TrySendError::Full(Command::Style(s))) =
+                w.commands.try_send(Command::Style(Box::new(s)))
         {
             self.pending_style = Some(*s);
         }
@@ -271,7 +306,10 @@ impl Link {
             && let Some(p) = w.pipeline
         {
             drop(w.events);
-            match std::thread::Builder::new().name("morphoscope-stop".into()).spawn(move || p.stop()) {
+            match std::thread::Builder::new()
+                .name("morphoscope-stop".into())
+                .spawn(move || p.stop())
+            {
                 Ok(h) => self.stoppers.push(h),
                 Err(e) => log::warn!("viewer: cannot stop the pipeline on a thread: {e}"),
             }
@@ -325,7 +363,13 @@ impl TestLink {
     /// host layers with the newest style the app sent, counts it and puts it in the mailbox.
     pub fn deliver(&self, mut f: AnalysedFrame) {
         self.read_commands();
-        let picture = self.style.lock().ok().map(|style| compose_cpu(&crate::output::compose::layers_of(&f), &style, PictureFormat::Rgba));
+        let picture = self.style.lock().ok().map(|style| {
+            compose_cpu(
+                &crate::output::compose::layers_of(&f),
+                &style,
+                PictureFormat::Rgba,
+            )
+        });
         match picture {
             Some(Ok(p)) => f.picture = Some(Arc::new(p)),
             Some(Err(e)) => log::warn!("test link: frame {} not composed: {e}", f.index),
@@ -352,12 +396,17 @@ impl TestLink {
     /// Takes every command sent so far.
     pub fn drain(&self) -> Vec<Command> {
         self.read_commands();
-        self.seen.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+        self.seen
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
     }
 
     /// Moves the commands waiting in the channel to `seen`, noting the newest style.
     fn read_commands(&self) {
-        let (Ok(mut seen), Ok(mut style)) = (self.seen.lock(), self.style.lock()) else { return };
+        let (Ok(mut seen), Ok(mut style)) = (self.seen.lock(), self.style.lock()) else {
+            return;
+        };
         for c in self.commands.try_iter() {
             if let Command::Style(s) = &c {
                 style.clone_from(s);

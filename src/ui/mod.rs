@@ -40,8 +40,8 @@ pub mod tracks_ui;
 pub mod video_ui;
 
 pub use app::ViewerApp;
-pub use link::TestLink;
 pub use eframe::egui;
+pub use link::TestLink;
 
 use crate::backend::Backend;
 use crate::config::Settings;
@@ -75,9 +75,22 @@ pub struct ViewerOptions {
 impl ViewerOptions {
     /// Options with `quit_after_secs` from `MORPHOSCOPE_QUIT_AFTER` (seconds; for smoke tests).
     #[must_use]
-    pub fn new(settings: Settings, settings_explicit: bool, source: String, backend: Backend) -> Self {
-        let quit_after_secs = std::env::var("MORPHOSCOPE_QUIT_AFTER").ok().and_then(|s| s.trim().parse::<f64>().ok());
-        Self { settings, settings_explicit, source, backend, quit_after_secs }
+    pub fn new(
+        settings: Settings,
+        settings_explicit: bool,
+        source: String,
+        backend: Backend,
+    ) -> Self {
+        let quit_after_secs = std::env::var("MORPHOSCOPE_QUIT_AFTER")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok());
+        Self {
+            settings,
+            settings_explicit,
+            source,
+            backend,
+            quit_after_secs,
+        }
     }
 }
 
@@ -85,7 +98,9 @@ impl ViewerOptions {
 /// still fail to open; [`run_viewer`] then returns [`UiError::NoWindow`].
 #[must_use]
 pub fn display_available() -> bool {
-    ["DISPLAY", "WAYLAND_DISPLAY"].iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+    ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
 }
 
 /// The renderer: glow (OpenGL) unless `MORPHOSCOPE_RENDERER=wgpu`. Glow starts faster and
@@ -109,14 +124,19 @@ fn icon() -> egui::IconData {
             let px = &mut rgba[(y * N + x) * 4..][..4];
             if r < 22.0 {
                 let hue = (dy.atan2(dx) / std::f32::consts::TAU).rem_euclid(1.0);
-                let c = egui::ecolor::Hsva::new(hue, 0.8, 0.35 + 0.6 * r / 22.0, 1.0).to_srgba_unmultiplied();
+                let c = egui::ecolor::Hsva::new(hue, 0.8, 0.35 + 0.6 * r / 22.0, 1.0)
+                    .to_srgba_unmultiplied();
                 px.copy_from_slice(&c);
             } else if r < 30.0 {
                 px.copy_from_slice(&[235, 235, 240, 255]);
             }
         }
     }
-    egui::IconData { rgba, width: N as u32, height: N as u32 }
+    egui::IconData {
+        rgba,
+        width: N as u32,
+        height: N as u32,
+    }
 }
 
 /// Opens the window and runs until it is closed. Blocks the calling thread (it must be the main
@@ -132,7 +152,11 @@ pub fn run_viewer(opts: ViewerOptions) -> Result<(), UiError> {
         .with_inner_size([1440.0, 900.0])
         .with_min_inner_size([800.0, 500.0])
         .with_icon(icon());
-    let native = eframe::NativeOptions { viewport, renderer: renderer(), ..Default::default() };
+    let native = eframe::NativeOptions {
+        viewport,
+        renderer: renderer(),
+        ..Default::default()
+    };
     let started = Arc::new(AtomicBool::new(false));
     let started_in_app = started.clone();
     let result = eframe::run_native(

@@ -9,7 +9,9 @@
 //! depends on the pointer or a selection (the highlighted track, the track under the pointer)
 //! is mapped point by point and drawn as egui shapes on top, so it stays sharp at any zoom.
 
-use eframe::egui::{self, Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Vec2, pos2, vec2};
+use eframe::egui::{
+    self, Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Vec2, pos2, vec2,
+};
 
 use super::picture::PictureView;
 use crate::analysis::{AnalysedFrame, OpData, TrackInfo};
@@ -32,7 +34,12 @@ pub struct VideoView {
 
 impl Default for VideoView {
     fn default() -> Self {
-        Self { fit: true, zoom: 1.0, offset: Vec2::ZERO, hover_image_pos: None }
+        Self {
+            fit: true,
+            zoom: 1.0,
+            offset: Vec2::ZERO,
+            hover_image_pos: None,
+        }
     }
 }
 
@@ -54,7 +61,9 @@ impl VideoView {
         if size.x <= 0.0 || size.y <= 0.0 {
             return;
         }
-        self.zoom = (rect.width() / size.x).min(rect.height() / size.y).clamp(*ZOOM_RANGE.start(), *ZOOM_RANGE.end());
+        self.zoom = (rect.width() / size.x)
+            .min(rect.height() / size.y)
+            .clamp(*ZOOM_RANGE.start(), *ZOOM_RANGE.end());
         self.offset = (rect.size() - size * self.zoom) * 0.5;
     }
 
@@ -103,7 +112,13 @@ pub fn video_ui(
     painter.rect_filled(rect, 0.0, Color32::from_gray(16));
     let mut out = VideoResponse::default();
     let Some(frame) = frame else {
-        painter.text(rect.center(), Align2::CENTER_CENTER, placeholder, FontId::proportional(16.0), Color32::from_gray(170));
+        painter.text(
+            rect.center(),
+            Align2::CENTER_CENTER,
+            placeholder,
+            FontId::proportional(16.0),
+            Color32::from_gray(170),
+        );
         view.hover_image_pos = None;
         return out;
     };
@@ -132,11 +147,16 @@ pub fn video_ui(
     }
     view.hover_image_pos = resp.hover_pos().map(|p| view.image_from_screen(rect, p));
     if resp.clicked() {
-        out.clicked = resp.interact_pointer_pos().map(|p| view.image_from_screen(rect, p));
+        out.clicked = resp
+            .interact_pointer_pos()
+            .map(|p| view.image_from_screen(rect, p));
     }
 
     let painter = painter.with_clip_rect(rect);
-    let image_rect = Rect::from_min_max(view.screen_from_image(rect, Pos2::ZERO), view.screen_from_image(rect, size.to_pos2()));
+    let image_rect = Rect::from_min_max(
+        view.screen_from_image(rect, Pos2::ZERO),
+        view.screen_from_image(rect, size.to_pos2()),
+    );
     let uv = Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0));
     painter.rect_filled(image_rect, 0.0, Color32::BLACK);
     if let Some(t) = picture.texture() {
@@ -144,20 +164,43 @@ pub fn video_ui(
     }
     let box_rect = |t: &TrackInfo| {
         let [l, tp, bw, bh] = t.bbox;
-        Rect::from_min_max(view.screen_from_image(rect, pos2(l, tp)), view.screen_from_image(rect, pos2(l + bw, tp + bh)))
+        Rect::from_min_max(
+            view.screen_from_image(rect, pos2(l, tp)),
+            view.screen_from_image(rect, pos2(l + bw, tp + bh)),
+        )
     };
-    let hovered = view.hover_image_pos.and_then(|p| track_at(frame, p)).filter(|&id| Some(id) != selected_track);
+    let hovered = view
+        .hover_image_pos
+        .and_then(|p| track_at(frame, p))
+        .filter(|&id| Some(id) != selected_track);
     if let Some(t) = hovered.and_then(|id| frame_tracks(frame).find(|t| t.id == id)) {
         let r = box_rect(t);
         let c = Color32::from_white_alpha(220);
         painter.rect_stroke(r.expand(1.0), 1.0, Stroke::new(1.0, c), StrokeKind::Outside);
-        label(&painter, r.left_bottom() + vec2(0.0, 3.0), Align2::LEFT_TOP, &format!("track {} · click to highlight", t.id), c);
+        label(
+            &painter,
+            r.left_bottom() + vec2(0.0, 3.0),
+            Align2::LEFT_TOP,
+            &format!("track {} · click to highlight", t.id),
+            c,
+        );
     }
     if let Some(t) = selected_track.and_then(|id| frame_tracks(frame).find(|t| t.id == id)) {
         let r = box_rect(t);
         let hl = Color32::from_rgb(255, 230, 0);
-        painter.rect_stroke(r.expand(2.0), 2.0, Stroke::new(3.0, hl), StrokeKind::Outside);
-        label(&painter, r.left_bottom() + vec2(0.0, 4.0), Align2::LEFT_TOP, &format!("track {}", t.id), hl);
+        painter.rect_stroke(
+            r.expand(2.0),
+            2.0,
+            Stroke::new(3.0, hl),
+            StrokeKind::Outside,
+        );
+        label(
+            &painter,
+            r.left_bottom() + vec2(0.0, 4.0),
+            Align2::LEFT_TOP,
+            &format!("track {}", t.id),
+            hl,
+        );
     }
     out
 }
@@ -165,7 +208,11 @@ pub fn video_ui(
 fn label(painter: &egui::Painter, pos: Pos2, anchor: Align2, text: &str, c: Color32) {
     let galley = painter.layout_no_wrap(text.to_owned(), FontId::monospace(11.0), c);
     let r = anchor.anchor_size(pos, galley.size());
-    painter.rect_filled(r.expand(1.0), 2.0, Color32::from_black_alpha((200.0 * c.a() as f32 / 255.0) as u8));
+    painter.rect_filled(
+        r.expand(1.0),
+        2.0,
+        Color32::from_black_alpha((200.0 * c.a() as f32 / 255.0) as u8),
+    );
     painter.galley(r.min, galley, c);
 }
 
