@@ -467,6 +467,125 @@ fn settings_save_and_load_round_trip() {
     assert!(!settings_commands(&link).last().unwrap().preprocess.enabled);
 }
 
+// ---- the viewer's pipeline ----
+
+/// The pipeline the viewer starts, on the CPU backend: a frame gets an RGBA picture once the
+/// viewer took the previous one, and a `Style` changes the pictures composed after it.
+#[test]
+fn viewer_pipeline_composes_pictures_in_the_sent_style() {
+    viewer_pipeline_check(&morphoscope::backend::Backend::Cpu);
+}
+
+/// [`viewer_pipeline_composes_pictures_in_the_sent_style`] on the CUDA backend, where the
+/// analyses' layers stay on the device and say so (skipped without a GPU, failed then with
+/// MORPHOSCOPE_REQUIRE_GPU=1).
+#[test]
+fn gpu_viewer_pipeline_composes_pictures_in_the_sent_style() {
+    match morphoscope::gpu::GpuContext::new(0) {
+        Ok(g) => {
+            viewer_pipeline_check(&morphoscope::backend::Backend::Cuda(std::sync::Arc::new(g)))
+        }
+        Err(e) => {
+            assert!(
+                std::env::var("MORPHOSCOPE_REQUIRE_GPU").as_deref() != Ok("1"),
+                "MORPHOSCOPE_REQUIRE_GPU=1 but the CUDA backend is unavailable: {e}"
+            );
+            eprintln!("GPU test skipped: {e}");
+        }
+    }
+}
+
+fn viewer_pipeline_check(backend: &morphoscope::backend::Backend) {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use morphoscope::backend::Backend;
+    use morphoscope::compose::{Picture, PictureFormat};
+    use morphoscope::image::DynImage;
+    use morphoscope::pipeline::{Delivery, FrameSource, Mailbox, PictureWant, Pipeline};
+    use morphoscope::source::Frame;
+    use morphoscope::ui::layers::{Layers, draws};
+
+    let rgb = canned_frame(5).rgb.unwrap();
+    let frame = Frame {
+        index: 0,
+        pts_nanos: None,
+        image: DynImage::Rgb8((*rgb).clone()),
+    };
+    let source = FrameSource::Memory {
+        frames: Arc::new(vec![frame]),
+        count: 1_000_000,
+    };
+    let mailbox = Arc::new(Mailbox::new());
+    let want = PictureWant::WhenTaken(PictureFormat::Rgba);
+    let p = Pipeline::start(
+        source,
+        &Settings::defaults().unwrap(),
+        backend,
+        Delivery::Latest(mailbox.clone()),
+        want,
+    )
+    .unwrap();
+    // Takes frames as the viewer does until one with a picture passes `check`.
+    let until = |what: &str, check: &dyn Fn(&Picture) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            match mailbox.take() {
+                Some(f) if f.picture.as_deref().is_some_and(check) => return f,
+                _ => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+        panic!("no picture {what} within 60 s");
+    };
+    let f = until("at all", &|_| true);
+    let pic = f.picture.clone().unwrap();
+    assert_eq!(
+        (pic.format, pic.width, pic.height),
+        (PictureFormat::Rgba, rgb.width(), rgb.height())
+    );
+    for op in ["maxtree", "orientation", "segmentation"] {
+        let o = f.output(op).unwrap();
+        match backend {
+            Backend::Cpu => assert!(
+                o.layer.raster.is_some() && o.layer.device_raster.is_none(),
+                "{op}: layer on the host"
+            ),
+            Backend::Cuda(_) => assert!(
+                o.layer.raster.is_none() && o.layer.device_raster.is_some(),
+                "{op}: layer on the device"
+            ),
+        }
+        assert!(draws(o));
+    }
+    let mut layers = Layers::default();
+    layers.discover(&f.outputs);
+    let keys: Vec<&str> = layers.states.iter().map(|s| s.key.as_str()).collect();
+    for op in ["original", "maxtree", "orientation", "segmentation"] {
+        assert!(keys.contains(&op), "layer {op} discovered: {keys:?}");
+    }
+    // The rasters drew something over the frame.
+    let frame_rgba: Vec<u8> = rgb
+        .rows()
+        .flat_map(|r| r.iter().flat_map(|c| [c[0], c[1], c[2], 255]))
+        .collect();
+    assert_ne!(pic.data, frame_rgba);
+    // Every layer but the frame hidden: the pictures after the command are the frame itself.
+    let mut style = ComposeStyle::default();
+    for key in layers
+        .states
+        .iter()
+        .map(|s| s.key.clone())
+        .chain(["cca".to_owned()])
+    {
+        if key != ORIGINAL {
+            style.set(key, LayerStyle::HIDDEN);
+        }
+    }
+    p.commands.send(Command::Style(Box::new(style))).unwrap();
+    until("of the frame alone", &|pic| pic.data == frame_rgba);
+    p.stop();
+}
+
 // ---- the generic settings form, with a section no analysis has yet ----
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
