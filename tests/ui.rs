@@ -9,7 +9,7 @@
 //! Last test: a real window under Xvfb (`scripts/ui_smoke.sh`), when `xvfb-run` and ImageMagick
 //! are installed (skipped otherwise, or failed with MORPHOSCOPE_REQUIRE_XVFB=1).
 
-#![allow(clippy::unwrap_used)] // helpers outside #[test] fns (clippy.toml allows it inside)
+#![allow(clippy::unwrap_used, clippy::panic)] // helpers outside #[test] fns (clippy.toml allows them inside)
 
 use eframe::egui;
 use egui_kittest::Harness;
