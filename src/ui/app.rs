@@ -3,7 +3,7 @@
 //! Layout: a toolbar (play/pause, step, restart, zoom, panel toggles), the controls on the left
 //! (source, layers, analyses), tracks and spectrum on the right, timings at the bottom, a status
 //! line under everything (pixel under the pointer, last error, keys), the video in the middle.
-//! Each repaint: keyboard → poll the link (newest frame, end, error) → textures → panels.
+//! Each repaint: keyboard → poll the link (newest frame, end, error) → the picture's texture → panels.
 //!
 //! Errors (a source that fails, a camera that goes away, an analysis error) open a modal once,
 //! with the message and a source picker; closing it leaves the last frame on screen and the
@@ -22,6 +22,8 @@ use super::controls_ui::{self, FileAction, PickerAction, SourcePicker};
 use super::layers::{LayerState, Layers};
 use super::link::{Link, TestLink};
 use super::picture::PictureView;
+pub use super::saved::Panels;
+use super::saved::{STORAGE_KEY, Saved, restore_ops};
 use super::settings_form::SettingsForm;
 use super::spectrum_ui::{self, SpectrumStyle};
 use super::timings_ui::{self, Counts, TimingsHistory};
@@ -32,44 +34,6 @@ use crate::compose::ComposeStyle;
 use crate::config::{DEFAULT_TOML, Settings};
 use crate::pipeline::Command;
 use crate::source::SourceSpec;
-
-/// Storage key of [`Saved`].
-const STORAGE_KEY: &str = "morphoscope-viewer";
-
-/// Which panels are shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Panels {
-    /// Left: source, layers, analyses.
-    pub controls: bool,
-    /// Right: tracks and spectrum.
-    pub inspect: bool,
-    /// Bottom: timings.
-    pub timings: bool,
-}
-
-impl Default for Panels {
-    fn default() -> Self {
-        Self {
-            controls: true,
-            inspect: true,
-            timings: true,
-        }
-    }
-}
-
-/// What persists between runs (besides the window, which eframe keeps).
-#[derive(Default, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-struct Saved {
-    ops_toml: Option<String>,
-    layers: Vec<LayerState>,
-    picker: Option<SourcePicker>,
-    recent: Vec<String>,
-    panels: Panels,
-    settings_path: String,
-    spectrum_style: SpectrumStyle,
-    loop_playback: bool,
-}
 
 /// The viewer (see the module docs).
 pub struct ViewerApp {
@@ -774,19 +738,6 @@ impl ViewerApp {
     }
 }
 
-/// Analysis settings saved when the viewer last closed, if they still fit this version's schema.
-fn restore_ops(text: &str) -> Option<OpSettings> {
-    match toml::from_str::<OpSettings>(text) {
-        Ok(ops) if ops.validate().is_ok() => Some(ops),
-        Ok(_) | Err(_) => {
-            log::info!(
-                "viewer: settings of the last session do not fit this version; using the defaults"
-            );
-            None
-        }
-    }
-}
-
 impl eframe::App for ViewerApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.show(ui);
@@ -798,20 +749,5 @@ impl eframe::App for ViewerApp {
 
     fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
         self.link.shutdown();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn saved_settings_are_restored_only_when_they_fit() {
-        let mut ops = Settings::defaults().unwrap().ops;
-        ops.preprocess.enabled = false;
-        let text = toml::to_string(&ops).unwrap();
-        assert_eq!(restore_ops(&text), Some(ops));
-        assert_eq!(restore_ops("[no_such_analysis]\nx = 1\n"), None);
-        assert_eq!(restore_ops("not toml ["), None);
     }
 }

@@ -20,7 +20,7 @@
 //! analysis gets a layer, a legend, a settings section and its numbers without UI changes.
 //! Known op names only add a friendlier legend ([`layers::legend_text`]).
 //!
-//! Files: [`app`] (state, layout, keyboard, persistence), [`link`] (connection to the worker),
+//! Files: [`app`] (state, layout, keyboard), `saved` (what persists between runs), [`link`] (connection to the worker),
 //! [`layers`] (toggles, opacity, legends, the compose style), [`picture`] (the picture's
 //! texture), [`video_ui`] (zoom/pan, interactive marks),
 //! [`controls_ui`] (source, playback, settings), [`settings_form`] (generic editor of a serde
@@ -33,6 +33,7 @@ pub mod controls_ui;
 pub mod layers;
 pub mod link;
 pub mod picture;
+mod saved;
 pub mod settings_form;
 pub mod spectrum_ui;
 pub mod timings_ui;
