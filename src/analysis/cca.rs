@@ -207,7 +207,7 @@ impl Analysis for Cca {
                 "merged": count(TrackState::Merged),
                 "lost": count(TrackState::Lost),
             }),
-            layer: Layer { raster: None, shapes },
+            layer: Layer { raster: None, shapes, device_raster: None },
             data: OpData::Tracks(tracks),
             records,
             payload: output.payload.clone(),

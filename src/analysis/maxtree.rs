@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
-use crate::compose::DeviceRaster;
+use crate::compose::{DeviceRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
@@ -23,7 +23,7 @@ fn output(out: &MaxtreeOutput) -> OpOutput {
         DynImage::Gray16(r) => Some(Raster::Residue(Arc::new(r.map(|v| (v >> 8) as u8)))),
         _ => None,
     };
-    OpOutput { op: "maxtree", summary: out.summary(), layer: Layer { raster, shapes: Vec::new() }, data: OpData::None, ..Default::default() }
+    OpOutput { op: "maxtree", summary: out.summary(), layer: Layer { raster, ..Default::default() }, data: OpData::None, ..Default::default() }
 }
 
 /// Max-tree attribute filter of each frame.
@@ -78,7 +78,8 @@ impl GpuStage for MaxtreeStage {
     /// stays there for the compose step.
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         let summary = self.gpu.download_summary(stream)?.summary();
-        Ok(OpOutput { op: "maxtree", summary, ..Default::default() })
+        let layer = Layer { device_raster: Some(LayerKind::Residue), ..Default::default() };
+        Ok(OpOutput { op: "maxtree", summary, layer, ..Default::default() })
     }
     fn device_layer(&self) -> Option<DeviceRaster<'_>> {
         self.gpu.residue().map(DeviceRaster::Residue)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
-use crate::compose::DeviceRaster;
+use crate::compose::{DeviceRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
@@ -22,7 +22,7 @@ fn output(angles_deg: &[f64], spectrum: &[f64], closing: bool, colour: Option<Im
     OpOutput {
         op: "orientation",
         summary: spectrum_summary(angles_deg, spectrum, closing),
-        layer: Layer { raster: colour.map(|c| Raster::Colour(Arc::new(c))), shapes: Vec::new() },
+        layer: Layer { raster: colour.map(|c| Raster::Colour(Arc::new(c))), ..Default::default() },
         data: OpData::Spectrum(panel),
         ..Default::default()
     }
@@ -77,7 +77,9 @@ impl GpuStage for OrientationStage {
     /// strength and angle maps are read back only by `image --op orientation`.
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
         let spectrum = self.gpu.download_spectrum(stream)?;
-        Ok(output(self.gpu.angles_deg(), &spectrum, self.gpu.closing(), None))
+        let mut out = output(self.gpu.angles_deg(), &spectrum, self.gpu.closing(), None);
+        out.layer.device_raster = Some(LayerKind::Colour);
+        Ok(out)
     }
     fn device_layer(&self) -> Option<DeviceRaster<'_>> {
         self.gpu.colour().map(DeviceRaster::Colour)

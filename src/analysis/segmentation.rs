@@ -25,7 +25,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
 use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
-use crate::compose::{DeviceRaster, SegmentCount, Segments};
+use crate::compose::{DeviceRaster, LayerKind, SegmentCount, Segments};
 use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
@@ -178,7 +178,7 @@ fn output(seg: Segmented) -> OpOutput {
     OpOutput {
         op: "segmentation",
         summary: seg.summary.clone(),
-        layer: Layer { raster, shapes: Vec::new() },
+        layer: Layer { raster, ..Default::default() },
         data: OpData::None,
         payload: Some(Payload::new(seg)),
         ..Default::default()
@@ -354,7 +354,7 @@ impl Analysis for Segmentation {
         OpOutput {
             op: "segmentation",
             summary,
-            layer: Layer { raster: last.raster.clone(), shapes: Vec::new() },
+            layer: Layer { raster: last.raster.clone(), device_raster: output.layer.device_raster, shapes: Vec::new() },
             ..Default::default()
         }
     }
@@ -419,7 +419,9 @@ impl GpuStage for SegmentationStage {
     /// the compose step.
     fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError> {
         if self.skipped {
-            return Ok(skipped());
+            let mut out = skipped();
+            out.layer.device_raster = Some(LayerKind::Segments);
+            return Ok(out);
         }
         let reruns = self.gpu.reruns();
         let out = self.gpu.download_summary(stream)?;
@@ -435,7 +437,9 @@ impl GpuStage for SegmentationStage {
                 m.insert("graph_capture".into(), true.into());
             }
         }
-        Ok(output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: None, summary }))
+        let mut out = output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: None, summary });
+        out.layer.device_raster = Some(LayerKind::Segments);
+        Ok(out)
     }
     fn device_layer(&self) -> Option<DeviceRaster<'_>> {
         if self.skipped {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::compose::Picture;
+use crate::compose::{LayerKind, Picture};
 use crate::image::Image;
 
 /// An overlay raster in host memory (CPU backend), as the compose step takes it.
@@ -42,6 +42,9 @@ pub struct Layer {
     pub raster: Option<Raster>,
     /// Shapes drawn over it.
     pub shapes: Vec<Shape>,
+    /// The kind of raster the analysis left on the device for the compose step (GPU backend,
+    /// where `raster` is `None`): tells the viewer the layer exists without reading it back.
+    pub device_raster: Option<LayerKind>,
 }
 
 /// A track as the viewer's tracks panel lists it.

@@ -104,7 +104,11 @@ mod tests {
             outputs: vec![OpOutput {
                 op: "t",
                 summary: serde_json::Value::Null,
-                layer: Layer { raster, shapes },
+                layer: Layer {
+                    raster,
+                    shapes,
+                    device_raster: None,
+                },
                 data: OpData::None,
                 ..Default::default()
             }],

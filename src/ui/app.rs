@@ -3,7 +3,7 @@
 //! Layout: a toolbar (play/pause, step, restart, zoom, panel toggles), the controls on the left
 //! (source, layers, analyses), tracks and spectrum on the right, timings at the bottom, a status
 //! line under everything (pixel under the pointer, last error, keys), the video in the middle.
-//! Each repaint: keyboard → poll the link (newest frame, end, error) → textures → panels.
+//! Each repaint: keyboard → poll the link (newest frame, end, error) → the picture's texture → panels.
 //!
 //! Errors (a source that fails, a camera that goes away, an analysis error) open a modal once,
 //! with the message and a source picker; closing it leaves the last frame on screen and the
@@ -13,91 +13,30 @@
 //! settings as TOML (restored unless `--config`/`--set` were given), layer toggles/opacities,
 //! the source picker, recent sources, panel visibility, the settings file path.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
 use eframe::egui::{self, Key, Modifiers, RichText};
 
+use super::ViewerOptions;
 use super::controls_ui::{self, FileAction, PickerAction, SourcePicker};
 use super::layers::{LayerState, Layers};
-use super::link::Link;
+use super::link::{Link, TestLink};
+use super::picture::PictureView;
+pub use super::saved::Panels;
+use super::saved::{STORAGE_KEY, Saved, restore_ops};
 use super::settings_form::SettingsForm;
 use super::spectrum_ui::{self, SpectrumStyle};
 use super::timings_ui::{self, Counts, TimingsHistory};
 use super::tracks_ui;
 use super::video_ui::{self, VideoView};
-use super::ViewerOptions;
 use crate::analysis::{AnalysedFrame, OpSettings};
+use crate::compose::ComposeStyle;
 use crate::config::{DEFAULT_TOML, Settings};
-use crate::pipeline::{Command, Counters, Mailbox, PipelineEvent};
+use crate::pipeline::Command;
 use crate::source::SourceSpec;
-
-/// Storage key of [`Saved`].
-const STORAGE_KEY: &str = "morphoscope-viewer";
-
-/// Which panels are shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Panels {
-    /// Left: source, layers, analyses.
-    pub controls: bool,
-    /// Right: tracks and spectrum.
-    pub inspect: bool,
-    /// Bottom: timings.
-    pub timings: bool,
-}
-
-impl Default for Panels {
-    fn default() -> Self {
-        Self { controls: true, inspect: true, timings: true }
-    }
-}
-
-/// What persists between runs (besides the window, which eframe keeps).
-#[derive(Default, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-struct Saved {
-    ops_toml: Option<String>,
-    layers: Vec<LayerState>,
-    picker: Option<SourcePicker>,
-    recent: Vec<String>,
-    panels: Panels,
-    settings_path: String,
-    spectrum_style: SpectrumStyle,
-    loop_playback: bool,
-}
-
-/// The other ends of a detached app's link: a test plays the worker with them.
-pub struct TestLink {
-    /// Commands the app sent (settings, pause, step).
-    pub commands: Receiver<Command>,
-    /// Send `End` or `Error` as the worker would.
-    pub events: Sender<PipelineEvent>,
-    /// Put frames here as the worker does (newest wins).
-    pub mailbox: Arc<Mailbox>,
-    /// The worker's counters (frames in/out, dropped).
-    pub counters: Arc<Counters>,
-}
-
-impl TestLink {
-    /// Delivers a frame as the worker would (counts it, puts it in the mailbox).
-    pub fn deliver(&self, f: AnalysedFrame) {
-        self.counters.frames_in.fetch_add(1, Ordering::Relaxed);
-        self.counters.frames_out.fetch_add(1, Ordering::Relaxed);
-        self.mailbox.put(f);
-    }
-
-    /// Takes every command sent so far.
-    pub fn drain(&self) -> Vec<Command> {
-        self.commands.try_iter().collect()
-    }
-}
 
 /// The viewer (see the module docs).
 pub struct ViewerApp {
-    /// The layer styles last sent to the compose step.
-    sent_style: Option<crate::compose::ComposeStyle>,
     settings: Settings,
     defaults: Settings,
     form: SettingsForm,
@@ -107,7 +46,10 @@ pub struct ViewerApp {
     file_dialog: Option<egui_file::FileDialog>,
     frame: Option<AnalysedFrame>,
     frame_seq: u64,
+    picture: PictureView,
     layers: Layers,
+    /// The layer styles last sent to the pipeline.
+    sent_style: Option<ComposeStyle>,
     video: VideoView,
     timings: TimingsHistory,
     selected_track: Option<u64>,
@@ -127,10 +69,12 @@ pub struct ViewerApp {
 impl ViewerApp {
     fn with_parts(settings: Settings, link: Link, source: String, saved: Saved) -> Self {
         let defaults = Settings::defaults().unwrap_or_default();
-        let form = SettingsForm::new::<OpSettings>("ops", &settings.ops, &defaults.ops, DEFAULT_TOML);
-        let picker = saved.picker.unwrap_or_else(|| SourcePicker::from_source(&source));
+        let form =
+            SettingsForm::new::<OpSettings>("ops", &settings.ops, &defaults.ops, DEFAULT_TOML);
+        let picker = saved
+            .picker
+            .unwrap_or_else(|| SourcePicker::from_source(&source));
         Self {
-            sent_style: None,
             settings,
             defaults,
             form,
@@ -140,7 +84,9 @@ impl ViewerApp {
             file_dialog: None,
             frame: None,
             frame_seq: 0,
+            picture: PictureView::default(),
             layers: Layers::from_saved(saved.layers),
+            sent_style: None,
             video: VideoView::default(),
             timings: TimingsHistory::default(),
             selected_track: None,
@@ -151,7 +97,11 @@ impl ViewerApp {
             paused: false,
             ended: false,
             panels: saved.panels,
-            settings_path: if saved.settings_path.is_empty() { "morphoscope.toml".into() } else { saved.settings_path },
+            settings_path: if saved.settings_path.is_empty() {
+                "morphoscope.toml".into()
+            } else {
+                saved.settings_path
+            },
             recent: saved.recent,
             quit_after_secs: None,
             loop_playback: saved.loop_playback,
@@ -161,15 +111,25 @@ impl ViewerApp {
     /// The app of a real window: restores what the viewer saved when it last closed and opens
     /// `opts.source`.
     pub fn new(cc: &eframe::CreationContext<'_>, opts: ViewerOptions) -> Self {
-        let saved: Saved = cc.storage.and_then(|s| eframe::get_value(s, STORAGE_KEY)).unwrap_or_default();
+        let saved: Saved = cc
+            .storage
+            .and_then(|s| eframe::get_value(s, STORAGE_KEY))
+            .unwrap_or_default();
         let mut settings = opts.settings;
         if !opts.settings_explicit
             && let Some(ops) = saved.ops_toml.as_deref().and_then(restore_ops)
         {
-            log::info!("viewer: analysis settings restored from when the viewer last closed (--config or --set to override)");
+            log::info!(
+                "viewer: analysis settings restored from when the viewer last closed (--config or --set to override)"
+            );
             settings.ops = ops;
         }
-        let mut app = Self::with_parts(settings, Link::new(opts.backend), opts.source.clone(), saved);
+        let mut app = Self::with_parts(
+            settings,
+            Link::new(opts.backend),
+            opts.source.clone(),
+            saved,
+        );
         app.picker.set_from(&opts.source);
         app.quit_after_secs = opts.quit_after_secs;
         app.open_source(&opts.source, &cc.egui_ctx);
@@ -180,15 +140,19 @@ impl ViewerApp {
     /// returned [`TestLink`], and the commands the app sends go to it.
     #[must_use]
     pub fn detached(settings: Settings, source: &str, backend_label: &str) -> (Self, TestLink) {
-        let (link, commands, events, mailbox, counters) = Link::detached(backend_label);
+        let (link, test_link) = Link::detached(backend_label);
         let app = Self::with_parts(settings, link, source.to_owned(), Saved::default());
-        (app, TestLink { commands, events, mailbox, counters })
+        (app, test_link)
     }
 
-    /// Shows `f` as if it had just arrived from the worker.
+    /// Shows `f` as if it had just arrived from the worker: its tables at once, its picture (when
+    /// it has one; else the last picture stays) from the next repaint.
     pub fn show_frame(&mut self, f: AnalysedFrame, now: f64) {
         self.frame_seq += 1;
-        self.layers.discover(&f);
+        self.layers.discover(&f.outputs);
+        if let Some(p) = &f.picture {
+            self.picture.set(p.clone());
+        }
         self.timings.push(self.frame_seq, &f.timings, now);
         self.frame = Some(f);
     }
@@ -197,6 +161,12 @@ impl ViewerApp {
     #[must_use]
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The picture on screen (the newest composed picture received), if any.
+    #[must_use]
+    pub fn picture(&self) -> Option<&crate::compose::Picture> {
+        self.picture.shown()
     }
 
     /// Layer toggles and opacities.
@@ -252,7 +222,9 @@ impl ViewerApp {
                 self.error = None;
                 self.ended = false;
                 self.paused = false;
-                self.link.open(spec, &self.settings, ctx);
+                let style = self.layers.compose_style();
+                self.link.open(spec, &self.settings, &style, ctx);
+                self.sent_style = Some(style);
             }
             Ok(_) => {
                 self.error = None;
@@ -284,17 +256,37 @@ impl ViewerApp {
         self.link.send_settings(&self.settings.ops);
     }
 
+    /// Sends the layer styles to the pipeline when they changed (a toggle, a slider): the
+    /// pictures composed from then on use them.
+    fn sync_style(&mut self) {
+        let style = self.layers.compose_style();
+        if self.sent_style.as_ref() != Some(&style) {
+            self.link.send_style(&style);
+            self.sent_style = Some(style);
+        }
+    }
+
     fn keyboard(&mut self, ui: &mut egui::Ui) {
         if ui.ctx().egui_wants_keyboard_input() {
             return;
         }
         let (space, right, f, nums, quit) = ui.input_mut(|i| {
-            let nums: Vec<usize> = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5, Key::Num6, Key::Num7, Key::Num8, Key::Num9]
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| i.consume_key(Modifiers::NONE, **k))
-                .map(|(n, _)| n + 1)
-                .collect();
+            let nums: Vec<usize> = [
+                Key::Num1,
+                Key::Num2,
+                Key::Num3,
+                Key::Num4,
+                Key::Num5,
+                Key::Num6,
+                Key::Num7,
+                Key::Num8,
+                Key::Num9,
+            ]
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| i.consume_key(Modifiers::NONE, **k))
+            .map(|(n, _)| n + 1)
+            .collect();
             (
                 i.consume_key(Modifiers::NONE, Key::Space),
                 i.consume_key(Modifiers::NONE, Key::ArrowRight),
@@ -321,16 +313,8 @@ impl ViewerApp {
     }
 
     fn poll(&mut self, ctx: &egui::Context, now: f64) {
-        // The layer panel's styles go to the compose step (the GPU composes the rasters).
-        let style = self.layers.compose_style();
-        if self.sent_style.as_ref() != Some(&style) {
-            self.link.send_style(&style);
-            self.sent_style = Some(style);
-        }
         let p = self.link.poll();
         if p.started {
-            // A new pipeline starts with the default style: send the panel's again.
-            self.sent_style = None;
             self.timings.clear();
             self.notice = None;
             self.last_error = None;
@@ -351,14 +335,17 @@ impl ViewerApp {
         }
         let (_, out, _, _) = self.link.counts();
         self.timings.tick(now, out);
-        if let Some(f) = &self.frame {
-            self.layers.sync_textures(ctx, f, self.frame_seq);
-        }
+        self.picture.upload(ctx);
     }
 
     fn counts(&self) -> Counts {
         let (frames_in, frames_out, dropped, not_shown) = self.link.counts();
-        Counts { frames_in, frames_out, dropped, not_shown }
+        Counts {
+            frames_in,
+            frames_out,
+            dropped,
+            not_shown,
+        }
     }
 
     fn state_text(&self) -> String {
@@ -366,28 +353,49 @@ impl ViewerApp {
             return format!("opening {s}…");
         }
         if self.ended {
-            return if self.last_error.is_some() { "stopped (error)".into() } else { "ended".into() };
+            return if self.last_error.is_some() {
+                "stopped (error)".into()
+            } else {
+                "ended".into()
+            };
         }
-        if self.paused { "paused".into() } else { "playing".into() }
+        if self.paused {
+            "paused".into()
+        } else {
+            "playing".into()
+        }
     }
 
     fn toolbar_ui(&mut self, ui: &mut egui::Ui, video_rect: Option<egui::Rect>) {
         ui.horizontal(|ui| {
             ui.label(RichText::new("morphoscope").strong());
             ui.separator();
-            let (icon, tip) = if self.paused { ("▶ Play", "resume (space)") } else { ("⏸ Pause", "pause (space)") };
+            let (icon, tip) = if self.paused {
+                ("▶ Play", "resume (space)")
+            } else {
+                ("⏸ Pause", "pause (space)")
+            };
             if ui.button(icon).on_hover_text(tip).clicked() {
                 let p = !self.paused;
                 self.set_paused(p);
             }
-            if ui.button("⏭ Step").on_hover_text("analyse one more frame (right arrow)").clicked() {
+            if ui
+                .button("⏭ Step")
+                .on_hover_text("analyse one more frame (right arrow)")
+                .clicked()
+            {
                 self.step();
             }
-            if ui.add_enabled(self.link.can_open(), egui::Button::new("⟲ Restart")).on_hover_text("open the source again").clicked() {
+            if ui
+                .add_enabled(self.link.can_open(), egui::Button::new("⟲ Restart"))
+                .on_hover_text("open the source again")
+                .clicked()
+            {
                 let s = self.source.clone();
                 self.open_source(&s, &ui.ctx().clone());
             }
-            ui.toggle_value(&mut self.loop_playback, "loop").on_hover_text("open the source again when it ends (files)");
+            ui.toggle_value(&mut self.loop_playback, "loop")
+                .on_hover_text("open the source again when it ends (files)");
             ui.separator();
             let frame_text = match &self.frame {
                 Some(f) => format!("frame {}", f.index),
@@ -396,15 +404,23 @@ impl ViewerApp {
             ui.label(RichText::new(frame_text).monospace());
             ui.label(RichText::new(self.state_text()).weak());
             ui.separator();
-            if ui.button("Fit").on_hover_text("fit the frame to the view (f, or double-click)").clicked() {
+            if ui
+                .button("Fit")
+                .on_hover_text("fit the frame to the view (f, or double-click)")
+                .clicked()
+            {
                 self.video.fit = true;
             }
-            if ui.button("1:1").on_hover_text("one image pixel per screen pixel").clicked()
+            if ui
+                .button("1:1")
+                .on_hover_text("one image pixel per screen pixel")
+                .clicked()
                 && let Some(r) = video_rect
             {
                 self.video.actual_size(r);
             }
-            ui.label(RichText::new(format!("{:.0}%", self.video.zoom * 100.0)).monospace()).on_hover_text("scroll to zoom, drag to pan");
+            ui.label(RichText::new(format!("{:.0}%", self.video.zoom * 100.0)).monospace())
+                .on_hover_text("scroll to zoom, drag to pan");
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                 ui.toggle_value(&mut self.panels.timings, "timings");
                 ui.toggle_value(&mut self.panels.inspect, "tracks · spectrum");
@@ -423,14 +439,18 @@ impl ViewerApp {
                     if let Some(g) = &f.gray {
                         s.push_str(&format!("  grey {:>3}", g.get(x, y)));
                     }
-                    if let Some(rgb) = &f.rgb {
-                        let c = rgb.get(x, y);
-                        s.push_str(&format!("  rgb {:>3} {:>3} {:>3}", c[0], c[1], c[2]));
+                    // The frame's own colour where the host has it, else the picture's.
+                    let rgb = match &f.rgb {
+                        Some(rgb) => Some(("rgb", rgb.get(x, y))),
+                        None => self.picture.rgb_at(x, y).map(|c| ("picture rgb", c)),
+                    };
+                    if let Some((name, c)) = rgb {
+                        s.push_str(&format!("  {name} {:>3} {:>3} {:>3}", c[0], c[1], c[2]));
                     }
                     ui.label(RichText::new(s).monospace());
                 }
                 _ => {
-                    ui.label(RichText::new("keys: space pause · right arrow step · f fit · 1-5 layers · scroll zoom · drag pan").weak());
+                    ui.label(RichText::new("keys: space pause · right arrow step · f fit · 1-9 layers · scroll zoom · drag pan").weak());
                 }
             }
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
@@ -444,40 +464,62 @@ impl ViewerApp {
     }
 
     fn controls_ui(&mut self, ui: &mut egui::Ui) {
-        egui::ScrollArea::vertical().id_salt("controls_scroll").show(ui, |ui| {
-            egui::CollapsingHeader::new(RichText::new("Source").strong()).default_open(true).show(ui, |ui| {
-                ui.label(RichText::new(&self.source).monospace()).on_hover_text("current source");
-                ui.label(RichText::new(format!("backend {} · device {}", self.link.backend_label(), self.settings.pipeline.device)).small().weak());
-                if let Some(a) = self.picker.ui(ui, "side") {
-                    self.picker_action(a, ui.ctx());
-                }
-                if self.recent.len() > 1 {
-                    ui.horizontal_wrapped(|ui| {
-                        ui.label(RichText::new("recent").small());
-                        for r in self.recent.clone().iter().skip(1).take(4) {
-                            let short = r.rsplit('/').next().unwrap_or(r);
-                            if ui.small_button(short).on_hover_text(r).clicked() {
-                                self.picker.set_from(r);
-                                self.open_source(r, &ui.ctx().clone());
-                            }
+        egui::ScrollArea::vertical()
+            .id_salt("controls_scroll")
+            .show(ui, |ui| {
+                egui::CollapsingHeader::new(RichText::new("Source").strong())
+                    .default_open(true)
+                    .show(ui, |ui| {
+                        ui.label(RichText::new(&self.source).monospace())
+                            .on_hover_text("current source");
+                        ui.label(
+                            RichText::new(format!(
+                                "backend {} · device {}",
+                                self.link.backend_label(),
+                                self.settings.pipeline.device
+                            ))
+                            .small()
+                            .weak(),
+                        );
+                        if let Some(a) = self.picker.ui(ui, "side") {
+                            self.picker_action(a, ui.ctx());
+                        }
+                        if self.recent.len() > 1 {
+                            ui.horizontal_wrapped(|ui| {
+                                ui.label(RichText::new("recent").small());
+                                for r in self.recent.clone().iter().skip(1).take(4) {
+                                    let short = r.rsplit('/').next().unwrap_or(r);
+                                    if ui.small_button(short).on_hover_text(r).clicked() {
+                                        self.picker.set_from(r);
+                                        self.open_source(r, &ui.ctx().clone());
+                                    }
+                                }
+                            });
                         }
                     });
-                }
+                egui::CollapsingHeader::new(RichText::new("Layers").strong())
+                    .default_open(true)
+                    .show(ui, |ui| {
+                        controls_ui::layers_ui(ui, &mut self.layers, self.frame.as_ref());
+                    });
+                egui::CollapsingHeader::new(RichText::new("Analyses").strong())
+                    .default_open(true)
+                    .show(ui, |ui| {
+                        ui.label(
+                            RichText::new("Changes apply from the next frame.")
+                                .small()
+                                .weak(),
+                        );
+                        if let Some(ops) = self.form.ui::<OpSettings>(ui, OpSettings::validate) {
+                            self.apply_ops(ops);
+                        }
+                        ui.separator();
+                        if let Some(a) = controls_ui::settings_file_ui(ui, &mut self.settings_path)
+                        {
+                            self.file_action(a);
+                        }
+                    });
             });
-            egui::CollapsingHeader::new(RichText::new("Layers").strong()).default_open(true).show(ui, |ui| {
-                controls_ui::layers_ui(ui, &mut self.layers, self.frame.as_ref());
-            });
-            egui::CollapsingHeader::new(RichText::new("Analyses").strong()).default_open(true).show(ui, |ui| {
-                ui.label(RichText::new("Changes apply from the next frame.").small().weak());
-                if let Some(ops) = self.form.ui::<OpSettings>(ui, OpSettings::validate) {
-                    self.apply_ops(ops);
-                }
-                ui.separator();
-                if let Some(a) = controls_ui::settings_file_ui(ui, &mut self.settings_path) {
-                    self.file_action(a);
-                }
-            });
-        });
     }
 
     fn picker_action(&mut self, a: PickerAction, ctx: &egui::Context) {
@@ -490,7 +532,9 @@ impl ViewerApp {
                     .map(std::path::Path::to_path_buf)
                     .or_else(|| std::env::current_dir().ok())
                     .unwrap_or_default();
-                let mut d = egui_file::FileDialog::open_file().initial_path(start).title("Open a video");
+                let mut d = egui_file::FileDialog::open_file()
+                    .initial_path(start)
+                    .title("Open a video");
                 d.open();
                 self.file_dialog = Some(d);
             }
@@ -500,25 +544,38 @@ impl ViewerApp {
     fn file_action(&mut self, a: FileAction) {
         match a {
             FileAction::Save => {
-                let r = self.settings.to_toml().map_err(|e| e.to_string()).and_then(|text| {
-                    let header = "# morphoscope settings saved by the viewer; use with --config FILE\n";
-                    std::fs::write(&self.settings_path, format!("{header}{text}")).map_err(|e| e.to_string())
-                });
+                let r = self
+                    .settings
+                    .to_toml()
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| {
+                        let header =
+                            "# morphoscope settings saved by the viewer; use with --config FILE\n";
+                        std::fs::write(&self.settings_path, format!("{header}{text}"))
+                            .map_err(|e| e.to_string())
+                    });
                 match r {
-                    Ok(()) => self.notice = Some(format!("settings saved to {} (use with --config)", self.settings_path)),
+                    Ok(()) => {
+                        self.notice = Some(format!(
+                            "settings saved to {} (use with --config)",
+                            self.settings_path
+                        ))
+                    }
                     Err(e) => self.report_error(format!("cannot save {}: {e}", self.settings_path)),
                 }
             }
-            FileAction::Load => match Settings::load(Some(std::path::Path::new(&self.settings_path)), &[]) {
-                Ok(s) => {
-                    self.form.reset_from(&s.ops);
-                    let ops = s.ops.clone();
-                    self.settings = s;
-                    self.apply_ops(ops);
-                    self.notice = Some(format!("settings loaded from {}", self.settings_path));
+            FileAction::Load => {
+                match Settings::load(Some(std::path::Path::new(&self.settings_path)), &[]) {
+                    Ok(s) => {
+                        self.form.reset_from(&s.ops);
+                        let ops = s.ops.clone();
+                        self.settings = s;
+                        self.apply_ops(ops);
+                        self.notice = Some(format!("settings loaded from {}", self.settings_path));
+                    }
+                    Err(e) => self.report_error(e.to_string()),
                 }
-                Err(e) => self.report_error(e.to_string()),
-            },
+            }
             FileAction::ResetAll => {
                 let ops = self.defaults.ops.clone();
                 self.form.reset_from(&ops);
@@ -530,24 +587,35 @@ impl ViewerApp {
 
     fn inspect_ui(&mut self, ui: &mut egui::Ui) {
         let h = ui.available_height();
-        egui::CollapsingHeader::new(RichText::new("Tracks").strong()).default_open(true).show(ui, |ui| {
-            ui.set_max_height(h * 0.45);
-            tracks_ui::tracks_ui(ui, self.frame.as_ref(), &mut self.selected_track);
-        });
-        egui::CollapsingHeader::new(RichText::new("Spectrum").strong()).default_open(true).show(ui, |ui| {
-            spectrum_ui::spectrum_ui(ui, self.frame.as_ref(), &mut self.spectrum_style);
-        });
+        egui::CollapsingHeader::new(RichText::new("Tracks").strong())
+            .default_open(true)
+            .show(ui, |ui| {
+                ui.set_max_height(h * 0.45);
+                tracks_ui::tracks_ui(ui, self.frame.as_ref(), &mut self.selected_track);
+            });
+        egui::CollapsingHeader::new(RichText::new("Spectrum").strong())
+            .default_open(true)
+            .show(ui, |ui| {
+                spectrum_ui::spectrum_ui(ui, self.frame.as_ref(), &mut self.spectrum_style);
+            });
     }
 
     fn error_modal(&mut self, ctx: &egui::Context) {
-        let Some(msg) = self.error.clone() else { return };
+        let Some(msg) = self.error.clone() else {
+            return;
+        };
         let mut close = false;
         let mut action = None;
         let r = egui::Modal::new(egui::Id::unique("error_modal")).show(ctx, |ui| {
             ui.set_max_width(520.0);
             ui.heading("⚠ Source or analysis failed");
             ui.add(egui::Label::new(RichText::new(&msg).monospace()).wrap());
-            ui.label(RichText::new("The last frame stays on screen. Pick another source, or close this message.").weak());
+            ui.label(
+                RichText::new(
+                    "The last frame stays on screen. Pick another source, or close this message.",
+                )
+                .weak(),
+            );
             ui.separator();
             action = self.picker.ui(ui, "modal");
             ui.separator();
@@ -592,34 +660,56 @@ impl ViewerApp {
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui, video_rect));
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
         if self.panels.controls {
-            egui::Panel::left("controls").resizable(true).default_size(330.0).min_size(240.0).show(ui, |ui| self.controls_ui(ui));
+            egui::Panel::left("controls")
+                .resizable(true)
+                .default_size(330.0)
+                .min_size(240.0)
+                .show(ui, |ui| self.controls_ui(ui));
         }
         if self.panels.inspect {
-            egui::Panel::right("inspect").resizable(true).default_size(330.0).min_size(220.0).show(ui, |ui| self.inspect_ui(ui));
+            egui::Panel::right("inspect")
+                .resizable(true)
+                .default_size(330.0)
+                .min_size(220.0)
+                .show(ui, |ui| self.inspect_ui(ui));
         }
         if self.panels.timings {
-            egui::Panel::bottom("timings").resizable(true).default_size(240.0).min_size(120.0).show(ui, |ui| {
-                let counts = self.counts();
-                ui.columns(2, |cols| {
-                    timings_ui::numbers_ui(&mut cols[0], &self.timings, counts, now);
-                    timings_ui::history_ui(&mut cols[1], &self.timings);
+            egui::Panel::bottom("timings")
+                .resizable(true)
+                .default_size(240.0)
+                .min_size(120.0)
+                .show(ui, |ui| {
+                    let counts = self.counts();
+                    ui.columns(2, |cols| {
+                        timings_ui::numbers_ui(&mut cols[0], &self.timings, counts, now);
+                        timings_ui::history_ui(&mut cols[1], &self.timings);
+                    });
                 });
-            });
         }
         egui::CentralPanel::no_frame().show(ui, |ui| {
             ctx.data_mut(|d| d.insert_temp(video_rect_id, ui.available_rect_before_wrap()));
             let placeholder = match self.link.opening() {
                 Some(s) => format!("opening {s}…"),
-                None if self.last_error.is_some() => "no frame: see the error; pick another source on the left".to_owned(),
+                None if self.last_error.is_some() => {
+                    "no frame: see the error; pick another source on the left".to_owned()
+                }
                 None => format!("waiting for frames from {}…", self.source),
             };
-            let r = video_ui::video_ui(ui, &mut self.video, self.frame.as_ref(), self.frame_seq, &self.layers, self.selected_track, &placeholder);
+            let r = video_ui::video_ui(
+                ui,
+                &mut self.video,
+                self.frame.as_ref(),
+                &self.picture,
+                self.selected_track,
+                &placeholder,
+            );
             if let (Some(p), Some(f)) = (r.clicked, &self.frame) {
                 self.selected_track = video_ui::track_at(f, p);
             }
         });
         self.error_modal(&ctx);
         self.dialogs(&ctx);
+        self.sync_style();
 
         if let Some(q) = self.quit_after_secs {
             if now >= q {
@@ -648,17 +738,6 @@ impl ViewerApp {
     }
 }
 
-/// Analysis settings saved when the viewer last closed, if they still fit this version's schema.
-fn restore_ops(text: &str) -> Option<OpSettings> {
-    match toml::from_str::<OpSettings>(text) {
-        Ok(ops) if ops.validate().is_ok() => Some(ops),
-        Ok(_) | Err(_) => {
-            log::info!("viewer: saved settings do not fit this version; using the defaults");
-            None
-        }
-    }
-}
-
 impl eframe::App for ViewerApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.show(ui);
@@ -670,20 +749,5 @@ impl eframe::App for ViewerApp {
 
     fn on_exit(&mut self, _gl: Option<&eframe::glow::Context>) {
         self.link.shutdown();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn saved_settings_are_restored_only_when_they_fit() {
-        let mut ops = Settings::defaults().unwrap().ops;
-        ops.preprocess.enabled = false;
-        let text = toml::to_string(&ops).unwrap();
-        assert_eq!(restore_ops(&text), Some(ops));
-        assert_eq!(restore_ops("[no_such_analysis]\nx = 1\n"), None);
-        assert_eq!(restore_ops("not toml ["), None);
     }
 }

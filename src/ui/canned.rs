@@ -1,12 +1,19 @@
 //! Synthetic analysed frames with every kind of output (grey and colour rasters, boxes with
 //! labels, trails, tracks, a spectrum, timings), for the viewer's headless tests and for trying
 //! the UI without a source. Frame `i` moves its blobs, so a sequence of frames has tracks, trails
-//! and a timing history. Deterministic: no clock, no randomness.
+//! and a timing history. Each frame comes with its picture composed by the CPU twin of the
+//! compose kernel in the viewer's default look, as the pipeline composes it for the viewer;
+//! [`on_device`] gives the same frame as the GPU backend delivers it (no host rasters).
+//! Deterministic: no clock, no randomness.
 
 use std::sync::Arc;
 
-use crate::analysis::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, Shape, TrackInfo};
+use crate::analysis::{
+    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, Shape, TrackInfo,
+};
+use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
 use crate::image::Image;
+use crate::output::compose::layers_of;
 
 /// Frame width of the canned frames.
 pub const WIDTH: usize = 320;
@@ -26,9 +33,33 @@ struct Blob {
 fn blobs(i: u64) -> Vec<Blob> {
     let t = i as f32;
     vec![
-        Blob { id: 3, x: 40.0 + 2.0 * t, y: 60.0, w: 22.0, h: 48.0, vx: 2.0, vy: 0.0 },
-        Blob { id: 7, x: 150.0, y: 130.0 - 1.5 * t, w: 18.0, h: 40.0, vx: 0.0, vy: -1.5 },
-        Blob { id: 12, x: 230.0 - t, y: 150.0 + 0.5 * t, w: 26.0, h: 52.0, vx: -1.0, vy: 0.5 },
+        Blob {
+            id: 3,
+            x: 40.0 + 2.0 * t,
+            y: 60.0,
+            w: 22.0,
+            h: 48.0,
+            vx: 2.0,
+            vy: 0.0,
+        },
+        Blob {
+            id: 7,
+            x: 150.0,
+            y: 130.0 - 1.5 * t,
+            w: 18.0,
+            h: 40.0,
+            vx: 0.0,
+            vy: -1.5,
+        },
+        Blob {
+            id: 12,
+            x: 230.0 - t,
+            y: 150.0 + 0.5 * t,
+            w: 26.0,
+            h: 52.0,
+            vx: -1.0,
+            vy: 0.5,
+        },
     ]
 }
 
@@ -38,7 +69,13 @@ fn inside(b: &Blob, x: f32, y: f32) -> bool {
 
 /// Stripes at 45° in the upper-right quarter: where the orientation map lights up.
 fn stripes(x: usize, y: usize) -> Option<u8> {
-    (x > 200 && y < 90).then(|| if ((x + y) / 6).is_multiple_of(2) { 200 } else { 60 })
+    (x > 200 && y < 90).then(|| {
+        if ((x + y) / 6).is_multiple_of(2) {
+            200
+        } else {
+            60
+        }
+    })
 }
 
 /// The hue colour of an angle (0..180°) at strength `v` (0..1).
@@ -60,10 +97,20 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             return [s, s, s.saturating_add(20)];
         }
         let g = 50 + (x * 60 / WIDTH) as u8 + (y * 40 / HEIGHT) as u8;
-        if y > 190 { [g / 2 + 30, g / 2 + 50, g / 2 + 20] } else { [g, g + 10, g + 25] }
+        if y > 190 {
+            [g / 2 + 30, g / 2 + 50, g / 2 + 20]
+        } else {
+            [g, g + 10, g + 25]
+        }
     });
     let gray = rgb.map(crate::image::rgb_to_gray_pixel);
-    let residue = Image::from_fn(WIDTH, HEIGHT, |x, y| if bl.iter().any(|b| inside(b, x as f32, y as f32)) { 220 } else { 0 });
+    let residue = Image::from_fn(WIDTH, HEIGHT, |x, y| {
+        if bl.iter().any(|b| inside(b, x as f32, y as f32)) {
+            220
+        } else {
+            0
+        }
+    });
     let orientation = Image::from_fn(WIDTH, HEIGHT, |x, y| match stripes(x, y) {
         Some(_) => hsv(45.0, 0.9),
         None if y > 190 => hsv(0.0, 0.5),
@@ -91,14 +138,24 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             7 => [255, 120, 80, 255],
             _ => [160, 255, 120, 255],
         };
-        shapes.push(Shape::Rect { left: b.x, top: b.y, width: b.w, height: b.h, color, label: Some(b.id.to_string()) });
+        shapes.push(Shape::Rect {
+            left: b.x,
+            top: b.y,
+            width: b.w,
+            height: b.h,
+            color,
+            label: Some(b.id.to_string()),
+        });
         let trail: Vec<[f32; 2]> = (0..8)
             .map(|k| {
                 let k = k as f32 * 3.0;
                 [b.x + b.w / 2.0 - b.vx * k, b.y + b.h / 2.0 - b.vy * k]
             })
             .collect();
-        shapes.push(Shape::Polyline { points: trail, color });
+        shapes.push(Shape::Polyline {
+            points: trail,
+            color,
+        });
         tracks.push(TrackInfo {
             id: b.id,
             age: index + b.id,
@@ -112,7 +169,10 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         .map(|k| {
             let a = k as f32 * 15.0;
             let d = ((a - 45.0 + 90.0).rem_euclid(180.0) - 90.0) / 30.0;
-            (a, 1.0e5 * (0.15 + (-(d * d)).exp() as f64) + if a == 90.0 { 4.0e4 } else { 0.0 })
+            (
+                a,
+                1.0e5 * (0.15 + (-(d * d)).exp() as f64) + if a == 90.0 { 4.0e4 } else { 0.0 },
+            )
         })
         .collect();
     let wobble = |k: f64| 1.0 + 0.15 * ((index as f64) * 0.7 + k).sin();
@@ -139,14 +199,22 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         latency_ms: compute_ms + 1.9,
         compute_ms,
     };
-    let output = |op: &'static str, raster: Option<Raster>, shapes: Vec<Shape>, data: OpData, summary: serde_json::Value| OpOutput {
+    let output = |op: &'static str,
+                  raster: Option<Raster>,
+                  shapes: Vec<Shape>,
+                  data: OpData,
+                  summary: serde_json::Value| OpOutput {
         op,
         summary,
-        layer: Layer { raster, shapes },
+        layer: Layer {
+            raster,
+            shapes,
+            device_raster: None,
+        },
         data,
         ..Default::default()
     };
-    AnalysedFrame {
+    let frame = AnalysedFrame {
         index,
         pts_nanos: Some(index * 33_333_333),
         width: gray.width(),
@@ -155,14 +223,68 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         rgb: Some(Arc::new(rgb)),
         picture: None,
         outputs: vec![
-            output("preprocess", None, vec![], OpData::None, serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 })),
-            output("maxtree", Some(Raster::Residue(Arc::new(residue))), vec![], OpData::None, serde_json::json!({ "nodes": 1832, "kept": 3 })),
-            output("cca", None, shapes, OpData::Tracks(tracks), serde_json::json!({ "components": 3, "tracks": 3 })),
-            output("orientation", Some(Raster::Colour(Arc::new(orientation))), vec![], OpData::Spectrum(spectrum), serde_json::json!({ "dominant_deg": 45.0 })),
-            output("segmentation", Some(Raster::Colour(Arc::new(segments))), vec![], OpData::None, serde_json::json!({ "segments": 7 })),
+            output(
+                "preprocess",
+                None,
+                vec![],
+                OpData::None,
+                serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 }),
+            ),
+            output(
+                "maxtree",
+                Some(Raster::Residue(Arc::new(residue))),
+                vec![],
+                OpData::None,
+                serde_json::json!({ "nodes": 1832, "kept": 3 }),
+            ),
+            output(
+                "cca",
+                None,
+                shapes,
+                OpData::Tracks(tracks),
+                serde_json::json!({ "components": 3, "tracks": 3 }),
+            ),
+            output(
+                "orientation",
+                Some(Raster::Colour(Arc::new(orientation))),
+                vec![],
+                OpData::Spectrum(spectrum),
+                serde_json::json!({ "dominant_deg": 45.0 }),
+            ),
+            output(
+                "segmentation",
+                Some(Raster::Colour(Arc::new(segments))),
+                vec![],
+                OpData::None,
+                serde_json::json!({ "segments": 7 }),
+            ),
         ],
         timings,
+    };
+    with_picture(frame, &super::layers::default_style())
+}
+
+/// `frame` with its picture composed from its host layers in `style` (RGBA, as the viewer asks
+/// for it); without a picture if the layers cannot be composed.
+#[must_use]
+pub fn with_picture(mut frame: AnalysedFrame, style: &ComposeStyle) -> AnalysedFrame {
+    frame.picture = compose_cpu(&layers_of(&frame), style, PictureFormat::Rgba)
+        .ok()
+        .map(Arc::new);
+    frame
+}
+
+/// `frame` as the GPU backend delivers it: the same picture, but no grey frame on the host and
+/// each host raster replaced by the note that its layer is on the device.
+#[must_use]
+pub fn on_device(mut frame: AnalysedFrame) -> AnalysedFrame {
+    frame.gray = None;
+    for o in &mut frame.outputs {
+        if let Some(r) = o.layer.raster.take() {
+            o.layer.device_raster = Some(r.kind());
+        }
     }
+    frame
 }
 
 /// A frame with one output of an op the viewer has never heard of (a grey raster and a box), to
@@ -181,10 +303,18 @@ pub fn unknown_op_frame(index: u64) -> AnalysedFrame {
         summary: serde_json::json!({ "rings": 1 }),
         layer: Layer {
             raster: Some(Raster::Residue(Arc::new(ring))),
-            shapes: vec![Shape::Rect { left: 90.0, top: 50.0, width: 140.0, height: 140.0, color: [255, 0, 255, 255], label: Some("1".into()) }],
+            shapes: vec![Shape::Rect {
+                left: 90.0,
+                top: 50.0,
+                width: 140.0,
+                height: 140.0,
+                color: [255, 0, 255, 255],
+                label: Some("1".into()),
+            }],
+            device_raster: None,
         },
         data: OpData::None,
         ..Default::default()
     });
-    f
+    with_picture(f, &super::layers::default_style())
 }

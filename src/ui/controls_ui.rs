@@ -82,7 +82,10 @@ impl SourcePicker {
             self.pattern = p.to_owned();
         } else if s == "camera" || s.starts_with("camera:") {
             self.kind = SourceKind::Camera;
-            self.camera = s.strip_prefix("camera:").and_then(|n| n.parse().ok()).unwrap_or(0);
+            self.camera = s
+                .strip_prefix("camera:")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
         } else if s.contains("://") {
             self.kind = SourceKind::Uri;
             self.uri = s.to_owned();
@@ -120,48 +123,68 @@ impl SourcePicker {
                 }
             });
             let mut enter = false;
-            ui.horizontal(|ui| {
-                match self.kind {
-                    SourceKind::File => {
-                        let l = ui.label("path");
-                        let r = ui.add(egui::TextEdit::singleline(&mut self.file).desired_width(150.0).hint_text("video file")).labelled_by(l.id);
-                        enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-                        if ui.button("Browse").on_hover_text("choose a file").clicked() {
-                            action = Some(PickerAction::Browse);
-                        }
-                    }
-                    SourceKind::Camera => {
-                        let l = ui.label("/dev/video");
-                        ui.add(egui::DragValue::new(&mut self.camera).range(0..=63)).labelled_by(l.id);
-                    }
-                    SourceKind::Test => {
-                        let l = ui.label("pattern");
-                        egui::ComboBox::from_id_salt("pattern")
-                            .selected_text(self.pattern.as_str())
-                            .height(240.0)
-                            .show_ui(ui, |ui| {
-                                for p in TEST_PATTERNS {
-                                    ui.selectable_value(&mut self.pattern, (*p).to_owned(), *p);
-                                }
-                            })
-                            .response
-                            .labelled_by(l.id);
-                    }
-                    SourceKind::Uri => {
-                        let l = ui.label("URI");
-                        let r = ui.add(egui::TextEdit::singleline(&mut self.uri).desired_width(180.0).hint_text("rtsp://host/path")).labelled_by(l.id);
-                        enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-                    }
-                    SourceKind::Pipeline => {
-                        let l = ui.label("pipeline");
-                        let r = ui
-                            .add(egui::TextEdit::singleline(&mut self.pipeline).desired_width(180.0).hint_text("… ! appsink name=sink"))
-                            .labelled_by(l.id);
-                        enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+            ui.horizontal(|ui| match self.kind {
+                SourceKind::File => {
+                    let l = ui.label("path");
+                    let r = ui
+                        .add(
+                            egui::TextEdit::singleline(&mut self.file)
+                                .desired_width(150.0)
+                                .hint_text("video file"),
+                        )
+                        .labelled_by(l.id);
+                    enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+                    if ui.button("Browse").on_hover_text("choose a file").clicked() {
+                        action = Some(PickerAction::Browse);
                     }
                 }
+                SourceKind::Camera => {
+                    let l = ui.label("/dev/video");
+                    ui.add(egui::DragValue::new(&mut self.camera).range(0..=63))
+                        .labelled_by(l.id);
+                }
+                SourceKind::Test => {
+                    let l = ui.label("pattern");
+                    egui::ComboBox::from_id_salt("pattern")
+                        .selected_text(self.pattern.as_str())
+                        .height(240.0)
+                        .show_ui(ui, |ui| {
+                            for p in TEST_PATTERNS {
+                                ui.selectable_value(&mut self.pattern, (*p).to_owned(), *p);
+                            }
+                        })
+                        .response
+                        .labelled_by(l.id);
+                }
+                SourceKind::Uri => {
+                    let l = ui.label("URI");
+                    let r = ui
+                        .add(
+                            egui::TextEdit::singleline(&mut self.uri)
+                                .desired_width(180.0)
+                                .hint_text("rtsp://host/path"),
+                        )
+                        .labelled_by(l.id);
+                    enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+                }
+                SourceKind::Pipeline => {
+                    let l = ui.label("pipeline");
+                    let r = ui
+                        .add(
+                            egui::TextEdit::singleline(&mut self.pipeline)
+                                .desired_width(180.0)
+                                .hint_text("… ! appsink name=sink"),
+                        )
+                        .labelled_by(l.id);
+                    enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+                }
             });
-            if ui.button("Open").on_hover_text(format!("open {}", self.source())).clicked() || enter {
+            if ui
+                .button("Open")
+                .on_hover_text(format!("open {}", self.source()))
+                .clicked()
+                || enter
+            {
                 action = Some(PickerAction::Open(self.source()));
             }
         });
@@ -178,9 +201,13 @@ pub fn summary_line(v: &serde_json::Value) -> String {
                 Some(f) if n.is_f64() => format!("{f:.3}"),
                 _ => n.to_string(),
             },
-            serde_json::Value::String(s) if s.chars().count() > 40 => format!("{}…", s.chars().take(40).collect::<String>()),
+            serde_json::Value::String(s) if s.chars().count() > 40 => {
+                format!("{}…", s.chars().take(40).collect::<String>())
+            }
             serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Array(a) if a.len() <= 4 && a.iter().all(|x| !x.is_array() && !x.is_object()) => {
+            serde_json::Value::Array(a)
+                if a.len() <= 4 && a.iter().all(|x| !x.is_array() && !x.is_object()) =>
+            {
                 format!("[{}]", a.iter().map(one).collect::<Vec<_>>().join(", "))
             }
             serde_json::Value::Array(a) => format!("[{} values]", a.len()),
@@ -189,7 +216,11 @@ pub fn summary_line(v: &serde_json::Value) -> String {
         }
     }
     match v {
-        serde_json::Value::Object(m) => m.iter().map(|(k, v)| format!("{k} {}", one(v))).collect::<Vec<_>>().join(" · "),
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k} {}", one(v)))
+            .collect::<Vec<_>>()
+            .join(" · "),
         serde_json::Value::Null => String::new(),
         other => one(other),
     }
@@ -212,7 +243,7 @@ pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&Analysed
             ui.indent("legend", |ui| {
                 ui.horizontal(|ui| {
                     ui.add_enabled(st.visible, egui::Slider::new(&mut st.opacity, 0.0..=1.0).text("opacity").fixed_decimals(2));
-                    if st.key != ORIGINAL && output.is_some_and(|o| o.layer.raster.is_some()) {
+                    if st.key != ORIGINAL && output.and_then(layers::raster_kind).is_some() {
                         ui.toggle_value(&mut st.add, "add")
                             .on_hover_text("additive blending: the picture's colours are added to the frame (black adds nothing); off: mixed by opacity");
                     }
@@ -236,7 +267,11 @@ pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&Analysed
         if !quiet.is_empty() {
             ui.add_space(2.0);
             for o in quiet {
-                ui.label(small_mono(format!("{}: {}", o.op, summary_line(&o.summary))));
+                ui.label(small_mono(format!(
+                    "{}: {}",
+                    o.op,
+                    summary_line(&o.summary)
+                )));
             }
         }
     }
@@ -263,16 +298,33 @@ pub fn settings_file_ui(ui: &mut egui::Ui, path: &mut String) -> Option<FileActi
     let mut action = None;
     ui.horizontal(|ui| {
         let l = ui.label("file");
-        ui.add(egui::TextEdit::singleline(path).desired_width(160.0).hint_text("settings.toml")).labelled_by(l.id);
+        ui.add(
+            egui::TextEdit::singleline(path)
+                .desired_width(160.0)
+                .hint_text("settings.toml"),
+        )
+        .labelled_by(l.id);
     });
     ui.horizontal(|ui| {
-        if ui.button("Save").on_hover_text("write every setting as TOML (load it with --config FILE)").clicked() {
+        if ui
+            .button("Save")
+            .on_hover_text("write every setting as TOML (load it with --config FILE)")
+            .clicked()
+        {
             action = Some(FileAction::Save);
         }
-        if ui.button("Load").on_hover_text("read settings from the file and apply them").clicked() {
+        if ui
+            .button("Load")
+            .on_hover_text("read settings from the file and apply them")
+            .clicked()
+        {
             action = Some(FileAction::Load);
         }
-        if ui.button("Reset all").on_hover_text("every analysis back to its defaults").clicked() {
+        if ui
+            .button("Reset all")
+            .on_hover_text("every analysis back to its defaults")
+            .clicked()
+        {
             action = Some(FileAction::ResetAll);
         }
     });

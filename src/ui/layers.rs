@@ -1,19 +1,20 @@
-//! Overlay layers: the original frame plus one layer per analysis that draws something (a raster,
-//! shapes, or both), keyed by the `op` name of its [`OpOutput`]. Each layer has a toggle, an
-//! opacity and a legend; a layer appears the first time its op sends something to draw, so a new
-//! analysis needs no change here. Known op names get a hand-written legend; any other op gets a
-//! generic one from what it sends.
+//! Overlay layers: the original frame plus one layer per analysis that draws something (a raster
+//! on the host or on the device, shapes, or both), keyed by the `op` name of its [`OpOutput`].
+//! Each layer has a toggle, an opacity, an additive switch (rasters) and a legend; a layer
+//! appears the first time its op sends something to draw, so a new analysis needs no change
+//! here. Known op names get a hand-written legend; any other op gets a generic one from what it
+//! sends.
 //!
-//! Textures: one per layer, created on first use and re-uploaded with `TextureHandle::set` when a
-//! newer frame is shown and the layer is visible (hidden layers are uploaded when shown again).
+//! The layers are not drawn here: their states become a [`ComposeStyle`] (keyed by op name and
+//! [`ORIGINAL`]) that the viewer sends to the pipeline, whose compose step draws every layer
+//! into the one picture the viewer shows.
 
-use eframe::egui::{self, Color32, ColorImage, TextureHandle, TextureOptions};
+use eframe::egui::{self, Color32};
 
-use crate::analysis::{AnalysedFrame, OpOutput, Raster};
-use crate::image::Image;
+use crate::analysis::{OpOutput, Raster};
+use crate::compose::{ComposeStyle, LayerKind, LayerStyle};
 
-/// Key of the base picture's layer.
-pub const ORIGINAL: &str = "original";
+pub use crate::compose::ORIGINAL;
 
 /// Toggle and opacity of one layer (persisted between runs).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -29,13 +30,42 @@ pub struct LayerState {
     pub add: bool,
 }
 
+impl LayerState {
+    /// The viewer's default state of layer `key`, which draws a raster or not.
+    #[must_use]
+    pub fn default_for(key: &str, has_raster: bool) -> Self {
+        let add = default_add(key);
+        let opacity = if add {
+            ADD_OPACITY
+        } else {
+            default_opacity(key, has_raster)
+        };
+        Self {
+            key: key.to_owned(),
+            visible: true,
+            opacity,
+            add,
+        }
+    }
+
+    /// How the compose step draws this layer.
+    #[must_use]
+    pub fn style(&self) -> LayerStyle {
+        LayerStyle {
+            visible: self.visible,
+            opacity: self.opacity,
+            additive: self.add,
+        }
+    }
+}
+
 /// Default opacity of a layer: the frame opaque, rasters as in the overlay video, shapes opaque.
 #[must_use]
 pub fn default_opacity(key: &str, has_raster: bool) -> f32 {
     if key == ORIGINAL || !has_raster {
         1.0
     } else {
-        crate::output::compose::RASTER_ALPHA
+        crate::compose::RASTER_ALPHA
     }
 }
 
@@ -46,35 +76,27 @@ pub fn default_add(key: &str) -> bool {
     has_hue_legend(key) || key.to_ascii_lowercase().contains("maxtree")
 }
 
-/// A segmentation layer drawn opaque over the frame's own pixels (its texture).
-fn segments_picture(frame: &AnalysedFrame, raster: &Raster) -> Option<Image<[u8; 3]>> {
-    use crate::compose::{ComposeStyle, LayerStyle, PictureFormat, RasterLayer, compose_cpu};
-    let mut layers = crate::output::compose::layers_of(frame);
-    layers.rasters = vec![RasterLayer { name: "segmentation", raster: raster.clone() }];
-    layers.shapes.clear();
-    let style = ComposeStyle::default().with("segmentation", LayerStyle::mixed(1.0));
-    compose_cpu(&layers, &style, PictureFormat::Rgb).ok()?.to_rgb_image()
-}
-
 /// Default opacity of additive layers.
 pub const ADD_OPACITY: f32 = 0.6;
 
-/// A layer's texture and what it holds.
-struct LayerTexture {
-    key: String,
-    handle: TextureHandle,
-    frame_seq: u64,
-    add: bool,
+/// The viewer's look before any layer was changed: the overlay video's styles
+/// ([`ComposeStyle::default`]) with the viewer's additive defaults ([`default_add`]).
+#[must_use]
+pub fn default_style() -> ComposeStyle {
+    let mut style = ComposeStyle::default();
+    for (key, s) in &mut style.layers {
+        if default_add(key) {
+            *s = LayerStyle::added(ADD_OPACITY);
+        }
+    }
+    style
 }
 
-/// Every layer in display order, with its texture.
+/// Every layer in display order.
 #[derive(Default)]
 pub struct Layers {
     /// Layer states, `original` first, then ops in the order they first appeared.
     pub states: Vec<LayerState>,
-    textures: Vec<LayerTexture>,
-    /// The base texture is the pipeline's composed picture (GPU backend): the rasters are in it.
-    base_composed: bool,
 }
 
 impl Layers {
@@ -83,21 +105,20 @@ impl Layers {
     pub fn from_saved(saved: Vec<LayerState>) -> Self {
         let mut states = saved;
         states.retain(|s| s.key != ORIGINAL);
-        let original = LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0, add: false };
-        states.insert(0, original);
-        Self { states, textures: Vec::new(), base_composed: false }
+        states.insert(0, LayerState::default_for(ORIGINAL, false));
+        Self { states }
     }
 
     /// Adds layers for ops of `frame` that draw something and have no layer yet.
-    pub fn discover(&mut self, frame: &AnalysedFrame) {
+    pub fn discover(&mut self, outputs: &[OpOutput]) {
         if self.states.first().is_none_or(|s| s.key != ORIGINAL) {
-            self.states.insert(0, LayerState { key: ORIGINAL.into(), visible: true, opacity: 1.0, add: false });
+            self.states
+                .insert(0, LayerState::default_for(ORIGINAL, false));
         }
-        for o in frame.outputs.iter().filter(|o| draws(o)) {
+        for o in outputs.iter().filter(|o| draws(o)) {
             if !self.states.iter().any(|s| s.key == o.op) {
-                let add = default_add(o.op);
-                let opacity = if add { ADD_OPACITY } else { default_opacity(o.op, o.layer.raster.is_some()) };
-                self.states.push(LayerState { key: o.op.to_owned(), visible: true, opacity, add });
+                self.states
+                    .push(LayerState::default_for(o.op, raster_kind(o).is_some()));
             }
         }
     }
@@ -114,126 +135,39 @@ impl Layers {
         self.get(key).is_none_or(|s| s.visible)
     }
 
-    /// Opacity of `key` (1 when unknown).
-    #[must_use]
-    pub fn opacity(&self, key: &str) -> f32 {
-        self.get(key).map_or(1.0, |s| s.opacity)
-    }
-
-    /// Whether `key` blends additively.
-    #[must_use]
-    pub fn additive(&self, key: &str) -> bool {
-        self.get(key).is_some_and(|s| s.add)
-    }
-
-    /// Whether the base texture is the composed picture (every raster drawn into it on the
-    /// device, with [`Layers::compose_style`]).
-    #[must_use]
-    pub fn base_composed(&self) -> bool {
-        self.base_composed
-    }
-
-    /// The layer states as the compose step's styles; the shapes (`cca`) stay hidden there
-    /// because the viewer draws them itself (crisp at any zoom, highlightable).
-    #[must_use]
-    pub fn compose_style(&self) -> crate::compose::ComposeStyle {
-        let mut style = crate::compose::ComposeStyle::default();
-        for s in &self.states {
-            let key = if s.key == ORIGINAL { crate::compose::ORIGINAL } else { s.key.as_str() };
-            style.set(key, crate::compose::LayerStyle { visible: s.visible, opacity: s.opacity, additive: s.add });
-        }
-        style.set("cca", crate::compose::LayerStyle::HIDDEN);
-        style
-    }
-
-    /// Flips layer number `n` (1-based, as the keys 1-5).
+    /// Flips layer number `n` (1-based, as the keys 1-9).
     pub fn toggle_nth(&mut self, n: usize) {
         if let Some(s) = n.checked_sub(1).and_then(|i| self.states.get_mut(i)) {
             s.visible = !s.visible;
         }
     }
 
-    /// Uploads the pictures of `frame` that are visible and not yet uploaded for `frame_seq`.
-    /// Where the copy happens: the frame's packed pixels are converted into an egui `ColorImage`
-    /// (one copy per visible raster per new frame), then handed to the renderer.
-    pub fn sync_textures(&mut self, ctx: &egui::Context, frame: &AnalysedFrame, frame_seq: u64) {
-        let opts = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
-        let base_wanted = self.visible(ORIGINAL);
-        if base_wanted && !self.uploaded(ORIGINAL, frame_seq, false) {
-            let composed = frame.picture.as_deref().filter(|p| p.format == crate::compose::PictureFormat::Rgba);
-            self.base_composed = composed.is_some();
-            let img = match (composed, &frame.rgb, &frame.gray) {
-                // GPU: the frame with its layers as the pipeline composed them on the device.
-                (Some(p), _, _) => Some(ColorImage::from_rgba_unmultiplied([p.width, p.height], &p.data)),
-                (None, Some(rgb), _) => Some(rgb_image(rgb, false)),
-                (None, None, Some(g)) => Some(gray_image(g, false)),
-                (None, None, None) => None,
-            };
-            if let Some(img) = img {
-                self.upload(ctx, ORIGINAL, img, opts, frame_seq, false);
-            }
-        }
-        for o in &frame.outputs {
-            let Some(r) = &o.layer.raster else { continue };
-            let add = self.additive(o.op);
-            if !self.visible(o.op) || self.uploaded(o.op, frame_seq, add) {
-                continue;
-            }
-            let img = match r {
-                Raster::Residue(g) => gray_image(g, add),
-                Raster::Colour(c) => rgb_image(c, add),
-                Raster::Segments { .. } => match segments_picture(frame, r) {
-                    Some(pic) => rgb_image(&pic, add),
-                    None => continue,
-                },
-            };
-            self.upload(ctx, o.op, img, opts, frame_seq, add);
-        }
-    }
-
-    fn uploaded(&self, key: &str, frame_seq: u64, add: bool) -> bool {
-        self.textures.iter().any(|t| t.key == key && t.frame_seq == frame_seq && t.add == add)
-    }
-
-    fn upload(&mut self, ctx: &egui::Context, key: &str, img: ColorImage, opts: TextureOptions, frame_seq: u64, add: bool) {
-        if let Some(t) = self.textures.iter_mut().find(|t| t.key == key) {
-            t.handle.set(img, opts);
-            t.frame_seq = frame_seq;
-            t.add = add;
-        } else {
-            let handle = ctx.load_texture(format!("layer-{key}"), img, opts);
-            self.textures.push(LayerTexture { key: key.to_owned(), handle, frame_seq, add });
-        }
-    }
-
-    /// The texture of `key` if it holds the picture of `frame_seq`.
+    /// The compose step's styles for these layers: [`default_style`] for the layers not
+    /// discovered yet, each layer's state for the others.
     #[must_use]
-    pub fn texture(&self, key: &str, frame_seq: u64) -> Option<&TextureHandle> {
-        self.textures.iter().find(|t| t.key == key && t.frame_seq == frame_seq).map(|t| &t.handle)
+    pub fn compose_style(&self) -> ComposeStyle {
+        let mut style = default_style();
+        for s in &self.states {
+            style.set(s.key.clone(), s.style());
+        }
+        style
     }
+}
+
+/// The kind of raster an output draws: its host raster's, else the one it left on the device.
+#[must_use]
+pub fn raster_kind(o: &OpOutput) -> Option<LayerKind> {
+    o.layer
+        .raster
+        .as_ref()
+        .map(Raster::kind)
+        .or(o.layer.device_raster)
 }
 
 /// Whether an output has anything to draw.
 #[must_use]
 pub fn draws(o: &OpOutput) -> bool {
-    o.layer.raster.is_some() || !o.layer.shapes.is_empty()
-}
-
-/// Pixels for a texture. With `add`, alpha is 0: egui blends premultiplied colours, so an
-/// opaque-looking colour with zero alpha is *added* to what is below (black adds nothing).
-fn color_image(width: usize, height: usize, pixels: impl Iterator<Item = [u8; 3]>, add: bool) -> ColorImage {
-    let pixels = pixels
-        .map(|[r, g, b]| if add { Color32::from_rgba_premultiplied(r, g, b, 0) } else { Color32::from_rgb(r, g, b) })
-        .collect();
-    ColorImage::new([width, height], pixels)
-}
-
-fn gray_image(g: &Image<u8>, add: bool) -> ColorImage {
-    color_image(g.width(), g.height(), g.rows().flat_map(|r| r.iter().map(|&v| [v, v, v])), add)
-}
-
-fn rgb_image(c: &Image<[u8; 3]>, add: bool) -> ColorImage {
-    color_image(c.width(), c.height(), c.rows().flat_map(|r| r.iter().copied()), add)
+    raster_kind(o).is_some() || !o.layer.shapes.is_empty()
 }
 
 /// A readable name for a layer key.
@@ -244,7 +178,11 @@ pub fn title(key: &str) -> String {
         "original frame"
     } else if k.contains("maxtree") {
         "max-tree filter"
-    } else if k.contains("cca") || k.contains("ccl") || k.contains("component") || k.contains("track") {
+    } else if k.contains("cca")
+        || k.contains("ccl")
+        || k.contains("component")
+        || k.contains("track")
+    {
         "components + tracks"
     } else if k.contains("orient") || k.contains("linear") {
         "orientation map"
@@ -253,7 +191,11 @@ pub fn title(key: &str) -> String {
     } else {
         return key.to_owned();
     };
-    if k == ORIGINAL || known.contains(&k) { known.to_owned() } else { format!("{known} ({key})") }
+    if k == ORIGINAL || known.contains(&k) {
+        known.to_owned()
+    } else {
+        format!("{known} ({key})")
+    }
 }
 
 /// The legend of a layer: what its colours and marks mean.
@@ -264,9 +206,9 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
         return "The source frame (colour, or grey for grey sources). Turn it off to see the overlays on black.".into();
     }
     if k.contains("maxtree") {
-        return "Grey picture: the residue of the attribute filter (|frame - filtered|, a top-hat): the \
-                small bright (max-tree) or dark (min-tree) structures the filter removed glow; black = \
-                nothing removed."
+        return "Highlight: the residue of the attribute filter (|frame - filtered|, a top-hat): the \
+                small bright (max-tree) or dark (min-tree) structures the filter removed glow yellow, \
+                the more the stronger the residue; nothing where nothing was removed."
             .into();
     }
     if k.contains("cca") || k.contains("ccl") || k.contains("component") || k.contains("track") {
@@ -288,17 +230,21 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
     match output {
         Some(o) => {
             let mut parts = Vec::new();
-            if let Some(r) = &o.layer.raster {
-                parts.push(match r {
-                    Raster::Residue(_) => "a grey picture".to_owned(),
-                    Raster::Colour(_) => "a colour picture".to_owned(),
-                    Raster::Segments { .. } => "segments filled from the frame".to_owned(),
+            if let Some(kind) = raster_kind(o) {
+                parts.push(match kind {
+                    LayerKind::Residue => "a grey picture".to_owned(),
+                    LayerKind::Colour => "a colour picture".to_owned(),
+                    LayerKind::Segments => "segments filled from the frame".to_owned(),
+                    LayerKind::Base | LayerKind::Shapes => "a picture".to_owned(),
                 });
             }
             if !o.layer.shapes.is_empty() {
                 parts.push(format!("{} shapes (boxes, lines)", o.layer.shapes.len()));
             }
-            format!("Analysis `{key}` draws {} over the frame.", parts.join(" and "))
+            format!(
+                "Analysis `{key}` draws {} over the frame.",
+                parts.join(" and ")
+            )
         }
         None => format!("Analysis `{key}` (not in the current frame)."),
     }
@@ -329,13 +275,22 @@ pub fn hue_legend_ui(ui: &mut egui::Ui) {
     for i in 0..steps {
         let t0 = i as f32 / steps as f32;
         let t1 = (i + 1) as f32 / steps as f32;
-        let r = egui::Rect::from_x_y_ranges(bar.left() + t0 * width..=bar.left() + t1 * width, bar.y_range());
+        let r = egui::Rect::from_x_y_ranges(
+            bar.left() + t0 * width..=bar.left() + t1 * width,
+            bar.y_range(),
+        );
         painter.rect_filled(r, 0.0, angle_color(t0 * 180.0));
     }
     let text = ui.visuals().text_color();
     for deg in [0.0f32, 45.0, 90.0, 135.0, 180.0] {
         let x = bar.left() + deg / 180.0 * width;
-        painter.line_segment([egui::pos2(x, bar.bottom()), egui::pos2(x, bar.bottom() + 3.0)], (1.0, text));
+        painter.line_segment(
+            [
+                egui::pos2(x, bar.bottom()),
+                egui::pos2(x, bar.bottom() + 3.0),
+            ],
+            (1.0, text),
+        );
         let anchor = if deg == 0.0 {
             egui::Align2::LEFT_TOP
         } else if deg == 180.0 {
@@ -343,7 +298,13 @@ pub fn hue_legend_ui(ui: &mut egui::Ui) {
         } else {
             egui::Align2::CENTER_TOP
         };
-        painter.text(egui::pos2(x, bar.bottom() + 3.0), anchor, format!("{deg:.0}°"), egui::FontId::proportional(10.0), text);
+        painter.text(
+            egui::pos2(x, bar.bottom() + 3.0),
+            anchor,
+            format!("{deg:.0}°"),
+            egui::FontId::proportional(10.0),
+            text,
+        );
     }
 }
 
@@ -356,26 +317,4 @@ pub fn name_color(name: &str) -> Color32 {
     }
     let hue = (h % 360) as f32 / 360.0;
     egui::ecolor::Hsva::new(hue, 0.65, 0.9, 1.0).into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::compose::{LayerStyle, ORIGINAL as BASE};
-
-    #[test]
-    fn the_panel_states_become_the_compose_style_with_shapes_left_to_the_viewer() {
-        let mut layers = Layers::from_saved(vec![
-            LayerState { key: "maxtree".into(), visible: false, opacity: 0.3, add: true },
-            LayerState { key: "orientation".into(), visible: true, opacity: 0.6, add: true },
-            LayerState { key: "cca".into(), visible: true, opacity: 1.0, add: false },
-        ]);
-        layers.toggle_nth(1); // the original frame off
-        let style = layers.compose_style();
-        assert_eq!(style.layers.get(BASE), Some(&LayerStyle { visible: false, opacity: 1.0, additive: false }));
-        assert_eq!(style.layers.get("maxtree"), Some(&LayerStyle { visible: false, opacity: 0.3, additive: true }));
-        assert_eq!(style.layers.get("orientation"), Some(&LayerStyle::added(0.6)));
-        assert_eq!(style.layers.get("cca"), Some(&LayerStyle::HIDDEN), "the viewer draws the shapes");
-        assert!(!layers.base_composed(), "no composed picture yet");
-    }
 }

@@ -2,15 +2,19 @@
 //! the final `End`/`Error` event and the frame counters.
 //!
 //! Starting a pipeline opens GStreamer and may build CUDA state, and stopping one joins its
-//! threads; both happen on short-lived helper threads, never on the UI thread. The UI polls
-//! [`Link::poll`] once per repaint. Settings changes are coalesced: at most one
-//! `Command::Settings` waits to be sent, the newest, retried on the next repaint when the bounded
-//! command channel is full (a drag of a slider must never block the UI).
+//! threads; both happen on short-lived helper threads, never on the UI thread. The pipeline is
+//! asked for an RGBA picture only when the viewer has taken the previous frame
+//! ([`PictureWant::WhenTaken`]), so composing follows the display rate. The UI polls
+//! [`Link::poll`] once per repaint. Settings and layer-style changes are coalesced: at most one
+//! `Command::Settings` and one `Command::Style` wait to be sent, the newest, retried on the next
+//! repaint when the bounded command channel is full (a drag of a slider must never block the
+//! UI).
 //!
 //! A [`Link`] can also be *detached*: no pipeline, the channels' other ends held by a test
-//! ([`super::TestLink`]), which feeds frames and events and observes the commands.
+//! ([`TestLink`]), which feeds frames and events and observes the commands.
 
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
@@ -18,9 +22,11 @@ use eframe::egui;
 
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
+use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
 use crate::config::Settings;
-use crate::compose::{ComposeStyle, PictureFormat};
-use crate::pipeline::{Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent};
+use crate::pipeline::{
+    Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent,
+};
 use crate::source::SourceSpec;
 
 /// What [`Link::poll`] found since the last poll.
@@ -59,7 +65,6 @@ pub struct Link {
     opening: Option<Opening>,
     backend: Option<Backend>,
     pending_settings: Option<OpSettings>,
-    /// The newest layer styles not yet sent (coalesced like the settings).
     pending_style: Option<ComposeStyle>,
     stoppers: Vec<JoinHandle<()>>,
 }
@@ -68,11 +73,18 @@ impl Link {
     /// A link that starts pipelines on `backend`.
     #[must_use]
     pub fn new(backend: Backend) -> Self {
-        Self { worker: None, opening: None, backend: Some(backend), pending_settings: None, pending_style: None, stoppers: Vec::new() }
+        Self {
+            worker: None,
+            opening: None,
+            backend: Some(backend),
+            pending_settings: None,
+            pending_style: None,
+            stoppers: Vec::new(),
+        }
     }
 
-    /// A link without a pipeline: the returned ends let a caller play the worker.
-    pub(crate) fn detached(backend_label: &str) -> (Self, Receiver<Command>, Sender<PipelineEvent>, Arc<Mailbox>, Arc<Counters>) {
+    /// A link without a pipeline: the returned [`TestLink`] lets a caller play the worker.
+    pub(crate) fn detached(backend_label: &str) -> (Self, TestLink) {
         let (cmd_tx, cmd_rx) = bounded(256);
         let (ev_tx, ev_rx) = bounded(256);
         let mailbox = Arc::new(Mailbox::new());
@@ -85,8 +97,23 @@ impl Link {
             backend: backend_label.to_owned(),
             pipeline: None,
         };
-        let link = Self { worker: Some(worker), opening: None, backend: None, pending_settings: None, pending_style: None, stoppers: Vec::new() };
-        (link, cmd_rx, ev_tx, mailbox, counters)
+        let link = Self {
+            worker: Some(worker),
+            opening: None,
+            backend: None,
+            pending_settings: None,
+            pending_style: None,
+            stoppers: Vec::new(),
+        };
+        let test = TestLink {
+            commands: cmd_rx,
+            events: ev_tx,
+            mailbox,
+            counters,
+            seen: Mutex::new(Vec::new()),
+            style: Mutex::new(ComposeStyle::default()),
+        };
+        (link, test)
     }
 
     /// Whether pipelines can be started (false when detached).
@@ -119,42 +146,60 @@ impl Link {
         match &self.worker {
             Some(w) => {
                 let c = w.counters.snapshot();
-                let replaced = w.mailbox.replaced.load(std::sync::atomic::Ordering::Relaxed);
+                let replaced = w
+                    .mailbox
+                    .replaced
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 (c.frames_in, c.frames_out, c.dropped, replaced)
             }
             None => (0, 0, 0, 0),
         }
     }
 
-    /// Stops the current pipeline (on a helper thread) and opens `spec` on another; the result
-    /// arrives through [`Self::poll`]. `ctx` is repainted when frames arrive.
-    pub fn open(&mut self, spec: SourceSpec, settings: &Settings, ctx: &egui::Context) {
+    /// Stops the current pipeline (on a helper thread) and opens `spec` on another, its pictures
+    /// composed with `style`; the result arrives through [`Self::poll`]. `ctx` is repainted when
+    /// frames arrive.
+    pub fn open(
+        &mut self,
+        spec: SourceSpec,
+        settings: &Settings,
+        style: &ComposeStyle,
+        ctx: &egui::Context,
+    ) {
         let Some(backend) = self.backend.clone() else {
             return;
         };
         self.stop_async();
         let source = spec.to_string();
         let settings = settings.clone();
+        let style = Box::new(style.clone());
+        self.pending_style = None;
         let ctx = ctx.clone();
         let (tx, rx) = bounded(1);
-        let spawned = std::thread::Builder::new().name("morphoscope-open".into()).spawn(move || {
-            let mailbox = Arc::new(Mailbox::new());
-            let waker_ctx = ctx.clone();
-            mailbox.set_waker(move || waker_ctx.request_repaint());
-            // On the GPU the analyses' layers stay on the device: the pipeline composes the
-            // picture (rasters only; the viewer draws the shapes itself) at the display rate. The
-            // CPU backend hands its host layers over and the viewer blends them.
-            let want = match &backend {
-                Backend::Cuda(_) => PictureWant::WhenTaken(PictureFormat::Rgba),
-                Backend::Cpu => PictureWant::None,
-            };
-            let r = Pipeline::start(FrameSource::Spec(spec.clone()), &settings, &backend, Delivery::Latest(mailbox.clone()), want)
-
-                .map(|p| (p, mailbox))
+        let spawned = std::thread::Builder::new()
+            .name("morphoscope-open".into())
+            .spawn(move || {
+                let mailbox = Arc::new(Mailbox::new());
+                let waker_ctx = ctx.clone();
+                mailbox.set_waker(move || waker_ctx.request_repaint());
+                let want = PictureWant::WhenTaken(PictureFormat::Rgba);
+                let r = Pipeline::start(
+                    FrameSource::Spec(spec.clone()),
+                    &settings,
+                    &backend,
+                    Delivery::Latest(mailbox.clone()),
+                    want,
+                )
+                .map(|p| {
+                    // The worker reads commands before each frame: the first pictures (nearly
+                    // always) have the viewer's look already.
+                    let _ = p.commands.try_send(Command::Style(style));
+                    (p, mailbox)
+                })
                 .map_err(|e| format!("cannot open {spec}: {e}"));
-            let _ = tx.send(r);
-            ctx.request_repaint();
-        });
+                let _ = tx.send(r);
+                ctx.request_repaint();
+            });
         match spawned {
             Ok(_) => self.opening = Some(Opening { source, result: rx }),
             Err(e) => {
@@ -177,35 +222,31 @@ impl Link {
     /// Queues new analysis settings; the newest queued settings are sent on this or a later poll.
     pub fn send_settings(&mut self, ops: &OpSettings) {
         self.pending_settings = Some(ops.clone());
-        self.flush_settings();
+        self.flush_pending();
     }
 
-    /// Queues new layer styles for the composed picture (GPU backend); the newest is sent on
+    /// Queues new layer styles for the composed picture; the newest queued styles are sent on
     /// this or a later poll.
     pub fn send_style(&mut self, style: &ComposeStyle) {
         self.pending_style = Some(style.clone());
-        self.flush_style();
+        self.flush_pending();
     }
 
-    fn flush_style(&mut self) {
-        let (Some(w), Some(s)) = (&self.worker, self.pending_style.take()) else {
-            return;
-        };
-        match w.commands.try_send(Command::Style(Box::new(s))) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(Command::Style(s))) => self.pending_style = Some(*s),
-            Err(TrySendError::Full(_)) => {}
+    /// Sends the queued settings and styles; what does not fit in the command channel waits for
+    /// the next call. Without a worker (a pipeline still opening) they wait too.
+    fn flush_pending(&mut self) {
+        let Some(w) = &self.worker else { return };
+        if let Some(s) = self.pending_settings.take()
+            && let Err(TrySendError::Full(Command::Settings(s))) =
+                w.commands.try_send(Command::Settings(Box::new(s)))
+        {
+            self.pending_settings = Some(*s);
         }
-    }
-
-    fn flush_settings(&mut self) {
-        let (Some(w), Some(s)) = (&self.worker, self.pending_settings.take()) else {
-            return;
-        };
-        match w.commands.try_send(Command::Settings(Box::new(s))) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(Command::Settings(s))) => self.pending_settings = Some(*s),
-            Err(TrySendError::Full(_)) => {}
+        if let Some(s) = self.pending_style.take()
+            && let Err(TrySendError::Full(Command::Style(s))) =
+                w.commands.try_send(Command::Style(Box::new(s)))
+        {
+            self.pending_style = Some(*s);
         }
     }
 
@@ -238,8 +279,7 @@ impl Link {
                 }
             }
         }
-        self.flush_settings();
-        self.flush_style();
+        self.flush_pending();
         if let Some(w) = &self.worker {
             out.frame = w.mailbox.take();
             loop {
@@ -266,7 +306,10 @@ impl Link {
             && let Some(p) = w.pipeline
         {
             drop(w.events);
-            match std::thread::Builder::new().name("morphoscope-stop".into()).spawn(move || p.stop()) {
+            match std::thread::Builder::new()
+                .name("morphoscope-stop".into())
+                .spawn(move || p.stop())
+            {
                 Ok(h) => self.stoppers.push(h),
                 Err(e) => log::warn!("viewer: cannot stop the pipeline on a thread: {e}"),
             }
@@ -299,3 +342,76 @@ impl Drop for Link {
     }
 }
 
+/// The other ends of a detached app's link: a test plays the worker with them.
+pub struct TestLink {
+    /// Commands the app sent (settings, styles, pause, step); read them with [`TestLink::drain`].
+    pub commands: Receiver<Command>,
+    /// Send `End` or `Error` as the worker would.
+    pub events: Sender<PipelineEvent>,
+    /// Put frames here as the worker does (newest wins).
+    pub mailbox: Arc<Mailbox>,
+    /// The worker's counters (frames in/out, dropped).
+    pub counters: Arc<Counters>,
+    /// Commands read by [`TestLink::deliver`] and not drained yet.
+    seen: Mutex<Vec<Command>>,
+    /// The newest style the app sent (the worker's default before any).
+    style: Mutex<ComposeStyle>,
+}
+
+impl TestLink {
+    /// Delivers a frame as the worker would on the CPU backend: composes its picture from its
+    /// host layers with the newest style the app sent, counts it and puts it in the mailbox.
+    pub fn deliver(&self, mut f: AnalysedFrame) {
+        self.read_commands();
+        let picture = self.style.lock().ok().map(|style| {
+            compose_cpu(
+                &crate::output::compose::layers_of(&f),
+                &style,
+                PictureFormat::Rgba,
+            )
+        });
+        match picture {
+            Some(Ok(p)) => f.picture = Some(Arc::new(p)),
+            Some(Err(e)) => log::warn!("test link: frame {} not composed: {e}", f.index),
+            None => {}
+        }
+        self.deliver_as_is(f);
+    }
+
+    /// Delivers a frame unchanged (with or without a picture), counts it and puts it in the
+    /// mailbox.
+    pub fn deliver_as_is(&self, f: AnalysedFrame) {
+        self.counters.frames_in.fetch_add(1, Ordering::Relaxed);
+        self.counters.frames_out.fetch_add(1, Ordering::Relaxed);
+        self.mailbox.put(f);
+    }
+
+    /// The newest style the app sent (the pipeline's default before any).
+    #[must_use]
+    pub fn style(&self) -> ComposeStyle {
+        self.read_commands();
+        self.style.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Takes every command sent so far.
+    pub fn drain(&self) -> Vec<Command> {
+        self.read_commands();
+        self.seen
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    }
+
+    /// Moves the commands waiting in the channel to `seen`, noting the newest style.
+    fn read_commands(&self) {
+        let (Ok(mut seen), Ok(mut style)) = (self.seen.lock(), self.style.lock()) else {
+            return;
+        };
+        for c in self.commands.try_iter() {
+            if let Command::Style(s) = &c {
+                style.clone_from(s);
+            }
+            seen.push(c);
+        }
+    }
+}

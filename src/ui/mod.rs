@@ -1,23 +1,28 @@
 //! The viewer: an eframe/egui app that shows the video with every analysis overlaid, edits the
 //! analyses' settings live, and shows where the time goes.
 //!
-//! How it works. The pipeline's worker thread (which alone touches GStreamer and CUDA) puts each
-//! analysed frame into a newest-wins [`Mailbox`](crate::pipeline::Mailbox) whose waker calls
-//! `request_repaint`. On each repaint the UI takes the newest frame, uploads the base picture and
-//! each visible overlay raster into one texture per layer (`TextureHandle::set` re-uploads into
-//! the same texture), and paints the overlay shapes as egui shapes mapped from image to screen
-//! coordinates, so they stay sharp at any zoom. User changes go back as
-//! [`Command`](crate::pipeline::Command)s: `Settings` (the whole `OpSettings`, from the next frame
-//! on), `Pause`, `Step`. Pipelines are started and stopped on short-lived helper threads, so
-//! opening a slow network stream never freezes the window.
+//! How it works. The pipeline's threads (which alone touch GStreamer and CUDA) put each analysed
+//! frame into a newest-wins [`Mailbox`](crate::pipeline::Mailbox) whose waker calls
+//! `request_repaint`. The pipeline composes the frame and every layer into one RGBA picture (on
+//! the device on the GPU backend) only when the viewer has taken the previous frame, so
+//! composing follows the display rate. On each repaint the UI takes the newest frame, uploads its
+//! picture into one texture (`TextureHandle::set` re-uploads into the same texture; a frame
+//! without a picture leaves the last one on screen), and draws the interactive marks (the
+//! highlighted track, the track under the pointer) as egui shapes on top. User changes go back
+//! as [`Command`](crate::pipeline::Command)s: `Settings` (the whole `OpSettings`, from the next
+//! frame on), `Style` (the layers' toggles, opacities and blend modes as a
+//! [`ComposeStyle`](crate::compose::ComposeStyle), for the pictures composed from then on),
+//! `Pause`, `Step`. Pipelines are started and stopped on short-lived helper threads, so opening a
+//! slow network stream never freezes the window.
 //!
 //! Nothing here names an analysis: layers, legends, controls and panels are driven by the
 //! `OpOutput`s that arrive (keyed by `op`) and by the serde form of `OpSettings`, so a new
 //! analysis gets a layer, a legend, a settings section and its numbers without UI changes.
 //! Known op names only add a friendlier legend ([`layers::legend_text`]).
 //!
-//! Files: [`app`] (state, layout, keyboard, persistence), [`link`] (connection to the worker),
-//! [`layers`] (toggles, opacity, legends, textures), [`video_ui`] (zoom/pan, overlays),
+//! Files: [`app`] (state, layout, keyboard), `saved` (what persists between runs), [`link`] (connection to the worker),
+//! [`layers`] (toggles, opacity, legends, the compose style), [`picture`] (the picture's
+//! texture), [`video_ui`] (zoom/pan, interactive marks),
 //! [`controls_ui`] (source, playback, settings), [`settings_form`] (generic editor of a serde
 //! struct), [`timings_ui`], [`tracks_ui`], [`spectrum_ui`], [`canned`] (synthetic frames for tests
 //! and docs).
@@ -27,14 +32,17 @@ pub mod canned;
 pub mod controls_ui;
 pub mod layers;
 pub mod link;
+pub mod picture;
+mod saved;
 pub mod settings_form;
 pub mod spectrum_ui;
 pub mod timings_ui;
 pub mod tracks_ui;
 pub mod video_ui;
 
-pub use app::{TestLink, ViewerApp};
+pub use app::ViewerApp;
 pub use eframe::egui;
+pub use link::TestLink;
 
 use crate::backend::Backend;
 use crate::config::Settings;
@@ -68,9 +76,22 @@ pub struct ViewerOptions {
 impl ViewerOptions {
     /// Options with `quit_after_secs` from `MORPHOSCOPE_QUIT_AFTER` (seconds; for smoke tests).
     #[must_use]
-    pub fn new(settings: Settings, settings_explicit: bool, source: String, backend: Backend) -> Self {
-        let quit_after_secs = std::env::var("MORPHOSCOPE_QUIT_AFTER").ok().and_then(|s| s.trim().parse::<f64>().ok());
-        Self { settings, settings_explicit, source, backend, quit_after_secs }
+    pub fn new(
+        settings: Settings,
+        settings_explicit: bool,
+        source: String,
+        backend: Backend,
+    ) -> Self {
+        let quit_after_secs = std::env::var("MORPHOSCOPE_QUIT_AFTER")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok());
+        Self {
+            settings,
+            settings_explicit,
+            source,
+            backend,
+            quit_after_secs,
+        }
     }
 }
 
@@ -78,7 +99,9 @@ impl ViewerOptions {
 /// still fail to open; [`run_viewer`] then returns [`UiError::NoWindow`].
 #[must_use]
 pub fn display_available() -> bool {
-    ["DISPLAY", "WAYLAND_DISPLAY"].iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+    ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
 }
 
 /// The renderer: glow (OpenGL) unless `MORPHOSCOPE_RENDERER=wgpu`. Glow starts faster and
@@ -102,14 +125,19 @@ fn icon() -> egui::IconData {
             let px = &mut rgba[(y * N + x) * 4..][..4];
             if r < 22.0 {
                 let hue = (dy.atan2(dx) / std::f32::consts::TAU).rem_euclid(1.0);
-                let c = egui::ecolor::Hsva::new(hue, 0.8, 0.35 + 0.6 * r / 22.0, 1.0).to_srgba_unmultiplied();
+                let c = egui::ecolor::Hsva::new(hue, 0.8, 0.35 + 0.6 * r / 22.0, 1.0)
+                    .to_srgba_unmultiplied();
                 px.copy_from_slice(&c);
             } else if r < 30.0 {
                 px.copy_from_slice(&[235, 235, 240, 255]);
             }
         }
     }
-    egui::IconData { rgba, width: N as u32, height: N as u32 }
+    egui::IconData {
+        rgba,
+        width: N as u32,
+        height: N as u32,
+    }
 }
 
 /// Opens the window and runs until it is closed. Blocks the calling thread (it must be the main
@@ -125,7 +153,11 @@ pub fn run_viewer(opts: ViewerOptions) -> Result<(), UiError> {
         .with_inner_size([1440.0, 900.0])
         .with_min_inner_size([800.0, 500.0])
         .with_icon(icon());
-    let native = eframe::NativeOptions { viewport, renderer: renderer(), ..Default::default() };
+    let native = eframe::NativeOptions {
+        viewport,
+        renderer: renderer(),
+        ..Default::default()
+    };
     let started = Arc::new(AtomicBool::new(false));
     let started_in_app = started.clone();
     let result = eframe::run_native(

@@ -1,16 +1,20 @@
-//! The video view: the frame and its layers in one zoomable, pannable view.
+//! The video view: the composed picture (the frame with every layer) in one zoomable, pannable
+//! view, with the interactive marks drawn over it.
 //!
 //! Image coordinates (pixels, origin top-left) map to the screen as
 //! `screen = rect.min + offset + zoom * image`. In *fit* mode (the default, and after `f` or a
 //! double click) zoom and offset are recomputed every frame so the picture fills the view;
-//! scrolling zooms about the pointer and dragging pans, which leaves fit mode. Rasters are
-//! textures drawn into the mapped rectangle with their layer's opacity; shapes (boxes, trails,
-//! labels) are mapped point by point and drawn as egui shapes, so they stay sharp at any zoom.
+//! scrolling zooms about the pointer and dragging pans, which leaves fit mode. The picture is one
+//! texture drawn into the mapped rectangle (the pipeline composed the layers into it); what
+//! depends on the pointer or a selection (the highlighted track, the track under the pointer)
+//! is mapped point by point and drawn as egui shapes on top, so it stays sharp at any zoom.
 
-use eframe::egui::{self, Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Vec2, pos2, vec2};
+use eframe::egui::{
+    self, Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Vec2, pos2, vec2,
+};
 
-use super::layers::{Layers, ORIGINAL};
-use crate::analysis::{AnalysedFrame, OpData, Shape, TrackInfo};
+use super::picture::PictureView;
+use crate::analysis::{AnalysedFrame, OpData, TrackInfo};
 
 /// Zoom limits (screen pixels per image pixel).
 const ZOOM_RANGE: std::ops::RangeInclusive<f32> = 0.05..=64.0;
@@ -30,7 +34,12 @@ pub struct VideoView {
 
 impl Default for VideoView {
     fn default() -> Self {
-        Self { fit: true, zoom: 1.0, offset: Vec2::ZERO, hover_image_pos: None }
+        Self {
+            fit: true,
+            zoom: 1.0,
+            offset: Vec2::ZERO,
+            hover_image_pos: None,
+        }
     }
 }
 
@@ -52,7 +61,9 @@ impl VideoView {
         if size.x <= 0.0 || size.y <= 0.0 {
             return;
         }
-        self.zoom = (rect.width() / size.x).min(rect.height() / size.y).clamp(*ZOOM_RANGE.start(), *ZOOM_RANGE.end());
+        self.zoom = (rect.width() / size.x)
+            .min(rect.height() / size.y)
+            .clamp(*ZOOM_RANGE.start(), *ZOOM_RANGE.end());
         self.offset = (rect.size() - size * self.zoom) * 0.5;
     }
 
@@ -86,14 +97,13 @@ pub fn frame_tracks(frame: &AnalysedFrame) -> impl Iterator<Item = &TrackInfo> {
     })
 }
 
-/// Draws the view. `frame_seq` names the frame whose textures are current; `placeholder` is shown
-/// when there is no frame.
+/// Draws the view: `picture` over the frame's area, then the marks of `frame` (the newest frame's
+/// tracks). `placeholder` is shown when there is no frame.
 pub fn video_ui(
     ui: &mut egui::Ui,
     view: &mut VideoView,
     frame: Option<&AnalysedFrame>,
-    frame_seq: u64,
-    layers: &Layers,
+    picture: &PictureView,
     selected_track: Option<u64>,
     placeholder: &str,
 ) -> VideoResponse {
@@ -102,7 +112,13 @@ pub fn video_ui(
     painter.rect_filled(rect, 0.0, Color32::from_gray(16));
     let mut out = VideoResponse::default();
     let Some(frame) = frame else {
-        painter.text(rect.center(), Align2::CENTER_CENTER, placeholder, FontId::proportional(16.0), Color32::from_gray(170));
+        painter.text(
+            rect.center(),
+            Align2::CENTER_CENTER,
+            placeholder,
+            FontId::proportional(16.0),
+            Color32::from_gray(170),
+        );
         view.hover_image_pos = None;
         return out;
     };
@@ -131,76 +147,73 @@ pub fn video_ui(
     }
     view.hover_image_pos = resp.hover_pos().map(|p| view.image_from_screen(rect, p));
     if resp.clicked() {
-        out.clicked = resp.interact_pointer_pos().map(|p| view.image_from_screen(rect, p));
+        out.clicked = resp
+            .interact_pointer_pos()
+            .map(|p| view.image_from_screen(rect, p));
     }
 
     let painter = painter.with_clip_rect(rect);
-    let image_rect = Rect::from_min_max(view.screen_from_image(rect, Pos2::ZERO), view.screen_from_image(rect, size.to_pos2()));
+    let image_rect = Rect::from_min_max(
+        view.screen_from_image(rect, Pos2::ZERO),
+        view.screen_from_image(rect, size.to_pos2()),
+    );
     let uv = Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0));
     painter.rect_filled(image_rect, 0.0, Color32::BLACK);
-    // A composed base already holds every raster with the layers' styles (GPU backend).
-    let composed = layers.base_composed();
-    if (composed || layers.visible(ORIGINAL))
-        && let Some(t) = layers.texture(ORIGINAL, frame_seq)
-    {
-        let opacity = if composed { 1.0 } else { layers.opacity(ORIGINAL) };
-        painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(opacity));
+    if let Some(t) = picture.texture() {
+        painter.image(t.id(), image_rect, uv, Color32::WHITE);
     }
-    for o in &frame.outputs {
-        if !layers.visible(o.op) {
-            continue;
-        }
-        let opacity = layers.opacity(o.op);
-        if o.layer.raster.is_some()
-            && let Some(t) = layers.texture(o.op, frame_seq)
-        {
-            painter.image(t.id(), image_rect, uv, Color32::WHITE.gamma_multiply(opacity));
-        }
-        for s in &o.layer.shapes {
-            paint_shape(&painter, view, rect, s, opacity);
-        }
+    let box_rect = |t: &TrackInfo| {
+        let [l, tp, bw, bh] = t.bbox;
+        Rect::from_min_max(
+            view.screen_from_image(rect, pos2(l, tp)),
+            view.screen_from_image(rect, pos2(l + bw, tp + bh)),
+        )
+    };
+    let hovered = view
+        .hover_image_pos
+        .and_then(|p| track_at(frame, p))
+        .filter(|&id| Some(id) != selected_track);
+    if let Some(t) = hovered.and_then(|id| frame_tracks(frame).find(|t| t.id == id)) {
+        let r = box_rect(t);
+        let c = Color32::from_white_alpha(220);
+        painter.rect_stroke(r.expand(1.0), 1.0, Stroke::new(1.0, c), StrokeKind::Outside);
+        label(
+            &painter,
+            r.left_bottom() + vec2(0.0, 3.0),
+            Align2::LEFT_TOP,
+            &format!("track {} · click to highlight", t.id),
+            c,
+        );
     }
     if let Some(t) = selected_track.and_then(|id| frame_tracks(frame).find(|t| t.id == id)) {
-        let [l, tp, bw, bh] = t.bbox;
-        let r = Rect::from_min_max(view.screen_from_image(rect, pos2(l, tp)), view.screen_from_image(rect, pos2(l + bw, tp + bh)));
+        let r = box_rect(t);
         let hl = Color32::from_rgb(255, 230, 0);
-        painter.rect_stroke(r.expand(2.0), 2.0, Stroke::new(3.0, hl), StrokeKind::Outside);
-        label(&painter, r.left_bottom() + vec2(0.0, 4.0), Align2::LEFT_TOP, &format!("track {}", t.id), hl);
+        painter.rect_stroke(
+            r.expand(2.0),
+            2.0,
+            Stroke::new(3.0, hl),
+            StrokeKind::Outside,
+        );
+        label(
+            &painter,
+            r.left_bottom() + vec2(0.0, 4.0),
+            Align2::LEFT_TOP,
+            &format!("track {}", t.id),
+            hl,
+        );
     }
     out
-}
-
-fn color(c: [u8; 4], opacity: f32) -> Color32 {
-    Color32::from_rgba_unmultiplied(c[0], c[1], c[2], c[3]).gamma_multiply(opacity)
 }
 
 fn label(painter: &egui::Painter, pos: Pos2, anchor: Align2, text: &str, c: Color32) {
     let galley = painter.layout_no_wrap(text.to_owned(), FontId::monospace(11.0), c);
     let r = anchor.anchor_size(pos, galley.size());
-    painter.rect_filled(r.expand(1.0), 2.0, Color32::from_black_alpha((200.0 * c.a() as f32 / 255.0) as u8));
+    painter.rect_filled(
+        r.expand(1.0),
+        2.0,
+        Color32::from_black_alpha((200.0 * c.a() as f32 / 255.0) as u8),
+    );
     painter.galley(r.min, galley, c);
-}
-
-fn paint_shape(painter: &egui::Painter, view: &VideoView, rect: Rect, s: &Shape, opacity: f32) {
-    match s {
-        Shape::Rect { left, top, width, height, color: c, label: text } => {
-            let c = color(*c, opacity);
-            let r = Rect::from_min_max(
-                view.screen_from_image(rect, pos2(*left, *top)),
-                view.screen_from_image(rect, pos2(left + width, top + height)),
-            );
-            painter.rect_stroke(r, 0.0, Stroke::new(1.5, c), StrokeKind::Middle);
-            if let Some(t) = text {
-                label(painter, r.left_top() - vec2(0.0, 1.0), Align2::LEFT_BOTTOM, t, c);
-            }
-        }
-        Shape::Polyline { points, color: c } => {
-            if points.len() >= 2 {
-                let pts = points.iter().map(|p| view.screen_from_image(rect, pos2(p[0], p[1]))).collect();
-                painter.line(pts, Stroke::new(1.5, color(*c, opacity)));
-            }
-        }
-    }
 }
 
 /// The track whose box contains image point `p` (the smallest such box), for click selection.
