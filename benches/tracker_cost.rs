@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use morphoscope::ops::ccl::{CclCpu, CclParams, ComponentTable, Source, Threshold};
+use morphoscope::ops::cca::{CclCpu, CclParams, ComponentTable, Source, Threshold};
 use morphoscope::track::appearance::mean_grey_levels;
 use morphoscope::track::scenes::random::RandomSpec;
 use morphoscope::track::scenes::{FOREGROUND_THRESHOLD, Noise};
@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let scene = spec.build();
     let params = TrackerParams::default();
-    let ccl = CclParams {
+    let cca = CclParams {
         source: Source::Frame,
         threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)),
         ..CclParams::default()
@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut grey_ms = Vec::new();
     for f in 0..scene.frames {
         let (img, _) = scene.render(f);
-        let out = labeler.process(img.view(), &ccl)?;
+        let out = labeler.process(img.view(), &cca)?;
         let t = Instant::now();
         let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| {
             v > FOREGROUND_THRESHOLD

@@ -300,7 +300,7 @@ extern "C" __global__ void compose_segment_sums(const u8* __restrict__ base, u32
     if (lane == leader && key != NO_LABEL) add_sums(sums, key, r, g, b, n, grey);
 }
 
-// SplitMix64 of the label (keep in sync with label_colour in src/ops/segment/overlay.rs).
+// SplitMix64 of the label (keep in sync with label_colour in src/ops/segmentation/overlay.rs).
 __device__ __forceinline__ u32 label_colour(u32 label) {
     u64 z = (u64)label + 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

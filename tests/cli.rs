@@ -596,7 +596,7 @@ fn image_label_orientation_and_linear_opening_write_their_outputs() {
             "--backend",
             "cpu",
             "--op",
-            "label",
+            "cca",
             "--threshold",
             "otsu",
             "--out",
@@ -726,7 +726,7 @@ fn image_felzenszwalb_equals_scikit_image_through_the_cli() {
             "--backend",
             "cpu",
             "--op",
-            "felzenszwalb",
+            "segmentation",
             "--scale",
             "100",
             "--sigma",
@@ -738,7 +738,7 @@ fn image_felzenszwalb_equals_scikit_image_through_the_cli() {
         .arg(&npy)
         .arg("--overlay")
         .arg(&png)
-        .arg(data("segment/baboon_rgb.npy"))
+        .arg(data("segmentation/baboon_rgb.npy"))
         .output()
         .unwrap();
     assert!(
@@ -747,7 +747,7 @@ fn image_felzenszwalb_equals_scikit_image_through_the_cli() {
         String::from_utf8_lossy(&out.stderr)
     );
     let got = morphoscope::io::npy::read_file(&npy).unwrap().to_f64();
-    let want = morphoscope::io::npy::read_file(&data("segment/baboon_rgb_k100_s0.8_m20.npy"))
+    let want = morphoscope::io::npy::read_file(&data("segmentation/baboon_rgb_k100_s0.8_m20.npy"))
         .unwrap()
         .to_f64();
     assert_eq!(got, want, "labels must equal scikit-image's felzenszwalb");
@@ -759,16 +759,16 @@ fn image_felzenszwalb_equals_scikit_image_through_the_cli() {
     assert_eq!((pic.width(), pic.height()), (160, 160));
     // Bad parameters and outputs fail on one line.
     let out = bin()
-        .args(["image", "--op", "felzenszwalb", "--scale=-3", "--out"])
+        .args(["image", "--op", "segmentation", "--scale=-3", "--out"])
         .arg(&npy)
-        .arg(data("segment/baboon_rgb.npy"))
+        .arg(data("segmentation/baboon_rgb.npy"))
         .output()
         .unwrap();
     assert_clean_failure(&out, "scale");
     let out = bin()
         .args(["image", "--op", "felzenszwalb", "--out"])
         .arg(&png)
-        .arg(data("segment/baboon_rgb.npy"))
+        .arg(data("segmentation/baboon_rgb.npy"))
         .output()
         .unwrap();
     assert_clean_failure(&out, ".npy");
@@ -819,7 +819,7 @@ fn image_op_errors_are_one_line() {
         .unwrap();
     assert_clean_failure(&out, "length");
     let out = bin()
-        .args(["image", "--op", "label", "--out"])
+        .args(["image", "--op", "cca", "--out"])
         .arg(&o)
         .arg(&input)
         .output()

@@ -6,22 +6,22 @@
 mod common;
 #[path = "gpu/blur.rs"]
 mod blur;
-#[path = "gpu/ccl.rs"]
-mod ccl;
+#[path = "gpu/cca.rs"]
+mod cca;
 #[path = "gpu/compose.rs"]
 mod compose;
 #[path = "gpu/graph.rs"]
 mod graph;
-#[path = "gpu/linear_opening.rs"]
-mod linear_opening;
+#[path = "gpu/orientation.rs"]
+mod orientation;
 #[path = "gpu/maxtree.rs"]
 mod maxtree;
 #[path = "gpu/maxtree_bench.rs"]
 mod maxtree_bench;
 #[path = "gpu/preprocess.rs"]
 mod preprocess;
-#[path = "gpu/segment.rs"]
-mod segment;
+#[path = "gpu/segmentation.rs"]
+mod segmentation;
 #[path = "gpu/segment_bench.rs"]
 mod segment_bench;
 #[path = "gpu/segment_launch.rs"]

@@ -85,7 +85,7 @@ fn the_segmentation_finisher_uses_no_non_coherent_loads() {
         return;
     }
     let supported = supported_archs().unwrap();
-    let Some(module) = SOURCES.iter().find(|m| m.name == "segment") else { panic!("no segment module") };
+    let Some(module) = SOURCES.iter().find(|m| m.name == "segmentation") else { panic!("no segment module") };
     for arch in wanted_archs().into_iter().filter(|a| supported.contains(a)) {
         let ptx = compile_ptx(module, HEADERS, &arch).unwrap();
         for kernel in ["segment_finish", "segment_finish_grid"] {

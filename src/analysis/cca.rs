@@ -1,5 +1,5 @@
 //! The `cca` analysis: binarization (fixed/Otsu threshold, polarity, frame or motion source),
-//! connected-component labeling with features (`ops::ccl`, HA4 on the GPU), then the tracker
+//! connected-component labeling with features (`ops::cca`, HA4 on the GPU), then the tracker
 //! (`track`) in frame order. Overlay: a box per tracked component labelled with its track id,
 //! and the track trails (a merged track: its predicted box, labelled "merged"). Files of a
 //! headless run: `tracks.csv` (MOT Challenge rows; conf 1 for a track's own component, 0.5 for
@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
-use crate::ops::ccl::gpu::GpuBackground;
-use crate::ops::ccl::binarize::is_foreground;
-use crate::ops::ccl::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
+use crate::ops::cca::gpu::GpuBackground;
+use crate::ops::cca::binarize::is_foreground;
+use crate::ops::cca::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
 use crate::track::appearance::mean_grey_levels;
 use crate::track::{TrackState, Tracker};
 
@@ -151,11 +151,11 @@ impl Analysis for Cca {
             None => self.cpu.process(input.gray.view(), &p)?,
         };
         let grey = self.mean_grey_levels(&out.table, input);
-        timings.push(("ccl_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+        timings.push(("cca_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
         Ok(payload_output(out.table, grey))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
+        Ok(Some(Box::new(CcaStage { cca: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
     fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
         let Some(Labeled { table, grey }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
@@ -232,7 +232,7 @@ impl Cca {
 
 /// One ring slot's labeling buffers.
 struct CcaStage {
-    ccl: CclGpu,
+    cca: CclGpu,
     background: Arc<Mutex<GpuBackground>>,
 }
 
@@ -243,13 +243,13 @@ impl GpuStage for CcaStage {
     fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
         let p = settings.cca.params();
         let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
-        std::mem::swap(&mut self.ccl.background, &mut shared);
-        let r = self.ccl.enqueue(timer, frame.gray, &p);
-        std::mem::swap(&mut self.ccl.background, &mut shared);
+        std::mem::swap(&mut self.cca.background, &mut shared);
+        let r = self.cca.enqueue(timer, frame.gray, &p);
+        std::mem::swap(&mut self.cca.background, &mut shared);
         r
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
-        Ok(payload_output(self.ccl.download_table(stream)?, Vec::new()))
+        Ok(payload_output(self.cca.download_table(stream)?, Vec::new()))
     }
 }
 

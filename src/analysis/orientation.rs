@@ -1,5 +1,5 @@
 //! The `orientation` analysis: supremum of linear openings over K angles (Karas et al. 2015,
-//! `ops::linear_opening`), per pixel the strength and the argmax angle, and the angular spectrum.
+//! `ops::orientation`), per pixel the strength and the argmax angle, and the angular spectrum.
 //! Overlay: the HSV orientation picture (hue = angle, value = strength). Panel data: the
 //! spectrum. `frames.jsonl` gets the spectrum and the dominant angle.
 
@@ -12,7 +12,7 @@ use crate::compose::{DeviceRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
-use crate::ops::linear_opening::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
+use crate::ops::orientation::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
 
 /// `[orientation]` is the op's own parameter struct.
 pub type OrientationSettings = OrientationParams;

@@ -1,5 +1,5 @@
 //! The `segmentation` analysis: Felzenszwalb–Huttenlocher graph-based segmentation of each frame
-//! (`ops::segment`: the exact Kruskal reference on the CPU, round-based atomics Borůvka after
+//! (`ops::segmentation`: the exact Kruskal reference on the CPU, round-based atomics Borůvka after
 //! Baranwal et al. on the GPU). It segments the colour frame when the source is colour and
 //! `colour = true` (scikit-image's RGB graph), else the grey frame. Overlay: every segment
 //! filled with its mean colour (or a random colour per label) with 1-pixel boundaries.
@@ -32,9 +32,9 @@ use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
 use crate::ops::preprocess::{downscale_box, downscale_function, downscaled_size, enqueue_downscale};
-use crate::ops::segment::boruvka::felzenszwalb_boruvka;
-use crate::ops::segment::cpu::felzenszwalb_interleaved;
-use crate::ops::segment::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
+use crate::ops::segmentation::boruvka::felzenszwalb_boruvka;
+use crate::ops::segmentation::cpu::felzenszwalb_interleaved;
+use crate::ops::segmentation::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
 
 /// Colour of the segment boundaries in the overlay.
 const BOUNDARY: [u8; 3] = [255, 255, 0];
@@ -401,7 +401,7 @@ impl GpuStage for SegmentationStage {
             let Some(small) = self.small.as_mut() else { return Ok(()) };
             let func = &self.f_downscale;
             let mut failed = None;
-            timer.time(stream, "segment_downscale", || {
+            timer.time(stream, "segmentation_downscale", || {
                 failed = enqueue_downscale(func, image, small, f).err();
                 Ok(())
             })?;
@@ -455,7 +455,7 @@ impl GpuStage for SegmentationStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::segment::{overlay_segments_gray, overlay_segments_rgb, upsample_labels};
+    use crate::ops::segmentation::{overlay_segments_gray, overlay_segments_rgb, upsample_labels};
 
     /// The segmentation layer of `out` drawn over `input` as the compose step draws it: labels
     /// scaled back to the frame, segments filled from the frame's pixels, boundaries.

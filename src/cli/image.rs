@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Image};
 use morphoscope::io::{self, OutKind};
-use morphoscope::ops::{ccl, linear_opening as lo, maxtree as mt, preprocess, segment};
+use morphoscope::ops::{cca, orientation as lo, maxtree as mt, preprocess, segmentation};
 
 use super::CommonArgs;
 
@@ -36,7 +36,7 @@ pub const OPS: &[(&str, &str)] = &[
         "--attribute area|height|volume|bbox_width|bbox_height|diameter --threshold T --rule direct|min|max|subtractive --tree max|min [--connectivity] [--residue]",
     ),
     (
-        "label",
+        "cca",
         "[--threshold T|otsu] [--dark] [--connectivity 4|8] --out stats.json [--labels labels.npy]: components with stats (OpenCV connectedComponentsWithStats)",
     ),
     (
@@ -48,10 +48,24 @@ pub const OPS: &[(&str, &str)] = &[
         "--length L --angles K [--closing] --out DIR: orientation.png, angle.npy, strength.npy, spectrum.csv",
     ),
     (
-        "felzenszwalb",
+        "segmentation",
         "[--scale K] [--sigma S] [--min-size N] --out labels.npy [--overlay seg.png]: graph-based segmentation (scikit-image felzenszwalb)",
     ),
 ];
+
+/// The op names of earlier versions, each with the analysis name that replaced it.
+const RENAMED_OPS: &[(&str, &str)] = &[("label", "cca"), ("felzenszwalb", "segmentation")];
+
+/// `asked`, or the current name of an op renamed since (with a deprecation warning).
+fn renamed_op(asked: &str) -> &str {
+    match RENAMED_OPS.iter().find(|(old, _)| *old == asked) {
+        Some((old, new)) => {
+            log::warn!("image --op {old} is deprecated: it is now --op {new}");
+            new
+        }
+        None => asked,
+    }
+}
 
 /// What each op writes with `--out` (and its other outputs).
 const OUTPUTS: &[(&str, &str)] = &[
@@ -59,13 +73,13 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("area-opening", "--out OUT.png|.npy"),
     ("area-closing", "--out OUT.png|.npy"),
     ("attribute-filter", "--out OUT.png|.npy"),
-    ("label", "--out STATS.json [--labels LABELS.npy]"),
+    ("cca", "--out STATS.json [--labels LABELS.npy]"),
     (
         "linear-opening",
         "--out OUT.png|.npy (.npy for float input)",
     ),
     ("orientation", "--out FOLDER"),
-    ("felzenszwalb", "--out LABELS.npy [--overlay SEGMENTS.png]"),
+    ("segmentation", "--out LABELS.npy [--overlay SEGMENTS.png]"),
 ];
 
 /// Arguments of `image` (each op uses the options it needs and rejects missing ones).
@@ -156,7 +170,8 @@ pub fn image(common: &CommonArgs, a: &ImageArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         (None, false) => bail!("image needs --op OP (`morphoscope image --op help` lists them)"),
-        (Some(op), help) => {
+        (Some(asked), help) => {
+            let op = renamed_op(asked);
             let Some((name, what)) = OPS.iter().find(|(n, _)| *n == op) else {
                 let names: Vec<&str> = OPS.iter().map(|(n, _)| *n).collect();
                 bail!("unknown op `{op}` (one of: {})", names.join(", "));
@@ -225,14 +240,14 @@ fn check_outputs(op: &str, a: &ImageArgs, out: &Path) -> anyhow::Result<()> {
         Ok(())
     };
     match op {
-        "label" => {
+        "cca" => {
             file(out, &[OutKind::Json])?;
             if let Some(l) = &a.labels {
                 file(l, &[OutKind::Npy])?;
             }
         }
         "orientation" => folder(out)?,
-        "felzenszwalb" => {
+        "segmentation" => {
             file(out, &[OutKind::Npy])?;
             if let Some(o) = &a.overlay {
                 file(o, &[OutKind::Png])?;
@@ -303,10 +318,10 @@ fn run_op(
         "area-opening" | "area-closing" | "attribute-filter" => {
             maxtree_op(backend, op, out_path, a, gray_of(img))
         }
-        "label" => label_op(backend, out_path, a, gray_of(img)),
+        "cca" => cca_op(backend, out_path, a, gray_of(img)),
         "linear-opening" => linear_opening_op(backend, out_path, a, gray_of(img)),
         "orientation" => orientation_op(backend, out_path, a, gray_of(img)),
-        "felzenszwalb" => felzenszwalb_op(backend, out_path, a, img),
+        "segmentation" => segmentation_op(backend, out_path, a, img),
         other => bail!("op `{other}` is not wired"),
     }
 }
@@ -384,35 +399,35 @@ fn maxtree_op(
     write_filter_out(out, if a.residue { residue } else { filtered })
 }
 
-fn label_op(backend: &Backend, out_path: &Path, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
-    let threshold: ccl::Threshold = match a.threshold.as_deref() {
+fn cca_op(backend: &Backend, out_path: &Path, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
+    let threshold: cca::Threshold = match a.threshold.as_deref() {
         Some(t) => t.parse()?,
-        None => ccl::Threshold::Otsu,
+        None => cca::Threshold::Otsu,
     };
-    let p = ccl::CclParams {
+    let p = cca::CclParams {
         threshold,
         polarity: if a.dark {
-            ccl::Polarity::Dark
+            cca::Polarity::Dark
         } else {
-            ccl::Polarity::Bright
+            cca::Polarity::Bright
         },
         connectivity: u8::try_from(a.connectivity.unwrap_or(8)).unwrap_or(0),
-        source: ccl::Source::Frame,
+        source: cca::Source::Frame,
         learning_rate: 0.05,
     };
     p.validate()?;
     let out = match (g, backend) {
-        (Gray::U8(i), Backend::Cuda(gpu)) => ccl::ccl_gpu(gpu, i.view(), &p)?,
-        (Gray::U8(i), Backend::Cpu) => ccl::ccl_cpu(i.view(), &p)?,
+        (Gray::U8(i), Backend::Cuda(gpu)) => cca::cca_gpu(gpu, i.view(), &p)?,
+        (Gray::U8(i), Backend::Cpu) => cca::cca_cpu(i.view(), &p)?,
         (Gray::U16(i), backend) => {
             if matches!(backend, Backend::Cuda(_)) {
                 log::info!(
                     "label: 16-bit input runs on the CPU (the GPU labeling takes 8-bit frames)"
                 );
             }
-            ccl::ccl_cpu(i.view(), &p)?
+            cca::cca_cpu(i.view(), &p)?
         }
-        (Gray::F32(_), _) => bail!("op label: float input is not supported (8 or 16-bit)"),
+        (Gray::F32(_), _) => bail!("op cca: float input is not supported (8 or 16-bit)"),
     };
     io::write_json(out_path, &out.table)?;
     if let Some(l) = &a.labels {
@@ -498,13 +513,13 @@ fn orientation_op(backend: &Backend, out: &Path, a: &ImageArgs, g: Gray) -> anyh
     Ok(())
 }
 
-fn felzenszwalb_op(
+fn segmentation_op(
     backend: &Backend,
     out_path: &Path,
     a: &ImageArgs,
     img: DynImage,
 ) -> anyhow::Result<()> {
-    let p = segment::SegmentParams {
+    let p = segmentation::SegmentParams {
         scale: a.scale,
         sigma: a.sigma,
         min_size: a.min_size,
@@ -519,32 +534,32 @@ fn felzenszwalb_op(
             DynImage::Gray8(preprocess::gray16_to_gray8(g.view()))
         }
         DynImage::F32(_) => bail!(
-            "op felzenszwalb: float input is not supported (8-bit grey or RGB, or 16-bit grey)"
+            "op segmentation: float input is not supported (8-bit grey or RGB, or 16-bit grey)"
         ),
         other => other,
     };
     let out = match (&img, backend) {
-        (DynImage::Rgb8(c), Backend::Cuda(gpu)) => segment::segment_gpu_rgb(gpu, c.view(), &p)?,
-        (DynImage::Rgb8(c), Backend::Cpu) => segment::felzenszwalb_rgb(c.view(), &p)?,
-        (DynImage::Gray8(g), Backend::Cuda(gpu)) => segment::segment_gpu(gpu, g.view(), &p)?,
-        (DynImage::Gray8(g), Backend::Cpu) => segment::felzenszwalb(g.view(), &p)?,
-        _ => bail!("op felzenszwalb: unsupported input"),
+        (DynImage::Rgb8(c), Backend::Cuda(gpu)) => segmentation::segment_gpu_rgb(gpu, c.view(), &p)?,
+        (DynImage::Rgb8(c), Backend::Cpu) => segmentation::felzenszwalb_rgb(c.view(), &p)?,
+        (DynImage::Gray8(g), Backend::Cuda(gpu)) => segmentation::segment_gpu(gpu, g.view(), &p)?,
+        (DynImage::Gray8(g), Backend::Cpu) => segmentation::felzenszwalb(g.view(), &p)?,
+        _ => bail!("op segmentation: unsupported input"),
     };
     let labels = out.labels.map(|v| i32::try_from(v).unwrap_or(i32::MAX));
     io::write_npy(out_path, &labels)?;
     if let Some(path) = &a.overlay {
         let boundary = Some([255, 255, 0]);
         let picture = match &img {
-            DynImage::Gray8(g) => segment::overlay_segments_gray(
+            DynImage::Gray8(g) => segmentation::overlay_segments_gray(
                 g.view(),
                 &out,
-                segment::OverlayMode::Mean,
+                segmentation::OverlayMode::Mean,
                 boundary,
             )?,
             DynImage::Rgb8(c) => {
-                segment::overlay_segments_rgb(c.view(), &out, segment::OverlayMode::Mean, boundary)?
+                segmentation::overlay_segments_rgb(c.view(), &out, segmentation::OverlayMode::Mean, boundary)?
             }
-            _ => bail!("op felzenszwalb: unsupported input"),
+            _ => bail!("op segmentation: unsupported input"),
         };
         io::write_image(path, &DynImage::Rgb8(picture))?;
     }

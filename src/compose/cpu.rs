@@ -15,8 +15,8 @@ use super::shapes::{self, Primitive};
 use super::style::{Blend, ComposeStyle, RESIDUE_COLOUR};
 use super::{ComposeError, Picture, PictureFormat};
 use crate::image::Image;
-use crate::ops::segment::OverlayMode;
-use crate::ops::segment::overlay::{label_colour, segment_sums};
+use crate::ops::segmentation::OverlayMode;
+use crate::ops::segmentation::overlay::{label_colour, segment_sums};
 
 /// Composes `layers` with `style` into a picture in `format` (see the module docs of
 /// [`crate::compose`] for the drawing order and the arithmetic).

@@ -26,7 +26,7 @@ use super::style::{Blend, ComposeStyle};
 use super::{ComposeError, Picture, PictureFormat};
 use crate::gpu::launch::{alloc_zeroed, blocks_for, grid2d};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, Readback};
-use crate::ops::segment::OverlayMode;
+use crate::ops::segmentation::OverlayMode;
 
 /// Entry points of `kernels/compose.cu` (checked by the registry at start).
 pub const FUNCTIONS: &[&str] = &[

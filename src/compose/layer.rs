@@ -5,7 +5,7 @@
 //!
 //! Every raster is frame-sized except segments, whose label image may be a downscaled frame's:
 //! frame pixel `(x, y)` takes label `labels[min(y/f, lh-1) * lw + min(x/f, lw-1)]`, exactly
-//! [`crate::ops::segment::upsample_labels`] (a label image of the frame's own size is used as it
+//! [`crate::ops::segmentation::upsample_labels`] (a label image of the frame's own size is used as it
 //! is, whatever the factor).
 
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use super::ComposeError;
 use super::style::LayerKind;
 use crate::analysis::Shape;
 use crate::image::Image;
-use crate::ops::segment::OverlayMode;
+use crate::ops::segmentation::OverlayMode;
 
 /// The frame under the layers.
 #[derive(Clone, Debug)]

@@ -10,8 +10,8 @@ use super::shapes::{PRIM_RECT, Primitive, primitives};
 use super::style::{ComposeStyle, LayerKind, ORIGINAL};
 use super::{Picture, PictureFormat};
 use crate::image::Image;
-use crate::ops::segment::OverlayMode;
-use crate::ops::segment::overlay::label_colour;
+use crate::ops::segmentation::OverlayMode;
+use crate::ops::segmentation::overlay::label_colour;
 
 fn q(opacity: f32) -> u32 {
     if opacity.is_nan() {

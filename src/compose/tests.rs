@@ -9,8 +9,8 @@ use super::naive::naive_i420;
 use super::*;
 use crate::analysis::Shape;
 use crate::image::Image;
-use crate::ops::segment::OverlayMode;
-use crate::ops::segment::overlay::label_colour;
+use crate::ops::segmentation::OverlayMode;
+use crate::ops::segmentation::overlay::label_colour;
 
 fn rgb_frame(w: usize, h: usize) -> HostBase {
     HostBase::Rgb(Arc::new(Image::from_fn(w, h, |x, y| {
@@ -231,7 +231,7 @@ fn segments_take_their_mean_colour_upsampled() {
 
 #[test]
 fn segments_equal_the_segmentation_overlay() {
-    use crate::ops::segment::{
+    use crate::ops::segmentation::{
         SegmentParams, felzenszwalb_rgb, overlay_segments_gray, overlay_segments_rgb,
         upsample_labels,
     };

@@ -2,7 +2,7 @@
 //!
 //! Kernels live in `kernels/*.cu`, shared helpers in `kernels/common/*.cuh` and the parts of a
 //! large module in `kernels/<module>/*.cuh`; all are embedded in the binary
-//! (`crate::kernels::SOURCES` / `HEADERS`). `#include "common/x.cuh"` (or `"segment/x.cuh"`) lines are
+//! (`crate::kernels::SOURCES` / `HEADERS`). `#include "common/x.cuh"` (or `"segmentation/x.cuh"`) lines are
 //! expanded textually before compilation (NVRTC has no file system view of the binary), so a
 //! module compiles the same here, in CI and on the device. Kernels have no compile-time
 //! switches: what a module compiles to depends on its source and the target architecture only.

@@ -6,7 +6,7 @@
 //! [`upload_view`] and [`HostPixel`] are the one upload path for host images (the CLI's `image`
 //! command and the parity tests); the ring fills its own buffers and wraps them with
 //! [`DeviceImage::new`]. [`round_trip`] is the one upload → enqueue → download path every op's
-//! one-shot wrapper (`maxtree_gpu`, `ccl_gpu`, `orientation_gpu`, `blur_gpu`, …) is made of.
+//! one-shot wrapper (`maxtree_gpu`, `cca_gpu`, `orientation_gpu`, `blur_gpu`, …) is made of.
 
 use std::sync::Arc;
 

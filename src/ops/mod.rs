@@ -2,11 +2,11 @@
 //! where it pays) and a CUDA implementation checked against it (`tests/gpu.rs`).
 
 pub mod blur;
-pub mod ccl;
+pub mod cca;
 pub mod error;
-pub mod linear_opening;
+pub mod orientation;
 pub mod maxtree;
 pub mod preprocess;
-pub mod segment;
+pub mod segmentation;
 
 pub use error::OpError;

@@ -17,7 +17,7 @@ use super::tuning::TUNING;
 #[cfg(doc)]
 use super::tuning::Tuning;
 use crate::image::ImageView;
-use crate::ops::ccl::{Component, ComponentTable};
+use crate::ops::cca::{Component, ComponentTable};
 
 /// Area, second-moment axes and mean grey level of a component (or a track's average).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -154,7 +154,7 @@ pub fn mean_grey_levels(
 mod tests {
     use super::*;
     use crate::image::Image;
-    use crate::ops::ccl::{ComponentSums, ComponentTable};
+    use crate::ops::cca::{ComponentSums, ComponentTable};
 
     /// A filled axis-aligned rectangle as a component.
     fn rect(x: u32, y: u32, w: u32, h: u32) -> Component {

@@ -45,7 +45,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ops::ccl::ComponentTable;
+use crate::ops::cca::ComponentTable;
 
 pub use params::TrackerParams;
 pub use tracker::Tracker;

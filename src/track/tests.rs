@@ -3,7 +3,7 @@
 //! re-identification, partial views.
 
 use super::*;
-use crate::ops::ccl::{ComponentSums, ComponentTable};
+use crate::ops::cca::{ComponentSums, ComponentTable};
 
 /// A frame of filled rectangles `(x, y, w, h, grey)` on a 640 x 480 frame; rectangles that
 /// overlap are one component (their union), as a labeler would see them.

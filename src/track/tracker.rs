@@ -27,7 +27,7 @@ use super::tuning::TUNING;
 use super::tuning::Tuning;
 use super::{Merge, TrackReport, TrackRow, TrackState, TrackedFrame};
 use crate::ops::OpError;
-use crate::ops::ccl::ComponentTable;
+use crate::ops::cca::ComponentTable;
 
 /// One track's state.
 #[derive(Clone, Debug)]

@@ -179,7 +179,7 @@ pub fn title(key: &str) -> String {
     } else if k.contains("maxtree") {
         "max-tree filter"
     } else if k.contains("cca")
-        || k.contains("ccl")
+        || k.contains("cca")
         || k.contains("component")
         || k.contains("track")
     {
@@ -211,7 +211,7 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
                 the more the stronger the residue; nothing where nothing was removed."
             .into();
     }
-    if k.contains("cca") || k.contains("ccl") || k.contains("component") || k.contains("track") {
+    if k.contains("cca") || k.contains("cca") || k.contains("component") || k.contains("track") {
         return "Boxes: connected components of the binarized frame; the number is the track id (stable \
                 across frames), the line is the track's recent path. Click a box or a row of the Tracks \
                 panel to highlight a track."

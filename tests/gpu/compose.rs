@@ -21,11 +21,11 @@ use morphoscope::compose::{
 };
 use morphoscope::gpu::{DeviceImage, KernelTimer};
 use morphoscope::image::Image;
-use morphoscope::ops::linear_opening::{OrientationParams, orientation, orientation_colour};
+use morphoscope::ops::orientation::{OrientationParams, orientation, orientation_colour};
 use morphoscope::ops::maxtree::{MaxtreeParams, attribute_filter};
 use morphoscope::ops::preprocess::{downscale_box, downscaled_size, rgb_to_gray};
-use morphoscope::ops::segment::cpu::felzenszwalb_interleaved;
-use morphoscope::ops::segment::{OverlayMode, SegmentParams};
+use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
+use morphoscope::ops::segmentation::{OverlayMode, SegmentParams};
 
 use crate::common::{Rng, gpu, sample_rgb};
 

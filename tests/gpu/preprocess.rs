@@ -44,8 +44,8 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
     let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
     // Segmentation without round caps, so the GPU result is the exact one on noise frames too.
     let mut settings = OpSettings::default();
-    settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
-    settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_min_size_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
     settings.segmentation.adaptive_rounds = false;
     let mut rng = Rng(11);
     let sizes = [(64, 48), (64, 48), (65, 47), (1920, 1080), (1920, 1080), (31, 7), (64, 48)];
@@ -112,8 +112,8 @@ fn segmentation_only(edit: impl FnOnce(&mut morphoscope::analysis::segmentation:
     settings.maxtree.enabled = false;
     settings.cca.enabled = false;
     settings.orientation.enabled = false;
-    settings.segmentation.max_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
-    settings.segmentation.max_min_size_rounds = morphoscope::ops::segment::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
+    settings.segmentation.max_min_size_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
     edit(&mut settings.segmentation);
     settings
 }

@@ -12,13 +12,13 @@ use std::time::Instant;
 use cudarc::driver::CudaStream;
 use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer};
-use morphoscope::ops::segment::cpu::felzenszwalb_interleaved;
-use morphoscope::ops::segment::{
+use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
+use morphoscope::ops::segmentation::{
     Finisher, SegmentGpu, SegmentOutput, SegmentParams, SegmentProfiling, SegmentTuning,
 };
 
 use crate::common::gpu;
-use crate::segment::{Frame, enqueue, params, tiled, upload};
+use crate::segmentation::{Frame, enqueue, params, tiled, upload};
 
 /// Median of a sample.
 fn median(v: &mut [f64]) -> f64 {

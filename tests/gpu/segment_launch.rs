@@ -9,13 +9,13 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use morphoscope::gpu::KernelTimer;
 use morphoscope::image::Image;
-use morphoscope::ops::segment::{
+use morphoscope::ops::segmentation::{
     Finisher, SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentProfiling,
     SegmentTuning,
 };
 
 use crate::common::{Rng, gpu};
-use crate::segment::{Frame, blocky_frame, enqueue, op_with, params, run, tiled, upload};
+use crate::segmentation::{Frame, blocky_frame, enqueue, op_with, params, run, tiled, upload};
 
 #[test]
 fn adaptive_rounds_keep_results_on_repeated_frames() {

@@ -79,7 +79,7 @@ fn rendering_is_deterministic() {
     assert_ne!(s.render(17).0, s.render(18).0);
 }
 
-use crate::ops::ccl::{CclCpu, CclParams, Source, Threshold};
+use crate::ops::cca::{CclCpu, CclParams, Source, Threshold};
 use crate::track::appearance::mean_grey_levels;
 use crate::track::metrics::{FrameBoxes, MotMetrics, evaluate};
 use crate::track::{Tracker, TrackerParams};
@@ -88,7 +88,7 @@ use crate::track::{Tracker, TrackerParams};
 /// `morphoscope run --set cca.source=frame` does, without the video encoding), and scores the
 /// MOT rows at IoU >= 0.5.
 fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
-    let ccl = CclParams {
+    let cca = CclParams {
         source: Source::Frame,
         threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)),
         ..CclParams::default()
@@ -103,7 +103,7 @@ fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
     let mut hyps: Vec<FrameBoxes> = vec![Vec::new(); scene.frames];
     for f in 0..scene.frames {
         let (img, truth) = scene.render(f);
-        let out = labeler.process(img.view(), &ccl).expect("labels");
+        let out = labeler.process(img.view(), &cca).expect("labels");
         let grey = mean_grey_levels(&out.table, img.view(), params.min_area, |v| {
             v > FOREGROUND_THRESHOLD
         });

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for src/ops/linear_opening: OpenCV's morphologyEx(MORPH_OPEN / MORPH_CLOSE) with the
+"""Goldens for src/ops/orientation: OpenCV's morphologyEx(MORPH_OPEN / MORPH_CLOSE) with the
 line structuring element of the module's definition, at 0, 45, 90 and 135 degrees, on crops of
 the real sample images (u8, u16 and f32).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""OpenCV CPU timings next to the GPU bench (tests/gpu/linear_opening.rs, bench_linear_opening).
+"""OpenCV CPU timings next to the GPU bench (tests/gpu/orientation.rs, bench_linear_opening).
 
 usage: python3 opencv_bench.py DIR   (DIR = LO_BENCH_INPUTS of the bench: raw u8 frames
 hd_1920x1080.u8, k4_4096x2160.u8, sq_640x640.u8, the same pixels the GPU bench times).

@@ -1,0 +1,316 @@
+//! The launch plan of the CUDA linear openings ([`super::gpu`]): for one frame size and one
+//! set of parameters, the distinct line families (angles whose families coincide share one
+//! plane, [`GpuTuning::dedup`]), each family's zones (section 5.4 of the paper), the chunks of
+//! planes one launch computes within [`GpuTuning::stack_bytes`], and the FIFO's split between
+//! shared and global memory. Pure host arithmetic, tested here; the engine uploads it as a table
+//! of [`AngleInfo`] records.
+
+use crate::gpu::launch::{blocks_for, check_frame_size};
+use crate::ops::OpError;
+
+use super::geometry::LineFamily;
+
+/// Launch tuning (the defaults are the heuristics of the paper's section 5.4; benches sweep them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuTuning {
+    /// Threads per block of the lines kernel (a multiple of 32).
+    pub block: u32,
+    /// Zones per line; `None`: enough for about 2048 threads per multiprocessor, at most one
+    /// zone per `max(2L, 64)` samples (rules 2 and 3 of section 5.4).
+    pub zones: Option<u32>,
+    /// FIFO entries per thread kept in shared memory (rounded down to a power of two); entries
+    /// beyond spill to global memory.
+    pub shared_entries: u32,
+    /// Compute angles with identical line families once.
+    pub dedup: bool,
+    /// Largest stack of opening planes of one launch, in bytes.
+    pub stack_bytes: usize,
+}
+
+impl Default for GpuTuning {
+    fn default() -> Self {
+        Self {
+            block: 128,
+            zones: None,
+            shared_entries: 64,
+            dedup: true,
+            stack_bytes: 512 << 20,
+        }
+    }
+}
+
+/// One angle's launch parameters. Keep in sync with `LoAngle` in kernels/orientation.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct AngleInfo {
+    pub(super) q: i32,
+    pub(super) transposed: i32,
+    pub(super) nlines: i32,
+    pub(super) cmin: i32,
+    pub(super) zones: i32,
+    pub(super) zone_len: i32,
+    pub(super) lines_pad: i32,
+    pub(super) plane: i32,
+}
+const _: () = assert!(std::mem::size_of::<AngleInfo>() == 32);
+
+impl AngleInfo {
+    pub(super) fn to_words(self) -> [i32; 8] {
+        [
+            self.q,
+            self.transposed,
+            self.nlines,
+            self.cmin,
+            self.zones,
+            self.zone_len,
+            self.lines_pad,
+            self.plane,
+        ]
+    }
+}
+
+/// The launches of one (frame size, parameters) pair.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Plan {
+    pub(super) width: usize,
+    pub(super) height: usize,
+    pub(super) length: u32,
+    pub(super) angles_deg: Vec<f64>,
+    pub(super) tuning: GpuTuning,
+    /// The distinct families (all of them without dedup), in increasing first-angle order.
+    pub(super) planes: Vec<AngleInfo>,
+    /// For each plane, the first angle index using its family.
+    pub(super) plane_angle: Vec<i32>,
+    /// For each angle, its plane.
+    pub(super) angle_plane: Vec<usize>,
+    /// (first plane, plane count, grid.x) of each launch.
+    pub(super) chunks: Vec<(usize, usize, u32)>,
+    pub(super) any_transposed: bool,
+    pub(super) sh_mask: u32,
+    pub(super) gl_mask: u32,
+    pub(super) spill_len: usize,
+    pub(super) shared_bytes: u32,
+}
+
+pub(super) fn zero_sized(what: &str) -> OpError {
+    OpError::Unsupported(format!("{what}: empty frames are handled on the host"))
+}
+
+pub(super) fn to_i32(v: usize, what: &str) -> Result<i32, OpError> {
+    i32::try_from(v).map_err(|_| {
+        OpError::Unsupported(format!("{what} = {v} exceeds the kernel's 32-bit range"))
+    })
+}
+
+impl Plan {
+    pub(super) fn new(
+        width: usize,
+        height: usize,
+        length: u32,
+        angles_deg: &[f64],
+        tuning: GpuTuning,
+        sm_count: usize,
+        elem_bytes: usize,
+    ) -> Result<Self, OpError> {
+        check_frame_size(width, height)?;
+        if width == 0 || height == 0 {
+            return Err(zero_sized("plan"));
+        }
+        if tuning.block == 0 || !tuning.block.is_multiple_of(32) || tuning.block > 1024 {
+            return Err(OpError::InvalidParam(format!(
+                "block = {}: a multiple of 32 up to 1024",
+                tuning.block
+            )));
+        }
+        let mut planes: Vec<AngleInfo> = Vec::new();
+        let mut families: Vec<LineFamily> = Vec::new();
+        let mut plane_angle = Vec::new();
+        let mut angle_plane = Vec::with_capacity(angles_deg.len());
+        for (k, &a) in angles_deg.iter().enumerate() {
+            let f = LineFamily::new(a, length);
+            if let Some(p) = families
+                .iter()
+                .position(|g| *g == f)
+                .filter(|_| tuning.dedup)
+            {
+                angle_plane.push(p);
+                continue;
+            }
+            let (major, minor) = f.extents(width, height);
+            let nlines = f.line_count(major, minor);
+            planes.push(AngleInfo {
+                q: f.q,
+                transposed: i32::from(f.x_major),
+                nlines: to_i32(nlines, "lines")?,
+                cmin: i32::try_from(f.first_line(major)).map_err(|_| zero_sized("first line"))?,
+                lines_pad: to_i32(nlines.div_ceil(32) * 32, "lines")?,
+                ..AngleInfo::default()
+            });
+            families.push(f);
+            plane_angle.push(to_i32(k, "angle index")?);
+            angle_plane.push(planes.len() - 1);
+        }
+        // Chunks: as many planes per launch as the stack budget allows.
+        let plane_bytes = width * height * elem_bytes;
+        let per_chunk = (tuning.stack_bytes / plane_bytes.max(1)).clamp(1, 65535);
+        // Zones (section 5.4): about four resident waves of threads for load balance, but zones
+        // of at least 4(L-1) samples (the 2(L-1) overlap costs at most half); when that leaves
+        // the GPU under-filled (few lines: one opening), smaller zones down to max(L, 16).
+        let capacity = sm_count.max(1) * 1536;
+        let overlap = 4 * (length as usize).saturating_sub(1);
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < planes.len() {
+            let count = per_chunk.min(planes.len() - start);
+            let total_lines: usize = planes[start..start + count]
+                .iter()
+                .map(|p| p.lines_pad as usize)
+                .sum::<usize>()
+                .max(1);
+            let z_balance = (4 * capacity).div_ceil(total_lines);
+            let z_fill = capacity.div_ceil(total_lines);
+            let mut grid_x = 1u32;
+            for (i, p) in planes[start..start + count].iter_mut().enumerate() {
+                let major = if p.transposed == 1 { width } else { height };
+                let z = match tuning.zones {
+                    Some(z) => (z as usize).clamp(1, major),
+                    None => {
+                        let z_eff = (major / overlap.max(1)).max(1);
+                        let z_fine = (major / (length as usize).max(16)).max(1);
+                        let z1 = z_balance.min(z_eff);
+                        if z1 < z_fill {
+                            z_fill.min(z_fine).max(z1)
+                        } else {
+                            z1
+                        }
+                    }
+                };
+                let zone_len = major.div_ceil(z);
+                let zones = major.div_ceil(zone_len);
+                p.zones = to_i32(zones, "zones")?;
+                p.zone_len = to_i32(zone_len, "zone length")?;
+                p.plane = to_i32(i, "plane")?;
+                let threads = zones * p.lines_pad as usize;
+                grid_x = grid_x.max(blocks_for(threads, tuning.block));
+            }
+            chunks.push((start, count, grid_x));
+            start += count;
+        }
+        // FIFO: L+1 entries at most; the newest `sh_cap` in shared memory, the rest spilled.
+        let need = (length as usize + 1).next_power_of_two();
+        let by_budget = (48 * 1024 / (tuning.block as usize * 4)).max(1);
+        let limit = (tuning.shared_entries.max(1) as usize).min(by_budget);
+        let sh_cap = need.min(1 << limit.ilog2());
+        let spill = sh_cap < length as usize + 1;
+        let spill_len = if spill {
+            chunks
+                .iter()
+                .map(|&(_, count, gx)| gx as usize * count * tuning.block as usize)
+                .max()
+                .unwrap_or(0)
+                * need
+        } else {
+            0
+        };
+        Ok(Self {
+            width,
+            height,
+            length,
+            angles_deg: angles_deg.to_vec(),
+            tuning,
+            any_transposed: planes.iter().any(|p| p.transposed == 1),
+            planes,
+            plane_angle,
+            angle_plane,
+            chunks,
+            sh_mask: (sh_cap - 1) as u32,
+            gl_mask: if spill { (need - 1) as u32 } else { 0 },
+            spill_len,
+            shared_bytes: (tuning.block as usize * sh_cap * 4) as u32,
+        })
+    }
+
+    pub(super) fn max_chunk(&self) -> usize {
+        self.chunks.iter().map(|c| c.1).max().unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_dedups_and_zones() {
+        let angles: Vec<f64> = (0..180).map(f64::from).collect();
+        let p = Plan::new(640, 640, 31, &angles, GpuTuning::default(), 132, 1).unwrap();
+        assert_eq!(p.angle_plane.len(), 180);
+        assert!(
+            p.planes.len() <= 60,
+            "{} distinct families of L = 31",
+            p.planes.len()
+        );
+        assert_eq!(p.plane_angle[0], 0);
+        assert!(p.plane_angle.windows(2).all(|w| w[0] < w[1]));
+        for (k, &pl) in p.angle_plane.iter().enumerate() {
+            assert!(p.plane_angle[pl] as usize <= k);
+            assert_eq!(
+                LineFamily::new(angles[k], 31),
+                LineFamily::new(angles[p.plane_angle[pl] as usize], 31)
+            );
+        }
+        assert_eq!(p.chunks.len(), 1);
+        assert_eq!(p.sh_mask, 31);
+        assert_eq!(p.gl_mask, 0);
+        for a in &p.planes {
+            assert!(a.zones >= 1 && a.zone_len as usize * a.zones as usize >= 640);
+            assert_eq!(a.lines_pad % 32, 0);
+        }
+        let nodedup = GpuTuning {
+            dedup: false,
+            ..GpuTuning::default()
+        };
+        let p = Plan::new(640, 640, 31, &angles, nodedup, 132, 1).unwrap();
+        assert_eq!(p.planes.len(), 180);
+        // A long segment spills; a small stack budget makes several launches.
+        let small = GpuTuning {
+            stack_bytes: 640 * 640 * 7,
+            shared_entries: 16,
+            ..GpuTuning::default()
+        };
+        let p = Plan::new(640, 640, 101, &angles, small, 132, 1).unwrap();
+        assert!(p.chunks.len() > 1 && p.chunks.iter().all(|c| c.1 <= 7));
+        assert_eq!(p.sh_mask, 15);
+        assert_eq!(p.gl_mask, 127);
+        assert!(p.spill_len > 0);
+        assert!(Plan::new(0, 5, 3, &angles, GpuTuning::default(), 132, 1).is_err());
+    }
+
+    #[test]
+    fn zone_heuristic_on_the_bench_cases() {
+        let zones = |w: usize, h: usize, l: u32, angles: &[f64], dedup: bool| -> Vec<(i32, i32)> {
+            let t = GpuTuning {
+                dedup,
+                ..GpuTuning::default()
+            };
+            let p = Plan::new(w, h, l, angles, t, 132, 1).unwrap();
+            p.planes.iter().map(|a| (a.zones, a.zone_len)).collect()
+        };
+        let k36: Vec<f64> = (0..36).map(|k| 5.0 * f64::from(k)).collect();
+        let k180: Vec<f64> = (0..180).map(f64::from).collect();
+        // Many lines: zones of at least 4(L-1) samples.
+        let z = zones(1920, 1080, 31, &k36, true);
+        assert!(
+            z.iter()
+                .all(|&(n, len)| (8..=12).contains(&n) && len >= 120),
+            "{z:?}"
+        );
+        let z = zones(640, 640, 31, &k180, false);
+        assert!(z.iter().all(|&(n, _)| n == 5), "{z:?}");
+        // One opening: few lines, smaller zones fill the GPU.
+        let z = zones(1920, 1080, 31, &[90.0], true);
+        assert!(z[0].0 >= 30, "{z:?}");
+        let z = zones(1920, 1080, 31, &[0.0], true);
+        assert!(z[0].0 >= 60, "{z:?}");
+        eprintln!("{:?}", zones(4096, 2160, 31, &k36, true).first());
+    }
+}
