@@ -158,7 +158,7 @@ impl Pipeline {
         let viewer = matches!(delivery, Delivery::Latest(_));
         let stop_input = Arc::new(AtomicBool::new(false));
         let stream = Arc::new(Mutex::new(StreamInfo::default()));
-        let (mut next, estimated_frames, live): (Box<dyn FnMut() -> Result<Option<Frame>, SourceError> + Send>, _, _) = match source {
+        let (mut next, estimated_frames, live): (NextFrame, _, _) = match source {
             FrameSource::Spec(spec) => {
                 let realtime = match settings.source.pacing {
                     Pacing::Auto => viewer,
@@ -307,11 +307,13 @@ fn source_loop(
     }
 }
 
+/// The worker's frame supply: the next frame, `None` at the end of input.
+type NextFrame = Box<dyn FnMut() -> Result<Option<Frame>, SourceError> + Send>;
+
 /// Runs `frames` (indices as given) through a whole pipeline on `backend` with `ops` and a ring
 /// of `ring_size` slots, and returns every analysed frame in order (tests and tools).
 pub fn run_frames(backend: &Backend, ops: &OpSettings, ring_size: usize, frames: Vec<Frame>, want: PictureWant) -> Result<Vec<AnalysedFrame>, String> {
-    let mut settings = Settings::default();
-    settings.ops = ops.clone();
+    let mut settings = Settings { ops: ops.clone(), ..Settings::default() };
     settings.pipeline.ring_size = ring_size;
     let count = frames.len() as u64;
     let indices: Vec<u64> = frames.iter().map(|f| f.index).collect();

@@ -248,8 +248,8 @@ mod tests {
             let mut sum = [0u64; 3];
             for y in by * 4..by * 4 + 4 {
                 for x in bx * 4..bx * 4 + 4 {
-                    for k in 0..3 {
-                        sum[k] += u64::from(img.get(x, y)[k]);
+                    for (s, &v) in sum.iter_mut().zip(img.get(x, y).iter()) {
+                        *s += u64::from(v);
                     }
                 }
             }
