@@ -5,7 +5,8 @@
 #   mkdir -p .device/data/samples && cp assets/samples/*.{jpg,png} .device/data/samples/
 #   plus an H.264 constrained-baseline copy of the clip as .device/data/samples/vtest.mp4 and
 #   one of its frames scaled to 1920x1080 as vtest_1080.png (BENCHMARKS.md says how).
-# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [soak N]
+# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [cpu] [soak N]
+# (SOAK_SIZE=WxH sets the soak's frame size; `cpu` needs .device/bin/morphoscope-before)
 set -uo pipefail
 OUT=${OUT:-/tmp/morphoscope-out}; mkdir -p "$OUT"
 for f in .device/bin/*.xz; do [ -f "$f" ] && xz -d -f "$f"; done
@@ -78,8 +79,19 @@ if want kernels; then
 fi
 if want soak; then
   n=${ARGS[-1]}
-  echo "== soak: $n frames of a 1080p test source, all four analyses"
-  MORPHOSCOPE="bash .device/run.sh morphoscope" timeout 560 bash scripts/soak.sh "$n" > "$OUT/soak.log" 2>&1; tail -15 "$OUT/soak.log"
+  echo "== soak: $n frames of a ${SOAK_SIZE:-1920x1080} test source, all four analyses"
+  MORPHOSCOPE="bash .device/run.sh morphoscope" timeout 560 bash scripts/soak.sh "$n" --size "${SOAK_SIZE:-1920x1080}" --out "$OUT/soak" > "$OUT/soak.log" 2>&1; tail -15 "$OUT/soak.log"
+fi
+if want cpu; then
+  # The CPU backend before and after the device-resident frame path, on the same frames: the
+  # binary of the earlier version is carried as .device/bin/morphoscope-before.
+  echo "== CPU backend: earlier version against this one (clip frames, 768x576, all four)"
+  for prog in morphoscope-before morphoscope; do
+    timeout 150 bash .device/run.sh $prog bench --source "$clip" --size 768x576 --frames 60 --backends cpu > "$OUT/cpu_bench_$prog.log" 2>&1
+    echo "-- $prog bench"; grep -E "compute \(sum|pipeline \(wall|fps|error" "$OUT/cpu_bench_$prog.log" | head -8
+    /usr/bin/time -f "%e s wall" timeout 150 bash .device/run.sh $prog run "$clip" --backend cpu --no-video --quiet --out /tmp/cpu_run_$prog > "$OUT/cpu_run_$prog.log" 2>&1
+    echo "-- $prog run --backend cpu --no-video"; grep -E "frames:|s wall|error" "$OUT/cpu_run_$prog.log"
+  done
 fi
 # Everything back as one archive (the device tool returns at most 8 files).
 (cd "$OUT" && tar czf /tmp/logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/logs.tgz logs.tgz)
