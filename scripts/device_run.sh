@@ -91,7 +91,7 @@ if want cpu; then
     echo "-- $prog bench"; grep -E "compute \(sum|pipeline \(wall|fps|error" "$OUT/cpu_bench_$prog.log" | head -8
     t0=$(date +%s.%N)
     timeout 150 bash .device/run.sh $prog run "$clip" --backend cpu --no-video --quiet --out /tmp/cpu_run_$prog > "$OUT/cpu_run_$prog.log" 2>&1
-    echo "-- $prog run --backend cpu --no-video: $(echo "$(date +%s.%N) - $t0" | bc) s wall"; grep -E "frames:|error" "$OUT/cpu_run_$prog.log"
+    echo "-- $prog run --backend cpu --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; grep -E "frames:|error" "$OUT/cpu_run_$prog.log"
   done
 fi
 # Everything back as one archive (the device tool returns at most 8 files).
