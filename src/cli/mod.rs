@@ -6,6 +6,8 @@ pub mod image;
 pub mod progress;
 pub mod run;
 pub mod signals;
+pub mod stream;
+pub mod streams;
 
 use std::path::PathBuf;
 
