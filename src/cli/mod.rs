@@ -1,6 +1,7 @@
 //! Subcommands of the `morphoscope` binary and the options they share.
 
 pub mod bench;
+pub mod bench_streams;
 pub mod devices;
 pub mod image;
 pub mod progress;
