@@ -229,5 +229,5 @@ fn print_summary(outcomes: &[StreamOutcome], backends: &[Backend], wall_seconds:
         .find_map(|o| o.finished.as_ref())
         .map(|f| f.files.join(", "))
         .unwrap_or_default();
-    println!("outputs in {}/<stream>/: {files}", out.display());
+    println!("outputs in {}: {files}", out.join("<stream>").display());
 }
