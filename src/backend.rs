@@ -1,5 +1,9 @@
 //! Backend selection: `--backend auto|cpu|cuda`. `auto` takes CUDA when the driver, NVRTC and a
 //! device are present and every kernel loads, else the CPU, and says which and why in one line.
+//!
+//! Several sources spread over several devices ([`select_devices`]) get one `Backend` per
+//! device, each holding that device's one `GpuContext`: every stream on a device shares its
+//! context and loaded kernels, and PTX is compiled once per architecture.
 
 use std::sync::Arc;
 
@@ -57,4 +61,27 @@ pub fn select(choice: BackendChoice, device: usize) -> Result<(Backend, String),
             Err(e) => Ok((Backend::Cpu, format!("cpu backend (auto: CUDA unavailable: {e})"))),
         },
     }
+}
+
+/// One backend per listed device (in the order given), with the reason for the choice. `auto`
+/// takes CUDA only when every listed device opens, else the CPU for all; `cuda` fails naming
+/// the device that did not open. On the CPU the list has one entry (devices do not apply).
+pub fn select_devices(choice: BackendChoice, devices: &[usize]) -> Result<(Vec<Backend>, String), GpuError> {
+    let first = devices.first().copied().unwrap_or(0);
+    let (b, why) = select(choice, first)?;
+    if matches!(b, Backend::Cpu) || devices.len() < 2 {
+        return Ok((vec![b], why));
+    }
+    let mut all = vec![b];
+    for &d in &devices[1..] {
+        match GpuContext::new(d) {
+            Ok(g) => all.push(Backend::Cuda(Arc::new(g))),
+            Err(e) if choice == BackendChoice::Auto => {
+                return Ok((vec![Backend::Cpu], format!("cpu backend (auto: CUDA device {d} unavailable: {e})")));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let described: Vec<String> = all.iter().map(Backend::describe).collect();
+    Ok((all, format!("{} devices: {}", devices.len(), described.join("; "))))
 }

@@ -100,18 +100,57 @@ impl Default for SourceSettings {
     }
 }
 
+/// `--device` on the command line: one CUDA ordinal (`1`) or a comma-separated list (`0,1`),
+/// each device at most once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceList(pub Vec<usize>);
+
+impl std::str::FromStr for DeviceList {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut list = Vec::new();
+        for part in s.split(',') {
+            let d: usize = part.trim().parse().map_err(|_| format!("`{}` is not a device ordinal (expected e.g. 0 or 0,1)", part.trim()))?;
+            if list.contains(&d) {
+                return Err(format!("device {d} listed twice"));
+            }
+            list.push(d);
+        }
+        Ok(Self(list))
+    }
+}
+
 /// `[pipeline]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineSettings {
     /// auto, cpu or cuda.
     pub backend: BackendChoice,
-    /// CUDA device ordinal.
+    /// CUDA device ordinal (used when `devices` is empty).
     pub device: usize,
+    /// CUDA device ordinals that streams are spread over, round-robin (stream i on
+    /// `devices[i % len]`). Empty: `[device]`. `--device 0,1` sets this list.
+    pub devices: Vec<usize>,
     /// Frames in flight on the GPU (slots of the ring), 1..=8.
     pub ring_size: usize,
     /// Frames buffered between the source and the worker, 1..=64.
     pub queue: usize,
+}
+
+impl PipelineSettings {
+    /// The devices streams run on: `devices` when given, else `[device]`.
+    #[must_use]
+    pub fn device_list(&self) -> Vec<usize> {
+        if self.devices.is_empty() { vec![self.device] } else { self.devices.clone() }
+    }
+
+    /// The device of stream `stream` (streams go round-robin over [`Self::device_list`]).
+    #[must_use]
+    pub fn device_of_stream(&self, stream: usize) -> usize {
+        let list = self.device_list();
+        list.get(stream % list.len()).copied().unwrap_or(self.device)
+    }
 }
 
 impl Default for PipelineSettings {
@@ -119,6 +158,7 @@ impl Default for PipelineSettings {
         Self {
             backend: BackendChoice::Auto,
             device: 0,
+            devices: Vec::new(),
             ring_size: 3,
             queue: 4,
         }
@@ -235,6 +275,10 @@ impl Settings {
         }
         if !(1..=64).contains(&self.pipeline.queue) {
             return Err(range("pipeline.queue", "must be 1..=64"));
+        }
+        let devices = &self.pipeline.devices;
+        if devices.iter().enumerate().any(|(i, d)| devices[..i].contains(d)) {
+            return Err(range("pipeline.devices", "each device at most once"));
         }
         if self.source.test.width == 0 || self.source.test.height == 0 || self.source.test.fps == 0
         {
@@ -362,6 +406,29 @@ mod tests {
             Settings::default(),
             "config/default.toml and Default impls disagree"
         );
+    }
+
+    #[test]
+    fn device_lists_parse_one_ordinal_or_a_comma_list_and_reject_the_rest() {
+        assert_eq!("1".parse::<DeviceList>(), Ok(DeviceList(vec![1])));
+        assert_eq!("0, 1".parse::<DeviceList>(), Ok(DeviceList(vec![0, 1])));
+        assert!("0,0".parse::<DeviceList>().unwrap_err().contains("twice"));
+        assert!("0,x".parse::<DeviceList>().unwrap_err().contains("`x`"));
+        assert!("".parse::<DeviceList>().is_err());
+        assert!("-1".parse::<DeviceList>().is_err());
+    }
+
+    #[test]
+    fn devices_list_takes_precedence_over_device_and_spreads_streams_round_robin() {
+        let one = Settings::load(None, &["pipeline.device=2".into()]).unwrap();
+        assert_eq!(one.pipeline.device_list(), vec![2]);
+        assert_eq!(one.pipeline.device_of_stream(5), 2);
+        let two = Settings::load(None, &["pipeline.device=2".into(), "pipeline.devices=[0, 1]".into()]).unwrap();
+        assert_eq!(two.pipeline.device_list(), vec![0, 1]);
+        let spread: Vec<usize> = (0..5).map(|i| two.pipeline.device_of_stream(i)).collect();
+        assert_eq!(spread, vec![0, 1, 0, 1, 0]);
+        let err = Settings::load(None, &["pipeline.devices=[1, 1]".into()]).unwrap_err().to_string();
+        assert!(err.contains("pipeline.devices"), "{err}");
     }
 
     #[test]

@@ -58,7 +58,7 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line.
-fn one_line(e: &anyhow::Error) -> String {
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for c in e.chain() {
         let s = c.to_string().replace('\n', " ");

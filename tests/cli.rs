@@ -3,7 +3,8 @@
 //! one-line message and never panic). `cli/ends.rs`: how runs end (signals to a real child
 //! process, a hard kill, a full disk on a real tmpfs); `cli/network.rs`: sources served by an
 //! HTTP server the test starts on 127.0.0.1; `cli/outputs.rs`: the output folder, counters,
-//! frame rate, tiny frames, messages and progress.
+//! frame rate, tiny frames, messages and progress; `cli/streams.rs`: several sources in one run
+//! and device lists.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -14,6 +15,8 @@ mod ends;
 mod network;
 #[path = "cli/outputs.rs"]
 mod outputs;
+#[path = "cli/streams.rs"]
+mod streams;
 
 use std::path::{Path, PathBuf};
 

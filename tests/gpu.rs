@@ -26,3 +26,5 @@ mod segmentation;
 mod segment_bench;
 #[path = "gpu/segment_launch.rs"]
 mod segment_launch;
+#[path = "gpu/streams.rs"]
+mod streams;

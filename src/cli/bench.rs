@@ -64,6 +64,19 @@ pub struct BenchArgs {
     /// Also write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Live streams instead: this many pipelines side by side, each fed in real time from the
+    /// frames in memory at --fps for --seconds (after --warmup frames), spread over --device.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub streams: Option<u64>,
+    /// With --streams N: find the most streams (up to N) that hold --fps with no frame dropped.
+    #[arg(long, requires = "streams")]
+    pub streams_sweep: bool,
+    /// Frames a second of each live stream (--streams).
+    #[arg(long, default_value_t = 30.0)]
+    pub fps: f64,
+    /// Measured seconds of each live-stream trial (--streams).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
 }
 
 fn parse_size(s: &str) -> anyhow::Result<(u32, u32)> {
@@ -214,6 +227,9 @@ pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
         Some(s) => load_frames(&s, w, h, a.frames.clamp(1, 120))?,
         None => tiled_sample(w, h)?,
     });
+    if let Some(n) = a.streams {
+        return bench_streams(common, &settings, a, frames, (w, h), n);
+    }
     let mpix = f64::from(w) * f64::from(h) / 1e6;
     let mut results = Vec::new();
     let want_cpu = a.backends != BenchBackends::Cuda;
@@ -260,6 +276,74 @@ pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(p) = &a.json {
         let doc = serde_json::json!({"width": w, "height": h, "frames": frames.len(), "sink": format!("{:?}", a.sink).to_lowercase(), "rows": json});
+        morphoscope::io::write_json(p, &doc)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bench --streams N [--streams-sweep]`: live streams paced in real time ([`super::bench_streams`]).
+fn bench_streams(
+    common: &CommonArgs,
+    settings: &Settings,
+    a: &BenchArgs,
+    frames: Arc<Vec<Frame>>,
+    (w, h): (u32, u32),
+    n: u64,
+) -> anyhow::Result<ExitCode> {
+    use super::bench_streams::{StreamsPlan, print_trial, sweep, trial};
+    if !(a.fps > 0.0 && a.fps <= 1000.0 && a.seconds > 0.0) {
+        bail!("--fps must be in (0, 1000] and --seconds positive");
+    }
+    let want = match a.sink {
+        BenchSink::None => PictureWant::None,
+        BenchSink::Picture => PictureWant::Every(PictureFormat::Rgba),
+        BenchSink::Video => bail!("--sink video is not measured with --streams (use none or picture)"),
+    };
+    let backends = common.backends(settings)?;
+    let plan = StreamsPlan {
+        settings,
+        backends: &backends,
+        frames,
+        fps: a.fps,
+        seconds: a.seconds,
+        warmup_frames: a.warmup as u64,
+        want,
+    };
+    let devices: Vec<String> = backends.iter().map(Backend::describe).collect();
+    println!(
+        "bench --streams: {w}x{h}, {} distinct real frames, {} fps a stream, {} s measured after {} frames of warm-up, sink {:?}, ring {} slots, on {}",
+        plan.frames.len(),
+        a.fps,
+        a.seconds,
+        a.warmup,
+        a.sink,
+        settings.pipeline.ring_size,
+        devices.join("; ")
+    );
+    let n = usize::try_from(n)?;
+    let trials = if a.streams_sweep { sweep(&plan, n)? } else { vec![trial(&plan, n)?] };
+    let best = trials.iter().filter(|t| t.held).max_by_key(|t| t.streams);
+    if a.streams_sweep {
+        match best {
+            Some(t) => {
+                println!("most streams that hold {} fps: {} (per stream below)", a.fps, t.streams);
+                print_trial(t, a.fps);
+            }
+            None => println!("not even 1 stream holds {} fps", a.fps),
+        }
+        if let Some(t) = trials.iter().filter(|t| !t.held).min_by_key(|t| t.streams) {
+            println!("fewest streams that did not hold: {}", t.streams);
+            print_trial(t, a.fps);
+        }
+    } else if let Some(t) = trials.first() {
+        print_trial(t, a.fps);
+    }
+    if let Some(p) = &a.json {
+        let doc = serde_json::json!({
+            "width": w, "height": h, "fps": a.fps, "seconds": a.seconds, "warmup_frames": a.warmup,
+            "sink": format!("{:?}", a.sink).to_lowercase(), "devices": devices,
+            "most_streams_held": best.map(|t| t.streams), "trials": trials,
+        });
         morphoscope::io::write_json(p, &doc)?;
     }
     Ok(ExitCode::SUCCESS)

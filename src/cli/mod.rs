@@ -1,17 +1,20 @@
 //! Subcommands of the `morphoscope` binary and the options they share.
 
 pub mod bench;
+pub mod bench_streams;
 pub mod devices;
 pub mod image;
 pub mod progress;
 pub mod run;
 pub mod signals;
+pub mod stream;
+pub mod streams;
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use morphoscope::backend::{self, Backend};
-use morphoscope::config::{BackendChoice, Settings};
+use morphoscope::config::{BackendChoice, DeviceList, Settings};
 
 /// Options every subcommand takes.
 #[derive(clap::Args, Debug, Clone)]
@@ -25,9 +28,10 @@ pub struct CommonArgs {
     /// Compute backend (overrides pipeline.backend).
     #[arg(long, global = true, value_enum)]
     pub backend: Option<BackendChoice>,
-    /// CUDA device ordinal (overrides pipeline.device).
-    #[arg(long, global = true)]
-    pub device: Option<usize>,
+    /// CUDA device ordinal, or a list (`0,1`) that several sources are spread over
+    /// round-robin (overrides pipeline.devices and pipeline.device).
+    #[arg(long, global = true, value_name = "N[,N...]")]
+    pub device: Option<DeviceList>,
 }
 
 impl CommonArgs {
@@ -37,8 +41,11 @@ impl CommonArgs {
         if let Some(b) = self.backend {
             s.pipeline.backend = b;
         }
-        if let Some(d) = self.device {
-            s.pipeline.device = d;
+        if let Some(DeviceList(list)) = &self.device
+            && let Some(&first) = list.first()
+        {
+            s.pipeline.device = first;
+            s.pipeline.devices = list.clone();
         }
         Ok(s)
     }
@@ -46,6 +53,15 @@ impl CommonArgs {
     /// The backend the settings ask for; logs the choice and why in one line.
     pub fn backend(&self, settings: &Settings) -> anyhow::Result<Backend> {
         let (b, why) = backend::select(settings.pipeline.backend, settings.pipeline.device)
+            .context("--backend cuda: CUDA backend unavailable")?;
+        log::info!("backend: {why}");
+        Ok(b)
+    }
+
+    /// One backend per device of `pipeline.devices` (or `pipeline.device`), for several
+    /// streams; logs the choice in one line.
+    pub fn backends(&self, settings: &Settings) -> anyhow::Result<Vec<Backend>> {
+        let (b, why) = backend::select_devices(settings.pipeline.backend, &settings.pipeline.device_list())
             .context("--backend cuda: CUDA backend unavailable")?;
         log::info!("backend: {why}");
         Ok(b)

@@ -2,30 +2,30 @@
 //!
 //! A headless run checks its output folder first, installs the stop signals, starts the
 //! pipeline, takes over the folder (an earlier run's files are removed, and it says so), then
-//! writes every frame as it arrives. However it ends — end of stream, `--max-frames`, Ctrl+C or
+//! writes every frame as it arrives ([`super::stream`]; several sources: [`super::streams`]). However it ends — end of stream, `--max-frames`, Ctrl+C or
 //! SIGTERM, a source error, a write error — it finishes every file it can, prints the summary
 //! (frames in = out + dropped + in flight) and exits: 0, 1 on an error (one line naming the
 //! cause), 128 + the signal after a stop.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
+use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
-use morphoscope::compose::PictureFormat;
-use morphoscope::output::{Finished, RunEnd, RunSink, SinkOptions};
-use morphoscope::pipeline::{CounterSnapshot, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
-use morphoscope::source::{SourceSpec, StreamInfo};
+use morphoscope::output::RunSink;
+use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
-use super::progress::Progress;
 use super::signals::{self, StopSignals};
+use super::stream::{self, NoObserver, StreamJob};
 
 /// Arguments of `run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// File, URI, camera[:N], test[:PATTERN], or a pipeline ending in `appsink name=sink`.
-    pub source: String,
+    /// Several sources run side by side, stream i writing into OUT/<i>/.
+    #[arg(required = true, num_args = 1..)]
+    pub sources: Vec<String>,
     /// Output folder. Files an earlier run wrote there are replaced; other files are kept.
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
@@ -73,16 +73,20 @@ pub fn default_source(settings: &Settings) -> String {
 /// `morphoscope run`.
 pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
-    headless(
-        common,
-        &settings,
-        &a.source,
-        &a.out,
-        a.max_frames,
-        None,
-        !a.no_video && settings.output.video,
-        a.quiet,
-    )
+    let video = !a.no_video && settings.output.video;
+    match a.sources.as_slice() {
+        [one] => headless(
+            common,
+            &settings,
+            one,
+            &a.out,
+            a.max_frames,
+            None,
+            video,
+            a.quiet,
+        ),
+        many => super::streams::run_streams(common, &settings, many, &a.out, a.max_frames, video),
+    }
 }
 
 /// `morphoscope view`: the viewer on SOURCE; without a display (or when no window can be
@@ -175,17 +179,8 @@ fn try_viewer(
     Ok(None)
 }
 
-/// How a run's frame loop ended.
-#[derive(Debug)]
-enum Ending {
-    /// The source ended (or the frame limit was reached).
-    Stream,
-    /// The source or an analysis failed.
-    SourceError(String),
-    /// A file could not be written.
-    WriteError(morphoscope::output::OutputError),
-}
-
+/// A single-stream headless run: checks the folder, installs the stop signals, picks the
+/// backend, then drives one stream ([`super::stream`]) and prints its summary.
 #[allow(clippy::too_many_arguments)]
 fn headless(
     common: &CommonArgs,
@@ -201,217 +196,37 @@ fn headless(
     RunSink::prepare(out)?;
     let stop_signals = StopSignals::install()?;
     let backend = common.backend(settings)?;
-    let max_frames = match (max_frames, cpu_cap, &backend) {
-        (None, Some(cap), morphoscope::backend::Backend::Cpu) => {
+    let max_frames = cpu_capped(max_frames, cpu_cap, &backend);
+    let job = StreamJob {
+        spec,
+        out: out.to_owned(),
+        settings,
+        backend: &backend,
+        max_frames,
+        video,
+        quiet,
+    };
+    let open = stream::open(&job)?;
+    let outcome = stream::drive(open, &|| stop_signals.received(), &mut NoObserver);
+    stream::print_single_summary(&outcome);
+    if let Some(e) = &outcome.error {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(outcome
+        .stopped_by
+        .map_or(ExitCode::SUCCESS, signals::exit_code))
+}
+
+/// `max_frames`, or the cap of a default job that fell back to the CPU backend (with a warning).
+pub fn cpu_capped(max_frames: Option<u64>, cpu_cap: Option<u64>, backend: &Backend) -> Option<u64> {
+    match (max_frames, cpu_cap, backend) {
+        (None, Some(cap), Backend::Cpu) => {
             log::warn!(
                 "no GPU: the CPU backend analyses the first {cap} frames (`morphoscope run SOURCE` for all)"
             );
             Some(cap)
         }
         _ => max_frames,
-    };
-    let want = if video { PictureWant::Every(PictureFormat::I420) } else { PictureWant::None };
-    let pipeline = Pipeline::start_limited(FrameSource::Spec(spec.clone()), settings, &backend, Delivery::All, want, max_frames)
-        .map_err(|e| {
-            let named = e.to_string().contains(&spec.to_string());
-            let e = anyhow::Error::new(e);
-            if named {
-                e
-            } else {
-                e.context(format!("cannot open {spec}"))
-            }
-        })?;
-    let opts = SinkOptions {
-        video,
-        video_kbps: settings.output.video_kbps,
-        encoder: settings.output.encoder,
-        source: spec.to_string(),
-        backend: pipeline.backend.clone(),
-    };
-    let (mut sink, removed) = RunSink::create(out, opts)?;
-    if !removed.is_empty() {
-        log::warn!(
-            "{}: replacing {} from an earlier run",
-            out.display(),
-            removed.join(", ")
-        );
     }
-    let total = match (max_frames, pipeline.estimated_frames) {
-        (Some(m), Some(n)) => Some(m.min(n)),
-        (m, n) => m.or(n),
-    };
-    let mut progress = Progress::new(total, quiet);
-    let started = Instant::now();
-    let counters = pipeline.counters.clone();
-    let mut stopped_by = None;
-    let mut written = 0u64;
-    let ending = loop {
-        if stopped_by.is_none()
-            && let Some(sig) = stop_signals.received()
-        {
-            stopped_by = Some(sig);
-            pipeline.end_input();
-            log::warn!(
-                "{}: stopping — finishing the frames already taken and every output (again to quit at once)",
-                signals::name(sig)
-            );
-        }
-        let now = CounterSnapshot {
-            frames_out: written,
-            ..counters.snapshot()
-        };
-        let event = match pipeline.events.recv_timeout(Duration::from_millis(100)) {
-            Ok(ev) => ev,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                progress.update(written, &now);
-                if let Err(e) = sink.checkpoint(now) {
-                    break Ending::WriteError(e);
-                }
-                continue;
-            }
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Ending::Stream,
-        };
-        match event {
-            PipelineEvent::Frame(f) => {
-                if written == 0 {
-                    sink.set_stream(pipeline.stream_info());
-                }
-                let result = sink.write(&f);
-                // A frame counts as out once its line is in frames.jsonl (even when a later file
-                // of the same frame failed).
-                written = sink.frames_written();
-                if let Err(e) = result {
-                    break Ending::WriteError(e);
-                }
-                let now = CounterSnapshot {
-                    frames_out: written,
-                    ..now
-                };
-                progress.update(written, &now);
-                if let Err(e) = sink.checkpoint(now) {
-                    break Ending::WriteError(e);
-                }
-            }
-            PipelineEvent::Error(e) => break Ending::SourceError(e),
-            PipelineEvent::End => break Ending::Stream,
-        }
-    };
-    progress.finish(written);
-    let stream = pipeline.stream_info();
-    let estimate = pipeline.estimated_frames;
-    let backend_name = pipeline.backend.clone();
-    if matches!(ending, Ending::WriteError(_)) {
-        pipeline.stop();
-    } else {
-        pipeline.join();
-    }
-    let wall = started.elapsed().as_secs_f64();
-    let counters = CounterSnapshot {
-        frames_out: written,
-        ..counters.snapshot()
-    };
-    let limit_reached = max_frames.is_some_and(|m| written >= m);
-    let ended = match (&ending, stopped_by) {
-        (Ending::WriteError(e), _) => format!("error: {e}"),
-        (Ending::SourceError(e), _) => format!("error: {e}"),
-        (Ending::Stream, Some(sig)) => signals::name(sig).to_owned(),
-        (Ending::Stream, None) if limit_reached => "--max-frames".to_owned(),
-        (Ending::Stream, None) => "end of stream".to_owned(),
-    };
-    let finished = sink.finish(&RunEnd {
-        counters,
-        wall_seconds: wall,
-        ended,
-    });
-    print_summary(&spec, &backend_name, &counters, wall, out, &finished);
-    let error = match ending {
-        Ending::WriteError(e) => Some(format!(
-            "{e} (after {written} frames; the files hold the frames before it)"
-        )),
-        Ending::SourceError(e) if written == 0 => Some(e),
-        Ending::SourceError(e) => Some(format!(
-            "{e} (after {written} frames; outputs hold the frames analysed before it)"
-        )),
-        Ending::Stream => finished.error.as_ref().map(|e| e.to_string()),
-    };
-    if let Some(e) = error {
-        eprintln!("error: {e}");
-        return Ok(ExitCode::from(1));
-    }
-    if let Some(sig) = stopped_by {
-        return Ok(signals::exit_code(sig));
-    }
-    end_of_stream_verdict(
-        &spec,
-        &stream,
-        written,
-        estimate,
-        limit_reached,
-        max_frames.is_some(),
-    )
-}
-
-/// Exit code of a run whose stream ended by itself: a live source that ends, a file that ends
-/// far short of its length, or a source that gave nothing are errors.
-fn end_of_stream_verdict(
-    spec: &SourceSpec,
-    stream: &StreamInfo,
-    written: u64,
-    estimate: Option<u64>,
-    limit_reached: bool,
-    limited: bool,
-) -> anyhow::Result<ExitCode> {
-    if stream.live && !limit_reached {
-        eprintln!(
-            "error: live source {spec} ended after {written} frames (camera unplugged, server gone or stream closed?); outputs hold the frames analysed"
-        );
-        return Ok(ExitCode::from(1));
-    }
-    let file_like =
-        matches!(spec, SourceSpec::File(_) | SourceSpec::Uri(_)) && !stream.live && !limited;
-    if let Some(n) = estimate.filter(|&n| file_like && n > 0 && written * 100 < n * 95) {
-        eprintln!(
-            "error: stream ended early: {written} of ~{n} frames (truncated or damaged file?); outputs hold the frames decoded"
-        );
-        return Ok(ExitCode::from(1));
-    }
-    if written == 0 {
-        eprintln!("error: the source produced no frames");
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print_summary(
-    spec: &SourceSpec,
-    backend: &str,
-    c: &CounterSnapshot,
-    wall: f64,
-    out: &Path,
-    finished: &Finished,
-) {
-    println!("morphoscope run: {spec}");
-    println!("backend: {backend}");
-    let in_flight = match c.in_flight() {
-        0 => String::new(),
-        n => format!(" | in flight {n}"),
-    };
-    println!(
-        "frames: in {} | out {} | dropped {}{in_flight} | {:.1} s wall | {:.1} fps",
-        c.frames_in,
-        c.frames_out,
-        c.dropped,
-        wall,
-        if wall > 0.0 {
-            c.frames_out as f64 / wall
-        } else {
-            0.0
-        }
-    );
-    print!("{}", finished.timings.table());
-    println!(
-        "outputs in {}: {}",
-        out.display(),
-        finished.files.join(", ")
-    );
 }

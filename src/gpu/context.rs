@@ -8,7 +8,7 @@
 //! at start, not on frame 1000.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
@@ -98,7 +98,33 @@ pub fn open_context(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), Gp
     Ok((ctx, info))
 }
 
-/// An open device with every kernel module loaded.
+/// PTX this process already compiled or read, by (module, architecture): a second device of the
+/// same architecture (`--device 0,1`) loads it without compiling or reading the disk cache again.
+static PROCESS_PTX: Mutex<Vec<(&'static str, String, String)>> = Mutex::new(Vec::new());
+
+/// PTX of `src` for `arch`: from this process' memory, else the disk cache, else compiled.
+fn module_ptx(src: &super::KernelSource, arch: &str) -> Result<(String, PtxOrigin), GpuError> {
+    let known = PROCESS_PTX.lock().ok().and_then(|m| m.iter().find(|(n, a, _)| *n == src.name && a == arch).map(|e| e.2.clone()));
+    if let Some(ptx) = known {
+        return Ok((ptx, PtxOrigin::Cache));
+    }
+    let (ptx, origin) = compile::cached_ptx(src, crate::kernels::HEADERS, arch)?;
+    if let Ok(mut m) = PROCESS_PTX.lock() {
+        m.push((src.name, arch.to_owned(), ptx.clone()));
+    }
+    Ok((ptx, origin))
+}
+
+/// Forgets `src`'s PTX for `arch` in this process (the driver rejected it).
+fn forget_ptx(src: &super::KernelSource, arch: &str) {
+    if let Ok(mut m) = PROCESS_PTX.lock() {
+        m.retain(|(n, a, _)| !(*n == src.name && a == arch));
+    }
+}
+
+/// An open device with every kernel module loaded. Build one per device and share it (an
+/// `Arc` inside [`crate::backend::Backend::Cuda`]) between every stream on that device: the
+/// modules are loaded once per context.
 pub struct GpuContext {
     ctx: Arc<CudaContext>,
     info: DeviceInfo,
@@ -128,7 +154,7 @@ impl GpuContext {
         let mut compiled_any = false;
         let mut modules = HashMap::new();
         for src in crate::kernels::SOURCES {
-            let (ptx, origin) = compile::cached_ptx(src, crate::kernels::HEADERS, &arch)?;
+            let (ptx, origin) = module_ptx(src, &arch)?;
             compiled_any |= origin == PtxOrigin::Compiled;
             let module = match ctx.load_module(Ptx::from_src(ptx)) {
                 Ok(m) => m,
@@ -136,6 +162,7 @@ impl GpuContext {
                     // A cached entry the driver rejects is not trusted: recompile once.
                     log::warn!("cached PTX for {} rejected ({e}); recompiling", src.name);
                     compile::evict(src, crate::kernels::HEADERS, &arch);
+                    forget_ptx(src, &arch);
                     let ptx = compile::compile_ptx(src, crate::kernels::HEADERS, &arch)?;
                     ctx.load_module(Ptx::from_src(ptx))?
                 }

@@ -17,13 +17,14 @@
 //! branches of the graph): no allocation, no synchronisation, no event tracking (raw device
 //! pointers), no timer events.
 //!
-//! Thread-local capture mode is not enough when another thread creates work that depends on
-//! buffers or events the capture touches (the collector composing a finished frame while the
-//! worker captures the next one's segmentation invalidated the capture on the H100). A capture is
-//! rare — once per new key — so it runs under a process-wide lock, [`capture_exclusion`], which
-//! the threads that enqueue beside the capturing worker hold around their own enqueues.
+//! Thread-local capture mode is not enough when another thread enqueues on the same device
+//! during the capture (the collector composing a finished frame while the worker captured the
+//! next one's segmentation invalidated the capture on the H100). A capture is rare — once per
+//! new key — so it takes the exclusive side of its device's lock
+//! ([`super::capture_lock`]), and the threads that enqueue on that device hold the shared side
+//! ([`super::capture_exclusion`]): they never wait for each other, only for a capture.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use cudarc::driver::safe::CudaGraph;
@@ -102,19 +103,10 @@ impl<K: PartialEq> GraphCache<K> {
     }
 }
 
-/// Held while a graph is captured; other threads hold it around the work they enqueue while a
-/// capture may run (see the module docs).
-static CAPTURE: Mutex<()> = Mutex::new(());
-
-/// Waits until no graph is being captured and keeps captures out while the guard lives.
-pub fn capture_exclusion() -> MutexGuard<'static, ()> {
-    CAPTURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Records what `enqueue` launches on `stream` into an instantiated graph. The capture is ended
 /// even when `enqueue` fails (the stream must not stay in capture mode).
 fn capture(stream: &Arc<CudaStream>, enqueue: impl FnOnce() -> Result<(), GpuError>) -> Result<CudaGraph, GpuError> {
-    let _exclusive = capture_exclusion();
+    let _exclusive = super::capture_lock::capture_guard(stream.context().ordinal());
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     let enqueued = enqueue();
     let graph = stream.end_capture(CUgraphInstantiate_flags(0));

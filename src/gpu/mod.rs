@@ -4,6 +4,7 @@
 //! Nothing here panics when CUDA is absent: every entry point checks that the driver and NVRTC
 //! libraries can be loaded and returns [`GpuError`] otherwise.
 
+pub mod capture_lock;
 pub mod compile;
 pub mod context;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod launch;
 pub mod readback;
 pub mod timer;
 
+pub use capture_lock::{CaptureExclusion, capture_exclusion};
 pub use compile::KernelSource;
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;

@@ -183,6 +183,34 @@ pub struct Finished {
     pub error: Option<OutputError>,
 }
 
+/// The `frames.jsonl` object of one frame: index, pts, size, backend, every analysis' summary
+/// (`ops`) and the frame's timings. What a publisher sends per frame is this same object.
+#[must_use]
+pub fn frame_record(f: &AnalysedFrame) -> serde_json::Value {
+    let mut ops = serde_json::Map::new();
+    for o in &f.outputs {
+        ops.insert(o.op.to_owned(), o.summary.clone());
+    }
+    let regions: serde_json::Map<String, serde_json::Value> = f
+        .timings
+        .regions
+        .iter()
+        .map(|(n, ms)| (n.clone(), serde_json::json!(round3(*ms))))
+        .collect();
+    serde_json::json!({
+            "index": f.index,
+            "pts_nanos": f.pts_nanos,
+            "width": f.size().0,
+            "height": f.size().1,
+            "backend": f.timings.backend,
+            "ops": ops,
+            "ms": regions,
+            "upload_ms": round3(f.timings.upload_ms),
+            "download_ms": round3(f.timings.download_ms),
+            "latency_ms": round3(f.timings.latency_ms),
+    })
+}
+
 /// The writer of a run's output folder.
 pub struct RunSink {
     dir: PathBuf,
@@ -262,28 +290,7 @@ impl RunSink {
 
     /// Writes one analysed frame: its line, its analyses' records, its video frame.
     pub fn write(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
-        let mut ops = serde_json::Map::new();
-        for o in &f.outputs {
-            ops.insert(o.op.to_owned(), o.summary.clone());
-        }
-        let regions: serde_json::Map<String, serde_json::Value> = f
-            .timings
-            .regions
-            .iter()
-            .map(|(n, ms)| (n.clone(), serde_json::json!(round3(*ms))))
-            .collect();
-        let line = serde_json::json!({
-            "index": f.index,
-            "pts_nanos": f.pts_nanos,
-            "width": f.size().0,
-            "height": f.size().1,
-            "backend": f.timings.backend,
-            "ops": ops,
-            "ms": regions,
-            "upload_ms": round3(f.timings.upload_ms),
-            "download_ms": round3(f.timings.download_ms),
-            "latency_ms": round3(f.timings.latency_ms),
-        });
+        let line = frame_record(f);
         let mut bytes = serde_json::to_vec(&line).map_err(|e| OutputError::Io {
             path: self.dir.join("frames.jsonl"),
             source: e.into(),

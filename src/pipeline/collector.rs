@@ -120,6 +120,10 @@ impl Collector {
             self.settings = Some(settings.clone());
         }
         slot.stream.synchronize()?;
+        // No graph capture may start on this device while the readbacks, the in-order steps
+        // (a segmentation rerun enqueues) and the compose enqueue (see gpu::capture_lock);
+        // the other streams' workers and collectors go on beside.
+        let _no_capture = self.gpu.as_ref().map(|(g, _)| crate::gpu::capture_exclusion(g.info().ordinal));
         let t_down = Instant::now();
         let stream = slot.stream.clone();
         let mut outputs = Vec::new();
@@ -171,8 +175,6 @@ impl Collector {
         format: PictureFormat,
     ) -> Result<Picture, OpError> {
         let err = |e: ComposeError| OpError::Unsupported(format!("compose: {e}"));
-        // No graph capture of the worker may run while the compose enqueues (see gpu::graph).
-        let _exclusive = crate::gpu::graph::capture_exclusion();
         let stream = slot.stream.clone();
         let parts = slot.parts();
         let Some(base) = parts.base else { return Err(OpError::Unsupported("compose before any frame".into())) };

@@ -103,6 +103,19 @@ pub enum FrameSource {
         /// Frames to deliver.
         count: u64,
     },
+    /// Frames held in memory, replayed in turn like a live camera: one every `1 / fps` seconds
+    /// on a fixed schedule (a late frame does not shift the next), dropped and counted when the
+    /// pipeline is not ready for it (the real-time benchmark of many streams: no decoding).
+    Paced {
+        /// The frames.
+        frames: Arc<Vec<Frame>>,
+        /// Which of them comes first (streams started on the same frames differ).
+        first: usize,
+        /// Frames per second.
+        fps: f64,
+        /// Frames to deliver (on time or dropped).
+        count: u64,
+    },
 }
 
 /// A running pipeline.
@@ -209,6 +222,28 @@ impl Pipeline {
                     Ok(Some(f))
                 };
                 (Box::new(next), Some(count), false)
+            }
+            FrameSource::Paced { frames, first, fps, count } => {
+                let period_nanos = 1e9 / fps.max(1e-3);
+                let mut k = 0u64;
+                let mut started: Option<Instant> = None;
+                let next = move || {
+                    if k >= count || frames.is_empty() {
+                        return Ok(None);
+                    }
+                    let t0 = *started.get_or_insert_with(Instant::now);
+                    let due = t0 + std::time::Duration::from_nanos((k as f64 * period_nanos) as u64);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    // A copy of the held frame, as a decoder would hand over a new buffer.
+                    let mut f = frames[(first + k as usize) % frames.len()].clone();
+                    f.index = k;
+                    f.pts_nanos = Some((k as f64 * period_nanos) as u64);
+                    k += 1;
+                    Ok(Some(f))
+                };
+                (Box::new(next), Some(count), true)
             }
         };
         log::debug!("estimated frames: {estimated_frames:?}");

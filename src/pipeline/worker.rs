@@ -202,6 +202,9 @@ fn start_frame(st: &mut WorkerState, engine: &mut Engine, frame: Frame, received
         }
         Engine::Cuda { gpu, names, free, ordered_done } => {
             let mut slot = free.recv().map_err(|_| OpError::Unsupported("ring closed".into()))?;
+            // Other threads' captures on this device wait while this frame is enqueued; this
+            // worker's own captures (inside the enqueue) pass (see gpu::capture_lock).
+            let _no_capture = crate::gpu::capture_exclusion(gpu.info().ordinal);
             let enq = slot.enqueue(gpu, names, frame.image, frame.index, &st.settings, ordered_done.as_ref())?;
             *ordered_done = Some(enq.ordered_done);
             Work::Cuda { slot, rgb: enq.rgb }

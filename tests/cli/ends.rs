@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use super::{assert_clean_failure, decoded, json, lines, quick};
 
 /// A `morphoscope run` in the background, its stdout and stderr in files of `dir`.
-struct Running {
+pub(super) struct Running {
     child: Child,
     dir: PathBuf,
 }
 
 impl Running {
-    fn start(args: &[String], dir: &Path) -> Self {
+    pub(super) fn start(args: &[String], dir: &Path) -> Self {
         let stdout = std::fs::File::create(dir.join("stdout")).unwrap();
         let stderr = std::fs::File::create(dir.join("stderr")).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_morphoscope"))
@@ -39,7 +39,7 @@ impl Running {
         }
     }
 
-    fn out(&self, file: &str) -> PathBuf {
+    pub(super) fn out(&self, file: &str) -> PathBuf {
         self.dir.join("out").join(file)
     }
 
@@ -62,14 +62,14 @@ impl Running {
         }
     }
 
-    fn signal(&self, sig: i32) {
+    pub(super) fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
         let r = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
         assert_eq!(r, 0, "kill failed");
     }
 
     /// Waits for the exit (at most `limit`); its code (`None`: killed by a signal).
-    fn wait(&mut self, limit: Duration) -> Option<i32> {
+    pub(super) fn wait(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -83,11 +83,11 @@ impl Running {
         }
     }
 
-    fn stdout(&self) -> String {
+    pub(super) fn stdout(&self) -> String {
         std::fs::read_to_string(self.dir.join("stdout")).unwrap_or_default()
     }
 
-    fn stderr(&self) -> String {
+    pub(super) fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
     }
 }

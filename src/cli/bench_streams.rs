@@ -1,0 +1,323 @@
+//! `morphoscope bench --streams N`: how many live streams a machine analyses in real time.
+//!
+//! N pipelines run side by side, each fed like a camera from frames held in memory (decoded
+//! once: the same real frames as `bench`, each stream starting at a different one) on a fixed
+//! schedule of `--fps` frames a second for `--seconds` after a warm-up of `--warmup` frames;
+//! a frame the pipeline is not ready for is dropped and counted, as a live source does. Streams
+//! are spread round-robin over the devices of `--device` (one context a device, shared by its
+//! streams). A stream *holds* when, after its warm-up, no frame was dropped, every frame taken
+//! was delivered and no error occurred; the trial holds when every stream does.
+//!
+//! `--streams-sweep` looks for the most streams that hold, up to `--streams`: it doubles from 1
+//! until a trial fails, then bisects between the last that held and the first that failed.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::bail;
+use morphoscope::backend::Backend;
+use morphoscope::config::Settings;
+use morphoscope::pipeline::{
+    CounterSnapshot, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary,
+};
+use morphoscope::source::Frame;
+
+/// What a trial runs.
+pub struct StreamsPlan<'a> {
+    /// The settings of every stream.
+    pub settings: &'a Settings,
+    /// One backend a device; stream i runs on `backends[i % len]`.
+    pub backends: &'a [Backend],
+    /// The frames the streams replay.
+    pub frames: Arc<Vec<Frame>>,
+    /// Frames a second of each stream.
+    pub fps: f64,
+    /// Measured seconds (after the warm-up).
+    pub seconds: f64,
+    /// Frames of each stream before the measurement.
+    pub warmup_frames: u64,
+    /// What the consumer asks of each frame.
+    pub want: PictureWant,
+}
+
+/// One stream of a trial.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamRow {
+    /// Where it ran: "cpu" or "cuda:N".
+    pub device: String,
+    /// Frames the source offered, all told.
+    pub frames_in: u64,
+    /// Frames delivered, all told.
+    pub frames_out: u64,
+    /// Frames dropped during the warm-up.
+    pub dropped_warmup: u64,
+    /// Frames dropped after it.
+    pub dropped: u64,
+    /// Delivered frames a second over the measured window.
+    pub fps_out: f64,
+    /// Source-to-delivery latency of the measured frames, median and p95 (ms).
+    pub latency_median_ms: f64,
+    /// p95 of the same.
+    pub latency_p95_ms: f64,
+    /// The stream's error, if it failed.
+    pub error: Option<String>,
+}
+
+impl StreamRow {
+    /// No drop after the warm-up, every frame taken delivered, no error.
+    #[must_use]
+    pub fn held(&self) -> bool {
+        self.dropped == 0
+            && self.error.is_none()
+            && self.frames_out + self.dropped + self.dropped_warmup == self.frames_in
+    }
+}
+
+/// A trial of N streams.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Trial {
+    /// Streams run.
+    pub streams: usize,
+    /// Every stream held.
+    pub held: bool,
+    /// Each stream.
+    pub rows: Vec<StreamRow>,
+}
+
+fn device_label(b: &Backend) -> String {
+    match b {
+        Backend::Cpu => "cpu".to_owned(),
+        Backend::Cuda(g) => format!("cuda:{}", g.info().ordinal),
+    }
+}
+
+/// Runs `n` paced streams for the plan's duration and reports each.
+pub fn trial(plan: &StreamsPlan<'_>, n: usize) -> anyhow::Result<Trial> {
+    if plan.backends.is_empty() || plan.frames.is_empty() {
+        bail!("bench --streams: no backend or no frames");
+    }
+    let measured = (plan.fps * plan.seconds).ceil() as u64;
+    let count = plan.warmup_frames + measured;
+    let mut pipelines = Vec::with_capacity(n);
+    for i in 0..n {
+        let backend = &plan.backends[i % plan.backends.len()];
+        let source = FrameSource::Paced {
+            frames: plan.frames.clone(),
+            first: i,
+            fps: plan.fps,
+            count,
+        };
+        let p = Pipeline::start(source, plan.settings, backend, Delivery::All, plan.want)?;
+        pipelines.push((device_label(backend), p));
+    }
+    let warmup = plan.warmup_frames;
+    let rows = std::thread::scope(|scope| {
+        let handles: Vec<_> = pipelines
+            .iter()
+            .map(|(device, p)| scope.spawn(move || consume(device, p, warmup)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| StreamRow {
+                    device: String::new(),
+                    frames_in: 0,
+                    frames_out: 0,
+                    dropped_warmup: 0,
+                    dropped: 0,
+                    fps_out: 0.0,
+                    latency_median_ms: 0.0,
+                    latency_p95_ms: 0.0,
+                    error: Some("consumer thread panicked".to_owned()),
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    for (_, p) in pipelines {
+        p.join();
+    }
+    let held = rows.iter().all(StreamRow::held);
+    Ok(Trial {
+        streams: n,
+        held,
+        rows,
+    })
+}
+
+/// Takes every event of one stream; counts drops before and after its warm-up.
+fn consume(device: &str, p: &Pipeline, warmup: u64) -> StreamRow {
+    let mut latencies = Vec::new();
+    let mut at_warmup: Option<(CounterSnapshot, std::time::Instant, u64)> = None;
+    let mut delivered = 0u64;
+    let mut error = None;
+    loop {
+        match p.events.recv_timeout(Duration::from_secs(30)) {
+            Ok(PipelineEvent::Frame(f)) => {
+                delivered += 1;
+                if f.index >= warmup {
+                    if at_warmup.is_none() {
+                        at_warmup =
+                            Some((p.counters.snapshot(), std::time::Instant::now(), delivered));
+                    }
+                    latencies.push(f.timings.latency_ms);
+                }
+            }
+            Ok(PipelineEvent::Error(e)) => {
+                error = Some(e);
+                break;
+            }
+            Ok(PipelineEvent::End) => break,
+            Err(_) => {
+                error = Some("no event for 30 s".to_owned());
+                break;
+            }
+        }
+    }
+    let end = p.counters.snapshot();
+    let (dropped_warmup, fps_out) = match at_warmup {
+        Some((c, t, d)) => {
+            let secs = t.elapsed().as_secs_f64();
+            (
+                c.dropped,
+                if secs > 0.0 {
+                    (delivered - d) as f64 / secs
+                } else {
+                    0.0
+                },
+            )
+        }
+        None => (end.dropped, 0.0),
+    };
+    let lat = Summary::of(&latencies);
+    StreamRow {
+        device: device.to_owned(),
+        frames_in: end.frames_in,
+        frames_out: p.counters.frames_out.load(Ordering::Relaxed),
+        dropped_warmup,
+        dropped: end.dropped - dropped_warmup,
+        fps_out,
+        latency_median_ms: lat.median_ms,
+        latency_p95_ms: lat.p95_ms,
+        error,
+    }
+}
+
+/// Prints a trial: a row per stream, then whether it held.
+pub fn print_trial(t: &Trial, fps: f64) {
+    println!(
+        "{:>6} | {:<8} | {:>7} | {:>7} | {:>9} | {:>7} | {:>7} | {:>11} | {:>8}",
+        "stream", "device", "in", "out", "drop w-up", "dropped", "fps", "latency med", "p95 ms"
+    );
+    for (i, r) in t.rows.iter().enumerate() {
+        println!(
+            "{i:>6} | {:<8} | {:>7} | {:>7} | {:>9} | {:>7} | {:>7.1} | {:>11.1} | {:>8.1}{}",
+            r.device,
+            r.frames_in,
+            r.frames_out,
+            r.dropped_warmup,
+            r.dropped,
+            r.fps_out,
+            r.latency_median_ms,
+            r.latency_p95_ms,
+            r.error
+                .as_ref()
+                .map(|e| format!("  error: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    println!("{}", verdict(t, fps));
+}
+
+/// One line: the trial held or not, and how.
+#[must_use]
+pub fn verdict(t: &Trial, fps: f64) -> String {
+    let dropped: u64 = t.rows.iter().map(|r| r.dropped).sum();
+    let failing = t.rows.iter().filter(|r| !r.held()).count();
+    let worst_p95 = t.rows.iter().map(|r| r.latency_p95_ms).fold(0.0, f64::max);
+    if t.held {
+        format!(
+            "{} streams at {fps} fps: held (no frame dropped after the warm-up; worst p95 latency {worst_p95:.1} ms)",
+            t.streams
+        )
+    } else {
+        format!(
+            "{} streams at {fps} fps: NOT held ({failing} streams dropped or failed, {dropped} frames dropped after the warm-up)",
+            t.streams
+        )
+    }
+}
+
+/// Counts of streams to try, in order, given the results so far: doubling from 1 up to `max`
+/// while trials hold, then bisecting between the most that held and the fewest that failed.
+/// `None` when the answer is known.
+#[must_use]
+pub fn next_count(results: &[(usize, bool)], max: usize) -> Option<usize> {
+    let best_held = results
+        .iter()
+        .filter(|r| r.1)
+        .map(|r| r.0)
+        .max()
+        .unwrap_or(0);
+    let first_failed = results.iter().filter(|r| !r.1).map(|r| r.0).min();
+    match first_failed {
+        None if best_held >= max => None,
+        None if best_held == 0 => Some(1),
+        None => Some((best_held * 2).min(max)),
+        Some(f) if f <= best_held + 1 => None,
+        Some(f) => Some(best_held + (f - best_held) / 2),
+    }
+}
+
+/// Runs trials chosen by [`next_count`] and returns them all (the answer: the most that held).
+pub fn sweep(plan: &StreamsPlan<'_>, max: usize) -> anyhow::Result<Vec<Trial>> {
+    let mut trials: Vec<Trial> = Vec::new();
+    loop {
+        let done: Vec<(usize, bool)> = trials.iter().map(|t| (t.streams, t.held)).collect();
+        let Some(n) = next_count(&done, max.max(1)) else {
+            break;
+        };
+        let t = trial(plan, n)?;
+        println!("sweep: {}", verdict(&t, plan.fps));
+        trials.push(t);
+    }
+    Ok(trials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the search against a machine that holds up to `limit` streams.
+    fn search(limit: usize, max: usize) -> (Vec<usize>, usize) {
+        let mut done = Vec::new();
+        while let Some(n) = next_count(&done, max) {
+            assert!(
+                !done.iter().any(|d: &(usize, bool)| d.0 == n),
+                "{n} tried twice"
+            );
+            done.push((n, n <= limit));
+        }
+        let best = done.iter().filter(|d| d.1).map(|d| d.0).max().unwrap_or(0);
+        (done.iter().map(|d| d.0).collect(), best)
+    }
+
+    #[test]
+    fn the_sweep_finds_the_most_streams_that_hold() {
+        for limit in 0..40 {
+            for max in [1, 7, 16, 64] {
+                let (tried, best) = search(limit, max);
+                assert_eq!(
+                    best,
+                    limit.min(max),
+                    "limit {limit}, max {max}: tried {tried:?}"
+                );
+                assert!(
+                    tried.len() <= 2 * (usize::BITS - max.leading_zeros()) as usize + 1,
+                    "{tried:?}"
+                );
+            }
+        }
+        assert_eq!(search(11, 64).0, vec![1, 2, 4, 8, 16, 12, 10, 11]);
+    }
+}

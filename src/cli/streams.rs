@@ -1,0 +1,233 @@
+//! Several sources in one headless run: `morphoscope run A B C --out DIR`.
+//!
+//! Stream i (in the order given, from 0) is a whole single-stream run ([`super::stream`]): its
+//! own pipeline (source thread, worker, collector, ring slots, tracker, counters) and its own
+//! folder `DIR/<i>/` with the same files as a run of that source alone. Streams are spread
+//! round-robin over the devices of `pipeline.devices` (`--device 0,1`); the streams on one
+//! device share its one `GpuContext` (loaded kernels), each with its own CUDA streams, so their
+//! kernels overlap on the device.
+//!
+//! Each stream runs on its own thread. One that cannot start, fails or ends leaves the others
+//! running; its error is reported with its index and source. Ctrl+C or SIGTERM stops every
+//! stream gracefully (each finishes the frames it took and its files). The summary has a row per
+//! stream and the totals; the exit status is 1 when any stream failed, else 128 + the signal
+//! after a stop, else 0.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use morphoscope::backend::Backend;
+use morphoscope::config::Settings;
+use morphoscope::output::RunSink;
+use morphoscope::pipeline::CounterSnapshot;
+use morphoscope::source::SourceSpec;
+
+use super::CommonArgs;
+use super::signals::{self, StopSignals};
+use super::stream::{self, StreamJob, StreamObserver, StreamOutcome, StreamStatus};
+
+/// The output folder of stream `index` under `out`.
+#[must_use]
+pub fn stream_folder(out: &Path, index: usize) -> PathBuf {
+    out.join(index.to_string())
+}
+
+/// Runs every source side by side into `out/<i>/`, prints the summary and returns the exit code.
+pub fn run_streams(
+    common: &CommonArgs,
+    settings: &Settings,
+    sources: &[String],
+    out: &Path,
+    max_frames: Option<u64>,
+    video: bool,
+) -> anyhow::Result<ExitCode> {
+    RunSink::prepare(out)?;
+    let stop_signals = StopSignals::install()?;
+    let backends = common.backends(settings)?;
+    let started = Instant::now();
+    let outcomes: Vec<StreamOutcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sources
+            .iter()
+            .enumerate()
+            .map(|(i, source)| {
+                let backend = &backends[i % backends.len()];
+                let stop = &stop_signals;
+                let folder = stream_folder(out, i);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("morphoscope-stream-{i}"))
+                    .spawn_scoped(scope, move || {
+                        one_stream(
+                            i, source, folder, settings, backend, max_frames, video, stop,
+                        )
+                    });
+                (source, spawned)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, (source, spawned))| {
+                let failed = |why: String| {
+                    StreamOutcome::not_started(source.clone(), stream_folder(out, i), why)
+                };
+                match spawned {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|_| failed("the stream's thread panicked".to_owned())),
+                    Err(e) => failed(format!("cannot start the stream's thread: {e}")),
+                }
+            })
+            .collect()
+    });
+    let wall_seconds = started.elapsed().as_secs_f64();
+    print_summary(&outcomes, &backends, wall_seconds, out);
+    let mut failed = false;
+    for (i, o) in outcomes.iter().enumerate() {
+        if let Some(e) = &o.error {
+            eprintln!("error: stream {i} ({}): {e}", o.source);
+            failed = true;
+        }
+    }
+    if failed {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(outcomes
+        .iter()
+        .find_map(|o| o.stopped_by)
+        .map_or(ExitCode::SUCCESS, signals::exit_code))
+}
+
+/// One stream from its SOURCE string to its outcome (errors become the outcome's error).
+#[allow(clippy::too_many_arguments)]
+fn one_stream(
+    index: usize,
+    source: &str,
+    folder: PathBuf,
+    settings: &Settings,
+    backend: &Backend,
+    max_frames: Option<u64>,
+    video: bool,
+    stop: &StopSignals,
+) -> StreamOutcome {
+    let spec = match SourceSpec::parse(source) {
+        Ok(s) => s,
+        Err(e) => {
+            return StreamOutcome::not_started(source.to_owned(), folder, e.to_string());
+        }
+    };
+    if let Err(e) = RunSink::prepare(&folder) {
+        return StreamOutcome::not_started(spec.to_string(), folder, e.to_string());
+    }
+    let job = StreamJob {
+        spec: spec.clone(),
+        out: folder.clone(),
+        settings,
+        backend,
+        max_frames,
+        video,
+        quiet: true,
+    };
+    match stream::open(&job) {
+        // The place a publisher of results hooks in: the stream's observer sees each frame
+        // (its record: `output::frame_record`) and a status every second.
+        Ok(open) => {
+            let mut observer = StatusLog::new(index);
+            stream::drive(open, &|| stop.received(), &mut observer)
+        }
+        Err(e) => StreamOutcome::not_started(spec.to_string(), folder, crate::one_line(&e)),
+    }
+}
+
+/// Logs a stream's progress now and then (several streams share the terminal: no bars).
+struct StatusLog {
+    index: usize,
+    last: Instant,
+}
+
+/// How often each stream logs its progress.
+const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl StatusLog {
+    fn new(index: usize) -> Self {
+        Self {
+            index,
+            last: Instant::now(),
+        }
+    }
+}
+
+impl StreamObserver for StatusLog {
+    fn frame(&mut self, _frame: &morphoscope::analysis::AnalysedFrame) {}
+
+    fn status(&mut self, s: &StreamStatus) {
+        if self.last.elapsed() >= LOG_EVERY {
+            self.last = Instant::now();
+            let c = &s.counters;
+            log::info!(
+                "stream {}: in {} | out {} | dropped {} | {:.1} fps",
+                self.index,
+                c.frames_in,
+                c.frames_out,
+                c.dropped,
+                s.fps
+            );
+        }
+    }
+}
+
+/// "cpu" or "cuda:N": where a stream ran.
+fn device_label(backend: &Backend) -> String {
+    match backend {
+        Backend::Cpu => "cpu".to_owned(),
+        Backend::Cuda(g) => format!("cuda:{}", g.info().ordinal),
+    }
+}
+
+/// A row per stream, then the totals.
+fn print_summary(outcomes: &[StreamOutcome], backends: &[Backend], wall_seconds: f64, out: &Path) {
+    println!("morphoscope run: {} streams", outcomes.len());
+    for b in backends {
+        println!("backend {}: {}", device_label(b), b.describe());
+    }
+    println!(
+        "{:>6} | {:<8} | {:>7} | {:>7} | {:>7} | {:>7} | {:<16} | source",
+        "stream", "device", "in", "out", "dropped", "fps", "ended"
+    );
+    let mut total = CounterSnapshot::default();
+    for (i, o) in outcomes.iter().enumerate() {
+        let c = &o.counters;
+        total.frames_in += c.frames_in;
+        total.frames_out += c.frames_out;
+        total.dropped += c.dropped;
+        let ended = if o.error.is_some() { "error" } else { &o.ended };
+        println!(
+            "{i:>6} | {:<8} | {:>7} | {:>7} | {:>7} | {:>7.1} | {:<16} | {}",
+            device_label(&backends[i % backends.len()]),
+            c.frames_in,
+            c.frames_out,
+            c.dropped,
+            stream::fps(c, o.wall_seconds),
+            ended,
+            o.source
+        );
+    }
+    let in_flight = match total.in_flight() {
+        0 => String::new(),
+        n => format!(" | in flight {n}"),
+    };
+    println!(
+        "total: in {} | out {} | dropped {}{in_flight} | {:.1} s wall | {:.1} fps",
+        total.frames_in,
+        total.frames_out,
+        total.dropped,
+        wall_seconds,
+        stream::fps(&total, wall_seconds)
+    );
+    let files = outcomes
+        .iter()
+        .find_map(|o| o.finished.as_ref())
+        .map(|f| f.files.join(", "))
+        .unwrap_or_default();
+    println!("outputs in {}: {files}", out.join("<stream>").display());
+}
