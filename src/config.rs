@@ -157,6 +157,8 @@ pub struct Settings {
     pub pipeline: PipelineSettings,
     /// `[output]`
     pub output: OutputSettings,
+    /// `[publish]`
+    pub publish: crate::publish::PublishSettings,
     /// The analyses' sections.
     #[serde(flatten)]
     pub ops: crate::analysis::OpSettings,
@@ -249,6 +251,9 @@ impl Settings {
         if !(1..=200_000).contains(&self.output.video_kbps) {
             return Err(range("output.video_kbps", "must be 1..=200000 kbit/s"));
         }
+        self.publish
+            .validate()
+            .map_err(|(key, message)| ConfigError::Range { key, message })?;
         self.ops
             .validate()
             .map_err(|(key, message)| ConfigError::Range { key, message })

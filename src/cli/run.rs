@@ -6,6 +6,12 @@
 //! SIGTERM, a source error, a write error — it finishes every file it can, prints the summary
 //! (frames in = out + dropped + in flight) and exits: 0, 1 on an error (one line naming the
 //! cause), 128 + the signal after a stop.
+//!
+//! With `--publish URL` (or `[publish].url`) every frame's `frames.jsonl` record and a status a
+//! second go to the broker as stream 0. The broker never holds the run up: an unreachable one
+//! costs dropped messages (counted in the summary, exit 0); a refused login is logged as an
+//! error when it happens, the run goes on writing its files, and it exits 1 at the end when the
+//! broker never accepted the login (nothing was delivered).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,6 +21,7 @@ use morphoscope::config::Settings;
 use morphoscope::compose::PictureFormat;
 use morphoscope::output::{Finished, RunEnd, RunSink, SinkOptions};
 use morphoscope::pipeline::{CounterSnapshot, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
+use morphoscope::publish::{PublishReport, Publisher, StatusClock};
 use morphoscope::source::{SourceSpec, StreamInfo};
 
 use super::CommonArgs;
@@ -38,6 +45,11 @@ pub struct RunArgs {
     /// No progress (bar in a terminal, status lines otherwise).
     #[arg(long)]
     pub quiet: bool,
+    /// Publish each frame's record and a status a second to an MQTT broker:
+    /// mqtt://HOST[:PORT][/PREFIX] or mqtts://… (overrides publish.url; the login comes from
+    /// the config file or MORPHOSCOPE_MQTT_USERNAME/PASSWORD).
+    #[arg(long, value_name = "URL")]
+    pub publish: Option<String>,
 }
 
 /// Arguments of `view`.
@@ -72,7 +84,10 @@ pub fn default_source(settings: &Settings) -> String {
 
 /// `morphoscope run`.
 pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
-    let settings = common.settings()?;
+    let mut settings = common.settings()?;
+    if let Some(url) = &a.publish {
+        settings.publish.url.clone_from(url);
+    }
     headless(
         common,
         &settings,
@@ -199,6 +214,11 @@ fn headless(
 ) -> anyhow::Result<ExitCode> {
     let spec = SourceSpec::parse(source)?;
     RunSink::prepare(out)?;
+    let publisher = if settings.publish.url.is_empty() {
+        None
+    } else {
+        Some(Publisher::start(&settings.publish)?)
+    };
     let stop_signals = StopSignals::install()?;
     let backend = common.backend(settings)?;
     let max_frames = match (max_frames, cpu_cap, &backend) {
@@ -229,6 +249,12 @@ fn headless(
         backend: pipeline.backend.clone(),
     };
     let (mut sink, removed) = RunSink::create(out, opts)?;
+    let mut status_clock = publisher.as_ref().map(|p| {
+        let stream = p.stream(0);
+        let frames = stream.clone();
+        sink.on_frame_line(move |line| frames.frame(line.to_owned()));
+        StatusClock::new(stream)
+    });
     if !removed.is_empty() {
         log::warn!(
             "{}: replacing {} from an earlier run",
@@ -264,6 +290,9 @@ fn headless(
             Ok(ev) => ev,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 progress.update(written, &now);
+                if let Some(clock) = &mut status_clock {
+                    clock.tick(&now, 0, false);
+                }
                 if let Err(e) = sink.checkpoint(now) {
                     break Ending::WriteError(e);
                 }
@@ -288,6 +317,9 @@ fn headless(
                     ..now
                 };
                 progress.update(written, &now);
+                if let Some(clock) = &mut status_clock {
+                    clock.tick(&now, 0, false);
+                }
                 if let Err(e) = sink.checkpoint(now) {
                     break Ending::WriteError(e);
                 }
@@ -318,12 +350,25 @@ fn headless(
         (Ending::Stream, None) if limit_reached => "--max-frames".to_owned(),
         (Ending::Stream, None) => "end of stream".to_owned(),
     };
+    let publish_report = publisher.map(|p| {
+        if let Some(clock) = &mut status_clock {
+            let errors = u64::from(!matches!(ending, Ending::Stream));
+            clock.tick(&counters, errors, true);
+        }
+        let flush = Duration::from_secs(u64::from(settings.publish.flush_seconds));
+        let report = p.finish(flush);
+        sink.set_publish_report(report.clone());
+        report
+    });
     let finished = sink.finish(&RunEnd {
         counters,
         wall_seconds: wall,
         ended,
     });
     print_summary(&spec, &backend_name, &counters, wall, out, &finished);
+    if let Some(report) = &publish_report {
+        print_publish_summary(report);
+    }
     let error = match ending {
         Ending::WriteError(e) => Some(format!(
             "{e} (after {written} frames; the files hold the frames before it)"
@@ -332,7 +377,15 @@ fn headless(
         Ending::SourceError(e) => Some(format!(
             "{e} (after {written} frames; outputs hold the frames analysed before it)"
         )),
-        Ending::Stream => finished.error.as_ref().map(|e| e.to_string()),
+        Ending::Stream => finished.error.as_ref().map(|e| e.to_string()).or_else(|| {
+            publish_report.as_ref().and_then(|r| match &r.refused {
+                Some(reason) if !r.connected_ever => Some(format!(
+                    "the broker {} refused the login: {reason}; nothing was published (the files are written)",
+                    r.broker
+                )),
+                _ => None,
+            })
+        }),
     };
     if let Some(e) = error {
         eprintln!("error: {e}");
@@ -380,6 +433,21 @@ fn end_of_stream_verdict(
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The publisher's line of the summary: `publish URL: sent N | acknowledged N | dropped N`, and
+/// why nothing arrived when the broker was never reached or refused the login.
+fn print_publish_summary(r: &PublishReport) {
+    let why = match (&r.refused, r.connected_ever) {
+        (Some(reason), false) => format!(" | login refused: {reason}"),
+        (None, false) => format!(" | broker never reached ({} failed attempts)", r.errors),
+        (Some(reason), true) => format!(" | login refused at times: {reason}"),
+        (None, true) => String::new(),
+    };
+    println!(
+        "publish {}: sent {} | acknowledged {} | dropped {}{why}",
+        r.broker, r.sent, r.acked, r.dropped
+    );
 }
 
 fn print_summary(
