@@ -42,7 +42,9 @@ impl StatusClock {
     }
 }
 
-/// The status of a stream whose `frames_out` was `frames_out_before` `elapsed` ago.
+/// The status of a stream whose `frames_out` was `frames_out_before` `elapsed` ago. Counters
+/// read at slightly different moments are made consistent: `frames_in` is at least
+/// `frames_out + dropped`.
 #[must_use]
 pub fn status_over(
     counters: &CounterSnapshot,
@@ -58,7 +60,9 @@ pub fn status_over(
         } else {
             0.0
         },
-        frames_in: counters.frames_in,
+        frames_in: counters
+            .frames_in
+            .max(counters.frames_out + counters.dropped),
         frames_out: counters.frames_out,
         dropped: counters.dropped,
         errors,
@@ -83,5 +87,10 @@ mod tests {
             (130, 120, 10, 0)
         );
         assert_eq!(status_over(&c, 1, 120, Duration::ZERO).fps, 0.0);
+        let stale = CounterSnapshot {
+            frames_in: 100,
+            ..c
+        };
+        assert_eq!(status_over(&stale, 0, 0, Duration::ZERO).frames_in, 130);
     }
 }
