@@ -172,7 +172,9 @@ fn a_wrong_password_is_one_clear_error_and_never_printed() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "one error line at the end: {stderr}");
     assert!(
-        errors[0].contains("refused the login") && errors[0].contains("not authorised"),
+        errors[0].contains("refused the login")
+            && (errors[0].contains("not authorised")
+                || errors[0].contains("bad user name or password")),
         "{}",
         errors[0]
     );
@@ -192,12 +194,7 @@ fn a_wrong_password_is_one_clear_error_and_never_printed() {
         publish["dropped"].as_u64().unwrap() > FRAMES as u64,
         "{publish}"
     );
-    assert!(
-        publish["refused"]
-            .as_str()
-            .unwrap()
-            .contains("not authorised")
-    );
+    assert!(publish["refused"].as_str().unwrap().contains("password"));
     assert!(stdout.contains("login refused"), "{stdout}");
 }
 
