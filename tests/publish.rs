@@ -2,7 +2,8 @@
 //! frame's record arrives as written to `frames.jsonl`, status messages arrive once a second; a
 //! broker that is not there costs only dropped messages (the run ends in bounded time and counts
 //! them); a wrong password is one clear error line and the password is never printed; the login
-//! from the config file works. Skips without mosquitto unless `MORPHOSCOPE_REQUIRE_MQTT=1`.
+//! from the config file works; `mqtts://` delivers with the CA file and refuses an unknown
+//! certificate. Skips without mosquitto unless `MORPHOSCOPE_REQUIRE_MQTT=1`.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -196,6 +197,45 @@ fn a_wrong_password_is_one_clear_error_and_never_printed() {
     );
     assert!(publish["refused"].as_str().unwrap().contains("password"));
     assert!(stdout.contains("login refused"), "{stdout}");
+}
+
+#[test]
+fn mqtts_with_the_ca_file_delivers_and_without_it_the_certificate_is_refused() {
+    let Some(binary) = mosquitto() else { return };
+    let Some(broker) = Broker::start_tls(&binary) else {
+        return;
+    };
+    let (tls_port, ca) = broker.tls.clone().unwrap();
+    let sub = broker.subscribe("ms/#");
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("mqtts://127.0.0.1:{tls_port}/ms");
+    let out = bin()
+        .args(run_args(dir.path(), &url))
+        .args(["--set", &format!("publish.ca_file={}", ca.display())])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}\n{}", broker.log());
+    let lines = frame_lines(dir.path());
+    let records = sub.wait_for("ms/0/frames", FRAMES, Duration::from_secs(10));
+    assert_eq!(records, lines, "every record over TLS");
+    assert!(
+        stdout.contains(&format!("publish mqtts://127.0.0.1:{tls_port}/ms: sent")),
+        "{stdout}"
+    );
+    // The system's roots do not know the test CA: the broker's certificate is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(run_args(dir.path(), &url))
+        .args(["--set", "publish.flush_seconds=1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("broker never reached"), "{stdout}");
+    assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
 }
 
 #[test]

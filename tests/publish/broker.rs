@@ -1,6 +1,7 @@
 //! A real mosquitto broker on 127.0.0.1 for the tests (a free port, a generated config, an
-//! optional password file made by `mosquitto_passwd`), and a subscriber that records every
-//! message it receives.
+//! optional password file made by `mosquitto_passwd`, an optional TLS listener with a
+//! certificate signed by a CA made by `openssl`), and a subscriber that records every message it
+//! receives.
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -48,13 +49,93 @@ pub struct Broker {
     pub port: u16,
     /// The user and password it accepts (`None`: anonymous).
     pub login: Option<(String, String)>,
+    /// With [`Broker::start_tls`]: the TLS listener's port and the CA's PEM file.
+    pub tls: Option<(u16, PathBuf)>,
     dir: tempfile::TempDir,
+}
+
+/// Runs `openssl` with `args` in `dir`; false when it is missing or fails.
+fn openssl(dir: &Path, args: &[&str]) -> bool {
+    Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Makes `ca.pem` and a server certificate for 127.0.0.1 (`server.pem`, `server.key`) signed
+/// by it in `dir`; false when openssl is missing.
+fn make_certificates(dir: &Path) -> bool {
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    let steps: [&[&str]; 3] = [
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=morphoscope test CA",
+        ],
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    ];
+    steps.iter().all(|args| openssl(dir, args))
 }
 
 impl Broker {
     /// Starts mosquitto: anonymous, or only `login` (a password file) when given. Waits until it
     /// accepts connections.
     pub fn start(binary: &Path, login: Option<(&str, &str)>) -> Self {
+        Self::start_with(binary, login, false).unwrap()
+    }
+
+    /// Starts an anonymous mosquitto with a second listener, over TLS (certificate for
+    /// 127.0.0.1 signed by a fresh CA: [`Broker::tls`]); `None` when openssl is missing.
+    pub fn start_tls(binary: &Path) -> Option<Self> {
+        Self::start_with(binary, None, true)
+    }
+
+    fn start_with(binary: &Path, login: Option<(&str, &str)>, tls: bool) -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut conf = format!(
@@ -79,6 +160,20 @@ impl Broker {
                 ));
             }
         }
+        let mut tls_listener = None;
+        if tls {
+            if !make_certificates(dir.path()) {
+                eprintln!("openssl is missing or failed: TLS test skipped");
+                return None;
+            }
+            let tls_port = free_port();
+            let d = dir.path().display();
+            conf.push_str(&format!(
+                "listener {tls_port} 127.0.0.1\ncafile {d}/ca.pem\ncertfile {d}/server.pem\n\
+                 keyfile {d}/server.key\n"
+            ));
+            tls_listener = Some((tls_port, dir.path().join("ca.pem")));
+        }
         let conf_path = dir.path().join("mosquitto.conf");
         std::fs::write(&conf_path, conf).unwrap();
         let log = std::fs::File::create(dir.path().join("mosquitto.log")).unwrap();
@@ -93,6 +188,7 @@ impl Broker {
             child,
             port,
             login: login.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            tls: tls_listener,
             dir,
         };
         let until = Instant::now() + Duration::from_secs(10);
@@ -107,7 +203,7 @@ impl Broker {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        broker
+        Some(broker)
     }
 
     /// What mosquitto logged.
