@@ -440,7 +440,11 @@ fn end_of_stream_verdict(
 fn print_publish_summary(r: &PublishReport) {
     let why = match (&r.refused, r.connected_ever) {
         (Some(reason), false) => format!(" | login refused: {reason}"),
-        (None, false) => format!(" | broker never reached ({} failed attempts)", r.errors),
+        (None, false) => format!(
+            " | broker never reached ({} failed attempt{})",
+            r.errors,
+            if r.errors == 1 { "" } else { "s" }
+        ),
         (Some(reason), true) => format!(" | login refused at times: {reason}"),
         (None, true) => String::new(),
     };

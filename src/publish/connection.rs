@@ -90,7 +90,14 @@ pub fn mqtt_options(
     settings: &PublishSettings,
     credentials: Option<(String, Secret)>,
 ) -> Result<MqttOptions, PublishError> {
-    let mut options = MqttOptions::new(settings.client_id_or_default(), &url.host, url.port);
+    // rumqttc joins host and port as `host:port`: an IPv6 address needs its brackets there
+    // (over TLS an IPv6 literal is not a valid server name; use a host name).
+    let host = if url.host.contains(':') {
+        format!("[{}]", url.host)
+    } else {
+        url.host.clone()
+    };
+    let mut options = MqttOptions::new(settings.client_id_or_default(), host, url.port);
     options
         .set_keep_alive(Duration::from_secs(u64::from(
             settings.keep_alive_seconds.max(1),
@@ -267,6 +274,31 @@ mod tests {
         std::fs::write(&p, "not a certificate\n").unwrap();
         let e = tls_config(p.to_str().unwrap()).unwrap_err().to_string();
         assert!(e.contains("no certificate"), "{e}");
+    }
+
+    #[test]
+    fn options_carry_the_broker_the_login_and_the_limits() {
+        let settings = PublishSettings {
+            client_id: "cam-1".into(),
+            keep_alive_seconds: 7,
+            ..PublishSettings::default()
+        };
+        let url = BrokerUrl::parse("mqtt://[::1]:2000/p").unwrap();
+        let login = Some(("u".to_owned(), Secret::new("pw")));
+        let o = mqtt_options(&url, &settings, login).unwrap();
+        assert_eq!(o.broker_address(), ("[::1]".to_owned(), 2000));
+        assert_eq!(o.client_id(), "cam-1");
+        assert_eq!(o.keep_alive(), Duration::from_secs(7));
+        assert_eq!(o.max_packet_size(), TUNING.max_incoming_bytes);
+        let login = o.credentials().unwrap();
+        assert_eq!(
+            (login.username.as_str(), login.password.as_str()),
+            ("u", "pw")
+        );
+        let url = BrokerUrl::parse("mqtt://broker").unwrap();
+        let o = mqtt_options(&url, &settings, None).unwrap();
+        assert_eq!(o.broker_address(), ("broker".to_owned(), 1883));
+        assert!(o.credentials().is_none());
     }
 
     #[test]
