@@ -3,7 +3,8 @@
 //! broker that is not there costs only dropped messages (the run ends in bounded time and counts
 //! them); a wrong password is one clear error line and the password is never printed; the login
 //! from the config file works; `mqtts://` delivers with the CA file and refuses an unknown
-//! certificate. Skips without mosquitto unless `MORPHOSCOPE_REQUIRE_MQTT=1`.
+//! certificate; a broker that goes away and comes back is reconnected. Skips without mosquitto
+//! unless `MORPHOSCOPE_REQUIRE_MQTT=1`.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -236,6 +237,52 @@ fn mqtts_with_the_ca_file_delivers_and_without_it_the_certificate_is_refused() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("broker never reached"), "{stdout}");
     assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
+}
+
+#[test]
+fn a_broker_that_goes_away_and_comes_back_is_reconnected() {
+    let Some(binary) = mosquitto() else { return };
+    let mut broker = Broker::start(&binary, None);
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("mqtt://127.0.0.1:{}/ms", broker.port);
+    // 120 frames at 30 fps: 4 s; the broker is away from about 1 s to about 2 s.
+    let mut args = run_args(dir.path(), &url);
+    let frames = args
+        .iter()
+        .position(|a| a.starts_with("source.test.frames="))
+        .unwrap();
+    args[frames] = "source.test.frames=120".to_owned();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_morphoscope"))
+        .env("RUST_LOG", "warn")
+        .env_remove("MORPHOSCOPE_MQTT_USERNAME")
+        .env_remove("MORPHOSCOPE_MQTT_PASSWORD")
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    broker.kill();
+    std::thread::sleep(Duration::from_millis(1000));
+    broker.restart();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("connection lost"), "{stderr}");
+    assert!(stderr.contains("connected again"), "{stderr}");
+    let publish = &timings(dir.path())["publish"];
+    let offered = publish["offered"].as_u64().unwrap();
+    let acked = publish["acked"].as_u64().unwrap();
+    assert!(offered > 120, "{publish}");
+    // What was sent after the broker came back (a good half of the run) was acknowledged.
+    assert!(acked >= 60, "{publish}");
+    assert_eq!(
+        publish["dropped"].as_u64(),
+        Some(offered - acked),
+        "{publish}"
+    );
+    assert!(publish["errors"].as_u64().unwrap() >= 1, "{publish}");
 }
 
 #[test]

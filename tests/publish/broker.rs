@@ -42,9 +42,26 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// Starts mosquitto with `dir`'s `mosquitto.conf`, appending to its `mosquitto.log`.
+fn spawn(binary: &Path, dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("mosquitto.log"))
+        .unwrap();
+    Command::new(binary)
+        .arg("-c")
+        .arg(dir.join("mosquitto.conf"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
 /// A mosquitto process, killed when dropped.
 pub struct Broker {
     child: Child,
+    binary: PathBuf,
     /// Its port on 127.0.0.1.
     pub port: u16,
     /// The user and password it accepts (`None`: anonymous).
@@ -176,34 +193,45 @@ impl Broker {
         }
         let conf_path = dir.path().join("mosquitto.conf");
         std::fs::write(&conf_path, conf).unwrap();
-        let log = std::fs::File::create(dir.path().join("mosquitto.log")).unwrap();
-        let child = Command::new(binary)
-            .arg("-c")
-            .arg(&conf_path)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = spawn(binary, dir.path());
         let mut broker = Self {
             child,
+            binary: binary.to_owned(),
             port,
             login: login.map(|(u, p)| (u.to_owned(), p.to_owned())),
             tls: tls_listener,
             dir,
         };
+        broker.wait_until_listening();
+        Some(broker)
+    }
+
+    fn wait_until_listening(&mut self) {
         let until = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = broker.child.try_wait() {
-                panic!("mosquitto exited ({status}): {}", broker.log());
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("mosquitto exited ({status}): {}", self.log());
             }
             assert!(
                 Instant::now() < until,
                 "mosquitto does not listen: {}",
-                broker.log()
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(broker)
+    }
+
+    /// Kills the broker (its clients see the connection drop).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the broker again on the same port, with the same settings.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = spawn(&self.binary, self.dir.path());
+        self.wait_until_listening();
     }
 
     /// What mosquitto logged.
