@@ -384,6 +384,14 @@ mod tests {
     }
 
     #[test]
+    fn handles_go_to_other_threads() {
+        fn shared_across_threads<T: Send + Sync>() {}
+        shared_across_threads::<Publisher>();
+        shared_across_threads::<StreamPublisher>();
+        shared_across_threads::<StatusClock>();
+    }
+
+    #[test]
     fn topics_carry_the_prefix_and_the_stream() {
         let publisher = Publisher::start(&to_nowhere(1)).unwrap();
         let s = publisher.stream(7);
