@@ -26,6 +26,8 @@ pkgs=(
   mesa-vulkan-drivers xvfb imagemagick
   # scripts
   python3 python3-venv curl ca-certificates
+  # MQTT broker for the `run --publish` tests (they start their own; the service need not run)
+  mosquitto
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -197,6 +197,8 @@ pub struct Settings {
     pub pipeline: PipelineSettings,
     /// `[output]`
     pub output: OutputSettings,
+    /// `[publish]`
+    pub publish: crate::publish::PublishSettings,
     /// The analyses' sections.
     #[serde(flatten)]
     pub ops: crate::analysis::OpSettings,
@@ -248,6 +250,7 @@ impl Settings {
             }
         }
         for s in sets {
+            refuse_secret_on_command_line(s)?;
             apply_set(&mut value, s)?;
             if let Err(e) = value.clone().try_into::<Self>() {
                 let (key, raw) = s.split_once('=').unwrap_or((s, ""));
@@ -293,6 +296,9 @@ impl Settings {
         if !(1..=200_000).contains(&self.output.video_kbps) {
             return Err(range("output.video_kbps", "must be 1..=200000 kbit/s"));
         }
+        self.publish
+            .validate()
+            .map_err(|(key, message)| ConfigError::Range { key, message })?;
         self.ops
             .validate()
             .map_err(|(key, message)| ConfigError::Range { key, message })
@@ -344,6 +350,24 @@ fn first_bad_key(base: &toml::Value, user: &toml::Value) -> Option<String> {
         merge(&mut b, toml::Value::Table(one));
         b.try_into::<Settings>().is_err()
     })
+}
+
+/// A password is never taken from the command line (the process list and shell history would
+/// show it): `--set publish.password=…` is refused without repeating the value.
+fn refuse_secret_on_command_line(set: &str) -> Result<(), ConfigError> {
+    let key = set.split_once('=').map_or(set, |(k, _)| k).trim();
+    if key == "publish.password" {
+        return Err(ConfigError::SetValue {
+            key: key.to_owned(),
+            value: "<redacted>".to_owned(),
+            message: format!(
+                "a password is never taken from the command line: set it in the config file or \
+                 in {}",
+                crate::publish::settings::PASSWORD_ENV
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Recursively overlays `top` on `base`.
@@ -469,6 +493,29 @@ mod tests {
             let e = Settings::load(None, &[set.into()]).unwrap_err().to_string();
             assert!(e.contains(key), "--set {set}: `{e}` does not name {key}");
         }
+    }
+
+    #[test]
+    fn a_password_is_refused_on_the_command_line_and_read_from_a_file() {
+        let e = Settings::load(None, &["publish.password=hunter2".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("publish.password") && e.contains("never taken"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+        let s = Settings::load(None, &["publish.url=mqtt://b/p".into()]).unwrap();
+        assert_eq!(s.publish.url, "mqtt://b/p");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("login.toml");
+        std::fs::write(&p, "[publish]\nusername = \"u\"\npassword = \"pw\"\n").unwrap();
+        let s = Settings::load(Some(&p), &[]).unwrap();
+        assert_eq!(s.publish.password.expose(), "pw");
+        let e = Settings::load(None, &["publish.url=http://b".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("publish.url"), "{e}");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Module map: [`source`] (GStreamer → frames), [`pipeline`] (source thread, worker, CUDA ring,
 //! counters), [`analysis`] (the analyses as the pipeline sees them, per-frame outputs),
 //! [`ops`] (algorithms: CPU reference + CUDA), [`gpu`] (context, NVRTC registry, timers),
-//! [`kernels`] (embedded `.cu` sources), [`output`] (headless sinks), [`io`] (image files),
-//! [`config`] (settings), [`backend`] (CPU or CUDA), [`image`] (strided pixel containers).
+//! [`kernels`] (embedded `.cu` sources), [`output`] (headless sinks), [`publish`] (results on an
+//! MQTT broker), [`io`] (image files), [`config`] (settings), [`backend`] (CPU or CUDA),
+//! [`image`] (strided pixel containers).
 
 pub mod analysis;
 pub mod backend;
@@ -17,6 +18,7 @@ pub mod kernels;
 pub mod ops;
 pub mod output;
 pub mod pipeline;
+pub mod publish;
 pub mod source;
 pub mod track;
 #[cfg(feature = "viewer")]

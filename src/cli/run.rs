@@ -9,15 +9,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
 use morphoscope::output::RunSink;
+use morphoscope::publish::Publisher;
 use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
 use super::signals::{self, StopSignals};
-use super::stream::{self, NoObserver, StreamJob};
+use super::stream::{self, NoObserver, StreamJob, StreamPublishing};
 
 /// Arguments of `run`.
 #[derive(clap::Args, Debug)]
@@ -38,6 +40,10 @@ pub struct RunArgs {
     /// No progress (bar in a terminal, status lines otherwise).
     #[arg(long)]
     pub quiet: bool,
+    /// mqtt://HOST[:PORT][/PREFIX] or mqtts://… (overrides publish.url; the login comes from
+    /// the config file or the environment, never from the command line).
+    #[arg(long, value_name = "URL")]
+    pub publish: Option<String>,
 }
 
 /// Arguments of `view`.
@@ -72,7 +78,10 @@ pub fn default_source(settings: &Settings) -> String {
 
 /// `morphoscope run`.
 pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
-    let settings = common.settings()?;
+    let mut settings = common.settings()?;
+    if let Some(url) = &a.publish {
+        settings.publish.url.clone_from(url);
+    }
     let video = !a.no_video && settings.output.video;
     match a.sources.as_slice() {
         [one] => headless(
@@ -194,6 +203,17 @@ fn headless(
 ) -> anyhow::Result<ExitCode> {
     let spec = SourceSpec::parse(source)?;
     RunSink::prepare(out)?;
+    let publish = match settings.publish.url.as_str() {
+        "" => None,
+        _ => {
+            let publisher = Publisher::start(&settings.publish)?;
+            let flush = Duration::from_secs(u64::from(settings.publish.flush_seconds));
+            Some(StreamPublishing {
+                stream: publisher.stream(0),
+                finish: Some((publisher, flush)),
+            })
+        }
+    };
     let stop_signals = StopSignals::install()?;
     let backend = common.backend(settings)?;
     let max_frames = cpu_capped(max_frames, cpu_cap, &backend);
@@ -205,8 +225,9 @@ fn headless(
         max_frames,
         video,
         quiet,
+        publish,
     };
-    let open = stream::open(&job)?;
+    let open = stream::open(job)?;
     let outcome = stream::drive(open, &|| stop_signals.received(), &mut NoObserver);
     stream::print_single_summary(&outcome);
     if let Some(e) = &outcome.error {

@@ -19,6 +19,7 @@ use morphoscope::output::{Finished, RunEnd, RunSink, SinkOptions};
 use morphoscope::pipeline::{
     CounterSnapshot, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent,
 };
+use morphoscope::publish::{PublishReport, Publisher, StatusClock, StreamPublisher};
 use morphoscope::source::{SourceSpec, StreamInfo};
 
 use super::progress::Progress;
@@ -40,6 +41,18 @@ pub struct StreamJob<'a> {
     pub video: bool,
     /// No progress bar or status lines.
     pub quiet: bool,
+    /// Where the stream's frame records and status go besides its files (`run --publish`).
+    pub publish: Option<StreamPublishing>,
+}
+
+/// A stream's part of `run --publish`: its handle on the run's broker connection and, for a
+/// single-stream run, the connection itself (finished by the stream, so that `timings.json`
+/// holds the publisher's counts; with several streams the run finishes it after the last one).
+pub struct StreamPublishing {
+    /// This stream's topics.
+    pub stream: StreamPublisher,
+    /// The connection to finish when the stream ends, with how long to wait for the broker.
+    pub finish: Option<(Publisher, Duration)>,
 }
 
 /// A stream's state once a second, for a [`StreamObserver`].
@@ -77,6 +90,8 @@ pub struct OpenStream {
     sink: RunSink,
     max_frames: Option<u64>,
     quiet: bool,
+    status_clock: Option<StatusClock>,
+    publisher: Option<(Publisher, Duration)>,
 }
 
 /// How a stream ended, for the summary and the exit status.
@@ -99,6 +114,8 @@ pub struct StreamOutcome {
     pub stopped_by: Option<i32>,
     /// The stream's error on one line, if it failed.
     pub error: Option<String>,
+    /// The publisher's counts, when this stream finished the run's broker connection.
+    pub publish: Option<PublishReport>,
 }
 
 impl StreamOutcome {
@@ -115,13 +132,14 @@ impl StreamOutcome {
             finished: None,
             stopped_by: None,
             error: Some(error),
+            publish: None,
         }
     }
 }
 
 /// Starts the stream's pipeline and takes over its folder (an earlier run's files are removed,
 /// with a warning). A source that cannot be opened is an error naming it.
-pub fn open(job: &StreamJob<'_>) -> anyhow::Result<OpenStream> {
+pub fn open(job: StreamJob<'_>) -> anyhow::Result<OpenStream> {
     let spec = job.spec.clone();
     let want = if job.video {
         PictureWant::Every(PictureFormat::I420)
@@ -152,7 +170,7 @@ pub fn open(job: &StreamJob<'_>) -> anyhow::Result<OpenStream> {
         source: spec.to_string(),
         backend: pipeline.backend.clone(),
     };
-    let (sink, removed) = match RunSink::create(&job.out, opts) {
+    let (mut sink, removed) = match RunSink::create(&job.out, opts) {
         Ok(s) => s,
         Err(e) => {
             pipeline.stop();
@@ -166,6 +184,15 @@ pub fn open(job: &StreamJob<'_>) -> anyhow::Result<OpenStream> {
             removed.join(", ")
         );
     }
+    let (status_clock, publisher) = match job.publish {
+        Some(p) => {
+            // Each frame's frames.jsonl line goes to the broker as it is written.
+            let frames = p.stream.clone();
+            sink.on_frame_line(move |line| frames.frame(line.to_owned()));
+            (Some(StatusClock::new(p.stream)), p.finish)
+        }
+        None => (None, None),
+    };
     Ok(OpenStream {
         spec,
         out: job.out.clone(),
@@ -173,6 +200,8 @@ pub fn open(job: &StreamJob<'_>) -> anyhow::Result<OpenStream> {
         sink,
         max_frames: job.max_frames,
         quiet: job.quiet,
+        status_clock,
+        publisher,
     })
 }
 
@@ -204,6 +233,8 @@ pub fn drive(
         mut sink,
         max_frames,
         quiet,
+        mut status_clock,
+        publisher,
     } = s;
     let total = match (max_frames, pipeline.estimated_frames) {
         (Some(m), Some(n)) => Some(m.min(n)),
@@ -230,6 +261,9 @@ pub fn drive(
             frames_out: written,
             ..counters.snapshot()
         };
+        if let Some(clock) = &mut status_clock {
+            clock.tick(&now, 0, false);
+        }
         if status_at.0.elapsed() >= STATUS_EVERY {
             let secs = status_at.0.elapsed().as_secs_f64();
             observer.status(&StreamStatus {
@@ -297,6 +331,14 @@ pub fn drive(
         (Ending::Stream, None) if limit_reached => "--max-frames".to_owned(),
         (Ending::Stream, None) => "end of stream".to_owned(),
     };
+    if let Some(clock) = &mut status_clock {
+        clock.tick(&counters, u64::from(!matches!(ending, Ending::Stream)), true);
+    }
+    let publish = publisher.map(|(p, flush)| {
+        let report = p.finish(flush);
+        sink.set_publish_report(report.clone());
+        report
+    });
     let finished = sink.finish(&RunEnd {
         counters,
         wall_seconds,
@@ -318,7 +360,11 @@ pub fn drive(
         Ending::SourceError(e) => Some(format!(
             "{e} (after {written} frames; outputs hold the frames analysed before it)"
         )),
-        Ending::Stream => finished.error.as_ref().map(|e| e.to_string()),
+        Ending::Stream => finished
+            .error
+            .as_ref()
+            .map(|e| e.to_string())
+            .or_else(|| publish.as_ref().and_then(login_refused)),
     };
     let error = match (error, stopped_by) {
         (Some(e), _) => Some(e),
@@ -342,7 +388,39 @@ pub fn drive(
         finished: Some(finished),
         stopped_by,
         error,
+        publish,
     }
+}
+
+/// The error of a run whose broker never accepted its login (the files are written all the same).
+#[must_use]
+pub fn login_refused(r: &PublishReport) -> Option<String> {
+    match &r.refused {
+        Some(reason) if !r.connected_ever => Some(format!(
+            "the broker {} refused the login: {reason}; nothing was published (the files are written)",
+            r.broker
+        )),
+        _ => None,
+    }
+}
+
+/// The publisher's line of the summary: `publish URL: sent N | acknowledged N | dropped N`, and
+/// why nothing arrived when the broker was never reached or refused the login.
+pub fn print_publish_summary(r: &PublishReport) {
+    let why = match (&r.refused, r.connected_ever) {
+        (Some(reason), false) => format!(" | login refused: {reason}"),
+        (None, false) => format!(
+            " | broker never reached ({} failed attempt{})",
+            r.errors,
+            if r.errors == 1 { "" } else { "s" }
+        ),
+        (Some(reason), true) => format!(" | login refused at times: {reason}"),
+        (None, true) => String::new(),
+    };
+    println!(
+        "publish {}: sent {} | acknowledged {} | dropped {}{why}",
+        r.broker, r.sent, r.acked, r.dropped
+    );
 }
 
 /// The error of a stream that ended by itself, if its end is one: a live source that ends, a
@@ -407,5 +485,8 @@ pub fn print_single_summary(o: &StreamOutcome) {
             o.out.display(),
             finished.files.join(", ")
         );
+    }
+    if let Some(report) = &o.publish {
+        print_publish_summary(report);
     }
 }

@@ -15,17 +15,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
 use morphoscope::output::RunSink;
+use morphoscope::publish::Publisher;
 use morphoscope::pipeline::CounterSnapshot;
 use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
 use super::signals::{self, StopSignals};
-use super::stream::{self, StreamJob, StreamObserver, StreamOutcome, StreamStatus};
+use super::stream::{
+    self, StreamJob, StreamObserver, StreamOutcome, StreamPublishing, StreamStatus,
+};
 
 /// The output folder of stream `index` under `out`.
 #[must_use]
@@ -43,6 +46,10 @@ pub fn run_streams(
     video: bool,
 ) -> anyhow::Result<ExitCode> {
     RunSink::prepare(out)?;
+    let publisher = match settings.publish.url.as_str() {
+        "" => None,
+        _ => Some(Publisher::start(&settings.publish)?),
+    };
     let stop_signals = StopSignals::install()?;
     let backends = common.backends(settings)?;
     let started = Instant::now();
@@ -54,11 +61,16 @@ pub fn run_streams(
                 let backend = &backends[i % backends.len()];
                 let stop = &stop_signals;
                 let folder = stream_folder(out, i);
+                let publish = publisher.as_ref().map(|p| StreamPublishing {
+                    stream: p.stream(i),
+                    finish: None,
+                });
                 let spawned = std::thread::Builder::new()
                     .name(format!("morphoscope-stream-{i}"))
                     .spawn_scoped(scope, move || {
                         one_stream(
                             i, source, folder, settings, backend, max_frames, video, stop,
+                            publish,
                         )
                     });
                 (source, spawned)
@@ -81,13 +93,24 @@ pub fn run_streams(
             .collect()
     });
     let wall_seconds = started.elapsed().as_secs_f64();
+    // Every stream has sent its last status: what is queued gets `flush_seconds` to arrive.
+    let publish = publisher.map(|p| {
+        p.finish(Duration::from_secs(u64::from(settings.publish.flush_seconds)))
+    });
     print_summary(&outcomes, &backends, wall_seconds, out);
+    if let Some(report) = &publish {
+        stream::print_publish_summary(report);
+    }
     let mut failed = false;
     for (i, o) in outcomes.iter().enumerate() {
         if let Some(e) = &o.error {
             eprintln!("error: stream {i} ({}): {e}", o.source);
             failed = true;
         }
+    }
+    if let Some(e) = publish.as_ref().and_then(stream::login_refused) {
+        eprintln!("error: {e}");
+        failed = true;
     }
     if failed {
         return Ok(ExitCode::from(1));
@@ -109,6 +132,7 @@ fn one_stream(
     max_frames: Option<u64>,
     video: bool,
     stop: &StopSignals,
+    publish: Option<StreamPublishing>,
 ) -> StreamOutcome {
     let spec = match SourceSpec::parse(source) {
         Ok(s) => s,
@@ -127,8 +151,9 @@ fn one_stream(
         max_frames,
         video,
         quiet: true,
+        publish,
     };
-    match stream::open(&job) {
+    match stream::open(job) {
         // The place a publisher of results hooks in: the stream's observer sees each frame
         // (its record: `output::frame_record`) and a status every second.
         Ok(open) => {

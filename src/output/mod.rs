@@ -9,6 +9,9 @@
 //! replaced atomically, at the start, every few seconds and at the end (`"complete"` says
 //! which); the video is Matroska, playable when cut. A run owns its folder: the files an
 //! earlier run wrote there are removed first ([`RunSink::create`] returns their names).
+//!
+//! Each frame's line is serialised once; a hook ([`RunSink::on_frame_line`]) gets the same text
+//! after it is in the file (the broker publisher of `run --publish` sends it as it is).
 
 pub mod compose;
 pub mod encoder;
@@ -23,6 +26,7 @@ use crate::analysis::AnalysedFrame;
 use crate::compose::PictureFormat;
 use crate::image::Image;
 use crate::pipeline::{CounterSnapshot, Series, Summary};
+use crate::publish::PublishReport;
 use crate::source::StreamInfo;
 use encoder::{EncoderChoice, NoEncoder};
 use files::LineFile;
@@ -225,7 +229,12 @@ pub struct RunSink {
     started: Instant,
     timings_written: Instant,
     frames_written: u64,
+    frame_hook: Option<FrameHook>,
+    publish: Option<PublishReport>,
 }
+
+/// Called with each frame's `frames.jsonl` line (without its newline) once it is written.
+type FrameHook = Box<dyn FnMut(&str) + Send>;
 
 impl RunSink {
     /// Creates `dir` (or checks an existing one) and that files can be written there: call it
@@ -263,6 +272,8 @@ impl RunSink {
             started: now,
             timings_written: now,
             frames_written: 0,
+            frame_hook: None,
+            publish: None,
         };
         sink.write_timings(
             &RunEnd {
@@ -282,6 +293,17 @@ impl RunSink {
         self.frames_written
     }
 
+    /// Hands every frame's `frames.jsonl` line (the JSON object, without the newline) to `hook`
+    /// right after it is written: the one serialisation of a frame's record.
+    pub fn on_frame_line(&mut self, hook: impl FnMut(&str) + Send + 'static) {
+        self.frame_hook = Some(Box::new(hook));
+    }
+
+    /// The publisher's counts, written under `"publish"` in the final `timings.json`.
+    pub fn set_publish_report(&mut self, report: PublishReport) {
+        self.publish = Some(report);
+    }
+
     /// What the source reported (liveness, frame rate, decoder): call before the first frame,
     /// whose video uses the rate.
     pub fn set_stream(&mut self, info: StreamInfo) {
@@ -291,13 +313,16 @@ impl RunSink {
     /// Writes one analysed frame: its line, its analyses' records, its video frame.
     pub fn write(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
         let line = frame_record(f);
-        let mut bytes = serde_json::to_vec(&line).map_err(|e| OutputError::Io {
+        let mut text = serde_json::to_string(&line).map_err(|e| OutputError::Io {
             path: self.dir.join("frames.jsonl"),
             source: e.into(),
         })?;
-        bytes.push(b'\n');
-        self.frames.append(&bytes)?;
+        text.push('\n');
+        self.frames.append(text.as_bytes())?;
         self.frames_written += 1;
+        if let Some(hook) = &mut self.frame_hook {
+            hook(text.trim_end_matches('\n'));
+        }
         self.timings.add(f);
         let mut records: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         for o in &f.outputs {
@@ -481,7 +506,7 @@ impl RunSink {
         } else {
             0.0
         };
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "complete": complete,
             "ended": (!end.ended.is_empty()).then_some(&end.ended),
             "source": self.opts.source,
@@ -499,6 +524,9 @@ impl RunSink {
             "fps": round3(fps),
             "regions": regions,
         });
+        if let Some(report) = &self.publish {
+            doc["publish"] = serde_json::json!(report);
+        }
         files::write_json_atomic(&self.dir.join("timings.json"), &doc)
     }
 }
