@@ -19,7 +19,7 @@ use morphoscope::config::Settings;
 use morphoscope::pipeline::{Command, PipelineEvent};
 use morphoscope::ui::canned::{canned_frame, on_device, unknown_op_frame};
 use morphoscope::ui::settings_form::SettingsForm;
-use morphoscope::ui::{TestLink, ViewerApp};
+use morphoscope::ui::{GridApp, TestLink, ViewerApp};
 use serde::{Deserialize, Serialize};
 
 const BACKEND: &str = "cuda: NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)";
@@ -748,4 +748,41 @@ fn xvfb_smoke_and_persistence() {
         std::fs::read_to_string(&state).unwrap().contains(to),
         "saved viewer state was not restored"
     );
+}
+
+#[test]
+fn a_grid_of_streams_focuses_the_one_clicked_and_goes_back() {
+    let settings = Settings::defaults().unwrap();
+    let (a, link_a) = ViewerApp::detached(settings.clone(), "test:ball", BACKEND);
+    let (b, link_b) = ViewerApp::detached(settings, "test:smpte", BACKEND);
+    let mut h = Harness::builder()
+        .with_size([1280.0, 800.0])
+        .build_ui_state(
+            |ui, g: &mut GridApp| g.show(ui),
+            GridApp::from_apps(vec![a, b]),
+        );
+    link_a.deliver(canned_frame(0));
+    link_b.deliver(canned_frame(1));
+    link_b.deliver(canned_frame(2));
+    h.run();
+    assert_eq!(h.state().focused(), None, "the grid first");
+    // Two streams: two cells side by side; the right one is stream 1.
+    let p = egui::pos2(960.0, 400.0);
+    h.hover_at(p);
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: p,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run();
+    assert_eq!(h.state().focused(), Some(1));
+    h.get_by_label_contains("stream 1 of 2: test:smpte");
+    // The focused stream is a whole viewer: its panels are there.
+    h.get_by_label("Analyses");
+    h.get_by_label("back to all streams").click();
+    h.run();
+    assert_eq!(h.state().focused(), None, "back to the grid");
 }

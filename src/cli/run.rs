@@ -49,8 +49,9 @@ pub struct RunArgs {
 /// Arguments of `view`.
 #[derive(clap::Args, Debug)]
 pub struct ViewArgs {
-    /// Source (default: the sample clip, else `test`).
-    pub source: Option<String>,
+    /// Source (default: the sample clip, else `test`). Several sources: a grid of the streams
+    /// (click one to focus it).
+    pub sources: Vec<String>,
 }
 
 /// The sample clip shipped by `scripts/setup.sh`, if present.
@@ -94,7 +95,9 @@ pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
             video,
             a.quiet,
         ),
-        many => super::streams::run_streams(common, &settings, many, &a.out, a.max_frames, video),
+        many => {
+            super::streams::run_streams(common, &settings, many, &a.out, a.max_frames, None, video)
+        }
     }
 }
 
@@ -102,13 +105,25 @@ pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
 /// created), a headless run into `out/` with a warning.
 pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
-    let source = a
-        .source
-        .clone()
-        .unwrap_or_else(|| default_source(&settings));
-    if let Some(code) = try_viewer(common, &settings, &source)? {
+    let sources = match a.sources.as_slice() {
+        [] => vec![default_source(&settings)],
+        some => some.to_vec(),
+    };
+    if let Some(code) = try_viewer(common, &settings, &sources)? {
         return Ok(code);
     }
+    if sources.len() > 1 {
+        return super::streams::run_streams(
+            common,
+            &settings,
+            &sources,
+            Path::new("out"),
+            None,
+            Some(DEFAULT_JOB_CPU_FRAMES),
+            settings.output.video,
+        );
+    }
+    let source = sources.first().cloned().unwrap_or_default();
     headless(
         common,
         &settings,
@@ -126,7 +141,7 @@ pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
 pub fn default_job(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
     let source = default_source(&settings);
-    if let Some(code) = try_viewer(common, &settings, &source)? {
+    if let Some(code) = try_viewer(common, &settings, std::slice::from_ref(&source))? {
         return Ok(code);
     }
     log::info!("headless run of {source} into out/ (see `morphoscope --help`)");
@@ -151,9 +166,9 @@ const DEFAULT_JOB_CPU_FRAMES: u64 = 150;
 fn try_viewer(
     common: &CommonArgs,
     settings: &Settings,
-    source: &str,
+    sources: &[String],
 ) -> anyhow::Result<Option<ExitCode>> {
-    use morphoscope::ui::{UiError, ViewerOptions, display_available, run_viewer};
+    use morphoscope::ui::{UiError, ViewerOptions, display_available, run_viewer, run_viewer_grid};
     if !display_available() {
         log::warn!(
             "no display (DISPLAY/WAYLAND_DISPLAY unset): running headless into out/ instead of the viewer"
@@ -161,13 +176,21 @@ fn try_viewer(
         return Ok(None);
     }
     let explicit = common.config.is_some() || !common.sets.is_empty();
-    let opts = ViewerOptions::new(
-        settings.clone(),
-        explicit,
-        source.to_owned(),
-        common.backend(settings)?,
-    );
-    match run_viewer(opts) {
+    let ran = match sources {
+        [one] => run_viewer(ViewerOptions::new(
+            settings.clone(),
+            explicit,
+            one.clone(),
+            common.backend(settings)?,
+        )),
+        many => {
+            let backends = common.backends(settings)?;
+            let first = backends.first().cloned().unwrap_or(Backend::Cpu);
+            let opts = ViewerOptions::new(settings.clone(), explicit, many[0].clone(), first);
+            run_viewer_grid(opts, many.to_vec(), backends)
+        }
+    };
+    match ran {
         Ok(()) => Ok(Some(ExitCode::SUCCESS)),
         Err(UiError::NoWindow(e)) => {
             log::warn!("cannot open the viewer window ({e}); running headless into out/ instead");
@@ -182,7 +205,7 @@ fn try_viewer(
 fn try_viewer(
     _common: &CommonArgs,
     _settings: &Settings,
-    _source: &str,
+    _sources: &[String],
 ) -> anyhow::Result<Option<ExitCode>> {
     log::warn!("built without the viewer (feature `viewer`): running headless into out/");
     Ok(None)

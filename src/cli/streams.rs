@@ -37,12 +37,15 @@ pub fn stream_folder(out: &Path, index: usize) -> PathBuf {
 }
 
 /// Runs every source side by side into `out/<i>/`, prints the summary and returns the exit code.
+/// `cpu_cap` limits the frames of each stream when the backend is the CPU (the fallback of a
+/// viewer without a display).
 pub fn run_streams(
     common: &CommonArgs,
     settings: &Settings,
     sources: &[String],
     out: &Path,
     max_frames: Option<u64>,
+    cpu_cap: Option<u64>,
     video: bool,
 ) -> anyhow::Result<ExitCode> {
     RunSink::prepare(out)?;
@@ -52,6 +55,10 @@ pub fn run_streams(
     };
     let stop_signals = StopSignals::install()?;
     let backends = common.backends(settings)?;
+    let max_frames = match backends.first() {
+        Some(b) => super::run::cpu_capped(max_frames, cpu_cap, b),
+        None => max_frames,
+    };
     let started = Instant::now();
     let outcomes: Vec<StreamOutcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = sources

@@ -157,6 +157,75 @@ impl ViewerApp {
         self.frame = Some(f);
     }
 
+    /// Takes this stream's newest frame and uploads its picture (what [`Self::show`] does before
+    /// drawing): the grid of several streams calls it for the streams it does not show.
+    pub fn poll_frames(&mut self, ctx: &egui::Context) {
+        let now = ctx.input(|i| i.time);
+        self.poll(ctx, now);
+    }
+
+    /// One cell of the grid of several streams ([`super::grid`]): takes the newest frame and
+    /// draws its picture fitted into the space `ui` has, the source and counts over its foot.
+    /// True when the cell was clicked.
+    pub fn tile_ui(&mut self, ui: &mut egui::Ui) -> bool {
+        self.poll_frames(ui.ctx());
+        let (rect, resp) = ui.allocate_exact_size(ui.available_size(), egui::Sense::click());
+        let painter = ui.painter_at(rect);
+        painter.rect_filled(rect, 0.0, egui::Color32::BLACK);
+        match (self.picture.texture(), self.picture.shown()) {
+            (Some(t), Some(p)) if p.width > 0 && p.height > 0 => {
+                let scale = (rect.width() / p.width as f32).min(rect.height() / p.height as f32);
+                let fit = egui::Rect::from_center_size(
+                    rect.center(),
+                    egui::vec2(p.width as f32, p.height as f32) * scale,
+                );
+                let uv = egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0));
+                painter.image(t.id(), fit, uv, egui::Color32::WHITE);
+            }
+            _ => {
+                let waiting = match (self.link.opening(), &self.last_error) {
+                    (Some(_), _) => "opening…",
+                    (None, Some(_)) => "error: click to see it",
+                    (None, None) => "waiting for frames…",
+                };
+                painter.text(
+                    rect.center(),
+                    egui::Align2::CENTER_CENTER,
+                    waiting,
+                    egui::FontId::proportional(14.0),
+                    egui::Color32::GRAY,
+                );
+            }
+        }
+        let (_, out, dropped, _) = self.link.counts();
+        let caption = format!("{} · {out} frames · {dropped} dropped", self.source);
+        let at = rect.left_bottom() + egui::vec2(6.0, -6.0);
+        let galley = painter.layout_no_wrap(
+            caption,
+            egui::FontId::proportional(13.0),
+            egui::Color32::WHITE,
+        );
+        let back = egui::Rect::from_min_size(
+            at - egui::vec2(3.0, galley.size().y + 1.0),
+            galley.size() + egui::vec2(6.0, 2.0),
+        );
+        painter.rect_filled(back, 3.0, egui::Color32::from_black_alpha(160));
+        painter.galley(
+            at - egui::vec2(0.0, galley.size().y),
+            galley,
+            egui::Color32::WHITE,
+        );
+        if resp.hovered() {
+            painter.rect_stroke(
+                rect.shrink(1.0),
+                0.0,
+                egui::Stroke::new(2.0, egui::Color32::from_rgb(255, 230, 0)),
+                egui::StrokeKind::Inside,
+            );
+        }
+        resp.on_hover_text("click to focus this stream").clicked()
+    }
+
     /// Current settings (with the live edits).
     #[must_use]
     pub fn settings(&self) -> &Settings {

@@ -23,13 +23,15 @@
 //! Files: [`app`] (state, layout, keyboard), `saved` (what persists between runs), [`link`] (connection to the worker),
 //! [`layers`] (toggles, opacity, legends, the compose style), [`picture`] (the picture's
 //! texture), [`video_ui`] (zoom/pan, interactive marks),
-//! [`controls_ui`] (source, playback, settings), [`settings_form`] (generic editor of a serde
+//! [`grid`] (several sources: a grid of streams, one focused), [`controls_ui`] (source,
+//! playback, settings), [`settings_form`] (generic editor of a serde
 //! struct), [`timings_ui`], [`tracks_ui`], [`spectrum_ui`], [`canned`] (synthetic frames for tests
 //! and docs).
 
 pub mod app;
 pub mod canned;
 pub mod controls_ui;
+pub mod grid;
 pub mod layers;
 pub mod link;
 pub mod picture;
@@ -42,6 +44,7 @@ pub mod video_ui;
 
 pub use app::ViewerApp;
 pub use eframe::egui;
+pub use grid::GridApp;
 pub use link::TestLink;
 
 use crate::backend::Backend;
@@ -144,6 +147,26 @@ fn icon() -> egui::IconData {
 /// thread: winit's event loop). Returns [`UiError::NoWindow`] when no window could be created, so
 /// the caller can fall back to a headless run.
 pub fn run_viewer(opts: ViewerOptions) -> Result<(), UiError> {
+    run_window(Box::new(move |cc| Box::new(ViewerApp::new(cc, opts))))
+}
+
+/// [`run_viewer`] on several sources: a grid of the streams ([`GridApp`]), stream i on
+/// `backends[i % len]`.
+pub fn run_viewer_grid(
+    opts: ViewerOptions,
+    sources: Vec<String>,
+    backends: Vec<Backend>,
+) -> Result<(), UiError> {
+    run_window(Box::new(move |cc| {
+        Box::new(GridApp::new(cc, &opts, &sources, &backends))
+    }))
+}
+
+/// Makes the app of a window once the window exists.
+type MakeApp = Box<dyn FnOnce(&eframe::CreationContext<'_>) -> Box<dyn eframe::App>>;
+
+/// Opens the window with the app `make` builds and runs until it is closed.
+fn run_window(make: MakeApp) -> Result<(), UiError> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -165,7 +188,7 @@ pub fn run_viewer(opts: ViewerOptions) -> Result<(), UiError> {
         native,
         Box::new(move |cc| {
             started_in_app.store(true, Ordering::SeqCst);
-            Ok(Box::new(ViewerApp::new(cc, opts)))
+            Ok(make(cc))
         }),
     );
     match result {
