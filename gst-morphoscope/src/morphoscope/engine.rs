@@ -20,7 +20,7 @@ use gstreamer_video::prelude::*;
 use morphoscope::analysis::AnalysedFrame;
 use morphoscope::backend::Backend;
 use morphoscope::compose::PictureFormat;
-use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
+use morphoscope::pipeline::{Command, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
 use morphoscope::source::{Frame, image_from_plane};
 
 /// Errors of the engine (each becomes one element error).
@@ -125,6 +125,13 @@ impl Engine {
         self.held.push_back(Held::Buffer(buffer, index));
         self.in_flight += 1;
         Ok(())
+    }
+
+    /// New analysis settings from the next frame sent on (the frames in flight keep theirs).
+    pub(super) fn update(&self, ops: morphoscope::analysis::OpSettings) {
+        if let Some(p) = &self.pipeline {
+            let _ = p.commands.send(Command::Settings(Box::new(ops)));
+        }
     }
 
     /// Holds a serialized event behind the buffers in flight.

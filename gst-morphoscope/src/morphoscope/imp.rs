@@ -13,9 +13,11 @@
 //! kernels loaded) is kept across restarts. Latency: upstream's plus `ring-size` frame
 //! durations. QoS: see [`super::QosPolicy`].
 //!
-//! Properties are read when the engine starts (the first buffer of a format, after a flush).
+//! Properties are read when the engine starts (the first buffer of a format, after a flush);
+//! analysis properties set while playing apply from the next buffer on (`ring-size`, `backend`,
+//! `device`, `config` and `draw` at the next start).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use gstreamer as gst;
@@ -64,6 +66,8 @@ pub struct Morphoscope {
     latency_frames: AtomicU64,
     frame_nanos: AtomicU64,
     dropped: AtomicU64,
+    /// An analysis property changed while the engine runs: applied at the next buffer.
+    settings_changed: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -214,10 +218,21 @@ impl Morphoscope {
             gst::element_imp_error!(self, gst::CoreError::Negotiation, ["a buffer before the caps"]);
             return Err(gst::FlowError::NotNegotiated);
         };
-        if state.engine.is_none()
-            && let Err(e) = self.start_engine(&mut state)
-        {
-            return Err(self.fail(&e));
+        if state.engine.is_none() {
+            self.settings_changed.store(false, Ordering::Relaxed);
+            if let Err(e) = self.start_engine(&mut state) {
+                return Err(self.fail(&e));
+            }
+        } else if self.settings_changed.swap(false, Ordering::Relaxed) {
+            // Analysis properties set while playing: the analyses change from this frame on.
+            match lock(&self.settings).engine_settings() {
+                Ok(cfg) => {
+                    if let Some(engine) = &state.engine {
+                        engine.update(cfg.ops);
+                    }
+                }
+                Err(e) => gst::element_imp_warning!(self, gst::LibraryError::Settings, ["new settings rejected: {}", e]),
+            }
         }
         if qos == QosPolicy::Drop {
             let running = buffer.pts().and_then(|t| state.segment.to_running_time(t));
@@ -413,6 +428,7 @@ impl ObjectSubclass for Morphoscope {
             latency_frames: AtomicU64::new(3),
             frame_nanos: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            settings_changed: AtomicBool::new(false),
         }
     }
 }
@@ -466,6 +482,7 @@ impl ObjectImpl for Morphoscope {
                     && let Some(v) = PropValue::from_value(p.kind, value)
                 {
                     s.overrides.insert(p.name, v);
+                    self.settings_changed.store(true, Ordering::Relaxed);
                 }
             }
         }

@@ -58,8 +58,14 @@ pub(super) const KEY_PROPERTIES: &[KeyProperty] = &[
 ];
 
 impl KeyProperty {
-    /// The property's spec: settable in every state, used from the next start of the engine.
+    /// The property's spec: settable in every state (the ring size only before the stream
+    /// starts: it sizes the ring).
     pub(super) fn spec(&self) -> glib::ParamSpec {
+        if self.key == "pipeline.ring_size"
+            && let Kind::UInt { min, max, default } = self.kind
+        {
+            return glib::ParamSpecUInt::builder(self.name).blurb(self.blurb).minimum(min).maximum(max).default_value(default).mutable_ready().build();
+        }
         match self.kind {
             Kind::Bool(d) => glib::ParamSpecBoolean::builder(self.name).blurb(self.blurb).default_value(d).mutable_playing().build(),
             Kind::UInt { min, max, default } => {
