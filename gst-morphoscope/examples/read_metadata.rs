@@ -21,21 +21,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let desc = std::env::args().nth(1).unwrap_or_else(|| {
         "videotestsrc pattern=ball num-buffers=100 ! video/x-raw,format=RGB,width=320,height=240 ! morphoscope ! appsink name=sink".to_owned()
     });
-    let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| "not a pipeline")?;
-    let sink = pipeline.by_name("sink").ok_or("no element named `sink`")?.downcast::<gst_app::AppSink>().map_err(|_| "`sink` is not an appsink")?;
+    let pipeline = gst::parse::launch(&desc)?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| "not a pipeline")?;
+    let sink = pipeline
+        .by_name("sink")
+        .ok_or("no element named `sink`")?
+        .downcast::<gst_app::AppSink>()
+        .map_err(|_| "`sink` is not an appsink")?;
     sink.set_property("sync", false);
     pipeline.set_state(gst::State::Playing)?;
     while let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(30)) {
-        let Some(buffer) = sample.buffer() else { continue };
+        let Some(buffer) = sample.buffer() else {
+            continue;
+        };
         let summary = gstmorphoscope::metadata::frame_summary_of(buffer);
-        let index = summary.as_ref().and_then(|s| s.get::<u64>("index").ok()).unwrap_or(0);
-        let cca = summary.as_ref().and_then(|s| s.get::<gst::Structure>("cca").ok());
-        let components = cca.as_ref().and_then(|c| c.get::<u64>("components").ok()).unwrap_or(0);
+        let index = summary
+            .as_ref()
+            .and_then(|s| s.get::<u64>("index").ok())
+            .unwrap_or(0);
+        let cca = summary
+            .as_ref()
+            .and_then(|s| s.get::<gst::Structure>("cca").ok());
+        let components = cca
+            .as_ref()
+            .and_then(|c| c.get::<u64>("components").ok())
+            .unwrap_or(0);
         println!("frame {index}: {components} components");
         for c in gstmorphoscope::metadata::tracked_components(buffer) {
             println!(
                 "  track {:>3}: box {:?}, area {}, centroid ({:.1}, {:.1}), velocity ({:.2}, {:.2}) px/frame",
-                c.track_id, c.bbox, c.area, c.centroid[0], c.centroid[1], c.velocity[0], c.velocity[1]
+                c.track_id,
+                c.bbox,
+                c.area,
+                c.centroid[0],
+                c.centroid[1],
+                c.velocity[0],
+                c.velocity[1]
             );
         }
     }

@@ -17,9 +17,15 @@ use gstreamer::prelude::*;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     gst::init()?;
     gstmorphoscope::plugin_register_static()?;
-    let desc = std::env::args().nth(1).ok_or("usage: throughput PIPELINE (with `morphoscope name=m`)")?;
-    let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| "not a pipeline")?;
-    let elem = pipeline.by_name("m").ok_or("name the element: `morphoscope name=m`")?;
+    let desc = std::env::args()
+        .nth(1)
+        .ok_or("usage: throughput PIPELINE (with `morphoscope name=m`)")?;
+    let pipeline = gst::parse::launch(&desc)?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| "not a pipeline")?;
+    let elem = pipeline
+        .by_name("m")
+        .ok_or("name the element: `morphoscope name=m`")?;
     let frames = Arc::new(AtomicU64::new(0));
     // Nanoseconds from PLAYING to the first frame out (start-up: decoder, backend, kernels).
     let first_nanos = Arc::new(AtomicU64::new(0));
@@ -37,7 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for msg in bus.iter_timed(gst::ClockTime::NONE) {
         match msg.view() {
             gst::MessageView::Eos(_) => break,
-            gst::MessageView::Error(e) => return Err(format!("{} ({:?})", e.error(), e.debug()).into()),
+            gst::MessageView::Error(e) => {
+                return Err(format!("{} ({:?})", e.error(), e.debug()).into());
+            }
             _ => {}
         }
     }
@@ -45,9 +53,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     pipeline.set_state(gst::State::Null)?;
     let n = frames.load(Ordering::Relaxed);
     let first = first_nanos.load(Ordering::Relaxed) as f64 * 1e-9;
-    println!("frames {n}, wall {wall:.3} s, {:.1} frames/s from PLAYING to EOS", n as f64 / wall);
+    println!(
+        "frames {n}, wall {wall:.3} s, {:.1} frames/s from PLAYING to EOS",
+        n as f64 / wall
+    );
     if n > 1 && wall > first {
-        println!("first frame after {first:.3} s; after it {:.1} frames/s", (n - 1) as f64 / (wall - first));
+        println!(
+            "first frame after {first:.3} s; after it {:.1} frames/s",
+            (n - 1) as f64 / (wall - first)
+        );
     }
     Ok(())
 }

@@ -68,7 +68,12 @@ pub struct TrackedComponent {
 /// `components.jsonl` (`None` when `cca` did not run).
 #[must_use]
 pub fn component_line(frame: &AnalysedFrame) -> Option<&str> {
-    frame.output("cca")?.records.iter().find(|(file, _)| *file == "components.jsonl").map(|(_, line)| line.as_str())
+    frame
+        .output("cca")?
+        .records
+        .iter()
+        .find(|(file, _)| *file == "components.jsonl")
+        .map(|(_, line)| line.as_str())
 }
 
 fn component_table(line: &str) -> Option<ComponentTable> {
@@ -79,7 +84,9 @@ fn component_table(line: &str) -> Option<ComponentTable> {
 /// Adds a region-of-interest meta per tracked component of `frame` to `buffer`; returns how
 /// many.
 pub fn add_component_metas(buffer: &mut gst::BufferRef, frame: &AnalysedFrame) -> usize {
-    let Some(table) = component_line(frame).and_then(component_table) else { return 0 };
+    let Some(table) = component_line(frame).and_then(component_table) else {
+        return 0;
+    };
     let velocities: Vec<(u64, [f32; 2])> = match frame.output("cca").map(|o| &o.data) {
         Some(OpData::Tracks(tracks)) => tracks.iter().map(|t| (t.id, t.velocity)).collect(),
         _ => Vec::new(),
@@ -87,7 +94,10 @@ pub fn add_component_metas(buffer: &mut gst::BufferRef, frame: &AnalysedFrame) -
     let mut added = 0;
     for c in &table.components {
         let Some(track_id) = c.track_id else { continue };
-        let velocity = velocities.iter().find(|(id, _)| *id == track_id).map_or([0.0; 2], |(_, v)| *v);
+        let velocity = velocities
+            .iter()
+            .find(|(id, _)| *id == track_id)
+            .map_or([0.0; 2], |(_, v)| *v);
         let param = gst::Structure::builder(COMPONENT_PARAM)
             .field("track-id", track_id)
             .field("label", c.label)
@@ -102,7 +112,11 @@ pub fn add_component_metas(buffer: &mut gst::BufferRef, frame: &AnalysedFrame) -
             .field("velocity-x", f64::from(velocity[0]))
             .field("velocity-y", f64::from(velocity[1]))
             .build();
-        let mut roi = gst_video::VideoRegionOfInterestMeta::add(buffer, ROI_TYPE, (c.left, c.top, c.width, c.height));
+        let mut roi = gst_video::VideoRegionOfInterestMeta::add(
+            buffer,
+            ROI_TYPE,
+            (c.left, c.top, c.width, c.height),
+        );
         roi.set_id(i32::try_from(track_id).unwrap_or(i32::MAX));
         roi.add_param(param);
         added += 1;
@@ -113,7 +127,10 @@ pub fn add_component_metas(buffer: &mut gst::BufferRef, frame: &AnalysedFrame) -
 /// The frame summary structure (see the module docs).
 #[must_use]
 pub fn frame_summary(frame: &AnalysedFrame, dropped: u64) -> gst::Structure {
-    let pts = frame.pts_nanos.and_then(|p| i64::try_from(p).ok()).unwrap_or(-1);
+    let pts = frame
+        .pts_nanos
+        .and_then(|p| i64::try_from(p).ok())
+        .unwrap_or(-1);
     let mut s = gst::Structure::builder(FRAME_STRUCTURE)
         .field("index", frame.index)
         .field("pts", pts)
@@ -146,7 +163,10 @@ pub fn frame_summary(frame: &AnalysedFrame, dropped: u64) -> gst::Structure {
 }
 
 /// Attaches the frame summary to `buffer` as the custom meta [`FRAME_META`].
-pub fn add_frame_meta(buffer: &mut gst::BufferRef, summary: &gst::Structure) -> Result<(), glib::BoolError> {
+pub fn add_frame_meta(
+    buffer: &mut gst::BufferRef,
+    summary: &gst::Structure,
+) -> Result<(), glib::BoolError> {
     let mut meta = gst::meta::CustomMeta::add(buffer, FRAME_META)?;
     let s = meta.mut_structure();
     s.set_name(FRAME_STRUCTURE);
@@ -169,7 +189,10 @@ fn send_value_of_json(name: &str, v: &serde_json::Value) -> Option<glib::SendVal
             (None, None, f) => f.unwrap_or(f64::NAN).to_send_value(),
         },
         Value::String(s) => s.to_send_value(),
-        Value::Array(items) => gst::Array::from_values(items.iter().filter_map(|i| send_value_of_json(name, i))).to_send_value(),
+        Value::Array(items) => {
+            gst::Array::from_values(items.iter().filter_map(|i| send_value_of_json(name, i)))
+                .to_send_value()
+        }
         Value::Object(map) => {
             let mut s = gst::Structure::new_empty(name);
             for (k, item) in map {
@@ -210,5 +233,7 @@ pub fn tracked_components(buffer: &gst::BufferRef) -> Vec<TrackedComponent> {
 /// The frame summary on `buffer` (its [`FRAME_META`]), if the element attached one.
 #[must_use]
 pub fn frame_summary_of(buffer: &gst::BufferRef) -> Option<gst::Structure> {
-    gst::meta::CustomMeta::from_buffer(buffer, FRAME_META).ok().map(|m| m.structure().to_owned())
+    gst::meta::CustomMeta::from_buffer(buffer, FRAME_META)
+        .ok()
+        .map(|m| m.structure().to_owned())
 }

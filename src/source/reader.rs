@@ -410,7 +410,7 @@ pub fn image_from_plane(
     let image = match format {
         gst_video::VideoFormat::Rgb => {
             let row_px = stride / 3;
-            if stride % 3 == 0 {
+            if stride.is_multiple_of(3) {
                 let px: Vec<[u8; 3]> = data.as_chunks::<3>().0.to_vec();
                 DynImage::Rgb8(Image::from_strided(w, h, row_px, px).map_err(bad)?)
             } else {

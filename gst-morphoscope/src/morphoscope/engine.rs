@@ -80,10 +80,24 @@ pub(super) struct Engine {
 impl Engine {
     /// Starts the pipeline with `settings` on `backend`; `draw` asks for the composed RGB
     /// picture of every frame.
-    pub(super) fn start(settings: &morphoscope::config::Settings, backend: &Backend, draw: bool) -> Result<Self, EngineError> {
+    pub(super) fn start(
+        settings: &morphoscope::config::Settings,
+        backend: &Backend,
+        draw: bool,
+    ) -> Result<Self, EngineError> {
         let (tx, rx) = bounded::<Frame>(settings.pipeline.queue.max(1));
-        let want = if draw { PictureWant::Every(PictureFormat::Rgb) } else { PictureWant::None };
-        let pipeline = Pipeline::start(FrameSource::Channel(rx), settings, backend, Delivery::All, want)?;
+        let want = if draw {
+            PictureWant::Every(PictureFormat::Rgb)
+        } else {
+            PictureWant::None
+        };
+        let pipeline = Pipeline::start(
+            FrameSource::Channel(rx),
+            settings,
+            backend,
+            Delivery::All,
+            want,
+        )?;
         Ok(Self {
             backend: pipeline.backend.clone(),
             pipeline: Some(pipeline),
@@ -107,17 +121,38 @@ impl Engine {
 
     /// Copies `buffer`'s pixels into a frame and sends it to the analyses (blocking while the
     /// pipeline's input queue is full); the buffer is held until its frame comes back.
-    pub(super) fn send(&mut self, buffer: gst::Buffer, info: &gst_video::VideoInfo) -> Result<(), EngineError> {
+    pub(super) fn send(
+        &mut self,
+        buffer: gst::Buffer,
+        info: &gst_video::VideoInfo,
+    ) -> Result<(), EngineError> {
         let index = self.next_index;
         let image = {
-            let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), info).map_err(|e| EngineError::Frame(e.to_string()))?;
-            let stride = usize::try_from(vframe.plane_stride()[0]).map_err(|_| EngineError::Frame("negative stride".into()))?;
-            let data = vframe.plane_data(0).map_err(|e| EngineError::Frame(e.to_string()))?;
+            let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), info)
+                .map_err(|e| EngineError::Frame(e.to_string()))?;
+            let stride = usize::try_from(vframe.plane_stride()[0])
+                .map_err(|_| EngineError::Frame("negative stride".into()))?;
+            let data = vframe
+                .plane_data(0)
+                .map_err(|e| EngineError::Frame(e.to_string()))?;
             // Copy: the buffer goes downstream untouched (or drawn into) when its frame is done.
-            image_from_plane(info.format(), vframe.width() as usize, vframe.height() as usize, stride, data).map_err(|e| EngineError::Frame(e.to_string()))?
+            image_from_plane(
+                info.format(),
+                vframe.width() as usize,
+                vframe.height() as usize,
+                stride,
+                data,
+            )
+            .map_err(|e| EngineError::Frame(e.to_string()))?
         };
-        let frame = Frame { index, pts_nanos: buffer.pts().map(gst::ClockTime::nseconds), image };
-        let Some(tx) = &self.frames else { return Err(EngineError::Lost(self.in_flight)) };
+        let frame = Frame {
+            index,
+            pts_nanos: buffer.pts().map(gst::ClockTime::nseconds),
+            image,
+        };
+        let Some(tx) = &self.frames else {
+            return Err(EngineError::Lost(self.in_flight));
+        };
         if tx.send(frame).is_err() {
             return Err(EngineError::Lost(self.in_flight));
         }
@@ -142,7 +177,9 @@ impl Engine {
     /// The next completed frame: waits for it when `wait` (until it comes or the pipeline
     /// ends), else only takes one already done. `Ok(None)`: none (yet, or any more).
     pub(super) fn next_ready(&mut self, wait: bool) -> Result<Option<Ready>, EngineError> {
-        let Some(p) = &self.pipeline else { return Ok(None) };
+        let Some(p) = &self.pipeline else {
+            return Ok(None);
+        };
         if self.in_flight == 0 {
             return Ok(None);
         }
@@ -151,7 +188,9 @@ impl Engine {
                 match p.events.recv_timeout(Duration::from_millis(100)) {
                     Ok(e) => break e,
                     Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return Err(EngineError::Lost(self.in_flight)),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(EngineError::Lost(self.in_flight));
+                    }
                 }
             }
         } else {
@@ -170,13 +209,23 @@ impl Engine {
                         Held::Buffer(buffer, index) => {
                             self.in_flight -= 1;
                             if index != frame.index {
-                                return Err(EngineError::Analysis(format!("frame {} came back for buffer {index}", frame.index)));
+                                return Err(EngineError::Analysis(format!(
+                                    "frame {} came back for buffer {index}",
+                                    frame.index
+                                )));
                             }
-                            return Ok(Some(Ready { events_before, buffer, frame }));
+                            return Ok(Some(Ready {
+                                events_before,
+                                buffer,
+                                frame,
+                            }));
                         }
                     }
                 }
-                Err(EngineError::Analysis(format!("frame {} came back with no buffer held", frame.index)))
+                Err(EngineError::Analysis(format!(
+                    "frame {} came back with no buffer held",
+                    frame.index
+                )))
             }
             PipelineEvent::Error(e) => Err(EngineError::Analysis(e)),
             PipelineEvent::End => Err(EngineError::Lost(self.in_flight)),

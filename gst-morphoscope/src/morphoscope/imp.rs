@@ -33,8 +33,13 @@ use super::settings::{KEY_PROPERTIES, PropValue, Settings};
 use super::{BackendChoice, QosPolicy};
 use crate::metadata;
 
-static CAT: LazyLock<gst::DebugCategory> =
-    LazyLock::new(|| gst::DebugCategory::new("morphoscope", gst::DebugColorFlags::empty(), Some("morphoscope analyses")));
+static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new(
+        "morphoscope",
+        gst::DebugColorFlags::empty(),
+        Some("morphoscope analyses"),
+    )
+});
 
 /// The negotiated stream and the running engine.
 #[derive(Default)]
@@ -51,6 +56,9 @@ struct State {
     backend: Option<(Backend, morphoscope::config::BackendChoice, usize)>,
     /// The current segment (running times for QoS).
     segment: gst::FormattedSegment<gst::ClockTime>,
+    /// First sight of each track (analytics tracking entries).
+    #[cfg(feature = "analytics")]
+    first_seen: crate::analytics::FirstSeen,
 }
 
 /// The element.
@@ -76,10 +84,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Formats the element takes and gives (system memory).
 fn formats_caps(formats: &[gst_video::VideoFormat]) -> gst::Caps {
-    gst_video::VideoCapsBuilder::new().format_list(formats.iter().copied()).build()
+    gst_video::VideoCapsBuilder::new()
+        .format_list(formats.iter().copied())
+        .build()
 }
 
-const FORMATS: [gst_video::VideoFormat; 3] = [gst_video::VideoFormat::Rgb, gst_video::VideoFormat::Gray8, gst_video::VideoFormat::Gray16Le];
+const FORMATS: [gst_video::VideoFormat; 3] = [
+    gst_video::VideoFormat::Rgb,
+    gst_video::VideoFormat::Gray8,
+    gst_video::VideoFormat::Gray16Le,
+];
 
 impl Morphoscope {
     fn fail(&self, e: &EngineError) -> gst::FlowError {
@@ -102,15 +116,29 @@ impl Morphoscope {
             }
         };
         let engine = Engine::start(&cfg, &backend, state.draw)?;
-        self.latency_frames.store(engine.capacity as u64, Ordering::Relaxed);
-        gst::debug!(CAT, imp = self, "engine started: {}, ring of {}", engine.backend, engine.capacity);
+        // A new engine numbers tracks from 1 again.
+        #[cfg(feature = "analytics")]
+        state.first_seen.clear();
+        self.latency_frames
+            .store(engine.capacity as u64, Ordering::Relaxed);
+        gst::debug!(
+            CAT,
+            imp = self,
+            "engine started: {}, ring of {}",
+            engine.backend,
+            engine.capacity
+        );
         state.engine = Some(engine);
         Ok(())
     }
 
     /// Decorates a completed frame's buffer (metadata, drawing) and pushes it with the events
     /// held before it.
-    fn push_ready(&self, state: &State, ready: Ready) -> Result<gst::FlowSuccess, gst::FlowError> {
+    fn push_ready(
+        &self,
+        state: &mut State,
+        ready: Ready,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
         for e in ready.events_before {
             self.srcpad.push_event(e);
         }
@@ -118,7 +146,10 @@ impl Morphoscope {
         let summary = metadata::frame_summary(&frame, self.dropped.load(Ordering::Relaxed));
         let mut out = match (&frame.picture, &state.out_info, state.draw) {
             (Some(picture), Some(out_info), true) => {
-                let in_is_rgb = state.in_info.as_ref().is_some_and(|i| i.format() == gst_video::VideoFormat::Rgb);
+                let in_is_rgb = state
+                    .in_info
+                    .as_ref()
+                    .is_some_and(|i| i.format() == gst_video::VideoFormat::Rgb);
                 self.drawn(&buffer, in_is_rgb, picture, out_info)?
             }
             _ => buffer,
@@ -129,8 +160,26 @@ impl Morphoscope {
             if let Err(e) = metadata::add_frame_meta(out, &summary) {
                 gst::warning!(CAT, imp = self, "frame summary meta not added: {e}");
             }
+            #[cfg(feature = "analytics")]
+            {
+                let components = metadata::tracked_components(out);
+                let now = out
+                    .pts()
+                    .and_then(|t| state.segment.to_running_time(t))
+                    .unwrap_or(gst::ClockTime::ZERO);
+                if let Err(e) = crate::analytics::add_relation_meta(
+                    out,
+                    &components,
+                    now,
+                    &mut state.first_seen,
+                ) {
+                    gst::warning!(CAT, imp = self, "analytics relation meta not added: {e}");
+                }
+            }
         }
-        let msg = gst::message::Element::builder(summary).src(&*self.obj()).build();
+        let msg = gst::message::Element::builder(summary)
+            .src(&*self.obj())
+            .build();
         let _ = self.obj().post_message(msg);
         self.srcpad.push(out)
     }
@@ -138,22 +187,45 @@ impl Morphoscope {
     /// The outgoing buffer with the composed picture (RGB of `out_info`): the input buffer
     /// itself when it is RGB, else a new one with its timestamps and metas. Copy: the
     /// picture's rows into the buffer's (strided) rows.
-    fn drawn(&self, input: &gst::Buffer, in_is_rgb: bool, picture: &morphoscope::compose::Picture, out_info: &gst_video::VideoInfo) -> Result<gst::Buffer, gst::FlowError> {
+    fn drawn(
+        &self,
+        input: &gst::Buffer,
+        in_is_rgb: bool,
+        picture: &morphoscope::compose::Picture,
+        out_info: &gst_video::VideoInfo,
+    ) -> Result<gst::Buffer, gst::FlowError> {
         let mut out = if in_is_rgb && input.size() == out_info.size() {
             input.clone()
         } else {
-            let mut b = gst::Buffer::with_size(out_info.size()).map_err(|_| gst::FlowError::Error)?;
+            let mut b =
+                gst::Buffer::with_size(out_info.size()).map_err(|_| gst::FlowError::Error)?;
             {
                 let b = b.get_mut().ok_or(gst::FlowError::Error)?;
-                let _ = input.copy_into(b, gst::BufferCopyFlags::FLAGS | gst::BufferCopyFlags::TIMESTAMPS | gst::BufferCopyFlags::META, ..);
+                let _ = input.copy_into(
+                    b,
+                    gst::BufferCopyFlags::FLAGS
+                        | gst::BufferCopyFlags::TIMESTAMPS
+                        | gst::BufferCopyFlags::META,
+                    ..,
+                );
             }
             b
         };
         let w3 = picture.width * 3;
-        let mut vframe = gst_video::VideoFrameRef::from_buffer_ref_writable(out.make_mut(), out_info).map_err(|_| gst::FlowError::Error)?;
-        let stride = usize::try_from(vframe.plane_stride()[0]).map_err(|_| gst::FlowError::Error)?;
-        let data = vframe.plane_data_mut(0).map_err(|_| gst::FlowError::Error)?;
-        for (y, row) in picture.data.chunks_exact(w3).enumerate().take(out_info.height() as usize) {
+        let mut vframe =
+            gst_video::VideoFrameRef::from_buffer_ref_writable(out.make_mut(), out_info)
+                .map_err(|_| gst::FlowError::Error)?;
+        let stride =
+            usize::try_from(vframe.plane_stride()[0]).map_err(|_| gst::FlowError::Error)?;
+        let data = vframe
+            .plane_data_mut(0)
+            .map_err(|_| gst::FlowError::Error)?;
+        for (y, row) in picture
+            .data
+            .chunks_exact(w3)
+            .enumerate()
+            .take(out_info.height() as usize)
+        {
             if let Some(dst) = data.get_mut(y * stride..y * stride + w3) {
                 dst.copy_from_slice(row);
             }
@@ -164,9 +236,15 @@ impl Morphoscope {
 
     /// Takes back and pushes completed frames: every frame already done, then (with `bound`)
     /// the oldest ones until at most `capacity` are in flight.
-    fn push_completed(&self, state: &mut State, bound: bool) -> Result<gst::FlowSuccess, gst::FlowError> {
+    fn push_completed(
+        &self,
+        state: &mut State,
+        bound: bool,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
         loop {
-            let Some(engine) = state.engine.as_mut() else { return Ok(gst::FlowSuccess::Ok) };
+            let Some(engine) = state.engine.as_mut() else {
+                return Ok(gst::FlowSuccess::Ok);
+            };
             let wait = bound && engine.in_flight() > engine.capacity;
             match engine.next_ready(wait) {
                 Ok(Some(ready)) => {
@@ -184,11 +262,15 @@ impl Morphoscope {
     /// Ends the engine's input, pushes every frame in flight and the events held after them,
     /// and stops it (EOS, a new format).
     fn drain(&self, state: &mut State) -> Result<gst::FlowSuccess, gst::FlowError> {
-        let Some(engine) = state.engine.as_mut() else { return Ok(gst::FlowSuccess::Ok) };
+        let Some(engine) = state.engine.as_mut() else {
+            return Ok(gst::FlowSuccess::Ok);
+        };
         engine.end_input();
         let mut flow = Ok(gst::FlowSuccess::Ok);
         while state.engine.as_ref().is_some_and(|e| e.in_flight() > 0) {
-            let Some(engine) = state.engine.as_mut() else { break };
+            let Some(engine) = state.engine.as_mut() else {
+                break;
+            };
             match engine.next_ready(true) {
                 Ok(Some(ready)) => {
                     if let Err(e) = self.push_ready(state, ready) {
@@ -215,7 +297,11 @@ impl Morphoscope {
         let qos = lock(&self.settings).qos;
         let mut state = lock(&self.state);
         let Some(in_info) = state.in_info.clone() else {
-            gst::element_imp_error!(self, gst::CoreError::Negotiation, ["a buffer before the caps"]);
+            gst::element_imp_error!(
+                self,
+                gst::CoreError::Negotiation,
+                ["a buffer before the caps"]
+            );
             return Err(gst::FlowError::NotNegotiated);
         };
         if state.engine.is_none() {
@@ -231,16 +317,28 @@ impl Morphoscope {
                         engine.update(cfg.ops);
                     }
                 }
-                Err(e) => gst::element_imp_warning!(self, gst::LibraryError::Settings, ["new settings rejected: {}", e]),
+                Err(e) => gst::element_imp_warning!(
+                    self,
+                    gst::LibraryError::Settings,
+                    ["new settings rejected: {}", e]
+                ),
             }
         }
         if qos == QosPolicy::Drop {
             let running = buffer.pts().and_then(|t| state.segment.to_running_time(t));
             let late = matches!((running, *lock(&self.earliest)), (Some(r), Some(e)) if r < e);
-            let full = state.engine.as_ref().is_some_and(|e| e.in_flight() >= e.capacity);
+            let full = state
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.in_flight() >= e.capacity);
             if late || full {
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                gst::debug!(CAT, imp = self, "dropped a {} frame ({n} in all)", if late { "late" } else { "busy-ring" });
+                gst::debug!(
+                    CAT,
+                    imp = self,
+                    "dropped a {} frame ({n} in all)",
+                    if late { "late" } else { "busy-ring" }
+                );
                 return self.push_completed(&mut state, false);
             }
         }
@@ -256,7 +354,9 @@ impl Morphoscope {
     }
 
     fn set_caps(&self, state: &mut State, caps: &gst::CapsRef) -> bool {
-        let Ok(in_info) = gst_video::VideoInfo::from_caps(caps) else { return false };
+        let Ok(in_info) = gst_video::VideoInfo::from_caps(caps) else {
+            return false;
+        };
         if state.in_info.as_ref() == Some(&in_info) {
             return true;
         }
@@ -264,7 +364,13 @@ impl Morphoscope {
         let _ = self.drain(state);
         let draw = lock(&self.settings).draw;
         let out_info = if draw {
-            let mut b = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, in_info.width(), in_info.height()).fps(in_info.fps()).par(in_info.par());
+            let mut b = gst_video::VideoInfo::builder(
+                gst_video::VideoFormat::Rgb,
+                in_info.width(),
+                in_info.height(),
+            )
+            .fps(in_info.fps())
+            .par(in_info.par());
             if let Some(mode) = Some(in_info.interlace_mode()) {
                 b = b.interlace_mode(mode);
             }
@@ -275,9 +381,15 @@ impl Morphoscope {
         } else {
             in_info.clone()
         };
-        let Ok(out_caps) = out_info.to_caps() else { return false };
+        let Ok(out_caps) = out_info.to_caps() else {
+            return false;
+        };
         let fps = in_info.fps();
-        let frame_nanos = if fps.numer() > 0 { gst::ClockTime::SECOND.nseconds() * fps.denom() as u64 / fps.numer() as u64 } else { 0 };
+        let frame_nanos = if fps.numer() > 0 {
+            gst::ClockTime::SECOND.nseconds() * fps.denom() as u64 / fps.numer() as u64
+        } else {
+            0
+        };
         self.frame_nanos.store(frame_nanos, Ordering::Relaxed);
         state.in_info = Some(in_info);
         state.out_info = Some(out_info);
@@ -303,7 +415,12 @@ impl Morphoscope {
             EventView::FlushStop(_) => {
                 let mut state = lock(&self.state);
                 if let Some(engine) = state.engine.take() {
-                    gst::debug!(CAT, imp = self, "flush: {} frames in flight dropped", engine.in_flight());
+                    gst::debug!(
+                        CAT,
+                        imp = self,
+                        "flush: {} frames in flight dropped",
+                        engine.in_flight()
+                    );
                     engine.discard();
                 }
                 *lock(&self.earliest) = None;
@@ -357,9 +474,17 @@ impl Morphoscope {
         let draw = lock(&self.settings).draw;
         let all = formats_caps(&FORMATS);
         let caps = if draw {
-            if pad == &self.srcpad { formats_caps(&[gst_video::VideoFormat::Rgb]) } else { all }
+            if pad == &self.srcpad {
+                formats_caps(&[gst_video::VideoFormat::Rgb])
+            } else {
+                all
+            }
         } else {
-            let other = if pad == &self.srcpad { &self.sinkpad } else { &self.srcpad };
+            let other = if pad == &self.srcpad {
+                &self.sinkpad
+            } else {
+                &self.srcpad
+            };
             other.peer_query_caps(Some(&all)).intersect(&all)
         };
         match filter {
@@ -390,7 +515,10 @@ impl Morphoscope {
                     return false;
                 }
                 let (live, min, max) = upstream.result();
-                let added = gst::ClockTime::from_nseconds(self.latency_frames.load(Ordering::Relaxed) * self.frame_nanos.load(Ordering::Relaxed));
+                let added = gst::ClockTime::from_nseconds(
+                    self.latency_frames.load(Ordering::Relaxed)
+                        * self.frame_nanos.load(Ordering::Relaxed),
+                );
                 q.set(live, min + added, max.map(|m| m + added));
                 true
             }
@@ -411,13 +539,43 @@ impl ObjectSubclass for Morphoscope {
             None => gst::Pad::builder(direction).name(name),
         };
         let sinkpad = pad("sink", gst::PadDirection::Sink)
-            .chain_function(|_, parent, buffer| Morphoscope::catch_panic_pad_function(parent, || Err(gst::FlowError::Error), |this| this.sink_chain(buffer)))
-            .event_function(|pad, parent, event| Morphoscope::catch_panic_pad_function(parent, || false, |this| this.sink_event(pad, event)))
-            .query_function(|pad, parent, query| Morphoscope::catch_panic_pad_function(parent, || false, |this| this.sink_query(pad, query)))
+            .chain_function(|_, parent, buffer| {
+                Morphoscope::catch_panic_pad_function(
+                    parent,
+                    || Err(gst::FlowError::Error),
+                    |this| this.sink_chain(buffer),
+                )
+            })
+            .event_function(|pad, parent, event| {
+                Morphoscope::catch_panic_pad_function(
+                    parent,
+                    || false,
+                    |this| this.sink_event(pad, event),
+                )
+            })
+            .query_function(|pad, parent, query| {
+                Morphoscope::catch_panic_pad_function(
+                    parent,
+                    || false,
+                    |this| this.sink_query(pad, query),
+                )
+            })
             .build();
         let srcpad = pad("src", gst::PadDirection::Src)
-            .event_function(|pad, parent, event| Morphoscope::catch_panic_pad_function(parent, || false, |this| this.src_event(pad, event)))
-            .query_function(|pad, parent, query| Morphoscope::catch_panic_pad_function(parent, || false, |this| this.src_query(pad, query)))
+            .event_function(|pad, parent, event| {
+                Morphoscope::catch_panic_pad_function(
+                    parent,
+                    || false,
+                    |this| this.src_event(pad, event),
+                )
+            })
+            .query_function(|pad, parent, query| {
+                Morphoscope::catch_panic_pad_function(
+                    parent,
+                    || false,
+                    |this| this.src_query(pad, query),
+                )
+            })
             .build();
         Self {
             sinkpad,
@@ -463,7 +621,11 @@ impl ObjectImpl for Morphoscope {
                     .build(),
                 glib::ParamSpecUInt64::builder("dropped").blurb("Frames dropped so far (qos=drop)").read_only().build(),
             ];
-            p.extend(KEY_PROPERTIES.iter().map(super::settings::KeyProperty::spec));
+            p.extend(
+                KEY_PROPERTIES
+                    .iter()
+                    .map(super::settings::KeyProperty::spec),
+            );
             p
         });
         PROPERTIES.as_ref()
@@ -472,7 +634,14 @@ impl ObjectImpl for Morphoscope {
     fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
         let mut s = lock(&self.settings);
         match pspec.name() {
-            "config" => s.config = value.get::<Option<String>>().ok().flatten().filter(|p| !p.is_empty()).map(Into::into),
+            "config" => {
+                s.config = value
+                    .get::<Option<String>>()
+                    .ok()
+                    .flatten()
+                    .filter(|p| !p.is_empty())
+                    .map(Into::into)
+            }
             "backend" => s.backend = value.get::<BackendChoice>().ok(),
             "device" => s.device = value.get::<u32>().ok(),
             "draw" => s.draw = value.get::<bool>().unwrap_or(false),
@@ -491,7 +660,11 @@ impl ObjectImpl for Morphoscope {
     fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
         let s = lock(&self.settings);
         match pspec.name() {
-            "config" => s.config.as_ref().map(|p| p.display().to_string()).to_value(),
+            "config" => s
+                .config
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .to_value(),
             "backend" => s.backend.unwrap_or(BackendChoice::Auto).to_value(),
             "device" => s.device.unwrap_or(0).to_value(),
             "draw" => s.draw.to_value(),
@@ -531,15 +704,23 @@ impl ElementImpl for Morphoscope {
     fn pad_templates() -> &'static [gst::PadTemplate] {
         static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
             let caps = formats_caps(&FORMATS);
-            [("sink", gst::PadDirection::Sink), ("src", gst::PadDirection::Src)]
-                .into_iter()
-                .filter_map(|(name, dir)| gst::PadTemplate::new(name, dir, gst::PadPresence::Always, &caps).ok())
-                .collect()
+            [
+                ("sink", gst::PadDirection::Sink),
+                ("src", gst::PadDirection::Src),
+            ]
+            .into_iter()
+            .filter_map(|(name, dir)| {
+                gst::PadTemplate::new(name, dir, gst::PadPresence::Always, &caps).ok()
+            })
+            .collect()
         });
         TEMPLATES.as_ref()
     }
 
-    fn change_state(&self, transition: gst::StateChange) -> Result<gst::StateChangeSuccess, gst::StateChangeError> {
+    fn change_state(
+        &self,
+        transition: gst::StateChange,
+    ) -> Result<gst::StateChangeSuccess, gst::StateChangeError> {
         let ret = self.parent_change_state(transition)?;
         if transition == gst::StateChange::PausedToReady {
             let mut state = lock(&self.state);
@@ -547,7 +728,10 @@ impl ElementImpl for Morphoscope {
                 engine.discard();
             }
             let backend = state.backend.take();
-            *state = State { backend, ..State::default() };
+            *state = State {
+                backend,
+                ..State::default()
+            };
             *lock(&self.earliest) = None;
             self.dropped.store(0, Ordering::Relaxed);
         }

@@ -23,7 +23,10 @@ pub enum BackendChoice {
     #[enum_value(name = "CUDA when available, else the CPU", nick = "auto")]
     Auto = 0,
     /// The CPU reference implementations.
-    #[enum_value(name = "The CPU (multi-threaded reference implementations)", nick = "cpu")]
+    #[enum_value(
+        name = "The CPU (multi-threaded reference implementations)",
+        nick = "cpu"
+    )]
     Cpu = 1,
     /// CUDA; the element fails to start without it.
     #[enum_value(name = "CUDA (an error when unavailable)", nick = "cuda")]
@@ -49,15 +52,26 @@ impl BackendChoice {
 #[enum_type(name = "GstMorphoscopeQos")]
 pub enum QosPolicy {
     /// Every frame is analysed; a busy ring holds the streaming thread (back-pressure).
-    #[enum_value(name = "Analyse every frame (back-pressure when the ring is busy)", nick = "analyse")]
+    #[enum_value(
+        name = "Analyse every frame (back-pressure when the ring is busy)",
+        nick = "analyse"
+    )]
     Analyse = 0,
     /// Late frames, and frames arriving while the ring is full, are dropped and counted
     /// (property `dropped`); the element never holds the streaming thread for the ring.
-    #[enum_value(name = "Drop late frames and frames arriving while the ring is full, and count them", nick = "drop")]
+    #[enum_value(
+        name = "Drop late frames and frames arriving while the ring is full, and count them",
+        nick = "drop"
+    )]
     Drop = 1,
 }
 
 /// Registers the element with `plugin`.
 pub fn register(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
-    gst::Element::register(Some(plugin), "morphoscope", gst::Rank::NONE, Morphoscope::static_type())
+    gst::Element::register(
+        Some(plugin),
+        "morphoscope",
+        gst::Rank::NONE,
+        Morphoscope::static_type(),
+    )
 }

@@ -40,21 +40,124 @@ pub(super) struct KeyProperty {
 
 /// Properties mapped to settings keys (their defaults are those of `config/default.toml`).
 pub(super) const KEY_PROPERTIES: &[KeyProperty] = &[
-    KeyProperty { name: "ring-size", key: "pipeline.ring_size", blurb: "Frames in flight (slots of the ring of CUDA streams); the element delays its output by this many frames", kind: Kind::UInt { min: 1, max: 8, default: 3 } },
-    KeyProperty { name: "preprocess", key: "preprocess.enabled", blurb: "Grey-level statistics of each frame (in the frame summary)", kind: Kind::Bool(true) },
-    KeyProperty { name: "maxtree", key: "maxtree.enabled", blurb: "Max-tree attribute filtering (overlay: the residue |frame - filtered|)", kind: Kind::Bool(true) },
-    KeyProperty { name: "maxtree-attribute", key: "maxtree.attribute", blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height or diameter", kind: Kind::Text("area") },
-    KeyProperty { name: "maxtree-threshold", key: "maxtree.threshold", blurb: "Nodes whose attribute is at least this are kept", kind: Kind::Double { min: 0.0, max: 1e12, default: 64.0 } },
-    KeyProperty { name: "cca", key: "cca.enabled", blurb: "Connected components of the binarized frame, tracked across frames (region-of-interest metas)", kind: Kind::Bool(true) },
-    KeyProperty { name: "cca-threshold", key: "cca.threshold", blurb: "Binarization threshold: otsu, or a grey level (0..=65535)", kind: Kind::Text("30") },
-    KeyProperty { name: "cca-source", key: "cca.source", blurb: "What is thresholded: frame (the grey frame) or motion (|frame - running background|)", kind: Kind::Text("motion") },
-    KeyProperty { name: "min-area", key: "tracker.min_area", blurb: "Components smaller than this (pixels) are not tracked", kind: Kind::UInt { min: 0, max: u32::MAX, default: 25 } },
-    KeyProperty { name: "orientation", key: "orientation.enabled", blurb: "Orientation maps: supremum of linear openings over evenly spaced angles", kind: Kind::Bool(true) },
-    KeyProperty { name: "orientation-length", key: "orientation.length", blurb: "Length of the linear structuring element, pixels (odd)", kind: Kind::UInt { min: 1, max: 1023, default: 31 } },
-    KeyProperty { name: "orientation-angles", key: "orientation.angles", blurb: "Number of directions in [0, 180) degrees", kind: Kind::UInt { min: 1, max: 360, default: 36 } },
-    KeyProperty { name: "segmentation", key: "segmentation.enabled", blurb: "Felzenszwalb graph segmentation", kind: Kind::Bool(true) },
-    KeyProperty { name: "segmentation-scale", key: "segmentation.scale", blurb: "Observation scale k: higher gives fewer, larger segments", kind: Kind::Double { min: 0.0, max: 1e9, default: 100.0 } },
-    KeyProperty { name: "segmentation-min-size", key: "segmentation.min_size", blurb: "Segments smaller than this (pixels) are merged into a neighbour", kind: Kind::UInt { min: 0, max: u32::MAX, default: 20 } },
+    KeyProperty {
+        name: "ring-size",
+        key: "pipeline.ring_size",
+        blurb: "Frames in flight (slots of the ring of CUDA streams); the element delays its output by this many frames",
+        kind: Kind::UInt {
+            min: 1,
+            max: 8,
+            default: 3,
+        },
+    },
+    KeyProperty {
+        name: "preprocess",
+        key: "preprocess.enabled",
+        blurb: "Grey-level statistics of each frame (in the frame summary)",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "maxtree",
+        key: "maxtree.enabled",
+        blurb: "Max-tree attribute filtering (overlay: the residue |frame - filtered|)",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "maxtree-attribute",
+        key: "maxtree.attribute",
+        blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height or diameter",
+        kind: Kind::Text("area"),
+    },
+    KeyProperty {
+        name: "maxtree-threshold",
+        key: "maxtree.threshold",
+        blurb: "Nodes whose attribute is at least this are kept",
+        kind: Kind::Double {
+            min: 0.0,
+            max: 1e12,
+            default: 64.0,
+        },
+    },
+    KeyProperty {
+        name: "cca",
+        key: "cca.enabled",
+        blurb: "Connected components of the binarized frame, tracked across frames (region-of-interest metas)",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "cca-threshold",
+        key: "cca.threshold",
+        blurb: "Binarization threshold: otsu, or a grey level (0..=65535)",
+        kind: Kind::Text("30"),
+    },
+    KeyProperty {
+        name: "cca-source",
+        key: "cca.source",
+        blurb: "What is thresholded: frame (the grey frame) or motion (|frame - running background|)",
+        kind: Kind::Text("motion"),
+    },
+    KeyProperty {
+        name: "min-area",
+        key: "tracker.min_area",
+        blurb: "Components smaller than this (pixels) are not tracked",
+        kind: Kind::UInt {
+            min: 0,
+            max: u32::MAX,
+            default: 25,
+        },
+    },
+    KeyProperty {
+        name: "orientation",
+        key: "orientation.enabled",
+        blurb: "Orientation maps: supremum of linear openings over evenly spaced angles",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "orientation-length",
+        key: "orientation.length",
+        blurb: "Length of the linear structuring element, pixels (odd)",
+        kind: Kind::UInt {
+            min: 1,
+            max: 1023,
+            default: 31,
+        },
+    },
+    KeyProperty {
+        name: "orientation-angles",
+        key: "orientation.angles",
+        blurb: "Number of directions in [0, 180) degrees",
+        kind: Kind::UInt {
+            min: 1,
+            max: 360,
+            default: 36,
+        },
+    },
+    KeyProperty {
+        name: "segmentation",
+        key: "segmentation.enabled",
+        blurb: "Felzenszwalb graph segmentation",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "segmentation-scale",
+        key: "segmentation.scale",
+        blurb: "Observation scale k: higher gives fewer, larger segments",
+        kind: Kind::Double {
+            min: 0.0,
+            max: 1e9,
+            default: 100.0,
+        },
+    },
+    KeyProperty {
+        name: "segmentation-min-size",
+        key: "segmentation.min_size",
+        blurb: "Segments smaller than this (pixels) are merged into a neighbour",
+        kind: Kind::UInt {
+            min: 0,
+            max: u32::MAX,
+            default: 20,
+        },
+    },
 ];
 
 impl KeyProperty {
@@ -64,17 +167,39 @@ impl KeyProperty {
         if self.key == "pipeline.ring_size"
             && let Kind::UInt { min, max, default } = self.kind
         {
-            return glib::ParamSpecUInt::builder(self.name).blurb(self.blurb).minimum(min).maximum(max).default_value(default).mutable_ready().build();
+            return glib::ParamSpecUInt::builder(self.name)
+                .blurb(self.blurb)
+                .minimum(min)
+                .maximum(max)
+                .default_value(default)
+                .mutable_ready()
+                .build();
         }
         match self.kind {
-            Kind::Bool(d) => glib::ParamSpecBoolean::builder(self.name).blurb(self.blurb).default_value(d).mutable_playing().build(),
-            Kind::UInt { min, max, default } => {
-                glib::ParamSpecUInt::builder(self.name).blurb(self.blurb).minimum(min).maximum(max).default_value(default).mutable_playing().build()
-            }
-            Kind::Double { min, max, default } => {
-                glib::ParamSpecDouble::builder(self.name).blurb(self.blurb).minimum(min).maximum(max).default_value(default).mutable_playing().build()
-            }
-            Kind::Text(d) => glib::ParamSpecString::builder(self.name).blurb(self.blurb).default_value(Some(d)).mutable_playing().build(),
+            Kind::Bool(d) => glib::ParamSpecBoolean::builder(self.name)
+                .blurb(self.blurb)
+                .default_value(d)
+                .mutable_playing()
+                .build(),
+            Kind::UInt { min, max, default } => glib::ParamSpecUInt::builder(self.name)
+                .blurb(self.blurb)
+                .minimum(min)
+                .maximum(max)
+                .default_value(default)
+                .mutable_playing()
+                .build(),
+            Kind::Double { min, max, default } => glib::ParamSpecDouble::builder(self.name)
+                .blurb(self.blurb)
+                .minimum(min)
+                .maximum(max)
+                .default_value(default)
+                .mutable_playing()
+                .build(),
+            Kind::Text(d) => glib::ParamSpecString::builder(self.name)
+                .blurb(self.blurb)
+                .default_value(Some(d))
+                .mutable_playing()
+                .build(),
         }
     }
 }
@@ -98,16 +223,29 @@ pub(super) struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { config: None, backend: None, device: None, draw: false, qos: QosPolicy::Analyse, overrides: BTreeMap::new() }
+        Self {
+            config: None,
+            backend: None,
+            device: None,
+            draw: false,
+            qos: QosPolicy::Analyse,
+            overrides: BTreeMap::new(),
+        }
     }
 }
 
 impl Settings {
     /// The engine's settings: defaults, the file, then each property set (as `--set`).
-    pub(super) fn engine_settings(&self) -> Result<morphoscope::config::Settings, morphoscope::config::ConfigError> {
+    pub(super) fn engine_settings(
+        &self,
+    ) -> Result<morphoscope::config::Settings, morphoscope::config::ConfigError> {
         let mut sets: Vec<String> = KEY_PROPERTIES
             .iter()
-            .filter_map(|p| self.overrides.get(p.name).map(|v| format!("{}={}", p.key, v.text())))
+            .filter_map(|p| {
+                self.overrides
+                    .get(p.name)
+                    .map(|v| format!("{}={}", p.key, v.text()))
+            })
             .collect();
         if let Some(b) = self.backend {
             sets.push(format!("pipeline.backend={}", b.config_word()));
@@ -120,7 +258,9 @@ impl Settings {
 
     /// The value of analysis property `p`: the one set, else its built-in default.
     pub(super) fn key_value(&self, p: &KeyProperty, spec: &glib::ParamSpec) -> glib::Value {
-        self.overrides.get(p.name).map_or_else(|| spec.default_value().clone(), PropValue::to_value)
+        self.overrides
+            .get(p.name)
+            .map_or_else(|| spec.default_value().clone(), PropValue::to_value)
     }
 }
 
@@ -144,7 +284,11 @@ impl PropValue {
             Kind::Bool(_) => v.get::<bool>().ok().map(Self::Bool),
             Kind::UInt { .. } => v.get::<u32>().ok().map(Self::UInt),
             Kind::Double { .. } => v.get::<f64>().ok().map(Self::Double),
-            Kind::Text(_) => v.get::<Option<String>>().ok().flatten().map(|s| Self::Text(s.trim().to_owned())),
+            Kind::Text(_) => v
+                .get::<Option<String>>()
+                .ok()
+                .flatten()
+                .map(|s| Self::Text(s.trim().to_owned())),
         }
     }
 
@@ -177,9 +321,14 @@ mod tests {
     #[test]
     fn properties_set_override_their_key_and_the_others_keep_the_defaults() {
         gstreamer::init().unwrap();
-        let mut s = Settings { backend: Some(BackendChoice::Cpu), ..Settings::default() };
-        s.overrides.insert("maxtree-threshold", PropValue::Double(100.0));
-        s.overrides.insert("cca-threshold", PropValue::Text("otsu".into()));
+        let mut s = Settings {
+            backend: Some(BackendChoice::Cpu),
+            ..Settings::default()
+        };
+        s.overrides
+            .insert("maxtree-threshold", PropValue::Double(100.0));
+        s.overrides
+            .insert("cca-threshold", PropValue::Text("otsu".into()));
         s.overrides.insert("segmentation", PropValue::Bool(false));
         s.overrides.insert("ring-size", PropValue::UInt(5));
         let e = s.engine_settings().unwrap();
@@ -189,7 +338,10 @@ mod tests {
         assert_eq!(e.pipeline.backend, morphoscope::config::BackendChoice::Cpu);
         let defaults = morphoscope::config::Settings::load(None, &[]).unwrap();
         assert_eq!(e.ops.orientation, defaults.ops.orientation);
-        assert_ne!(format!("{:?}", e.ops.cca.threshold), format!("{:?}", defaults.ops.cca.threshold));
+        assert_ne!(
+            format!("{:?}", e.ops.cca.threshold),
+            format!("{:?}", defaults.ops.cca.threshold)
+        );
     }
 
     #[test]
@@ -198,7 +350,10 @@ mod tests {
         // Setting every property to the default gst-inspect shows must change nothing.
         let mut s = Settings::default();
         for p in KEY_PROPERTIES {
-            s.overrides.insert(p.name, PropValue::from_value(p.kind, p.spec().default_value()).unwrap());
+            s.overrides.insert(
+                p.name,
+                PropValue::from_value(p.kind, p.spec().default_value()).unwrap(),
+            );
         }
         let e = s.engine_settings().unwrap();
         let defaults = morphoscope::config::Settings::load(None, &[]).unwrap();
