@@ -85,7 +85,14 @@ impl Engine {
         backend: &Backend,
         draw: bool,
     ) -> Result<Self, EngineError> {
-        let (tx, rx) = bounded::<Frame>(settings.pipeline.queue.max(1));
+        // Room for every frame the element may hold: with `qos=drop` sending never waits.
+        let (tx, rx) = bounded::<Frame>(
+            settings
+                .pipeline
+                .queue
+                .max(settings.pipeline.ring_size)
+                .max(1),
+        );
         let want = if draw {
             PictureWant::Every(PictureFormat::Rgb)
         } else {
