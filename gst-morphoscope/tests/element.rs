@@ -344,3 +344,49 @@ fn a_flushing_seek_drops_the_frames_in_flight_and_restarts_the_analyses() {
         "same frame, fresh tracker: same table"
     );
 }
+
+/// The `morphoscope` binary beside this test's folder (`target/<profile>/morphoscope`), built
+/// by `cargo test --workspace`; `MORPHOSCOPE_BIN` names another.
+fn morphoscope_binary() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("MORPHOSCOPE_BIN") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("morphoscope");
+    bin.is_file().then_some(bin)
+}
+
+#[test]
+fn the_morphoscope_binary_writes_the_tables_the_element_carries() {
+    let Some(bin) = morphoscope_binary() else {
+        eprintln!("morphoscope binary not built (cargo test --workspace builds it); skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args([
+        "run",
+        &format!("{BALL} ! appsink name=sink"),
+        "--backend",
+        "cpu",
+        "--no-video",
+        "--quiet",
+        "--out",
+    ])
+    .arg(dir.path());
+    for s in &SETS[1..] {
+        cmd.args(["--set", s]);
+    }
+    let status = cmd.status().unwrap();
+    assert!(status.success(), "{} run failed", bin.display());
+    let cli: Vec<String> = std::fs::read_to_string(dir.path().join("components.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let out = run_pipeline(
+        &format!("{BALL} ! morphoscope {PROPS} ! appsink name=sink sync=false"),
+        None,
+    );
+    assert_eq!(element_component_lines(&out), cli);
+}
