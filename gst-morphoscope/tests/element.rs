@@ -390,3 +390,39 @@ fn the_morphoscope_binary_writes_the_tables_the_element_carries() {
     );
     assert_eq!(element_component_lines(&out), cli);
 }
+
+#[test]
+fn an_analysis_switched_off_while_playing_stops_from_a_later_frame() {
+    common::init();
+    let desc = "videotestsrc pattern=ball num-buffers=60 ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false max-buffers=2";
+    let pipeline = gst::parse::launch(desc)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gst_app::AppSink>()
+        .unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let has_segmentation = || {
+        let s = sink
+            .try_pull_sample(gst::ClockTime::from_seconds(30))
+            .expect("a frame");
+        gstmorphoscope::metadata::frame_summary_of(s.buffer().unwrap())
+            .unwrap()
+            .has_field("segmentation")
+    };
+    assert!((0..5).all(|_| has_segmentation()));
+    pipeline
+        .by_name("m")
+        .unwrap()
+        .set_property("segmentation", false);
+    let later: Vec<bool> = (0..20).map(|_| has_segmentation()).collect();
+    pipeline.set_state(gst::State::Null).unwrap();
+    let first_off = later.iter().position(|s| !s).expect("segmentation stopped");
+    assert!(
+        later[first_off..].iter().all(|s| !s),
+        "and stays off: {later:?}"
+    );
+}
