@@ -152,7 +152,7 @@ impl Morphoscope {
                     .in_info
                     .as_ref()
                     .is_some_and(|i| i.format() == gst_video::VideoFormat::Rgb);
-                self.drawn(&buffer, in_is_rgb, picture, out_info)?
+                self.drawn(buffer, in_is_rgb, picture, out_info)?
             }
             _ => buffer,
         };
@@ -191,13 +191,13 @@ impl Morphoscope {
     /// picture's rows into the buffer's (strided) rows.
     fn drawn(
         &self,
-        input: &gst::Buffer,
+        input: gst::Buffer,
         in_is_rgb: bool,
         picture: &morphoscope::compose::Picture,
         out_info: &gst_video::VideoInfo,
     ) -> Result<gst::Buffer, gst::FlowError> {
         let mut out = if in_is_rgb && input.size() == out_info.size() {
-            input.clone()
+            input
         } else {
             let mut b =
                 gst::Buffer::with_size(out_info.size()).map_err(|_| gst::FlowError::Error)?;
