@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh            system packages + sample clip + NVRTC venv (for the kernel check)
 #   SKIP_NVRTC=1 scripts/setup.sh   without the ~60 MB NVRTC wheel
+#   SKIP_PLUGIN=1 scripts/setup.sh  without building the GStreamer element (release)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -75,6 +76,15 @@ if [ "${SKIP_NVRTC:-0}" != 1 ] && [ ! -d "$root/.venv-nvrtc" ]; then
   else
     echo "setup: NVRTC wheel could not be installed; the kernel compile check will skip" >&2
     rm -rf "$root/.venv-nvrtc"
+  fi
+fi
+# The GStreamer element: libgstmorphoscope.so in the release folder of the target directory.
+if [ "${SKIP_PLUGIN:-0}" != 1 ]; then
+  if cargo build --release -p gst-morphoscope; then
+    target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+    echo "setup: GStreamer element built: export GST_PLUGIN_PATH=$target/release (then: gst-inspect-1.0 morphoscope)"
+  else
+    echo "setup: the GStreamer element did not build" >&2
   fi
 fi
 echo "setup: done"

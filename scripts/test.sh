@@ -4,6 +4,8 @@
 # (NVRTC 12) using the wheels that scripts/setup.sh put in .venv-nvrtc. GPU parity tests
 # (tests/gpu.rs) skip here without a GPU; run them on a GPU machine (see BENCHMARKS.md). Last,
 # the viewer's real-window smoke test under Xvfb (scripts/ui_smoke.sh) where xvfb is installed.
+# The GStreamer element (gst-morphoscope/): its tests, then `gst-inspect-1.0 morphoscope` on the
+# built plugin (fails when the element is not listed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,6 +15,17 @@ nv12="$site/nvidia/cuda_nvrtc/lib"
 if [ -d "$nv13" ]; then export LD_LIBRARY_PATH="$nv13${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 export MORPHOSCOPE_NVRTC_ARCHS="${MORPHOSCOPE_NVRTC_ARCHS:-sm_90,sm_87}"
 cargo test "$@"
+echo "== GStreamer element: tests and gst-inspect-1.0"
+cargo test -p gst-morphoscope
+cargo build -p gst-morphoscope --lib
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+registry=$(mktemp -d)
+inspect=$(GST_PLUGIN_PATH="$target/debug" GST_REGISTRY="$registry/registry.bin" gst-inspect-1.0 morphoscope) || {
+  echo "gst-inspect-1.0 does not list the morphoscope element (GST_PLUGIN_PATH=$target/debug)" >&2; exit 1; }
+rm -rf "$registry"
+for p in backend config draw qos ring-size cca maxtree orientation segmentation; do
+  grep -q "^  $p " <<<"$inspect" || { echo "gst-inspect-1.0 morphoscope: property $p missing" >&2; exit 1; }
+done
 if [ -d "$nv12" ]; then
   echo "== NVRTC 12: kernel compile check for sm_72 (Jetson Xavier)"
   LD_LIBRARY_PATH="$nv12" MORPHOSCOPE_NVRTC_ARCHS=sm_72 cargo test --test kernels_compile

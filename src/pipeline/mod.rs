@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
 
 pub use mailbox::Mailbox;
 pub use stats::{CounterSnapshot, Counters, Series, Summary};
@@ -116,6 +116,10 @@ pub enum FrameSource {
         /// Frames to deliver (on time or dropped).
         count: u64,
     },
+    /// Frames pushed by the caller (a GStreamer element's chain function), with their own index
+    /// and pts; the stream ends when every sender is dropped. The caller blocks on a full
+    /// channel or uses `try_send` to drop, so the source thread never drops frames itself.
+    Channel(Receiver<Frame>),
 }
 
 /// A running pipeline.
@@ -244,6 +248,19 @@ impl Pipeline {
                     Ok(Some(f))
                 };
                 (Box::new(next), Some(count), true)
+            }
+            FrameSource::Channel(frames) => {
+                let stop = stop_input.clone();
+                let next = move || {
+                    loop {
+                        match frames.recv_timeout(std::time::Duration::from_millis(50)) {
+                            Ok(f) => return Ok(Some(f)),
+                            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {}
+                            Err(_) => return Ok(None),
+                        }
+                    }
+                };
+                (Box::new(next), None, false)
             }
         };
         log::debug!("estimated frames: {estimated_frames:?}");
@@ -410,6 +427,30 @@ mod tests {
             assert_eq!(a.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>(), b.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>());
             assert!(b.timings.regions.iter().any(|r| r.0 == "compose"));
         }
+    }
+
+    #[test]
+    fn a_channel_source_delivers_the_callers_frames_in_order_and_ends_when_the_sender_goes() {
+        let settings = Settings { ops: small_ops(), ..Settings::default() };
+        let (tx, rx) = bounded::<Frame>(2);
+        let p = Pipeline::start(FrameSource::Channel(rx), &settings, &Backend::Cpu, Delivery::All, PictureWant::None).unwrap();
+        let feeder = std::thread::spawn(move || {
+            for mut f in frames(5) {
+                f.index += 10;
+                tx.send(f).unwrap();
+            }
+        });
+        let mut got = Vec::new();
+        loop {
+            match p.events.recv_timeout(std::time::Duration::from_secs(60)).unwrap() {
+                PipelineEvent::Frame(f) => got.push((f.index, f.pts_nanos)),
+                PipelineEvent::End => break,
+                PipelineEvent::Error(e) => panic!("{e}"),
+            }
+        }
+        feeder.join().unwrap();
+        p.join();
+        assert_eq!(got, (0..5).map(|i| (i + 10, Some(i * 40_000_000))).collect::<Vec<_>>());
     }
 
     #[test]

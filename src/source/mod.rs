@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-pub use reader::{Source, init as init_gstreamer};
+pub use reader::{Source, image_from_plane, init as init_gstreamer};
 pub use spec::{SourceSpec, TestSourceOptions};
 
 use crate::image::DynImage;

@@ -301,37 +301,7 @@ impl Source {
         let data = vframe
             .plane_data(0)
             .map_err(|e| SourceError::Format(e.to_string()))?;
-        let bad = |e: crate::image::ImageError| SourceError::Format(e.to_string());
-        let image = match info.format() {
-            gst_video::VideoFormat::Rgb => {
-                let row_px = stride / 3;
-                if stride % 3 == 0 {
-                    let px: Vec<[u8; 3]> = data.as_chunks::<3>().0.to_vec();
-                    DynImage::Rgb8(Image::from_strided(w, h, row_px, px).map_err(bad)?)
-                } else {
-                    // Stride not a multiple of 3: repack row by row.
-                    let mut px = Vec::with_capacity(w * h);
-                    for y in 0..h {
-                        let row = data
-                            .get(y * stride..y * stride + 3 * w)
-                            .ok_or_else(|| SourceError::Format("short frame".into()))?;
-                        px.extend_from_slice(row.as_chunks::<3>().0);
-                    }
-                    DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?)
-                }
-            }
-            gst_video::VideoFormat::Gray8 => {
-                DynImage::Gray8(Image::from_strided(w, h, stride, data.to_vec()).map_err(bad)?)
-            }
-            gst_video::VideoFormat::Gray16Le => {
-                let px: Vec<u16> = data
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                DynImage::Gray16(Image::from_strided(w, h, stride / 2, px).map_err(bad)?)
-            }
-            other => return Err(SourceError::Format(format!("{other:?}"))),
-        };
+        let image = image_from_plane(info.format(), w, h, stride, data)?;
         let index = self.next_index;
         self.next_index += 1;
         if index == 0 {
@@ -425,6 +395,49 @@ impl Drop for Source {
     fn drop(&mut self) {
         let _ = self.pipeline.set_state(gst::State::Null);
     }
+}
+
+/// The pixels of one mapped video plane (RGB, GRAY8 or GRAY16_LE; `stride` in bytes) as an
+/// image. Copy: the GStreamer buffer goes back to its pool; the image outlives it.
+pub fn image_from_plane(
+    format: gst_video::VideoFormat,
+    w: usize,
+    h: usize,
+    stride: usize,
+    data: &[u8],
+) -> Result<DynImage, SourceError> {
+    let bad = |e: crate::image::ImageError| SourceError::Format(e.to_string());
+    let image = match format {
+        gst_video::VideoFormat::Rgb => {
+            let row_px = stride / 3;
+            if stride.is_multiple_of(3) {
+                let px: Vec<[u8; 3]> = data.as_chunks::<3>().0.to_vec();
+                DynImage::Rgb8(Image::from_strided(w, h, row_px, px).map_err(bad)?)
+            } else {
+                // Stride not a multiple of 3: repack row by row.
+                let mut px = Vec::with_capacity(w * h);
+                for y in 0..h {
+                    let row = data
+                        .get(y * stride..y * stride + 3 * w)
+                        .ok_or_else(|| SourceError::Format("short frame".into()))?;
+                    px.extend_from_slice(row.as_chunks::<3>().0);
+                }
+                DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?)
+            }
+        }
+        gst_video::VideoFormat::Gray8 => {
+            DynImage::Gray8(Image::from_strided(w, h, stride, data.to_vec()).map_err(bad)?)
+        }
+        gst_video::VideoFormat::Gray16Le => {
+            let px: Vec<u16> = data
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            DynImage::Gray16(Image::from_strided(w, h, stride / 2, px).map_err(bad)?)
+        }
+        other => return Err(SourceError::Format(format!("{other:?}"))),
+    };
+    Ok(image)
 }
 
 #[cfg(test)]

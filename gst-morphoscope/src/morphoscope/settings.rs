@@ -1,0 +1,362 @@
+//! The element's user settings (its properties), kept apart from the negotiated stream state.
+//! The analyses' settings are morphoscope's own (`morphoscope::config::Settings`): the `config`
+//! property names a TOML file in the format of `morphoscope --config`, and every analysis
+//! property the user set overrides one key of it, exactly as `--set section.key=value` does.
+//! A property never set leaves the file's (or the built-in) value alone; its default shown by
+//! `gst-inspect-1.0` is the built-in one (`config/default.toml`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use gstreamer::prelude::*;
+
+use super::{BackendChoice, QosPolicy};
+
+/// The type and range of an analysis property.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Kind {
+    /// On/off.
+    Bool(bool),
+    /// An unsigned integer in `min..=max`.
+    UInt { min: u32, max: u32, default: u32 },
+    /// A double in `min..=max`.
+    Double { min: f64, max: f64, default: f64 },
+    /// A word (the values are listed in the property's doc).
+    Text(&'static str),
+}
+
+/// One property that overrides one key of the settings file.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeyProperty {
+    /// Property name.
+    pub name: &'static str,
+    /// `section.key` in the settings file.
+    pub key: &'static str,
+    /// Doc shown by gst-inspect.
+    pub blurb: &'static str,
+    /// Type, range and built-in default.
+    pub kind: Kind,
+}
+
+/// Properties mapped to settings keys (their defaults are those of `config/default.toml`).
+pub(super) const KEY_PROPERTIES: &[KeyProperty] = &[
+    KeyProperty {
+        name: "ring-size",
+        key: "pipeline.ring_size",
+        blurb: "Frames in flight (slots of the ring of CUDA streams); the element delays its output by this many frames",
+        kind: Kind::UInt {
+            min: 1,
+            max: 8,
+            default: 3,
+        },
+    },
+    KeyProperty {
+        name: "preprocess",
+        key: "preprocess.enabled",
+        blurb: "Grey-level statistics of each frame (in the frame summary)",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "maxtree",
+        key: "maxtree.enabled",
+        blurb: "Max-tree attribute filtering (overlay: the residue |frame - filtered|)",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "maxtree-attribute",
+        key: "maxtree.attribute",
+        blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height or diameter",
+        kind: Kind::Text("area"),
+    },
+    KeyProperty {
+        name: "maxtree-threshold",
+        key: "maxtree.threshold",
+        blurb: "Nodes whose attribute is at least this are kept",
+        kind: Kind::Double {
+            min: 0.0,
+            max: 1e12,
+            default: 64.0,
+        },
+    },
+    KeyProperty {
+        name: "cca",
+        key: "cca.enabled",
+        blurb: "Connected components of the binarized frame, tracked across frames (region-of-interest metas)",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "cca-threshold",
+        key: "cca.threshold",
+        blurb: "Binarization threshold: otsu, or a grey level (0..=65535)",
+        kind: Kind::Text("30"),
+    },
+    KeyProperty {
+        name: "cca-source",
+        key: "cca.source",
+        blurb: "What is thresholded: frame (the grey frame) or motion (|frame - running background|)",
+        kind: Kind::Text("motion"),
+    },
+    KeyProperty {
+        name: "min-area",
+        key: "tracker.min_area",
+        blurb: "Components smaller than this (pixels) are not tracked",
+        kind: Kind::UInt {
+            min: 0,
+            max: u32::MAX,
+            default: 25,
+        },
+    },
+    KeyProperty {
+        name: "orientation",
+        key: "orientation.enabled",
+        blurb: "Orientation maps: supremum of linear openings over evenly spaced angles",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "orientation-length",
+        key: "orientation.length",
+        blurb: "Length of the linear structuring element, pixels (odd)",
+        kind: Kind::UInt {
+            min: 1,
+            max: 1023,
+            default: 31,
+        },
+    },
+    KeyProperty {
+        name: "orientation-angles",
+        key: "orientation.angles",
+        blurb: "Number of directions in [0, 180) degrees",
+        kind: Kind::UInt {
+            min: 1,
+            max: 360,
+            default: 36,
+        },
+    },
+    KeyProperty {
+        name: "segmentation",
+        key: "segmentation.enabled",
+        blurb: "Felzenszwalb graph segmentation",
+        kind: Kind::Bool(true),
+    },
+    KeyProperty {
+        name: "segmentation-scale",
+        key: "segmentation.scale",
+        blurb: "Observation scale k: higher gives fewer, larger segments",
+        kind: Kind::Double {
+            min: 0.0,
+            max: 1e9,
+            default: 100.0,
+        },
+    },
+    KeyProperty {
+        name: "segmentation-min-size",
+        key: "segmentation.min_size",
+        blurb: "Segments smaller than this (pixels) are merged into a neighbour",
+        kind: Kind::UInt {
+            min: 0,
+            max: u32::MAX,
+            default: 20,
+        },
+    },
+];
+
+impl KeyProperty {
+    /// The property's spec: settable in every state (the ring size only before the stream
+    /// starts: it sizes the ring).
+    pub(super) fn spec(&self) -> glib::ParamSpec {
+        if self.key == "pipeline.ring_size"
+            && let Kind::UInt { min, max, default } = self.kind
+        {
+            return glib::ParamSpecUInt::builder(self.name)
+                .blurb(self.blurb)
+                .minimum(min)
+                .maximum(max)
+                .default_value(default)
+                .mutable_ready()
+                .build();
+        }
+        match self.kind {
+            Kind::Bool(d) => glib::ParamSpecBoolean::builder(self.name)
+                .blurb(self.blurb)
+                .default_value(d)
+                .mutable_playing()
+                .build(),
+            Kind::UInt { min, max, default } => glib::ParamSpecUInt::builder(self.name)
+                .blurb(self.blurb)
+                .minimum(min)
+                .maximum(max)
+                .default_value(default)
+                .mutable_playing()
+                .build(),
+            Kind::Double { min, max, default } => glib::ParamSpecDouble::builder(self.name)
+                .blurb(self.blurb)
+                .minimum(min)
+                .maximum(max)
+                .default_value(default)
+                .mutable_playing()
+                .build(),
+            Kind::Text(d) => glib::ParamSpecString::builder(self.name)
+                .blurb(self.blurb)
+                .default_value(Some(d))
+                .mutable_playing()
+                .build(),
+        }
+    }
+}
+
+/// The element's settings (properties).
+#[derive(Clone, Debug)]
+pub(super) struct Settings {
+    /// A TOML settings file (`morphoscope --config` format).
+    pub config: Option<PathBuf>,
+    /// Compute backend, when set (else the file's).
+    pub backend: Option<BackendChoice>,
+    /// CUDA device ordinal, when set (else the file's).
+    pub device: Option<u32>,
+    /// Draw the overlays into the outgoing frames (RGB out).
+    pub draw: bool,
+    /// What happens to late frames.
+    pub qos: QosPolicy,
+    /// Analysis properties set by the user: property name -> value.
+    pub overrides: BTreeMap<&'static str, PropValue>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            config: None,
+            backend: None,
+            device: None,
+            draw: false,
+            qos: QosPolicy::Analyse,
+            overrides: BTreeMap::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// The engine's settings: defaults, the file, then each property set (as `--set`).
+    pub(super) fn engine_settings(
+        &self,
+    ) -> Result<morphoscope::config::Settings, morphoscope::config::ConfigError> {
+        let mut sets: Vec<String> = KEY_PROPERTIES
+            .iter()
+            .filter_map(|p| {
+                self.overrides
+                    .get(p.name)
+                    .map(|v| format!("{}={}", p.key, v.text()))
+            })
+            .collect();
+        if let Some(b) = self.backend {
+            sets.push(format!("pipeline.backend={}", b.config_word()));
+        }
+        if let Some(d) = self.device {
+            sets.push(format!("pipeline.device={d}"));
+        }
+        morphoscope::config::Settings::load(self.config.as_deref(), &sets)
+    }
+
+    /// The value of analysis property `p`: the one set, else its built-in default.
+    pub(super) fn key_value(&self, p: &KeyProperty, spec: &glib::ParamSpec) -> glib::Value {
+        self.overrides
+            .get(p.name)
+            .map_or_else(|| spec.default_value().clone(), PropValue::to_value)
+    }
+}
+
+/// The value of an analysis property (a plain value: settings cross threads).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum PropValue {
+    /// A boolean property.
+    Bool(bool),
+    /// An unsigned integer property.
+    UInt(u32),
+    /// A double property.
+    Double(f64),
+    /// A string property.
+    Text(String),
+}
+
+impl PropValue {
+    /// The value of a property of kind `kind`.
+    pub(super) fn from_value(kind: Kind, v: &glib::Value) -> Option<Self> {
+        match kind {
+            Kind::Bool(_) => v.get::<bool>().ok().map(Self::Bool),
+            Kind::UInt { .. } => v.get::<u32>().ok().map(Self::UInt),
+            Kind::Double { .. } => v.get::<f64>().ok().map(Self::Double),
+            Kind::Text(_) => v
+                .get::<Option<String>>()
+                .ok()
+                .flatten()
+                .map(|s| Self::Text(s.trim().to_owned())),
+        }
+    }
+
+    /// As a GLib value.
+    pub(super) fn to_value(&self) -> glib::Value {
+        match self {
+            Self::Bool(b) => b.to_value(),
+            Self::UInt(u) => u.to_value(),
+            Self::Double(d) => d.to_value(),
+            Self::Text(t) => t.to_value(),
+        }
+    }
+
+    /// As the right-hand side of `section.key=value`.
+    fn text(&self) -> String {
+        match self {
+            Self::Bool(b) => b.to_string(),
+            Self::UInt(u) => u.to_string(),
+            // `{:?}` keeps the decimal point ("64.0"): TOML reads it as a float.
+            Self::Double(d) => format!("{d:?}"),
+            Self::Text(t) => t.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_set_override_their_key_and_the_others_keep_the_defaults() {
+        gstreamer::init().unwrap();
+        let mut s = Settings {
+            backend: Some(BackendChoice::Cpu),
+            ..Settings::default()
+        };
+        s.overrides
+            .insert("maxtree-threshold", PropValue::Double(100.0));
+        s.overrides
+            .insert("cca-threshold", PropValue::Text("otsu".into()));
+        s.overrides.insert("segmentation", PropValue::Bool(false));
+        s.overrides.insert("ring-size", PropValue::UInt(5));
+        let e = s.engine_settings().unwrap();
+        assert_eq!(e.ops.maxtree.threshold, 100.0);
+        assert!(!e.ops.segmentation.enabled);
+        assert_eq!(e.pipeline.ring_size, 5);
+        assert_eq!(e.pipeline.backend, morphoscope::config::BackendChoice::Cpu);
+        let defaults = morphoscope::config::Settings::load(None, &[]).unwrap();
+        assert_eq!(e.ops.orientation, defaults.ops.orientation);
+        assert_ne!(
+            format!("{:?}", e.ops.cca.threshold),
+            format!("{:?}", defaults.ops.cca.threshold)
+        );
+    }
+
+    #[test]
+    fn every_built_in_default_shown_equals_the_settings_file_default() {
+        gstreamer::init().unwrap();
+        // Setting every property to the default gst-inspect shows must change nothing.
+        let mut s = Settings::default();
+        for p in KEY_PROPERTIES {
+            s.overrides.insert(
+                p.name,
+                PropValue::from_value(p.kind, p.spec().default_value()).unwrap(),
+            );
+        }
+        let e = s.engine_settings().unwrap();
+        let defaults = morphoscope::config::Settings::load(None, &[]).unwrap();
+        assert_eq!(e, defaults);
+    }
+}
