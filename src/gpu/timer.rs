@@ -116,5 +116,9 @@ pub fn event_elapsed_millis(start: &CudaEvent, end: &CudaEvent) -> Result<f32, G
     // SAFETY: both events are live (borrowed), recorded with timing enabled, and their context
     // is current on this thread; `millis` is a valid out-pointer.
     let r = unsafe { elapsed(&mut millis, start.cu_event(), end.cu_event()) };
-    if r == CUresult::CUDA_SUCCESS { Ok(millis) } else { Err(DriverError(r).into()) }
+    if r == CUresult::CUDA_SUCCESS {
+        Ok(millis)
+    } else {
+        Err(DriverError(r).into())
+    }
 }
