@@ -68,7 +68,7 @@ impl VideoElements {
                 "nvarguscamerasrc sensor-id={sensor_id} ! video/x-raw(memory:NVMM) ! nvvidconv ! video/x-raw ! "
             )),
             (false, _) => Err(format!(
-                "csi:{sensor_id} needs the nvarguscamerasrc element (JetPack's gstreamer1.0-plugins-nvarguscamerasrc, Jetson only); GStreamer does not have it"
+                "csi:{sensor_id} needs the nvarguscamerasrc element (JetPack's nvidia-l4t-gstreamer, Jetson only); GStreamer does not have it"
             )),
             (true, false) => Err(format!(
                 "csi:{sensor_id} needs the nvvidconv element (JetPack's nvidia-l4t-gstreamer) to read the camera's NVMM frames"
