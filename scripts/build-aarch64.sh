@@ -5,6 +5,8 @@
 # multiarch, and the arm64 GStreamer development files.
 #
 #   scripts/build-aarch64.sh            -> $CARGO_TARGET_DIR/aarch64-unknown-linux-gnu/release/morphoscope
+#   scripts/build-aarch64.sh --lib-tests   -> the library's unit-test binary instead; its path
+#                                            is written to .../release/lib-tests.path
 #   SKIP_INSTALL=1 scripts/build-aarch64.sh   (packages already present)
 #
 # libgstreamer-plugins-base1.0-dev cannot be installed for two architectures at once (installing
@@ -56,5 +58,14 @@ export PKG_CONFIG_LIBDIR_aarch64_unknown_linux_gnu="$sysroot$libdir/pkgconfig:$l
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 start=$(date +%s)
+if [ "${1:-}" = --lib-tests ]; then
+  shift
+  path_file="$target_dir/$target/release/lib-tests.path"
+  cargo test --release --locked --target "$target" --no-default-features --lib --no-run "$@" 2>&1 \
+    | tee /dev/stderr | sed -n 's/^ *Executable unittests src\/lib.rs (\(.*\))$/\1/p' > "$path_file"
+  [ -s "$path_file" ] || { echo "build-aarch64: no unit-test binary" >&2; exit 1; }
+  echo "build-aarch64: $(cat "$path_file") ($(( $(date +%s) - start )) s)"
+  exit 0
+fi
 cargo build --release --locked --target "$target" --no-default-features --bin morphoscope "$@"
 echo "build-aarch64: $target_dir/$target/release/morphoscope ($(( $(date +%s) - start )) s)"

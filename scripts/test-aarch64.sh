@@ -9,7 +9,9 @@
 #     components, scikit-image segmentation, linear openings) are compared by the x86 tests with
 #     their own rules (sorting, label permutation), and step 1 makes the aarch64 outputs equal to
 #     the x86 ones bit for bit;
-#  3. a short headless `morphoscope run` of the test source (CPU backend): frames in = frames out.
+#  3. a short headless `morphoscope run` of the test source (CPU backend): frames in = frames out;
+#  4. the library's unit tests (every CPU op against its naive reference, parsing, element
+#     choice; GPU tests skip), cross-built by `scripts/build-aarch64.sh --lib-tests`.
 #
 # Needs scripts/build-aarch64.sh first (the binary and the arm64 libraries) and an x86-64
 # `morphoscope` (built here with `cargo build --bin morphoscope` when missing). Installs Debian's
@@ -130,3 +132,11 @@ if [ "$got" != "$frames" ]; then
   echo "test-aarch64: FAIL run: $frames frames in, $got lines in frames.jsonl" >&2; exit 1
 fi
 echo "test-aarch64: run passed ($frames frames in, $got out; $(( $(date +%s) - start )) s in all)"
+
+echo "== aarch64 (qemu): the library's unit tests"
+SKIP_INSTALL=1 bash scripts/build-aarch64.sh --lib-tests > "$work/lib-tests-build.log" 2>&1 \
+  || { tail -30 "$work/lib-tests-build.log" >&2; exit 1; }
+qemu-aarch64-static "$(cat "$target_dir/aarch64-unknown-linux-gnu/release/lib-tests.path")" --test-threads=2 \
+  2>&1 | grep -E "^test result|FAILED|panicked"
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "test-aarch64: FAIL unit tests under qemu" >&2; exit 1; }
+echo "test-aarch64: all passed ($(( $(date +%s) - start )) s in all)"
