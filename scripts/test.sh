@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (what .ci/run and the README call): every CPU test, the end-to-end
-# CLI tests, and the NVRTC compile check of every kernel for sm_90/sm_87 (NVRTC 13) and sm_72
+# CLI tests, and the NVRTC compile check of every kernel for sm_90/sm_110/sm_87 (NVRTC 13) and sm_72
 # (NVRTC 12) using the wheels that scripts/setup.sh put in .venv-nvrtc. GPU parity tests
 # (tests/gpu.rs) skip here without a GPU; run them on a GPU machine (see BENCHMARKS.md). Last,
 # the viewer's real-window smoke test under Xvfb (scripts/ui_smoke.sh) where xvfb is installed.
@@ -13,7 +13,7 @@ site=$(ls -d "$root"/.venv-nvrtc/lib/python3*/site-packages 2>/dev/null | head -
 nv13="$site/nvidia/cu13/lib"
 nv12="$site/nvidia/cuda_nvrtc/lib"
 if [ -d "$nv13" ]; then export LD_LIBRARY_PATH="$nv13${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-export MORPHOSCOPE_NVRTC_ARCHS="${MORPHOSCOPE_NVRTC_ARCHS:-sm_90,sm_87}"
+export MORPHOSCOPE_NVRTC_ARCHS="${MORPHOSCOPE_NVRTC_ARCHS:-sm_90,sm_110,sm_87}"
 cargo test "$@"
 echo "== GStreamer element: tests and gst-inspect-1.0"
 cargo test -p gst-morphoscope

@@ -1,9 +1,9 @@
 //! CI compile check: every embedded kernel module compiles with NVRTC for the target
-//! architectures: the H100 (sm_90), Jetson Orin (sm_87) and Jetson Xavier (sm_72). Needs only
-//! libnvrtc (the PyPI wheels in CI), no GPU.
+//! architectures: the H100 (sm_90), Jetson Thor (sm_110), Jetson Orin (sm_87) and Jetson Xavier
+//! (sm_72). Needs only libnvrtc (the PyPI wheels in CI), no GPU.
 //!
-//! NVRTC 13 no longer targets sm_72, so CI runs this test twice: with NVRTC 13 for sm_90 and
-//! sm_87, and with NVRTC 12 for sm_72 (`MORPHOSCOPE_NVRTC_ARCHS` names the architectures of a
+//! NVRTC 13 no longer targets sm_72 and NVRTC 12 does not know sm_110, so CI runs this test
+//! twice: with NVRTC 13 for sm_90, sm_110 and sm_87, and with NVRTC 12 for sm_72 (`MORPHOSCOPE_NVRTC_ARCHS` names the architectures of a
 //! run; see `scripts/test.sh`). Architectures the loaded NVRTC does not support are skipped with
 //! a message. Without NVRTC the test skips, unless `MORPHOSCOPE_REQUIRE_NVRTC=1` (set by CI),
 //! which turns every skip into a failure.
@@ -17,7 +17,7 @@ fn required() -> bool {
 
 fn wanted_archs() -> Vec<String> {
     std::env::var("MORPHOSCOPE_NVRTC_ARCHS")
-        .unwrap_or_else(|_| "sm_90,sm_87,sm_72".to_owned())
+        .unwrap_or_else(|_| "sm_90,sm_110,sm_87,sm_72".to_owned())
         .split(',')
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())

@@ -24,13 +24,14 @@ pub fn devices() -> anyhow::Result<ExitCode> {
             for i in 0..n {
                 match context::open_context(i) {
                     Ok((_, info)) => println!(
-                        "cuda:{i}: {} | compute capability {}.{} ({}) | {} SMs | {:.1} GiB",
+                        "cuda:{i}: {} | compute capability {}.{} ({}) | {} SMs | {:.1} GiB{}",
                         info.name,
                         info.compute_capability.0,
                         info.compute_capability.1,
                         info.arch(),
                         info.multiprocessors,
-                        info.total_memory_bytes as f64 / f64::from(1u32 << 30)
+                        info.total_memory_bytes as f64 / f64::from(1u32 << 30),
+                        if info.integrated { " | integrated" } else { "" }
                     ),
                     Err(e) => println!("cuda:{i}: cannot open ({e})"),
                 }

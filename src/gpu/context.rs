@@ -33,6 +33,9 @@ pub struct DeviceInfo {
     pub driver_version: (i32, i32),
     /// NVRTC version, when loadable.
     pub nvrtc_version: Option<(i32, i32)>,
+    /// The GPU shares memory with the host (Jetson): uploads read mapped pinned host memory
+    /// instead of copying into device memory.
+    pub integrated: bool,
 }
 
 impl DeviceInfo {
@@ -84,6 +87,7 @@ fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, GpuError> {
         multiprocessors: ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         driver_version: driver_version()?,
         nvrtc_version: compile::nvrtc_version().ok(),
+        integrated: ctx.attribute(A::CU_DEVICE_ATTRIBUTE_INTEGRATED)? != 0,
     })
 }
 

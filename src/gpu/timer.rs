@@ -4,10 +4,19 @@
 //! times ([`KernelTimer::read`]) needs the stream's work to be complete (the ring reads them
 //! after the slot's `done` event). Events are created with timing enabled (`CU_EVENT_DEFAULT`;
 //! `None` would disable timing) and reused across frames, so steady state allocates nothing.
+//!
+//! The elapsed time is read through [`event_elapsed_millis`], not cudarc's `elapsed_ms`: with
+//! the CUDA 13 bindings cudarc calls `cuEventElapsedTime_v2`, which drivers older than CUDA 12.8
+//! (JetPack 6 ships 12.2 and 12.6) do not export, and a missing symbol panics. The function
+//! takes `_v2` where the driver has it and the original `cuEventElapsedTime` (same signature)
+//! otherwise.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaStream, sys::CUevent_flags};
+use std::sync::OnceLock;
+
+use cudarc::driver::sys::{CUevent, CUevent_flags, CUresult};
+use cudarc::driver::{CudaEvent, CudaStream, DriverError};
 
 use super::error::GpuError;
 
@@ -72,8 +81,44 @@ impl KernelTimer {
         let mut out = Vec::with_capacity(self.used);
         for m in &self.marks[..self.used] {
             m.end.synchronize()?;
-            out.push((m.name, f64::from(m.start.elapsed_ms(&m.end)?)));
+            out.push((m.name, f64::from(event_elapsed_millis(&m.start, &m.end)?)));
         }
         Ok(out)
+    }
+}
+
+type ElapsedFn = unsafe extern "C" fn(*mut f32, CUevent, CUevent) -> CUresult;
+
+/// The driver's elapsed-time entry point: `cuEventElapsedTime_v2` (CUDA 12.8 and later) or
+/// `cuEventElapsedTime` (every CUDA 12 and 13 driver); `None` when the driver has neither.
+fn elapsed_entry_point() -> Option<ElapsedFn> {
+    static ENTRY: OnceLock<Option<ElapsedFn>> = OnceLock::new();
+    *ENTRY.get_or_init(|| {
+        // SAFETY: only called after a context exists, so libcuda is loaded; both symbols have
+        // the signature `CUresult (float*, CUevent, CUevent)` in every CUDA 12 and 13 header.
+        unsafe {
+            let lib = cudarc::driver::sys::culib();
+            lib.get::<ElapsedFn>(b"cuEventElapsedTime_v2\0")
+                .or_else(|_| lib.get::<ElapsedFn>(b"cuEventElapsedTime\0"))
+                .ok()
+                .map(|f| *f)
+        }
+    })
+}
+
+/// Milliseconds between two recorded events of one context (blocks until `end` completes).
+pub fn event_elapsed_millis(start: &CudaEvent, end: &CudaEvent) -> Result<f32, GpuError> {
+    let not_supported = DriverError(CUresult::CUDA_ERROR_NOT_SUPPORTED);
+    let elapsed = elapsed_entry_point().ok_or(not_supported)?;
+    start.context().bind_to_thread()?;
+    end.synchronize()?;
+    let mut millis = 0.0f32;
+    // SAFETY: both events are live (borrowed), recorded with timing enabled, and their context
+    // is current on this thread; `millis` is a valid out-pointer.
+    let r = unsafe { elapsed(&mut millis, start.cu_event(), end.cu_event()) };
+    if r == CUresult::CUDA_SUCCESS {
+        Ok(millis)
+    } else {
+        Err(DriverError(r).into())
     }
 }

@@ -19,10 +19,16 @@
 //!
 //! Buffers are allocated when a slot first sees a frame size/format and reallocated only when
 //! the stream format changes; an allocation failure is `GpuError::OutOfMemory` naming the size.
+//!
+//! On an integrated GPU (Jetson: the device reports `integrated`, host and device share DRAM),
+//! the upload buffer is mapped pinned memory (`cuMemHostAlloc` with `DEVICEMAP`) and the kernels
+//! read the frame from it through its device pointer (`cuMemHostGetDevicePointer`): the frame's
+//! one copy is the one into the pinned buffer, and there is no host-to-device copy.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys::CUevent_flags};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys, sys::CUevent_flags};
 
 use crate::analysis::{Analysis, DeviceFrame, GpuStage, OpSettings};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, launch};
@@ -43,8 +49,22 @@ pub struct SlotFormat {
 struct Buffers {
     format: SlotFormat,
     upload: PinnedHostSlice<u8>,
-    input: CudaSlice<u8>,
+    /// The frame on the device: its own allocation, or `upload` seen through its device
+    /// pointer when `mapped` (never freed as device memory then: see `Drop`).
+    input: ManuallyDrop<CudaSlice<u8>>,
+    mapped: bool,
     gray: CudaSlice<u8>,
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // SAFETY: `input` is taken exactly once, here, and not used afterwards.
+        let input = unsafe { ManuallyDrop::take(&mut self.input) };
+        if self.mapped {
+            // A view of `upload` (freed by its own drop, after this): not a device allocation.
+            let _ = input.leak();
+        }
+    }
 }
 
 /// One frame's worth of device state (see the module docs).
@@ -125,10 +145,12 @@ impl Slot {
             Upload::Gray(g) => copy_into(staging, g.data()),
         };
         let stream = self.stream.clone();
-        self.timer.time(&stream, "upload", || {
-            stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
-            Ok(())
-        })?;
+        if !bufs.mapped {
+            self.timer.time(&stream, "upload", || {
+                stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
+                Ok(())
+            })?;
+        }
         if format.rgb {
             let rgb = DeviceImage::new(&stream, &bufs.input, w, h, 3)?;
             self.timer.time(&stream, "preprocess_rgb_to_gray", || {
@@ -206,10 +228,30 @@ fn to_gpu(e: OpError) -> GpuError {
 fn alloc_buffers(gpu: &GpuContext, stream: &Arc<CudaStream>, f: SlotFormat) -> Result<Buffers, OpError> {
     let (w, h) = (f.width, f.height);
     let in_len = if f.rgb { 3 * w * h } else { w * h }.max(1);
+    let mapped = gpu.info().integrated;
+    let flags = if mapped {
+        sys::CU_MEMHOSTALLOC_WRITECOMBINED | sys::CU_MEMHOSTALLOC_DEVICEMAP
+    } else {
+        sys::CU_MEMHOSTALLOC_WRITECOMBINED
+    };
     // SAFETY: the pinned buffer is fully written (the frame's bytes) before each upload reads it.
-    let upload = unsafe { gpu.cuda().alloc_pinned::<u8>(in_len) }
+    let mut upload = unsafe { gpu.cuda().alloc_pinned_with_flags::<u8>(in_len, flags) }
         .map_err(|e| GpuError::from_alloc(e, "pinned upload buffer", w, h, in_len))?;
-    let input = launch::alloc_zeroed::<u8>(stream, in_len, "input frame", w, h)?;
+    let input = if mapped {
+        let host = upload.as_mut_ptr()?;
+        let mut device_ptr = 0;
+        // SAFETY: `host` is a live DEVICEMAP allocation of this context (bound by the allocation
+        // above); `device_ptr` is a valid out-pointer.
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, host.cast(), 0) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(GpuError::from(cudarc::driver::DriverError(r)).into());
+        }
+        // SAFETY: `device_ptr` addresses the `in_len` bytes of `upload`, which outlives this view
+        // (`Buffers` leaks the view before `upload` is freed).
+        unsafe { stream.upgrade_device_ptr::<u8>(device_ptr, in_len) }
+    } else {
+        launch::alloc_zeroed::<u8>(stream, in_len, "input frame", w, h)?
+    };
     let gray = launch::alloc_zeroed::<u8>(stream, (w * h).max(1), "grey frame", w, h)?;
-    Ok(Buffers { format: f, upload, input, gray })
+    Ok(Buffers { format: f, upload, input: ManuallyDrop::new(input), mapped, gray })
 }

@@ -6,13 +6,17 @@
 //! with the plugin, NVDEC decodes; without it, nothing changes. The decoder actually plugged is
 //! reported by the source ([`super::StreamInfo::decoder`]) and [`kind`] says which it is.
 //!
-//! Jetson's `nvv4l2decoder` is not raised: it outputs NVMM memory that `videoconvert` cannot read.
+//! Jetson's `nvv4l2decoder` (NVDEC through V4L2) is raised the same way, but only where
+//! `nvvidconv` is installed too: it outputs NVMM memory that only `nvvidconv` reads (the source
+//! pipelines put it after the decoder then; see [`super::elements`]).
 
 use std::sync::Once;
 
 use gstreamer as gst;
 use gstreamer::glib::translate::IntoGlib;
 use gstreamer::prelude::*;
+
+use super::elements::VideoElements;
 
 /// NVDEC decoders of GStreamer's nvcodec plugin, by the names its versions register.
 pub const NVDEC_DECODERS: &[&str] = &[
@@ -29,25 +33,32 @@ pub const NVDEC_DECODERS: &[&str] = &[
     "nvh265sldec",
 ];
 
+/// Jetson's NVDEC decoder (JetPack's V4L2 plugin): preferred over every other where present.
+pub const JETSON_DECODER: &str = "nvv4l2decoder";
+
 /// Rank given to NVDEC decoders: above `PRIMARY`, the rank of the software decoders
 /// (`avdec_*`), so decodebin tries NVDEC first and falls back when it refuses a stream.
 const NVDEC_RANK_ABOVE_PRIMARY: i32 = 10;
 
-/// The NVDEC decoders among `registered` (element names), in [`NVDEC_DECODERS`] order: the
-/// ones [`prefer_nvdec`] raises.
+/// The NVDEC decoders among `registered` (element names), preferred first: Jetson's
+/// [`JETSON_DECODER`] where it and `nvvidconv` are registered, then [`NVDEC_DECODERS`] in order:
+/// the ones [`prefer_nvdec`] raises.
 #[must_use]
 pub fn nvdec_among<'a>(registered: impl Fn(&str) -> bool + 'a) -> Vec<&'static str> {
-    NVDEC_DECODERS
-        .iter()
-        .copied()
-        .filter(|n| registered(n))
-        .collect()
+    let jetson = VideoElements::among(&registered).nvv4l2_decodes();
+    let mut out: Vec<&'static str> = if jetson {
+        vec![JETSON_DECODER]
+    } else {
+        Vec::new()
+    };
+    out.extend(NVDEC_DECODERS.iter().copied().filter(|n| registered(n)));
+    out
 }
 
 /// `"NVDEC"` for an NVDEC decoder element, else `"software"`.
 #[must_use]
 pub fn kind(element: &str) -> &'static str {
-    if NVDEC_DECODERS.contains(&element) {
+    if element == JETSON_DECODER || NVDEC_DECODERS.contains(&element) {
         "NVDEC"
     } else {
         "software"
@@ -62,12 +73,16 @@ pub fn prefer_nvdec() -> Vec<&'static str> {
     let raised = nvdec_among(|n| registry.lookup_feature(n).is_some());
     ONCE.call_once(|| {
         let primary = gst::Rank::PRIMARY.into_glib();
+        // Earlier names get higher ranks, so decodebin tries them first.
+        let mut rank =
+            primary + NVDEC_RANK_ABOVE_PRIMARY + i32::try_from(raised.len()).unwrap_or(0);
         for name in &raised {
             if let Some(f) = registry.lookup_feature(name)
-                && f.rank().into_glib() <= primary
+                && f.rank().into_glib() < rank
             {
-                f.set_rank(gst::Rank::from(primary + NVDEC_RANK_ABOVE_PRIMARY));
+                f.set_rank(gst::Rank::from(rank));
             }
+            rank -= 1;
         }
         if raised.is_empty() {
             log::debug!(
@@ -105,6 +120,13 @@ mod tests {
             nvdec_among(|n| with_nvcodec.contains(&n)),
             vec!["nvh264dec", "nvh265dec", "nvav1dec"]
         );
+        let jetson = ["nvv4l2decoder", "nvvidconv", "avdec_h264"];
+        assert_eq!(nvdec_among(|n| jetson.contains(&n)), vec!["nvv4l2decoder"]);
+        assert!(
+            nvdec_among(|n| n == "nvv4l2decoder").is_empty(),
+            "NVMM output needs nvvidconv"
+        );
+        assert_eq!(kind("nvv4l2decoder"), "NVDEC");
         let software_only = ["avdec_h264", "openh264dec", "vp9dec"];
         assert!(nvdec_among(|n| software_only.contains(&n)).is_empty());
         assert_eq!(kind("nvh265dec"), "NVDEC");

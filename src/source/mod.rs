@@ -14,6 +14,7 @@
 //! ([`decoder`] prefers NVDEC when GStreamer's nvcodec plugin registers).
 
 pub mod decoder;
+pub mod elements;
 mod errors;
 mod reader;
 pub mod spec;

@@ -6,10 +6,13 @@
 //! | `path/to/file.mp4` | `uridecodebin uri=file:///abs/path` (checked to exist first) |
 //! | `file://…`, `rtsp://…`, `http(s)://…` | `uridecodebin uri=…` |
 //! | `camera`, `camera:N` | `v4l2src device=/dev/videoN` |
+//! | `csi`, `csi:N` | `nvarguscamerasrc sensor-id=N ! nvvidconv` (Jetson CSI cameras) |
 //! | `test`, `test:PATTERN` | `videotestsrc pattern=PATTERN num-buffers=…` at the test size |
 //! | `… ! appsink name=sink` | the description as given |
 //!
-//! Every built-in form ends in `videoconvert ! appsink name=sink`; the appsink's caps (RGB,
+//! Where Jetson's `nvvidconv` is installed, decoded and camera frames pass through it to system
+//! memory first (see [`super::elements`]). Every built-in form ends in
+//! `videoconvert ! appsink name=sink`; the appsink's caps (RGB,
 //! GRAY8 or GRAY16_LE) are set by [`super::Source`]. Whether a source is live is not decided
 //! here from the scheme but asked of the running pipeline (an `http://` file is not live, an
 //! `rtsp://` stream is).
@@ -17,6 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use super::SourceError;
+use super::elements::VideoElements;
 
 /// A parsed SOURCE string.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +31,8 @@ pub enum SourceSpec {
     Uri(String),
     /// A V4L2 camera `/dev/videoN`.
     Camera(u32),
+    /// A Jetson CSI camera through `nvarguscamerasrc sensor-id=N`.
+    Csi(u32),
     /// GStreamer's videotestsrc with a pattern name (smpte, ball, snow, …).
     Test(String),
     /// A user pipeline description that ends in `appsink name=sink`.
@@ -123,6 +129,14 @@ impl SourceSpec {
                 SourceError::BadSpec(format!("`{s}`: camera index must be a number"))
             });
         }
+        if s == "csi" {
+            return Ok(Self::Csi(0));
+        }
+        if let Some(n) = s.strip_prefix("csi:") {
+            return n.parse().map(Self::Csi).map_err(|_| {
+                SourceError::BadSpec(format!("`{s}`: CSI sensor id must be a number"))
+            });
+        }
         if let Some((scheme, _)) = s.split_once("://") {
             return match scheme {
                 "file" | "rtsp" | "rtsps" | "http" | "https" | "rtmp" | "udp" | "srt" => {
@@ -154,16 +168,31 @@ impl SourceSpec {
         Ok(Self::File(path))
     }
 
-    /// The GStreamer description, without the final caps/appsink part for built-in forms.
+    /// The GStreamer description, without the final caps/appsink part for built-in forms, for
+    /// the elements GStreamer has installed.
     pub fn pipeline_description(&self, test: &TestSourceOptions) -> Result<String, SourceError> {
+        self.pipeline_description_with(test, &VideoElements::installed())
+    }
+
+    /// [`Self::pipeline_description`] for a given set of Jetson elements.
+    pub fn pipeline_description_with(
+        &self,
+        test: &TestSourceOptions,
+        elements: &VideoElements,
+    ) -> Result<String, SourceError> {
         let tail = "videoconvert ! appsink name=sink";
+        let decoded = elements.to_system_memory();
         Ok(match self {
             Self::File(p) => {
                 let abs = std::fs::canonicalize(p).map_err(|e| SourceError::Io(p.clone(), e))?;
-                format!("uridecodebin uri=\"{}\" ! {tail}", file_uri(&abs))
+                format!("uridecodebin uri=\"{}\" ! {decoded}{tail}", file_uri(&abs))
             }
-            Self::Uri(u) => format!("uridecodebin uri=\"{u}\" ! {tail}"),
+            Self::Uri(u) => format!("uridecodebin uri=\"{u}\" ! {decoded}{tail}"),
             Self::Camera(n) => format!("v4l2src device=/dev/video{n} ! {tail}"),
+            Self::Csi(n) => format!(
+                "{}{tail}",
+                elements.csi_camera(*n).map_err(SourceError::BadSpec)?
+            ),
             Self::Test(pattern) => {
                 let TestSourceOptions {
                     width,
@@ -192,6 +221,7 @@ impl std::fmt::Display for SourceSpec {
             Self::File(p) => write!(f, "{}", p.display()),
             Self::Uri(u) => write!(f, "{u}"),
             Self::Camera(n) => write!(f, "camera:{n}"),
+            Self::Csi(n) => write!(f, "csi:{n}"),
             Self::Test(p) => write!(f, "test:{p}"),
             Self::Pipeline(p) => write!(f, "pipeline `{p}`"),
         }
@@ -230,6 +260,9 @@ mod tests {
             SourceSpec::parse("camera:7").unwrap(),
             SourceSpec::Camera(7)
         );
+        assert_eq!(SourceSpec::parse("csi").unwrap(), SourceSpec::Csi(0));
+        assert_eq!(SourceSpec::parse("csi:2").unwrap(), SourceSpec::Csi(2));
+        assert_eq!(SourceSpec::Csi(2).to_string(), "csi:2");
         assert!(matches!(
             SourceSpec::parse("rtsp://h/x").unwrap(),
             SourceSpec::Uri(_)
@@ -250,6 +283,7 @@ mod tests {
             "",
             "test:nope",
             "camera:x",
+            "csi:x",
             "gopher://x",
             "foo:bar",
             "videotestsrc ! fakesink",
@@ -261,6 +295,37 @@ mod tests {
             SourceSpec::parse("/no/such/file.mp4"),
             Err(SourceError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn jetson_elements_shape_the_pipelines() {
+        let test = TestSourceOptions::default();
+        let jetson = VideoElements {
+            nvvidconv: true,
+            nvv4l2decoder: true,
+            nvarguscamerasrc: true,
+        };
+        let uri = SourceSpec::Uri("rtsp://h/x".into());
+        assert_eq!(
+            uri.pipeline_description_with(&test, &jetson).unwrap(),
+            "uridecodebin uri=\"rtsp://h/x\" ! nvvidconv ! video/x-raw ! videoconvert ! appsink name=sink"
+        );
+        assert_eq!(
+            uri.pipeline_description_with(&test, &VideoElements::default())
+                .unwrap(),
+            "uridecodebin uri=\"rtsp://h/x\" ! videoconvert ! appsink name=sink"
+        );
+        assert_eq!(
+            SourceSpec::Csi(1)
+                .pipeline_description_with(&test, &jetson)
+                .unwrap(),
+            "nvarguscamerasrc sensor-id=1 ! video/x-raw(memory:NVMM) ! nvvidconv ! video/x-raw ! videoconvert ! appsink name=sink"
+        );
+        let missing = SourceSpec::Csi(0)
+            .pipeline_description_with(&test, &VideoElements::default())
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("nvarguscamerasrc"), "{missing}");
     }
 
     #[test]
