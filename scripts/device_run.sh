@@ -5,7 +5,7 @@
 #   mkdir -p .device/data/samples && cp assets/samples/*.{jpg,png} .device/data/samples/
 #   plus an H.264 constrained-baseline copy of the clip as .device/data/samples/vtest.mp4 and
 #   one of its frames scaled to 1920x1080 as vtest_1080.png (BENCHMARKS.md says how).
-# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [cpu] [soak N]
+# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [cpu] [streams] [element] [soak N]
 # (SOAK_SIZE=WxH sets the soak's frame size; `cpu` needs .device/bin/morphoscope-before)
 set -uo pipefail
 OUT=${OUT:-/tmp/morphoscope-out}; mkdir -p "$OUT"
@@ -93,6 +93,35 @@ if want cpu; then
     timeout 150 bash .device/run.sh $prog run "$clip" --backend cpu --no-video --quiet --out /tmp/cpu_run_$prog > "$OUT/cpu_run_$prog.log" 2>&1
     echo "-- $prog run --backend cpu --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; grep -E "frames:|error" "$OUT/cpu_run_$prog.log"
   done
+fi
+if want streams; then
+  # Live 1080p streams at 30 fps, one trial per count (STREAM_TRIALS="case:N ..."; cases all1,
+  # noseg1 on GPU 0 and all2, noseg2 over GPUs 0 and 1). The sweep (scripts/bench_streams.sh)
+  # searches from 1; these trials bracket the answer in less device time.
+  echo "== many streams: live 1080p at 30 fps, no frame dropped after the warm-up"
+  for t in ${STREAM_TRIALS:-all1:8 noseg1:16}; do
+    c=${t%:*}; n=${t#*:}; dev=0; extra=()
+    case $c in *2) dev=0,1 ;; esac
+    case $c in noseg*) extra=($off_seg) ;; esac
+    timeout 100 bash .device/run.sh morphoscope bench --source "$clip" --size 1920x1080 --frames 30 --warmup 60 \
+      --fps 30 --seconds 10 --streams "$n" --backend cuda --device "$dev" "${extra[@]}" \
+      --json "$OUT/streams_${c}_$n.json" > "$OUT/streams_${c}_$n.log" 2>&1
+    echo "-- $c, $n streams (rc=$?): $(grep -E "streams at .* fps:" "$OUT/streams_${c}_$n.log" | tail -1)"
+  done
+fi
+if want element; then
+  # The GStreamer element against `morphoscope run` on the same clip (NVDEC decode, tables only).
+  echo "== element: nvh264dec ! morphoscope ! fakesink against morphoscope run"
+  t0=$(date +%s.%N)
+  timeout 120 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --quiet --out /tmp/el_run > "$OUT/element_run.log" 2>&1
+  echo "-- morphoscope run --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall; $(grep -E "frames:" "$OUT/element_run.log")"
+  for draw in false true; do
+    timeout 120 bash .device/run.sh throughput "filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB ! morphoscope name=m backend=cuda draw=$draw ! fakesink sync=false" > "$OUT/element_draw_$draw.log" 2>&1
+    echo "-- element draw=$draw (rc=$?):"; tail -4 "$OUT/element_draw_$draw.log"
+  done
+  t0=$(date +%s.%N)
+  timeout 120 bash .device/run.sh gst-launch-1.0 -e filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB ! morphoscope backend=cuda ! fakesink sync=false > "$OUT/element_launch.log" 2>&1
+  echo "-- gst-launch (rc=$?): $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; tail -2 "$OUT/element_launch.log"
 fi
 # Everything back as one archive (the device tool returns at most 8 files).
 (cd "$OUT" && tar czf /tmp/logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/logs.tgz logs.tgz)
