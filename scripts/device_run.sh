@@ -9,6 +9,7 @@
 # (SOAK_SIZE=WxH sets the soak's frame size; `cpu` needs .device/bin/morphoscope-before)
 set -uo pipefail
 OUT=${OUT:-/tmp/morphoscope-out}; mkdir -p "$OUT"
+for t in .device/*.tar.xz; do [ -f "$t" ] && tar xJf "$t" -C .device && rm -f "$t"; done
 for f in .device/bin/*.xz; do [ -f "$f" ] && xz -d -f "$f"; done
 r() { bash .device/run.sh "$@"; }
 clip=.device/data/samples/vtest.mp4
