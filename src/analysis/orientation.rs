@@ -57,7 +57,7 @@ impl Analysis for Orientation {
         let t = std::time::Instant::now();
         let out = orientation(input.gray.view(), &self.settings)?;
         let colour = out.colour();
-        timings.push(("linear_opening_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+        timings.push(("orientation_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
         Ok(output(&out.angles_deg, &out.spectrum, out.closing, Some(colour)))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {

@@ -271,7 +271,7 @@ impl Analysis for Segmentation {
         let t = std::time::Instant::now();
         let params = self.settings.params();
         let mut out = self.segment_cpu(input, colour_input(input, &self.settings), &params)?;
-        timings.push(("segment_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
+        timings.push(("segmentation_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
         let (width, height) = (input.gray.width(), input.gray.height());
         let labels = Arc::new(std::mem::replace(&mut out.labels, Image::new(0, 0, 0)));
         let raster = raster(&out, labels, width, &self.settings);
@@ -489,7 +489,7 @@ mod tests {
             let mut t = Vec::new();
             let out = a.run_cpu(&frame(rgb), &mut t).unwrap();
             assert_eq!(out.summary["segments"], 2, "rgb={rgb}");
-            assert_eq!(t[0].0, "segment_cpu");
+            assert_eq!(t[0].0, "segmentation_cpu");
             let pic = &draw(&out, &frame(rgb)).expect("no segmentation layer");
             assert_eq!(pic.get(0, 0), if rgb { [20, 10, 0] } else { [20, 20, 20] });
             // Column 7 is the last of the left segment: its right neighbour differs.

@@ -475,7 +475,7 @@ fn time_gpu(
 
 fn fmt_regions(r: &[(&'static str, f64)]) -> String {
     r.iter()
-        .map(|(n, ms)| format!("{}={ms:.3}", n.trim_start_matches("linear_opening_")))
+        .map(|(n, ms)| format!("{}={ms:.3}", n.trim_start_matches("orientation_")))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -80,7 +80,7 @@ fn missing(what: &str) -> OpError {
 
 impl<T: GpuSample> Engine<T> {
     fn new(gpu: &GpuContext) -> Result<Self, OpError> {
-        let name = |what: &str| format!("linear_opening_{what}_{}", T::SUFFIX);
+        let name = |what: &str| format!("orientation_{what}_{}", T::SUFFIX);
         Ok(Self {
             lines: gpu.function("orientation", &name("lines"))?,
             lines_spill: gpu.function("orientation", &name("lines_spill"))?,
