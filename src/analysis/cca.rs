@@ -157,10 +157,10 @@ impl Analysis for Cca {
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
-    fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
+    fn finish(&mut self, output: OpOutput, frame: &FrameMeta) -> OpOutput {
         let Some(Labeled { table, grey }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
-        // `FrameMeta` carries no timestamp: the tracker's clock runs on `tracker.frame_rate`.
-        let tracked = self.tracker.update(table, grey, None);
+        // Durations and velocities follow the timestamps; `tracker.frame_rate` stands in without.
+        let tracked = self.tracker.update(table, grey, frame.pts_nanos);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -273,7 +273,7 @@ mod tests {
         let mut cca = Cca::new(&settings).unwrap();
         let mut run = |f: FrameInput| {
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            let meta = FrameMeta { index: f.index, pts_nanos: None, width: f.gray.width(), height: f.gray.height() };
             cca.finish(out, &meta)
         };
         for i in 0..8 {
@@ -290,6 +290,30 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].area, 36, "area of the lost track");
         assert_eq!(out.summary["components"], 0);
+    }
+
+    #[test]
+    fn track_velocities_follow_the_frame_timestamps() {
+        // The square moves 1 px a frame: 25 px/s at the default `frame_rate` without timestamps,
+        // 10 px/s with frames 100 ms apart.
+        for (pts_step, expected) in [(None, 25.0), (Some(100_000_000u64), 10.0)] {
+            let mut settings = OpSettings::default();
+            settings.cca.source = Source::Frame;
+            let mut cca = Cca::new(&settings).unwrap();
+            let mut speed = 0.0;
+            for i in 0..30 {
+                let f = frame(i, Some(10 + i as usize));
+                let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
+                let meta = FrameMeta { index: f.index, pts_nanos: pts_step.map(|s| i * s), width: f.gray.width(), height: f.gray.height() };
+                let out = cca.finish(out, &meta);
+                if let OpData::Tracks(t) = &out.data
+                    && let Some(t) = t.first()
+                {
+                    speed = t.velocity[0];
+                }
+            }
+            assert!((speed - expected).abs() < 0.5, "{pts_step:?}: {speed} px/s, expected {expected}");
+        }
     }
 
     #[test]
@@ -312,7 +336,7 @@ mod tests {
         for i in 0..12 {
             let f = frame(i);
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            let meta = FrameMeta { index: f.index, pts_nanos: None, width: f.gray.width(), height: f.gray.height() };
             let out = cca.finish(out, &meta);
             for (file, r) in out.records {
                 if file == "tracks.csv" {
