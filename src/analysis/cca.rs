@@ -7,7 +7,7 @@
 //! confirmed it) and `components.jsonl` (the component table of each frame with track ids, plus
 //! `merges` — components holding several tracks — and `backfill` — earlier frames' components of
 //! tracks confirmed in this frame — when there are any). The tracker's appearance includes each
-//! component's mean grey level on the CPU path, where the frame is on the host.
+//! component's mean grey level, from the grey sum both backends add to the component table.
 //!
 //! The motion background lives on the device in one buffer handed from slot to slot: each
 //! slot's stage takes it from a shared cell before enqueueing its frame and puts it back after,
@@ -23,9 +23,7 @@ use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpDat
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::ccl::gpu::GpuBackground;
-use crate::ops::ccl::binarize::is_foreground;
 use crate::ops::ccl::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
-use crate::track::appearance::mean_grey_levels;
 use crate::track::{TrackState, Tracker};
 
 /// `[cca]`
@@ -110,16 +108,13 @@ fn id_colour(id: u64) -> [u8; 4] {
 }
 
 /// What `run_cpu` and the GPU stage hand to `finish` (the label image is not needed by the
-/// tracker): the component table, and each component's mean grey level for the tracker's
-/// appearance (measured from the host frame on the CPU path; empty on the GPU path, where the
-/// frame stays on the device).
+/// tracker): the component table.
 struct Labeled {
     table: ComponentTable,
-    grey: Vec<Option<f64>>,
 }
 
-fn payload_output(table: ComponentTable, grey: Vec<Option<f64>>) -> OpOutput {
-    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table, grey })), ..Default::default() }
+fn payload_output(table: ComponentTable) -> OpOutput {
+    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table })), ..Default::default() }
 }
 
 impl Analysis for Cca {
@@ -150,17 +145,19 @@ impl Analysis for Cca {
             Some(g16) => self.cpu.process(g16.view(), &p)?,
             None => self.cpu.process(input.gray.view(), &p)?,
         };
-        let grey = self.mean_grey_levels(&out.table, input);
         timings.push(("ccl_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(payload_output(out.table, grey))
+        Ok(payload_output(out.table))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { ccl: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
     fn finish(&mut self, output: OpOutput, frame: &FrameMeta) -> OpOutput {
-        let Some(Labeled { table, grey }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
+        let Some(Labeled { table }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
+        // The tracker's appearance: each tracked component's mean grey level.
+        let min_area = self.tracker.params().min_area;
+        let grey: Vec<Option<f64>> = table.components.iter().map(|c| (c.area >= min_area).then(|| c.mean_grey())).collect();
         // Durations and velocities follow the timestamps; `tracker.frame_rate` stands in without.
-        let tracked = self.tracker.update(table, grey, frame.pts_nanos);
+        let tracked = self.tracker.update(table, &grey, frame.pts_nanos);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -215,21 +212,6 @@ impl Analysis for Cca {
     }
 }
 
-impl Cca {
-    /// Mean grey level of each detection for the tracker's appearance: over the box pixels on
-    /// the foreground side of the threshold when the components come from thresholding this
-    /// 8-bit frame, over the whole box otherwise (motion source, 16-bit frames).
-    fn mean_grey_levels(&self, table: &ComponentTable, input: &FrameInput) -> Vec<Option<f64>> {
-        let min_area = self.tracker.params().min_area;
-        let (t, polarity) = (table.threshold, self.settings.polarity);
-        if self.settings.source == Source::Frame && input.gray16.is_none() {
-            mean_grey_levels(table, input.gray.view(), min_area, |v| is_foreground(u32::from(v), t, polarity))
-        } else {
-            mean_grey_levels(table, input.gray.view(), min_area, |_| true)
-        }
-    }
-}
-
 /// One ring slot's labeling buffers.
 struct CcaStage {
     ccl: CclGpu,
@@ -249,7 +231,7 @@ impl GpuStage for CcaStage {
         r
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
-        Ok(payload_output(self.ccl.download_table(stream)?, Vec::new()))
+        Ok(payload_output(self.ccl.download_table(stream)?))
     }
 }
 
