@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn grey_sums_are_the_frame_over_each_components_pixels() {
         // Pseudo-random grey frame, thresholded, 8- and 16-bit (the high byte counts).
-        let g = Image::from_fn(37, 23, |x, y| ((x * 2_654_435_761 ^ y * 40_503).wrapping_mul(2_246_822_519) >> 13) as u8);
+        let g = Image::from_fn(37, 23, |x, y| (((x * 2_654_435_761) ^ (y * 40_503)).wrapping_mul(2_246_822_519) >> 13) as u8);
         let g16 = Image::from_fn(37, 23, |x, y| u16::from(g.view().row(y)[x]) * 256 + (x as u16 % 200));
         let p = CclParams { threshold: Threshold::Fixed(200), connectivity: 8, ..CclParams::default() };
         let out = ccl_cpu(g.view(), &p).unwrap();
