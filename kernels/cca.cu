@@ -14,8 +14,10 @@
 //          i.e. the component's first pixel in raster order. After renumbering, a root holds
 //          CCL_FLAG | final_label.
 //   labels u32 per pixel: the output label image (0 background, 1..n raster order).
-//   feats  8 x u64 per component (index label-1): area, Σx, Σy, Σx², Σxy, Σy², then u32
-//          min_x, max_x, min_y, max_y (keep in sync with FEAT_WORDS and decode in gpu.rs).
+//   feats  9 x u64 per component (index label-1): area, Σx, Σy, Σx², Σxy, Σy², then u32
+//          min_x, max_x, min_y, max_y, then Σg, the frame's grey level over the component
+//          (64-bit: a 4K frame of 255s is past 32 bits) (keep in sync with FEAT_WORDS and
+//          decode in gpu.rs).
 //   info   u32[4]: [0] component count n, [1] threshold used.
 //
 // Segments (Alg. 1/7): a segment is a maximal run of set bits; inside one 64-pixel chunk, lane t
@@ -56,6 +58,8 @@
 //                        __shfl_sync's it to the lanes of its segment (Alg. 5).
 //   cca_features         one warp per band of `rows` rows x FEAT_PIECE words: the lane of each
 //                        chunk start forms the run's closed-form sums (Alg. 6 + Σx², Σxy, Σy²);
+//                        the run's grey sum is a difference of a warp scan of the lanes' pair
+//                        sums (a pixel pair never holds pixels of two runs);
 //                        a 32-slot per-warp cache (one slot per lane) merges runs of the same
 //                        label inside the band before flushing to the table with atomics, which
 //                        keeps atomic contention on large components low.
@@ -65,7 +69,7 @@
 #define CCL_FLAG 0x80000000u
 #define CCL_NONE 0xffffffffu
 #define STRIP_H 4
-#define FEAT_WORDS 8
+#define FEAT_WORDS 9
 #define FEAT_PIECE 8
 #define STRIP_PIECE 8
 
@@ -451,6 +455,7 @@ extern "C" __global__ void cca_label_roots(const u64* __restrict__ roots, const 
                     rec[0] = 0; rec[1] = 0; rec[2] = 0; rec[3] = 0; rec[4] = 0; rec[5] = 0;
                     rec[6] = x | (x << 32);
                     rec[7] = (u64)y | ((u64)y << 32);
+                    rec[8] = 0;
                 }
             }
             running += __shfl_sync(FULL_MASK, incl, 31);
@@ -498,7 +503,7 @@ extern "C" __global__ void cca_relabel(const u64* __restrict__ bits, const u32* 
 
 struct Slot {
     u32 label, area, min_x, max_x, max_y;
-    u64 sx, sxx, sy, sxy, syy;
+    u64 sx, sxx, sy, sxy, syy, sg;
 };
 
 __device__ __forceinline__ void flush_slot(u64* feats, const Slot& s) {
@@ -509,6 +514,7 @@ __device__ __forceinline__ void flush_slot(u64* feats, const Slot& s) {
     atomicAdd((unsigned long long*)rec + 3, (unsigned long long)s.sxx);
     atomicAdd((unsigned long long*)rec + 4, (unsigned long long)s.sxy);
     atomicAdd((unsigned long long*)rec + 5, (unsigned long long)s.syy);
+    atomicAdd((unsigned long long*)rec + 8, (unsigned long long)s.sg);
     u32* r32 = (u32*)rec;
     atomicMin(r32 + 12, s.min_x);
     atomicMax(r32 + 13, s.max_x);
@@ -516,8 +522,9 @@ __device__ __forceinline__ void flush_slot(u64* feats, const Slot& s) {
 }
 
 // One warp per block of `rows` rows x FEAT_PIECE words, rows outer, words inner.
-extern "C" __global__ void cca_features(const u64* __restrict__ bits, const u32* __restrict__ labels, u64* feats,
-                                        int width, int height, int wpr, int rows) {
+extern "C" __global__ void cca_features(const u64* __restrict__ bits, const u32* __restrict__ labels,
+                                        const u8* __restrict__ frame, u64* feats, int width, int height,
+                                        int wpr, int rows) {
     const int lane = threadIdx.x & 31;
     const int p0 = 2 * lane;
     const u32 pieces = ((u32)wpr + FEAT_PIECE - 1) / FEAT_PIECE;
@@ -530,20 +537,29 @@ extern "C" __global__ void cca_features(const u64* __restrict__ bits, const u32*
         const u32 c_end = c_begin + FEAT_PIECE < (u32)wpr ? c_begin + FEAT_PIECE : (u32)wpr;
         const u32 y_begin = band * (u32)rows;
         const u32 y_end = y_begin + (u32)rows < (u32)height ? y_begin + (u32)rows : (u32)height;
-        Slot slot = {0u, 0u, 0u, 0u, 0u, 0ull, 0ull, 0ull, 0ull, 0ull};
+        Slot slot = {0u, 0u, 0u, 0u, 0u, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};
         int victim = 0;
         for (u32 y = y_begin; y < y_end; ++y)
         for (u32 c = c_begin; c < c_end; ++c) {
             const u64 w = bits[(size_t)y * wpr + c];
             if (w == 0ull) continue;
             const u32 sb = (u32)(chunk_starts(w) >> p0) & 3u;
-            u32 lab = 0, x0 = 0, n = 0;
+            // Grey of this lane's pixel pair (set bits only: they lie inside the row).
+            const size_t k0 = (size_t)y * width + c * 64u + (u32)p0;
+            const u32 pg = (((w >> p0) & 1ull) ? (u32)frame[k0] : 0u) +
+                           (((w >> (p0 + 1)) & 1ull) ? (u32)frame[k0 + 1] : 0u);
+            const u32 pg_incl = warp_inclusive_scan(pg);
+            u32 lab = 0, x0 = 0, n = 0, end_lane = (u32)lane;
             if (sb) {
                 const int p = pair_pos(p0, sb);
+                const int e = run_end64(w, p);
                 x0 = c * 64u + (u32)p;
-                n = (u32)(run_end64(w, p) - p + 1);
+                n = (u32)(e - p + 1);
+                end_lane = (u32)e >> 1;
                 lab = labels[(size_t)y * width + x0];
             }
+            // The run covers pairs lane..end_lane: its grey sum is their part of the scan.
+            const u32 g = __shfl_sync(FULL_MASK, pg_incl, end_lane) - (pg_incl - pg);
             u32 todo = __ballot_sync(FULL_MASK, sb != 0u);
             while (todo) {
                 const int j = __ffs(todo) - 1;
@@ -551,6 +567,7 @@ extern "C" __global__ void cca_features(const u64* __restrict__ bits, const u32*
                 const u32 L_ = __shfl_sync(FULL_MASK, lab, j);
                 const u32 X0 = __shfl_sync(FULL_MASK, x0, j);
                 const u32 N = __shfl_sync(FULL_MASK, n, j);
+                const u64 G = __shfl_sync(FULL_MASK, g, j);
                 const u32 X1 = X0 + N - 1u;
                 const u64 yy = y;
                 const u64 sx = ((u64)X0 + (u64)X1) * (u64)N / 2ull;
@@ -564,6 +581,7 @@ extern "C" __global__ void cca_features(const u64* __restrict__ bits, const u32*
                         slot.sy += yy * N;
                         slot.sxy += yy * sx;
                         slot.syy += yy * yy * N;
+                        slot.sg += G;
                         slot.min_x = X0 < slot.min_x ? X0 : slot.min_x;
                         slot.max_x = X1 > slot.max_x ? X1 : slot.max_x;
                         slot.max_y = y;  // rows are visited in increasing order
@@ -578,6 +596,7 @@ extern "C" __global__ void cca_features(const u64* __restrict__ bits, const u32*
                         slot.sy = yy * N;
                         slot.sxy = yy * sx;
                         slot.syy = yy * yy * N;
+                        slot.sg = G;
                         slot.min_x = X0;
                         slot.max_x = X1;
                         slot.max_y = y;

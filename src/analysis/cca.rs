@@ -7,7 +7,7 @@
 //! confirmed it) and `components.jsonl` (the component table of each frame with track ids, plus
 //! `merges` — components holding several tracks — and `backfill` — earlier frames' components of
 //! tracks confirmed in this frame — when there are any). The tracker's appearance includes each
-//! component's mean grey level on the CPU path, where the frame is on the host.
+//! component's mean grey level, from the grey sum both backends add to the component table.
 //!
 //! The motion background lives on the device in one buffer handed from slot to slot: each
 //! slot's stage takes it from a shared cell before enqueueing its frame and puts it back after,
@@ -23,9 +23,7 @@ use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpDat
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::cca::gpu::GpuBackground;
-use crate::ops::cca::binarize::is_foreground;
 use crate::ops::cca::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
-use crate::track::appearance::mean_grey_levels;
 use crate::track::{TrackState, Tracker};
 
 /// `[cca]`
@@ -110,16 +108,13 @@ fn id_colour(id: u64) -> [u8; 4] {
 }
 
 /// What `run_cpu` and the GPU stage hand to `finish` (the label image is not needed by the
-/// tracker): the component table, and each component's mean grey level for the tracker's
-/// appearance (measured from the host frame on the CPU path; empty on the GPU path, where the
-/// frame stays on the device).
+/// tracker): the component table.
 struct Labeled {
     table: ComponentTable,
-    grey: Vec<Option<f64>>,
 }
 
-fn payload_output(table: ComponentTable, grey: Vec<Option<f64>>) -> OpOutput {
-    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table, grey })), ..Default::default() }
+fn payload_output(table: ComponentTable) -> OpOutput {
+    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table })), ..Default::default() }
 }
 
 impl Analysis for Cca {
@@ -150,17 +145,19 @@ impl Analysis for Cca {
             Some(g16) => self.cpu.process(g16.view(), &p)?,
             None => self.cpu.process(input.gray.view(), &p)?,
         };
-        let grey = self.mean_grey_levels(&out.table, input);
         timings.push(("cca_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(payload_output(out.table, grey))
+        Ok(payload_output(out.table))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage { cca: CclGpu::new(gpu)?, background: self.background.clone() })))
     }
-    fn finish(&mut self, output: OpOutput, _frame: &FrameMeta) -> OpOutput {
-        let Some(Labeled { table, grey }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
-        // `FrameMeta` carries no timestamp: the tracker's clock runs on `tracker.frame_rate`.
-        let tracked = self.tracker.update(table, grey, None);
+    fn finish(&mut self, output: OpOutput, frame: &FrameMeta) -> OpOutput {
+        let Some(Labeled { table }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
+        // The tracker's appearance: each tracked component's mean grey level.
+        let min_area = self.tracker.params().min_area;
+        let grey: Vec<Option<f64>> = table.components.iter().map(|c| (c.area >= min_area).then(|| c.mean_grey())).collect();
+        // Durations and velocities follow the timestamps; `tracker.frame_rate` stands in without.
+        let tracked = self.tracker.update(table, &grey, frame.pts_nanos);
         let mut shapes = Vec::new();
         let mut tracks = Vec::new();
         for c in &tracked.table.components {
@@ -215,21 +212,6 @@ impl Analysis for Cca {
     }
 }
 
-impl Cca {
-    /// Mean grey level of each detection for the tracker's appearance: over the box pixels on
-    /// the foreground side of the threshold when the components come from thresholding this
-    /// 8-bit frame, over the whole box otherwise (motion source, 16-bit frames).
-    fn mean_grey_levels(&self, table: &ComponentTable, input: &FrameInput) -> Vec<Option<f64>> {
-        let min_area = self.tracker.params().min_area;
-        let (t, polarity) = (table.threshold, self.settings.polarity);
-        if self.settings.source == Source::Frame && input.gray16.is_none() {
-            mean_grey_levels(table, input.gray.view(), min_area, |v| is_foreground(u32::from(v), t, polarity))
-        } else {
-            mean_grey_levels(table, input.gray.view(), min_area, |_| true)
-        }
-    }
-}
-
 /// One ring slot's labeling buffers.
 struct CcaStage {
     cca: CclGpu,
@@ -249,7 +231,7 @@ impl GpuStage for CcaStage {
         r
     }
     fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
-        Ok(payload_output(self.cca.download_table(stream)?, Vec::new()))
+        Ok(payload_output(self.cca.download_table(stream)?))
     }
 }
 
@@ -273,7 +255,7 @@ mod tests {
         let mut cca = Cca::new(&settings).unwrap();
         let mut run = |f: FrameInput| {
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            let meta = FrameMeta { index: f.index, pts_nanos: None, width: f.gray.width(), height: f.gray.height() };
             cca.finish(out, &meta)
         };
         for i in 0..8 {
@@ -290,6 +272,30 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].area, 36, "area of the lost track");
         assert_eq!(out.summary["components"], 0);
+    }
+
+    #[test]
+    fn track_velocities_follow_the_frame_timestamps() {
+        // The square moves 1 px a frame: 25 px/s at the default `frame_rate` without timestamps,
+        // 10 px/s with frames 100 ms apart.
+        for (pts_step, expected) in [(None, 25.0), (Some(100_000_000u64), 10.0)] {
+            let mut settings = OpSettings::default();
+            settings.cca.source = Source::Frame;
+            let mut cca = Cca::new(&settings).unwrap();
+            let mut speed = 0.0;
+            for i in 0..30 {
+                let f = frame(i, Some(10 + i as usize));
+                let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
+                let meta = FrameMeta { index: f.index, pts_nanos: pts_step.map(|s| i * s), width: f.gray.width(), height: f.gray.height() };
+                let out = cca.finish(out, &meta);
+                if let OpData::Tracks(t) = &out.data
+                    && let Some(t) = t.first()
+                {
+                    speed = t.velocity[0];
+                }
+            }
+            assert!((speed - expected).abs() < 0.5, "{pts_step:?}: {speed} px/s, expected {expected}");
+        }
     }
 
     #[test]
@@ -312,7 +318,7 @@ mod tests {
         for i in 0..12 {
             let f = frame(i);
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: f.index, width: f.gray.width(), height: f.gray.height() };
+            let meta = FrameMeta { index: f.index, pts_nanos: None, width: f.gray.width(), height: f.gray.height() };
             let out = cca.finish(out, &meta);
             for (file, r) in out.records {
                 if file == "tracks.csv" {

@@ -118,6 +118,8 @@ impl DeviceFrame<'_> {
 pub struct FrameMeta {
     /// Frame index from the source.
     pub index: u64,
+    /// Presentation timestamp from the source, ns, when it gives one.
+    pub pts_nanos: Option<u64>,
     /// Width in pixels.
     pub width: usize,
     /// Height in pixels.

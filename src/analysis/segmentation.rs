@@ -547,7 +547,7 @@ mod tests {
         };
         let mut run = |input: &FrameInput| {
             let out = a.run_cpu(input, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: input.index, width: input.gray.width(), height: input.gray.height() };
+            let meta = FrameMeta { index: input.index, pts_nanos: None, width: input.gray.width(), height: input.gray.height() };
             a.finish(out, &meta)
         };
         // Before any segmentation a skipped frame has no overlay.

@@ -58,7 +58,7 @@ pub struct TrackInfo {
     pub area: u64,
     /// Centroid (x, y).
     pub position: [f32; 2],
-    /// Velocity in pixels per frame.
+    /// Velocity in pixels per second.
     pub velocity: [f32; 2],
     /// Bounding box (left, top, width, height).
     pub bbox: [f32; 4],

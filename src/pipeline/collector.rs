@@ -71,7 +71,7 @@ impl Collector {
                 let t = Instant::now();
                 let mut frame = AnalysedFrame {
                     index: f.meta.index,
-                    pts_nanos: f.pts_nanos,
+                    pts_nanos: f.meta.pts_nanos,
                     width: f.meta.width,
                     height: f.meta.height,
                     gray: Some(input.gray),
@@ -96,7 +96,6 @@ impl Collector {
                     let _ = free.send(slot); // the worker may have stopped: the slot is dropped
                 }
                 let mut frame = r?;
-                frame.pts_nanos = f.pts_nanos;
                 frame.timings.queue_wait_ms = f.queue_wait_ms;
                 frame.timings.latency_ms = f.received.elapsed().as_secs_f64() * 1e3;
                 Ok(frame)
@@ -139,7 +138,7 @@ impl Collector {
         let download_ms = t_down.elapsed().as_secs_f64() * 1e3;
         let mut frame = AnalysedFrame {
             index: meta.index,
-            pts_nanos: None,
+            pts_nanos: meta.pts_nanos,
             width: meta.width,
             height: meta.height,
             gray: None,

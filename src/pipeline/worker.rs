@@ -26,7 +26,6 @@ use crate::source::Frame;
 /// A frame on its way from the worker to the collector.
 pub(super) struct InFlight {
     pub meta: FrameMeta,
-    pub pts_nanos: Option<u64>,
     pub received: Instant,
     pub queue_wait_ms: f64,
     pub settings: Arc<OpSettings>,
@@ -187,7 +186,7 @@ fn worker_loop(mut st: WorkerState, mut engine: Engine) {
 fn start_frame(st: &mut WorkerState, engine: &mut Engine, frame: Frame, received: Instant) -> Result<InFlight, OpError> {
     let queue_wait_ms = received.elapsed().as_secs_f64() * 1e3;
     let (w, h) = frame.image.size();
-    let meta = FrameMeta { index: frame.index, width: w, height: h };
+    let meta = FrameMeta { index: frame.index, pts_nanos: frame.pts_nanos, width: w, height: h };
     let work = match engine {
         Engine::Cpu { analyses } => {
             let t0 = Instant::now();
@@ -210,7 +209,7 @@ fn start_frame(st: &mut WorkerState, engine: &mut Engine, frame: Frame, received
             Work::Cuda { slot, rgb: enq.rgb }
         }
     };
-    Ok(InFlight { meta, pts_nanos: frame.pts_nanos, received, queue_wait_ms, settings: st.settings.clone(), style: st.style.clone(), work })
+    Ok(InFlight { meta, received, queue_wait_ms, settings: st.settings.clone(), style: st.style.clone(), work })
 }
 
 /// Grey (and colour) views of a frame for the CPU analyses.

@@ -1,9 +1,10 @@
 //! Constant-velocity Kalman filters for track state.
 //!
 //! Each tracked quantity (centroid x, centroid y, box width, box height) has its own
-//! two-state filter `[position, velocity]` with unit time step:
-//! `F = [[1, 1], [0, 1]]`, `H = [1, 0]`, process noise of a piecewise-constant white
-//! acceleration `Q = σa² · [[1/4, 1/2], [1/2, 1]]`, measurement noise `R = σm²`. The axes are
+//! two-state filter `[position, velocity]` with a time step `dt` in frames of the stream's rate
+//! (1 for each frame at a steady rate, more across a gap of dropped frames):
+//! `F = [[1, dt], [0, 1]]`, `H = [1, 0]`, process noise of a piecewise-constant white
+//! acceleration `Q = σa² · [[dt⁴/4, dt³/2], [dt³/2, dt²]]`, measurement noise `R = σm²`. The axes are
 //! independent under this model (block-diagonal covariance), so the 8-state box filter is four
 //! exact 2-state filters — no matrix library needed.
 
@@ -26,15 +27,20 @@ impl Kalman1 {
         }
     }
 
-    /// One time step: `x = F x`, `P = F P Fᵀ + Q` with acceleration variance `q`.
-    pub fn predict(&mut self, q: f64) {
+    /// One time step of `dt` frames: `x = F x`, `P = F P Fᵀ + Q` with acceleration variance
+    /// `q`.
+    pub fn predict(&mut self, q: f64, dt: f64) {
         let [p, v] = self.x;
-        self.x = [p + v, v];
+        self.x = [p + v * dt, v];
         let [[a, b], [_, d]] = self.p;
-        // F P Fᵀ for F = [[1,1],[0,1]].
-        let a2 = a + 2.0 * b + d;
-        let b2 = b + d;
-        self.p = [[a2 + 0.25 * q, b2 + 0.5 * q], [b2 + 0.5 * q, d + q]];
+        // F P Fᵀ for F = [[1,dt],[0,1]].
+        let a2 = a + 2.0 * dt * b + dt * dt * d;
+        let b2 = b + dt * d;
+        let (dt2, dt3) = (dt * dt, dt * dt * dt);
+        self.p = [
+            [a2 + 0.25 * dt2 * dt2 * q, b2 + 0.5 * dt3 * q],
+            [b2 + 0.5 * dt3 * q, d + dt2 * q],
+        ];
     }
 
     /// Measurement update with position `z` of variance `r`.
@@ -80,10 +86,10 @@ impl BoxFilter {
         }
     }
 
-    /// Predicts one frame ahead (sizes are kept positive).
-    pub fn predict(&mut self, q: f64) {
+    /// Predicts `dt` frames ahead (sizes are kept positive).
+    pub fn predict(&mut self, q: f64, dt: f64) {
         for a in &mut self.axes {
-            a.predict(q);
+            a.predict(q, dt);
         }
         for a in &mut self.axes[2..] {
             a.x[0] = a.x[0].max(1.0);
@@ -146,11 +152,11 @@ mod tests {
     fn converges_to_constant_velocity() {
         let mut k = Kalman1::new(0.0, 1.0, 100.0);
         for t in 1..40 {
-            k.predict(0.01);
+            k.predict(0.01, 1.0);
             k.update(3.0 * f64::from(t) + 5.0, 1.0);
         }
         assert!((k.vel() - 3.0).abs() < 0.05, "velocity {}", k.vel());
-        k.predict(0.01);
+        k.predict(0.01, 1.0);
         assert!((k.pos() - (3.0 * 40.0 + 5.0)).abs() < 0.5);
         // Covariance stays symmetric positive.
         assert!(
@@ -159,24 +165,52 @@ mod tests {
     }
 
     #[test]
+    fn a_long_step_equals_as_many_unit_steps_without_noise() {
+        let mut one = Kalman1::new(4.0, 2.0, 9.0);
+        one.x[1] = 1.5;
+        let mut many = one;
+        one.predict(0.0, 3.0);
+        for _ in 0..3 {
+            many.predict(0.0, 1.0);
+        }
+        assert_eq!(one.x, many.x);
+        for r in 0..2 {
+            for c in 0..2 {
+                assert!(
+                    (one.p[r][c] - many.p[r][c]).abs() < 1e-12,
+                    "{:?} {:?}",
+                    one.p,
+                    many.p
+                );
+            }
+        }
+        // Process noise grows with the step: a longer gap leaves the position less certain.
+        let mut short = Kalman1::new(0.0, 1.0, 1.0);
+        let mut long = short;
+        short.predict(1.0, 1.0);
+        long.predict(1.0, 2.0);
+        assert!(long.p[0][0] > short.p[0][0] + 4.0);
+    }
+
+    #[test]
     fn box_filter_round_trip() {
         let mut b = BoxFilter::new([10.0, 20.0, 5.0, 7.0], 1.0, 25.0);
         assert_eq!(b.bbox(), [8.0, 17.0, 5.0, 7.0]);
         for t in 1..20 {
-            b.predict(0.1);
+            b.predict(0.1, 1.0);
             b.update([10.0 + 2.0 * f64::from(t), 20.0, 5.0, 7.0], 1.0);
         }
         assert!((b.velocity()[0] - 2.0).abs() < 0.1);
         assert!(b.velocity()[1].abs() < 1e-9);
         // A shrinking box, then held: the size stays whatever the predictions.
         for t in 1..10 {
-            b.predict(0.1);
+            b.predict(0.1, 1.0);
             b.update([48.0, 20.0, 5.0 - 0.4 * f64::from(t), 7.0], 1.0);
         }
         assert!(b.axes[2].vel() < -0.2);
         b.hold_size([5.0, 7.0]);
         for _ in 0..20 {
-            b.predict(0.1);
+            b.predict(0.1, 1.0);
         }
         assert_eq!([b.bbox()[2], b.bbox()[3]], [5.0, 7.0]);
         // Centroid-only updates leave the size alone.

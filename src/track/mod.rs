@@ -84,7 +84,7 @@ pub struct TrackReport {
     pub bbox: [f64; 4],
     /// Filtered centroid `[x, y]`.
     pub centroid: [f64; 2],
-    /// Velocity `[vx, vy]`, pixels per frame.
+    /// Velocity `[vx, vy]`, pixels per second.
     pub velocity: [f64; 2],
     /// Label of the component matched in this frame (shared with other tracks when merged).
     pub component: Option<u32>,
@@ -94,7 +94,8 @@ pub struct TrackReport {
     pub age: u32,
     /// Frames the track was matched alone to a component.
     pub hits: u32,
-    /// Consecutive frames without a component of its own (lost or merged).
+    /// Time without a component of its own (lost or merged), in frames at the stream's rate
+    /// (dropped frames count).
     pub misses: u32,
     /// Recent filtered centroids, oldest first (for the overlay).
     pub trail: Vec<[f32; 2]>,

@@ -3,7 +3,10 @@
 //! Durations are set in seconds and turned into frames with the stream's frame rate, so the
 //! same settings hold at 15, 25 or 60 fps. The frame rate comes from the frames' presentation
 //! timestamps when the source gives them ([`FrameClock::tick`] with `Some(pts)`: the median of
-//! the recent intervals), else from `frame_rate`. Distances are in pixels.
+//! the recent intervals), else from `frame_rate`. Each frame also advances the clock by its
+//! [`FrameClock::step`]: the time since the previous frame in frames of that rate, 1 at a steady
+//! rate and more after a stretch of dropped frames, so that durations and motion follow the
+//! time that really passed. Distances are in pixels.
 
 use serde::{Deserialize, Serialize};
 
@@ -140,6 +143,7 @@ pub struct FrameClock {
     default_fps: f64,
     last_pts: Option<u64>,
     intervals: std::collections::VecDeque<u64>,
+    step: f64,
 }
 
 impl FrameClock {
@@ -150,6 +154,7 @@ impl FrameClock {
             default_fps,
             last_pts: None,
             intervals: std::collections::VecDeque::new(),
+            step: 1.0,
         }
     }
 
@@ -158,21 +163,36 @@ impl FrameClock {
         self.default_fps = fps;
     }
 
-    /// Records a new frame and its timestamp, if any. Intervals that are not positive or longer
-    /// than a second (seeks, gaps) are ignored.
+    /// Records a new frame and its timestamp, if any. The frame-rate estimate ignores
+    /// intervals that are not positive or longer than a second (seeks, gaps); the step counts
+    /// every positive interval up to `TUNING.max_step_seconds`, and
+    /// one frame otherwise.
     pub fn tick(&mut self, pts_nanos: Option<u64>) {
-        if let Some(pts) = pts_nanos {
-            if let Some(last) = self.last_pts
-                && pts > last
-                && pts - last <= 1_000_000_000
-            {
-                self.intervals.push_back(pts - last);
+        self.step = 1.0;
+        let Some(pts) = pts_nanos else { return };
+        if let Some(last) = self.last_pts
+            && pts > last
+        {
+            let interval = pts - last;
+            if interval <= 1_000_000_000 {
+                self.intervals.push_back(interval);
                 if self.intervals.len() > TUNING.timestamp_intervals {
                     self.intervals.pop_front();
                 }
             }
-            self.last_pts = Some(pts);
+            let seconds = interval as f64 * 1e-9;
+            if seconds <= TUNING.max_step_seconds {
+                self.step = seconds * self.fps();
+            }
         }
+        self.last_pts = Some(pts);
+    }
+
+    /// Time from the previous frame to the last one recorded, in frames at [`FrameClock::fps`]:
+    /// 1 without timestamps, about 1 at a steady rate, `k + 1` after `k` dropped frames.
+    #[must_use]
+    pub fn step(&self) -> f64 {
+        self.step
     }
 
     /// Frames per second: the median recent timestamp interval, else the default.
@@ -254,5 +274,27 @@ mod tests {
         }
         assert_eq!(c.fps(), 50.0);
         assert_eq!(c.frames(2.0, 1), 100);
+        assert!((c.step() - 0.95).abs() < 1e-9, "{}", c.step());
+        // Four dropped frames: the next frame is five frames on.
+        c.tick(Some(3200 * 1_000_000));
+        assert_eq!(c.fps(), 50.0);
+        assert!((c.step() - 5.0).abs() < 1e-9, "{}", c.step());
+        // The 3 s gap counted its real length; a timestamp going back counts one frame, and so
+        // does a frame without one.
+        c.tick(Some(1_000_000));
+        assert_eq!(c.step(), 1.0);
+        c.tick(Some(2_000_000));
+        c.tick(None);
+        assert_eq!(c.step(), 1.0);
+    }
+
+    #[test]
+    fn a_gap_longer_than_a_second_counts_its_real_length() {
+        let mut c = FrameClock::new(25.0);
+        for pts in [0u64, 40, 80, 3080] {
+            c.tick(Some(pts * 1_000_000));
+        }
+        assert_eq!(c.fps(), 25.0);
+        assert!((c.step() - 75.0).abs() < 1e-9, "{}", c.step());
     }
 }

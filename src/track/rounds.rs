@@ -124,6 +124,31 @@ pub struct Grids {
     pub open_dets: Vec<usize>,
 }
 
+/// The re-identification gate of lost tracks in this frame: it widens with the time a track
+/// has been lost, and closes once that time passes `lost_seconds` (after a stretch of dropped
+/// frames, a track may be past it before its removal was seen).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LostGate {
+    /// `gate_growth` in pixels a frame at the stream's rate.
+    pub growth_per_frame: f64,
+    /// This frame's [`FrameClock::step`](super::params::FrameClock::step).
+    pub step: f64,
+    /// `lost_seconds` in frames at the stream's rate, with the tracker's half frame of slack.
+    pub lost_max: f64,
+}
+
+impl LostGate {
+    /// The gate's half side for a track lost for `lost` frames before this one, or `None` when
+    /// it has been unseen too long to be re-identified (it is removed in this frame).
+    #[must_use]
+    pub fn half_side(&self, p: &TrackerParams, lost: f64) -> Option<f64> {
+        let unseen = lost + self.step;
+        // At a steady rate a live lost track is never past this: it was removed a frame ago.
+        (lost == 0.0 || unseen <= self.lost_max + 1.0)
+            .then_some(p.max_distance + self.growth_per_frame * unseen)
+    }
+}
+
 /// Runs the rounds (see the module docs) for `tracks` (predicted) and `dets` (in
 /// `grids.all`), over a `width` x `height` frame.
 pub fn associate(
@@ -132,7 +157,7 @@ pub fn associate(
     grids: &mut Grids,
     size: (usize, usize),
     p: &TrackerParams,
-    growth: f64,
+    growth: LostGate,
 ) -> Association {
     let grid = &mut grids.all;
     let (n, m) = (tracks.len(), dets.len());
@@ -211,7 +236,7 @@ fn gather(
     dets: &[Det],
     (grid, open_dets): (&mut BoxGrid, Option<&[usize]>),
     p: &TrackerParams,
-    growth: f64,
+    growth: LostGate,
     round: Round,
     a: &Association,
 ) -> Vec<Candidate> {
@@ -222,7 +247,7 @@ fn gather(
             && !a.dropped[ti]
             && match round {
                 Round::Tracked => {
-                    t.unseen == 0
+                    t.unseen == 0.0
                         && matches!(t.state, TrackState::Tentative | TrackState::Confirmed)
                 }
                 Round::Merged => t.state == TrackState::Merged && !a.in_group[ti],
@@ -232,7 +257,10 @@ fn gather(
             continue;
         }
         let g = if round == Round::Reidentify {
-            p.max_distance + growth * f64::from(t.lost + 1)
+            match growth.half_side(p, t.lost) {
+                Some(g) => g,
+                None => continue,
+            }
         } else {
             p.max_distance
         };
@@ -306,7 +334,7 @@ fn sure_pairs(tracks: &[Track], dets: &[Det], grid: &mut BoxGrid) -> Vec<Option<
     };
     let mut near = Vec::new();
     for (ti, t) in tracks.iter().enumerate() {
-        if t.unseen > 0 || !matches!(t.state, TrackState::Tentative | TrackState::Confirmed) {
+        if t.unseen > 0.0 || !matches!(t.state, TrackState::Tentative | TrackState::Confirmed) {
             continue;
         }
         let pb = t.filter.bbox();

@@ -317,3 +317,69 @@ fn a_track_sliding_under_an_occluder_keeps_its_size() {
     }
     assert!(widths.iter().all(|w| (w - 20.0).abs() < 1.0), "{widths:?}");
 }
+
+/// The confirmed, merged and lost tracks `(id, state)` of an output, and the ids written on its
+/// components.
+fn decisions(out: &TrackedFrame) -> (Vec<(u64, TrackState)>, Vec<Option<u64>>) {
+    let tracks = out
+        .tracks
+        .iter()
+        .filter(|t| t.state != TrackState::Removed)
+        .map(|t| (t.id, t.state))
+        .collect();
+    let ids = out.table.components.iter().map(|c| c.track_id).collect();
+    (tracks, ids)
+}
+
+#[test]
+fn dropped_frames_give_the_decisions_of_the_real_rate() {
+    // Grey 200 moves right 4 px a frame at 25 fps and hides from frame 10 for `hidden` frames:
+    // 0.6 s (kept, lost_seconds = 1) or 1.4 s (removed, back under a new id). A static grey 90
+    // appears at frame 60 (confirmed after 0.12 s). The sparse stream has the same timestamps
+    // but drops frames 11 until the reappearance, and frame 61.
+    for hidden in [15u64, 35] {
+        let scene = |f: u64| {
+            let mut rects = Vec::new();
+            if !(10..10 + hidden).contains(&f) {
+                rects.push((20 + 4 * f as i32, 200, 12, 12, 200.0));
+            }
+            if f >= 60 {
+                rects.push((500, 300, 10, 10, 90.0));
+            }
+            frame(&rects)
+        };
+        let dropped = |f: u64| (11..10 + hidden).contains(&f) || f == 61;
+        let (mut full, mut sparse) = (
+            Tracker::new(params()).unwrap(),
+            Tracker::new(params()).unwrap(),
+        );
+        let mut speeds = Vec::new();
+        for f in 0..70 {
+            let (t, g) = scene(f);
+            let pts = Some(f * 40_000_000);
+            let real = full.update(&t, &g, pts);
+            if dropped(f) {
+                continue;
+            }
+            let thin = sparse.update(&t, &g, pts);
+            assert_eq!(
+                decisions(&thin),
+                decisions(&real),
+                "hidden {hidden}, frame {f}"
+            );
+            if f == 69 {
+                speeds = [real, thin].map(|o| o.tracks[0].velocity[0]).to_vec();
+            }
+        }
+        // Back under its own id after 0.6 s; under a new one (before grey 90's) after 1.4 s.
+        let ids = if hidden == 15 { vec![1, 2] } else { vec![2, 3] };
+        let (t, g) = scene(70);
+        let last = sparse.update(&t, &g, Some(70 * 40_000_000));
+        let last_ids: Vec<u64> = last.tracks.iter().map(|t| t.id).collect();
+        assert_eq!(last_ids, ids, "hidden {hidden}");
+        // 4 px a frame at 25 fps, in pixels per second.
+        for v in speeds {
+            assert!((v - 100.0).abs() < 3.0, "hidden {hidden}: {v} px/s");
+        }
+    }
+}

@@ -46,12 +46,13 @@ pub struct Track {
     pub area: u64,
     /// Frames matched alone.
     pub hits: u32,
-    /// Consecutive frames matched (confirmation).
-    pub streak: u32,
-    /// Consecutive frames without a component of its own (lost or merged).
-    pub unseen: u32,
-    /// Consecutive frames lost (explained by no component).
-    pub lost: u32,
+    /// Time matched in every frame (confirmation), in frames at the stream's rate
+    /// ([`FrameClock::step`]s: fractional with timestamps).
+    pub streak: f64,
+    /// Time without a component of its own (lost or merged), in frames at the stream's rate.
+    pub unseen: f64,
+    /// Time lost (explained by no component), in frames at the stream's rate.
+    pub lost: f64,
     /// Frames since it started.
     pub age: u32,
     /// Tentative frames, written when the track is confirmed.
@@ -130,7 +131,16 @@ impl Tracker {
     ) -> TrackedFrame {
         let p = self.params.clone();
         self.clock.tick(pts_nanos);
-        let growth = p.gate_growth / self.clock.fps();
+        let step = self.clock.step();
+        // Durations in frames at the stream's rate; half a frame of slack absorbs timestamp
+        // jitter.
+        let confirm = f64::from(self.clock.frames(p.confirm_seconds, 1)) - 0.5;
+        let lost_max = f64::from(self.clock.frames(p.lost_seconds, 0)) + 0.5;
+        let lost_gate = rounds::LostGate {
+            growth_per_frame: p.gate_growth / self.clock.fps(),
+            step,
+            lost_max,
+        };
         let q = p.process_noise * p.process_noise;
         let frame = self.frame;
         self.frame += 1;
@@ -153,8 +163,8 @@ impl Tracker {
             .all
             .rebuild(table.width, table.height, p.max_distance, &boxes);
         for t in &mut self.tracks {
-            t.filter.predict(q);
-            if t.unseen > 0 {
+            t.filter.predict(q, step);
+            if t.unseen > 0.0 {
                 t.filter.hold_size(t.size);
             }
             t.age += 1;
@@ -166,7 +176,7 @@ impl Tracker {
             &mut self.grids,
             (table.width, table.height),
             &p,
-            growth,
+            lost_gate,
         );
         let (matched, owner, dropped) = (&assoc.matched, &assoc.owner, &assoc.dropped);
         let (in_group, det_merged, groups) = (&assoc.in_group, &assoc.det_merged, &assoc.groups);
@@ -194,7 +204,7 @@ impl Tracker {
             let placed = place_members(&predicted, &sizes, &areas, d.bbox, d.centroid);
             for (&m, z) in g.members.iter().zip(placed) {
                 let t = &mut self.tracks[m];
-                if t.unseen == 0 {
+                if t.unseen == 0.0 {
                     t.filter.hold_size(t.size);
                 }
                 t.filter.update_centroid(
@@ -204,8 +214,8 @@ impl Tracker {
                 t.filter.axes[0].x[0] = z[0];
                 t.filter.axes[1].x[0] = z[1];
                 t.state = TrackState::Merged;
-                t.unseen += 1;
-                t.lost = 0;
+                t.unseen += step;
+                t.lost = 0.0;
                 t.trail.push_back(point(t.filter.centroid()));
                 merged_box[m] = Some((clip_box(t.filter.bbox(), d.bbox), d.label));
             }
@@ -234,8 +244,7 @@ impl Tracker {
                 backfill.extend(rows.into_iter().filter(after).map(|r| TrackRow { id, ..r }));
             }
         }
-        let confirm = self.clock.frames(p.confirm_seconds, 1);
-        let lost_max = self.clock.frames(p.lost_seconds, 0);
+        let fps = self.clock.fps();
         let trail_len = self.clock.frames(p.trail_seconds, 1) as usize;
         let r = p.measurement_noise * p.measurement_noise;
         let (w, h) = (table.width as f64, table.height as f64);
@@ -247,7 +256,7 @@ impl Tracker {
             if let Some(di) = matched[ti] {
                 let d = &dets[di];
                 measure(t, d, r);
-                t.streak += 1;
+                t.streak += if t.streak == 0.0 { 1.0 } else { step };
                 let row = TrackRow {
                     frame,
                     id: t.id.unwrap_or(0),
@@ -268,15 +277,15 @@ impl Tracker {
                     None => t.pending.push(row),
                 }
             } else if !in_group[ti] {
-                t.streak = 0;
+                t.streak = 0.0;
                 t.state = match t.state {
                     TrackState::Tentative => TrackState::Removed,
                     _ => {
-                        if t.unseen == 0 {
+                        if t.unseen == 0.0 {
                             t.filter.hold_size(t.size);
                         }
-                        t.unseen += 1;
-                        t.lost += 1;
+                        t.unseen += step;
+                        t.lost += step;
                         let c = t.filter.centroid();
                         let left = c[0] < 0.0 || c[1] < 0.0 || c[0] > w - 1.0 || c[1] > h - 1.0;
                         if t.lost > lost_max || left {
@@ -304,12 +313,12 @@ impl Tracker {
                     state: t.state,
                     bbox,
                     centroid: t.filter.centroid(),
-                    velocity: t.filter.velocity(),
+                    velocity: t.filter.velocity().map(|v| v * fps),
                     component,
                     area: t.area,
                     age: t.age,
                     hits: t.hits,
-                    misses: t.unseen,
+                    misses: t.unseen.round() as u32,
                     trail: t.trail.iter().copied().collect(),
                 });
             }
@@ -339,15 +348,15 @@ impl Tracker {
                 look: d.look,
                 area: d.area,
                 hits: 1,
-                streak: 1,
-                unseen: 0,
-                lost: 0,
+                streak: 1.0,
+                unseen: 0.0,
+                lost: 0.0,
                 age: 0,
                 pending: Vec::new(),
                 last_row: None,
                 trail: VecDeque::from([point(d.centroid)]),
             };
-            if confirm <= 1 {
+            if confirm <= 1.0 {
                 let id = self.next_id;
                 self.next_id += 1;
                 t.id = Some(id);
@@ -417,7 +426,7 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
             partial = true;
         }
     }
-    if t.unseen > 0 {
+    if t.unseen > 0.0 {
         t.filter.hold_size(t.size);
     }
     t.filter.update(z, r);
@@ -432,7 +441,7 @@ fn measure(t: &mut Track, d: &Det, r: f64) {
     }
     t.area = d.area;
     t.hits += 1;
-    t.unseen = 0;
-    t.lost = 0;
+    t.unseen = 0.0;
+    t.lost = 0.0;
     t.trail.push_back(point(t.filter.centroid()));
 }

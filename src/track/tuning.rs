@@ -54,6 +54,10 @@ pub struct Tuning {
     /// Frame intervals the frame-rate estimate takes its median over (half a second at 30 fps:
     /// a dropped frame or a jittered timestamp does not move it).
     pub timestamp_intervals: usize,
+    /// Longest interval between two timestamps counted as time that passed, seconds; a longer
+    /// jump is a seek or a restart of the source and counts as one frame (the longest duration
+    /// a setting may hold is an hour).
+    pub max_step_seconds: f64,
 }
 
 /// The tracker's tuning.
@@ -74,4 +78,5 @@ pub const TUNING: Tuning = Tuning {
     open_cell: 4.0,
     max_difference: 4.0,
     timestamp_intervals: 15,
+    max_step_seconds: 3600.0,
 };

@@ -144,6 +144,48 @@ fn check(rig: &mut Rig, img: &Image<u8>, p: &CclParams, what: &str) {
     assert_same(&cpu, &gpu, what);
 }
 
+/// Each component's grey sum (its mean grey level, for the tracker) equals the CPU's exactly:
+/// random grey frames of odd widths (runs ending mid-pair, at chunk and row ends) in both
+/// polarities and connectivities, and an 8K frame of 255s, one component whose sum passes
+/// 32 bits.
+#[test]
+fn cca_mean_grey_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rig = Rig::new(g);
+    let mut rng = Rng(37);
+    for (w, h) in [(67usize, 13usize), (129, 40), (1001, 77)] {
+        let img = Image::from_fn(w, h, |_, _| rng.below(256) as u8);
+        for (polarity, conn) in [(Polarity::Bright, 8u8), (Polarity::Dark, 4)] {
+            let p = CclParams {
+                threshold: Threshold::Fixed(140),
+                polarity,
+                connectivity: conn,
+                ..CclParams::default()
+            };
+            let what = format!("{w}x{h} {polarity:?} {conn}-conn");
+            let cpu = cca_cpu(img.view(), &p).expect("cpu cca");
+            assert!(
+                cpu.table.components.iter().any(|c| c.grey_sum > 0),
+                "{what}"
+            );
+            let gpu_out = rig.run(&img, &p);
+            assert_same(&cpu, &gpu_out, &what);
+            for (a, b) in cpu.table.components.iter().zip(&gpu_out.table.components) {
+                assert_eq!(a.mean_grey(), b.mean_grey(), "{what}: label {}", a.label);
+            }
+        }
+    }
+    let (w, h) = (8192usize, 4320usize);
+    let full = Image::new(w, h, 255u8);
+    let p = mask_params(8);
+    let out = rig.run(&full, &p);
+    assert_eq!(out.table.len(), 1);
+    let c = &out.table.components[0];
+    assert_eq!(c.grey_sum, 255 * (w * h) as u64);
+    assert!(c.grey_sum > u64::from(u32::MAX));
+    assert_eq!(c.mean_grey(), 255.0);
+}
+
 /// The table path (what the pipeline reads: count, threshold, feature records — nothing
 /// frame-sized) gives the table of the full readback and of the CPU, frame after frame.
 #[test]
@@ -556,7 +598,7 @@ fn bench_ccl() {
                 .enqueue_binarize(&mut rig.timer, input, &p)
                 .expect("binarize");
             rig.op
-                .enqueue_labeling(&rig.stream, &mut rig.timer, conn, true)
+                .enqueue_labeling(&rig.stream, &mut rig.timer, conn, Some(input.data))
                 .expect("label");
             let out = rig.op.download(&rig.stream).expect("download");
             let mut cpu_out = CclCpu::new();
@@ -585,7 +627,7 @@ fn bench_ccl() {
                     .expect("binarize");
             });
             let (lab_ms, _) = rig.time(iters, &mut |r: &mut Rig| {
-                r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, false)
+                r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, None)
                     .expect("labels");
             });
             let mut variants = Vec::new();
@@ -593,7 +635,7 @@ fn bench_ccl() {
                 rig.op.feature_rows = rows;
                 rig.timer.reset();
                 rig.op
-                    .enqueue_labeling(&rig.stream, &mut rig.timer, conn, true)
+                    .enqueue_labeling(&rig.stream, &mut rig.timer, conn, Some(input.data))
                     .expect("label");
                 let o = rig.op.download(&rig.stream).expect("download");
                 assert_same(
@@ -602,7 +644,7 @@ fn bench_ccl() {
                     &format!("bench {size} {name} conn {conn} feature_rows {rows}"),
                 );
                 variants.push(rig.time(iters, &mut |r: &mut Rig| {
-                    r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, true)
+                    r.op.enqueue_labeling(&r.stream, &mut r.timer, conn, Some(input.data))
                         .expect("labels+features");
                 }));
             }
@@ -658,7 +700,7 @@ fn bench_ccl() {
             rig.timer.reset();
             e0.record(&rig.stream).expect("record");
             rig.op
-                .enqueue_labeling(&rig.stream, &mut rig.timer, conn, true)
+                .enqueue_labeling(&rig.stream, &mut rig.timer, conn, Some(input.image().data))
                 .expect("label");
             e1.record(&rig.stream).expect("record");
             e1.synchronize().expect("sync");

@@ -232,9 +232,24 @@ impl CclCpu {
         };
         let pol = params.polarity;
         let conn = params.conn();
-        let (labels, sums) = label_sums(src, move |v: T| is_foreground(v.to_u32(), t, pol), conn)?;
+        let (labels, mut sums) = label_sums(src, move |v: T| is_foreground(v.to_u32(), t, pol), conn)?;
+        add_grey_sums(&mut sums, &labels, img);
         let table = ComponentTable::from_sums(img.width(), img.height(), conn.as_u8(), t, &sums);
         Ok(CclOutput { labels, table })
+    }
+}
+
+/// Adds each component's Σg: the 8-bit grey level of `img` (16-bit frames: the high byte, as
+/// `preprocess::gray16_to_gray8` gives the GPU path) over its pixels.
+fn add_grey_sums<T: Gray>(sums: &mut [ComponentSums], labels: &Image<u32>, img: ImageView<'_, T>) {
+    let shift = T::BITS - 8;
+    let labels = labels.view();
+    for y in 0..img.height() {
+        for (&v, &l) in img.row(y).iter().zip(labels.row(y)) {
+            if let Some(s) = l.checked_sub(1).and_then(|i| sums.get_mut(i as usize)) {
+                s.sum_grey += u64::from(v.to_u32() >> shift);
+            }
+        }
     }
 }
 
@@ -297,6 +312,32 @@ mod tests {
         let s = Image::from_strided(2, 2, 3, vec![1u8, 0, 9, 0, 1]).unwrap();
         assert_eq!(label(s.view(), Connectivity::Four).unwrap().data(), &[1, 0, 0, 2]);
         assert_eq!(label(s.view(), Connectivity::Eight).unwrap().data(), &[1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn grey_sums_are_the_frame_over_each_components_pixels() {
+        // Pseudo-random grey frame, thresholded, 8- and 16-bit (the high byte counts).
+        let g = Image::from_fn(37, 23, |x, y| (((x * 2_654_435_761) ^ (y * 40_503)).wrapping_mul(2_246_822_519) >> 13) as u8);
+        let g16 = Image::from_fn(37, 23, |x, y| u16::from(g.view().row(y)[x]) * 256 + (x as u16 % 200));
+        let p = CclParams { threshold: Threshold::Fixed(200), connectivity: 8, ..CclParams::default() };
+        let out = cca_cpu(g.view(), &p).unwrap();
+        let out16 = cca_cpu(g16.view(), &CclParams { threshold: Threshold::Fixed(200 * 256 + 255), ..p }).unwrap();
+        assert!(out.table.len() > 5);
+        assert_eq!(out16.table.components, out.table.components);
+        let mut naive = vec![0u64; out.table.len()];
+        for y in 0..g.height() {
+            for x in 0..g.width() {
+                let l = out.labels.view().row(y)[x] as usize;
+                if l > 0 {
+                    naive[l - 1] += u64::from(g.view().row(y)[x]);
+                }
+            }
+        }
+        let sums: Vec<u64> = out.table.components.iter().map(|c| c.grey_sum).collect();
+        assert_eq!(sums, naive);
+        for c in &out.table.components {
+            assert!(c.mean_grey() > 200.0 && c.mean_grey() <= 255.0, "{c:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! `x0..=x1` on row `y` contributes closed forms ([`ComponentSums::add_run`]), which is how the
 //! run-based CPU labeler and the HA4 GPU kernels (features from the segment bitmask, Alg. 6)
 //! accumulate without visiting pixels one by one. Floating-point features are derived once from
-//! the sums ([`Component::from_sums`]), in one place, so CPU and GPU agree bit for bit.
+//! the sums ([`Component::from_sums`]), in one place, so CPU and GPU agree bit for bit. Both
+//! also sum the 8-bit grey level of the frame over each component's pixels (`Σg`, 64-bit: a
+//! 4K frame of 255s is past 32 bits), for its mean grey level.
 //!
 //! Conventions: centroid `[x, y] = [Σx/n, Σy/n]` (OpenCV's); `mu20 = Σ(x-cx)²`,
 //! `mu11 = Σ(x-cx)(y-cy)`, `mu02 = Σ(y-cy)²` (unnormalized, as OpenCV's `moments`), computed
@@ -39,6 +41,9 @@ pub struct ComponentSums {
     pub min_y: u32,
     /// Bottom row.
     pub max_y: u32,
+    /// Σg: the frame's 8-bit grey level over the component's pixels (0 when a mask alone is
+    /// labeled).
+    pub sum_grey: u64,
 }
 
 /// `Σ_{i=0}^{m} i²`.
@@ -99,6 +104,7 @@ impl ComponentSums {
         self.max_x = self.max_x.max(o.max_x);
         self.min_y = self.min_y.min(o.min_y);
         self.max_y = self.max_y.max(o.max_y);
+        self.sum_grey += o.sum_grey;
     }
 }
 
@@ -136,6 +142,10 @@ pub struct Component {
     pub centroid: [f64; 2],
     /// Central moments, orientation, eccentricity.
     pub moments: Moments,
+    /// Sum of the frame's 8-bit grey level over the component's pixels (16-bit frames: their
+    /// high byte); 0 when a mask alone is labeled. See [`Component::mean_grey`].
+    #[serde(default)]
+    pub grey_sum: u64,
     /// Id of the confirmed track this component belongs to (set by the tracker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub track_id: Option<u64>,
@@ -175,8 +185,16 @@ impl Component {
             height: s.max_y - s.min_y + 1,
             centroid: [s.sum_x as f64 / nf, s.sum_y as f64 / nf],
             moments: Moments { mu20, mu11, mu02, orientation, eccentricity },
+            grey_sum: s.sum_grey,
             track_id: None,
         }
+    }
+
+    /// Mean grey level over the component's pixels (`grey_sum / area`): the same on both
+    /// backends, as both sum integers.
+    #[must_use]
+    pub fn mean_grey(&self) -> f64 {
+        self.grey_sum as f64 / self.area.max(1) as f64
     }
 
     /// Bounding box as `[left, top, width, height]` in f64 (for IoU and MOT rows).

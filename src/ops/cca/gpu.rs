@@ -4,7 +4,7 @@
 //! `cca_otsu` for Otsu's level, all on the device), then `cca_strip`, `cca_merge`,
 //! `cca_count_roots` + `cca_scan_rows` + `cca_label_roots` (raster-order renumbering),
 //! `cca_relabel` and `cca_features`. The component table stays on the device until
-//! [`CclGpu::download_table`] reads the count, the threshold and the `n` feature records (64
+//! [`CclGpu::download_table`] reads the count, the threshold and the `n` feature records (72
 //! bytes each) — nothing frame-sized — or [`CclGpu::download`] reads the label image too (the
 //! CLI, the tests). The feature records are exact integer sums, decoded here into the
 //! same [`ComponentSums`] the CPU produces, so tables are bit-identical across backends.
@@ -31,7 +31,7 @@ use super::{CclOutput, CclParams, Polarity, Source, Threshold};
 /// Rows per strip of `cca_strip` (keep in sync with `STRIP_H` in cca.cu).
 const STRIP_H: u32 = 4;
 /// u64 words per feature record (keep in sync with `FEAT_WORDS`).
-const FEAT_WORDS: usize = 8;
+const FEAT_WORDS: usize = 9;
 /// Words per warp of `cca_features` (keep in sync with `FEAT_PIECE`).
 const FEAT_PIECE: usize = 8;
 /// Words per block piece of `cca_strip` (keep in sync with `STRIP_PIECE`).
@@ -223,7 +223,7 @@ impl CclGpu {
         params: &CclParams,
     ) -> Result<(), OpError> {
         self.enqueue_binarize(timer, input, params)?;
-        self.enqueue_labeling(input.stream, timer, params.connectivity, true)
+        self.enqueue_labeling(input.stream, timer, params.connectivity, Some(input.data))
     }
 
     /// Enqueues only the binarization (source value, threshold, bitmask; motion update) of one
@@ -346,14 +346,15 @@ impl CclGpu {
         Ok(())
     }
 
-    /// Enqueues labeling of the current bitmask (and features when `features`), without
-    /// binarizing again. Used by `enqueue` and by the benchmark (labeling alone).
+    /// Enqueues labeling of the current bitmask, without binarizing again, and the features
+    /// when given `frame`: the packed 8-bit frame that was binarized, whose grey levels the
+    /// components' `Σg` sums. Used by `enqueue` and by the benchmark (labeling alone).
     pub fn enqueue_labeling(
         &mut self,
         stream: &Arc<CudaStream>,
         timer: &mut KernelTimer,
         connectivity: u8,
-        features: bool,
+        frame: Option<&CudaSlice<u8>>,
     ) -> Result<(), OpError> {
         let Some(prod) = self.produced.as_mut() else {
             return Err(OpError::InvalidParam(
@@ -365,9 +366,18 @@ impl CclGpu {
                 "connectivity must be 4 or 8, got {connectivity}"
             )));
         }
+        let (width, height) = (prod.width, prod.height);
+        if let Some(f) = frame
+            && f.len() < width * height
+        {
+            return Err(OpError::InvalidParam(format!(
+                "the frame for the features has {} pixels, the bitmask {width}x{height}",
+                f.len()
+            )));
+        }
+        let features = frame.is_some();
         prod.connectivity = connectivity;
         prod.features = features;
-        let (width, height) = (prod.width, prod.height);
         if width * height == 0 {
             return Ok(());
         }
@@ -470,7 +480,7 @@ impl CclGpu {
             unsafe { l.launch(warp_cfg(words)) }?;
             Ok(())
         })?;
-        if features {
+        if let Some(frame) = frame {
             let rows = self.feature_rows.clamp(1, 64);
             let warps = b.wpr.div_ceil(FEAT_PIECE) * height.div_ceil(rows as usize);
             let rows_i = rows as i32;
@@ -478,6 +488,7 @@ impl CclGpu {
                 let mut l = stream.launch_builder(&self.f_features);
                 l.arg(&b.bits)
                     .arg(&b.labels)
+                    .arg(frame)
                     .arg(&mut b.feats)
                     .arg(&w)
                     .arg(&h)
@@ -571,6 +582,7 @@ fn decode_record(r: &[u64]) -> ComponentSums {
         max_x: hi(r[6]),
         min_y: lo(r[7]),
         max_y: hi(r[7]),
+        sum_grey: r[8],
     }
 }
 
@@ -597,11 +609,12 @@ mod tests {
 
     #[test]
     fn record_decoding() {
-        let r = [5u64, 6, 7, 8, 9, 10, 3 | (9 << 32), 4 | (4 << 32)];
+        let r = [5u64, 6, 7, 8, 9, 10, 3 | (9 << 32), 4 | (4 << 32), 5 << 33];
         let s = decode_record(&r);
         assert_eq!(
             (s.area, s.sum_yy, s.min_x, s.max_x, s.min_y, s.max_y),
             (5, 10, 3, 9, 4, 4)
         );
+        assert_eq!(s.sum_grey, 5 << 33, "Σg keeps all 64 bits");
     }
 }

@@ -96,6 +96,7 @@ pub fn direct_features(labels: &Image<u32>, label: u32) -> Component {
         height: max_y - min_y + 1,
         centroid: [cx, cy],
         moments: Moments { mu20, mu11, mu02, orientation, eccentricity },
+        grey_sum: 0, // a label image alone has no grey levels
         track_id: None,
     }
 }
