@@ -91,7 +91,7 @@ if want cpu; then
     timeout 150 bash .device/run.sh $prog bench --source "$clip" --size 768x576 --frames 60 --backends cpu > "$OUT/cpu_bench_$prog.log" 2>&1
     echo "-- $prog bench"; grep -E "compute \(sum|pipeline \(wall|fps|error" "$OUT/cpu_bench_$prog.log" | head -8
     t0=$(date +%s.%N)
-    timeout 150 bash .device/run.sh $prog run "$clip" --backend cpu --no-video --quiet --out /tmp/cpu_run_$prog > "$OUT/cpu_run_$prog.log" 2>&1
+    timeout 150 bash .device/run.sh $prog run "$clip" --backend cpu --no-video --quiet --max-frames 200 --out /tmp/cpu_run_$prog > "$OUT/cpu_run_$prog.log" 2>&1
     echo "-- $prog run --backend cpu --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; grep -E "frames:|error" "$OUT/cpu_run_$prog.log"
   done
 fi
