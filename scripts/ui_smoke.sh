@@ -2,7 +2,7 @@
 # Smoke test of the real viewer window: under Xvfb, start `morphoscope view SOURCE` (default
 # test:ball), take a screenshot of the whole screen after a few seconds (`import -window root`),
 # check that it shows a drawn UI (many distinct colours, not a blank or black screen), and check
-# that the viewer closes cleanly (it closes itself: MORPHOSCOPE_QUIT_AFTER; exit status 0, no
+# that the viewer closes cleanly (it closes itself: `view --quit-after`; exit status 0, no
 # panic in its log).
 #
 #   scripts/ui_smoke.sh [SOURCE]
@@ -10,7 +10,7 @@
 # Environment: MORPHOSCOPE_BIN (default: target/debug/morphoscope, built if missing),
 # UI_SMOKE_OUT (folder for screenshot.png and viewer.log; default: a temp folder),
 # UI_SMOKE_SECS (seconds before the screenshot, default 6), UI_SMOKE_MIN_COLOURS (default 500),
-# MORPHOSCOPE_RENDERER (glow, default, or wgpu). Needs xvfb (xvfb-run) and imagemagick.
+# UI_SMOKE_RENDERER (glow, default, or wgpu: `view --renderer`). Needs xvfb (xvfb-run) and imagemagick.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source_arg=${1:-test:ball}
@@ -27,12 +27,12 @@ if [ ! -x "$bin" ]; then
 fi
 # A fresh data folder: the window must not depend on what an earlier session saved.
 export XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
-export MORPHOSCOPE_QUIT_AFTER=$((secs + 5)) RUST_LOG=${RUST_LOG:-info}
+export UI_SMOKE_QUIT=$((secs + 5)) UI_SMOKE_RENDERER=${UI_SMOKE_RENDERER:-glow} RUST_LOG=${RUST_LOG:-info}
 export UI_SMOKE_BIN="$bin" UI_SMOKE_SOURCE="$source_arg" UI_SMOKE_DIR="$out" UI_SMOKE_WAIT="$secs"
 cd "$root"
 status=0
 xvfb-run -a -s "-screen 0 1440x900x24" bash -c '
-  "$UI_SMOKE_BIN" view "$UI_SMOKE_SOURCE" --backend cpu --set source.test.frames=0 >"$UI_SMOKE_DIR/viewer.log" 2>&1 &
+  "$UI_SMOKE_BIN" view "$UI_SMOKE_SOURCE" --quit-after "$UI_SMOKE_QUIT" --renderer "$UI_SMOKE_RENDERER" --backend cpu --set source.test.frames=0 >"$UI_SMOKE_DIR/viewer.log" 2>&1 &
   pid=$!
   sleep "$UI_SMOKE_WAIT"
   if ! kill -0 "$pid" 2>/dev/null; then echo "viewer exited early" >&2; wait "$pid" || true; exit 3; fi

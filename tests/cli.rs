@@ -25,7 +25,7 @@ use assert_cmd::Command;
 fn bin() -> Command {
     let mut c = Command::cargo_bin("morphoscope").unwrap();
     c.env("RUST_LOG", "warn").env(
-        "MORPHOSCOPE_CACHE",
+        "XDG_CACHE_HOME",
         std::env::temp_dir().join("morphoscope-test-cache"),
     );
     c

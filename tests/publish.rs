@@ -25,7 +25,7 @@ fn bin() -> Command {
     let mut c = Command::cargo_bin("morphoscope").unwrap();
     c.env("RUST_LOG", "warn")
         .env(
-            "MORPHOSCOPE_CACHE",
+            "XDG_CACHE_HOME",
             std::env::temp_dir().join("morphoscope-test-cache"),
         )
         .env_remove("MORPHOSCOPE_MQTT_USERNAME")

@@ -52,6 +52,30 @@ pub struct ViewArgs {
     /// Source (default: the sample clip, else `test`). Several sources: a grid of the streams
     /// (click one to focus it).
     pub sources: Vec<String>,
+    /// Close the window by itself after this many seconds (smoke tests, demos).
+    #[arg(long, value_name = "SECONDS")]
+    pub quit_after: Option<f64>,
+    /// How the window is drawn: glow (OpenGL, the default: faster to start and under Mesa) or
+    /// wgpu (for drivers without usable OpenGL).
+    #[arg(long, value_enum, default_value = "glow")]
+    pub renderer: Renderer,
+}
+
+/// The viewer's renderer (`view --renderer`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renderer {
+    /// OpenGL through glow.
+    Glow,
+    /// wgpu (Vulkan, GL or Metal as the platform offers).
+    Wgpu,
+}
+
+/// How the window of `view` behaves (its options; defaults for a bare `morphoscope`).
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(not(feature = "viewer"), allow(dead_code))]
+struct WindowOptions {
+    quit_after: Option<f64>,
+    wgpu: bool,
 }
 
 /// The sample clip shipped by `scripts/setup.sh`, if present.
@@ -109,7 +133,11 @@ pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
         [] => vec![default_source(&settings)],
         some => some.to_vec(),
     };
-    if let Some(code) = try_viewer(common, &settings, &sources)? {
+    let window = WindowOptions {
+        quit_after: a.quit_after,
+        wgpu: a.renderer == Renderer::Wgpu,
+    };
+    if let Some(code) = try_viewer(common, &settings, &sources, window)? {
         return Ok(code);
     }
     if sources.len() > 1 {
@@ -141,7 +169,12 @@ pub fn view(common: &CommonArgs, a: &ViewArgs) -> anyhow::Result<ExitCode> {
 pub fn default_job(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
     let source = default_source(&settings);
-    if let Some(code) = try_viewer(common, &settings, std::slice::from_ref(&source))? {
+    if let Some(code) = try_viewer(
+        common,
+        &settings,
+        std::slice::from_ref(&source),
+        WindowOptions::default(),
+    )? {
         return Ok(code);
     }
     log::info!("headless run of {source} into out/ (see `morphoscope --help`)");
@@ -167,6 +200,7 @@ fn try_viewer(
     common: &CommonArgs,
     settings: &Settings,
     sources: &[String],
+    window: WindowOptions,
 ) -> anyhow::Result<Option<ExitCode>> {
     use morphoscope::ui::{UiError, ViewerOptions, display_available, run_viewer, run_viewer_grid};
     if !display_available() {
@@ -176,18 +210,23 @@ fn try_viewer(
         return Ok(None);
     }
     let explicit = common.config.is_some() || !common.sets.is_empty();
+    let with_window = |mut opts: ViewerOptions| {
+        opts.quit_after_secs = window.quit_after;
+        opts.wgpu = window.wgpu;
+        opts
+    };
     let ran = match sources {
-        [one] => run_viewer(ViewerOptions::new(
+        [one] => run_viewer(with_window(ViewerOptions::new(
             settings.clone(),
             explicit,
             one.clone(),
             common.backend(settings)?,
-        )),
+        ))),
         many => {
             let backends = common.backends(settings)?;
             let first = backends.first().cloned().unwrap_or(Backend::Cpu);
             let opts = ViewerOptions::new(settings.clone(), explicit, many[0].clone(), first);
-            run_viewer_grid(opts, many.to_vec(), backends)
+            run_viewer_grid(with_window(opts), many.to_vec(), backends)
         }
     };
     match ran {
@@ -206,6 +245,7 @@ fn try_viewer(
     _common: &CommonArgs,
     _settings: &Settings,
     _sources: &[String],
+    _window: WindowOptions,
 ) -> anyhow::Result<Option<ExitCode>> {
     log::warn!("built without the viewer (feature `viewer`): running headless into out/");
     Ok(None)

@@ -7,8 +7,7 @@
 //! module compiles the same here, in CI and on the device. Kernels have no compile-time
 //! switches: what a module compiles to depends on its source and the target architecture only.
 //!
-//! PTX is cached under `$MORPHOSCOPE_CACHE` (else `$XDG_CACHE_HOME/morphoscope`, else
-//! `~/.cache/morphoscope`) in a file named by module, source hash, architecture and NVRTC
+//! PTX is cached under `$XDG_CACHE_HOME/morphoscope` (else `~/.cache/morphoscope`) in a file named by module, source hash, architecture and NVRTC
 //! version. Each file's first line holds a checksum of the rest; an entry whose checksum does
 //! not match is treated as missing and recompiled, never trusted.
 
@@ -164,9 +163,6 @@ pub fn compile_ptx(
 /// The cache folder (created on demand; `None` when no home or cache dir can be found).
 #[must_use]
 pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("MORPHOSCOPE_CACHE") {
-        return Some(PathBuf::from(d));
-    }
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
         return Some(PathBuf::from(d).join("morphoscope"));
     }

@@ -44,6 +44,7 @@ impl GridApp {
                     source: source.clone(),
                     backend,
                     quit_after_secs: opts.quit_after_secs,
+                    wgpu: opts.wgpu,
                 };
                 ViewerApp::new(cc, one)
             })

@@ -72,12 +72,14 @@ pub struct ViewerOptions {
     pub source: String,
     /// The backend the analyses run on.
     pub backend: Backend,
-    /// Close the window by itself after this many seconds (smoke tests).
+    /// Close the window by itself after this many seconds (`view --quit-after`, smoke tests).
     pub quit_after_secs: Option<f64>,
+    /// Draw with wgpu instead of glow (OpenGL) (`view --renderer wgpu`).
+    pub wgpu: bool,
 }
 
 impl ViewerOptions {
-    /// Options with `quit_after_secs` from `MORPHOSCOPE_QUIT_AFTER` (seconds; for smoke tests).
+    /// Options that keep the window open and draw with glow.
     #[must_use]
     pub fn new(
         settings: Settings,
@@ -85,15 +87,13 @@ impl ViewerOptions {
         source: String,
         backend: Backend,
     ) -> Self {
-        let quit_after_secs = std::env::var("MORPHOSCOPE_QUIT_AFTER")
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok());
         Self {
             settings,
             settings_explicit,
             source,
             backend,
-            quit_after_secs,
+            quit_after_secs: None,
+            wgpu: false,
         }
     }
 }
@@ -107,12 +107,13 @@ pub fn display_available() -> bool {
         .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
 }
 
-/// The renderer: glow (OpenGL) unless `MORPHOSCOPE_RENDERER=wgpu`. Glow starts faster and
-/// repaints ~5× faster under Mesa/Xvfb; wgpu is there for drivers without usable OpenGL.
-fn renderer() -> eframe::Renderer {
-    match std::env::var("MORPHOSCOPE_RENDERER").as_deref() {
-        Ok("wgpu") => eframe::Renderer::Wgpu,
-        _ => eframe::Renderer::Glow,
+/// The renderer: glow (OpenGL) unless `wgpu`. Glow starts faster and repaints ~5× faster under
+/// Mesa/Xvfb; wgpu is there for drivers without usable OpenGL.
+fn renderer(wgpu: bool) -> eframe::Renderer {
+    if wgpu {
+        eframe::Renderer::Wgpu
+    } else {
+        eframe::Renderer::Glow
     }
 }
 
@@ -147,7 +148,8 @@ fn icon() -> egui::IconData {
 /// thread: winit's event loop). Returns [`UiError::NoWindow`] when no window could be created, so
 /// the caller can fall back to a headless run.
 pub fn run_viewer(opts: ViewerOptions) -> Result<(), UiError> {
-    run_window(Box::new(move |cc| Box::new(ViewerApp::new(cc, opts))))
+    let wgpu = opts.wgpu;
+    run_window(wgpu, Box::new(move |cc| Box::new(ViewerApp::new(cc, opts))))
 }
 
 /// [`run_viewer`] on several sources: a grid of the streams ([`GridApp`]), stream i on
@@ -157,7 +159,8 @@ pub fn run_viewer_grid(
     sources: Vec<String>,
     backends: Vec<Backend>,
 ) -> Result<(), UiError> {
-    run_window(Box::new(move |cc| {
+    let wgpu = opts.wgpu;
+    run_window(wgpu, Box::new(move |cc| {
         Box::new(GridApp::new(cc, &opts, &sources, &backends))
     }))
 }
@@ -166,7 +169,7 @@ pub fn run_viewer_grid(
 type MakeApp = Box<dyn FnOnce(&eframe::CreationContext<'_>) -> Box<dyn eframe::App>>;
 
 /// Opens the window with the app `make` builds and runs until it is closed.
-fn run_window(make: MakeApp) -> Result<(), UiError> {
+fn run_window(wgpu: bool, make: MakeApp) -> Result<(), UiError> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -178,7 +181,7 @@ fn run_window(make: MakeApp) -> Result<(), UiError> {
         .with_icon(icon());
     let native = eframe::NativeOptions {
         viewport,
-        renderer: renderer(),
+        renderer: renderer(wgpu),
         ..Default::default()
     };
     let started = Arc::new(AtomicBool::new(false));

@@ -22,7 +22,7 @@ impl Running {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_morphoscope"))
             .env("RUST_LOG", "warn")
             .env(
-                "MORPHOSCOPE_CACHE",
+                "XDG_CACHE_HOME",
                 std::env::temp_dir().join("morphoscope-test-cache"),
             )
             .arg("run")
