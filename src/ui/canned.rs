@@ -19,6 +19,8 @@ use crate::output::compose::layers_of;
 pub const WIDTH: usize = 320;
 /// Frame height of the canned frames.
 pub const HEIGHT: usize = 240;
+/// Frame rate the canned tracks' velocities (pixels per second) assume.
+const CANNED_FPS: f32 = 25.0;
 
 struct Blob {
     id: u64,
@@ -161,7 +163,7 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             age: index + b.id,
             area: (b.w * b.h) as u64,
             position: [b.x + b.w / 2.0, b.y + b.h / 2.0],
-            velocity: [b.vx, b.vy],
+            velocity: [b.vx * CANNED_FPS, b.vy * CANNED_FPS],
             bbox: [b.x, b.y, b.w, b.h],
         });
     }

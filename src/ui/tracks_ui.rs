@@ -34,7 +34,7 @@ pub fn tracks_ui(ui: &mut egui::Ui, frame: Option<&AnalysedFrame>, selected: &mu
                     t.area.to_string(),
                     format!("{:.1}", t.position[0]),
                     format!("{:.1}", t.position[1]),
-                    format!("{speed:.2} px/f"),
+                    format!("{speed:.1} px/s"),
                 ] {
                     ui.label(RichText::new(s).monospace());
                 }
