@@ -36,7 +36,12 @@ impl Backend {
             Self::Cpu => format!("cpu: {} threads", rayon::current_num_threads()),
             Self::Cuda(g) => {
                 let i = g.info();
-                format!("cuda: {} ({}, {:.1} GiB)", i.name, i.arch(), i.total_memory_bytes as f64 / (1u64 << 30) as f64)
+                format!(
+                    "cuda: {} ({}, {:.1} GiB)",
+                    i.name,
+                    i.arch(),
+                    i.total_memory_bytes as f64 / (1u64 << 30) as f64
+                )
             }
         }
     }
@@ -58,7 +63,10 @@ pub fn select(choice: BackendChoice, device: usize) -> Result<(Backend, String),
                 let why = format!("{} (auto: CUDA available)", b.describe());
                 Ok((b, why))
             }
-            Err(e) => Ok((Backend::Cpu, format!("cpu backend (auto: CUDA unavailable: {e})"))),
+            Err(e) => Ok((
+                Backend::Cpu,
+                format!("cpu backend (auto: CUDA unavailable: {e})"),
+            )),
         },
     }
 }
@@ -66,7 +74,10 @@ pub fn select(choice: BackendChoice, device: usize) -> Result<(Backend, String),
 /// One backend per listed device (in the order given), with the reason for the choice. `auto`
 /// takes CUDA only when every listed device opens, else the CPU for all; `cuda` fails naming
 /// the device that did not open. On the CPU the list has one entry (devices do not apply).
-pub fn select_devices(choice: BackendChoice, devices: &[usize]) -> Result<(Vec<Backend>, String), GpuError> {
+pub fn select_devices(
+    choice: BackendChoice,
+    devices: &[usize],
+) -> Result<(Vec<Backend>, String), GpuError> {
     let first = devices.first().copied().unwrap_or(0);
     let (b, why) = select(choice, first)?;
     if matches!(b, Backend::Cpu) || devices.len() < 2 {
@@ -77,11 +88,17 @@ pub fn select_devices(choice: BackendChoice, devices: &[usize]) -> Result<(Vec<B
         match GpuContext::new(d) {
             Ok(g) => all.push(Backend::Cuda(Arc::new(g))),
             Err(e) if choice == BackendChoice::Auto => {
-                return Ok((vec![Backend::Cpu], format!("cpu backend (auto: CUDA device {d} unavailable: {e})")));
+                return Ok((
+                    vec![Backend::Cpu],
+                    format!("cpu backend (auto: CUDA device {d} unavailable: {e})"),
+                ));
             }
             Err(e) => return Err(e),
         }
     }
     let described: Vec<String> = all.iter().map(Backend::describe).collect();
-    Ok((all, format!("{} devices: {}", devices.len(), described.join("; "))))
+    Ok((
+        all,
+        format!("{} devices: {}", devices.len(), described.join("; ")),
+    ))
 }

@@ -111,7 +111,12 @@ impl std::str::FromStr for DeviceList {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut list = Vec::new();
         for part in s.split(',') {
-            let d: usize = part.trim().parse().map_err(|_| format!("`{}` is not a device ordinal (expected e.g. 0 or 0,1)", part.trim()))?;
+            let d: usize = part.trim().parse().map_err(|_| {
+                format!(
+                    "`{}` is not a device ordinal (expected e.g. 0 or 0,1)",
+                    part.trim()
+                )
+            })?;
             if list.contains(&d) {
                 return Err(format!("device {d} listed twice"));
             }
@@ -142,14 +147,20 @@ impl PipelineSettings {
     /// The devices streams run on: `devices` when given, else `[device]`.
     #[must_use]
     pub fn device_list(&self) -> Vec<usize> {
-        if self.devices.is_empty() { vec![self.device] } else { self.devices.clone() }
+        if self.devices.is_empty() {
+            vec![self.device]
+        } else {
+            self.devices.clone()
+        }
     }
 
     /// The device of stream `stream` (streams go round-robin over [`Self::device_list`]).
     #[must_use]
     pub fn device_of_stream(&self, stream: usize) -> usize {
         let list = self.device_list();
-        list.get(stream % list.len()).copied().unwrap_or(self.device)
+        list.get(stream % list.len())
+            .copied()
+            .unwrap_or(self.device)
     }
 }
 
@@ -280,7 +291,11 @@ impl Settings {
             return Err(range("pipeline.queue", "must be 1..=64"));
         }
         let devices = &self.pipeline.devices;
-        if devices.iter().enumerate().any(|(i, d)| devices[..i].contains(d)) {
+        if devices
+            .iter()
+            .enumerate()
+            .any(|(i, d)| devices[..i].contains(d))
+        {
             return Err(range("pipeline.devices", "each device at most once"));
         }
         if self.source.test.width == 0 || self.source.test.height == 0 || self.source.test.fps == 0
@@ -447,11 +462,17 @@ mod tests {
         let one = Settings::load(None, &["pipeline.device=2".into()]).unwrap();
         assert_eq!(one.pipeline.device_list(), vec![2]);
         assert_eq!(one.pipeline.device_of_stream(5), 2);
-        let two = Settings::load(None, &["pipeline.device=2".into(), "pipeline.devices=[0, 1]".into()]).unwrap();
+        let two = Settings::load(
+            None,
+            &["pipeline.device=2".into(), "pipeline.devices=[0, 1]".into()],
+        )
+        .unwrap();
         assert_eq!(two.pipeline.device_list(), vec![0, 1]);
         let spread: Vec<usize> = (0..5).map(|i| two.pipeline.device_of_stream(i)).collect();
         assert_eq!(spread, vec![0, 1, 0, 1, 0]);
-        let err = Settings::load(None, &["pipeline.devices=[1, 1]".into()]).unwrap_err().to_string();
+        let err = Settings::load(None, &["pipeline.devices=[1, 1]".into()])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pipeline.devices"), "{err}");
     }
 

@@ -62,7 +62,12 @@ fn check_layout(width: usize, height: usize, stride: usize, len: usize) -> Resul
         return Err(ImageError::StrideTooSmall { width, stride });
     }
     if len < required_len(width, height, stride) {
-        return Err(ImageError::BufferTooSmall { width, height, stride, len });
+        return Err(ImageError::BufferTooSmall {
+            width,
+            height,
+            stride,
+            len,
+        });
     }
     Ok(())
 }
@@ -80,7 +85,12 @@ impl<T: Copy> Image<T> {
     /// A packed (`stride == width`) image filled with `value`.
     #[must_use]
     pub fn new(width: usize, height: usize, value: T) -> Self {
-        Self { width, height, stride: width, data: vec![value; width * height] }
+        Self {
+            width,
+            height,
+            stride: width,
+            data: vec![value; width * height],
+        }
     }
 
     /// A packed image from row-major pixels; `data.len()` must be `width * height`.
@@ -96,7 +106,12 @@ impl<T: Copy> Image<T> {
         data: Vec<T>,
     ) -> Result<Self, ImageError> {
         check_layout(width, height, stride, data.len())?;
-        Ok(Self { width, height, stride, data })
+        Ok(Self {
+            width,
+            height,
+            stride,
+            data,
+        })
     }
 
     /// A packed image whose pixel `(x, y)` is `f(x, y)`.
@@ -108,7 +123,12 @@ impl<T: Copy> Image<T> {
                 data.push(f(x, y));
             }
         }
-        Self { width, height, stride: width, data }
+        Self {
+            width,
+            height,
+            stride: width,
+            data,
+        }
     }
 
     /// Pixels per row.
@@ -184,7 +204,12 @@ impl<T: Copy> Image<T> {
     /// A borrowed view of the whole image.
     #[must_use]
     pub fn view(&self) -> ImageView<'_, T> {
-        ImageView { width: self.width, height: self.height, stride: self.stride, data: &self.data }
+        ImageView {
+            width: self.width,
+            height: self.height,
+            stride: self.stride,
+            data: &self.data,
+        }
     }
     /// A packed copy (copies only when padded).
     #[must_use]
@@ -230,9 +255,19 @@ pub struct ImageView<'a, T> {
 
 impl<'a, T: Copy> ImageView<'a, T> {
     /// A view over a strided buffer.
-    pub fn new(width: usize, height: usize, stride: usize, data: &'a [T]) -> Result<Self, ImageError> {
+    pub fn new(
+        width: usize,
+        height: usize,
+        stride: usize,
+        data: &'a [T],
+    ) -> Result<Self, ImageError> {
         check_layout(width, height, stride, data.len())?;
-        Ok(Self { width, height, stride, data })
+        Ok(Self {
+            width,
+            height,
+            stride,
+            data,
+        })
     }
     /// Pixels per row.
     #[must_use]
@@ -284,13 +319,26 @@ impl<'a, T: Copy> ImageView<'a, T> {
     #[must_use]
     pub fn to_image(&self) -> Image<T> {
         let data: Vec<T> = self.rows().flat_map(|r| r.iter().copied()).collect();
-        Image { width: self.width, height: self.height, stride: self.width, data }
+        Image {
+            width: self.width,
+            height: self.height,
+            stride: self.width,
+            data,
+        }
     }
     /// A packed image with `f` applied to every pixel.
     #[must_use]
     pub fn map<U: Copy>(&self, mut f: impl FnMut(T) -> U) -> Image<U> {
-        let data: Vec<U> = self.rows().flat_map(|r| r.iter().map(|&v| f(v)).collect::<Vec<_>>()).collect();
-        Image { width: self.width, height: self.height, stride: self.width, data }
+        let data: Vec<U> = self
+            .rows()
+            .flat_map(|r| r.iter().map(|&v| f(v)).collect::<Vec<_>>())
+            .collect();
+        Image {
+            width: self.width,
+            height: self.height,
+            stride: self.width,
+            data,
+        }
     }
 }
 
@@ -415,7 +463,10 @@ mod tests {
     fn layout_errors_are_reported() {
         assert_eq!(
             Image::from_strided(3, 2, 2, vec![0u8; 6]).unwrap_err(),
-            ImageError::StrideTooSmall { width: 3, stride: 2 }
+            ImageError::StrideTooSmall {
+                width: 3,
+                stride: 2
+            }
         );
         assert!(matches!(
             Image::from_strided(3, 2, 4, vec![0u8; 6]),

@@ -2,29 +2,29 @@
 //! Each module compares the CUDA backend with the CPU reference; see `gpu/common.rs` for the
 //! skip/fail rule.
 
-#[path = "gpu/common.rs"]
-mod common;
 #[path = "gpu/blur.rs"]
 mod blur;
 #[path = "gpu/cca.rs"]
 mod cca;
+#[path = "gpu/common.rs"]
+mod common;
 #[path = "gpu/compose.rs"]
 mod compose;
 #[path = "gpu/graph.rs"]
 mod graph;
-#[path = "gpu/orientation.rs"]
-mod orientation;
 #[path = "gpu/maxtree.rs"]
 mod maxtree;
 #[path = "gpu/maxtree_bench.rs"]
 mod maxtree_bench;
+#[path = "gpu/orientation.rs"]
+mod orientation;
 #[path = "gpu/preprocess.rs"]
 mod preprocess;
-#[path = "gpu/segmentation.rs"]
-mod segmentation;
 #[path = "gpu/segment_bench.rs"]
 mod segment_bench;
 #[path = "gpu/segment_launch.rs"]
 mod segment_launch;
+#[path = "gpu/segmentation.rs"]
+mod segmentation;
 #[path = "gpu/streams.rs"]
 mod streams;

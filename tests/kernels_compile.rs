@@ -27,7 +27,10 @@ fn wanted_archs() -> Vec<String> {
 #[test]
 fn every_kernel_compiles_for_every_target() {
     if !nvrtc_present() {
-        assert!(!required(), "MORPHOSCOPE_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)");
+        assert!(
+            !required(),
+            "MORPHOSCOPE_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)"
+        );
         eprintln!("skipped: libnvrtc not found (run scripts/setup.sh, then scripts/test.sh)");
         return;
     }
@@ -37,7 +40,10 @@ fn every_kernel_compiles_for_every_target() {
     let mut compiled = 0;
     for arch in wanted_archs() {
         if !supported.contains(&arch) {
-            assert!(!required(), "NVRTC {version:?} cannot target {arch} (supports {supported:?})");
+            assert!(
+                !required(),
+                "NVRTC {version:?} cannot target {arch} (supports {supported:?})"
+            );
             eprintln!("skipped {arch}: NVRTC {version:?} does not support it");
             continue;
         }
@@ -47,7 +53,8 @@ fn every_kernel_compiles_for_every_target() {
                     compiled += 1;
                     for f in module.functions {
                         if !ptx.contains(&format!(".entry {f}(")) {
-                            failures.push(format!("{arch}: {}: entry point {f} missing", module.name));
+                            failures
+                                .push(format!("{arch}: {}: entry point {f} missing", module.name));
                         }
                     }
                 }
@@ -55,7 +62,11 @@ fn every_kernel_compiles_for_every_target() {
             }
         }
     }
-    assert!(failures.is_empty(), "kernel compile failures:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "kernel compile failures:\n{}",
+        failures.join("\n")
+    );
     eprintln!("compiled {compiled} module/arch pairs with NVRTC {version:?}");
 }
 
@@ -71,7 +82,10 @@ fn a_broken_kernel_reports_the_nvrtc_log() {
         functions: &["k"],
     };
     let err = compile_ptx(&bad, HEADERS, &arch).unwrap_err().to_string();
-    assert!(err.contains("undeclared_thing"), "log should name the error: {err}");
+    assert!(
+        err.contains("undeclared_thing"),
+        "log should name the error: {err}"
+    );
 }
 
 /// `segment_finish` (and `segment_finish_grid`) runs every step of a round in one kernel and reads what earlier steps wrote,
@@ -81,20 +95,33 @@ fn a_broken_kernel_reports_the_nvrtc_log() {
 #[test]
 fn the_segmentation_finisher_uses_no_non_coherent_loads() {
     if !nvrtc_present() {
-        assert!(!required(), "MORPHOSCOPE_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded");
+        assert!(
+            !required(),
+            "MORPHOSCOPE_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded"
+        );
         return;
     }
     let supported = supported_archs().unwrap();
-    let Some(module) = SOURCES.iter().find(|m| m.name == "segmentation") else { panic!("no segment module") };
+    let Some(module) = SOURCES.iter().find(|m| m.name == "segmentation") else {
+        panic!("no segment module")
+    };
     for arch in wanted_archs().into_iter().filter(|a| supported.contains(a)) {
         let ptx = compile_ptx(module, HEADERS, &arch).unwrap();
         for kernel in ["segment_finish", "segment_finish_grid"] {
-            let start = ptx.find(&format!(".entry {kernel}(")).unwrap_or_else(|| panic!("{kernel} in the PTX"));
+            let start = ptx
+                .find(&format!(".entry {kernel}("))
+                .unwrap_or_else(|| panic!("{kernel} in the PTX"));
             let body = &ptx[start..];
             let end = body.find("\n}\n").map_or(body.len(), |e| e + 3);
             let body = &body[..end];
-            assert!(body.contains("ld.global"), "{arch}: no global loads found in {kernel}");
-            assert!(!body.contains("ld.global.nc"), "{arch}: {kernel} reads through the non-coherent path");
+            assert!(
+                body.contains("ld.global"),
+                "{arch}: no global loads found in {kernel}"
+            );
+            assert!(
+                !body.contains("ld.global.nc"),
+                "{arch}: {kernel} reads through the non-coherent path"
+            );
         }
     }
 }

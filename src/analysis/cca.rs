@@ -19,7 +19,10 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Shape, TrackInfo};
+use super::{
+    Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
+    Payload, Shape, TrackInfo,
+};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::cca::gpu::GpuBackground;
@@ -114,7 +117,11 @@ struct Labeled {
 }
 
 fn payload_output(table: ComponentTable) -> OpOutput {
-    OpOutput { op: "cca", payload: Some(Payload::new(Labeled { table })), ..Default::default() }
+    OpOutput {
+        op: "cca",
+        payload: Some(Payload::new(Labeled { table })),
+        ..Default::default()
+    }
 }
 
 impl Analysis for Cca {
@@ -126,7 +133,9 @@ impl Analysis for Cca {
     }
     fn update(&mut self, settings: &OpSettings) -> Result<(), OpError> {
         settings.cca.params().validate()?;
-        if settings.cca.source != self.settings.source || settings.cca.learning_rate != self.settings.learning_rate {
+        if settings.cca.source != self.settings.source
+            || settings.cca.learning_rate != self.settings.learning_rate
+        {
             self.cpu.reset_background();
             if let Ok(mut bg) = self.background.lock() {
                 bg.reset();
@@ -138,7 +147,11 @@ impl Analysis for Cca {
         }
         Ok(())
     }
-    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+    fn run_cpu(
+        &mut self,
+        input: &FrameInput,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<OpOutput, OpError> {
         let t = std::time::Instant::now();
         let p = self.settings.params();
         let out = match &input.gray16 {
@@ -149,13 +162,23 @@ impl Analysis for Cca {
         Ok(payload_output(out.table))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(Some(Box::new(CcaStage { cca: CclGpu::new(gpu)?, background: self.background.clone() })))
+        Ok(Some(Box::new(CcaStage {
+            cca: CclGpu::new(gpu)?,
+            background: self.background.clone(),
+        })))
     }
     fn finish(&mut self, output: OpOutput, frame: &FrameMeta) -> OpOutput {
-        let Some(Labeled { table }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>()) else { return output };
+        let Some(Labeled { table }) = output.payload.as_ref().and_then(|p| p.get::<Labeled>())
+        else {
+            return output;
+        };
         // The tracker's appearance: each tracked component's mean grey level.
         let min_area = self.tracker.params().min_area;
-        let grey: Vec<Option<f64>> = table.components.iter().map(|c| (c.area >= min_area).then(|| c.mean_grey())).collect();
+        let grey: Vec<Option<f64>> = table
+            .components
+            .iter()
+            .map(|c| (c.area >= min_area).then(|| c.mean_grey()))
+            .collect();
         // Durations and velocities follow the timestamps; `tracker.frame_rate` stands in without.
         let tracked = self.tracker.update(table, &grey, frame.pts_nanos);
         let mut shapes = Vec::new();
@@ -163,18 +186,40 @@ impl Analysis for Cca {
         for c in &tracked.table.components {
             if let Some(id) = c.track_id {
                 let [l, t, w, h] = c.bbox();
-                shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(id), label: Some(id.to_string()) });
+                shapes.push(Shape::Rect {
+                    left: l as f32,
+                    top: t as f32,
+                    width: w as f32,
+                    height: h as f32,
+                    color: id_colour(id),
+                    label: Some(id.to_string()),
+                });
             }
         }
-        for tr in tracked.tracks.iter().filter(|t| matches!(t.state, TrackState::Confirmed | TrackState::Merged | TrackState::Lost)) {
+        for tr in tracked.tracks.iter().filter(|t| {
+            matches!(
+                t.state,
+                TrackState::Confirmed | TrackState::Merged | TrackState::Lost
+            )
+        }) {
             if tr.state == TrackState::Merged {
                 // Its predicted box inside the component it shares.
                 let [l, t, w, h] = tr.bbox;
-                shapes.push(Shape::Rect { left: l as f32, top: t as f32, width: w as f32, height: h as f32, color: id_colour(tr.id), label: Some(format!("{} merged", tr.id)) });
+                shapes.push(Shape::Rect {
+                    left: l as f32,
+                    top: t as f32,
+                    width: w as f32,
+                    height: h as f32,
+                    color: id_colour(tr.id),
+                    label: Some(format!("{} merged", tr.id)),
+                });
             }
             if tr.trail.len() > 1 {
                 let points = tr.trail.clone();
-                shapes.push(Shape::Polyline { points, color: id_colour(tr.id) });
+                shapes.push(Shape::Polyline {
+                    points,
+                    color: id_colour(tr.id),
+                });
             }
             tracks.push(TrackInfo {
                 id: tr.id,
@@ -182,11 +227,20 @@ impl Analysis for Cca {
                 area: tr.area,
                 position: [tr.centroid[0] as f32, tr.centroid[1] as f32],
                 velocity: [tr.velocity[0] as f32, tr.velocity[1] as f32],
-                bbox: [tr.bbox[0] as f32, tr.bbox[1] as f32, tr.bbox[2] as f32, tr.bbox[3] as f32],
+                bbox: [
+                    tr.bbox[0] as f32,
+                    tr.bbox[1] as f32,
+                    tr.bbox[2] as f32,
+                    tr.bbox[3] as f32,
+                ],
             });
         }
         let count = |s: TrackState| tracked.tracks.iter().filter(|t| t.state == s).count();
-        let mut records: Vec<(&'static str, String)> = tracked.mot_rows().into_iter().map(|r| ("tracks.csv", r)).collect();
+        let mut records: Vec<(&'static str, String)> = tracked
+            .mot_rows()
+            .into_iter()
+            .map(|r| ("tracks.csv", r))
+            .collect();
         let mut line = serde_json::json!({ "frame": tracked.frame, "table": &tracked.table });
         if !tracked.merges.is_empty() {
             line["merges"] = serde_json::json!(&tracked.merges);
@@ -204,7 +258,11 @@ impl Analysis for Cca {
                 "merged": count(TrackState::Merged),
                 "lost": count(TrackState::Lost),
             }),
-            layer: Layer { raster: None, shapes, device_raster: None },
+            layer: Layer {
+                raster: None,
+                shapes,
+                device_raster: None,
+            },
             data: OpData::Tracks(tracks),
             records,
             payload: output.payload.clone(),
@@ -222,15 +280,27 @@ impl GpuStage for CcaStage {
     fn ordered(&self) -> bool {
         true // the motion background lives on the device from frame to frame
     }
-    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(
+        &mut self,
+        frame: &DeviceFrame<'_>,
+        timer: &mut KernelTimer,
+        settings: &OpSettings,
+    ) -> Result<(), OpError> {
         let p = settings.cca.params();
-        let mut shared = self.background.lock().map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
+        let mut shared = self
+            .background
+            .lock()
+            .map_err(|_| OpError::Unsupported("background lock poisoned".into()))?;
         std::mem::swap(&mut self.cca.background, &mut shared);
         let r = self.cca.enqueue(timer, frame.gray, &p);
         std::mem::swap(&mut self.cca.background, &mut shared);
         r
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
+    fn collect(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        _frame: &FrameMeta,
+    ) -> Result<OpOutput, OpError> {
         Ok(payload_output(self.cca.download_table(stream)?))
     }
 }
@@ -245,7 +315,12 @@ mod tests {
             Some(x0) if (x0..x0 + 6).contains(&x) && (20..26).contains(&y) => 200u8,
             _ => 0,
         });
-        FrameInput { index, gray: Arc::new(gray), rgb: None, gray16: None }
+        FrameInput {
+            index,
+            gray: Arc::new(gray),
+            rgb: None,
+            gray16: None,
+        }
     }
 
     #[test]
@@ -255,20 +330,29 @@ mod tests {
         let mut cca = Cca::new(&settings).unwrap();
         let mut run = |f: FrameInput| {
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: f.index, pts_nanos: None, width: f.gray.width(), height: f.gray.height() };
+            let meta = FrameMeta {
+                index: f.index,
+                pts_nanos: None,
+                width: f.gray.width(),
+                height: f.gray.height(),
+            };
             cca.finish(out, &meta)
         };
         for i in 0..8 {
             let out = run(frame(i, Some(10 + i as usize)));
             if i == 7 {
-                let OpData::Tracks(t) = &out.data else { panic!("no tracks") };
+                let OpData::Tracks(t) = &out.data else {
+                    panic!("no tracks")
+                };
                 assert_eq!(t.len(), 1, "one confirmed track after 8 frames");
                 assert_eq!(t[0].area, 36);
             }
         }
         // The square disappears: the track is lost, not removed, and keeps its area.
         let out = run(frame(8, None));
-        let OpData::Tracks(t) = &out.data else { panic!("no tracks") };
+        let OpData::Tracks(t) = &out.data else {
+            panic!("no tracks")
+        };
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].area, 36, "area of the lost track");
         assert_eq!(out.summary["components"], 0);
@@ -286,7 +370,12 @@ mod tests {
             for i in 0..30 {
                 let f = frame(i, Some(10 + i as usize));
                 let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-                let meta = FrameMeta { index: f.index, pts_nanos: pts_step.map(|s| i * s), width: f.gray.width(), height: f.gray.height() };
+                let meta = FrameMeta {
+                    index: f.index,
+                    pts_nanos: pts_step.map(|s| i * s),
+                    width: f.gray.width(),
+                    height: f.gray.height(),
+                };
                 let out = cca.finish(out, &meta);
                 if let OpData::Tracks(t) = &out.data
                     && let Some(t) = t.first()
@@ -294,7 +383,10 @@ mod tests {
                     speed = t.velocity[0];
                 }
             }
-            assert!((speed - expected).abs() < 0.5, "{pts_step:?}: {speed} px/s, expected {expected}");
+            assert!(
+                (speed - expected).abs() < 0.5,
+                "{pts_step:?}: {speed} px/s, expected {expected}"
+            );
         }
     }
 
@@ -312,13 +404,23 @@ mod tests {
                 (x, 20..=25) if (b..b + 6).contains(&x) => 90,
                 _ => 0,
             });
-            FrameInput { index, gray: Arc::new(gray), rgb: None, gray16: None }
+            FrameInput {
+                index,
+                gray: Arc::new(gray),
+                rgb: None,
+                gray16: None,
+            }
         };
         let (mut csv, mut lines) = (Vec::new(), Vec::new());
         for i in 0..12 {
             let f = frame(i);
             let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: f.index, pts_nanos: None, width: f.gray.width(), height: f.gray.height() };
+            let meta = FrameMeta {
+                index: f.index,
+                pts_nanos: None,
+                width: f.gray.width(),
+                height: f.gray.height(),
+            };
             let out = cca.finish(out, &meta);
             for (file, r) in out.records {
                 if file == "tracks.csv" {
@@ -329,19 +431,41 @@ mod tests {
             }
         }
         // Confirmed after 0.2 s (5 frames at 25 fps): frames 1-4 are written with frame 5.
-        let first: Vec<&str> = csv.iter().filter(|r| r.starts_with("1,")).map(String::as_str).collect();
-        assert_eq!(first, vec!["1,1,10,20,6,6,1,-1,-1,-1", "1,2,52,20,6,6,1,-1,-1,-1"]);
-        assert_eq!(lines[4]["backfill"].as_array().map(Vec::len), Some(8), "{}", lines[4]);
+        let first: Vec<&str> = csv
+            .iter()
+            .filter(|r| r.starts_with("1,"))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            first,
+            vec!["1,1,10,20,6,6,1,-1,-1,-1", "1,2,52,20,6,6,1,-1,-1,-1"]
+        );
+        assert_eq!(
+            lines[4]["backfill"].as_array().map(Vec::len),
+            Some(8),
+            "{}",
+            lines[4]
+        );
         assert!(lines[3].get("backfill").is_none());
         // Every frame has a row for each square, merged frames with conf 0.5.
         for f in 1..=12 {
-            let rows: Vec<Vec<&str>> = csv.iter().filter(|r| r.starts_with(&format!("{f},"))).map(|r| r.split(',').collect()).collect();
+            let rows: Vec<Vec<&str>> = csv
+                .iter()
+                .filter(|r| r.starts_with(&format!("{f},")))
+                .map(|r| r.split(',').collect())
+                .collect();
             assert_eq!(rows.len(), 2, "frame {f}: {rows:?}");
             let conf = if f >= 10 { "0.5" } else { "1" };
             assert!(rows.iter().all(|r| r[6] == conf), "frame {f}: {rows:?}");
         }
-        assert!(csv.contains(&"10,1,28,20,6,6,0.5,-1,-1,-1".to_owned()) && csv.contains(&"10,2,34,20,6,6,0.5,-1,-1,-1".to_owned()));
-        assert_eq!(lines[9]["merges"], serde_json::json!([{ "label": 1, "track_ids": [1, 2] }]));
+        assert!(
+            csv.contains(&"10,1,28,20,6,6,0.5,-1,-1,-1".to_owned())
+                && csv.contains(&"10,2,34,20,6,6,0.5,-1,-1,-1".to_owned())
+        );
+        assert_eq!(
+            lines[9]["merges"],
+            serde_json::json!([{ "label": 1, "track_ids": [1, 2] }])
+        );
         assert!(lines[9]["table"]["components"][0].get("track_id").is_none());
     }
 }

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, Shape, TrackInfo};
+pub use types::{
+    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, Shape, TrackInfo,
+};
 
 use crate::compose::DeviceRaster;
 
@@ -61,12 +63,25 @@ impl OpSettings {
 
     /// Range checks; `Err((key, message))`.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        self.preprocess.validate().map_err(|m| ("preprocess".to_owned(), m))?;
-        self.maxtree.validate().map_err(|e| ("maxtree".to_owned(), e.to_string()))?;
-        self.cca.params().validate().map_err(|e| ("cca".to_owned(), e.to_string()))?;
-        self.tracker.validate().map_err(|e| ("tracker".to_owned(), e.to_string()))?;
-        self.orientation.validate().map_err(|e| ("orientation".to_owned(), e.to_string()))?;
-        self.segmentation.validate().map_err(|e| ("segmentation".to_owned(), e.to_string()))?;
+        self.preprocess
+            .validate()
+            .map_err(|m| ("preprocess".to_owned(), m))?;
+        self.maxtree
+            .validate()
+            .map_err(|e| ("maxtree".to_owned(), e.to_string()))?;
+        self.cca
+            .params()
+            .validate()
+            .map_err(|e| ("cca".to_owned(), e.to_string()))?;
+        self.tracker
+            .validate()
+            .map_err(|e| ("tracker".to_owned(), e.to_string()))?;
+        self.orientation
+            .validate()
+            .map_err(|e| ("orientation".to_owned(), e.to_string()))?;
+        self.segmentation
+            .validate()
+            .map_err(|e| ("segmentation".to_owned(), e.to_string()))?;
         Ok(())
     }
 }
@@ -135,7 +150,11 @@ pub trait Analysis: Send {
     /// New settings (live changes from the viewer); applied from the next frame on.
     fn update(&mut self, settings: &OpSettings) -> Result<(), OpError>;
     /// Runs on the CPU; pushes (region name, ms) into `timings`.
-    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError>;
+    fn run_cpu(
+        &mut self,
+        input: &FrameInput,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<OpOutput, OpError>;
     /// A per-slot GPU stage, or `None` when this analysis has no CUDA path (the ring then runs
     /// `run_cpu` for it after the slot completes).
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError>;
@@ -159,10 +178,16 @@ pub trait Analysis: Send {
 /// The part of an analysis that lives in one ring slot: device buffers and resolved kernels.
 pub trait GpuStage: Send {
     /// Enqueues this frame's work on the frame's stream (no host synchronisation).
-    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError>;
+    fn enqueue(
+        &mut self,
+        frame: &DeviceFrame<'_>,
+        timer: &mut KernelTimer,
+        settings: &OpSettings,
+    ) -> Result<(), OpError>;
     /// After the slot's work completed: reads back this frame's small results (tables, counts,
     /// spectra — never a picture) and builds the output.
-    fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError>;
+    fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta)
+    -> Result<OpOutput, OpError>;
     /// This frame's overlay layer on the device (valid until the next `enqueue`), or `None`.
     fn device_layer(&self) -> Option<DeviceRaster<'_>> {
         None
@@ -176,7 +201,8 @@ pub trait GpuStage: Send {
 
 /// Every analysis, in the order they run on a frame.
 pub fn build_analyses(settings: &OpSettings) -> Result<Vec<Box<dyn Analysis>>, OpError> {
-    let mut v: Vec<Box<dyn Analysis>> = vec![Box::new(preprocess::Preprocess::new(&settings.preprocess)),
+    let mut v: Vec<Box<dyn Analysis>> = vec![
+        Box::new(preprocess::Preprocess::new(&settings.preprocess)),
         Box::new(maxtree::Maxtree::new(settings)?),
         Box::new(cca::Cca::new(settings)?),
         Box::new(orientation::Orientation::new(settings)?),

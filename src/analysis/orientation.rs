@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Raster};
+use super::{
+    Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
+    Raster,
+};
 use crate::compose::{DeviceRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
@@ -17,12 +20,24 @@ use crate::ops::orientation::{OrientationGpu, OrientationParams, orientation, sp
 /// `[orientation]` is the op's own parameter struct.
 pub type OrientationSettings = OrientationParams;
 
-fn output(angles_deg: &[f64], spectrum: &[f64], closing: bool, colour: Option<Image<[u8; 3]>>) -> OpOutput {
-    let panel = angles_deg.iter().zip(spectrum).map(|(&a, &s)| (a as f32, s)).collect();
+fn output(
+    angles_deg: &[f64],
+    spectrum: &[f64],
+    closing: bool,
+    colour: Option<Image<[u8; 3]>>,
+) -> OpOutput {
+    let panel = angles_deg
+        .iter()
+        .zip(spectrum)
+        .map(|(&a, &s)| (a as f32, s))
+        .collect();
     OpOutput {
         op: "orientation",
         summary: spectrum_summary(angles_deg, spectrum, closing),
-        layer: Layer { raster: colour.map(|c| Raster::Colour(Arc::new(c))), ..Default::default() },
+        layer: Layer {
+            raster: colour.map(|c| Raster::Colour(Arc::new(c))),
+            ..Default::default()
+        },
         data: OpData::Spectrum(panel),
         ..Default::default()
     }
@@ -37,7 +52,9 @@ impl Orientation {
     /// From settings.
     pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
         settings.orientation.validate()?;
-        Ok(Self { settings: settings.orientation.clone() })
+        Ok(Self {
+            settings: settings.orientation.clone(),
+        })
     }
 }
 
@@ -53,15 +70,26 @@ impl Analysis for Orientation {
         self.settings = settings.orientation.clone();
         Ok(())
     }
-    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+    fn run_cpu(
+        &mut self,
+        input: &FrameInput,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<OpOutput, OpError> {
         let t = std::time::Instant::now();
         let out = orientation(input.gray.view(), &self.settings)?;
         let colour = out.colour();
         timings.push(("orientation_cpu".into(), t.elapsed().as_secs_f64() * 1e3));
-        Ok(output(&out.angles_deg, &out.spectrum, out.closing, Some(colour)))
+        Ok(output(
+            &out.angles_deg,
+            &out.spectrum,
+            out.closing,
+            Some(colour),
+        ))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(Some(Box::new(OrientationStage { gpu: OrientationGpu::new(gpu)? })))
+        Ok(Some(Box::new(OrientationStage {
+            gpu: OrientationGpu::new(gpu)?,
+        })))
     }
 }
 
@@ -70,12 +98,21 @@ struct OrientationStage {
 }
 
 impl GpuStage for OrientationStage {
-    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(
+        &mut self,
+        frame: &DeviceFrame<'_>,
+        timer: &mut KernelTimer,
+        settings: &OpSettings,
+    ) -> Result<(), OpError> {
         self.gpu.enqueue(timer, frame.gray, &settings.orientation)
     }
     /// The spectrum only: the colour picture stays on the device for the compose step, and the
     /// strength and angle maps are read back only by `image --op orientation`.
-    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
+    fn collect(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        _frame: &FrameMeta,
+    ) -> Result<OpOutput, OpError> {
         let spectrum = self.gpu.download_spectrum(stream)?;
         let mut out = output(self.gpu.angles_deg(), &spectrum, self.gpu.closing(), None);
         out.layer.device_raster = Some(LayerKind::Colour);

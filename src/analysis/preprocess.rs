@@ -8,11 +8,13 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings};
-use crate::gpu::KernelTimer;
-use crate::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram};
+use super::{
+    Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
+};
 use crate::gpu::GpuContext;
+use crate::gpu::KernelTimer;
 use crate::ops::OpError;
+use crate::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram};
 
 /// `[preprocess]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,7 +47,9 @@ impl Preprocess {
     /// From settings.
     #[must_use]
     pub fn new(settings: &PreprocessSettings) -> Self {
-        Self { settings: settings.clone() }
+        Self {
+            settings: settings.clone(),
+        }
     }
 }
 
@@ -60,19 +64,31 @@ impl Analysis for Preprocess {
         self.settings = settings.preprocess.clone();
         Ok(())
     }
-    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+    fn run_cpu(
+        &mut self,
+        input: &FrameInput,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<OpOutput, OpError> {
         let t = std::time::Instant::now();
         let stats = GrayStats::from_histogram(&gray_histogram(input.gray.view()));
         timings.push(("preprocess_stats".into(), t.elapsed().as_secs_f64() * 1e3));
         Ok(output(&stats))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(Some(Box::new(PreprocessStage { histogram: GrayHistogramGpu::new(gpu)? })))
+        Ok(Some(Box::new(PreprocessStage {
+            histogram: GrayHistogramGpu::new(gpu)?,
+        })))
     }
 }
 
 fn output(stats: &GrayStats) -> OpOutput {
-    OpOutput { op: "preprocess", summary: stats.summary(), layer: Layer::default(), data: OpData::None, ..Default::default() }
+    OpOutput {
+        op: "preprocess",
+        summary: stats.summary(),
+        layer: Layer::default(),
+        data: OpData::None,
+        ..Default::default()
+    }
 }
 
 /// The grey histogram on the device; 256 bins read back.
@@ -81,10 +97,21 @@ struct PreprocessStage {
 }
 
 impl GpuStage for PreprocessStage {
-    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, _settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(
+        &mut self,
+        frame: &DeviceFrame<'_>,
+        timer: &mut KernelTimer,
+        _settings: &OpSettings,
+    ) -> Result<(), OpError> {
         self.histogram.enqueue(timer, frame.gray)
     }
-    fn collect(&mut self, stream: &Arc<CudaStream>, _frame: &FrameMeta) -> Result<OpOutput, OpError> {
-        Ok(output(&GrayStats::from_histogram(&self.histogram.download(stream)?)))
+    fn collect(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        _frame: &FrameMeta,
+    ) -> Result<OpOutput, OpError> {
+        Ok(output(&GrayStats::from_histogram(
+            &self.histogram.download(stream)?,
+        )))
     }
 }

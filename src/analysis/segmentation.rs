@@ -24,14 +24,19 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings, Payload, Raster};
+use super::{
+    Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
+    Payload, Raster,
+};
 use crate::compose::{DeviceRaster, LayerKind, SegmentCount, Segments};
 use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{pack_gray, pack_rgb};
-use crate::ops::preprocess::{downscale_box, downscale_function, downscaled_size, enqueue_downscale};
+use crate::ops::preprocess::{
+    downscale_box, downscale_function, downscaled_size, enqueue_downscale,
+};
 use crate::ops::segmentation::boruvka::felzenszwalb_boruvka;
 use crate::ops::segmentation::cpu::felzenszwalb_interleaved;
 use crate::ops::segmentation::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
@@ -114,13 +119,21 @@ impl SegmentationSettings {
     /// Checks every field and names the bad one.
     pub fn validate(&self) -> Result<(), OpError> {
         if !(1..=8).contains(&self.downscale) {
-            return Err(OpError::InvalidParam(format!("downscale must be in 1..=8, got {}", self.downscale)));
+            return Err(OpError::InvalidParam(format!(
+                "downscale must be in 1..=8, got {}",
+                self.downscale
+            )));
         }
         if self.every == 0 {
-            return Err(OpError::InvalidParam("every must be at least 1 (1: segment every frame)".into()));
+            return Err(OpError::InvalidParam(
+                "every must be at least 1 (1: segment every frame)".into(),
+            ));
         }
         if self.level < -1 {
-            return Err(OpError::InvalidParam(format!("level must be -1 (final) or a level >= 0, got {}", self.level)));
+            return Err(OpError::InvalidParam(format!(
+                "level must be -1 (final) or a level >= 0, got {}",
+                self.level
+            )));
         }
         self.params().validate()
     }
@@ -142,11 +155,30 @@ impl SegmentationSettings {
 
 /// The overlay raster of a segmentation of a `width` x `height` frame: its labels (possibly
 /// downscaled: the compose step upsamples them and fills each segment from the frame's pixels).
-fn raster(out: &SegmentOutput, labels: Arc<Image<u32>>, width: usize, settings: &SegmentationSettings) -> Raster {
-    let factor = if labels.width() == width { 1 } else { settings.downscale as usize };
+fn raster(
+    out: &SegmentOutput,
+    labels: Arc<Image<u32>>,
+    width: usize,
+    settings: &SegmentationSettings,
+) -> Raster {
+    let factor = if labels.width() == width {
+        1
+    } else {
+        settings.downscale as usize
+    };
     let (label_width, label_height) = (labels.width(), labels.height());
-    let segments = Segments { labels, label_width, label_height, factor, fill: settings.fill, boundary: settings.boundary() };
-    Raster::Segments { segments, count: out.segment_count }
+    let segments = Segments {
+        labels,
+        label_width,
+        label_height,
+        factor,
+        fill: settings.fill,
+        boundary: settings.boundary(),
+    };
+    Raster::Segments {
+        segments,
+        count: out.segment_count,
+    }
 }
 
 /// The summary of a segmentation (with its `downscale`).
@@ -178,7 +210,10 @@ fn output(seg: Segmented) -> OpOutput {
     OpOutput {
         op: "segmentation",
         summary: seg.summary.clone(),
-        layer: Layer { raster, ..Default::default() },
+        layer: Layer {
+            raster,
+            ..Default::default()
+        },
         data: OpData::None,
         payload: Some(Payload::new(seg)),
         ..Default::default()
@@ -187,7 +222,11 @@ fn output(seg: Segmented) -> OpOutput {
 
 /// The output of a frame that `every` skips (filled in by `finish`).
 fn skipped() -> OpOutput {
-    OpOutput { op: "segmentation", summary: serde_json::json!({ "skipped": true }), ..Default::default() }
+    OpOutput {
+        op: "segmentation",
+        summary: serde_json::json!({ "skipped": true }),
+        ..Default::default()
+    }
 }
 
 /// Graph-based segmentation of each frame (or every N-th, see the module doc).
@@ -214,7 +253,11 @@ impl Segmentation {
     /// From settings.
     pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
         settings.segmentation.validate()?;
-        Ok(Self { settings: settings.segmentation.clone(), last: None, last_labels: None })
+        Ok(Self {
+            settings: settings.segmentation.clone(),
+            last: None,
+            last_labels: None,
+        })
     }
 
     /// The CPU segmentation of a frame: pack it, box-downscale it when `downscale > 1`, segment
@@ -233,14 +276,23 @@ impl Segmentation {
         };
         let f = self.settings.downscale as usize;
         let (sw, sh) = downscaled_size(w, h, f);
-        let small = if (sw, sh) == (w, h) { data } else { downscale_box(&data, w, h, channels, f) };
+        let small = if (sw, sh) == (w, h) {
+            data
+        } else {
+            downscale_box(&data, w, h, channels, f)
+        };
         let out = match self.settings.level() {
             None => felzenszwalb_interleaved(&small, sw, sh, channels, params)?,
             Some(level) => {
                 let (out, hierarchy) = felzenszwalb_boruvka(&small, sw, sh, channels, params)?;
                 let level = level.min(out.levels() - 1);
                 let (labels, segment_count) = hierarchy.labels_at(level)?;
-                SegmentOutput { labels, segment_count, level, ..out }
+                SegmentOutput {
+                    labels,
+                    segment_count,
+                    level,
+                    ..out
+                }
             }
         };
         Ok(out)
@@ -248,7 +300,10 @@ impl Segmentation {
 }
 
 /// The colour frame to segment, when there is one and the settings ask for colour.
-fn colour_input<'a>(input: &'a FrameInput, settings: &SegmentationSettings) -> Option<&'a Image<[u8; 3]>> {
+fn colour_input<'a>(
+    input: &'a FrameInput,
+    settings: &SegmentationSettings,
+) -> Option<&'a Image<[u8; 3]>> {
     input.rgb.as_deref().filter(|_| settings.colour)
 }
 
@@ -264,7 +319,11 @@ impl Analysis for Segmentation {
         self.settings = settings.segmentation.clone();
         Ok(())
     }
-    fn run_cpu(&mut self, input: &FrameInput, timings: &mut Vec<(String, f64)>) -> Result<OpOutput, OpError> {
+    fn run_cpu(
+        &mut self,
+        input: &FrameInput,
+        timings: &mut Vec<(String, f64)>,
+    ) -> Result<OpOutput, OpError> {
         if !self.settings.segments(input.index) {
             return Ok(skipped());
         }
@@ -275,7 +334,13 @@ impl Analysis for Segmentation {
         let (width, height) = (input.gray.width(), input.gray.height());
         let labels = Arc::new(std::mem::replace(&mut out.labels, Image::new(0, 0, 0)));
         let raster = raster(&out, labels, width, &self.settings);
-        Ok(output(Segmented { index: input.index, width, height, raster: Some(raster), summary: summary(&out, &self.settings) }))
+        Ok(output(Segmented {
+            index: input.index,
+            width,
+            height,
+            raster: Some(raster),
+            summary: summary(&out, &self.settings),
+        }))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(SegmentationStage {
@@ -305,21 +370,40 @@ impl Analysis for Segmentation {
                     SegmentCount::Host(n) => n,
                     SegmentCount::Device(_) => 0,
                 };
-                if self.last_labels.as_ref().is_none_or(|l| l.labels.len() != w * h) {
+                if self
+                    .last_labels
+                    .as_ref()
+                    .is_none_or(|l| l.labels.len() != w * h)
+                {
                     self.last_labels = None;
-                    let labels = alloc_zeroed::<u32>(stream, w * h, "kept segmentation labels", w, h)?;
-                    self.last_labels = Some(DeviceLabels { labels, width: w, height: h, count });
+                    let labels =
+                        alloc_zeroed::<u32>(stream, w * h, "kept segmentation labels", w, h)?;
+                    self.last_labels = Some(DeviceLabels {
+                        labels,
+                        width: w,
+                        height: h,
+                        count,
+                    });
                 }
                 if let Some(kept) = self.last_labels.as_mut() {
-                    stream.memcpy_dtod(&segments.labels.slice(0..w * h), &mut kept.labels.slice_mut(0..w * h))?;
+                    stream.memcpy_dtod(
+                        &segments.labels.slice(0..w * h),
+                        &mut kept.labels.slice_mut(0..w * h),
+                    )?;
                     (kept.width, kept.height, kept.count) = (w, h, count);
                 }
             }
             return Ok(stage.device_layer());
         }
         // A skipped frame: the kept labels, when they were computed at this frame's size.
-        let Some(kept) = self.last_labels.as_ref().filter(|_| every) else { return Ok(None) };
-        let factor = if kept.width == frame.width { 1 } else { self.settings.downscale as usize };
+        let Some(kept) = self.last_labels.as_ref().filter(|_| every) else {
+            return Ok(None);
+        };
+        let factor = if kept.width == frame.width {
+            1
+        } else {
+            self.settings.downscale as usize
+        };
         if (kept.width * factor.max(1)).abs_diff(frame.width) >= factor.max(1) * 2 {
             return Ok(None);
         }
@@ -331,7 +415,10 @@ impl Analysis for Segmentation {
             fill: self.settings.fill,
             boundary: self.settings.boundary(),
         };
-        Ok(Some(DeviceRaster::Segments { segments, count: SegmentCount::Host(kept.count) }))
+        Ok(Some(DeviceRaster::Segments {
+            segments,
+            count: SegmentCount::Host(kept.count),
+        }))
     }
     /// Keeps a segmented frame's result; gives a skipped frame the last one (drawn over its
     /// own pixels by the compose step).
@@ -342,7 +429,9 @@ impl Analysis for Segmentation {
             }
             return output;
         }
-        let Some(last) = self.last.as_ref().and_then(|p| p.get::<Segmented>()) else { return output };
+        let Some(last) = self.last.as_ref().and_then(|p| p.get::<Segmented>()) else {
+            return output;
+        };
         if (last.width, last.height) != (frame.width, frame.height) {
             return output;
         }
@@ -354,7 +443,11 @@ impl Analysis for Segmentation {
         OpOutput {
             op: "segmentation",
             summary,
-            layer: Layer { raster: last.raster.clone(), device_raster: output.layer.device_raster, shapes: Vec::new() },
+            layer: Layer {
+                raster: last.raster.clone(),
+                device_raster: output.layer.device_raster,
+                shapes: Vec::new(),
+            },
             ..Default::default()
         }
     }
@@ -376,7 +469,12 @@ struct SegmentationStage {
 }
 
 impl GpuStage for SegmentationStage {
-    fn enqueue(&mut self, frame: &DeviceFrame<'_>, timer: &mut KernelTimer, settings: &OpSettings) -> Result<(), OpError> {
+    fn enqueue(
+        &mut self,
+        frame: &DeviceFrame<'_>,
+        timer: &mut KernelTimer,
+        settings: &OpSettings,
+    ) -> Result<(), OpError> {
         let stream = frame.stream();
         self.settings = settings.segmentation.clone();
         self.skipped = !self.settings.segments(frame.index);
@@ -385,7 +483,10 @@ impl GpuStage for SegmentationStage {
         }
         self.captures = self.gpu.graph_captures();
         let params = self.settings.params();
-        let image = frame.rgb.filter(|_| self.settings.colour).unwrap_or(frame.gray);
+        let image = frame
+            .rgb
+            .filter(|_| self.settings.colour)
+            .unwrap_or(frame.gray);
         let channels = image.channels;
         let (width, height) = (frame.width(), frame.height());
         let f = self.settings.downscale as usize;
@@ -398,7 +499,9 @@ impl GpuStage for SegmentationStage {
                 self.small = None;
                 self.small = Some(alloc_zeroed::<u8>(stream, len, "downscaled frame", sw, sh)?);
             }
-            let Some(small) = self.small.as_mut() else { return Ok(()) };
+            let Some(small) = self.small.as_mut() else {
+                return Ok(());
+            };
             let func = &self.f_downscale;
             let mut failed = None;
             timer.time(stream, "segmentation_downscale", || {
@@ -408,7 +511,11 @@ impl GpuStage for SegmentationStage {
             if let Some(e) = failed {
                 return Err(e);
             }
-            self.gpu.enqueue(timer, DeviceImage::new(stream, small, sw, sh, channels)?, &params)?;
+            self.gpu.enqueue(
+                timer,
+                DeviceImage::new(stream, small, sw, sh, channels)?,
+                &params,
+            )?;
         }
         match self.settings.level() {
             Some(level) => self.gpu.enqueue_level(stream, timer, level),
@@ -417,7 +524,11 @@ impl GpuStage for SegmentationStage {
     }
     /// The summary only (segment count, rounds, levels): the labels stay on the device for
     /// the compose step.
-    fn collect(&mut self, stream: &Arc<CudaStream>, frame: &FrameMeta) -> Result<OpOutput, OpError> {
+    fn collect(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        frame: &FrameMeta,
+    ) -> Result<OpOutput, OpError> {
         if self.skipped {
             let mut out = skipped();
             out.layer.device_raster = Some(LayerKind::Segments);
@@ -437,7 +548,13 @@ impl GpuStage for SegmentationStage {
                 m.insert("graph_capture".into(), true.into());
             }
         }
-        let mut out = output(Segmented { index: frame.index, width: frame.width, height: frame.height, raster: None, summary });
+        let mut out = output(Segmented {
+            index: frame.index,
+            width: frame.width,
+            height: frame.height,
+            raster: None,
+            summary,
+        });
         out.layer.device_raster = Some(LayerKind::Segments);
         Ok(out)
     }
@@ -446,9 +563,23 @@ impl GpuStage for SegmentationStage {
             return None;
         }
         let (labels, label_width, label_height) = self.gpu.device_labels()?;
-        let factor = if self.small.is_some() && label_width != 0 { self.settings.downscale as usize } else { 1 };
-        let segments = Segments { labels, label_width, label_height, factor, fill: self.settings.fill, boundary: self.settings.boundary() };
-        Some(DeviceRaster::Segments { segments, count: SegmentCount::Host(self.count) })
+        let factor = if self.small.is_some() && label_width != 0 {
+            self.settings.downscale as usize
+        } else {
+            1
+        };
+        let segments = Segments {
+            labels,
+            label_width,
+            label_height,
+            factor,
+            fill: self.settings.fill,
+            boundary: self.settings.boundary(),
+        };
+        Some(DeviceRaster::Segments {
+            segments,
+            count: SegmentCount::Host(self.count),
+        })
     }
 }
 
@@ -460,9 +591,19 @@ mod tests {
     /// The segmentation layer of `out` drawn over `input` as the compose step draws it: labels
     /// scaled back to the frame, segments filled from the frame's pixels, boundaries.
     fn draw(out: &OpOutput, input: &FrameInput) -> Option<Image<[u8; 3]>> {
-        let Some(Raster::Segments { segments: r, count }) = &out.layer.raster else { return None };
+        let Some(Raster::Segments { segments: r, count }) = &out.layer.raster else {
+            return None;
+        };
         let (w, h) = (input.gray.width(), input.gray.height());
-        let seg = SegmentOutput { labels: (*r.labels).clone(), segment_count: *count, rounds: 0, min_size_rounds: 0, capped: false, level: 0, has_rounds: false };
+        let seg = SegmentOutput {
+            labels: (*r.labels).clone(),
+            segment_count: *count,
+            rounds: 0,
+            min_size_rounds: 0,
+            capped: false,
+            level: 0,
+            has_rounds: false,
+        };
         let seg = upsample_labels(seg, w, h, r.factor);
         Some(match input.rgb.as_deref() {
             Some(rgb) => overlay_segments_rgb(rgb.view(), &seg, r.fill, r.boundary).unwrap(),
@@ -494,7 +635,10 @@ mod tests {
             assert_eq!(pic.get(0, 0), if rgb { [20, 10, 0] } else { [20, 20, 20] });
             // Column 7 is the last of the left segment: its right neighbour differs.
             assert_eq!(pic.get(7, 3), BOUNDARY);
-            assert_eq!(pic.get(15, 3), if rgb { [220, 110, 0] } else { [220, 220, 220] });
+            assert_eq!(
+                pic.get(15, 3),
+                if rgb { [220, 110, 0] } else { [220, 220, 220] }
+            );
         }
     }
 
@@ -502,15 +646,26 @@ mod tests {
     fn downscaled_segmentation_is_scaled_back_to_the_frame() {
         for (rgb, level) in [(false, -1), (true, -1), (true, 2)] {
             let settings = OpSettings {
-                segmentation: SegmentationSettings { downscale: 2, level, min_size: 4, ..Default::default() },
+                segmentation: SegmentationSettings {
+                    downscale: 2,
+                    level,
+                    min_size: 4,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             let input = frame(rgb);
             let mut a = Segmentation::new(&settings).unwrap();
             let out = a.run_cpu(&input, &mut Vec::new()).unwrap();
             assert_eq!(out.summary["downscale"], 2);
-            let Some(Raster::Segments { segments: r, .. }) = &out.layer.raster else { panic!("no segmentation layer") };
-            assert_eq!((r.labels.width(), r.labels.height(), r.factor), (8, 4, 2), "labels stay downscaled");
+            let Some(Raster::Segments { segments: r, .. }) = &out.layer.raster else {
+                panic!("no segmentation layer")
+            };
+            assert_eq!(
+                (r.labels.width(), r.labels.height(), r.factor),
+                (8, 4, 2),
+                "labels stay downscaled"
+            );
             let pic = &draw(&out, &input).expect("no segmentation layer");
             assert_eq!((pic.width(), pic.height()), (16, 8));
             if level < 0 {
@@ -520,34 +675,69 @@ mod tests {
                     None => (pack_gray(input.gray.view()), 1),
                 };
                 let small = downscale_box(&data, 16, 8, ch, 2);
-                let seg = felzenszwalb_interleaved(&small, 8, 4, ch, &settings.segmentation.params()).unwrap();
+                let seg =
+                    felzenszwalb_interleaved(&small, 8, 4, ch, &settings.segmentation.params())
+                        .unwrap();
                 let up = upsample_labels(seg.clone(), 16, 8, 2);
                 let want = match input.rgb.as_deref() {
-                    Some(c) => overlay_segments_rgb(c.view(), &up, OverlayMode::Mean, Some(BOUNDARY)).unwrap(),
-                    None => overlay_segments_gray(input.gray.view(), &up, OverlayMode::Mean, Some(BOUNDARY)).unwrap(),
+                    Some(c) => {
+                        overlay_segments_rgb(c.view(), &up, OverlayMode::Mean, Some(BOUNDARY))
+                            .unwrap()
+                    }
+                    None => overlay_segments_gray(
+                        input.gray.view(),
+                        &up,
+                        OverlayMode::Mean,
+                        Some(BOUNDARY),
+                    )
+                    .unwrap(),
                 };
                 assert_eq!(out.summary["segments"], seg.segment_count, "rgb={rgb}");
                 assert_eq!(&want, pic, "rgb={rgb}");
             }
         }
-        let bad = OpSettings { segmentation: SegmentationSettings { downscale: 9, ..Default::default() }, ..Default::default() };
-        assert!(Segmentation::new(&bad).unwrap_err().to_string().contains("downscale"));
+        let bad = OpSettings {
+            segmentation: SegmentationSettings {
+                downscale: 9,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(
+            Segmentation::new(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("downscale")
+        );
     }
 
     #[test]
     fn every_n_frames_reuses_the_last_segmentation_in_between() {
         let settings = OpSettings {
-            segmentation: SegmentationSettings { every: 2, ..Default::default() },
+            segmentation: SegmentationSettings {
+                every: 2,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut a = Segmentation::new(&settings).unwrap();
         let at = |index: u64, bright: u8| {
             let gray = Image::from_fn(16, 8, |x, _| if x < 8 { 20u8 } else { bright });
-            FrameInput { index, rgb: None, gray: Arc::new(gray), gray16: None }
+            FrameInput {
+                index,
+                rgb: None,
+                gray: Arc::new(gray),
+                gray16: None,
+            }
         };
         let mut run = |input: &FrameInput| {
             let out = a.run_cpu(input, &mut Vec::new()).unwrap();
-            let meta = FrameMeta { index: input.index, pts_nanos: None, width: input.gray.width(), height: input.gray.height() };
+            let meta = FrameMeta {
+                index: input.index,
+                pts_nanos: None,
+                width: input.gray.width(),
+                height: input.gray.height(),
+            };
             a.finish(out, &meta)
         };
         // Before any segmentation a skipped frame has no overlay.
@@ -560,14 +750,26 @@ mod tests {
         // Frame 3 is skipped: frame 2's labels, filled with frame 3's own mean colours.
         let third_input = at(3, 120);
         let third = run(&third_input);
-        assert_eq!((third.summary["skipped"].clone(), third.summary["from_frame"].clone()), (true.into(), 2.into()));
+        assert_eq!(
+            (
+                third.summary["skipped"].clone(),
+                third.summary["from_frame"].clone()
+            ),
+            (true.into(), 2.into())
+        );
         assert_eq!(third.summary["segments"], 2);
         let pic = draw(&third, &third_input).expect("no overlay");
         assert_eq!(pic.get(15, 3), [120, 120, 120]);
         assert_eq!(pic.get(7, 3), BOUNDARY);
         // Frame 4 is segmented again; every = 0 is refused.
         assert!(run(&at(4, 120)).summary.get("skipped").is_none());
-        let bad = OpSettings { segmentation: SegmentationSettings { every: 0, ..Default::default() }, ..Default::default() };
+        let bad = OpSettings {
+            segmentation: SegmentationSettings {
+                every: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         assert!(Segmentation::new(&bad).is_err());
     }
 
@@ -575,13 +777,31 @@ mod tests {
     fn hierarchy_levels_go_from_pixels_to_the_final_segmentation() {
         let input = frame(true);
         let run = |level: i32| {
-            let settings = OpSettings { segmentation: SegmentationSettings { level, ..Default::default() }, ..Default::default() };
-            let out = Segmentation::new(&settings).unwrap().run_cpu(&input, &mut Vec::new()).unwrap();
+            let settings = OpSettings {
+                segmentation: SegmentationSettings {
+                    level,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let out = Segmentation::new(&settings)
+                .unwrap()
+                .run_cpu(&input, &mut Vec::new())
+                .unwrap();
             let s = &out.summary;
-            (s["segments"].as_u64().unwrap(), s["level"].as_u64(), s["levels"].as_u64(), s["method"].clone())
+            (
+                s["segments"].as_u64().unwrap(),
+                s["level"].as_u64(),
+                s["levels"].as_u64(),
+                s["method"].clone(),
+            )
         };
         let (_, level, levels, method) = run(-1);
-        assert_eq!((level, levels, method), (None, None, serde_json::json!("kruskal")), "the reference has no levels");
+        assert_eq!(
+            (level, levels, method),
+            (None, None, serde_json::json!("kruskal")),
+            "the reference has no levels"
+        );
         let run = |level: i32| {
             let (n, l, ls, method) = run(level);
             assert_eq!(method, "rounds");
@@ -590,8 +810,14 @@ mod tests {
         assert_eq!(run(0).0, 16 * 8, "level 0 is one segment per pixel");
         let (top_segments, top, levels) = run(1000);
         assert_eq!(top, levels - 1, "levels past the last are the final one");
-        let kruskal = Segmentation::new(&OpSettings::default()).unwrap().run_cpu(&input, &mut Vec::new()).unwrap();
-        assert_eq!(top_segments, kruskal.summary["segments"], "the last level equals the final (Kruskal) segmentation");
+        let kruskal = Segmentation::new(&OpSettings::default())
+            .unwrap()
+            .run_cpu(&input, &mut Vec::new())
+            .unwrap();
+        assert_eq!(
+            top_segments, kruskal.summary["segments"],
+            "the last level equals the final (Kruskal) segmentation"
+        );
         let mut previous = u64::MAX;
         for l in 0..levels as i32 {
             let (n, _, _) = run(l);
@@ -604,11 +830,28 @@ mod tests {
     fn bad_settings_are_refused_and_keep_the_old_ones() {
         let settings = OpSettings::default();
         let mut a = Segmentation::new(&settings).unwrap();
-        let bad = OpSettings { segmentation: SegmentationSettings { scale: -1.0, ..Default::default() }, ..Default::default() };
+        let bad = OpSettings {
+            segmentation: SegmentationSettings {
+                scale: -1.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         assert!(a.update(&bad).is_err());
         assert!(Segmentation::new(&bad).is_err());
-        let bad_level = OpSettings { segmentation: SegmentationSettings { level: -2, ..Default::default() }, ..Default::default() };
-        assert!(Segmentation::new(&bad_level).unwrap_err().to_string().contains("level"));
+        let bad_level = OpSettings {
+            segmentation: SegmentationSettings {
+                level: -2,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(
+            Segmentation::new(&bad_level)
+                .unwrap_err()
+                .to_string()
+                .contains("level")
+        );
         assert_eq!(a.settings, settings.segmentation);
     }
 }

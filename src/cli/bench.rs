@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use morphoscope::backend::{self, Backend};
 use morphoscope::compose::PictureFormat;
-use morphoscope::output::encoder::{choose_encoder, installed_encoder};
-use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::config::{BackendChoice, Settings};
 use morphoscope::image::{DynImage, Image};
+use morphoscope::output::encoder::{choose_encoder, installed_encoder};
+use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary};
 use morphoscope::source::{Frame, FrameFormat, FrameRate, Source, SourceSpec};
 
@@ -80,7 +80,9 @@ pub struct BenchArgs {
 }
 
 fn parse_size(s: &str) -> anyhow::Result<(u32, u32)> {
-    let (w, h) = s.split_once(['x', 'X']).with_context(|| format!("--size `{s}`: expected WIDTHxHEIGHT"))?;
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .with_context(|| format!("--size `{s}`: expected WIDTHxHEIGHT"))?;
     let (w, h): (u32, u32) = (w.trim().parse()?, h.trim().parse()?);
     if w == 0 || h == 0 || u64::from(w) * u64::from(h) >= 1 << 31 {
         bail!("--size {w}x{h}: out of range");
@@ -94,9 +96,16 @@ fn load_frames(source: &str, w: u32, h: u32, n: usize) -> anyhow::Result<Vec<Fra
     let base = spec.pipeline_description(&Default::default())?;
     let scaled = base.replace(
         "videoconvert ! appsink name=sink",
-        &format!("videoconvert ! videoscale ! video/x-raw,width={w},height={h} ! appsink name=sink"),
+        &format!(
+            "videoconvert ! videoscale ! video/x-raw,width={w},height={h} ! appsink name=sink"
+        ),
     );
-    let mut src = Source::open(&SourceSpec::Pipeline(scaled), FrameFormat::Rgb, &Default::default(), false)?;
+    let mut src = Source::open(
+        &SourceSpec::Pipeline(scaled),
+        FrameFormat::Rgb,
+        &Default::default(),
+        false,
+    )?;
     let mut frames = Vec::new();
     while frames.len() < n {
         match src.next_frame()? {
@@ -113,16 +122,33 @@ fn load_frames(source: &str, w: u32, h: u32, n: usize) -> anyhow::Result<Vec<Fra
 /// A real sample image mirrored-tiled to `w`×`h` (fallback when no clip is available).
 fn tiled_sample(w: u32, h: u32) -> anyhow::Result<Vec<Frame>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/samples");
-    let path = ["fruits.jpg", "baboon.jpg", "building.jpg"].iter().map(|n| dir.join(n)).find(|p| p.is_file())
+    let path = ["fruits.jpg", "baboon.jpg", "building.jpg"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
         .context("no sample clip or image: run scripts/setup.sh")?;
-    let DynImage::Rgb8(src) = morphoscope::io::read_image(&path)? else { bail!("sample image is not RGB") };
+    let DynImage::Rgb8(src) = morphoscope::io::read_image(&path)? else {
+        bail!("sample image is not RGB")
+    };
     let (sw, sh) = (src.width(), src.height());
     let img = Image::from_fn(w as usize, h as usize, |x, y| {
-        let sx = if (x / sw) % 2 == 0 { x % sw } else { sw - 1 - x % sw };
-        let sy = if (y / sh) % 2 == 0 { y % sh } else { sh - 1 - y % sh };
+        let sx = if (x / sw) % 2 == 0 {
+            x % sw
+        } else {
+            sw - 1 - x % sw
+        };
+        let sy = if (y / sh) % 2 == 0 {
+            y % sh
+        } else {
+            sh - 1 - y % sh
+        };
         src.get(sx, sy)
     });
-    Ok(vec![Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(img) }])
+    Ok(vec![Frame {
+        index: 0,
+        pts_nanos: None,
+        image: DynImage::Rgb8(img),
+    }])
 }
 
 /// What the benchmark's consumer does with each analysed frame.
@@ -148,13 +174,23 @@ struct BackendResult {
 
 /// Runs `warmup + n` frames through the whole pipeline (worker, ring, collector, consumer) with
 /// frames held in memory, and times the `n` after the warm-up.
-fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, warmup: usize, n: usize, sink: BenchSink) -> anyhow::Result<BackendResult> {
+fn measure(
+    backend: &Backend,
+    settings: &Settings,
+    frames: &Arc<Vec<Frame>>,
+    warmup: usize,
+    n: usize,
+    sink: BenchSink,
+) -> anyhow::Result<BackendResult> {
     let want = match sink {
         BenchSink::None => PictureWant::None,
         BenchSink::Picture => PictureWant::Every(PictureFormat::Rgba),
         BenchSink::Video => PictureWant::Every(PictureFormat::I420),
     };
-    let source = FrameSource::Memory { frames: frames.clone(), count: (warmup + n) as u64 };
+    let source = FrameSource::Memory {
+        frames: frames.clone(),
+        count: (warmup + n) as u64,
+    };
     let pipeline = Pipeline::start(source, settings, backend, Delivery::All, want)?;
     let tmp = std::env::temp_dir().join(format!("morphoscope-bench-{}", std::process::id()));
     let mut video = None;
@@ -171,7 +207,12 @@ fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, war
                 {
                     if video.is_none() {
                         std::fs::create_dir_all(&tmp)?;
-                        let encoder = choose_encoder(settings.output.encoder, p.width, p.height, installed_encoder)?;
+                        let encoder = choose_encoder(
+                            settings.output.encoder,
+                            p.width,
+                            p.height,
+                            installed_encoder,
+                        )?;
                         println!("bench: video sink encodes with {encoder}");
                         let spec = VideoSpec {
                             width: p.width,
@@ -215,7 +256,11 @@ fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, war
         regions: log.summaries(),
         frame_wall: Summary::of(&walls),
         compute: Summary::of(&computes),
-        fps: if wall > 0.0 { measured as f64 / wall } else { 0.0 },
+        fps: if wall > 0.0 {
+            measured as f64 / wall
+        } else {
+            0.0
+        },
     })
 }
 
@@ -223,10 +268,16 @@ fn measure(backend: &Backend, settings: &Settings, frames: &Arc<Vec<Frame>>, war
 pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     let settings = common.settings()?;
     let (w, h) = parse_size(&a.size)?;
-    let frames = Arc::new(match a.source.clone().or_else(|| super::run::sample_clip().map(|p| p.display().to_string())) {
-        Some(s) => load_frames(&s, w, h, a.frames.clamp(1, 120))?,
-        None => tiled_sample(w, h)?,
-    });
+    let frames = Arc::new(
+        match a
+            .source
+            .clone()
+            .or_else(|| super::run::sample_clip().map(|p| p.display().to_string()))
+        {
+            Some(s) => load_frames(&s, w, h, a.frames.clamp(1, 120))?,
+            None => tiled_sample(w, h)?,
+        },
+    );
     if let Some(n) = a.streams {
         return bench_streams(common, &settings, a, frames, (w, h), n);
     }
@@ -235,12 +286,25 @@ pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     let want_cpu = a.backends != BenchBackends::Cuda;
     let want_cuda = a.backends != BenchBackends::Cpu;
     if want_cpu {
-        results.push(measure(&Backend::Cpu, &settings, &frames, a.warmup.min(3), a.frames.clamp(1, 30), a.sink)?);
+        results.push(measure(
+            &Backend::Cpu,
+            &settings,
+            &frames,
+            a.warmup.min(3),
+            a.frames.clamp(1, 30),
+            a.sink,
+        )?);
     }
     if want_cuda {
-        let choice = if a.backends == BenchBackends::Cuda { BackendChoice::Cuda } else { BackendChoice::Auto };
+        let choice = if a.backends == BenchBackends::Cuda {
+            BackendChoice::Cuda
+        } else {
+            BackendChoice::Auto
+        };
         match backend::select(choice, settings.pipeline.device)? {
-            (b @ Backend::Cuda(_), _) => results.push(measure(&b, &settings, &frames, a.warmup, a.frames, a.sink)?),
+            (b @ Backend::Cuda(_), _) => {
+                results.push(measure(&b, &settings, &frames, a.warmup, a.frames, a.sink)?)
+            }
             (Backend::Cpu, why) => println!("cuda: skipped ({why})"),
         }
     }
@@ -250,26 +314,56 @@ pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
         settings.pipeline.ring_size,
         a.sink
     );
-    println!("{:<8} {:<34} {:>7} {:>10} {:>10} {:>10}", "backend", "region", "frames", "median ms", "p95 ms", "MPix/s");
+    println!(
+        "{:<8} {:<34} {:>7} {:>10} {:>10} {:>10}",
+        "backend", "region", "frames", "median ms", "p95 ms", "MPix/s"
+    );
     let mut json = Vec::new();
     for r in &results {
         let short = r.backend.split(':').next().unwrap_or("?").to_owned();
         for (name, s) in &r.regions {
-            let rate = if s.median_ms > 0.0 { mpix / (s.median_ms / 1e3) } else { 0.0 };
-            println!("{short:<8} {name:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}", s.count, s.median_ms, s.p95_ms, rate);
+            let rate = if s.median_ms > 0.0 {
+                mpix / (s.median_ms / 1e3)
+            } else {
+                0.0
+            };
+            println!(
+                "{short:<8} {name:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}",
+                s.count, s.median_ms, s.p95_ms, rate
+            );
             json.push(serde_json::json!({"backend": short, "region": name, "count": s.count, "median_ms": s.median_ms, "p95_ms": s.p95_ms, "mpix_per_s": rate}));
         }
         let rate = |ms: f64| if ms > 0.0 { 1e3 / ms } else { 0.0 };
         println!(
             "{short:<8} {:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}   ({:.1} fps: compute-bound, no overlap between frames)",
-            "compute (sum of regions a frame)", r.compute.count, r.compute.median_ms, r.compute.p95_ms,
-            if r.compute.median_ms > 0.0 { mpix / (r.compute.median_ms / 1e3) } else { 0.0 }, rate(r.compute.median_ms)
+            "compute (sum of regions a frame)",
+            r.compute.count,
+            r.compute.median_ms,
+            r.compute.p95_ms,
+            if r.compute.median_ms > 0.0 {
+                mpix / (r.compute.median_ms / 1e3)
+            } else {
+                0.0
+            },
+            rate(r.compute.median_ms)
         );
         println!(
             "{short:<8} {:<34} {:>7} {:>10.3} {:>10.3} {:>10.0}   ({:.1} fps sustained; {:.2}x the compute time)",
-            "pipeline (wall per frame)", r.frame_wall.count, r.frame_wall.median_ms, r.frame_wall.p95_ms,
-            if r.frame_wall.median_ms > 0.0 { mpix / (r.frame_wall.median_ms / 1e3) } else { 0.0 }, r.fps,
-            if r.compute.median_ms > 0.0 && r.fps > 0.0 { 1e3 / r.fps / r.compute.median_ms } else { 0.0 }
+            "pipeline (wall per frame)",
+            r.frame_wall.count,
+            r.frame_wall.median_ms,
+            r.frame_wall.p95_ms,
+            if r.frame_wall.median_ms > 0.0 {
+                mpix / (r.frame_wall.median_ms / 1e3)
+            } else {
+                0.0
+            },
+            r.fps,
+            if r.compute.median_ms > 0.0 && r.fps > 0.0 {
+                1e3 / r.fps / r.compute.median_ms
+            } else {
+                0.0
+            }
         );
         json.push(serde_json::json!({"backend": short, "device": r.backend, "region": "compute", "count": r.compute.count, "median_ms": r.compute.median_ms, "p95_ms": r.compute.p95_ms, "fps": rate(r.compute.median_ms)}));
         json.push(serde_json::json!({"backend": short, "device": r.backend, "region": "pipeline", "count": r.frame_wall.count, "median_ms": r.frame_wall.median_ms, "p95_ms": r.frame_wall.p95_ms, "fps": r.fps}));
@@ -297,7 +391,9 @@ fn bench_streams(
     let want = match a.sink {
         BenchSink::None => PictureWant::None,
         BenchSink::Picture => PictureWant::Every(PictureFormat::Rgba),
-        BenchSink::Video => bail!("--sink video is not measured with --streams (use none or picture)"),
+        BenchSink::Video => {
+            bail!("--sink video is not measured with --streams (use none or picture)")
+        }
     };
     let backends = common.backends(settings)?;
     let plan = StreamsPlan {
@@ -321,12 +417,19 @@ fn bench_streams(
         devices.join("; ")
     );
     let n = usize::try_from(n)?;
-    let trials = if a.streams_sweep { sweep(&plan, n)? } else { vec![trial(&plan, n)?] };
+    let trials = if a.streams_sweep {
+        sweep(&plan, n)?
+    } else {
+        vec![trial(&plan, n)?]
+    };
     let best = trials.iter().filter(|t| t.held).max_by_key(|t| t.streams);
     if a.streams_sweep {
         match best {
             Some(t) => {
-                println!("most streams that hold {} fps: {} (per stream below)", a.fps, t.streams);
+                println!(
+                    "most streams that hold {} fps: {} (per stream below)",
+                    a.fps, t.streams
+                );
                 print_trial(t, a.fps);
             }
             None => println!("not even 1 stream holds {} fps", a.fps),

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Image};
 use morphoscope::io::{self, OutKind};
-use morphoscope::ops::{cca, orientation as lo, maxtree as mt, preprocess, segmentation};
+use morphoscope::ops::{cca, maxtree as mt, orientation as lo, preprocess, segmentation};
 
 use super::CommonArgs;
 
@@ -539,7 +539,9 @@ fn segmentation_op(
         other => other,
     };
     let out = match (&img, backend) {
-        (DynImage::Rgb8(c), Backend::Cuda(gpu)) => segmentation::segment_gpu_rgb(gpu, c.view(), &p)?,
+        (DynImage::Rgb8(c), Backend::Cuda(gpu)) => {
+            segmentation::segment_gpu_rgb(gpu, c.view(), &p)?
+        }
         (DynImage::Rgb8(c), Backend::Cpu) => segmentation::felzenszwalb_rgb(c.view(), &p)?,
         (DynImage::Gray8(g), Backend::Cuda(gpu)) => segmentation::segment_gpu(gpu, g.view(), &p)?,
         (DynImage::Gray8(g), Backend::Cpu) => segmentation::felzenszwalb(g.view(), &p)?,
@@ -556,9 +558,12 @@ fn segmentation_op(
                 segmentation::OverlayMode::Mean,
                 boundary,
             )?,
-            DynImage::Rgb8(c) => {
-                segmentation::overlay_segments_rgb(c.view(), &out, segmentation::OverlayMode::Mean, boundary)?
-            }
+            DynImage::Rgb8(c) => segmentation::overlay_segments_rgb(
+                c.view(),
+                &out,
+                segmentation::OverlayMode::Mean,
+                boundary,
+            )?,
             _ => bail!("op segmentation: unsupported input"),
         };
         io::write_image(path, &DynImage::Rgb8(picture))?;

@@ -61,8 +61,9 @@ impl CommonArgs {
     /// One backend per device of `pipeline.devices` (or `pipeline.device`), for several
     /// streams; logs the choice in one line.
     pub fn backends(&self, settings: &Settings) -> anyhow::Result<Vec<Backend>> {
-        let (b, why) = backend::select_devices(settings.pipeline.backend, &settings.pipeline.device_list())
-            .context("--backend cuda: CUDA backend unavailable")?;
+        let (b, why) =
+            backend::select_devices(settings.pipeline.backend, &settings.pipeline.device_list())
+                .context("--backend cuda: CUDA backend unavailable")?;
         log::info!("backend: {why}");
         Ok(b)
     }

@@ -332,7 +332,11 @@ pub fn drive(
         (Ending::Stream, None) => "end of stream".to_owned(),
     };
     if let Some(clock) = &mut status_clock {
-        clock.tick(&counters, u64::from(!matches!(ending, Ending::Stream)), true);
+        clock.tick(
+            &counters,
+            u64::from(!matches!(ending, Ending::Stream)),
+            true,
+        );
     }
     let publish = publisher.map(|(p, flush)| {
         let report = p.finish(flush);

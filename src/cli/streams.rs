@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
 use morphoscope::output::RunSink;
-use morphoscope::publish::Publisher;
 use morphoscope::pipeline::CounterSnapshot;
+use morphoscope::publish::Publisher;
 use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
@@ -76,8 +76,7 @@ pub fn run_streams(
                     .name(format!("morphoscope-stream-{i}"))
                     .spawn_scoped(scope, move || {
                         one_stream(
-                            i, source, folder, settings, backend, max_frames, video, stop,
-                            publish,
+                            i, source, folder, settings, backend, max_frames, video, stop, publish,
                         )
                     });
                 (source, spawned)
@@ -102,7 +101,9 @@ pub fn run_streams(
     let wall_seconds = started.elapsed().as_secs_f64();
     // Every stream has sent its last status: what is queued gets `flush_seconds` to arrive.
     let publish = publisher.map(|p| {
-        p.finish(Duration::from_secs(u64::from(settings.publish.flush_seconds)))
+        p.finish(Duration::from_secs(u64::from(
+            settings.publish.flush_seconds,
+        )))
     });
     print_summary(&outcomes, &backends, wall_seconds, out);
     if let Some(report) = &publish {

@@ -270,7 +270,6 @@ fn add_runs<P>(
     flush(label, run);
 }
 
-
 /// The winning primitive of every pixel some primitive covers: `(pixel index y * width + x,
 /// primitive index)`, sorted by pixel, the last primitive kept.
 struct Marks {

@@ -170,7 +170,12 @@ pub fn cache_dir() -> Option<PathBuf> {
 }
 
 fn cache_path(module: &str, expanded_hash: u64, arch: &str, nvrtc: (i32, i32)) -> Option<PathBuf> {
-    cache_dir().map(|d| d.join(format!("{module}-{expanded_hash:016x}-{arch}-nvrtc{}.{}.ptx", nvrtc.0, nvrtc.1)))
+    cache_dir().map(|d| {
+        d.join(format!(
+            "{module}-{expanded_hash:016x}-{arch}-nvrtc{}.{}.ptx",
+            nvrtc.0, nvrtc.1
+        ))
+    })
 }
 
 /// Reads a cache entry; `None` when missing or corrupt.
@@ -226,8 +231,10 @@ pub fn cached_ptx(
 
 /// Removes a cache entry (used when the driver rejects cached PTX).
 pub fn evict(module: &KernelSource, headers: &[(&str, &str)], arch: &str) {
-    if let (Ok(v), Ok(expanded)) = (nvrtc_version(), expand_includes(module.name, module.source, headers))
-        && let Some(p) = cache_path(module.name, fnv1a64(expanded.as_bytes()), arch, v)
+    if let (Ok(v), Ok(expanded)) = (
+        nvrtc_version(),
+        expand_includes(module.name, module.source, headers),
+    ) && let Some(p) = cache_path(module.name, fnv1a64(expanded.as_bytes()), arch, v)
     {
         let _ = std::fs::remove_file(p);
     }

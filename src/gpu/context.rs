@@ -42,7 +42,10 @@ impl DeviceInfo {
     /// NVRTC architecture name for this device, e.g. `sm_90`.
     #[must_use]
     pub fn arch(&self) -> String {
-        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
     }
 }
 
@@ -108,7 +111,11 @@ static PROCESS_PTX: Mutex<Vec<(&'static str, String, String)>> = Mutex::new(Vec:
 
 /// PTX of `src` for `arch`: from this process' memory, else the disk cache, else compiled.
 fn module_ptx(src: &super::KernelSource, arch: &str) -> Result<(String, PtxOrigin), GpuError> {
-    let known = PROCESS_PTX.lock().ok().and_then(|m| m.iter().find(|(n, a, _)| *n == src.name && a == arch).map(|e| e.2.clone()));
+    let known = PROCESS_PTX.lock().ok().and_then(|m| {
+        m.iter()
+            .find(|(n, a, _)| *n == src.name && a == arch)
+            .map(|e| e.2.clone())
+    });
     if let Some(ptx) = known {
         return Ok((ptx, PtxOrigin::Cache));
     }
@@ -139,7 +146,9 @@ pub struct GpuContext {
 
 impl std::fmt::Debug for GpuContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuContext").field("info", &self.info).finish_non_exhaustive()
+        f.debug_struct("GpuContext")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
     }
 }
 
@@ -173,15 +182,26 @@ impl GpuContext {
                 Err(e) => return Err(e.into()),
             };
             for f in src.functions {
-                module.load_function(f).map_err(|_| GpuError::MissingFunction {
-                    module: src.name.to_owned(),
-                    function: (*f).to_owned(),
-                })?;
+                module
+                    .load_function(f)
+                    .map_err(|_| GpuError::MissingFunction {
+                        module: src.name.to_owned(),
+                        function: (*f).to_owned(),
+                    })?;
             }
             modules.insert(src.name, module);
         }
-        let compile_millis = if compiled_any { start.elapsed().as_secs_f64() * 1e3 } else { 0.0 };
-        Ok(Self { ctx, info, modules, compile_millis })
+        let compile_millis = if compiled_any {
+            start.elapsed().as_secs_f64() * 1e3
+        } else {
+            0.0
+        };
+        Ok(Self {
+            ctx,
+            info,
+            modules,
+            compile_millis,
+        })
     }
 
     /// A kernel entry point; modules and names are checked at start, so this fails only for a
@@ -190,7 +210,10 @@ impl GpuContext {
         self.modules
             .get(module)
             .and_then(|m| m.load_function(name).ok())
-            .ok_or_else(|| GpuError::MissingFunction { module: module.to_owned(), function: name.to_owned() })
+            .ok_or_else(|| GpuError::MissingFunction {
+                module: module.to_owned(),
+                function: name.to_owned(),
+            })
     }
 
     /// The cudarc context.

@@ -9,7 +9,9 @@ pub enum GpuError {
     #[error("CUDA driver library (libcuda) not found: no NVIDIA driver installed")]
     NoDriver,
     /// libnvrtc could not be loaded, so kernels cannot be compiled.
-    #[error("NVRTC library (libnvrtc) not found: install the CUDA toolkit or the nvidia-cuda-nvrtc wheel and put it on LD_LIBRARY_PATH")]
+    #[error(
+        "NVRTC library (libnvrtc) not found: install the CUDA toolkit or the nvidia-cuda-nvrtc wheel and put it on LD_LIBRARY_PATH"
+    )]
     NoNvrtc,
     /// The driver is present but reports no device (or not the one asked for).
     #[error("CUDA device {ordinal} not found ({count} device(s) present)")]
@@ -68,7 +70,12 @@ impl GpuError {
         bytes: usize,
     ) -> Self {
         if err.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            Self::OutOfMemory { what: what.to_owned(), width, height, bytes }
+            Self::OutOfMemory {
+                what: what.to_owned(),
+                width,
+                height,
+                bytes,
+            }
         } else {
             Self::Driver(err)
         }

@@ -62,7 +62,11 @@ impl<K: PartialEq> GraphCache<K> {
     /// An empty cache holding at most `capacity` (at least 1) graphs.
     #[must_use]
     pub fn new(capacity: usize) -> Self {
-        Self { entries: Vec::new(), capacity: capacity.max(1), captures: 0 }
+        Self {
+            entries: Vec::new(),
+            capacity: capacity.max(1),
+            captures: 0,
+        }
     }
 
     /// Drops every graph (call when the buffers the graphs point into are freed).
@@ -98,14 +102,19 @@ impl<K: PartialEq> GraphCache<K> {
         }
         match self.entries.first() {
             Some((_, g)) => Ok(g.0.launch()?),
-            None => Err(GpuError::Unsupported("graph cache lost its newest entry".into())),
+            None => Err(GpuError::Unsupported(
+                "graph cache lost its newest entry".into(),
+            )),
         }
     }
 }
 
 /// Records what `enqueue` launches on `stream` into an instantiated graph. The capture is ended
 /// even when `enqueue` fails (the stream must not stay in capture mode).
-fn capture(stream: &Arc<CudaStream>, enqueue: impl FnOnce() -> Result<(), GpuError>) -> Result<CudaGraph, GpuError> {
+fn capture(
+    stream: &Arc<CudaStream>,
+    enqueue: impl FnOnce() -> Result<(), GpuError>,
+) -> Result<CudaGraph, GpuError> {
     let _exclusive = super::capture_lock::capture_guard(stream.context().ordinal());
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     let enqueued = enqueue();

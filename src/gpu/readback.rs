@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+};
 
 use super::GpuError;
 
@@ -18,7 +20,9 @@ pub struct Readback<T: DeviceRepr> {
 
 impl<T: DeviceRepr> std::fmt::Debug for Readback<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Readback").field("len", &self.buf.as_ref().map_or(0, PinnedHostSlice::len)).finish()
+        f.debug_struct("Readback")
+            .field("len", &self.buf.as_ref().map_or(0, PinnedHostSlice::len))
+            .finish()
     }
 }
 
@@ -26,22 +30,39 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Readback<T> {
     /// No buffer yet: the first `fetch` allocates it.
     #[must_use]
     pub fn new(ctx: &Arc<CudaContext>) -> Self {
-        Self { ctx: ctx.clone(), buf: None }
+        Self {
+            ctx: ctx.clone(),
+            buf: None,
+        }
     }
 
     /// Copies the first `n` elements of `src` to the host, waiting for the stream's work.
-    pub fn fetch(&mut self, stream: &Arc<CudaStream>, src: &CudaSlice<T>, n: usize) -> Result<Vec<T>, GpuError> {
+    pub fn fetch(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<T>,
+        n: usize,
+    ) -> Result<Vec<T>, GpuError> {
         if n == 0 {
             return Ok(Vec::new());
         }
         if self.buf.as_ref().is_none_or(|b| b.len() < n) {
             self.buf = None;
             // SAFETY: the buffer is only read after a device copy into it has completed (below).
-            let b = unsafe { self.ctx.alloc_pinned_with_flags::<T>(n, 0) }
-                .map_err(|e| GpuError::from_alloc(e, "pinned readback buffer", n, 1, n * std::mem::size_of::<T>()))?;
+            let b = unsafe { self.ctx.alloc_pinned_with_flags::<T>(n, 0) }.map_err(|e| {
+                GpuError::from_alloc(
+                    e,
+                    "pinned readback buffer",
+                    n,
+                    1,
+                    n * std::mem::size_of::<T>(),
+                )
+            })?;
             self.buf = Some(b);
         }
-        let Some(buf) = self.buf.as_mut() else { return Ok(Vec::new()) };
+        let Some(buf) = self.buf.as_mut() else {
+            return Ok(Vec::new());
+        };
         // Copy into the first n elements only: cudarc copies as many bytes as the destination
         // holds, so passing the whole (possibly larger) buffer would read past `src`.
         let host = &mut buf.as_mut_slice()?[..n];

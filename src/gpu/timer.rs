@@ -35,7 +35,9 @@ struct Mark {
 
 impl std::fmt::Debug for KernelTimer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelTimer").field("used", &self.used).finish()
+        f.debug_struct("KernelTimer")
+            .field("used", &self.used)
+            .finish()
     }
 }
 

@@ -32,7 +32,10 @@ pub enum IoError {
 }
 
 fn at(path: &Path) -> impl FnOnce(IoError) -> IoError + '_ {
-    move |e| IoError::At { path: path.to_owned(), source: Box::new(e) }
+    move |e| IoError::At {
+        path: path.to_owned(),
+        source: Box::new(e),
+    }
 }
 
 /// Reads an image file (PNG, JPEG, TIFF, or `.npy` 2-D u8/u16/f32, or H×W×3 u8).
@@ -42,9 +45,16 @@ pub fn read_image(path: &Path) -> Result<DynImage, IoError> {
 
 fn read_image_inner(path: &Path) -> Result<DynImage, IoError> {
     if !path.exists() {
-        return Err(IoError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, "file not found")));
+        return Err(IoError::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "file not found",
+        )));
     }
-    if path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+    if path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+    {
         let mut f = std::fs::File::open(path)?;
         let a = npy::read(&mut f)?;
         return dyn_from_npy(a);
@@ -58,9 +68,15 @@ fn read_image_inner(path: &Path) -> Result<DynImage, IoError> {
     let (w, h) = (img.width() as usize, img.height() as usize);
     let bad = |e: crate::image::ImageError| IoError::Format(e.to_string());
     Ok(match img {
-        image::DynamicImage::ImageLuma8(g) => DynImage::Gray8(Image::from_vec(w, h, g.into_raw()).map_err(bad)?),
-        image::DynamicImage::ImageLuma16(g) => DynImage::Gray16(Image::from_vec(w, h, g.into_raw()).map_err(bad)?),
-        image::DynamicImage::ImageLumaA16(_) | image::DynamicImage::ImageRgb16(_) | image::DynamicImage::ImageRgba16(_) => {
+        image::DynamicImage::ImageLuma8(g) => {
+            DynImage::Gray8(Image::from_vec(w, h, g.into_raw()).map_err(bad)?)
+        }
+        image::DynamicImage::ImageLuma16(g) => {
+            DynImage::Gray16(Image::from_vec(w, h, g.into_raw()).map_err(bad)?)
+        }
+        image::DynamicImage::ImageLumaA16(_)
+        | image::DynamicImage::ImageRgb16(_)
+        | image::DynamicImage::ImageRgba16(_) => {
             // 16-bit colour: keep 16 bits of luminance rather than dropping to 8.
             let g = img.to_luma16();
             DynImage::Gray16(Image::from_vec(w, h, g.into_raw()).map_err(bad)?)
@@ -72,8 +88,12 @@ fn read_image_inner(path: &Path) -> Result<DynImage, IoError> {
         other => {
             let rgb = other.to_rgb8();
             let px: Vec<[u8; 3]> = rgb.pixels().map(|p| p.0).collect();
-            if px.iter().all(|p| p[0] == p[1] && p[1] == p[2]) && matches!(other, image::DynamicImage::ImageLumaA8(_)) {
-                DynImage::Gray8(Image::from_vec(w, h, px.iter().map(|p| p[0]).collect()).map_err(bad)?)
+            if px.iter().all(|p| p[0] == p[1] && p[1] == p[2])
+                && matches!(other, image::DynamicImage::ImageLumaA8(_))
+            {
+                DynImage::Gray8(
+                    Image::from_vec(w, h, px.iter().map(|p| p[0]).collect()).map_err(bad)?,
+                )
             } else {
                 DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?)
             }
@@ -84,20 +104,36 @@ fn read_image_inner(path: &Path) -> Result<DynImage, IoError> {
 fn dyn_from_npy(a: npy::NpyArray) -> Result<DynImage, IoError> {
     let bad = |e: crate::image::ImageError| IoError::Format(e.to_string());
     match (a.dtype, a.shape.as_slice()) {
-        (npy::NpyDtype::U8, &[h, w]) => Ok(DynImage::Gray8(Image::from_vec(w, h, a.bytes).map_err(bad)?)),
+        (npy::NpyDtype::U8, &[h, w]) => Ok(DynImage::Gray8(
+            Image::from_vec(w, h, a.bytes).map_err(bad)?,
+        )),
         (npy::NpyDtype::U8, &[h, w, 3]) => {
-            let px = a.bytes.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+            let px = a
+                .bytes
+                .chunks_exact(3)
+                .map(|c| [c[0], c[1], c[2]])
+                .collect();
             Ok(DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?))
         }
         (npy::NpyDtype::U16, &[h, w]) => {
-            let px = a.bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+            let px = a
+                .bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
             Ok(DynImage::Gray16(Image::from_vec(w, h, px).map_err(bad)?))
         }
         (npy::NpyDtype::F32, &[h, w]) => {
-            let px = a.bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let px = a
+                .bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
             Ok(DynImage::F32(Image::from_vec(w, h, px).map_err(bad)?))
         }
-        (d, s) => Err(IoError::Unsupported(format!(".npy {d:?} array of shape {s:?} (want 2-D u8/u16/f32 or HxWx3 u8)"))),
+        (d, s) => Err(IoError::Unsupported(format!(
+            ".npy {d:?} array of shape {s:?} (want 2-D u8/u16/f32 or HxWx3 u8)"
+        ))),
     }
 }
 
@@ -114,17 +150,29 @@ pub enum OutKind {
 
 /// The output kind for a path, or an error naming the extensions allowed.
 pub fn out_kind(path: &Path, allowed: &[OutKind]) -> Result<OutKind, IoError> {
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     let kind = match ext.as_str() {
         "png" => OutKind::Png,
         "npy" => OutKind::Npy,
         "json" => OutKind::Json,
-        _ => return Err(IoError::Unsupported(format!("output extension `.{ext}` (use {})", names(allowed)))),
+        _ => {
+            return Err(IoError::Unsupported(format!(
+                "output extension `.{ext}` (use {})",
+                names(allowed)
+            )));
+        }
     };
     if allowed.contains(&kind) {
         Ok(kind)
     } else {
-        Err(IoError::Unsupported(format!("output extension `.{ext}` for this op (use {})", names(allowed))))
+        Err(IoError::Unsupported(format!(
+            "output extension `.{ext}` for this op (use {})",
+            names(allowed)
+        )))
     }
 }
 
@@ -160,20 +208,33 @@ fn write_image_inner(path: &Path, img: &DynImage) -> Result<(), IoError> {
             DynImage::Gray8(i) => npy::write(&mut f, &[h, w], i.to_packed_vec().into_iter()),
             DynImage::Gray16(i) => npy::write(&mut f, &[h, w], i.to_packed_vec().into_iter()),
             DynImage::F32(i) => npy::write(&mut f, &[h, w], i.to_packed_vec().into_iter()),
-            DynImage::Rgb8(i) => npy::write(&mut f, &[h, w, 3], i.to_packed_vec().into_iter().flatten()),
+            DynImage::Rgb8(i) => {
+                npy::write(&mut f, &[h, w, 3], i.to_packed_vec().into_iter().flatten())
+            }
         };
     }
     if w == 0 || h == 0 {
-        return Err(IoError::Unsupported("PNG cannot hold an empty image; use .npy".into()));
+        return Err(IoError::Unsupported(
+            "PNG cannot hold an empty image; use .npy".into(),
+        ));
     }
     let (w32, h32) = (w as u32, h as u32);
     let err = |e: image::ImageError| IoError::Format(e.to_string());
     let fmt = image::ImageFormat::Png;
     match img {
-        DynImage::Gray8(i) => image::GrayImage::from_raw(w32, h32, i.to_packed_vec()).map(|b| b.save_with_format(path, fmt)),
-        DynImage::Gray16(i) => image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w32, h32, i.to_packed_vec()).map(|b| b.save_with_format(path, fmt)),
-        DynImage::Rgb8(i) => image::RgbImage::from_raw(w32, h32, i.to_packed_vec().concat()).map(|b| b.save_with_format(path, fmt)),
-        DynImage::F32(_) => return Err(IoError::Unsupported("float images are written as .npy, not PNG".into())),
+        DynImage::Gray8(i) => image::GrayImage::from_raw(w32, h32, i.to_packed_vec())
+            .map(|b| b.save_with_format(path, fmt)),
+        DynImage::Gray16(i) => {
+            image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w32, h32, i.to_packed_vec())
+                .map(|b| b.save_with_format(path, fmt))
+        }
+        DynImage::Rgb8(i) => image::RgbImage::from_raw(w32, h32, i.to_packed_vec().concat())
+            .map(|b| b.save_with_format(path, fmt)),
+        DynImage::F32(_) => {
+            return Err(IoError::Unsupported(
+                "float images are written as .npy, not PNG".into(),
+            ));
+        }
     }
     .ok_or_else(|| IoError::Format("image buffer size mismatch".into()))?
     .map_err(err)
@@ -182,13 +243,20 @@ fn write_image_inner(path: &Path, img: &DynImage) -> Result<(), IoError> {
 /// Writes a 2-D `.npy` of labels or maps.
 pub fn write_npy<T: npy::NpyElement>(path: &Path, img: &Image<T>) -> Result<(), IoError> {
     let mut f = create(path).map_err(at(path))?;
-    npy::write(&mut f, &[img.height(), img.width()], img.to_packed_vec().into_iter()).map_err(at(path))
+    npy::write(
+        &mut f,
+        &[img.height(), img.width()],
+        img.to_packed_vec().into_iter(),
+    )
+    .map_err(at(path))
 }
 
 /// Writes pretty JSON.
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), IoError> {
     let f = create(path).map_err(at(path))?;
-    serde_json::to_writer_pretty(f, value).map_err(|e| IoError::Format(e.to_string())).map_err(at(path))
+    serde_json::to_writer_pretty(f, value)
+        .map_err(|e| IoError::Format(e.to_string()))
+        .map_err(at(path))
 }
 
 #[cfg(test)]
@@ -217,7 +285,12 @@ mod tests {
         std::fs::write(&p, b"this is text").unwrap();
         let e = read_image(&p).unwrap_err().to_string();
         assert!(e.contains("fake.png"), "{e}");
-        assert!(read_image(&dir.path().join("missing.png")).unwrap_err().to_string().contains("not found"));
+        assert!(
+            read_image(&dir.path().join("missing.png"))
+                .unwrap_err()
+                .to_string()
+                .contains("not found")
+        );
         let g = DynImage::Gray8(Image::new(2, 2, 1));
         assert!(write_image(&dir.path().join("x.bmp"), &g).is_err());
     }
@@ -226,7 +299,11 @@ mod tests {
     fn truncated_png_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.png");
-        write_image(&p, &DynImage::Gray8(Image::from_fn(64, 64, |x, y| (x ^ y) as u8))).unwrap();
+        write_image(
+            &p,
+            &DynImage::Gray8(Image::from_fn(64, 64, |x, y| (x ^ y) as u8)),
+        )
+        .unwrap();
         let bytes = std::fs::read(&p).unwrap();
         std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
         assert!(read_image(&p).is_err());

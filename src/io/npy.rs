@@ -107,12 +107,42 @@ impl NpyArray {
         let b = &self.bytes;
         match self.dtype {
             NpyDtype::U8 => b.iter().map(|&v| f64::from(v)).collect(),
-            NpyDtype::U16 => b.as_chunks::<2>().0.iter().map(|c| f64::from(u16::from_le_bytes(*c))).collect(),
-            NpyDtype::I32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(i32::from_le_bytes(*c))).collect(),
-            NpyDtype::U32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(u32::from_le_bytes(*c))).collect(),
-            NpyDtype::F32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(f32::from_le_bytes(*c))).collect(),
-            NpyDtype::F64 => b.as_chunks::<8>().0.iter().map(|c| f64::from_le_bytes(*c)).collect(),
-            NpyDtype::I64 => b.as_chunks::<8>().0.iter().map(|c| i64::from_le_bytes(*c) as f64).collect(),
+            NpyDtype::U16 => b
+                .as_chunks::<2>()
+                .0
+                .iter()
+                .map(|c| f64::from(u16::from_le_bytes(*c)))
+                .collect(),
+            NpyDtype::I32 => b
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| f64::from(i32::from_le_bytes(*c)))
+                .collect(),
+            NpyDtype::U32 => b
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| f64::from(u32::from_le_bytes(*c)))
+                .collect(),
+            NpyDtype::F32 => b
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| f64::from(f32::from_le_bytes(*c)))
+                .collect(),
+            NpyDtype::F64 => b
+                .as_chunks::<8>()
+                .0
+                .iter()
+                .map(|c| f64::from_le_bytes(*c))
+                .collect(),
+            NpyDtype::I64 => b
+                .as_chunks::<8>()
+                .0
+                .iter()
+                .map(|c| i64::from_le_bytes(*c) as f64)
+                .collect(),
         }
     }
 }
@@ -124,18 +154,34 @@ pub fn read_file(path: &std::path::Path) -> Result<NpyArray, IoError> {
 }
 
 /// Writes a C-order array with the given shape.
-pub fn write<T: NpyElement>(w: &mut impl Write, shape: &[usize], data: impl Iterator<Item = T>) -> Result<(), IoError> {
+pub fn write<T: NpyElement>(
+    w: &mut impl Write,
+    shape: &[usize],
+    data: impl Iterator<Item = T>,
+) -> Result<(), IoError> {
     let shape_txt = match shape {
         [n] => format!("({n},)"),
-        _ => format!("({})", shape.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape_txt}, }}", T::DTYPE.descr());
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_txt}, }}",
+        T::DTYPE.descr()
+    );
     // Pad so that magic(6) + version(2) + len(2) + header + '\n' is a multiple of 64.
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
-    let hlen = u16::try_from(header.len()).map_err(|_| IoError::Format("npy header too long".into()))?;
-    let mut out = Vec::with_capacity(10 + header.len() + shape.iter().product::<usize>() * T::DTYPE.size());
+    let hlen =
+        u16::try_from(header.len()).map_err(|_| IoError::Format("npy header too long".into()))?;
+    let mut out =
+        Vec::with_capacity(10 + header.len() + shape.iter().product::<usize>() * T::DTYPE.size());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&hlen.to_le_bytes());
     out.extend_from_slice(header.as_bytes());
@@ -165,7 +211,10 @@ pub fn read(r: &mut impl Read) -> Result<NpyArray, IoError> {
             if all.len() < 12 {
                 return Err(IoError::Format("truncated .npy header".into()));
             }
-            (u32::from_le_bytes([all[8], all[9], all[10], all[11]]) as usize, 12)
+            (
+                u32::from_le_bytes([all[8], all[9], all[10], all[11]]) as usize,
+                12,
+            )
         }
         v => return Err(IoError::Format(format!(".npy version {v} not supported"))),
     };
@@ -177,7 +226,8 @@ pub fn read(r: &mut impl Read) -> Result<NpyArray, IoError> {
         .and_then(|v| v.strip_prefix('\''))
         .and_then(|v| v.split('\'').next())
         .ok_or_else(|| IoError::Format("npy header has no descr".into()))?;
-    let dtype = NpyDtype::from_descr(descr).ok_or_else(|| IoError::Unsupported(format!(".npy dtype {descr}")))?;
+    let dtype = NpyDtype::from_descr(descr)
+        .ok_or_else(|| IoError::Unsupported(format!(".npy dtype {descr}")))?;
     if header_value(header, "fortran_order").is_some_and(|v| v.starts_with("True")) {
         return Err(IoError::Unsupported("Fortran-order .npy".into()));
     }
@@ -192,13 +242,25 @@ pub fn read(r: &mut impl Read) -> Result<NpyArray, IoError> {
         .map(|s| s.trim_end_matches('L').parse::<usize>())
         .collect::<Result<_, _>>()
         .map_err(|_| IoError::Format(format!("bad npy shape ({shape_txt})")))?;
-    let n: usize = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or_else(|| IoError::Format("npy shape overflows".into()))?;
-    let need = n.checked_mul(dtype.size()).ok_or_else(|| IoError::Format("npy size overflows".into()))?;
+    let n: usize = shape
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .ok_or_else(|| IoError::Format("npy shape overflows".into()))?;
+    let need = n
+        .checked_mul(dtype.size())
+        .ok_or_else(|| IoError::Format("npy size overflows".into()))?;
     let body = &all[off + hlen..];
     if body.len() < need {
-        return Err(IoError::Format(format!(".npy data truncated: {} of {need} bytes", body.len())));
+        return Err(IoError::Format(format!(
+            ".npy data truncated: {} of {need} bytes",
+            body.len()
+        )));
     }
-    Ok(NpyArray { dtype, shape, bytes: body[..need].to_vec() })
+    Ok(NpyArray {
+        dtype,
+        shape,
+        bytes: body[..need].to_vec(),
+    })
 }
 
 #[cfg(test)]
@@ -223,6 +285,11 @@ mod tests {
         let mut buf = Vec::new();
         write(&mut buf, &[4, 4], 0..16u16).unwrap();
         buf.truncate(buf.len() - 3);
-        assert!(read(&mut buf.as_slice()).unwrap_err().to_string().contains("truncated"));
+        assert!(
+            read(&mut buf.as_slice())
+                .unwrap_err()
+                .to_string()
+                .contains("truncated")
+        );
     }
 }

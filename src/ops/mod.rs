@@ -4,8 +4,8 @@
 pub mod blur;
 pub mod cca;
 pub mod error;
-pub mod orientation;
 pub mod maxtree;
+pub mod orientation;
 pub mod preprocess;
 pub mod segmentation;
 

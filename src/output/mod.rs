@@ -352,7 +352,10 @@ impl RunSink {
     fn write_video(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
         // The pipeline composes the picture (on the device, or with the CPU twin) when the video
         // is wanted; a frame without one is composed here.
-        let i420 = f.picture.as_deref().filter(|p| p.format == PictureFormat::I420);
+        let i420 = f
+            .picture
+            .as_deref()
+            .filter(|p| p.format == PictureFormat::I420);
         if matches!(self.video, Video::Pending) {
             let (size, layout) = match i420 {
                 Some(p) => ((p.width, p.height), InputLayout::I420),
@@ -376,7 +379,11 @@ impl RunSink {
 
     /// Opens the video with the fastest encoder that starts (an NVENC that registers but cannot
     /// open a session falls back to the next), or skips it for frames too small for any.
-    fn open_video(&mut self, (width, height): (usize, usize), layout: InputLayout) -> Result<Video, OutputError> {
+    fn open_video(
+        &mut self,
+        (width, height): (usize, usize),
+        layout: InputLayout,
+    ) -> Result<Video, OutputError> {
         let encoders = match encoder::choose_encoders(
             self.opts.encoder,
             width & !1,

@@ -17,7 +17,10 @@ use super::ring::Slot;
 use super::worker::{InFlight, ToCollector, Work};
 use super::{Counters, Delivery, PictureWant, PipelineEvent};
 use crate::analysis::{AnalysedFrame, Analysis, FrameMeta, FrameTimings, OpOutput, OpSettings};
-use crate::compose::{ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, Picture, PictureFormat, ShapeLayer, compose_cpu};
+use crate::compose::{
+    ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, Picture, PictureFormat, ShapeLayer,
+    compose_cpu,
+};
 use crate::gpu::GpuContext;
 use crate::image::Image;
 use crate::ops::OpError;
@@ -48,10 +51,21 @@ impl Collector {
         counters: Arc<Counters>,
     ) -> Result<Self, OpError> {
         let compose = match &gpu {
-            Some((g, _)) => Some(ComposeGpu::new(g).map_err(|e| OpError::Unsupported(format!("compose: {e}")))?),
+            Some((g, _)) => Some(
+                ComposeGpu::new(g).map_err(|e| OpError::Unsupported(format!("compose: {e}")))?,
+            ),
             None => None,
         };
-        Ok(Self { gpu, analyses, compose, settings: None, want, delivery, events, counters })
+        Ok(Self {
+            gpu,
+            analyses,
+            compose,
+            settings: None,
+            want,
+            delivery,
+            events,
+            counters,
+        })
     }
 
     /// The picture format wanted for the next frame, if any.
@@ -67,7 +81,11 @@ impl Collector {
     fn complete(&mut self, f: InFlight) -> Result<AnalysedFrame, OpError> {
         let want = self.picture_wanted();
         match f.work {
-            Work::Cpu { input, outputs, regions } => {
+            Work::Cpu {
+                input,
+                outputs,
+                regions,
+            } => {
                 let t = Instant::now();
                 let mut frame = AnalysedFrame {
                     index: f.meta.index,
@@ -78,7 +96,11 @@ impl Collector {
                     rgb: input.rgb,
                     outputs,
                     picture: None,
-                    timings: FrameTimings { backend: "cpu", queue_wait_ms: f.queue_wait_ms, ..Default::default() },
+                    timings: FrameTimings {
+                        backend: "cpu",
+                        queue_wait_ms: f.queue_wait_ms,
+                        ..Default::default()
+                    },
                 };
                 let mut regions = regions;
                 if let Some(format) = want {
@@ -112,7 +134,11 @@ impl Collector {
         want: Option<PictureFormat>,
         style: &ComposeStyle,
     ) -> Result<AnalysedFrame, OpError> {
-        if self.settings.as_ref().is_none_or(|s| !Arc::ptr_eq(s, settings)) {
+        if self
+            .settings
+            .as_ref()
+            .is_none_or(|s| !Arc::ptr_eq(s, settings))
+        {
             for a in &mut self.analyses {
                 a.update(settings)?;
             }
@@ -122,7 +148,10 @@ impl Collector {
         // No graph capture may start on this device while the readbacks, the in-order steps
         // (a segmentation rerun enqueues) and the compose enqueue (see gpu::capture_lock);
         // the other streams' workers and collectors go on beside.
-        let _no_capture = self.gpu.as_ref().map(|(g, _)| crate::gpu::capture_exclusion(g.info().ordinal));
+        let _no_capture = self
+            .gpu
+            .as_ref()
+            .map(|(g, _)| crate::gpu::capture_exclusion(g.info().ordinal));
         let t_down = Instant::now();
         let stream = slot.stream.clone();
         let mut outputs = Vec::new();
@@ -145,15 +174,34 @@ impl Collector {
             rgb,
             outputs,
             picture: None,
-            timings: FrameTimings { backend: "cuda", download_ms, ..Default::default() },
+            timings: FrameTimings {
+                backend: "cuda",
+                download_ms,
+                ..Default::default()
+            },
         };
         if let Some(format) = want {
             let t = Instant::now();
-            frame.picture = Some(Arc::new(self.compose_gpu(meta, settings, slot, &frame.outputs, style, format)?));
+            frame.picture = Some(Arc::new(self.compose_gpu(
+                meta,
+                settings,
+                slot,
+                &frame.outputs,
+                style,
+                format,
+            )?));
             frame.timings.download_ms += t.elapsed().as_secs_f64() * 1e3;
         }
-        let mut regions: Vec<(String, f64)> = slot.timer.read()?.into_iter().map(|(n, ms)| (n.to_owned(), ms)).collect();
-        let upload_ms = regions.iter().find(|r| r.0 == "upload").map_or(0.0, |r| r.1);
+        let mut regions: Vec<(String, f64)> = slot
+            .timer
+            .read()?
+            .into_iter()
+            .map(|(n, ms)| (n.to_owned(), ms))
+            .collect();
+        let upload_ms = regions
+            .iter()
+            .find(|r| r.0 == "upload")
+            .map_or(0.0, |r| r.1);
         regions.retain(|r| r.0 != "upload");
         frame.timings.compute_ms = regions.iter().map(|r| r.1).sum();
         regions.append(&mut frame.timings.regions);
@@ -176,7 +224,9 @@ impl Collector {
         let err = |e: ComposeError| OpError::Unsupported(format!("compose: {e}"));
         let stream = slot.stream.clone();
         let parts = slot.parts();
-        let Some(base) = parts.base else { return Err(OpError::Unsupported("compose before any frame".into())) };
+        let Some(base) = parts.base else {
+            return Err(OpError::Unsupported("compose before any frame".into()));
+        };
         let mut rasters = Vec::new();
         for (a, stage) in self.analyses.iter_mut().zip(parts.stages.iter_mut()) {
             if let (true, Some(stage)) = (settings.is_enabled(a.name()), stage.as_mut()) {
@@ -186,10 +236,20 @@ impl Collector {
                 }
             }
         }
-        let shapes: Vec<ShapeLayer> =
-            outputs.iter().filter(|o| !o.layer.shapes.is_empty()).map(|o| ShapeLayer { name: o.op, shapes: Arc::new(o.layer.shapes.clone()) }).collect();
-        let Some(compose) = self.compose.as_mut() else { return Err(OpError::Unsupported("no compose kernels".into())) };
-        compose.enqueue(base, &rasters, &shapes, style, format, parts.timer).map_err(err)?;
+        let shapes: Vec<ShapeLayer> = outputs
+            .iter()
+            .filter(|o| !o.layer.shapes.is_empty())
+            .map(|o| ShapeLayer {
+                name: o.op,
+                shapes: Arc::new(o.layer.shapes.clone()),
+            })
+            .collect();
+        let Some(compose) = self.compose.as_mut() else {
+            return Err(OpError::Unsupported("no compose kernels".into()));
+        };
+        compose
+            .enqueue(base, &rasters, &shapes, style, format, parts.timer)
+            .map_err(err)?;
         drop(rasters);
         compose.read_back(&stream).map_err(err)
     }
@@ -201,7 +261,9 @@ impl Collector {
             Delivery::Latest(mb) => {
                 // A composed frame the viewer has not taken yet stays: a newer one without a
                 // picture would leave the viewer nothing to show.
-                let keep_waiting = matches!(self.want, PictureWant::WhenTaken(_)) && f.picture.is_none() && !mb.is_empty();
+                let keep_waiting = matches!(self.want, PictureWant::WhenTaken(_))
+                    && f.picture.is_none()
+                    && !mb.is_empty();
                 if !keep_waiting {
                     mb.put(f);
                 }
@@ -235,6 +297,11 @@ pub(super) fn run(mut c: Collector, from_worker: &Receiver<ToCollector>) {
 }
 
 /// The composed picture from the frame's host layers (the CPU twin of the compose kernel).
-fn compose_host(frame: &AnalysedFrame, style: &ComposeStyle, format: PictureFormat) -> Result<Picture, OpError> {
-    compose_cpu(&crate::output::compose::layers_of(frame), style, format).map_err(|e| OpError::Unsupported(format!("compose: {e}")))
+fn compose_host(
+    frame: &AnalysedFrame,
+    style: &ComposeStyle,
+    format: PictureFormat,
+) -> Result<Picture, OpError> {
+    compose_cpu(&crate::output::compose::layers_of(frame), style, format)
+        .map_err(|e| OpError::Unsupported(format!("compose: {e}")))
 }

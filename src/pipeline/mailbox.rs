@@ -20,7 +20,9 @@ pub struct Mailbox {
 
 impl std::fmt::Debug for Mailbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mailbox").field("replaced", &self.replaced).finish_non_exhaustive()
+        f.debug_struct("Mailbox")
+            .field("replaced", &self.replaced)
+            .finish_non_exhaustive()
     }
 }
 

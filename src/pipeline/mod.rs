@@ -158,7 +158,13 @@ type Arrived = Result<(Frame, Instant), SourceError>;
 
 impl Pipeline {
     /// Opens the source and starts the source, worker and collector threads.
-    pub fn start(source: FrameSource, settings: &Settings, backend: &Backend, delivery: Delivery, want: PictureWant) -> Result<Self, PipelineError> {
+    pub fn start(
+        source: FrameSource,
+        settings: &Settings,
+        backend: &Backend,
+        delivery: Delivery,
+        want: PictureWant,
+    ) -> Result<Self, PipelineError> {
         Self::start_limited(source, settings, backend, delivery, want, None)
     }
 
@@ -186,12 +192,16 @@ impl Pipeline {
                     format: settings.source.format,
                     test: settings.source.test.clone(),
                     realtime,
-                    timeout: std::time::Duration::from_secs(u64::from(settings.source.timeout_seconds)),
+                    timeout: std::time::Duration::from_secs(u64::from(
+                        settings.source.timeout_seconds,
+                    )),
                     interrupt: Some(stop_input.clone()),
                 };
                 let mut src = Source::open_with(&spec, &opts)?;
                 let estimated = match &spec {
-                    SourceSpec::Test(_) if settings.source.test.frames > 0 => Some(u64::from(settings.source.test.frames)),
+                    SourceSpec::Test(_) if settings.source.test.frames > 0 => {
+                        Some(u64::from(settings.source.test.frames))
+                    }
                     _ => src.estimated_frames(),
                 };
                 if let Ok(mut i) = stream.lock() {
@@ -227,7 +237,12 @@ impl Pipeline {
                 };
                 (Box::new(next), Some(count), false)
             }
-            FrameSource::Paced { frames, first, fps, count } => {
+            FrameSource::Paced {
+                frames,
+                first,
+                fps,
+                count,
+            } => {
                 let period_nanos = 1e9 / fps.max(1e-3);
                 let mut k = 0u64;
                 let mut started: Option<Instant> = None;
@@ -236,7 +251,8 @@ impl Pipeline {
                         return Ok(None);
                     }
                     let t0 = *started.get_or_insert_with(Instant::now);
-                    let due = t0 + std::time::Duration::from_nanos((k as f64 * period_nanos) as u64);
+                    let due =
+                        t0 + std::time::Duration::from_nanos((k as f64 * period_nanos) as u64);
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         std::thread::sleep(wait);
                     }
@@ -276,7 +292,16 @@ impl Pipeline {
             .spawn(move || source_loop(&mut next, &frame_tx, live, max_frames, &stop, &c))
             .map_err(PipelineError::Thread)?;
 
-        let (worker, collector) = worker::start(backend, settings, frame_rx, cmd_rx, event_tx, delivery, want, counters.clone())?;
+        let (worker, collector) = worker::start(
+            backend,
+            settings,
+            frame_rx,
+            cmd_rx,
+            event_tx,
+            delivery,
+            want,
+            counters.clone(),
+        )?;
         Ok(Self {
             events: event_rx,
             commands: cmd_tx,
@@ -307,7 +332,11 @@ impl Pipeline {
         self.stop_input.store(true, Ordering::Relaxed);
         let _ = self.commands.send(Command::Stop);
         // Unblock a collector waiting to deliver: drain events until the channel closes.
-        while self.events.recv_timeout(std::time::Duration::from_millis(200)).is_ok() {}
+        while self
+            .events
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_ok()
+        {}
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -364,13 +393,26 @@ type NextFrame = Box<dyn FnMut() -> Result<Option<Frame>, SourceError> + Send>;
 
 /// Runs `frames` (indices as given) through a whole pipeline on `backend` with `ops` and a ring
 /// of `ring_size` slots, and returns every analysed frame in order (tests and tools).
-pub fn run_frames(backend: &Backend, ops: &OpSettings, ring_size: usize, frames: Vec<Frame>, want: PictureWant) -> Result<Vec<AnalysedFrame>, String> {
-    let mut settings = Settings { ops: ops.clone(), ..Settings::default() };
+pub fn run_frames(
+    backend: &Backend,
+    ops: &OpSettings,
+    ring_size: usize,
+    frames: Vec<Frame>,
+    want: PictureWant,
+) -> Result<Vec<AnalysedFrame>, String> {
+    let mut settings = Settings {
+        ops: ops.clone(),
+        ..Settings::default()
+    };
     settings.pipeline.ring_size = ring_size;
     let count = frames.len() as u64;
     let indices: Vec<u64> = frames.iter().map(|f| f.index).collect();
-    let source = FrameSource::Memory { frames: Arc::new(frames), count };
-    let pipeline = Pipeline::start(source, &settings, backend, Delivery::All, want).map_err(|e| e.to_string())?;
+    let source = FrameSource::Memory {
+        frames: Arc::new(frames),
+        count,
+    };
+    let pipeline = Pipeline::start(source, &settings, backend, Delivery::All, want)
+        .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut error = None;
     while let Ok(ev) = pipeline.events.recv() {
@@ -400,7 +442,13 @@ mod tests {
             .map(|i| Frame {
                 index: i,
                 pts_nanos: Some(i * 40_000_000),
-                image: DynImage::Rgb8(Image::from_fn(48, 32, |x, y| [(x * 5 + i as usize) as u8, (y * 7) as u8, ((x + y) * 3) as u8])),
+                image: DynImage::Rgb8(Image::from_fn(48, 32, |x, y| {
+                    [
+                        (x * 5 + i as usize) as u8,
+                        (y * 7) as u8,
+                        ((x + y) * 3) as u8,
+                    ]
+                })),
             })
             .collect()
     }
@@ -416,24 +464,56 @@ mod tests {
     fn cpu_pipeline_delivers_every_frame_in_order_with_pictures_only_when_asked() {
         let ops = small_ops();
         let none = run_frames(&Backend::Cpu, &ops, 2, frames(7), PictureWant::None).unwrap();
-        assert_eq!(none.iter().map(|f| f.index).collect::<Vec<_>>(), (0..7).collect::<Vec<_>>());
-        assert!(none.iter().all(|f| f.picture.is_none()), "no pixels asked for");
-        assert!(none.iter().all(|f| f.outputs.len() == 5), "every analysis ran");
-        let with = run_frames(&Backend::Cpu, &ops, 2, frames(7), PictureWant::Every(PictureFormat::Rgba)).unwrap();
+        assert_eq!(
+            none.iter().map(|f| f.index).collect::<Vec<_>>(),
+            (0..7).collect::<Vec<_>>()
+        );
+        assert!(
+            none.iter().all(|f| f.picture.is_none()),
+            "no pixels asked for"
+        );
+        assert!(
+            none.iter().all(|f| f.outputs.len() == 5),
+            "every analysis ran"
+        );
+        let with = run_frames(
+            &Backend::Cpu,
+            &ops,
+            2,
+            frames(7),
+            PictureWant::Every(PictureFormat::Rgba),
+        )
+        .unwrap();
         assert_eq!(with.len(), 7);
         for (a, b) in none.iter().zip(&with) {
             let p = b.picture.as_deref().expect("a picture every frame");
-            assert_eq!((p.format, p.width, p.height, p.data.len()), (PictureFormat::Rgba, 48, 32, 48 * 32 * 4));
-            assert_eq!(a.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>(), b.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>());
+            assert_eq!(
+                (p.format, p.width, p.height, p.data.len()),
+                (PictureFormat::Rgba, 48, 32, 48 * 32 * 4)
+            );
+            assert_eq!(
+                a.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>(),
+                b.outputs.iter().map(|o| &o.summary).collect::<Vec<_>>()
+            );
             assert!(b.timings.regions.iter().any(|r| r.0 == "compose"));
         }
     }
 
     #[test]
     fn a_channel_source_delivers_the_callers_frames_in_order_and_ends_when_the_sender_goes() {
-        let settings = Settings { ops: small_ops(), ..Settings::default() };
+        let settings = Settings {
+            ops: small_ops(),
+            ..Settings::default()
+        };
         let (tx, rx) = bounded::<Frame>(2);
-        let p = Pipeline::start(FrameSource::Channel(rx), &settings, &Backend::Cpu, Delivery::All, PictureWant::None).unwrap();
+        let p = Pipeline::start(
+            FrameSource::Channel(rx),
+            &settings,
+            &Backend::Cpu,
+            Delivery::All,
+            PictureWant::None,
+        )
+        .unwrap();
         let feeder = std::thread::spawn(move || {
             for mut f in frames(5) {
                 f.index += 10;
@@ -442,7 +522,11 @@ mod tests {
         });
         let mut got = Vec::new();
         loop {
-            match p.events.recv_timeout(std::time::Duration::from_secs(60)).unwrap() {
+            match p
+                .events
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap()
+            {
                 PipelineEvent::Frame(f) => got.push((f.index, f.pts_nanos)),
                 PipelineEvent::End => break,
                 PipelineEvent::Error(e) => panic!("{e}"),
@@ -450,16 +534,37 @@ mod tests {
         }
         feeder.join().unwrap();
         p.join();
-        assert_eq!(got, (0..5).map(|i| (i + 10, Some(i * 40_000_000))).collect::<Vec<_>>());
+        assert_eq!(
+            got,
+            (0..5)
+                .map(|i| (i + 10, Some(i * 40_000_000)))
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn a_viewer_gets_a_picture_only_after_taking_the_last_one() {
-        let settings = Settings { ops: small_ops(), ..Settings::default() };
+        let settings = Settings {
+            ops: small_ops(),
+            ..Settings::default()
+        };
         let mailbox = Arc::new(Mailbox::new());
-        let source = FrameSource::Memory { frames: Arc::new(frames(1)), count: 40 };
-        let p = Pipeline::start(source, &settings, &Backend::Cpu, Delivery::Latest(mailbox.clone()), PictureWant::WhenTaken(PictureFormat::Rgba)).unwrap();
-        let ev = p.events.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+        let source = FrameSource::Memory {
+            frames: Arc::new(frames(1)),
+            count: 40,
+        };
+        let p = Pipeline::start(
+            source,
+            &settings,
+            &Backend::Cpu,
+            Delivery::Latest(mailbox.clone()),
+            PictureWant::WhenTaken(PictureFormat::Rgba),
+        )
+        .unwrap();
+        let ev = p
+            .events
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap();
         assert!(matches!(ev, PipelineEvent::End), "{ev:?}");
         let p_counters = p.counters.clone();
         p.join();
@@ -469,6 +574,10 @@ mod tests {
         assert_eq!(waiting.index, 0);
         assert!(waiting.picture.is_some());
         assert_eq!(mailbox.replaced.load(Ordering::Relaxed), 0);
-        assert_eq!(p_counters.snapshot().frames_out, 40, "every frame counted as analysed");
+        assert_eq!(
+            p_counters.snapshot().frames_out,
+            40,
+            "every frame counted as analysed"
+        );
     }
 }

@@ -80,16 +80,30 @@ pub struct Slot {
 
 impl std::fmt::Debug for Slot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slot").field("format", &self.buffers.as_ref().map(|b| b.format)).finish_non_exhaustive()
+        f.debug_struct("Slot")
+            .field("format", &self.buffers.as_ref().map(|b| b.format))
+            .finish_non_exhaustive()
     }
 }
 
 /// Creates `size` slots with their streams and each analysis' GPU stage.
-pub fn new_slots(gpu: &GpuContext, analyses: &[Box<dyn Analysis>], size: usize) -> Result<Vec<Slot>, OpError> {
+pub fn new_slots(
+    gpu: &GpuContext,
+    analyses: &[Box<dyn Analysis>],
+    size: usize,
+) -> Result<Vec<Slot>, OpError> {
     (0..size.max(1))
         .map(|_| {
-            let stages = analyses.iter().map(|a| a.gpu_stage(gpu)).collect::<Result<Vec<_>, _>>()?;
-            Ok(Slot { stream: gpu.new_stream()?, buffers: None, stages, timer: KernelTimer::new() })
+            let stages = analyses
+                .iter()
+                .map(|a| a.gpu_stage(gpu))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Slot {
+                stream: gpu.new_stream()?,
+                buffers: None,
+                stages,
+                timer: KernelTimer::new(),
+            })
         })
         .collect()
 }
@@ -128,14 +142,22 @@ impl Slot {
             DynImage::Rgb8(img) => Upload::Rgb(Arc::new(img.into_packed())),
             DynImage::Gray8(img) => Upload::Gray(img.into_packed()),
             DynImage::Gray16(img) => Upload::Gray(preprocess::gray16_to_gray8(img.view())),
-            DynImage::F32(img) => Upload::Gray(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)),
+            DynImage::F32(img) => {
+                Upload::Gray(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8))
+            }
         };
-        let format = SlotFormat { width: w, height: h, rgb: matches!(upload, Upload::Rgb(_)) };
+        let format = SlotFormat {
+            width: w,
+            height: h,
+            rgb: matches!(upload, Upload::Rgb(_)),
+        };
         if self.buffers.as_ref().map(|b| b.format) != Some(format) {
             self.buffers = None; // free the old size first
             self.buffers = Some(alloc_buffers(gpu, &self.stream, format)?);
         }
-        let Some(bufs) = self.buffers.as_mut() else { return Err(GpuError::Unsupported("slot buffers missing".into()).into()) };
+        let Some(bufs) = self.buffers.as_mut() else {
+            return Err(GpuError::Unsupported("slot buffers missing".into()).into());
+        };
         self.timer.reset();
         // Copy into the write-combined pinned buffer (its previous upload finished long ago: the
         // slot's previous frame was collected before the slot came back).
@@ -154,17 +176,25 @@ impl Slot {
         if format.rgb {
             let rgb = DeviceImage::new(&stream, &bufs.input, w, h, 3)?;
             self.timer.time(&stream, "preprocess_rgb_to_gray", || {
-                preprocess::enqueue_rgb_to_gray(gpu, &stream, rgb.data, &mut bufs.gray, w, h).map_err(to_gpu)
+                preprocess::enqueue_rgb_to_gray(gpu, &stream, rgb.data, &mut bufs.gray, w, h)
+                    .map_err(to_gpu)
             })?;
         } else {
-            stream.memcpy_dtod(&bufs.input.slice(0..w * h), &mut bufs.gray.slice_mut(0..w * h))?;
+            stream.memcpy_dtod(
+                &bufs.input.slice(0..w * h),
+                &mut bufs.gray.slice_mut(0..w * h),
+            )?;
         }
         if let Some(ev) = after {
             stream.wait(ev)?;
         }
         let frame = DeviceFrame {
             gray: DeviceImage::new(&stream, &bufs.gray, w, h, 1)?,
-            rgb: if format.rgb { Some(DeviceImage::new(&stream, &bufs.input, w, h, 3)?) } else { None },
+            rgb: if format.rgb {
+                Some(DeviceImage::new(&stream, &bufs.input, w, h, 3)?)
+            } else {
+                None
+            },
             index,
         };
         // Ordered stages (device state across frames) first, then the event the next frame waits
@@ -179,11 +209,19 @@ impl Slot {
                 }
             }
             if ordered {
-                ordered_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
+                ordered_done =
+                    Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
             }
         }
-        let ordered_done = ordered_done.ok_or_else(|| GpuError::Unsupported("ordered event missing".into()))?;
-        Ok(Enqueued { rgb: match upload { Upload::Rgb(img) => Some(img), Upload::Gray(_) => None }, ordered_done })
+        let ordered_done =
+            ordered_done.ok_or_else(|| GpuError::Unsupported("ordered event missing".into()))?;
+        Ok(Enqueued {
+            rgb: match upload {
+                Upload::Rgb(img) => Some(img),
+                Upload::Gray(_) => None,
+            },
+            ordered_done,
+        })
     }
 
     /// The slot's parts for the completion side: the frame as the compose step draws it (the
@@ -197,7 +235,11 @@ impl Slot {
                 DeviceImage::new(&self.stream, &b.gray, w, h, 1).ok()
             }
         });
-        SlotParts { base, stages: &mut self.stages, timer: &mut self.timer }
+        SlotParts {
+            base,
+            stages: &mut self.stages,
+            timer: &mut self.timer,
+        }
     }
 }
 
@@ -225,7 +267,11 @@ fn to_gpu(e: OpError) -> GpuError {
     }
 }
 
-fn alloc_buffers(gpu: &GpuContext, stream: &Arc<CudaStream>, f: SlotFormat) -> Result<Buffers, OpError> {
+fn alloc_buffers(
+    gpu: &GpuContext,
+    stream: &Arc<CudaStream>,
+    f: SlotFormat,
+) -> Result<Buffers, OpError> {
     let (w, h) = (f.width, f.height);
     let in_len = if f.rgb { 3 * w * h } else { w * h }.max(1);
     let mapped = gpu.info().integrated;
@@ -253,5 +299,11 @@ fn alloc_buffers(gpu: &GpuContext, stream: &Arc<CudaStream>, f: SlotFormat) -> R
         launch::alloc_zeroed::<u8>(stream, in_len, "input frame", w, h)?
     };
     let gray = launch::alloc_zeroed::<u8>(stream, (w * h).max(1), "grey frame", w, h)?;
-    Ok(Buffers { format: f, upload, input: ManuallyDrop::new(input), mapped, gray })
+    Ok(Buffers {
+        format: f,
+        upload,
+        input: ManuallyDrop::new(input),
+        mapped,
+        gray,
+    })
 }

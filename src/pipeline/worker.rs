@@ -36,9 +36,16 @@ pub(super) struct InFlight {
 /// What is left to do for a frame.
 pub(super) enum Work {
     /// CPU: the analyses ran; the collector composes and delivers.
-    Cpu { input: FrameInput, outputs: Vec<OpOutput>, regions: Vec<(String, f64)> },
+    Cpu {
+        input: FrameInput,
+        outputs: Vec<OpOutput>,
+        regions: Vec<(String, f64)>,
+    },
     /// GPU: the frame's work is enqueued on the slot's stream.
-    Cuda { slot: Box<Slot>, rgb: Option<Arc<Image<[u8; 3]>>> },
+    Cuda {
+        slot: Box<Slot>,
+        rgb: Option<Arc<Image<[u8; 3]>>>,
+    },
 }
 
 /// The message from worker to collector: a frame, or the error that ended the stream.
@@ -70,15 +77,33 @@ pub(super) fn start(
         steps: 0,
     };
     let (engine, collector) = match backend {
-        Backend::Cpu => (Engine::Cpu { analyses }, Collector::new(None, Vec::new(), want, delivery, events, counters)?),
+        Backend::Cpu => (
+            Engine::Cpu { analyses },
+            Collector::new(None, Vec::new(), want, delivery, events, counters)?,
+        ),
         Backend::Cuda(gpu) => {
             let slots = ring::new_slots(gpu, &analyses, ring_size)?;
             let (free_tx, free_rx) = bounded::<Box<Slot>>(ring_size);
             for s in slots {
                 let _ = free_tx.send(Box::new(s));
             }
-            let engine = Engine::Cuda { gpu: gpu.clone(), names, free: free_rx, ordered_done: None };
-            (engine, Collector::new(Some((gpu.clone(), free_tx)), analyses, want, delivery, events, counters)?)
+            let engine = Engine::Cuda {
+                gpu: gpu.clone(),
+                names,
+                free: free_rx,
+                ordered_done: None,
+            };
+            (
+                engine,
+                Collector::new(
+                    Some((gpu.clone(), free_tx)),
+                    analyses,
+                    want,
+                    delivery,
+                    events,
+                    counters,
+                )?,
+            )
         }
     };
     let worker = std::thread::Builder::new()
@@ -129,8 +154,12 @@ impl WorkerState {
             match cmd {
                 Command::Settings(s) => {
                     let ok = match engine {
-                        Engine::Cpu { analyses } => analyses.iter_mut().try_for_each(|a| a.update(&s)),
-                        Engine::Cuda { .. } => s.validate().map_err(|(k, m)| OpError::InvalidParam(format!("{k}: {m}"))),
+                        Engine::Cpu { analyses } => {
+                            analyses.iter_mut().try_for_each(|a| a.update(&s))
+                        }
+                        Engine::Cuda { .. } => s
+                            .validate()
+                            .map_err(|(k, m)| OpError::InvalidParam(format!("{k}: {m}"))),
                     };
                     match ok {
                         Ok(()) => self.settings = Arc::new(*s),
@@ -143,7 +172,11 @@ impl WorkerState {
                 Command::Stop => return Next::Stop,
             }
         }
-        if self.paused && self.steps == 0 { Next::Wait } else { Next::Go }
+        if self.paused && self.steps == 0 {
+            Next::Wait
+        } else {
+            Next::Go
+        }
     }
 }
 
@@ -183,43 +216,98 @@ fn worker_loop(mut st: WorkerState, mut engine: Engine) {
 }
 
 /// Starts one frame: analyses on the CPU, or upload and enqueue on the GPU.
-fn start_frame(st: &mut WorkerState, engine: &mut Engine, frame: Frame, received: Instant) -> Result<InFlight, OpError> {
+fn start_frame(
+    st: &mut WorkerState,
+    engine: &mut Engine,
+    frame: Frame,
+    received: Instant,
+) -> Result<InFlight, OpError> {
     let queue_wait_ms = received.elapsed().as_secs_f64() * 1e3;
     let (w, h) = frame.image.size();
-    let meta = FrameMeta { index: frame.index, pts_nanos: frame.pts_nanos, width: w, height: h };
+    let meta = FrameMeta {
+        index: frame.index,
+        pts_nanos: frame.pts_nanos,
+        width: w,
+        height: h,
+    };
     let work = match engine {
         Engine::Cpu { analyses } => {
             let t0 = Instant::now();
             let input = frame_input(frame.index, frame.image);
-            let mut regions = vec![("preprocess_gray".to_owned(), t0.elapsed().as_secs_f64() * 1e3)];
+            let mut regions = vec![(
+                "preprocess_gray".to_owned(),
+                t0.elapsed().as_secs_f64() * 1e3,
+            )];
             let mut outputs = Vec::new();
             for a in analyses.iter_mut().filter(|a| a.enabled()) {
                 let out = a.run_cpu(&input, &mut regions)?;
                 outputs.push(a.finish(out, &meta));
             }
-            Work::Cpu { input, outputs, regions }
+            Work::Cpu {
+                input,
+                outputs,
+                regions,
+            }
         }
-        Engine::Cuda { gpu, names, free, ordered_done } => {
-            let mut slot = free.recv().map_err(|_| OpError::Unsupported("ring closed".into()))?;
+        Engine::Cuda {
+            gpu,
+            names,
+            free,
+            ordered_done,
+        } => {
+            let mut slot = free
+                .recv()
+                .map_err(|_| OpError::Unsupported("ring closed".into()))?;
             // Other threads' captures on this device wait while this frame is enqueued; this
             // worker's own captures (inside the enqueue) pass (see gpu::capture_lock).
             let _no_capture = crate::gpu::capture_exclusion(gpu.info().ordinal);
-            let enq = slot.enqueue(gpu, names, frame.image, frame.index, &st.settings, ordered_done.as_ref())?;
+            let enq = slot.enqueue(
+                gpu,
+                names,
+                frame.image,
+                frame.index,
+                &st.settings,
+                ordered_done.as_ref(),
+            )?;
             *ordered_done = Some(enq.ordered_done);
             Work::Cuda { slot, rgb: enq.rgb }
         }
     };
-    Ok(InFlight { meta, received, queue_wait_ms, settings: st.settings.clone(), style: st.style.clone(), work })
+    Ok(InFlight {
+        meta,
+        received,
+        queue_wait_ms,
+        settings: st.settings.clone(),
+        style: st.style.clone(),
+        work,
+    })
 }
 
 /// Grey (and colour) views of a frame for the CPU analyses.
 #[must_use]
 pub fn frame_input(index: u64, image: DynImage) -> FrameInput {
     let (gray, rgb, gray16) = match image {
-        DynImage::Rgb8(rgb) => (preprocess::rgb_to_gray(rgb.view()), Some(Arc::new(rgb.into_packed())), None),
+        DynImage::Rgb8(rgb) => (
+            preprocess::rgb_to_gray(rgb.view()),
+            Some(Arc::new(rgb.into_packed())),
+            None,
+        ),
         DynImage::Gray8(g) => (g.into_packed(), None, None),
-        DynImage::Gray16(g) => (preprocess::gray16_to_gray8(g.view()), None, Some(Arc::new(g.into_packed()))),
-        DynImage::F32(f) => (f.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8), None, None),
+        DynImage::Gray16(g) => (
+            preprocess::gray16_to_gray8(g.view()),
+            None,
+            Some(Arc::new(g.into_packed())),
+        ),
+        DynImage::F32(f) => (
+            f.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8),
+            None,
+            None,
+        ),
     };
-    FrameInput { index, gray: Arc::new(gray), rgb, gray16 }
+    FrameInput {
+        index,
+        gray: Arc::new(gray),
+        rgb,
+        gray16,
+    }
 }

@@ -160,9 +160,10 @@ pub fn run_viewer_grid(
     backends: Vec<Backend>,
 ) -> Result<(), UiError> {
     let wgpu = opts.wgpu;
-    run_window(wgpu, Box::new(move |cc| {
-        Box::new(GridApp::new(cc, &opts, &sources, &backends))
-    }))
+    run_window(
+        wgpu,
+        Box::new(move |cc| Box::new(GridApp::new(cc, &opts, &sources, &backends))),
+    )
 }
 
 /// Makes the app of a window once the window exists.

@@ -51,9 +51,7 @@ pub(super) fn restore_ops(text: &str) -> Option<OpSettings> {
     match toml::from_str::<OpSettings>(text) {
         Ok(ops) if ops.validate().is_ok() => Some(ops),
         Ok(_) | Err(_) => {
-            log::info!(
-                "viewer: saved settings do not fit this version; using the defaults"
-            );
+            log::info!("viewer: saved settings do not fit this version; using the defaults");
             None
         }
     }

@@ -52,7 +52,12 @@ struct Edit {
 impl SettingsForm {
     /// A form over `value`, with `defaults` for the per-section reset and `docs_toml` (a TOML
     /// text with `#` comments above keys) for tooltips and key order.
-    pub fn new<T: Serialize + DeserializeOwned>(id_salt: &str, value: &T, defaults: &T, docs_toml: &str) -> Self {
+    pub fn new<T: Serialize + DeserializeOwned>(
+        id_salt: &str,
+        value: &T,
+        defaults: &T,
+        docs_toml: &str,
+    ) -> Self {
         let (docs, order) = parse_docs(docs_toml);
         let mut f = Self {
             value: to_value(value),
@@ -95,7 +100,9 @@ impl SettingsForm {
         let mut leaves = Vec::new();
         collect_leaves(&self.value, "", &mut leaves);
         for path in leaves {
-            let Some(v) = get_path(&self.value, &path) else { continue };
+            let Some(v) = get_path(&self.value, &path) else {
+                continue;
+            };
             match v {
                 toml::Value::String(_) => {
                     let mut probe = self.value.clone();
@@ -138,7 +145,8 @@ impl SettingsForm {
             if let (toml::Value::Table(t), Some(d)) = (&mut value, get_path(&self.defaults, s)) {
                 t.insert(s.clone(), d.clone());
             }
-            self.text_buffers.retain(|k, _| !k.starts_with(&format!("{s}.")));
+            self.text_buffers
+                .retain(|k, _| !k.starts_with(&format!("{s}.")));
             edit.changed_section = Some(s.clone());
         }
         self.value = value;
@@ -174,14 +182,22 @@ impl SettingsForm {
         keys
     }
 
-    fn section_ui(&mut self, ui: &mut egui::Ui, section: &str, v: &mut toml::Value, edit: &mut Edit) {
+    fn section_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        section: &str,
+        v: &mut toml::Value,
+        edit: &mut Edit,
+    ) {
         let toml::Value::Table(table) = v else {
             // A top-level scalar: a one-row section.
-            egui::Grid::new((&self.id_salt, section)).num_columns(2).show(ui, |ui| {
-                if self.row_ui(ui, section, section, v) {
-                    edit.changed_section = Some(section.to_owned());
-                }
-            });
+            egui::Grid::new((&self.id_salt, section))
+                .num_columns(2)
+                .show(ui, |ui| {
+                    if self.row_ui(ui, section, section, v) {
+                        edit.changed_section = Some(section.to_owned());
+                    }
+                });
             return;
         };
         if table.keys().all(|k| k == "enabled") {
@@ -190,7 +206,8 @@ impl SettingsForm {
             return;
         }
         let id = ui.make_persistent_id((&self.id_salt, "section", section));
-        let header = egui::collapsing_header::CollapsingState::load_with_default_open(ui.ctx(), id, true);
+        let header =
+            egui::collapsing_header::CollapsingState::load_with_default_open(ui.ctx(), id, true);
         header
             .show_header(ui, |ui| self.header_ui(ui, section, table, edit))
             .body(|ui| {
@@ -207,10 +224,24 @@ impl SettingsForm {
     }
 
     /// The section's header: its `enabled` switch (or name) and the reset button.
-    fn header_ui(&self, ui: &mut egui::Ui, section: &str, table: &mut toml::Table, edit: &mut Edit) {
+    fn header_ui(
+        &self,
+        ui: &mut egui::Ui,
+        section: &str,
+        table: &mut toml::Table,
+        edit: &mut Edit,
+    ) {
         if let Some(toml::Value::Boolean(b)) = table.get_mut("enabled") {
-            let tip = self.docs.get(&format!("{section}.enabled")).cloned().unwrap_or_else(|| format!("run {section}"));
-            if ui.checkbox(b, RichText::new(section).strong()).on_hover_text(tip).changed() {
+            let tip = self
+                .docs
+                .get(&format!("{section}.enabled"))
+                .cloned()
+                .unwrap_or_else(|| format!("run {section}"));
+            if ui
+                .checkbox(b, RichText::new(section).strong())
+                .on_hover_text(tip)
+                .changed()
+            {
                 edit.changed_section = Some(section.to_owned());
             }
         } else {
@@ -220,9 +251,12 @@ impl SettingsForm {
             }
         }
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-            let differs = get_path(&self.defaults, section).is_some_and(|d| *d != toml::Value::Table(table.clone()));
+            let differs = get_path(&self.defaults, section)
+                .is_some_and(|d| *d != toml::Value::Table(table.clone()));
             let b = ui.add_enabled(differs, egui::Button::new("reset").small());
-            if b.on_hover_text(format!("reset [{section}] to its defaults")).clicked() {
+            if b.on_hover_text(format!("reset [{section}] to its defaults"))
+                .clicked()
+            {
                 edit.reset_section = Some(section.to_owned());
             }
         });
@@ -233,24 +267,27 @@ impl SettingsForm {
         let mut changed = false;
         let keys = self.ordered_keys(path, table);
         let top_level_section = !path.contains('.');
-        egui::Grid::new((&self.id_salt, path)).num_columns(2).spacing([8.0, 4.0]).show(ui, |ui| {
-            for k in &keys {
-                if top_level_section && k == "enabled" {
-                    continue;
+        egui::Grid::new((&self.id_salt, path))
+            .num_columns(2)
+            .spacing([8.0, 4.0])
+            .show(ui, |ui| {
+                for k in &keys {
+                    if top_level_section && k == "enabled" {
+                        continue;
+                    }
+                    let child = format!("{path}.{k}");
+                    let Some(v) = table.get_mut(k) else { continue };
+                    if let toml::Value::Table(t) = v {
+                        ui.label(RichText::new(k).italics());
+                        ui.end_row();
+                        ui.label("");
+                        ui.vertical(|ui| changed |= self.table_ui(ui, &child, t));
+                        ui.end_row();
+                    } else {
+                        changed |= self.row_ui(ui, k, &child, v);
+                    }
                 }
-                let child = format!("{path}.{k}");
-                let Some(v) = table.get_mut(k) else { continue };
-                if let toml::Value::Table(t) = v {
-                    ui.label(RichText::new(k).italics());
-                    ui.end_row();
-                    ui.label("");
-                    ui.vertical(|ui| changed |= self.table_ui(ui, &child, t));
-                    ui.end_row();
-                } else {
-                    changed |= self.row_ui(ui, k, &child, v);
-                }
-            }
-        });
+            });
         changed
     }
 
@@ -289,16 +326,20 @@ impl SettingsForm {
                 }
                 toml::Value::Float(f) => {
                     let speed = (f.abs() * 0.01).max(0.001);
-                    ui.add(egui::DragValue::new(f).speed(speed).max_decimals(4)).labelled_by(label.id).changed()
+                    ui.add(egui::DragValue::new(f).speed(speed).max_decimals(4))
+                        .labelled_by(label.id)
+                        .changed()
                 }
                 toml::Value::String(s) if self.choices.contains_key(path) => {
                     let choices = self.choices.get(path).cloned().unwrap_or_default();
                     let before = s.clone();
-                    let r = egui::ComboBox::from_id_salt((&self.id_salt, path)).selected_text(s.as_str()).show_ui(ui, |ui| {
-                        for c in &choices {
-                            ui.selectable_value(s, c.clone(), c);
-                        }
-                    });
+                    let r = egui::ComboBox::from_id_salt((&self.id_salt, path))
+                        .selected_text(s.as_str())
+                        .show_ui(ui, |ui| {
+                            for c in &choices {
+                                ui.selectable_value(s, c.clone(), c);
+                            }
+                        });
                     r.response.labelled_by(label.id);
                     *s != before
                 }
@@ -310,18 +351,28 @@ impl SettingsForm {
     }
 
     /// A text field; strings are taken as typed unless they read as a TOML number/bool/array.
-    fn text_ui(&mut self, ui: &mut egui::Ui, path: &str, v: &mut toml::Value, label: egui::Id) -> bool {
+    fn text_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        path: &str,
+        v: &mut toml::Value,
+        label: egui::Id,
+    ) -> bool {
         let current = match &*v {
             toml::Value::String(s) => s.clone(),
             other => other.to_string(),
         };
         let buf = self.text_buffers.entry(path.to_owned()).or_insert(current);
-        let r = ui.add(egui::TextEdit::singleline(buf).desired_width(140.0)).labelled_by(label);
+        let r = ui
+            .add(egui::TextEdit::singleline(buf).desired_width(140.0))
+            .labelled_by(label);
         if !r.changed() {
             return false;
         }
         let text = buf.trim();
-        let parsed = toml::from_str::<toml::Table>(&format!("v = {text}")).ok().and_then(|mut t| t.remove("v"));
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {text}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"));
         *v = match parsed {
             Some(p) => p,
             None => toml::Value::String(text.to_owned()),
@@ -349,7 +400,11 @@ fn collect_leaves(v: &toml::Value, path: &str, out: &mut Vec<String>) {
     match v {
         toml::Value::Table(t) => {
             for (k, c) in t {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 collect_leaves(c, &p, out);
             }
         }
@@ -388,7 +443,10 @@ pub fn parse_variants(msg: &str) -> Option<Vec<String>> {
         let end = body.find('`')?;
         out.push(body[..end].to_owned());
         rest = &body[end + 1..];
-        if let Some(r) = rest.strip_prefix(", ").or_else(|| rest.strip_prefix(" or ")) {
+        if let Some(r) = rest
+            .strip_prefix(", ")
+            .or_else(|| rest.strip_prefix(" or "))
+        {
             rest = r;
         } else {
             break;
@@ -425,7 +483,11 @@ pub fn parse_docs(text: &str) -> (HashMap<String, String>, HashMap<String, Vec<S
             comment.push(c.trim().to_owned());
         } else if let Some((k, _)) = t.split_once('=') {
             let k = k.trim().to_owned();
-            let path = if section.is_empty() { k.clone() } else { format!("{section}.{k}") };
+            let path = if section.is_empty() {
+                k.clone()
+            } else {
+                format!("{section}.{k}")
+            };
             if !comment.is_empty() {
                 docs.insert(path, comment.join(" "));
             }
@@ -444,18 +506,32 @@ mod tests {
 
     #[test]
     fn variants_are_read_from_serde_errors() {
-        assert_eq!(parse_variants("unknown variant `x`, expected `a`").unwrap(), vec!["a"]);
-        assert_eq!(parse_variants("unknown variant `x`, expected `a` or `b`\nin `s.k`").unwrap(), vec!["a", "b"]);
-        assert_eq!(parse_variants("unknown variant `x`, expected one of `a`, `b`, `c` for key `s.k`").unwrap(), vec!["a", "b", "c"]);
+        assert_eq!(
+            parse_variants("unknown variant `x`, expected `a`").unwrap(),
+            vec!["a"]
+        );
+        assert_eq!(
+            parse_variants("unknown variant `x`, expected `a` or `b`\nin `s.k`").unwrap(),
+            vec!["a", "b"]
+        );
+        assert_eq!(
+            parse_variants("unknown variant `x`, expected one of `a`, `b`, `c` for key `s.k`")
+                .unwrap(),
+            vec!["a", "b", "c"]
+        );
         assert!(parse_variants("invalid type: string, expected u32").is_none());
     }
 
     #[test]
     fn docs_and_order_come_from_comments() {
-        let (docs, order) = parse_docs("[a]\n# first\n# line\nx = 1\n\n# lost\n\ny = 2\n[a.b]\nz = 3\n");
+        let (docs, order) =
+            parse_docs("[a]\n# first\n# line\nx = 1\n\n# lost\n\ny = 2\n[a.b]\nz = 3\n");
         assert_eq!(docs.get("a.x").unwrap(), "first line");
         assert!(!docs.contains_key("a.y"));
-        assert_eq!(order.get("a").unwrap(), &vec!["x".to_owned(), "y".to_owned(), "b".to_owned()]);
+        assert_eq!(
+            order.get("a").unwrap(),
+            &vec!["x".to_owned(), "y".to_owned(), "b".to_owned()]
+        );
         assert_eq!(order.get("").unwrap(), &vec!["a".to_owned()]);
     }
 }

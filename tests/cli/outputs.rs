@@ -208,7 +208,9 @@ fn image_help_works_alone_and_outputs_are_checked_before_the_work() {
     assert!(out.status.success());
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(
-        listed.contains("segmentation") && listed.contains("cca") && listed.contains("area-opening"),
+        listed.contains("segmentation")
+            && listed.contains("cca")
+            && listed.contains("area-opening"),
         "{listed}"
     );
     let out = bin()

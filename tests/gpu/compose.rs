@@ -21,8 +21,8 @@ use morphoscope::compose::{
 };
 use morphoscope::gpu::{DeviceImage, KernelTimer};
 use morphoscope::image::Image;
-use morphoscope::ops::orientation::{OrientationParams, orientation, orientation_colour};
 use morphoscope::ops::maxtree::{MaxtreeParams, attribute_filter};
+use morphoscope::ops::orientation::{OrientationParams, orientation, orientation_colour};
 use morphoscope::ops::preprocess::{downscale_box, downscaled_size, rgb_to_gray};
 use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
 use morphoscope::ops::segmentation::{OverlayMode, SegmentParams};

@@ -9,10 +9,12 @@ use std::time::Instant;
 
 use morphoscope::analysis::{Analysis, FrameInput, OpSettings};
 use morphoscope::backend::Backend;
+use morphoscope::compose::PictureFormat;
 use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
-use morphoscope::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram, gray_histogram_gpu, rgb_to_gray, rgb_to_gray_gpu};
-use morphoscope::compose::PictureFormat;
+use morphoscope::ops::preprocess::{
+    GrayHistogramGpu, GrayStats, gray_histogram, gray_histogram_gpu, rgb_to_gray, rgb_to_gray_gpu,
+};
 use morphoscope::pipeline::{PictureWant, run_frames};
 use morphoscope::source::Frame;
 
@@ -29,26 +31,51 @@ fn random_rgb(rng: &mut Rng, w: usize, h: usize) -> Image<[u8; 3]> {
 fn rgb_to_gray_matches_cpu_exactly() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng(7);
-    for (w, h) in [(1, 1), (1, 17), (17, 1), (33, 17), (640, 480), (1920, 1080), (4096, 2160)] {
+    for (w, h) in [
+        (1, 1),
+        (1, 17),
+        (17, 1),
+        (33, 17),
+        (640, 480),
+        (1920, 1080),
+        (4096, 2160),
+    ] {
         let img = random_rgb(&mut rng, w, h);
-        assert_eq!(rgb_to_gray_gpu(g, img.view()).unwrap(), rgb_to_gray(img.view()), "{w}x{h}");
+        assert_eq!(
+            rgb_to_gray_gpu(g, img.view()).unwrap(),
+            rgb_to_gray(img.view()),
+            "{w}x{h}"
+        );
     }
     if let Some(real) = sample_rgb("fruits.jpg") {
-        assert_eq!(rgb_to_gray_gpu(g, real.view()).unwrap(), rgb_to_gray(real.view()));
+        assert_eq!(
+            rgb_to_gray_gpu(g, real.view()).unwrap(),
+            rgb_to_gray(real.view())
+        );
     }
 }
 
 #[test]
 fn ring_completes_frames_in_order_and_matches_cpu() {
     let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
     // Segmentation without round caps, so the GPU result is the exact one on noise frames too.
     let mut settings = OpSettings::default();
     settings.segmentation.max_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
     settings.segmentation.max_min_size_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
     settings.segmentation.adaptive_rounds = false;
     let mut rng = Rng(11);
-    let sizes = [(64, 48), (64, 48), (65, 47), (1920, 1080), (1920, 1080), (31, 7), (64, 48)];
+    let sizes = [
+        (64, 48),
+        (64, 48),
+        (65, 47),
+        (1920, 1080),
+        (1920, 1080),
+        (31, 7),
+        (64, 48),
+    ];
     let mut frames = Vec::new();
     for (i, &(w, h)) in sizes.iter().cycle().take(20).enumerate() {
         let image = if i % 4 == 3 {
@@ -56,7 +83,11 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
         } else {
             DynImage::Rgb8(random_rgb(&mut rng, w, h))
         };
-        frames.push(Frame { index: i as u64, pts_nanos: Some(i as u64), image });
+        frames.push(Frame {
+            index: i as u64,
+            pts_nanos: Some(i as u64),
+            image,
+        });
     }
     let want_picture = PictureWant::Every(PictureFormat::Rgb);
     let got = run_frames(&backend, &settings, 3, frames.clone(), want_picture).unwrap();
@@ -70,23 +101,41 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
             if x.op == "segmentation" {
                 // The GPU reports its merge rounds, Kruskal on the CPU has none: compare the
                 // segment count and the labels.
-                assert_eq!(x.summary["capped"], false, "frame {}: round cap reached", a.index);
-                assert_eq!(x.summary["segments"], y.summary["segments"], "frame {} segments", a.index);
+                assert_eq!(
+                    x.summary["capped"], false,
+                    "frame {}: round cap reached",
+                    a.index
+                );
+                assert_eq!(
+                    x.summary["segments"], y.summary["segments"],
+                    "frame {} segments",
+                    a.index
+                );
                 // Equal labels draw equal pictures (compared above).
             } else {
                 assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
             }
         }
         assert_eq!(a.timings.backend, "cuda");
-        assert!(a.timings.regions.iter().any(|r| r.0 == "preprocess_rgb_to_gray") || a.rgb.is_none());
+        assert!(
+            a.timings
+                .regions
+                .iter()
+                .any(|r| r.0 == "preprocess_rgb_to_gray")
+                || a.rgb.is_none()
+        );
     }
 }
 
 #[test]
 fn segmentation_hierarchy_levels_match_between_backends() {
     let Some(g) = gpu() else { return };
-    let Some(real) = sample_rgb("fruits.jpg") else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+    let Some(real) = sample_rgb("fruits.jpg") else {
+        return;
+    };
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
     for level in [0, 3, 40, 10_000] {
         let mut settings = OpSettings::default();
         settings.maxtree.enabled = false;
@@ -94,20 +143,38 @@ fn segmentation_hierarchy_levels_match_between_backends() {
         settings.orientation.enabled = false;
         settings.segmentation.level = level;
         settings.segmentation.adaptive_rounds = false;
-        let frame = Frame { index: 0, pts_nanos: None, image: DynImage::Rgb8(real.clone()) };
+        let frame = Frame {
+            index: 0,
+            pts_nanos: None,
+            image: DynImage::Rgb8(real.clone()),
+        };
         let picture = PictureWant::Every(PictureFormat::Rgb);
         let got = run_frames(&backend, &settings, 2, vec![frame.clone()], picture).unwrap();
         let want = run_frames(&Backend::Cpu, &settings, 1, vec![frame], picture).unwrap();
-        let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
+        let seg = |f: &morphoscope::analysis::AnalysedFrame| {
+            f.outputs
+                .iter()
+                .find(|o| o.op == "segmentation")
+                .cloned()
+                .expect("segmentation output")
+        };
         let (x, y) = (seg(&got[0]), seg(&want[0]));
-        assert_eq!(x.summary, y.summary, "level {level}: GPU and the rounds' CPU model");
-        assert!(got[0].picture.is_some() && got[0].picture == want[0].picture, "level {level}: the composed segmentation");
+        assert_eq!(
+            x.summary, y.summary,
+            "level {level}: GPU and the rounds' CPU model"
+        );
+        assert!(
+            got[0].picture.is_some() && got[0].picture == want[0].picture,
+            "level {level}: the composed segmentation"
+        );
     }
 }
 
 /// Settings with only the segmentation on and no round caps (exact on noise frames too),
 /// changed by `edit`.
-fn segmentation_only(edit: impl FnOnce(&mut morphoscope::analysis::segmentation::SegmentationSettings)) -> OpSettings {
+fn segmentation_only(
+    edit: impl FnOnce(&mut morphoscope::analysis::segmentation::SegmentationSettings),
+) -> OpSettings {
     let mut settings = OpSettings::default();
     settings.maxtree.enabled = false;
     settings.cca.enabled = false;
@@ -125,16 +192,47 @@ fn segment_both(
     g: &morphoscope::gpu::GpuContext,
     settings: &OpSettings,
     images: Vec<DynImage>,
-) -> Vec<(u64, morphoscope::analysis::OpOutput, morphoscope::analysis::OpOutput, bool)> {
-    let backend = Backend::Cuda(std::sync::Arc::new(morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap()));
+) -> Vec<(
+    u64,
+    morphoscope::analysis::OpOutput,
+    morphoscope::analysis::OpOutput,
+    bool,
+)> {
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
     let n = images.len();
-    let frames: Vec<Frame> = images.into_iter().enumerate().map(|(i, image)| Frame { index: i as u64, pts_nanos: None, image }).collect();
+    let frames: Vec<Frame> = images
+        .into_iter()
+        .enumerate()
+        .map(|(i, image)| Frame {
+            index: i as u64,
+            pts_nanos: None,
+            image,
+        })
+        .collect();
     let picture = PictureWant::Every(PictureFormat::Rgb);
     let got = run_frames(&backend, settings, 3, frames.clone(), picture).unwrap();
     let want = run_frames(&Backend::Cpu, settings, 1, frames, picture).unwrap();
     assert_eq!((got.len(), want.len()), (n, n));
-    let seg = |f: &morphoscope::analysis::AnalysedFrame| f.outputs.iter().find(|o| o.op == "segmentation").cloned().expect("segmentation output");
-    got.iter().zip(&want).map(|(a, b)| (a.index, seg(a), seg(b), a.picture.is_some() && a.picture == b.picture)).collect()
+    let seg = |f: &morphoscope::analysis::AnalysedFrame| {
+        f.outputs
+            .iter()
+            .find(|o| o.op == "segmentation")
+            .cloned()
+            .expect("segmentation output")
+    };
+    got.iter()
+        .zip(&want)
+        .map(|(a, b)| {
+            (
+                a.index,
+                seg(a),
+                seg(b),
+                a.picture.is_some() && a.picture == b.picture,
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -142,15 +240,26 @@ fn segmentation_every_n_frames_matches_between_backends() {
     let Some(g) = gpu() else { return };
     let settings = segmentation_only(|s| s.every = 3);
     let mut rng = Rng(5);
-    let images = (0..10).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 96, 64))).collect();
+    let images = (0..10)
+        .map(|_| DynImage::Rgb8(random_rgb(&mut rng, 96, 64)))
+        .collect();
     for (index, x, y, same) in segment_both(g, &settings, images) {
         let skipped = index % 3 != 0;
-        assert_eq!(x.summary.get("skipped").is_some(), skipped, "frame {index}: {}", x.summary);
+        assert_eq!(
+            x.summary.get("skipped").is_some(),
+            skipped,
+            "frame {index}: {}",
+            x.summary
+        );
         if skipped {
             assert_eq!(x.summary["from_frame"], serde_json::json!(index / 3 * 3));
         }
         for key in ["skipped", "from_frame", "segments"] {
-            assert_eq!(x.summary.get(key), y.summary.get(key), "frame {index} {key}");
+            assert_eq!(
+                x.summary.get(key),
+                y.summary.get(key),
+                "frame {index} {key}"
+            );
         }
         assert!(same, "frame {index}: the composed segmentation");
     }
@@ -162,13 +271,20 @@ fn downscale_matches_cpu() {
     let stream = g.new_stream().unwrap();
     let func = morphoscope::ops::preprocess::downscale_function(g).unwrap();
     let mut rng = Rng(3);
-    for &(w, h, ch, f) in &[(97, 61, 3, 2), (97, 61, 1, 3), (1920, 1080, 3, 2), (5, 3, 3, 4), (64, 48, 1, 8)] {
+    for &(w, h, ch, f) in &[
+        (97, 61, 3, 2),
+        (97, 61, 1, 3),
+        (1920, 1080, 3, 2),
+        (5, 3, 3, 4),
+        (64, 48, 1, 8),
+    ] {
         let data: Vec<u8> = (0..w * h * ch).map(|_| rng.below(256) as u8).collect();
         let want = morphoscope::ops::preprocess::downscale_box(&data, w, h, ch, f);
         let src = stream.clone_htod(&data).unwrap();
         let mut dst = stream.alloc_zeros::<u8>(want.len().max(1)).unwrap();
         let image = morphoscope::gpu::DeviceImage::new(&stream, &src, w, h, ch).unwrap();
-        let size = morphoscope::ops::preprocess::enqueue_downscale(&func, image, &mut dst, f).unwrap();
+        let size =
+            morphoscope::ops::preprocess::enqueue_downscale(&func, image, &mut dst, f).unwrap();
         assert_eq!(size, morphoscope::ops::preprocess::downscaled_size(w, h, f));
         let got = stream.clone_dtoh(&dst).unwrap();
         assert_eq!(&got[..want.len()], &want[..], "{w}x{h}x{ch} by {f}");
@@ -183,14 +299,19 @@ fn downscaled_segmentation_matches_between_backends() {
     // Random and gradient frames (real photographs can hold near-ties where Kruskal's f64 order
     // and the GPU's keys differ, see the segmentation quality test).
     let mut images = vec![
-        DynImage::Rgb8(Image::from_fn(97, 61, |x, y| [(x * 2) as u8, (y * 3) as u8, (x + y) as u8])),
+        DynImage::Rgb8(Image::from_fn(97, 61, |x, y| {
+            [(x * 2) as u8, (y * 3) as u8, (x + y) as u8]
+        })),
         DynImage::Gray8(Image::from_fn(97, 61, |x, y| ((x * 5 + y * 3) % 251) as u8)),
     ];
     images.extend((0..4).map(|_| DynImage::Rgb8(random_rgb(&mut rng, 97, 61))));
     for (index, x, y, same) in segment_both(g, &settings, images) {
         assert_eq!(x.summary["downscale"], 2, "frame {index}");
         assert_eq!(x.summary["capped"], false, "frame {index}");
-        assert_eq!(x.summary["segments"], y.summary["segments"], "frame {index} segments");
+        assert_eq!(
+            x.summary["segments"], y.summary["segments"],
+            "frame {index} segments"
+        );
         assert!(same, "frame {index}: the composed segmentation");
     }
 }
@@ -284,7 +405,10 @@ fn gray_histogram_op_is_reused_across_frames() {
     let small = stream.alloc_zeros::<u8>(10).unwrap();
     assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 4, 3, 1).is_err());
     assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 5, 2, 1).is_ok());
-    assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_err(), "12 samples in 10");
+    assert!(
+        morphoscope::gpu::DeviceImage::new(&stream, &small, 2, 2, 3).is_err(),
+        "12 samples in 10"
+    );
     assert!(morphoscope::gpu::DeviceImage::new(&stream, &small, 3, 1, 3).is_ok());
     assert!(
         morphoscope::gpu::DeviceImage::new(&stream, &small, 3, 1, 3)

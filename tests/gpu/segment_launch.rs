@@ -434,7 +434,10 @@ fn device_labels_and_summary_equal_the_full_download() {
     }
     // Whether a frame outgrew the caps the previous one left (and ran again inside the summary
     // readback) depends on the frames; the labels above were final either way.
-    assert!(light.reruns() <= 1, "at most the photograph after the flat frame ran again");
+    assert!(
+        light.reruns() <= 1,
+        "at most the photograph after the flat frame ran again"
+    );
     // An empty frame has no device labels; its summary has no segments.
     let empty = Frame {
         name: "empty".into(),

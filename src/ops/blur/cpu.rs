@@ -14,7 +14,9 @@ use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
 /// Float types the blur computes in.
-pub trait BlurFloat: Copy + Send + Sync + Default + Add<Output = Self> + Mul<Output = Self> + 'static {
+pub trait BlurFloat:
+    Copy + Send + Sync + Default + Add<Output = Self> + Mul<Output = Self> + 'static
+{
     /// `v * (1/255)` in this type (scikit-image's `img_as_float` of a `u8`).
     fn from_u8_scaled(v: u8) -> Self;
     /// Rounds an `f64` weight to this type.
@@ -59,7 +61,10 @@ pub fn blur_interleaved<F: BlurFloat>(
     let row = width * channels;
     let n = row * height;
     if data.len() < n {
-        return Err(OpError::Unsupported(format!("buffer of {} bytes for {width}x{height}x{channels}", data.len())));
+        return Err(OpError::Unsupported(format!(
+            "buffer of {} bytes for {width}x{height}x{channels}",
+            data.len()
+        )));
     }
     let data = &data[..n];
     if n == 0 {
@@ -68,7 +73,11 @@ pub fn blur_interleaved<F: BlurFloat>(
     if params.is_identity() {
         return Ok(data.par_iter().map(|&v| F::from_u8_scaled(v)).collect());
     }
-    let half: Vec<F> = params.half_kernel_f64().into_iter().map(F::from_f64).collect();
+    let half: Vec<F> = params
+        .half_kernel_f64()
+        .into_iter()
+        .map(F::from_f64)
+        .collect();
     let r = half.len() - 1;
     let mut tmp = vec![F::default(); n];
     // Axis 0 (vertical): sample e of row y from rows reflect(y -+ j).
@@ -93,20 +102,22 @@ pub fn blur_interleaved<F: BlurFloat>(
     });
     // Axis 1 (horizontal): pixel x of the row from columns reflect(x -+ j), same channel.
     let mut out = vec![F::default(); n];
-    out.par_chunks_mut(row).zip(tmp.par_chunks(row)).for_each(|(o, t)| {
-        for x in 0..width {
-            let xi = x as i64;
-            for c in 0..channels {
-                let mut s = t[x * channels + c] * half[0];
-                for j in (1..=r).rev() {
-                    let a = reflect_index(xi - j as i64, width) * channels + c;
-                    let b = reflect_index(xi + j as i64, width) * channels + c;
-                    s = s + (t[a] + t[b]) * half[j];
+    out.par_chunks_mut(row)
+        .zip(tmp.par_chunks(row))
+        .for_each(|(o, t)| {
+            for x in 0..width {
+                let xi = x as i64;
+                for c in 0..channels {
+                    let mut s = t[x * channels + c] * half[0];
+                    for j in (1..=r).rev() {
+                        let a = reflect_index(xi - j as i64, width) * channels + c;
+                        let b = reflect_index(xi + j as i64, width) * channels + c;
+                        s = s + (t[a] + t[b]) * half[j];
+                    }
+                    o[x * channels + c] = s;
                 }
-                o[x * channels + c] = s;
             }
-        }
-    });
+        });
     Ok(out)
 }
 
@@ -131,7 +142,9 @@ pub fn pack_gray(img: ImageView<'_, u8>) -> Vec<u8> {
 /// Packs an RGB view into an interleaved byte buffer.
 #[must_use]
 pub fn pack_rgb(img: ImageView<'_, [u8; 3]>) -> Vec<u8> {
-    img.rows().flat_map(|r| r.iter().flat_map(|p| p.iter().copied())).collect()
+    img.rows()
+        .flat_map(|r| r.iter().flat_map(|p| p.iter().copied()))
+        .collect()
 }
 
 /// Gaussian blur of a grey image to `f32` in `[0, 1]` (the CUDA kernels' arithmetic).
@@ -141,7 +154,10 @@ pub fn blur_gray(img: ImageView<'_, u8>, params: &BlurParams) -> Result<Image<f3
 }
 
 /// Gaussian blur of an RGB image, each channel on its own, to `f32` in `[0, 1]`.
-pub fn blur_rgb(img: ImageView<'_, [u8; 3]>, params: &BlurParams) -> Result<Image<[f32; 3]>, OpError> {
+pub fn blur_rgb(
+    img: ImageView<'_, [u8; 3]>,
+    params: &BlurParams,
+) -> Result<Image<[f32; 3]>, OpError> {
     let v = blur_interleaved::<f32>(&pack_rgb(img), img.width(), img.height(), 3, params)?;
     let px: Vec<[f32; 3]> = v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
     Ok(Image::from_vec(img.width(), img.height(), px)?)
@@ -163,7 +179,10 @@ mod tests {
                     for dx in -r..=r {
                         let yy = reflect_index(y as i64 + dy, h);
                         let xx = reflect_index(x as i64 + dx, w);
-                        s += k[(dy + r) as usize] * k[(dx + r) as usize] * f64::from(data[yy * w + xx]) / 255.0;
+                        s += k[(dy + r) as usize]
+                            * k[(dx + r) as usize]
+                            * f64::from(data[yy * w + xx])
+                            / 255.0;
                     }
                 }
                 out[y * w + x] = s;
@@ -221,7 +240,18 @@ mod tests {
         for (x, y) in a.iter().zip(&b) {
             assert!((f64::from(*x) - y).abs() < 1e-6);
         }
-        assert!(blur_gray(Image::<u8>::new(0, 3, 0).view(), &p).unwrap().is_empty());
-        assert!((blur_gray(Image::new(1, 1, 255u8).view(), &p).unwrap().get(0, 0) - 1.0).abs() < 1e-6);
+        assert!(
+            blur_gray(Image::<u8>::new(0, 3, 0).view(), &p)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            (blur_gray(Image::new(1, 1, 255u8).view(), &p)
+                .unwrap()
+                .get(0, 0)
+                - 1.0)
+                .abs()
+                < 1e-6
+        );
     }
 }

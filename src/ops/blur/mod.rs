@@ -51,7 +51,10 @@ pub struct BlurParams {
 
 impl Default for BlurParams {
     fn default() -> Self {
-        Self { sigma: 0.8, truncate: 4.0 }
+        Self {
+            sigma: 0.8,
+            truncate: 4.0,
+        }
     }
 }
 
@@ -59,17 +62,26 @@ impl BlurParams {
     /// Parameters with `sigma` and the default truncation.
     #[must_use]
     pub fn with_sigma(sigma: f64) -> Self {
-        Self { sigma, ..Self::default() }
+        Self {
+            sigma,
+            ..Self::default()
+        }
     }
 
     /// Checks the ranges: `sigma` finite and `>= 0`, `truncate` finite and `> 0`, radius at most
     /// [`MAX_RADIUS`].
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.sigma.is_finite() || self.sigma < 0.0 {
-            return Err(OpError::InvalidParam(format!("sigma must be a finite number >= 0, got {}", self.sigma)));
+            return Err(OpError::InvalidParam(format!(
+                "sigma must be a finite number >= 0, got {}",
+                self.sigma
+            )));
         }
         if !self.truncate.is_finite() || self.truncate <= 0.0 {
-            return Err(OpError::InvalidParam(format!("truncate must be a finite number > 0, got {}", self.truncate)));
+            return Err(OpError::InvalidParam(format!(
+                "truncate must be a finite number > 0, got {}",
+                self.truncate
+            )));
         }
         if self.radius() > MAX_RADIUS {
             return Err(OpError::InvalidParam(format!(
@@ -209,9 +221,19 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
-        let e = BlurParams { sigma: -1.0, ..BlurParams::default() }.validate().unwrap_err();
+        let e = BlurParams {
+            sigma: -1.0,
+            ..BlurParams::default()
+        }
+        .validate()
+        .unwrap_err();
         assert!(e.to_string().contains("sigma"));
-        let e = BlurParams { sigma: 100.0, ..BlurParams::default() }.validate().unwrap_err();
+        let e = BlurParams {
+            sigma: 100.0,
+            ..BlurParams::default()
+        }
+        .validate()
+        .unwrap_err();
         assert!(e.to_string().contains("radius"));
         assert!(BlurParams::default().validate().is_ok());
     }
@@ -221,8 +243,13 @@ mod tests {
         let a: Vec<f64> = (0..13).map(|i| 0.1 * f64::from(i)).collect();
         let mut r = [0.0; 8];
         r.copy_from_slice(&a[..8]);
-        let expect =
-            ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])) + a[8] + a[9] + a[10] + a[11] + a[12];
+        let expect = ((r[0] + r[1]) + (r[2] + r[3]))
+            + ((r[4] + r[5]) + (r[6] + r[7]))
+            + a[8]
+            + a[9]
+            + a[10]
+            + a[11]
+            + a[12];
         assert_eq!(numpy_pairwise_sum(&a).to_bits(), expect.to_bits());
     }
 }

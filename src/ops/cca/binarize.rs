@@ -76,7 +76,13 @@ pub fn is_foreground(v: u32, t: u32, polarity: Polarity) -> bool {
 /// A packed 0/255 mask of the foreground.
 #[must_use]
 pub fn binarize<T: Gray>(img: ImageView<'_, T>, t: u32, polarity: Polarity) -> Image<u8> {
-    img.map(|v| if is_foreground(v.to_u32(), t, polarity) { 255 } else { 0 })
+    img.map(|v| {
+        if is_foreground(v.to_u32(), t, polarity) {
+            255
+        } else {
+            0
+        }
+    })
 }
 
 /// Running-average background in 16.16 fixed point (see the module docs of `cca`).
@@ -110,7 +116,9 @@ impl BackgroundModel {
     /// The background rounded to whole levels (for display).
     #[must_use]
     pub fn background<T: Gray>(&self) -> Image<T> {
-        Image::from_fn(self.width, self.height, |x, y| T::from_u32_sat(round_bg(self.bg[y * self.width + x]) as u32))
+        Image::from_fn(self.width, self.height, |x, y| {
+            T::from_u32_sat(round_bg(self.bg[y * self.width + x]) as u32)
+        })
     }
 
     /// Returns `|f - round(bg)|` (0 everywhere when the model was unseeded or the size changed,
@@ -120,7 +128,10 @@ impl BackgroundModel {
         if self.bg.len() != w * h || self.width != w || self.height != h || self.bg.is_empty() {
             self.width = w;
             self.height = h;
-            self.bg = img.rows().flat_map(|r| r.iter().map(|v| i64::from(v.to_u32()) << 16)).collect();
+            self.bg = img
+                .rows()
+                .flat_map(|r| r.iter().map(|v| i64::from(v.to_u32()) << 16))
+                .collect();
             return Image::new(w, h, T::MIN);
         }
         let a = i64::from(a.clamp(1, 65536));
@@ -173,10 +184,20 @@ mod tests {
     fn background_seeds_then_follows() {
         let mut m = BackgroundModel::new();
         let f0 = Image::new(3, 2, 100u8);
-        assert!(m.difference_and_update(f0.view(), 65536).data().iter().all(|&v| v == 0));
+        assert!(
+            m.difference_and_update(f0.view(), 65536)
+                .data()
+                .iter()
+                .all(|&v| v == 0)
+        );
         let f1 = Image::new(3, 2, 180u8);
         // Difference against the seed, then full replacement (a = 1.0).
-        assert!(m.difference_and_update(f1.view(), 65536).data().iter().all(|&v| v == 80));
+        assert!(
+            m.difference_and_update(f1.view(), 65536)
+                .data()
+                .iter()
+                .all(|&v| v == 80)
+        );
         assert!(m.background::<u8>().data().iter().all(|&v| v == 180));
         // Slow learning: the background creeps towards the frame and stays in range.
         let f2 = Image::new(3, 2, 0u8);
@@ -186,6 +207,11 @@ mod tests {
         assert!(m.background::<u8>().data().iter().all(|&v| v <= 1));
         // A size change reseeds.
         let f3 = Image::new(2, 2, 7u8);
-        assert!(m.difference_and_update(f3.view(), 3277).data().iter().all(|&v| v == 0));
+        assert!(
+            m.difference_and_update(f3.view(), 3277)
+                .data()
+                .iter()
+                .all(|&v| v == 0)
+        );
     }
 }

@@ -29,7 +29,9 @@ pub fn check_sum_range(width: usize, height: usize) -> Result<(), OpError> {
     let (w, h) = (width as u128, height as u128);
     let m = w.max(h);
     if m * m * w * h >= (1u128 << 64) {
-        return Err(OpError::Unsupported(format!("{width}x{height} is too large for 64-bit moment sums")));
+        return Err(OpError::Unsupported(format!(
+            "{width}x{height} is too large for 64-bit moment sums"
+        )));
     }
     Ok(())
 }
@@ -80,7 +82,15 @@ fn union(p: &mut [u32], base: u32, a: u32, b: u32) {
 }
 
 /// Unites the touching runs of two consecutive rows (`up` starts at index `iu`, `lo` at `il`).
-fn merge_rows(p: &mut [u32], base: u32, up: &[(u32, u32)], iu: u32, lo: &[(u32, u32)], il: u32, conn: Connectivity) {
+fn merge_rows(
+    p: &mut [u32],
+    base: u32,
+    up: &[(u32, u32)],
+    iu: u32,
+    lo: &[(u32, u32)],
+    il: u32,
+    conn: Connectivity,
+) {
     let grow = u32::from(conn == Connectivity::Eight);
     let (mut i, mut j) = (0usize, 0usize);
     while i < up.len() && j < lo.len() {
@@ -112,10 +122,15 @@ pub fn label_sums<T: Copy + Send + Sync>(
         return Ok((Image::new(w, h, 0), Vec::new()));
     }
     if w * h >= u32::MAX as usize {
-        return Err(OpError::Unsupported(format!("{w}x{h} has more than 2^32 pixels")));
+        return Err(OpError::Unsupported(format!(
+            "{w}x{h} has more than 2^32 pixels"
+        )));
     }
     // 1. Runs per row, in raster order.
-    let rows: Vec<Vec<(u32, u32)>> = (0..h).into_par_iter().map(|y| row_runs(img.row(y), &fg)).collect();
+    let rows: Vec<Vec<(u32, u32)>> = (0..h)
+        .into_par_iter()
+        .map(|y| row_runs(img.row(y), &fg))
+        .collect();
     let mut row_start = Vec::with_capacity(h + 1);
     let mut total = 0u32;
     for r in &rows {
@@ -127,7 +142,10 @@ pub fn label_sums<T: Copy + Send + Sync>(
     let mut parent: Vec<u32> = (0..total).collect();
     let strips = (rayon::current_num_threads() * 4).clamp(1, h);
     let strip_rows = h.div_ceil(strips);
-    let bounds: Vec<(usize, usize)> = (0..h).step_by(strip_rows).map(|y0| (y0, (y0 + strip_rows).min(h))).collect();
+    let bounds: Vec<(usize, usize)> = (0..h)
+        .step_by(strip_rows)
+        .map(|y0| (y0, (y0 + strip_rows).min(h)))
+        .collect();
     {
         let mut pieces = Vec::with_capacity(bounds.len());
         let mut rest: &mut [u32] = &mut parent;
@@ -140,12 +158,28 @@ pub fn label_sums<T: Copy + Send + Sync>(
         pieces.into_par_iter().for_each(|(y0, y1, piece)| {
             let base = row_start[y0];
             for y in y0 + 1..y1 {
-                merge_rows(piece, base, &rows[y - 1], row_start[y - 1], &rows[y], row_start[y], conn);
+                merge_rows(
+                    piece,
+                    base,
+                    &rows[y - 1],
+                    row_start[y - 1],
+                    &rows[y],
+                    row_start[y],
+                    conn,
+                );
             }
         });
     }
     for &(y0, _) in bounds.iter().skip(1) {
-        merge_rows(&mut parent, 0, &rows[y0 - 1], row_start[y0 - 1], &rows[y0], row_start[y0], conn);
+        merge_rows(
+            &mut parent,
+            0,
+            &rows[y0 - 1],
+            row_start[y0 - 1],
+            &rows[y0],
+            row_start[y0],
+            conn,
+        );
     }
     // 3. Final labels in raster order: parents are always earlier runs.
     let mut run_label = vec![0u32; total as usize];
@@ -161,12 +195,16 @@ pub fn label_sums<T: Copy + Send + Sync>(
     }
     // 4. Label image and features.
     let mut labels = Image::new(w, h, 0u32);
-    labels.data_mut().par_chunks_mut(w).enumerate().for_each(|(y, out)| {
-        let first = row_start[y] as usize;
-        for (k, &(x0, x1)) in rows[y].iter().enumerate() {
-            out[x0 as usize..=x1 as usize].fill(run_label[first + k]);
-        }
-    });
+    labels
+        .data_mut()
+        .par_chunks_mut(w)
+        .enumerate()
+        .for_each(|(y, out)| {
+            let first = row_start[y] as usize;
+            for (k, &(x0, x1)) in rows[y].iter().enumerate() {
+                out[x0 as usize..=x1 as usize].fill(run_label[first + k]);
+            }
+        });
     let mut sums = vec![ComponentSums::empty(); n as usize];
     for (y, r) in rows.iter().enumerate() {
         let first = row_start[y] as usize;
@@ -184,9 +222,18 @@ pub fn label(binary: ImageView<'_, u8>, connectivity: Connectivity) -> Result<Im
 
 /// Labels a binary image (non-zero is foreground) and measures its components
 /// (`connectedComponentsWithStats`). The table's threshold is 0 (foreground is `v > 0`).
-pub fn label_with_stats(binary: ImageView<'_, u8>, connectivity: Connectivity) -> Result<(Image<u32>, ComponentTable), OpError> {
+pub fn label_with_stats(
+    binary: ImageView<'_, u8>,
+    connectivity: Connectivity,
+) -> Result<(Image<u32>, ComponentTable), OpError> {
     let (labels, sums) = label_sums(binary, |v| v != 0, connectivity)?;
-    let table = ComponentTable::from_sums(binary.width(), binary.height(), connectivity.as_u8(), 0, &sums);
+    let table = ComponentTable::from_sums(
+        binary.width(),
+        binary.height(),
+        connectivity.as_u8(),
+        0,
+        &sums,
+    );
     Ok((labels, table))
 }
 
@@ -216,13 +263,19 @@ impl CclCpu {
     }
 
     /// Binarizes, labels and measures one frame.
-    pub fn process<T: Gray>(&mut self, img: ImageView<'_, T>, params: &CclParams) -> Result<CclOutput, OpError> {
+    pub fn process<T: Gray>(
+        &mut self,
+        img: ImageView<'_, T>,
+        params: &CclParams,
+    ) -> Result<CclOutput, OpError> {
         params.validate()?;
         let diff;
         let src = match params.source {
             Source::Frame => img,
             Source::Motion => {
-                diff = self.background.difference_and_update(img, params.learning_rate_fixed());
+                diff = self
+                    .background
+                    .difference_and_update(img, params.learning_rate_fixed());
                 diff.view()
             }
         };
@@ -232,7 +285,8 @@ impl CclCpu {
         };
         let pol = params.polarity;
         let conn = params.conn();
-        let (labels, mut sums) = label_sums(src, move |v: T| is_foreground(v.to_u32(), t, pol), conn)?;
+        let (labels, mut sums) =
+            label_sums(src, move |v: T| is_foreground(v.to_u32(), t, pol), conn)?;
         add_grey_sums(&mut sums, &labels, img);
         let table = ComponentTable::from_sums(img.width(), img.height(), conn.as_u8(), t, &sums);
         Ok(CclOutput { labels, table })
@@ -307,21 +361,45 @@ mod tests {
         let one = Image::new(1, 1, 1u8);
         assert_eq!(label(one.view(), Connectivity::Four).unwrap().data(), &[1]);
         let col = Image::from_fn(1, 5, |_, y| u8::from(y != 2));
-        assert_eq!(label(col.view(), Connectivity::Four).unwrap().data(), &[1, 1, 0, 2, 2]);
+        assert_eq!(
+            label(col.view(), Connectivity::Four).unwrap().data(),
+            &[1, 1, 0, 2, 2]
+        );
         // Padded rows: the padding (9) must not be read as foreground.
         let s = Image::from_strided(2, 2, 3, vec![1u8, 0, 9, 0, 1]).unwrap();
-        assert_eq!(label(s.view(), Connectivity::Four).unwrap().data(), &[1, 0, 0, 2]);
-        assert_eq!(label(s.view(), Connectivity::Eight).unwrap().data(), &[1, 0, 0, 1]);
+        assert_eq!(
+            label(s.view(), Connectivity::Four).unwrap().data(),
+            &[1, 0, 0, 2]
+        );
+        assert_eq!(
+            label(s.view(), Connectivity::Eight).unwrap().data(),
+            &[1, 0, 0, 1]
+        );
     }
 
     #[test]
     fn grey_sums_are_the_frame_over_each_components_pixels() {
         // Pseudo-random grey frame, thresholded, 8- and 16-bit (the high byte counts).
-        let g = Image::from_fn(37, 23, |x, y| (((x * 2_654_435_761) ^ (y * 40_503)).wrapping_mul(2_246_822_519) >> 13) as u8);
-        let g16 = Image::from_fn(37, 23, |x, y| u16::from(g.view().row(y)[x]) * 256 + (x as u16 % 200));
-        let p = CclParams { threshold: Threshold::Fixed(200), connectivity: 8, ..CclParams::default() };
+        let g = Image::from_fn(37, 23, |x, y| {
+            (((x * 2_654_435_761) ^ (y * 40_503)).wrapping_mul(2_246_822_519) >> 13) as u8
+        });
+        let g16 = Image::from_fn(37, 23, |x, y| {
+            u16::from(g.view().row(y)[x]) * 256 + (x as u16 % 200)
+        });
+        let p = CclParams {
+            threshold: Threshold::Fixed(200),
+            connectivity: 8,
+            ..CclParams::default()
+        };
         let out = cca_cpu(g.view(), &p).unwrap();
-        let out16 = cca_cpu(g16.view(), &CclParams { threshold: Threshold::Fixed(200 * 256 + 255), ..p }).unwrap();
+        let out16 = cca_cpu(
+            g16.view(),
+            &CclParams {
+                threshold: Threshold::Fixed(200 * 256 + 255),
+                ..p
+            },
+        )
+        .unwrap();
         assert!(out.table.len() > 5);
         assert_eq!(out16.table.components, out.table.components);
         let mut naive = vec![0u64; out.table.len()];
@@ -343,16 +421,30 @@ mod tests {
     #[test]
     fn process_threshold_polarity_motion() {
         let g = Image::from_fn(8, 4, |x, _| if x % 4 == 0 { 200u8 } else { 20 });
-        let p = CclParams { threshold: Threshold::Fixed(100), connectivity: 4, ..CclParams::default() };
+        let p = CclParams {
+            threshold: Threshold::Fixed(100),
+            connectivity: 4,
+            ..CclParams::default()
+        };
         let out = cca_cpu(g.view(), &p).unwrap();
         assert_eq!(out.table.len(), 2);
         assert_eq!(out.table.threshold, 100);
-        let dark = CclParams { polarity: Polarity::Dark, ..p.clone() };
+        let dark = CclParams {
+            polarity: Polarity::Dark,
+            ..p.clone()
+        };
         assert_eq!(cca_cpu(g.view(), &dark).unwrap().table.len(), 2);
-        let otsu = CclParams { threshold: Threshold::Otsu, ..p.clone() };
+        let otsu = CclParams {
+            threshold: Threshold::Otsu,
+            ..p.clone()
+        };
         assert_eq!(cca_cpu(g.view(), &otsu).unwrap().table.threshold, 20);
         let mut m = CclCpu::new();
-        let mot = CclParams { source: Source::Motion, threshold: Threshold::Fixed(30), ..p };
+        let mot = CclParams {
+            source: Source::Motion,
+            threshold: Threshold::Fixed(30),
+            ..p
+        };
         assert!(m.process(g.view(), &mot).unwrap().table.is_empty());
         let mut g2 = g.clone();
         g2.set(2, 1, 250);

@@ -17,11 +17,19 @@ const STRIP_PIECE: usize = 8;
 
 fn start_distance64(w: u64, p: u32) -> u32 {
     let below = !w & ((1u64 << p) - 1);
-    if below != 0 { p - (64 - below.leading_zeros()) } else { p }
+    if below != 0 {
+        p - (64 - below.leading_zeros())
+    } else {
+        p
+    }
 }
 fn run_end64(w: u64, p: u32) -> u32 {
     let above = !w >> p;
-    if above != 0 { p + above.trailing_zeros() - 1 } else { 63 }
+    if above != 0 {
+        p + above.trailing_zeros() - 1
+    } else {
+        63
+    }
 }
 fn chunk_starts(w: u64) -> u64 {
     w & !(w << 1)
@@ -45,7 +53,11 @@ fn bits_of(mask: ImageView<'_, u8>) -> (Vec<u64>, usize) {
                 for half in 0..2 {
                     let x = c * 64 + half * 32 + lane;
                     if x < w && mask.get(x, y) != 0 {
-                        if half == 0 { lo |= 1 << lane } else { hi |= 1 << lane }
+                        if half == 0 {
+                            lo |= 1 << lane
+                        } else {
+                            hi |= 1 << lane
+                        }
                     }
                 }
             }
@@ -90,7 +102,11 @@ fn merge(l: &mut [u32], mut a: u32, mut b: u32) {
 }
 
 fn segment_at(w: u64, prev: u64, k0: u32, p: i32) -> u32 {
-    if p >= 0 { k0 + (p as u32 - start_distance64(w, p as u32)) } else { k0 - 1 - start_distance64(prev, 63) }
+    if p >= 0 {
+        k0 + (p as u32 - start_distance64(w, p as u32))
+    } else {
+        k0 - 1 - start_distance64(prev, 63)
+    }
 }
 
 fn touching(o: u64, op: u64, ko: u32, p: u32, conn8: bool) -> u32 {
@@ -110,8 +126,22 @@ fn touching(o: u64, op: u64, ko: u32, p: u32, conn8: bool) -> u32 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn merge_chunk(l: &mut [u32], wl: u64, wu: u64, pl: u64, pu: u64, y: u32, c: u32, width: u32, conn8: bool) {
-    let touch = if conn8 { (wl & (wu | (wu << 1) | (wu >> 1) | (pu >> 63))) | (wu & (pl >> 63)) } else { wl & wu };
+fn merge_chunk(
+    l: &mut [u32],
+    wl: u64,
+    wu: u64,
+    pl: u64,
+    pu: u64,
+    y: u32,
+    c: u32,
+    width: u32,
+    conn8: bool,
+) {
+    let touch = if conn8 {
+        (wl & (wu | (wu << 1) | (wu >> 1) | (pu >> 63))) | (wu & (pl >> 63))
+    } else {
+        wl & wu
+    };
     if touch == 0 {
         return;
     }
@@ -144,7 +174,15 @@ fn merge_chunk(l: &mut [u32], wl: u64, wu: u64, pl: u64, pu: u64, y: u32, c: u32
 
 /// Links across the piece border at word `c` of row `y`: the run continuing over the border,
 /// and (8-conn, rows inside a strip) the two diagonals with the row above.
-fn merge_piece_border(l: &mut [u32], bits: &[u64], wpr: usize, width: u32, y: u32, c: u32, conn8: bool) {
+fn merge_piece_border(
+    l: &mut [u32],
+    bits: &[u64],
+    wpr: usize,
+    width: u32,
+    y: u32,
+    c: u32,
+    conn8: bool,
+) {
     let row = y as usize * wpr;
     let (w, prev) = (bits[row + c as usize], bits[row + c as usize - 1]);
     let k0 = y * width + c * 64;
@@ -166,7 +204,11 @@ fn merge_piece_border(l: &mut [u32], bits: &[u64], wpr: usize, width: u32, y: u3
 }
 
 /// The whole GPU labeling chain, emulated: labels and per-label sums.
-pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, feature_rows: usize) -> (Image<u32>, Vec<ComponentSums>) {
+pub(crate) fn label_emulated(
+    mask: ImageView<'_, u8>,
+    conn: Connectivity,
+    feature_rows: usize,
+) -> (Image<u32>, Vec<ComponentSums>) {
     let (width, height) = (mask.width(), mask.height());
     let conn8 = conn == Connectivity::Eight;
     let (bits, wpr) = bits_of(mask);
@@ -197,7 +239,11 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
                             let k = base + c as u32 * 64 + p;
                             l[k as usize] = if p == 0 && carry != 0 { k - carry } else { k };
                         }
-                        carry = if w == !0 { carry + 64 } else { (!w).leading_zeros() };
+                        carry = if w == !0 {
+                            carry + 64
+                        } else {
+                            (!w).leading_zeros()
+                        };
                     }
                 }
             }
@@ -209,7 +255,17 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
                 let (mut pl, mut pu) = (0u64, 0u64);
                 for c in cb..ce {
                     let (wl, wu) = (bits[y * wpr + c], bits[(y - 1) * wpr + c]);
-                    merge_chunk(&mut l, wl, wu, pl, pu, y as u32, c as u32, width as u32, conn8);
+                    merge_chunk(
+                        &mut l,
+                        wl,
+                        wu,
+                        pl,
+                        pu,
+                        y as u32,
+                        c as u32,
+                        width as u32,
+                        conn8,
+                    );
                     pl = wl;
                     pu = wu;
                 }
@@ -217,19 +273,45 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
         }
     }
     // cca_merge: strip border rows (full rows, real previous words) ...
-    let borders = if height > 0 { (height - 1) / STRIP_H } else { 0 };
+    let borders = if height > 0 {
+        (height - 1) / STRIP_H
+    } else {
+        0
+    };
     for b in 0..borders {
         for c in 0..wpr {
             let y = (b + 1) * STRIP_H;
             let pl = if c > 0 { bits[y * wpr + c - 1] } else { 0 };
-            let pu = if c > 0 { bits[(y - 1) * wpr + c - 1] } else { 0 };
-            merge_chunk(&mut l, bits[y * wpr + c], bits[(y - 1) * wpr + c], pl, pu, y as u32, c as u32, width as u32, conn8);
+            let pu = if c > 0 {
+                bits[(y - 1) * wpr + c - 1]
+            } else {
+                0
+            };
+            merge_chunk(
+                &mut l,
+                bits[y * wpr + c],
+                bits[(y - 1) * wpr + c],
+                pl,
+                pu,
+                y as u32,
+                c as u32,
+                width as u32,
+                conn8,
+            );
         }
     }
     // ... and piece borders: one thread per (row, piece border).
     for y in 0..height {
         for piece in 1..pieces {
-            merge_piece_border(&mut l, &bits, wpr, width as u32, y as u32, (piece * STRIP_PIECE) as u32, conn8);
+            merge_piece_border(
+                &mut l,
+                &bits,
+                wpr,
+                width as u32,
+                y as u32,
+                (piece * STRIP_PIECE) as u32,
+                conn8,
+            );
         }
     }
     // cca_count_roots, cca_scan_rows, cca_label_roots.
@@ -237,7 +319,10 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
     let mut rowcount = vec![0u32; height];
     for y in 0..height {
         for c in 0..wpr {
-            let mut ts = true_starts(bits[y * wpr + c], if c > 0 { bits[y * wpr + c - 1] } else { 0 });
+            let mut ts = true_starts(
+                bits[y * wpr + c],
+                if c > 0 { bits[y * wpr + c - 1] } else { 0 },
+            );
             let mut r = 0u64;
             let k0 = (y * width + c * 64) as u32;
             while ts != 0 {
@@ -269,8 +354,13 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
                 lab += 1;
                 l[(k0 + p) as usize] = FLAG | lab;
                 let x = (c * 64) as u32 + p;
-                feats[(lab - 1) as usize] =
-                    ComponentSums { min_x: x, max_x: x, min_y: y as u32, max_y: y as u32, ..ComponentSums::default() };
+                feats[(lab - 1) as usize] = ComponentSums {
+                    min_x: x,
+                    max_x: x,
+                    min_y: y as u32,
+                    max_y: y as u32,
+                    ..ComponentSums::default()
+                };
             }
         }
     }
@@ -344,9 +434,9 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
         for piece in 0..fpieces {
             let mut slots = [Slot::default(); 32];
             let mut victim = 0usize;
-            for (y, c) in (band * rows..((band + 1) * rows).min(height))
-                .flat_map(|y| (piece * FEAT_PIECE..((piece + 1) * FEAT_PIECE).min(wpr)).map(move |c| (y, c)))
-            {
+            for (y, c) in (band * rows..((band + 1) * rows).min(height)).flat_map(|y| {
+                (piece * FEAT_PIECE..((piece + 1) * FEAT_PIECE).min(wpr)).map(move |c| (y, c))
+            }) {
                 let w = bits[y * wpr + c];
                 if w == 0 {
                     continue;
@@ -402,7 +492,10 @@ pub(crate) fn label_emulated(mask: ImageView<'_, u8>, conn: Connectivity, featur
             }
         }
     }
-    (Image::from_vec(width, height, labels).unwrap_or_else(|_| Image::new(width, height, 0)), feats)
+    (
+        Image::from_vec(width, height, labels).unwrap_or_else(|_| Image::new(width, height, 0)),
+        feats,
+    )
 }
 
 #[cfg(test)]
@@ -438,22 +531,41 @@ mod tests {
     #[test]
     fn wide_patterns() {
         // Runs across chunk borders, diagonals at chunk borders, long snakes, all/none.
-        let sizes = [(1, 1), (64, 3), (65, 9), (128, 8), (130, 13), (300, 17), (1000, 5), (513, 9), (1537, 6)];
+        let sizes = [
+            (1, 1),
+            (64, 3),
+            (65, 9),
+            (128, 8),
+            (130, 13),
+            (300, 17),
+            (1000, 5),
+            (513, 9),
+            (1537, 6),
+        ];
         for &(w, h) in &sizes {
             check(&Image::new(w, h, 1u8));
             check(&Image::new(w, h, 0u8));
             check(&Image::from_fn(w, h, |x, y| u8::from((x + y) % 2 == 0)));
-            check(&Image::from_fn(w, h, |x, y| u8::from((x + y) % 64 == 0 || (x + 2 * y) % 63 == 0)));
-            check(&Image::from_fn(w, h, |x, y| u8::from(y % 2 == 0 || (y % 4 == 1 && x == w - 1) || (y % 4 == 3 && x == 0))));
-            check(&Image::from_fn(w, h, |x, y| u8::from(x % 2 == 0 || (x % 4 == 1 && y == h - 1) || (x % 4 == 3 && y == 0))));
-            check(&Image::from_fn(w, h, |x, y| u8::from(x % 64 == 63 && y % 2 == 0 || x % 64 == 0 && y % 2 == 1)));
+            check(&Image::from_fn(w, h, |x, y| {
+                u8::from((x + y) % 64 == 0 || (x + 2 * y) % 63 == 0)
+            }));
+            check(&Image::from_fn(w, h, |x, y| {
+                u8::from(y % 2 == 0 || (y % 4 == 1 && x == w - 1) || (y % 4 == 3 && x == 0))
+            }));
+            check(&Image::from_fn(w, h, |x, y| {
+                u8::from(x % 2 == 0 || (x % 4 == 1 && y == h - 1) || (x % 4 == 3 && y == 0))
+            }));
+            check(&Image::from_fn(w, h, |x, y| {
+                u8::from(x % 64 == 63 && y % 2 == 0 || x % 64 == 0 && y % 2 == 1)
+            }));
         }
     }
 
     fn mask() -> impl Strategy<Value = Image<u8>> {
         (1usize..1400, 1usize..14, 0u32..=100).prop_flat_map(|(w, h, d)| {
             proptest::collection::vec(0u32..100, w * h).prop_map(move |v| {
-                Image::from_vec(w, h, v.iter().map(|&r| u8::from(r < d)).collect()).unwrap_or_else(|_| Image::new(w, h, 0))
+                Image::from_vec(w, h, v.iter().map(|&r| u8::from(r < d)).collect())
+                    .unwrap_or_else(|_| Image::new(w, h, 0))
             })
         })
     }

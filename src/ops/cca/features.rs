@@ -56,7 +56,11 @@ impl ComponentSums {
     /// Sums with no pixels yet, bounding box empty (min at MAX, max at 0).
     #[must_use]
     pub fn empty() -> Self {
-        Self { min_x: u32::MAX, min_y: u32::MAX, ..Self::default() }
+        Self {
+            min_x: u32::MAX,
+            min_y: u32::MAX,
+            ..Self::default()
+        }
     }
 
     /// Adds one pixel.
@@ -171,7 +175,11 @@ impl Component {
         let root = (0.25 * (a - c) * (a - c) + b * b).sqrt();
         let l1 = half_tr + root;
         let l2 = (half_tr - root).max(0.0);
-        let eccentricity = if l1 > 0.0 { (1.0 - l2 / l1).clamp(0.0, 1.0).sqrt() } else { 0.0 };
+        let eccentricity = if l1 > 0.0 {
+            (1.0 - l2 / l1).clamp(0.0, 1.0).sqrt()
+        } else {
+            0.0
+        };
         let mut orientation = 0.5 * (2.0 * mu11).atan2(mu20 - mu02);
         if orientation <= -std::f64::consts::FRAC_PI_2 {
             orientation += std::f64::consts::PI;
@@ -184,7 +192,13 @@ impl Component {
             width: s.max_x - s.min_x + 1,
             height: s.max_y - s.min_y + 1,
             centroid: [s.sum_x as f64 / nf, s.sum_y as f64 / nf],
-            moments: Moments { mu20, mu11, mu02, orientation, eccentricity },
+            moments: Moments {
+                mu20,
+                mu11,
+                mu02,
+                orientation,
+                eccentricity,
+            },
             grey_sum: s.sum_grey,
             track_id: None,
         }
@@ -200,7 +214,12 @@ impl Component {
     /// Bounding box as `[left, top, width, height]` in f64 (for IoU and MOT rows).
     #[must_use]
     pub fn bbox(&self) -> [f64; 4] {
-        [f64::from(self.left), f64::from(self.top), f64::from(self.width), f64::from(self.height)]
+        [
+            f64::from(self.left),
+            f64::from(self.top),
+            f64::from(self.width),
+            f64::from(self.height),
+        ]
     }
 }
 
@@ -222,9 +241,25 @@ pub struct ComponentTable {
 impl ComponentTable {
     /// A table from per-label sums (`sums[i]` belongs to label `i + 1`).
     #[must_use]
-    pub fn from_sums(width: usize, height: usize, connectivity: u8, threshold: u32, sums: &[ComponentSums]) -> Self {
-        let components = sums.iter().enumerate().map(|(i, s)| Component::from_sums(i as u32 + 1, s)).collect();
-        Self { width, height, connectivity, threshold, components }
+    pub fn from_sums(
+        width: usize,
+        height: usize,
+        connectivity: u8,
+        threshold: u32,
+        sums: &[ComponentSums],
+    ) -> Self {
+        let components = sums
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Component::from_sums(i as u32 + 1, s))
+            .collect();
+        Self {
+            width,
+            height,
+            connectivity,
+            threshold,
+            components,
+        }
     }
 
     /// Number of components.

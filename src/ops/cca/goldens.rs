@@ -14,13 +14,19 @@ pub(crate) struct Npy {
 }
 
 pub(crate) fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join("cca")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("data")
+        .join("cca")
 }
 
 pub(crate) fn load(name: &str) -> Npy {
     let p = data_dir().join(name);
     let a = crate::io::npy::read_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    Npy { data: a.to_f64(), shape: a.shape }
+    Npy {
+        data: a.to_f64(),
+        shape: a.shape,
+    }
 }
 
 pub(crate) const STEMS: &[&str] = &["baboon", "building", "fruits", "pic1", "text_motion"];
@@ -40,7 +46,11 @@ fn otsu_and_components_match_opencv() {
         let (img, t_cv, dark) = gray_crop(stem);
         let t = otsu_threshold(img.view());
         assert_eq!(t, t_cv, "{stem}: Otsu level");
-        let pol = if dark { Polarity::Dark } else { Polarity::Bright };
+        let pol = if dark {
+            Polarity::Dark
+        } else {
+            Polarity::Bright
+        };
         let mask = binarize(img.view(), t, pol);
         for conn in [Connectivity::Four, Connectivity::Eight] {
             let gold = load(&format!("{stem}_c{}.npy", conn.as_u8()));
@@ -50,13 +60,27 @@ fn otsu_and_components_match_opencv() {
             for (i, c) in table.components.iter().enumerate() {
                 let r = &gold.data[i * 11..(i + 1) * 11];
                 let first = r[0] as usize;
-                assert_eq!(labels.data()[first], i as u32 + 1, "{stem} {conn:?}: raster order at row {i}");
+                assert_eq!(
+                    labels.data()[first],
+                    i as u32 + 1,
+                    "{stem} {conn:?}: raster order at row {i}"
+                );
                 let ours = [c.left, c.top, c.width, c.height].map(f64::from);
                 assert_eq!(ours, [r[1], r[2], r[3], r[4]], "{stem} {conn:?} #{i}: bbox");
                 assert_eq!(c.area as f64, r[5], "{stem} {conn:?} #{i}: area");
-                assert!((c.centroid[0] - r[6]).abs() < 1e-6 && (c.centroid[1] - r[7]).abs() < 1e-6, "{stem} #{i}: centroid");
-                for (ours, cv) in [(c.moments.mu20, r[8]), (c.moments.mu11, r[9]), (c.moments.mu02, r[10])] {
-                    assert!((ours - cv).abs() <= 1e-9 * (1.0 + cv.abs()), "{stem} {conn:?} #{i}: moment {ours} vs {cv}");
+                assert!(
+                    (c.centroid[0] - r[6]).abs() < 1e-6 && (c.centroid[1] - r[7]).abs() < 1e-6,
+                    "{stem} #{i}: centroid"
+                );
+                for (ours, cv) in [
+                    (c.moments.mu20, r[8]),
+                    (c.moments.mu11, r[9]),
+                    (c.moments.mu02, r[10]),
+                ] {
+                    assert!(
+                        (ours - cv).abs() <= 1e-9 * (1.0 + cv.abs()),
+                        "{stem} {conn:?} #{i}: moment {ours} vs {cv}"
+                    );
                 }
             }
         }

@@ -73,9 +73,10 @@ impl TryFrom<ThresholdRepr> for Threshold {
         match r {
             ThresholdRepr::Level(t) => Ok(Self::Fixed(t)),
             ThresholdRepr::Name(s) if s.eq_ignore_ascii_case("otsu") => Ok(Self::Otsu),
-            ThresholdRepr::Name(s) => {
-                s.parse::<u32>().map(Self::Fixed).map_err(|_| format!("threshold: expected a level or \"otsu\", got {s:?}"))
-            }
+            ThresholdRepr::Name(s) => s
+                .parse::<u32>()
+                .map(Self::Fixed)
+                .map_err(|_| format!("threshold: expected a level or \"otsu\", got {s:?}")),
         }
     }
 }
@@ -138,7 +139,13 @@ pub struct CclParams {
 
 impl Default for CclParams {
     fn default() -> Self {
-        Self { threshold: Threshold::Otsu, polarity: Polarity::Bright, connectivity: 8, source: Source::Frame, learning_rate: 0.05 }
+        Self {
+            threshold: Threshold::Otsu,
+            polarity: Polarity::Bright,
+            connectivity: 8,
+            source: Source::Frame,
+            learning_rate: 0.05,
+        }
     }
 }
 
@@ -146,15 +153,23 @@ impl CclParams {
     /// Checks every field; the error names the field and its allowed values.
     pub fn validate(&self) -> Result<(), OpError> {
         if self.connectivity != 4 && self.connectivity != 8 {
-            return Err(OpError::InvalidParam(format!("connectivity must be 4 or 8, got {}", self.connectivity)));
+            return Err(OpError::InvalidParam(format!(
+                "connectivity must be 4 or 8, got {}",
+                self.connectivity
+            )));
         }
         if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
-            return Err(OpError::InvalidParam(format!("learning_rate must be in (0, 1], got {}", self.learning_rate)));
+            return Err(OpError::InvalidParam(format!(
+                "learning_rate must be in (0, 1], got {}",
+                self.learning_rate
+            )));
         }
         if let Threshold::Fixed(t) = self.threshold
             && t > u32::from(u16::MAX)
         {
-            return Err(OpError::InvalidParam(format!("threshold must be \"otsu\" or a level in 0..=65535, got {t}")));
+            return Err(OpError::InvalidParam(format!(
+                "threshold must be \"otsu\" or a level in 0..=65535, got {t}"
+            )));
         }
         Ok(())
     }
@@ -162,7 +177,11 @@ impl CclParams {
     /// The connectivity as an enum (call [`Self::validate`] first; anything but 4 reads as 8).
     #[must_use]
     pub fn conn(&self) -> Connectivity {
-        if self.connectivity == 4 { Connectivity::Four } else { Connectivity::Eight }
+        if self.connectivity == 4 {
+            Connectivity::Four
+        } else {
+            Connectivity::Eight
+        }
     }
 
     /// The background update weight in 1/65536 units, `round(learning_rate * 65536)` in 1..=65536.
@@ -206,7 +225,13 @@ impl CclOutput {
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
         let fg: u64 = self.table.components.iter().map(|c| c.area).sum();
-        let largest = self.table.components.iter().map(|c| c.area).max().unwrap_or(0);
+        let largest = self
+            .table
+            .components
+            .iter()
+            .map(|c| c.area)
+            .max()
+            .unwrap_or(0);
         serde_json::json!({
             "components": self.table.components.len(),
             "threshold": self.table.threshold,
@@ -222,26 +247,52 @@ mod tests {
 
     #[test]
     fn params_serde_round_trip_and_validate() {
-        let p: CclParams = serde_json::from_str(r#"{"threshold": 40, "polarity": "dark", "connectivity": 4}"#).unwrap();
+        let p: CclParams =
+            serde_json::from_str(r#"{"threshold": 40, "polarity": "dark", "connectivity": 4}"#)
+                .unwrap();
         assert_eq!(p.threshold, Threshold::Fixed(40));
         assert_eq!(p.polarity, Polarity::Dark);
         assert_eq!(p.conn(), Connectivity::Four);
         assert_eq!(p.source, Source::Frame);
         p.validate().unwrap();
-        let q: CclParams = serde_json::from_str(r#"{"threshold": "otsu", "source": "motion"}"#).unwrap();
+        let q: CclParams =
+            serde_json::from_str(r#"{"threshold": "otsu", "source": "motion"}"#).unwrap();
         assert_eq!(q.threshold, Threshold::Otsu);
         let back: CclParams = serde_json::from_str(&serde_json::to_string(&q).unwrap()).unwrap();
         assert_eq!(back, q);
         assert!(serde_json::from_str::<CclParams>(r#"{"threshold": "median"}"#).is_err());
         assert!(serde_json::from_str::<CclParams>(r#"{"thresh": 3}"#).is_err());
-        let bad = CclParams { connectivity: 6, ..CclParams::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("connectivity"));
-        let bad = CclParams { learning_rate: 0.0, ..CclParams::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("learning_rate"));
+        let bad = CclParams {
+            connectivity: 6,
+            ..CclParams::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("connectivity")
+        );
+        let bad = CclParams {
+            learning_rate: 0.0,
+            ..CclParams::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("learning_rate")
+        );
         assert_eq!("otsu".parse::<Threshold>().unwrap(), Threshold::Otsu);
         assert_eq!("17".parse::<Threshold>().unwrap(), Threshold::Fixed(17));
         assert!("x".parse::<Threshold>().is_err());
-        assert_eq!(CclParams { learning_rate: 1.0, ..CclParams::default() }.learning_rate_fixed(), 65536);
+        assert_eq!(
+            CclParams {
+                learning_rate: 1.0,
+                ..CclParams::default()
+            }
+            .learning_rate_fixed(),
+            65536
+        );
         assert_eq!(CclParams::default().learning_rate_fixed(), 3277);
     }
 }

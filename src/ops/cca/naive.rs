@@ -12,7 +12,10 @@ use super::features::{Component, ComponentSums, Moments};
 
 /// Labels of the non-zero pixels by BFS, with per-label sums (label `i + 1` at index `i`).
 #[must_use]
-pub fn label_bfs<T: Copy + Default + PartialEq>(img: ImageView<'_, T>, conn: Connectivity) -> (Image<u32>, Vec<ComponentSums>) {
+pub fn label_bfs<T: Copy + Default + PartialEq>(
+    img: ImageView<'_, T>,
+    conn: Connectivity,
+) -> (Image<u32>, Vec<ComponentSums>) {
     let (w, h) = (img.width(), img.height());
     let zero = T::default();
     let mut labels = Image::new(w, h, 0u32);
@@ -20,7 +23,16 @@ pub fn label_bfs<T: Copy + Default + PartialEq>(img: ImageView<'_, T>, conn: Con
     let mut queue = VecDeque::new();
     let offsets: &[(isize, isize)] = match conn {
         Connectivity::Four => &[(-1, 0), (1, 0), (0, -1), (0, 1)],
-        Connectivity::Eight => &[(-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), (-1, 1), (0, 1), (1, 1)],
+        Connectivity::Eight => &[
+            (-1, -1),
+            (0, -1),
+            (1, -1),
+            (-1, 0),
+            (1, 0),
+            (-1, 1),
+            (0, 1),
+            (1, 1),
+        ],
     };
     for y in 0..h {
         for x in 0..w {
@@ -72,10 +84,18 @@ pub fn direct_features(labels: &Image<u32>, label: u32) -> Component {
     let (a, b, c) = (mu20 / n, mu11 / n, mu02 / n);
     let l1 = 0.5 * (a + c) + (0.25 * (a - c).powi(2) + b * b).sqrt();
     let l2 = (0.5 * (a + c) - (0.25 * (a - c).powi(2) + b * b).sqrt()).max(0.0);
-    let eccentricity = if l1 > 0.0 { (1.0 - l2 / l1).sqrt() } else { 0.0 };
+    let eccentricity = if l1 > 0.0 {
+        (1.0 - l2 / l1).sqrt()
+    } else {
+        0.0
+    };
     // Major axis direction: the eigenvector of l1, from its better-conditioned form
     // ((l1 - c, b) when a >= c, else (b, l1 - a)).
-    let orientation = if a >= c { b.atan2(l1 - c) } else { (l1 - a).atan2(b) };
+    let orientation = if a >= c {
+        b.atan2(l1 - c)
+    } else {
+        (l1 - a).atan2(b)
+    };
     let orientation = if orientation > std::f64::consts::FRAC_PI_2 {
         orientation - std::f64::consts::PI
     } else if orientation <= -std::f64::consts::FRAC_PI_2 {
@@ -95,7 +115,13 @@ pub fn direct_features(labels: &Image<u32>, label: u32) -> Component {
         width: max_x - min_x + 1,
         height: max_y - min_y + 1,
         centroid: [cx, cy],
-        moments: Moments { mu20, mu11, mu02, orientation, eccentricity },
+        moments: Moments {
+            mu20,
+            mu11,
+            mu02,
+            orientation,
+            eccentricity,
+        },
         grey_sum: 0, // a label image alone has no grey levels
         track_id: None,
     }

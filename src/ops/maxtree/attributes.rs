@@ -14,7 +14,13 @@ pub(super) fn compute<T: Gray>(tree: &MaxTree<T>, attribute: Attribute) -> Vec<f
     let nn = tree.nodes.len();
     let par = &tree.node_parent;
     let level: Vec<u32> = (0..nn).map(|i| tree.node_level(i)).collect();
-    let plevel = |id: usize| if id == 0 { level[0] } else { level[par[id] as usize] };
+    let plevel = |id: usize| {
+        if id == 0 {
+            level[0]
+        } else {
+            level[par[id] as usize]
+        }
+    };
     match attribute {
         Attribute::Area => area(tree).into_iter().map(|a| a as f64).collect(),
         Attribute::Height => {
@@ -23,7 +29,9 @@ pub(super) fn compute<T: Gray>(tree: &MaxTree<T>, attribute: Attribute) -> Vec<f
                 let p = par[id] as usize;
                 maxlev[p] = maxlev[p].max(maxlev[id]);
             }
-            (0..nn).map(|id| f64::from(maxlev[id] - plevel(id))).collect()
+            (0..nn)
+                .map(|id| f64::from(maxlev[id] - plevel(id)))
+                .collect()
         }
         Attribute::Volume => {
             let area = area(tree);
@@ -74,7 +82,12 @@ fn bbox<T: Gray>(tree: &MaxTree<T>) -> Vec<[u32; 4]> {
     for id in (1..b.len()).rev() {
         let c = b[id];
         let e = &mut b[tree.node_parent[id] as usize];
-        *e = [e[0].min(c[0]), e[1].max(c[1]), e[2].min(c[2]), e[3].max(c[3])];
+        *e = [
+            e[0].min(c[0]),
+            e[1].max(c[1]),
+            e[2].min(c[2]),
+            e[3].max(c[3]),
+        ];
     }
     b
 }
@@ -118,8 +131,11 @@ impl<T: Gray> MaxTree<T> {
         let mut v = vec![0u32; nn];
         for id in 0..nn {
             let lvl = self.node_level(id);
-            let (base, plevel) =
-                if id == 0 { (0, 0) } else { (v[par[id] as usize], self.node_level(par[id] as usize)) };
+            let (base, plevel) = if id == 0 {
+                (0, 0)
+            } else {
+                (v[par[id] as usize], self.node_level(par[id] as usize))
+            };
             v[id] = match rule {
                 Rule::Subtractive => base + if kept[id] { lvl - plevel } else { 0 },
                 _ => {
@@ -228,7 +244,10 @@ mod tests {
         let i = Image::from_vec(3, 1, vec![0u16, 65535, 0]).unwrap();
         let t = MaxTree::build(i.view(), TreeKind::Max, Connectivity::Four).unwrap();
         assert_eq!(t.attribute(Attribute::Volume), &[65535.0, 65535.0]);
-        assert_eq!(t.filter(Attribute::Area, 2.0, Rule::Direct).filtered.data(), &[0, 0, 0]);
+        assert_eq!(
+            t.filter(Attribute::Area, 2.0, Rule::Direct).filtered.data(),
+            &[0, 0, 0]
+        );
         let t = MaxTree::build(i.view(), TreeKind::Min, Connectivity::Four).unwrap();
         let o = t.filter(Attribute::Area, 2.0, Rule::Direct);
         assert_eq!(o.filtered.data(), &[65535, 65535, 65535]);

@@ -41,12 +41,18 @@ pub struct MaxTree<T> {
 
 impl<T: Gray> MaxTree<T> {
     /// Builds the max-tree (or the min-tree) of `img` with the given connectivity.
-    pub fn build(img: ImageView<'_, T>, kind: TreeKind, connectivity: Connectivity) -> Result<Self, OpError> {
+    pub fn build(
+        img: ImageView<'_, T>,
+        kind: TreeKind,
+        connectivity: Connectivity,
+    ) -> Result<Self, OpError> {
         let (width, height) = (img.width(), img.height());
         let n = width
             .checked_mul(height)
             .filter(|&n| n < u32::MAX as usize)
-            .ok_or_else(|| OpError::Unsupported(format!("{width}x{height}: more than 2^32-1 pixels")))?;
+            .ok_or_else(|| {
+                OpError::Unsupported(format!("{width}x{height}: more than 2^32-1 pixels"))
+            })?;
         let mut values = Vec::with_capacity(n);
         for row in img.rows() {
             match kind {
@@ -55,7 +61,8 @@ impl<T: Gray> MaxTree<T> {
             }
         }
         // 16-bit trees are deep: merging bands walks long chains and loses to the sequential pass.
-        let parent = if T::BITS == 8 && n >= PARALLEL_MIN_PIXELS && rayon::current_num_threads() > 1 {
+        let parent = if T::BITS == 8 && n >= PARALLEL_MIN_PIXELS && rayon::current_num_threads() > 1
+        {
             let band = height.div_ceil(4 * rayon::current_num_threads()).max(16);
             super::parallel::parent_image(&values, width, height, connectivity, band)
         } else {
@@ -108,7 +115,9 @@ impl<T: Gray> MaxTree<T> {
     /// The canonical parent image as an image.
     #[must_use]
     pub fn parent_image(&self) -> Image<u32> {
-        Image::from_fn(self.width, self.height, |x, y| self.parent[y * self.width + x])
+        Image::from_fn(self.width, self.height, |x, y| {
+            self.parent[y * self.width + x]
+        })
     }
     /// Number of nodes (canonical elements).
     #[must_use]
@@ -133,7 +142,9 @@ impl<T: Gray> MaxTree<T> {
     /// Level of node `id` in tree space (inverted for a min-tree).
     #[must_use]
     pub fn node_level(&self, id: usize) -> u32 {
-        self.nodes.get(id).map_or(0, |&p| self.values[p as usize].to_u32())
+        self.nodes
+            .get(id)
+            .map_or(0, |&p| self.values[p as usize].to_u32())
     }
 
     /// Node arrays from the canonical parent image: canonical elements in ≺ order (counting sort
@@ -169,13 +180,17 @@ impl<T: Gray> MaxTree<T> {
                 self.node_of[p] = self.node_of[q as usize];
             }
         }
-        self.node_parent = nodes.iter().map(|&p| self.node_of[par[p as usize] as usize]).collect();
+        self.node_parent = nodes
+            .iter()
+            .map(|&p| self.node_of[par[p as usize] as usize])
+            .collect();
         self.nodes = nodes;
     }
 
     /// Per-node attribute values (computed on first use, then cached).
     pub fn attribute(&self, attribute: Attribute) -> &[f64] {
-        self.attr_cache[attribute.index()].get_or_init(|| super::attributes::compute(self, attribute))
+        self.attr_cache[attribute.index()]
+            .get_or_init(|| super::attributes::compute(self, attribute))
     }
 }
 
@@ -230,7 +245,13 @@ fn find_root(zpar: &mut [u32], mut x: u32) -> u32 {
 }
 
 /// Union-find in reverse ≺ order; returns the (not yet canonical) parent image.
-pub(super) fn union_find<T: Gray>(values: &[T], sorted: &[u32], width: usize, height: usize, conn: Connectivity) -> Vec<u32> {
+pub(super) fn union_find<T: Gray>(
+    values: &[T],
+    sorted: &[u32],
+    width: usize,
+    height: usize,
+    conn: Connectivity,
+) -> Vec<u32> {
     let n = values.len();
     let mut parent = vec![0u32; n];
     let mut zpar = vec![UNDEF; n];
@@ -290,7 +311,12 @@ mod tests {
     #[test]
     fn paper_figure_example() {
         // Figure 1 of Carlinet & Géraud 2014 (the scikit-image docstring example), 8-connected.
-        let t = tree(3, 3, &[15, 13, 16, 12, 12, 10, 16, 12, 14], Connectivity::Eight);
+        let t = tree(
+            3,
+            3,
+            &[15, 13, 16, 12, 12, 10, 16, 12, 14],
+            Connectivity::Eight,
+        );
         // Root: the only pixel at level 10 (index 5).
         assert_eq!(t.parent()[5], 5);
         // Level 12 flat zone {3, 4, 7}: canonical = 7.
@@ -355,22 +381,34 @@ pub(super) mod proptests {
 
     /// Random images of 1..=40 x 1..=40 pixels with few (2-4) or many grey levels.
     pub fn image_u8() -> impl Strategy<Value = Image<u8>> {
-        (1usize..=40, 1usize..=40, prop_oneof![Just(2u32), Just(3), Just(4), Just(256)]).prop_flat_map(|(w, h, k)| {
-            prop::collection::vec(0..k, w * h).prop_map(move |v| {
-                let step = if k >= 256 { 1 } else { 255 / (k - 1) };
-                Image::from_vec(w, h, v.into_iter().map(|x| (x * step) as u8).collect()).unwrap()
+        (
+            1usize..=40,
+            1usize..=40,
+            prop_oneof![Just(2u32), Just(3), Just(4), Just(256)],
+        )
+            .prop_flat_map(|(w, h, k)| {
+                prop::collection::vec(0..k, w * h).prop_map(move |v| {
+                    let step = if k >= 256 { 1 } else { 255 / (k - 1) };
+                    Image::from_vec(w, h, v.into_iter().map(|x| (x * step) as u8).collect())
+                        .unwrap()
+                })
             })
-        })
     }
 
     /// 16-bit images: few levels spread over the range, or arbitrary 16-bit values.
     pub fn image_u16() -> impl Strategy<Value = Image<u16>> {
-        (1usize..=40, 1usize..=40, prop_oneof![Just(3u32), Just(65536)]).prop_flat_map(|(w, h, k)| {
-            prop::collection::vec(0..k, w * h).prop_map(move |v| {
-                let step = if k >= 65536 { 1 } else { 65535 / (k - 1) };
-                Image::from_vec(w, h, v.into_iter().map(|x| (x * step) as u16).collect()).unwrap()
+        (
+            1usize..=40,
+            1usize..=40,
+            prop_oneof![Just(3u32), Just(65536)],
+        )
+            .prop_flat_map(|(w, h, k)| {
+                prop::collection::vec(0..k, w * h).prop_map(move |v| {
+                    let step = if k >= 65536 { 1 } else { 65535 / (k - 1) };
+                    Image::from_vec(w, h, v.into_iter().map(|x| (x * step) as u16).collect())
+                        .unwrap()
+                })
             })
-        })
     }
 
     fn conn() -> impl Strategy<Value = Connectivity> {
@@ -390,14 +428,20 @@ pub(super) mod proptests {
         }
         prop_assert_eq!(roots.len(), 1);
         let root = roots[0];
-        prop_assert!((0..g.len()).all(|p| p == root || prec(root, p)), "root is not the minimum");
+        prop_assert!(
+            (0..g.len()).all(|p| p == root || prec(root, p)),
+            "root is not the minimum"
+        );
         for p in 0..par.len() {
             let q = par[p] as usize;
             if p != root {
                 prop_assert!(prec(q, p), "parent({p}) = {q} is not ≺ {p}");
             }
             let qq = par[q] as usize;
-            prop_assert!(qq == q || g[qq] < g[q], "parent({p}) = {q} is not canonical");
+            prop_assert!(
+                qq == q || g[qq] < g[q],
+                "parent({p}) = {q} is not canonical"
+            );
         }
         Ok(())
     }

@@ -19,7 +19,16 @@ use crate::image::{Gray, Image, ImageView};
 
 fn values<T: Gray>(img: ImageView<'_, T>, kind: TreeKind) -> Vec<u32> {
     img.rows()
-        .flat_map(|r| r.iter().map(move |v| if kind == TreeKind::Min { v.invert() } else { *v }.to_u32()))
+        .flat_map(|r| {
+            r.iter().map(move |v| {
+                if kind == TreeKind::Min {
+                    v.invert()
+                } else {
+                    *v
+                }
+                .to_u32()
+            })
+        })
         .collect()
 }
 
@@ -31,7 +40,8 @@ fn neighbors(p: usize, w: usize, h: usize, conn: Connectivity) -> impl Iterator<
         .filter(move |&(dx, dy)| (dx, dy) != (0, 0) && (eight || dx == 0 || dy == 0))
         .filter_map(move |(dx, dy)| {
             let (nx, ny) = (x + dx, y + dy);
-            (nx >= 0 && ny >= 0 && nx < w as i64 && ny < h as i64).then(|| (ny as usize) * w + nx as usize)
+            (nx >= 0 && ny >= 0 && nx < w as i64 && ny < h as i64)
+                .then(|| (ny as usize) * w + nx as usize)
         })
 }
 
@@ -60,12 +70,20 @@ fn boundary_max(g: &[u32], w: usize, h: usize, conn: Connectivity, comp: &[usize
     for &p in comp {
         inside[p] = true;
     }
-    comp.iter().flat_map(|&p| neighbors(p, w, h, conn)).filter(|&n| !inside[n]).map(|n| g[n]).max()
+    comp.iter()
+        .flat_map(|&p| neighbors(p, w, h, conn))
+        .filter(|&n| !inside[n])
+        .map(|n| g[n])
+        .max()
 }
 
 /// The canonical parent image by definition (root points to itself).
 #[must_use]
-pub fn canonical_parent_naive<T: Gray>(img: ImageView<'_, T>, kind: TreeKind, conn: Connectivity) -> Vec<u32> {
+pub fn canonical_parent_naive<T: Gray>(
+    img: ImageView<'_, T>,
+    kind: TreeKind,
+    conn: Connectivity,
+) -> Vec<u32> {
     let (w, h) = (img.width(), img.height());
     let g = values(img, kind);
     let canonical_at = |p: usize, t: u32| -> usize {
@@ -75,7 +93,12 @@ pub fn canonical_parent_naive<T: Gray>(img: ImageView<'_, T>, kind: TreeKind, co
     (0..g.len())
         .map(|p| {
             let x = component(&g, w, h, conn, p, g[p]);
-            let canon = x.iter().copied().filter(|&q| g[q] == g[p]).max().unwrap_or(p);
+            let canon = x
+                .iter()
+                .copied()
+                .filter(|&q| g[q] == g[p])
+                .max()
+                .unwrap_or(p);
             if canon != p {
                 return canon as u32;
             }
@@ -88,7 +111,14 @@ pub fn canonical_parent_naive<T: Gray>(img: ImageView<'_, T>, kind: TreeKind, co
 }
 
 /// Attribute of one component `comp` of `[g >= t]` (node semantics, see the `maxtree` docs).
-fn component_attribute(g: &[u32], w: usize, h: usize, conn: Connectivity, comp: &[usize], a: Attribute) -> f64 {
+fn component_attribute(
+    g: &[u32],
+    w: usize,
+    h: usize,
+    conn: Connectivity,
+    comp: &[usize],
+    a: Attribute,
+) -> f64 {
     let level = comp.iter().map(|&p| g[p]).min().unwrap_or(0);
     let plevel = boundary_max(g, w, h, conn, comp).unwrap_or(level);
     let (mut x0, mut x1, mut y0, mut y1) = (usize::MAX, 0, usize::MAX, 0);
@@ -147,8 +177,18 @@ pub fn attribute_filter_naive<T: Gray>(
 
 /// scikit-image's `area_opening` by threshold decomposition.
 #[must_use]
-pub fn area_opening_naive<T: Gray>(img: ImageView<'_, T>, area_threshold: u64, conn: Connectivity) -> Image<T> {
-    attribute_filter_naive(img, TreeKind::Max, Attribute::Area, area_threshold as f64, conn)
+pub fn area_opening_naive<T: Gray>(
+    img: ImageView<'_, T>,
+    area_threshold: u64,
+    conn: Connectivity,
+) -> Image<T> {
+    attribute_filter_naive(
+        img,
+        TreeKind::Max,
+        Attribute::Area,
+        area_threshold as f64,
+        conn,
+    )
 }
 
 #[cfg(test)]
@@ -165,7 +205,13 @@ mod tests {
     #[test]
     fn naive_area_opening() {
         let img = Image::from_vec(5, 1, vec![1u8, 4, 4, 9, 2]).unwrap();
-        assert_eq!(area_opening_naive(img.view(), 2, Connectivity::Four).data(), &[1, 4, 4, 4, 2]);
-        assert_eq!(area_opening_naive(img.view(), 6, Connectivity::Four).data(), &[0; 5]);
+        assert_eq!(
+            area_opening_naive(img.view(), 2, Connectivity::Four).data(),
+            &[1, 4, 4, 4, 2]
+        );
+        assert_eq!(
+            area_opening_naive(img.view(), 6, Connectivity::Four).data(),
+            &[0; 5]
+        );
     }
 }

@@ -78,8 +78,11 @@ pub(super) fn parent_image<T: Gray>(
     if values.is_empty() {
         return parent;
     }
-    parent.par_chunks_mut(band_rows * width).zip(values.par_chunks(band_rows * width)).enumerate().for_each(
-        |(i, (par, val))| {
+    parent
+        .par_chunks_mut(band_rows * width)
+        .zip(values.par_chunks(band_rows * width))
+        .enumerate()
+        .for_each(|(i, (par, val))| {
             let offset = (i * band_rows * width) as u32;
             let sorted = sort_pixels(val);
             let mut local = union_find(val, &sorted, width, val.len() / width, conn);
@@ -87,8 +90,7 @@ pub(super) fn parent_image<T: Gray>(
             for (o, l) in par.iter_mut().zip(local) {
                 *o = l + offset;
             }
-        },
-    );
+        });
     let eight = conn == Connectivity::Eight;
     for y in (band_rows..height).step_by(band_rows) {
         // Edges between row y-1 (band above) and row y (band below).
@@ -110,7 +112,11 @@ pub(super) fn parent_image<T: Gray>(
         .into_par_iter()
         .map(|p| {
             let q = old[p] as usize;
-            if q == p { p as u32 } else { level_root(old, values, q) as u32 }
+            if q == p {
+                p as u32
+            } else {
+                level_root(old, values, q) as u32
+            }
         })
         .collect()
 }
@@ -126,7 +132,9 @@ mod tests {
         // 700x400 > PARALLEL_MIN_PIXELS: MaxTree::build uses the bands when rayon has threads.
         let mut s = 12345u64;
         let img = Image::from_fn(700, 400, |x, y| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((x / 7 + y / 5) as u64 * 13 + (s >> 61)) as u8
         });
         for c in [Connectivity::Four, Connectivity::Eight] {
@@ -150,7 +158,7 @@ mod tests {
 mod proptests {
     use proptest::prelude::*;
 
-    use super::super::cpu::proptests::{image_u16, image_u8};
+    use super::super::cpu::proptests::{image_u8, image_u16};
     use super::super::{MaxTree, TreeKind};
     use super::*;
 

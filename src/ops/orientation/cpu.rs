@@ -16,13 +16,17 @@ use crate::ops::OpError;
 
 use super::geometry::LineFamily;
 use super::stream::{Fifo, open_1d};
-use super::{LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hsv_to_rgb, hue_of_angle};
+use super::{
+    LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hsv_to_rgb, hue_of_angle,
+};
 
 /// Rejects values the order cannot handle (NaN in f32 input).
 fn check_ordered<T: Sample>(img: ImageView<'_, T>) -> Result<(), OpError> {
     for (y, row) in img.rows().enumerate() {
         if let Some(x) = row.iter().position(|v| !v.is_ordered()) {
-            return Err(OpError::Unsupported(format!("NaN at ({x}, {y}): linear openings need ordered values")));
+            return Err(OpError::Unsupported(format!(
+                "NaN at ({x}, {y}): linear openings need ordered values"
+            )));
         }
     }
     Ok(())
@@ -36,19 +40,22 @@ fn transpose<T: Copy + Default + Send + Sync>(img: ImageView<'_, T>) -> Image<T>
         return out;
     }
     const B: usize = 32;
-    out.data_mut().par_chunks_mut(h * B).enumerate().for_each(|(bx, band)| {
-        // `band` holds output rows x in bx*B .. bx*B + B (input columns).
-        let x0 = bx * B;
-        let rows = band.len() / h;
-        for y0 in (0..h).step_by(B) {
-            for y in y0..(y0 + B).min(h) {
-                let src = img.row(y);
-                for dx in 0..rows {
-                    band[dx * h + y] = src[x0 + dx];
+    out.data_mut()
+        .par_chunks_mut(h * B)
+        .enumerate()
+        .for_each(|(bx, band)| {
+            // `band` holds output rows x in bx*B .. bx*B + B (input columns).
+            let x0 = bx * B;
+            let rows = band.len() / h;
+            for y0 in (0..h).step_by(B) {
+                for y in y0..(y0 + B).min(h) {
+                    let src = img.row(y);
+                    for dx in 0..rows {
+                        band[dx * h + y] = src[x0 + dx];
+                    }
                 }
             }
-        }
-    });
+        });
     out
 }
 
@@ -59,10 +66,10 @@ fn open_x_major<T: Sample>(src: ImageView<'_, T>, family: LineFamily) -> Image<T
     let length = family.length();
     let mut out = Image::new(w, h, T::default());
     if family.q == 0 {
-        out.data_mut()
-            .par_chunks_mut(w)
-            .enumerate()
-            .for_each_init(|| Fifo::new(length), |fifo, (y, orow)| open_1d(src.row(y), r, fifo, orow));
+        out.data_mut().par_chunks_mut(w).enumerate().for_each_init(
+            || Fifo::new(length),
+            |fifo, (y, orow)| open_1d(src.row(y), r, fifo, orow),
+        );
         return out;
     }
     let phi: Vec<i64> = (0..w as i64).map(|a| family.phi(a)).collect();
@@ -85,14 +92,17 @@ fn open_x_major<T: Sample>(src: ImageView<'_, T>, family: LineFamily) -> Image<T
             },
         )
         .collect();
-    out.data_mut().par_chunks_mut(w).enumerate().for_each(|(y, orow)| {
-        for (x, px) in orow.iter_mut().enumerate() {
-            let li = (y as i64 - phi[x] - c0) as usize;
-            let v = lines.get(li).and_then(|(a0, o)| o.get(x.wrapping_sub(*a0)));
-            debug_assert!(v.is_some(), "pixel ({x}, {y}) on no line");
-            *px = v.copied().unwrap_or_default();
-        }
-    });
+    out.data_mut()
+        .par_chunks_mut(w)
+        .enumerate()
+        .for_each(|(y, orow)| {
+            for (x, px) in orow.iter_mut().enumerate() {
+                let li = (y as i64 - phi[x] - c0) as usize;
+                let v = lines.get(li).and_then(|(a0, o)| o.get(x.wrapping_sub(*a0)));
+                debug_assert!(v.is_some(), "pixel ({x}, {y}) on no line");
+                *px = v.copied().unwrap_or_default();
+            }
+        });
     out
 }
 
@@ -122,16 +132,34 @@ pub fn close_along_lines<T: Sample>(img: ImageView<'_, T>, family: LineFamily) -
 
 /// The linear opening (or closing, with `params.closing`) of `img` by the segment of
 /// `params.length` pixels at `params.angle` degrees.
-pub fn linear_opening<T: Sample>(img: ImageView<'_, T>, params: &LinearOpeningParams) -> Result<Image<T>, OpError> {
+pub fn linear_opening<T: Sample>(
+    img: ImageView<'_, T>,
+    params: &LinearOpeningParams,
+) -> Result<Image<T>, OpError> {
     params.validate()?;
     check_ordered(img)?;
     let family = LineFamily::new(params.angle, params.length);
-    Ok(if params.closing { close_along_lines(img, family) } else { open_along_lines(img, family) })
+    Ok(if params.closing {
+        close_along_lines(img, family)
+    } else {
+        open_along_lines(img, family)
+    })
 }
 
 /// The linear closing of `img` by the segment of `length` pixels at `angle` degrees.
-pub fn linear_closing<T: Sample>(img: ImageView<'_, T>, length: u32, angle: f64) -> Result<Image<T>, OpError> {
-    linear_opening(img, &LinearOpeningParams { length, angle, closing: true })
+pub fn linear_closing<T: Sample>(
+    img: ImageView<'_, T>,
+    length: u32,
+    angle: f64,
+) -> Result<Image<T>, OpError> {
+    linear_opening(
+        img,
+        &LinearOpeningParams {
+            length,
+            angle,
+            closing: true,
+        },
+    )
 }
 
 /// Orientation maps: strength (sup of the openings), orientation (first argmax) and angular
@@ -149,7 +177,11 @@ pub fn orientation<T: Sample>(
     let mut best = Image::new(w, h, T::BOTTOM);
     let mut index = Image::new(w, h, 0u16);
     if w > 0 && h > 0 {
-        let src = if params.closing { img.map(Sample::invert) } else { img.to_image() };
+        let src = if params.closing {
+            img.map(Sample::invert)
+        } else {
+            img.to_image()
+        };
         let mut seen: HashMap<LineFamily, usize> = HashMap::new();
         for (k, &angle) in angles.iter().enumerate() {
             let family = LineFamily::new(angle, params.length);
@@ -174,7 +206,11 @@ pub fn orientation<T: Sample>(
                             *b = v;
                             *i = k16;
                         }
-                        sum += if closing { v.invert().to_f64() } else { v.to_f64() };
+                        sum += if closing {
+                            v.invert().to_f64()
+                        } else {
+                            v.to_f64()
+                        };
                     }
                     sum
                 })
@@ -182,8 +218,18 @@ pub fn orientation<T: Sample>(
             spectrum[k] = row_sums.iter().sum();
         }
     }
-    let strength = if params.closing { best.map(Sample::invert) } else { best };
-    Ok(OrientationOutput { angles_deg: angles, strength, angle_index: index, spectrum, closing: params.closing })
+    let strength = if params.closing {
+        best.map(Sample::invert)
+    } else {
+        best
+    };
+    Ok(OrientationOutput {
+        angles_deg: angles,
+        strength,
+        angle_index: index,
+        spectrum,
+        closing: params.closing,
+    })
 }
 
 /// The colour picture of an orientation map: hue from the angle ([`hue_of_angle`]), full
@@ -196,7 +242,10 @@ pub fn orientation_colour<T: Sample>(out: &OrientationOutput<T>) -> Image<[u8; 3
     Image::from_fn(w, h, |x, y| {
         let s = out.strength.get(x, y);
         let v = if out.closing { s.invert() } else { s }.to_u8_value();
-        let hue = hues.get(usize::from(out.angle_index.get(x, y))).copied().unwrap_or(0);
+        let hue = hues
+            .get(usize::from(out.angle_index.get(x, y)))
+            .copied()
+            .unwrap_or(0);
         hsv_to_rgb(hue, v)
     })
 }
@@ -210,13 +259,18 @@ mod tests {
     pub(crate) struct Lcg(pub u64);
     impl Lcg {
         pub fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             self.0 >> 33
         }
     }
 
     fn random_u8(rng: &mut Lcg, w: usize, h: usize, levels: u64) -> Image<u8> {
-        Image::from_fn(w, h, |_, _| (rng.next() % levels * (255 / (levels - 1).max(1))) as u8)
+        Image::from_fn(w, h, |_, _| {
+            (rng.next() % levels * (255 / (levels - 1).max(1))) as u8
+        })
     }
 
     /// Every angle 0..180 by 1° and every L in 1, 3, …, 41 (angles sharing a line family are
@@ -249,7 +303,11 @@ mod tests {
             let img = random_u8(&mut rng, w, h, 5);
             for deg in [0.0, 45.0, 90.0, 135.0] {
                 for len in [3u32, 5, 9, 15, 41] {
-                    let p = LinearOpeningParams { length: len, angle: deg, closing: false };
+                    let p = LinearOpeningParams {
+                        length: len,
+                        angle: deg,
+                        closing: false,
+                    };
                     let fast = linear_opening(img.view(), &p).unwrap();
                     let twod = naive::opening_2d(img.view(), &segment_offsets(deg, len));
                     assert_eq!(fast, twod, "{w}x{h} {deg} {len}");
@@ -260,7 +318,11 @@ mod tests {
 
     #[test]
     fn edge_sizes_and_strides() {
-        let p = LinearOpeningParams { length: 5, angle: 30.0, closing: false };
+        let p = LinearOpeningParams {
+            length: 5,
+            angle: 30.0,
+            closing: false,
+        };
         let empty = Image::<u8>::from_vec(0, 4, vec![]).unwrap();
         assert_eq!(linear_opening(empty.view(), &p).unwrap().height(), 4);
         let empty = Image::<u8>::from_vec(4, 0, vec![]).unwrap();
@@ -277,15 +339,25 @@ mod tests {
         }
         let strided = Image::from_strided(7, 5, 10, data).unwrap();
         for deg in [0.0, 30.0, 90.0, 120.0] {
-            let p = LinearOpeningParams { length: 3, angle: deg, closing: true };
-            assert_eq!(linear_opening(strided.view(), &p).unwrap(), linear_opening(packed.view(), &p).unwrap());
+            let p = LinearOpeningParams {
+                length: 3,
+                angle: deg,
+                closing: true,
+            };
+            assert_eq!(
+                linear_opening(strided.view(), &p).unwrap(),
+                linear_opening(packed.view(), &p).unwrap()
+            );
         }
         // All equal stays equal; 16-bit extremes.
         let flat = Image::new(6, 4, u16::MAX);
         assert_eq!(linear_opening(flat.view(), &p).unwrap(), flat);
         let ext = Image::from_fn(6, 4, |x, y| if (x + y) % 2 == 0 { u16::MAX } else { 0 });
         let f = LineFamily::new(60.0, 3);
-        assert_eq!(open_along_lines(ext.view(), f), naive::opening_along_lines(ext.view(), f));
+        assert_eq!(
+            open_along_lines(ext.view(), f),
+            naive::opening_along_lines(ext.view(), f)
+        );
     }
 
     #[test]
@@ -306,14 +378,24 @@ mod tests {
         for x in 8..=32 {
             img.set(x, (c + fam.phi(x as i64)) as usize, 200);
         }
-        let p = OrientationParams { length: 15, angles: 12, ..Default::default() };
+        let p = OrientationParams {
+            length: 15,
+            angles: 12,
+            ..Default::default()
+        };
         let out = orientation(img.view(), &p).unwrap();
         assert_eq!(out.angles_deg[2], 30.0);
         assert_eq!(out.angle_index.get(20, 20), 2);
         assert_eq!(out.strength.get(20, 20), 200);
         assert_eq!(out.strength.get(0, 0), 10);
-        assert_eq!(out.angle_index.get(0, 0), 0, "ties go to the smallest index");
-        let k = (0..12).max_by(|&a, &b| out.spectrum[a].total_cmp(&out.spectrum[b]).then(b.cmp(&a))).unwrap();
+        assert_eq!(
+            out.angle_index.get(0, 0),
+            0,
+            "ties go to the smallest index"
+        );
+        let k = (0..12)
+            .max_by(|&a, &b| out.spectrum[a].total_cmp(&out.spectrum[b]).then(b.cmp(&a)))
+            .unwrap();
         assert_eq!(k, 2);
         assert_eq!(out.summary()["dominant_angle_deg"], 30.0);
         let csv = out.spectrum_csv();
@@ -328,7 +410,12 @@ mod tests {
         let mut rng = Lcg(5);
         let img = random_u8(&mut rng, 23, 14, 6);
         for closing in [false, true] {
-            let p = OrientationParams { length: 7, angles: 10, closing, ..Default::default() };
+            let p = OrientationParams {
+                length: 7,
+                angles: 10,
+                closing,
+                ..Default::default()
+            };
             let out = orientation(img.view(), &p).unwrap();
             let per: Vec<Image<u8>> = p
                 .angle_degrees()
@@ -345,10 +432,18 @@ mod tests {
             for y in 0..14 {
                 for x in 0..23 {
                     let vals: Vec<u8> = per.iter().map(|o| o.get(x, y)).collect();
-                    let want = if closing { *vals.iter().min().unwrap() } else { *vals.iter().max().unwrap() };
+                    let want = if closing {
+                        *vals.iter().min().unwrap()
+                    } else {
+                        *vals.iter().max().unwrap()
+                    };
                     let k = vals.iter().position(|&v| v == want).unwrap();
                     assert_eq!(out.strength.get(x, y), want);
-                    assert_eq!(usize::from(out.angle_index.get(x, y)), k, "({x},{y}) {vals:?}");
+                    assert_eq!(
+                        usize::from(out.angle_index.get(x, y)),
+                        k,
+                        "({x},{y}) {vals:?}"
+                    );
                 }
             }
             for (k, o) in per.iter().enumerate() {
@@ -368,8 +463,9 @@ mod proptests {
 
     fn image_strategy(levels: u16) -> impl Strategy<Value = Image<u16>> {
         (1usize..=20, 1usize..=20).prop_flat_map(move |(w, h)| {
-            proptest::collection::vec(0..levels, w * h)
-                .prop_map(move |v| Image::from_vec(w, h, v.iter().map(|&x| x * (60000 / levels)).collect()).unwrap())
+            proptest::collection::vec(0..levels, w * h).prop_map(move |v| {
+                Image::from_vec(w, h, v.iter().map(|&x| x * (60000 / levels)).collect()).unwrap()
+            })
         })
     }
 

@@ -53,13 +53,25 @@ impl LineFamily {
     pub fn new(angle_deg: f64, length: u32) -> Self {
         let r = ((length.max(1) - 1) / 2) as i32;
         if r == 0 {
-            return Self { x_major: false, q: 0, r: 0 };
+            return Self {
+                x_major: false,
+                q: 0,
+                r: 0,
+            };
         }
         let (dx, dy) = segment_end(angle_deg, length);
         if dx.abs() == r {
-            Self { x_major: true, q: dy * dx.signum(), r }
+            Self {
+                x_major: true,
+                q: dy * dx.signum(),
+                r,
+            }
         } else {
-            Self { x_major: false, q: dx * dy.signum(), r }
+            Self {
+                x_major: false,
+                q: dx * dy.signum(),
+                r,
+            }
         }
     }
 
@@ -72,7 +84,11 @@ impl LineFamily {
     /// (major extent, minor extent) of a `width` x `height` image.
     #[must_use]
     pub fn extents(&self, width: usize, height: usize) -> (usize, usize) {
-        if self.x_major { (width, height) } else { (height, width) }
+        if self.x_major {
+            (width, height)
+        } else {
+            (height, width)
+        }
     }
 
     /// φ(a) for a major coordinate `a ≥ 0`.
@@ -116,11 +132,19 @@ impl LineFamily {
         }
         let (aq, r) = (i64::from(self.q.abs()), i64::from(self.r));
         // The unsigned staircase φ⁺(a) = ⌊(2|q|a + r) / 2r⌋ must lie in [lo, hi].
-        let (lo, hi) = if self.q > 0 { (-c, big_b - 1 - c) } else { (c - big_b + 1, c) };
+        let (lo, hi) = if self.q > 0 {
+            (-c, big_b - 1 - c)
+        } else {
+            (c - big_b + 1, c)
+        };
         if hi < 0 {
             return None;
         }
-        let a0 = if lo <= 0 { 0 } else { ceil_div(r * (2 * lo - 1), 2 * aq) };
+        let a0 = if lo <= 0 {
+            0
+        } else {
+            ceil_div(r * (2 * lo - 1), 2 * aq)
+        };
         let a1 = (ceil_div(r * (2 * hi + 1), 2 * aq) - 1).min(big_a - 1);
         (a0 <= a1).then_some((a0 as usize, a1 as usize))
     }
@@ -133,8 +157,16 @@ pub fn segment_offsets(angle_deg: f64, length: u32) -> Vec<(i32, i32)> {
     let r = i64::from(f.r);
     (-r..=r)
         .map(|k| {
-            let minor = if r == 0 { 0 } else { div_round_away(k * i64::from(f.q), r) } as i32;
-            if f.x_major { (k as i32, minor) } else { (minor, k as i32) }
+            let minor = if r == 0 {
+                0
+            } else {
+                div_round_away(k * i64::from(f.q), r)
+            } as i32;
+            if f.x_major {
+                (k as i32, minor)
+            } else {
+                (minor, k as i32)
+            }
         })
         .collect()
 }
@@ -157,10 +189,38 @@ mod tests {
 
     #[test]
     fn families_of_the_main_angles() {
-        assert_eq!(LineFamily::new(0.0, 5), LineFamily { x_major: true, q: 0, r: 2 });
-        assert_eq!(LineFamily::new(45.0, 5), LineFamily { x_major: true, q: -2, r: 2 });
-        assert_eq!(LineFamily::new(90.0, 5), LineFamily { x_major: false, q: 0, r: 2 });
-        assert_eq!(LineFamily::new(135.0, 5), LineFamily { x_major: true, q: 2, r: 2 });
+        assert_eq!(
+            LineFamily::new(0.0, 5),
+            LineFamily {
+                x_major: true,
+                q: 0,
+                r: 2
+            }
+        );
+        assert_eq!(
+            LineFamily::new(45.0, 5),
+            LineFamily {
+                x_major: true,
+                q: -2,
+                r: 2
+            }
+        );
+        assert_eq!(
+            LineFamily::new(90.0, 5),
+            LineFamily {
+                x_major: false,
+                q: 0,
+                r: 2
+            }
+        );
+        assert_eq!(
+            LineFamily::new(135.0, 5),
+            LineFamily {
+                x_major: true,
+                q: 2,
+                r: 2
+            }
+        );
         assert_eq!(LineFamily::new(180.0, 5), LineFamily::new(0.0, 5));
         assert_eq!(LineFamily::new(-45.0, 5), LineFamily::new(135.0, 5));
         assert_eq!(segment_offsets(135.0, 3), vec![(-1, -1), (0, 0), (1, 1)]);
@@ -176,7 +236,10 @@ mod tests {
                 assert_eq!(s.len(), len as usize);
                 let set: std::collections::HashSet<_> = s.iter().copied().collect();
                 assert_eq!(set.len(), len as usize);
-                assert!(s.iter().all(|&(x, y)| set.contains(&(-x, -y))), "{deg} {len}");
+                assert!(
+                    s.iter().all(|&(x, y)| set.contains(&(-x, -y))),
+                    "{deg} {len}"
+                );
                 let r = (len as i32 - 1) / 2;
                 let (dx, dy) = segment_end(f64::from(deg), len);
                 assert!(set.contains(&(dx, dy)) && (dx.abs() == r || dy.abs() == r));
@@ -189,17 +252,23 @@ mod tests {
         for len in [3u32, 5, 7, 9, 31] {
             for deg in (0..180).step_by(7) {
                 let f = LineFamily::new(f64::from(deg), len);
-                for (major, minor) in [(1usize, 1usize), (1, 9), (9, 1), (13, 7), (7, 13), (40, 3)] {
+                for (major, minor) in [(1usize, 1usize), (1, 9), (9, 1), (13, 7), (7, 13), (40, 3)]
+                {
                     let c0 = f.first_line(major);
                     let n = f.line_count(major, minor);
                     let mut seen = vec![0u32; major * minor];
                     for li in 0..n as i64 {
                         let c = c0 + li;
-                        let brute: Vec<usize> =
-                            (0..major).filter(|&a| (0..minor as i64).contains(&(c + f.phi(a as i64)))).collect();
+                        let brute: Vec<usize> = (0..major)
+                            .filter(|&a| (0..minor as i64).contains(&(c + f.phi(a as i64))))
+                            .collect();
                         let span = f.line_span(c, major, minor);
                         assert!(!brute.is_empty(), "empty line {c} {f:?} {major}x{minor}");
-                        assert_eq!(span, Some((brute[0], *brute.last().unwrap())), "{f:?} c={c}");
+                        assert_eq!(
+                            span,
+                            Some((brute[0], *brute.last().unwrap())),
+                            "{f:?} c={c}"
+                        );
                         assert_eq!(brute.len(), brute.last().unwrap() - brute[0] + 1);
                         for a in brute {
                             seen[a * minor + (c + f.phi(a as i64)) as usize] += 1;

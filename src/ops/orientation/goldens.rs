@@ -15,7 +15,11 @@ struct Npy {
 
 fn parse_npy(mut bytes: &[u8]) -> Npy {
     let a = crate::io::npy::read(&mut bytes).expect("a readable .npy file");
-    Npy { descr: a.dtype.descr(), shape: a.shape, data: a.bytes }
+    Npy {
+        descr: a.dtype.descr(),
+        shape: a.shape,
+        data: a.bytes,
+    }
 }
 
 trait FromLe: Sized + Copy {
@@ -44,17 +48,29 @@ impl FromLe for f32 {
 /// Plane `i` of an (n, H, W) array, or the whole (H, W) array for `i = 0`.
 fn plane<T: FromLe>(npy: &Npy, i: usize) -> Image<T> {
     assert_eq!(npy.descr, T::DESCR);
-    let (h, w) = (npy.shape[npy.shape.len() - 2], npy.shape[npy.shape.len() - 1]);
+    let (h, w) = (
+        npy.shape[npy.shape.len() - 2],
+        npy.shape[npy.shape.len() - 1],
+    );
     let sz = std::mem::size_of::<T>();
     let base = i * w * h * sz;
-    let px = (0..w * h).map(|k| T::from_le(&npy.data[base + k * sz..])).collect();
+    let px = (0..w * h)
+        .map(|k| T::from_le(&npy.data[base + k * sz..]))
+        .collect();
     Image::from_vec(w, h, px).unwrap()
 }
 
 fn check_set<T: FromLe + Sample + PartialEq>(name: &str, input: &[u8], cases: &[u8]) -> usize {
-    let index: serde_json::Value =
-        serde_json::from_str(include_str!("../../../tests/data/linear_opening/goldens.json")).unwrap();
-    let set = index["sets"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
+    let index: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../tests/data/linear_opening/goldens.json"
+    ))
+    .unwrap();
+    let set = index["sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap();
     let input = parse_npy(input);
     let cases_npy = parse_npy(cases);
     let img = plane::<T>(&input, 0);
@@ -68,8 +84,16 @@ fn check_set<T: FromLe + Sample + PartialEq>(name: &str, input: &[u8], cases: &[
         };
         let want = plane::<T>(&cases_npy, i);
         let got = linear_opening(img.view(), &p).unwrap();
-        let diff = got.data().iter().zip(want.data()).filter(|(a, b)| a != b).count();
-        assert_eq!(diff, 0, "{name} case {case}: {diff} pixels differ from OpenCV");
+        let diff = got
+            .data()
+            .iter()
+            .zip(want.data())
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(
+            diff, 0,
+            "{name} case {case}: {diff} pixels differ from OpenCV"
+        );
     }
     list.len()
 }

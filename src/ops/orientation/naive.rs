@@ -22,9 +22,19 @@ fn max_of<T: Sample>(a: T, b: T) -> T {
 
 /// The pixels (x, y) of the window of L samples centred on (x, y) along its line of `family`,
 /// restricted to the image.
-fn window(family: LineFamily, width: usize, height: usize, x: usize, y: usize) -> Vec<(usize, usize)> {
+fn window(
+    family: LineFamily,
+    width: usize,
+    height: usize,
+    x: usize,
+    y: usize,
+) -> Vec<(usize, usize)> {
     let (major, minor) = family.extents(width, height);
-    let (a, b) = if family.x_major { (x as i64, y as i64) } else { (y as i64, x as i64) };
+    let (a, b) = if family.x_major {
+        (x as i64, y as i64)
+    } else {
+        (y as i64, x as i64)
+    };
     let c = b - family.phi(a);
     let r = i64::from(family.r);
     let mut out = Vec::with_capacity(family.length());
@@ -36,7 +46,11 @@ fn window(family: LineFamily, width: usize, height: usize, x: usize, y: usize) -
         if b2 < 0 || b2 >= minor as i64 {
             continue;
         }
-        out.push(if family.x_major { (a2 as usize, b2 as usize) } else { (b2 as usize, a2 as usize) });
+        out.push(if family.x_major {
+            (a2 as usize, b2 as usize)
+        } else {
+            (b2 as usize, a2 as usize)
+        });
     }
     out
 }
@@ -45,20 +59,38 @@ fn window(family: LineFamily, width: usize, height: usize, x: usize, y: usize) -
 #[must_use]
 pub fn opening_along_lines<T: Sample>(img: ImageView<'_, T>, family: LineFamily) -> Image<T> {
     let (w, h) = (img.width(), img.height());
-    let windows: Vec<Vec<(usize, usize)>> = (0..w * h).map(|i| window(family, w, h, i % w, i / w)).collect();
-    let ero =
-        Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::TOP, |m, &(u, v)| min_of(m, img.get(u, v))));
-    Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::BOTTOM, |m, &(u, v)| max_of(m, ero.get(u, v))))
+    let windows: Vec<Vec<(usize, usize)>> = (0..w * h)
+        .map(|i| window(family, w, h, i % w, i / w))
+        .collect();
+    let ero = Image::from_fn(w, h, |x, y| {
+        windows[y * w + x]
+            .iter()
+            .fold(T::TOP, |m, &(u, v)| min_of(m, img.get(u, v)))
+    });
+    Image::from_fn(w, h, |x, y| {
+        windows[y * w + x]
+            .iter()
+            .fold(T::BOTTOM, |m, &(u, v)| max_of(m, ero.get(u, v)))
+    })
 }
 
 /// The closing along the lines of `family`, by definition (max then min over each window).
 #[must_use]
 pub fn closing_along_lines<T: Sample>(img: ImageView<'_, T>, family: LineFamily) -> Image<T> {
     let (w, h) = (img.width(), img.height());
-    let windows: Vec<Vec<(usize, usize)>> = (0..w * h).map(|i| window(family, w, h, i % w, i / w)).collect();
-    let dil =
-        Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::BOTTOM, |m, &(u, v)| max_of(m, img.get(u, v))));
-    Image::from_fn(w, h, |x, y| windows[y * w + x].iter().fold(T::TOP, |m, &(u, v)| min_of(m, dil.get(u, v))))
+    let windows: Vec<Vec<(usize, usize)>> = (0..w * h)
+        .map(|i| window(family, w, h, i % w, i / w))
+        .collect();
+    let dil = Image::from_fn(w, h, |x, y| {
+        windows[y * w + x]
+            .iter()
+            .fold(T::BOTTOM, |m, &(u, v)| max_of(m, img.get(u, v)))
+    });
+    Image::from_fn(w, h, |x, y| {
+        windows[y * w + x]
+            .iter()
+            .fold(T::TOP, |m, &(u, v)| min_of(m, dil.get(u, v)))
+    })
 }
 
 /// The 2D opening by the flat structuring element `offsets` ((column, row), symmetric about the
@@ -68,10 +100,14 @@ pub fn opening_2d<T: Sample>(img: ImageView<'_, T>, offsets: &[(i32, i32)]) -> I
     let (w, h) = (img.width(), img.height());
     let inside = |x: usize, y: usize, dx: i32, dy: i32| -> Option<(usize, usize)> {
         let (u, v) = (x as i64 + i64::from(dx), y as i64 + i64::from(dy));
-        ((0..w as i64).contains(&u) && (0..h as i64).contains(&v)).then_some((u as usize, v as usize))
+        ((0..w as i64).contains(&u) && (0..h as i64).contains(&v))
+            .then_some((u as usize, v as usize))
     };
     let ero = Image::from_fn(w, h, |x, y| {
-        offsets.iter().filter_map(|&(dx, dy)| inside(x, y, dx, dy)).fold(T::TOP, |m, (u, v)| min_of(m, img.get(u, v)))
+        offsets
+            .iter()
+            .filter_map(|&(dx, dy)| inside(x, y, dx, dy))
+            .fold(T::TOP, |m, (u, v)| min_of(m, img.get(u, v)))
     });
     Image::from_fn(w, h, |x, y| {
         offsets
@@ -96,7 +132,13 @@ mod tests {
     #[test]
     fn small_opening_by_hand() {
         // A vertical bar of height 3 survives a vertical segment of 3, not of 5.
-        let img = Image::from_fn(3, 5, |x, y| if x == 1 && (1..4).contains(&y) { 9u8 } else { 0 });
+        let img = Image::from_fn(3, 5, |x, y| {
+            if x == 1 && (1..4).contains(&y) {
+                9u8
+            } else {
+                0
+            }
+        });
         let f3 = LineFamily::new(90.0, 3);
         assert_eq!(opening_along_lines(img.view(), f3), img);
         let f5 = LineFamily::new(90.0, 5);

@@ -41,7 +41,13 @@ impl<T: Sample> Fifo<T> {
     #[must_use]
     pub fn new(length: usize) -> Self {
         let cap = (length + 1).next_power_of_two();
-        Self { val: vec![T::default(); cap], pos: vec![0; cap], head: 0, len: 0, mask: cap - 1 }
+        Self {
+            val: vec![T::default(); cap],
+            pos: vec![0; cap],
+            head: 0,
+            len: 0,
+            mask: cap - 1,
+        }
     }
 
     /// Number of entries.
@@ -157,8 +163,22 @@ mod tests {
 
     fn brute(f: &[u8], r: usize) -> Vec<u8> {
         let n = f.len();
-        let e: Vec<u8> = (0..n).map(|j| *f[j.saturating_sub(r)..(j + r + 1).min(n)].iter().min().unwrap()).collect();
-        (0..n).map(|i| *e[i.saturating_sub(r)..(i + r + 1).min(n)].iter().max().unwrap()).collect()
+        let e: Vec<u8> = (0..n)
+            .map(|j| {
+                *f[j.saturating_sub(r)..(j + r + 1).min(n)]
+                    .iter()
+                    .min()
+                    .unwrap()
+            })
+            .collect();
+        (0..n)
+            .map(|i| {
+                *e[i.saturating_sub(r)..(i + r + 1).min(n)]
+                    .iter()
+                    .max()
+                    .unwrap()
+            })
+            .collect()
     }
 
     fn open(f: &[u8], r: usize) -> Vec<u8> {
@@ -171,7 +191,10 @@ mod tests {
     #[test]
     fn hand_cases() {
         // A peak of 3 survives L = 3, a peak of 2 does not.
-        assert_eq!(open(&[0, 5, 5, 5, 0, 7, 7, 0], 1), vec![0, 5, 5, 5, 0, 0, 0, 0]);
+        assert_eq!(
+            open(&[0, 5, 5, 5, 0, 7, 7, 0], 1),
+            vec![0, 5, 5, 5, 0, 0, 0, 0]
+        );
         // A narrow peak on a wide plateau falls to the plateau.
         assert_eq!(open(&[1, 5, 5, 5, 9, 9, 1], 1), vec![1, 5, 5, 5, 5, 5, 1]);
         // Border: a half peak of r+1 samples touching the border survives (ignored outside).
@@ -214,7 +237,9 @@ mod tests {
             fifo.push(u16::MAX, 0);
             let mut worst = 0;
             for k in 0..5000u32 {
-                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                rng = rng
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let x = ((rng >> 33) % 50) as u16;
                 let rp = r as u32 + k;
                 fifo.step(rp, x, length);

@@ -93,7 +93,6 @@ pub const TILE_TREE: usize = 32;
 /// No component.
 pub const NONE: u32 = u32::MAX;
 
-
 /// Forward edges of pixel `p = (x, y)`, as `dir`: 0 right `(x+1, y)`, 1 down `(x, y+1)`,
 /// 2 down-right `(x+1, y+1)`, 3 down-left `(x-1, y+1)`. Edge id = `4 p + dir`.
 pub const DIRS: [(i64, i64); 4] = [(1, 0), (0, 1), (1, 1), (-1, 1)];
@@ -110,7 +109,8 @@ pub fn edge_weights(s: &[f64], width: usize, height: usize, channels: usize) -> 
             for (d, &(dx, dy)) in DIRS.iter().enumerate() {
                 let (nx, ny) = (x + dx, y + dy);
                 if nx >= 0 && nx < width as i64 && ny < height as i64 {
-                    w4[d] = colour_distance_f64(s, channels, (ny as usize) * width + nx as usize, p);
+                    w4[d] =
+                        colour_distance_f64(s, channels, (ny as usize) * width + nx as usize, p);
                 }
             }
             w4
@@ -157,10 +157,19 @@ pub fn edge_endpoints(eid: u32, width: usize) -> (usize, usize) {
 
 /// Calls `f(q, key)` for the 8 neighbours `q` of pixel `p` (`e` edge-id bits).
 #[inline]
-fn for_neighbours(p: usize, width: usize, height: usize, w4: &[[f64; 4]], e: u32, mut f: impl FnMut(usize, u64)) {
+fn for_neighbours(
+    p: usize,
+    width: usize,
+    height: usize,
+    w4: &[[f64; 4]],
+    e: u32,
+    mut f: impl FnMut(usize, u64),
+) {
     let (x, y) = (p % width, p / width);
     let (left, right, up, down) = (x > 0, x + 1 < width, y > 0, y + 1 < height);
-    let mut e = |q: usize, owner: usize, dir: usize| f(q, edge_key(w4[owner][dir], (owner * 4 + dir) as u32, e));
+    let mut e = |q: usize, owner: usize, dir: usize| {
+        f(q, edge_key(w4[owner][dir], (owner * 4 + dir) as u32, e))
+    };
     if right {
         e(p + 1, p, 0);
     }
@@ -271,7 +280,10 @@ impl State<'_> {
     /// Per component, the least key over its pixels of `edge(p, c)` (the least qualifying
     /// edge of pixel `p` in component `c`, or [`NO_EDGE`]), into `out[c]`.
     fn least_per_component(&self, out: &mut [u64], edge: impl Fn(usize, usize) -> u64 + Sync) {
-        let keys: Vec<u64> = (0..self.comp.len()).into_par_iter().map(|p| edge(p, self.comp[p] as usize)).collect();
+        let keys: Vec<u64> = (0..self.comp.len())
+            .into_par_iter()
+            .map(|p| edge(p, self.comp[p] as usize))
+            .collect();
         out.iter_mut().for_each(|b| *b = NO_EDGE);
         for (p, key) in keys.into_iter().enumerate() {
             let c = self.comp[p] as usize;
@@ -396,7 +408,11 @@ impl State<'_> {
             .collect();
         // A sink's tree has no exit (the sink is at least min_size all along, so when its
         // members join does not matter); the sink leads its caterpillar with key 0.
-        let mut sinks: Vec<u32> = core.iter().map(|m| m.0).filter(|&t| self.sink(mode, t as usize)).collect();
+        let mut sinks: Vec<u32> = core
+            .iter()
+            .map(|m| m.0)
+            .filter(|&t| self.sink(mode, t as usize))
+            .collect();
         sinks.sort_unstable();
         sinks.dedup();
         core.extend(sinks.into_iter().map(|t| (t, 0, t)));
@@ -473,7 +489,9 @@ pub fn boruvka_from_smoothed(
     params.validate()?;
     let n = width * height;
     if n >= (1 << 30) {
-        return Err(OpError::Unsupported(format!("{width}x{height}: edge ids need 4 * pixels < 2^32")));
+        return Err(OpError::Unsupported(format!(
+            "{width}x{height}: edge ids need 4 * pixels < 2^32"
+        )));
     }
     let w4 = edge_weights(smoothed, width, height, channels);
     let ids: Vec<u32> = (0..n as u32).collect();
@@ -527,7 +545,9 @@ pub fn boruvka_from_smoothed(
             capped |= m == params.max_min_size_rounds;
         }
     }
-    let comp: Vec<u32> = (0..n).map(|p| st.find(st.comp[p] as usize) as u32).collect();
+    let comp: Vec<u32> = (0..n)
+        .map(|p| st.find(st.comp[p] as usize) as u32)
+        .collect();
     let (labels, count) = raster_relabel(&comp);
     let out = SegmentOutput {
         labels: Image::from_vec(width, height, labels)?,
@@ -538,7 +558,13 @@ pub fn boruvka_from_smoothed(
         level: rounds + ms_rounds,
         has_rounds: true,
     };
-    let hier = SegmentHierarchy { width, height, parent: st.parent, round: st.round, level_rounds };
+    let hier = SegmentHierarchy {
+        width,
+        height,
+        parent: st.parent,
+        round: st.round,
+        level_rounds,
+    };
     Ok((out, hier))
 }
 
@@ -576,7 +602,13 @@ pub fn felzenszwalb_boruvka_rgb(
 /// predicate, then its `min_size` pass over the same order (what the rounds reproduce). Labels
 /// in raster order.
 #[must_use]
-pub fn kruskal_keys(w4: &[[f64; 4]], width: usize, height: usize, k: f64, min_size: u32) -> Vec<u32> {
+pub fn kruskal_keys(
+    w4: &[[f64; 4]],
+    width: usize,
+    height: usize,
+    k: f64,
+    min_size: u32,
+) -> Vec<u32> {
     let n = width * height;
     let e = eid_bits(n);
     let mut keys: Vec<u64> = Vec::with_capacity(4 * n);
@@ -651,7 +683,12 @@ mod tests {
     #[test]
     fn two_halves_and_hierarchy() {
         let img = Image::from_fn(16, 8, |x, _| if x < 8 { 20u8 } else { 220 });
-        let p = SegmentParams { scale: 100.0, sigma: 0.0, min_size: 0, ..SegmentParams::default() };
+        let p = SegmentParams {
+            scale: 100.0,
+            sigma: 0.0,
+            min_size: 0,
+            ..SegmentParams::default()
+        };
         let (out, hier) = felzenszwalb_boruvka_gray(img.view(), &p).unwrap();
         assert_eq!(out.segment_count, 2);
         assert_eq!(out.labels.get(0, 0), 0);
@@ -662,14 +699,21 @@ mod tests {
         let (bottom, n0) = hier.labels_at(0).unwrap();
         assert_eq!(n0, 128);
         assert_eq!(bottom.get(3, 1), 19);
-        let counts: Vec<usize> = (0..hier.levels()).map(|l| hier.labels_at(l).unwrap().1).collect();
+        let counts: Vec<usize> = (0..hier.levels())
+            .map(|l| hier.labels_at(l).unwrap().1)
+            .collect();
         assert!(counts.windows(2).all(|c| c[1] < c[0]), "{counts:?}");
     }
 
     #[test]
     fn min_size_is_enforced_and_segments_connect() {
         let img = Image::from_fn(24, 20, |x, y| ((x * 53 + y * 97 + x * y) % 256) as u8);
-        let p = SegmentParams { scale: 10.0, sigma: 0.5, min_size: 10, ..SegmentParams::default() };
+        let p = SegmentParams {
+            scale: 10.0,
+            sigma: 0.5,
+            min_size: 10,
+            ..SegmentParams::default()
+        };
         let (out, _) = felzenszwalb_boruvka_gray(img.view(), &p).unwrap();
         let c = check_labels(out.labels.view(), out.segment_count).unwrap();
         assert!(c.min_size >= 10, "{c:?}");
@@ -679,11 +723,23 @@ mod tests {
     #[test]
     fn capped_rounds_are_flagged_and_refine_the_exact_result() {
         let img = Image::from_fn(40, 30, |x, y| ((x * 37 + y * 11 + (x * y) % 7) % 256) as u8);
-        let full = SegmentParams { scale: 300.0, sigma: 0.5, min_size: 0, ..SegmentParams::default() };
+        let full = SegmentParams {
+            scale: 300.0,
+            sigma: 0.5,
+            min_size: 0,
+            ..SegmentParams::default()
+        };
         let (exact, _) = felzenszwalb_boruvka_gray(img.view(), &full).unwrap();
         assert!(!exact.capped);
         assert!(exact.rounds >= 2, "{exact:?}");
-        let (cut, _) = felzenszwalb_boruvka_gray(img.view(), &SegmentParams { max_rounds: 1, ..full }).unwrap();
+        let (cut, _) = felzenszwalb_boruvka_gray(
+            img.view(),
+            &SegmentParams {
+                max_rounds: 1,
+                ..full
+            },
+        )
+        .unwrap();
         assert!(cut.capped);
         assert!(cut.segment_count > exact.segment_count);
         // Every segment of the capped run lies inside one exact segment.
@@ -739,4 +795,3 @@ mod proptests {
         }
     }
 }
-

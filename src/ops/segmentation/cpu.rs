@@ -78,7 +78,10 @@ impl EdgeLayout {
 #[inline]
 #[must_use]
 pub fn colour_distance_f64(s: &[f64], channels: usize, a: usize, b: usize) -> f64 {
-    let (pa, pb) = (&s[a * channels..(a + 1) * channels], &s[b * channels..(b + 1) * channels]);
+    let (pa, pb) = (
+        &s[a * channels..(a + 1) * channels],
+        &s[b * channels..(b + 1) * channels],
+    );
     let mut acc = 0.0;
     for c in 0..channels {
         let d = pa[c] - pb[c];
@@ -122,7 +125,15 @@ struct UnionFind {
 
 impl UnionFind {
     fn new(n: usize) -> Self {
-        Self { nodes: (0..n as u32).map(|i| Node { parent: i, size: 1, cint: 0.0 }).collect() }
+        Self {
+            nodes: (0..n as u32)
+                .map(|i| Node {
+                    parent: i,
+                    size: 1,
+                    cint: 0.0,
+                })
+                .collect(),
+        }
     }
     #[inline]
     fn find(&mut self, mut x: usize) -> usize {
@@ -140,7 +151,11 @@ impl UnionFind {
     /// Joins two roots; returns the new root.
     #[inline]
     fn union(&mut self, a: usize, b: usize) -> usize {
-        let (big, small) = if self.nodes[a].size >= self.nodes[b].size { (a, b) } else { (b, a) };
+        let (big, small) = if self.nodes[a].size >= self.nodes[b].size {
+            (a, b)
+        } else {
+            (b, a)
+        };
         self.nodes[small].parent = big as u32;
         self.nodes[big].size += self.nodes[small].size;
         big
@@ -170,14 +185,20 @@ pub fn felzenszwalb_interleaved(
         });
     }
     if n > u32::MAX as usize {
-        return Err(OpError::Unsupported(format!("{width}x{height} has more than 2^32 pixels")));
+        return Err(OpError::Unsupported(format!(
+            "{width}x{height} has more than 2^32 pixels"
+        )));
     }
     let smoothed = blur_f64(data, width, height, channels, &params.blur())?;
     let costs = edge_costs(&smoothed, width, height, channels);
     drop(smoothed);
     let layout = EdgeLayout::new(width, height);
     // Sorting by (cost, index) = a stable sort by cost (costs are >= 0, so bits order them).
-    let mut order: Vec<(u64, u32)> = costs.par_iter().enumerate().map(|(i, c)| (c.to_bits(), i as u32)).collect();
+    let mut order: Vec<(u64, u32)> = costs
+        .par_iter()
+        .enumerate()
+        .map(|(i, c)| (c.to_bits(), i as u32))
+        .collect();
     order.par_sort_unstable();
     drop(costs);
     let k = params.scale / 255.0;
@@ -213,7 +234,8 @@ pub fn felzenszwalb_interleaved(
         for idx in candidates {
             let (a, b) = layout.endpoints(idx as usize);
             let (s0, s1) = (uf.find(a), uf.find(b));
-            if s0 != s1 && ((uf.size(s0) as usize) < min_size || (uf.size(s1) as usize) < min_size) {
+            if s0 != s1 && ((uf.size(s0) as usize) < min_size || (uf.size(s1) as usize) < min_size)
+            {
                 uf.union(s0, s1);
             }
         }
@@ -232,12 +254,18 @@ pub fn felzenszwalb_interleaved(
 }
 
 /// scikit-image's `felzenszwalb(image, scale, sigma, min_size)` of a grey image.
-pub fn felzenszwalb(img: ImageView<'_, u8>, params: &SegmentParams) -> Result<SegmentOutput, OpError> {
+pub fn felzenszwalb(
+    img: ImageView<'_, u8>,
+    params: &SegmentParams,
+) -> Result<SegmentOutput, OpError> {
     felzenszwalb_interleaved(&pack_gray(img), img.width(), img.height(), 1, params)
 }
 
 /// scikit-image's `felzenszwalb(image, scale, sigma, min_size)` of an RGB image.
-pub fn felzenszwalb_rgb(img: ImageView<'_, [u8; 3]>, params: &SegmentParams) -> Result<SegmentOutput, OpError> {
+pub fn felzenszwalb_rgb(
+    img: ImageView<'_, [u8; 3]>,
+    params: &SegmentParams,
+) -> Result<SegmentOutput, OpError> {
     felzenszwalb_interleaved(&pack_rgb(img), img.width(), img.height(), 3, params)
 }
 
@@ -246,7 +274,12 @@ mod tests {
     use super::*;
 
     fn p(scale: f64, sigma: f64, min_size: usize) -> SegmentParams {
-        SegmentParams { scale, sigma, min_size, ..SegmentParams::default() }
+        SegmentParams {
+            scale,
+            sigma,
+            min_size,
+            ..SegmentParams::default()
+        }
     }
 
     #[test]
@@ -255,7 +288,22 @@ mod tests {
         // right: 2*2, down: 1*3, dright: 1*2, uright: 1*2.
         assert_eq!(l.len(), 4 + 3 + 2 + 2);
         let e: Vec<(usize, usize)> = (0..l.len()).map(|i| l.endpoints(i)).collect();
-        assert_eq!(e, vec![(1, 0), (2, 1), (4, 3), (5, 4), (3, 0), (4, 1), (5, 2), (4, 0), (5, 1), (1, 3), (2, 4)]);
+        assert_eq!(
+            e,
+            vec![
+                (1, 0),
+                (2, 1),
+                (4, 3),
+                (5, 4),
+                (3, 0),
+                (4, 1),
+                (5, 2),
+                (4, 0),
+                (5, 1),
+                (1, 3),
+                (2, 4)
+            ]
+        );
         assert_eq!(EdgeLayout::new(1, 5).len(), 4);
         assert_eq!(EdgeLayout::new(0, 5).len(), 0);
     }
@@ -268,7 +316,12 @@ mod tests {
         assert_eq!(out.labels.get(0, 5), 0);
         assert_eq!(out.labels.get(7, 0), 1);
         // A huge scale merges everything.
-        assert_eq!(felzenszwalb(img.view(), &p(1e6, 0.0, 0)).unwrap().segment_count, 1);
+        assert_eq!(
+            felzenszwalb(img.view(), &p(1e6, 0.0, 0))
+                .unwrap()
+                .segment_count,
+            1
+        );
     }
 
     #[test]
@@ -305,7 +358,10 @@ mod tests {
         }
         let strided = Image::from_strided(9, 7, 12, data).unwrap();
         let params = p(50.0, 0.8, 3);
-        assert_eq!(felzenszwalb(strided.view(), &params).unwrap(), felzenszwalb(base.view(), &params).unwrap());
+        assert_eq!(
+            felzenszwalb(strided.view(), &params).unwrap(),
+            felzenszwalb(base.view(), &params).unwrap()
+        );
         // RGB runs through the same path with three channels.
         let rgb = base.map(|v| [v, v, v]);
         let out = felzenszwalb_rgb(rgb.view(), &params).unwrap();

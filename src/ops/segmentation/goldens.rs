@@ -18,13 +18,19 @@ pub(crate) struct Npy {
 }
 
 pub(crate) fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join("segmentation")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("data")
+        .join("segmentation")
 }
 
 pub(crate) fn load(name: &str) -> Npy {
     let p = data_dir().join(name);
     let a = crate::io::npy::read_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    Npy { data: a.to_f64(), shape: a.shape }
+    Npy {
+        data: a.to_f64(),
+        shape: a.shape,
+    }
 }
 
 fn manifest() -> serde_json::Value {
@@ -65,7 +71,12 @@ pub(crate) fn cases() -> Vec<Case> {
                     min_size: c["min_size"].as_u64().expect("min_size") as usize,
                     ..SegmentParams::default()
                 },
-                labels: Image::from_vec(width, height, gold.data.iter().map(|&v| v as u32).collect()).expect("size"),
+                labels: Image::from_vec(
+                    width,
+                    height,
+                    gold.data.iter().map(|&v| v as u32).collect(),
+                )
+                .expect("size"),
             }
         })
         .collect()
@@ -76,7 +87,10 @@ fn smoothing_is_scikit_image_bit_for_bit() {
     let m = manifest();
     for b in m["blurs"].as_array().expect("blurs") {
         let input = load(b["input"].as_str().expect("input"));
-        let (rows, cols) = (b["rows"].as_u64().expect("rows") as usize, b["cols"].as_u64().expect("cols") as usize);
+        let (rows, cols) = (
+            b["rows"].as_u64().expect("rows") as usize,
+            b["cols"].as_u64().expect("cols") as usize,
+        );
         let full_w = input.shape[1];
         let mut crop = Vec::with_capacity(rows * cols * 3);
         for y in 0..rows {
@@ -87,9 +101,20 @@ fn smoothing_is_scikit_image_bit_for_bit() {
         let sigma = b["sigma"].as_f64().expect("sigma");
         let ours = blur_f64(&crop, cols, rows, 3, &BlurParams::with_sigma(sigma)).unwrap();
         let gold = load(b["file"].as_str().expect("file"));
-        let same = ours.iter().zip(&gold.data).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
-        let maxdiff = ours.iter().zip(&gold.data).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        eprintln!("blur sigma {sigma}: {same}/{} bit-identical, max |diff| {maxdiff:e}", gold.data.len());
+        let same = ours
+            .iter()
+            .zip(&gold.data)
+            .filter(|(a, b)| a.to_bits() == b.to_bits())
+            .count();
+        let maxdiff = ours
+            .iter()
+            .zip(&gold.data)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "blur sigma {sigma}: {same}/{} bit-identical, max |diff| {maxdiff:e}",
+            gold.data.len()
+        );
         assert!(maxdiff < 1e-15, "sigma {sigma}");
         if sigma == 0.8 {
             assert_eq!(same, gold.data.len(), "sigma 0.8 must be bit-identical");
@@ -102,7 +127,8 @@ fn felzenszwalb_matches_scikit_image() {
     let mut exact = 0;
     let all = cases();
     for c in &all {
-        let out = felzenszwalb_interleaved(&c.data, c.width, c.height, c.channels, &c.params).unwrap();
+        let out =
+            felzenszwalb_interleaved(&c.data, c.width, c.height, c.channels, &c.params).unwrap();
         let gold_n = c.labels.data().iter().max().map_or(0, |&m| m as usize + 1);
         if out.labels == c.labels {
             exact += 1;
@@ -111,13 +137,23 @@ fn felzenszwalb_matches_scikit_image() {
         }
         let a1 = asa(out.labels.view(), c.labels.view()).unwrap();
         let a2 = asa(c.labels.view(), out.labels.view()).unwrap();
-        let diff = out.labels.data().iter().zip(c.labels.data()).filter(|(a, b)| a != b).count();
+        let diff = out
+            .labels
+            .data()
+            .iter()
+            .zip(c.labels.data())
+            .filter(|(a, b)| a != b)
+            .count();
         eprintln!(
             "{}: {} vs {} segments, {diff} pixels labelled differently, ASA {a1:.5} / {a2:.5}",
             c.name, out.segment_count, gold_n
         );
         let tol = (gold_n as f64 * 0.01).max(1.0);
-        assert!((out.segment_count as f64 - gold_n as f64).abs() <= tol, "{}", c.name);
+        assert!(
+            (out.segment_count as f64 - gold_n as f64).abs() <= tol,
+            "{}",
+            c.name
+        );
         assert!(a1 >= 0.99 && a2 >= 0.99, "{}", c.name);
         // Only the synthetic flat image has competing exact ties.
         assert!(c.name.starts_with("pic1"), "{} should be identical", c.name);
@@ -130,7 +166,9 @@ fn felzenszwalb_matches_scikit_image() {
 #[test]
 fn boruvka_quality_on_goldens() {
     for c in cases() {
-        let (out, _) = boruvka::felzenszwalb_boruvka(&c.data, c.width, c.height, c.channels, &c.params).unwrap();
+        let (out, _) =
+            boruvka::felzenszwalb_boruvka(&c.data, c.width, c.height, c.channels, &c.params)
+                .unwrap();
         let check = metrics::check_labels(out.labels.view(), out.segment_count).unwrap();
         let a = asa(out.labels.view(), c.labels.view()).unwrap();
         let ue = metrics::undersegmentation_error(out.labels.view(), c.labels.view()).unwrap();
@@ -148,6 +186,11 @@ fn boruvka_quality_on_goldens() {
         assert!(!out.capped, "{}", c.name);
         // min_size sinks (boruvka.rs): at most 5 rounds on these; every component taking its
         // least edge needed 12-22 at scale 1 and 2-6 at scale 100-500.
-        assert!(out.min_size_rounds <= 5, "{}: {} min_size rounds", c.name, out.min_size_rounds);
+        assert!(
+            out.min_size_rounds <= 5,
+            "{}: {} min_size rounds",
+            c.name,
+            out.min_size_rounds
+        );
     }
 }

@@ -17,7 +17,10 @@ use crate::image::{ImageError, ImageView};
 use crate::ops::OpError;
 
 /// `(segment, truth, count)` for every pair that meets, sorted by segment.
-fn contingency(seg: ImageView<'_, u32>, truth: ImageView<'_, u32>) -> Result<Vec<(u32, u32, u64)>, OpError> {
+fn contingency(
+    seg: ImageView<'_, u32>,
+    truth: ImageView<'_, u32>,
+) -> Result<Vec<(u32, u32, u64)>, OpError> {
     if seg.width() != truth.width() || seg.height() != truth.height() {
         return Err(OpError::Image(ImageError::SizeMismatch {
             a_width: seg.width(),
@@ -29,7 +32,11 @@ fn contingency(seg: ImageView<'_, u32>, truth: ImageView<'_, u32>) -> Result<Vec
     let mut keys: Vec<u64> = seg
         .rows()
         .zip(truth.rows())
-        .flat_map(|(a, b)| a.iter().zip(b).map(|(&s, &g)| (u64::from(s) << 32) | u64::from(g)))
+        .flat_map(|(a, b)| {
+            a.iter()
+                .zip(b)
+                .map(|(&s, &g)| (u64::from(s) << 32) | u64::from(g))
+        })
         .collect();
     keys.par_sort_unstable();
     let mut out: Vec<(u32, u32, u64)> = Vec::new();
@@ -65,19 +72,26 @@ pub fn asa(segments: ImageView<'_, u32>, truth: ImageView<'_, u32>) -> Result<f6
     }
     let t = contingency(segments, truth)?;
     let mut hit = 0u64;
-    per_segment(&t, |_, rows| hit += rows.iter().map(|r| r.2).max().unwrap_or(0));
+    per_segment(&t, |_, rows| {
+        hit += rows.iter().map(|r| r.2).max().unwrap_or(0)
+    });
     Ok(hit as f64 / n as f64)
 }
 
 /// Under-segmentation error of `segments` against `truth` (0.0 for empty images).
-pub fn undersegmentation_error(segments: ImageView<'_, u32>, truth: ImageView<'_, u32>) -> Result<f64, OpError> {
+pub fn undersegmentation_error(
+    segments: ImageView<'_, u32>,
+    truth: ImageView<'_, u32>,
+) -> Result<f64, OpError> {
     let n = segments.len();
     if n == 0 {
         return Ok(0.0);
     }
     let t = contingency(segments, truth)?;
     let mut spill = 0u64;
-    per_segment(&t, |total, rows| spill += rows.iter().map(|r| r.2.min(total - r.2)).sum::<u64>());
+    per_segment(&t, |total, rows| {
+        spill += rows.iter().map(|r| r.2.min(total - r.2)).sum::<u64>()
+    });
     Ok(spill as f64 / n as f64)
 }
 
@@ -148,7 +162,9 @@ pub fn check_labels(labels: ImageView<'_, u32>, count: usize) -> Result<LabelChe
         }
     }
     if pieces != count {
-        return Err(format!("{count} labels but {pieces} 8-connected pieces: some segment is split"));
+        return Err(format!(
+            "{count} labels but {pieces} 8-connected pieces: some segment is split"
+        ));
     }
     Ok(LabelCheck {
         segments: count,
@@ -172,7 +188,10 @@ mod tests {
         // UE: seg 5: min(4, 1) + min(1, 4) = 2; seg 7: min(3, 0) = 0 -> 2/8.
         assert!((undersegmentation_error(seg.view(), truth.view()).unwrap() - 0.25).abs() < 1e-12);
         assert_eq!(asa(truth.view(), truth.view()).unwrap(), 1.0);
-        assert_eq!(undersegmentation_error(truth.view(), truth.view()).unwrap(), 0.0);
+        assert_eq!(
+            undersegmentation_error(truth.view(), truth.view()).unwrap(),
+            0.0
+        );
         let other = Image::new(3, 2, 0u32);
         assert!(asa(seg.view(), other.view()).is_err());
     }
@@ -180,9 +199,20 @@ mod tests {
     #[test]
     fn label_checks() {
         let ok = Image::from_vec(3, 2, vec![0, 0, 1, 2, 0, 1]).unwrap();
-        assert_eq!(check_labels(ok.view(), 3).unwrap(), LabelCheck { segments: 3, min_size: 1, max_size: 3 });
+        assert_eq!(
+            check_labels(ok.view(), 3).unwrap(),
+            LabelCheck {
+                segments: 3,
+                min_size: 1,
+                max_size: 3
+            }
+        );
         let order = Image::from_vec(2, 1, vec![1, 0]).unwrap();
-        assert!(check_labels(order.view(), 2).unwrap_err().contains("raster"));
+        assert!(
+            check_labels(order.view(), 2)
+                .unwrap_err()
+                .contains("raster")
+        );
         let split = Image::from_vec(3, 1, vec![0, 1, 0]).unwrap();
         assert!(check_labels(split.view(), 2).unwrap_err().contains("split"));
         // Diagonal contact is 8-connected.

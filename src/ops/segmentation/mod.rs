@@ -62,9 +62,13 @@ use crate::ops::blur::BlurParams;
 
 pub use boruvka::felzenszwalb_boruvka;
 pub use cpu::{felzenszwalb, felzenszwalb_rgb};
-pub use gpu::{Finisher, SegmentGpu, SegmentProfiling, SegmentTuning, segment_gpu, segment_gpu_rgb};
+pub use gpu::{
+    Finisher, SegmentGpu, SegmentProfiling, SegmentTuning, segment_gpu, segment_gpu_rgb,
+};
 pub use metrics::{LabelCheck, asa, check_labels, undersegmentation_error};
-pub use overlay::{OverlayMode, overlay_gray, overlay_rgb, overlay_segments_gray, overlay_segments_rgb};
+pub use overlay::{
+    OverlayMode, overlay_gray, overlay_rgb, overlay_segments_gray, overlay_segments_rgb,
+};
 
 /// Largest round cap per phase (the hierarchy stores global round numbers as `u16`).
 pub const MAX_ROUNDS_LIMIT: u32 = 4000;
@@ -118,11 +122,18 @@ impl SegmentParams {
     /// Checks every field and names the bad one.
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.scale.is_finite() || self.scale < 0.0 {
-            return Err(OpError::InvalidParam(format!("scale must be a finite number >= 0, got {}", self.scale)));
+            return Err(OpError::InvalidParam(format!(
+                "scale must be a finite number >= 0, got {}",
+                self.scale
+            )));
         }
         self.blur().validate()?;
         if self.min_size > u32::MAX as usize {
-            return Err(OpError::InvalidParam(format!("min_size must be at most {}, got {}", u32::MAX, self.min_size)));
+            return Err(OpError::InvalidParam(format!(
+                "min_size must be at most {}, got {}",
+                u32::MAX,
+                self.min_size
+            )));
         }
         if self.max_rounds == 0 || self.max_rounds > MAX_ROUNDS_LIMIT {
             return Err(OpError::InvalidParam(format!(
@@ -199,7 +210,12 @@ impl SegmentOutput {
 /// Labels stay numbered in raster order of first pixel and the segment count is unchanged: a
 /// segment's first block comes first in the large raster too.
 #[must_use]
-pub fn upsample_labels(out: SegmentOutput, width: usize, height: usize, factor: usize) -> SegmentOutput {
+pub fn upsample_labels(
+    out: SegmentOutput,
+    width: usize,
+    height: usize,
+    factor: usize,
+) -> SegmentOutput {
     let small = out.labels.view();
     let (sw, sh) = (small.width(), small.height());
     if (sw, sh) == (width, height) || sw == 0 || sh == 0 {
@@ -249,9 +265,16 @@ impl SegmentHierarchy {
     /// Global round number up to which merges are applied at `level`.
     pub fn threshold_round(&self, level: u32) -> Result<u16, OpError> {
         if level >= self.levels() {
-            return Err(OpError::InvalidParam(format!("level must be in 0..{}, got {level}", self.levels())));
+            return Err(OpError::InvalidParam(format!(
+                "level must be in 0..{}, got {level}",
+                self.levels()
+            )));
         }
-        Ok(if level == 0 { 0 } else { self.level_rounds[level as usize - 1] })
+        Ok(if level == 0 {
+            0
+        } else {
+            self.level_rounds[level as usize - 1]
+        })
     }
 
     /// The labels of `level`, numbered in raster order of first pixel.
@@ -311,7 +334,10 @@ mod tests {
 
     #[test]
     fn raster_relabel_numbers_in_first_appearance_order_with_and_without_the_table() {
-        assert_eq!(raster_relabel(&[7, 7, 3, 9, 3, 0]), (vec![0, 0, 1, 2, 1, 3], 4));
+        assert_eq!(
+            raster_relabel(&[7, 7, 3, 9, 3, 0]),
+            (vec![0, 0, 1, 2, 1, 3], 4)
+        );
         let big = [u32::MAX, 5, u32::MAX, 1 << 30];
         assert_eq!(raster_relabel(&big), (vec![0, 1, 0, 2], 3));
         assert_eq!(raster_relabel(&[]), (vec![], 0));
@@ -323,10 +349,18 @@ mod tests {
         assert!(p.validate().is_ok());
         let bad = SegmentParams { scale: -1.0, ..p };
         assert!(bad.validate().unwrap_err().to_string().contains("scale"));
-        let bad = SegmentParams { sigma: f64::NAN, ..p };
+        let bad = SegmentParams {
+            sigma: f64::NAN,
+            ..p
+        };
         assert!(bad.validate().unwrap_err().to_string().contains("sigma"));
         let bad = SegmentParams { max_rounds: 0, ..p };
-        assert!(bad.validate().unwrap_err().to_string().contains("max_rounds"));
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_rounds")
+        );
         let j = serde_json::to_string(&p).unwrap();
         let q: SegmentParams = serde_json::from_str(&j).unwrap();
         assert_eq!(p, q);
@@ -350,7 +384,15 @@ mod tests {
             has_rounds: true,
         };
         let big = upsample_labels(out.clone(), 7, 5, 2);
-        assert_eq!((big.labels.width(), big.labels.height(), big.segment_count, big.rounds), (7, 5, 3, 4));
+        assert_eq!(
+            (
+                big.labels.width(),
+                big.labels.height(),
+                big.segment_count,
+                big.rounds
+            ),
+            (7, 5, 3, 4)
+        );
         assert_eq!(big.labels.row(0), &[0, 0, 0, 0, 1, 1, 1]);
         assert_eq!(big.labels.row(2), &[2, 2, 0, 0, 1, 1, 1]);
         assert_eq!(big.labels.row(4), big.labels.row(2));

@@ -33,7 +33,13 @@ pub fn edges(s: &[f64], width: usize, height: usize, channels: usize) -> Vec<Edg
     };
     let at = |x: usize, y: usize| y * width + x;
     let mut e = Vec::new();
-    let mut push = |a: usize, b: usize| e.push(Edge { a, b, w: dist(a, b) });
+    let mut push = |a: usize, b: usize| {
+        e.push(Edge {
+            a,
+            b,
+            w: dist(a, b),
+        })
+    };
     for y in 0..height {
         for x in 0..width.saturating_sub(1) {
             push(at(x + 1, y), at(x, y));
@@ -121,8 +127,15 @@ mod tests {
 
     #[test]
     fn checkerboard_with_scale_zero_stays_apart() {
-        let data: Vec<u8> = (0..16).map(|i| if (i + i / 4) % 2 == 0 { 0 } else { 255 }).collect();
-        let p = SegmentParams { scale: 0.0, sigma: 0.0, min_size: 0, ..SegmentParams::default() };
+        let data: Vec<u8> = (0..16)
+            .map(|i| if (i + i / 4) % 2 == 0 { 0 } else { 255 })
+            .collect();
+        let p = SegmentParams {
+            scale: 0.0,
+            sigma: 0.0,
+            min_size: 0,
+            ..SegmentParams::default()
+        };
         let (l, n) = felzenszwalb_naive(&data, 4, 4, 1, &p).unwrap();
         assert_eq!(n, 16);
         assert_eq!(l[15], 15);

@@ -27,7 +27,11 @@ pub fn label_colour(label: u32) -> [u8; 3] {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
-    [(z & 0xff) as u8 | 0x30, ((z >> 8) & 0xff) as u8 | 0x30, ((z >> 16) & 0xff) as u8 | 0x30]
+    [
+        (z & 0xff) as u8 | 0x30,
+        ((z >> 8) & 0xff) as u8 | 0x30,
+        ((z >> 16) & 0xff) as u8 | 0x30,
+    ]
 }
 
 fn same_size<A: Copy, B: Copy>(a: &ImageView<'_, A>, b: &ImageView<'_, B>) -> Result<(), OpError> {
@@ -71,7 +75,14 @@ pub fn overlay_segments_rgb(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    overlay_with(img, |p| *p, seg.labels.view(), Some(seg.segment_count), mode, boundary)
+    overlay_with(
+        img,
+        |p| *p,
+        seg.labels.view(),
+        Some(seg.segment_count),
+        mode,
+        boundary,
+    )
 }
 
 /// [`overlay_gray`] of a segmentation's own labels (see [`overlay_segments_rgb`]).
@@ -81,7 +92,14 @@ pub fn overlay_segments_gray(
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    overlay_with(img, |&v| [v, v, v], seg.labels.view(), Some(seg.segment_count), mode, boundary)
+    overlay_with(
+        img,
+        |&v| [v, v, v],
+        seg.labels.view(),
+        Some(seg.segment_count),
+        mode,
+        boundary,
+    )
 }
 
 /// The four entry points: `dense_count = Some(n)` when `labels` are already `0..n` in raster
@@ -155,7 +173,11 @@ fn segment_fill<'a, P: Sync + 'a>(
             sums.iter()
                 .map(|s| {
                     let n = s[3].max(1);
-                    [((s[0] + n / 2) / n) as u8, ((s[1] + n / 2) / n) as u8, ((s[2] + n / 2) / n) as u8]
+                    [
+                        ((s[0] + n / 2) / n) as u8,
+                        ((s[1] + n / 2) / n) as u8,
+                        ((s[2] + n / 2) / n) as u8,
+                    ]
                 })
                 .collect()
         }
@@ -164,28 +186,41 @@ fn segment_fill<'a, P: Sync + 'a>(
 
 /// Paints each pixel with its segment's fill, or `boundary` where its right or lower
 /// neighbour has another label; rows in parallel.
-fn paint(w: usize, h: usize, dense: &[u32], fill: &[[u8; 3]], boundary: Option<[u8; 3]>) -> Result<Image<[u8; 3]>, OpError> {
+fn paint(
+    w: usize,
+    h: usize,
+    dense: &[u32],
+    fill: &[[u8; 3]],
+    boundary: Option<[u8; 3]>,
+) -> Result<Image<[u8; 3]>, OpError> {
     let mut px = vec![[0u8; 3]; w * h];
-    px.par_chunks_mut(w.max(1)).enumerate().for_each(|(y, out)| {
-        for (x, o) in out.iter_mut().enumerate() {
-            let l = dense[y * w + x];
-            let edge = boundary.is_some()
-                && ((x + 1 < w && dense[y * w + x + 1] != l) || (y + 1 < h && dense[(y + 1) * w + x] != l));
-            *o = match boundary {
-                Some(b) if edge => b,
-                _ => fill.get(l as usize).copied().unwrap_or([0; 3]),
-            };
-        }
-    });
+    px.par_chunks_mut(w.max(1))
+        .enumerate()
+        .for_each(|(y, out)| {
+            for (x, o) in out.iter_mut().enumerate() {
+                let l = dense[y * w + x];
+                let edge = boundary.is_some()
+                    && ((x + 1 < w && dense[y * w + x + 1] != l)
+                        || (y + 1 < h && dense[(y + 1) * w + x] != l));
+                *o = match boundary {
+                    Some(b) if edge => b,
+                    _ => fill.get(l as usize).copied().unwrap_or([0; 3]),
+                };
+            }
+        });
     Ok(Image::from_vec(w, h, px)?)
 }
-
 
 /// Per-label sums `[r, g, b, pixels]` of `count` labels over `rows` rows of `pixels` pixels in
 /// all, `add_row` adding one row into a table: bands of rows in parallel, each with its own
 /// table, when the tables are small next to the image (the usual case: thousands of segments),
 /// else one pass. Shared by the overlay here and the compose step's CPU twin.
-pub(crate) fn segment_sums(count: usize, rows: usize, pixels: usize, add_row: impl Fn(&mut [[u64; 4]], usize) + Sync) -> Vec<[u64; 4]> {
+pub(crate) fn segment_sums(
+    count: usize,
+    rows: usize,
+    pixels: usize,
+    add_row: impl Fn(&mut [[u64; 4]], usize) + Sync,
+) -> Vec<[u64; 4]> {
     let bands = rayon::current_num_threads().clamp(1, 16);
     if bands > 1 && count.saturating_mul(bands) <= pixels / 4 {
         let band = rows.div_ceil(bands).max(1);
@@ -222,28 +257,63 @@ mod tests {
 
     #[test]
     fn mean_colours_and_boundaries() {
-        let img = Image::from_vec(4, 1, vec![[10, 0, 0], [20, 0, 0], [100, 50, 0], [200, 50, 0]]).unwrap();
+        let img = Image::from_vec(
+            4,
+            1,
+            vec![[10, 0, 0], [20, 0, 0], [100, 50, 0], [200, 50, 0]],
+        )
+        .unwrap();
         let labels = Image::from_vec(4, 1, vec![9, 9, 4, 4]).unwrap();
         let out = overlay_rgb(img.view(), labels.view(), OverlayMode::Mean, None).unwrap();
-        assert_eq!(out.row(0), &[[15, 0, 0], [15, 0, 0], [150, 50, 0], [150, 50, 0]]);
-        let out = overlay_rgb(img.view(), labels.view(), OverlayMode::Mean, Some([0, 255, 0])).unwrap();
+        assert_eq!(
+            out.row(0),
+            &[[15, 0, 0], [15, 0, 0], [150, 50, 0], [150, 50, 0]]
+        );
+        let out = overlay_rgb(
+            img.view(),
+            labels.view(),
+            OverlayMode::Mean,
+            Some([0, 255, 0]),
+        )
+        .unwrap();
         assert_eq!(out.get(1, 0), [0, 255, 0]);
         assert_eq!(out.get(3, 0), [150, 50, 0]);
         let r = overlay_rgb(img.view(), labels.view(), OverlayMode::Random, None).unwrap();
         assert_eq!(r.get(0, 0), label_colour(9));
         assert_eq!(r.get(2, 0), label_colour(4));
-        let g = overlay_gray(Image::new(4, 1, 7u8).view(), labels.view(), OverlayMode::Mean, None).unwrap();
+        let g = overlay_gray(
+            Image::new(4, 1, 7u8).view(),
+            labels.view(),
+            OverlayMode::Mean,
+            None,
+        )
+        .unwrap();
         assert_eq!(g.get(0, 0), [7, 7, 7]);
-        assert!(overlay_gray(Image::new(3, 1, 7u8).view(), labels.view(), OverlayMode::Mean, None).is_err());
+        assert!(
+            overlay_gray(
+                Image::new(3, 1, 7u8).view(),
+                labels.view(),
+                OverlayMode::Mean,
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn banded_mean_fill_equals_the_definition() {
         // 4x4 blocks: 192 segments on 64x48, few enough for the banded path with 4 threads.
-        let img = Image::from_fn(64, 48, |x, y| [(x * 37 + y * 11) as u8, (x * y) as u8, (x ^ y) as u8 * 3]);
+        let img = Image::from_fn(64, 48, |x, y| {
+            [(x * 37 + y * 11) as u8, (x * y) as u8, (x ^ y) as u8 * 3]
+        });
         let labels = Image::from_fn(64, 48, |x, y| ((y / 4) * 16 + x / 4) as u32);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
-        let out = pool.install(|| overlay_rgb(img.view(), labels.view(), OverlayMode::Mean, None)).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let out = pool
+            .install(|| overlay_rgb(img.view(), labels.view(), OverlayMode::Mean, None))
+            .unwrap();
         for (bx, by) in [(0, 0), (5, 3), (15, 11)] {
             let mut sum = [0u64; 3];
             for y in by * 4..by * 4 + 4 {
@@ -261,8 +331,17 @@ mod tests {
     #[test]
     fn the_segmentation_path_equals_the_general_one() {
         use crate::ops::segmentation::{SegmentParams, felzenszwalb_rgb};
-        let img = Image::from_fn(40, 30, |x, y| [(x * 6) as u8, (y * 8) as u8, ((x * y) % 256) as u8]);
-        let seg = felzenszwalb_rgb(img.view(), &SegmentParams { min_size: 5, ..SegmentParams::default() }).unwrap();
+        let img = Image::from_fn(40, 30, |x, y| {
+            [(x * 6) as u8, (y * 8) as u8, ((x * y) % 256) as u8]
+        });
+        let seg = felzenszwalb_rgb(
+            img.view(),
+            &SegmentParams {
+                min_size: 5,
+                ..SegmentParams::default()
+            },
+        )
+        .unwrap();
         assert!(seg.segment_count > 1);
         let gray = img.map(|p| p[1]);
         for mode in [OverlayMode::Mean, OverlayMode::Random] {
@@ -277,6 +356,9 @@ mod tests {
                 );
             }
         }
-        assert!(overlay_segments_gray(Image::new(3, 3, 0u8).view(), &seg, OverlayMode::Mean, None).is_err());
+        assert!(
+            overlay_segments_gray(Image::new(3, 3, 0u8).view(), &seg, OverlayMode::Mean, None)
+                .is_err()
+        );
     }
 }

@@ -218,8 +218,15 @@ impl SegmentGpu {
             })?;
             return Ok(());
         }
-        self.blur.enqueue_f64_named(timer, input, &params.blur(), "segment_blur")?;
-        let Some(smooth) = self.blur.output_f64().map(|s| super::buffers::raw(s, stream)) else { return Ok(()) };
+        self.blur
+            .enqueue_f64_named(timer, input, &params.blur(), "segment_blur")?;
+        let Some(smooth) = self
+            .blur
+            .output_f64()
+            .map(|s| super::buffers::raw(s, stream))
+        else {
+            return Ok(());
+        };
         timer.time(stream, "segmentation_graph", || {
             let mut l = stream.launch_builder(&self.kernels.edges);
             l.arg(&smooth)
