@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of the cross-built aarch64 binary under qemu-user (no Jetson needed):
-#  1. `morphoscope image` for every analysis (gray, area-opening/closing, attribute-filter, label,
-#     linear-opening, orientation, felzenszwalb) on the held-out real images (tests/data crops and
+#  1. `morphoscope image` for every analysis (gray, area-opening/closing, attribute-filter, cca,
+#     linear-opening, orientation, segmentation) on the held-out real images (tests/data crops and
 #     assets/samples photos), CPU backend; every output file must equal, byte for byte, what the
 #     x86-64 binary writes for the same command;
 #  2. the max-tree outputs must also equal the scikit-image goldens in tests/data/maxtree pixel
@@ -107,7 +107,7 @@ done
 for g in "$data"/cca/*_gray.npy; do
   stem=$(basename "$g" _gray.npy)
   for conn in 4 8; do
-    check "label-$stem-$conn" stats.json --op label --threshold otsu --connectivity "$conn" \
+    check "label-$stem-$conn" stats.json --op cca --threshold otsu --connectivity "$conn" \
       --labels @DIR@/labels.npy "$g"
   done
 done
@@ -119,7 +119,7 @@ for g in "$data"/linear_opening/*_input.npy; do
 done
 for g in "$data"/segment/*_rgb.npy "$data"/segment/text_gray.npy; do
   stem=$(basename "$g" .npy)
-  check "felzenszwalb-$stem" labels.npy --op felzenszwalb --scale 100 --sigma 0.8 --min-size 20 "$g"
+  check "felzenszwalb-$stem" labels.npy --op segmentation --scale 100 --sigma 0.8 --min-size 20 "$g"
 done
 echo "test-aarch64: $checks image checks passed ($(( $(date +%s) - start )) s under qemu)"
 
