@@ -107,7 +107,7 @@ done
 for g in "$data"/cca/*_gray.npy; do
   stem=$(basename "$g" _gray.npy)
   for conn in 4 8; do
-    check "label-$stem-$conn" stats.json --op cca --threshold otsu --connectivity "$conn" \
+    check "cca-$stem-$conn" stats.json --op cca --threshold otsu --connectivity "$conn" \
       --labels @DIR@/labels.npy "$g"
   done
 done
@@ -117,9 +117,9 @@ for g in "$data"/linear_opening/*_input.npy; do
   check "linear-closing-$stem" out.npy --op linear-opening --length 21 --angle 120 --closing "$g"
   check "orientation-$stem" dir --op orientation --length 15 --angles 8 "$g"
 done
-for g in "$data"/segment/*_rgb.npy "$data"/segment/text_gray.npy; do
+for g in "$data"/segmentation/*_rgb.npy "$data"/segmentation/text_gray.npy; do
   stem=$(basename "$g" .npy)
-  check "felzenszwalb-$stem" labels.npy --op segmentation --scale 100 --sigma 0.8 --min-size 20 "$g"
+  check "segmentation-$stem" labels.npy --op segmentation --scale 100 --sigma 0.8 --min-size 20 "$g"
 done
 echo "test-aarch64: $checks image checks passed ($(( $(date +%s) - start )) s under qemu)"
 
