@@ -297,18 +297,8 @@ fn every_property_has_a_doc_and_the_element_is_registered() {
 
 #[test]
 fn a_flushing_seek_drops_the_frames_in_flight_and_restarts_the_analyses() {
-    common::init();
     let desc = "videotestsrc pattern=ball ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false max-buffers=4";
-    let pipeline = gst::parse::launch(desc)
-        .unwrap()
-        .downcast::<gst::Pipeline>()
-        .unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
-    pipeline.set_state(gst::State::Playing).unwrap();
+    let (pipeline, sink) = common::playing(desc);
     let pull = || {
         let s = sink
             .try_pull_sample(gst::ClockTime::from_seconds(30))
@@ -393,18 +383,8 @@ fn the_morphoscope_binary_writes_the_tables_the_element_carries() {
 
 #[test]
 fn an_analysis_switched_off_while_playing_stops_from_a_later_frame() {
-    common::init();
     let desc = "videotestsrc pattern=ball num-buffers=60 ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false max-buffers=2";
-    let pipeline = gst::parse::launch(desc)
-        .unwrap()
-        .downcast::<gst::Pipeline>()
-        .unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
-    pipeline.set_state(gst::State::Playing).unwrap();
+    let (pipeline, sink) = common::playing(desc);
     let has_segmentation = || {
         let s = sink
             .try_pull_sample(gst::ClockTime::from_seconds(30))

@@ -47,8 +47,8 @@ pub struct Outcome {
     pub messages: Vec<gst::Structure>,
 }
 
-/// Runs `desc` (with an appsink named `sink`) to EOS, or until `max_frames` buffers came out.
-pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
+/// Parses `desc` (with an appsink named `sink`), sets it playing and returns it with its sink.
+pub fn playing(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
     init();
     let pipeline = gst::parse::launch(desc)
         .unwrap()
@@ -60,6 +60,12 @@ pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
         .downcast::<gst_app::AppSink>()
         .unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
+    (pipeline, sink)
+}
+
+/// Runs `desc` (with an appsink named `sink`) to EOS, or until `max_frames` buffers came out.
+pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
+    let (pipeline, sink) = playing(desc);
     let bus = pipeline.bus().unwrap();
     let mut frames = Vec::new();
     let mut eos = false;
