@@ -263,6 +263,36 @@ pub fn read(r: &mut impl Read) -> Result<NpyArray, IoError> {
     })
 }
 
+/// Golden arrays of the tests (`tests/data/<folder>/`), values widened to f64.
+#[cfg(test)]
+pub(crate) mod golden {
+    use std::path::PathBuf;
+
+    /// A parsed `.npy` golden: shape and values widened to f64.
+    pub(crate) struct Npy {
+        pub shape: Vec<usize>,
+        pub data: Vec<f64>,
+    }
+
+    /// `tests/data/<folder>`.
+    pub(crate) fn data_dir(folder: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join("data")
+            .join(folder)
+    }
+
+    /// `tests/data/<folder>/<name>`, or a panic naming the file.
+    pub(crate) fn load(folder: &str, name: &str) -> Npy {
+        let p = data_dir(folder).join(name);
+        let a = super::read_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        Npy {
+            data: a.to_f64(),
+            shape: a.shape,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,31 +2,13 @@
 //! opencv-python-headless): Otsu's level, and per component area, bounding box, centroid
 //! (within 1e-6) and central moments (relative 1e-9), for 4- and 8-connectivity on real crops.
 
-use std::path::PathBuf;
-
 use crate::image::Image;
 use crate::ops::cca::{Connectivity, Polarity, binarize, label_with_stats, otsu_threshold};
 
-/// A parsed `.npy` file: shape and values widened to f64.
-pub(crate) struct Npy {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
-
-pub(crate) fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("data")
-        .join("cca")
-}
+use crate::io::npy::golden::Npy;
 
 pub(crate) fn load(name: &str) -> Npy {
-    let p = data_dir().join(name);
-    let a = crate::io::npy::read_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    Npy {
-        data: a.to_f64(),
-        shape: a.shape,
-    }
+    crate::io::npy::golden::load("cca", name)
 }
 
 pub(crate) const STEMS: &[&str] = &["baboon", "building", "fruits", "pic1", "text_motion"];

@@ -11,26 +11,14 @@ use crate::ops::segmentation::cpu::felzenszwalb_interleaved;
 use crate::ops::segmentation::metrics::asa;
 use crate::ops::segmentation::{SegmentParams, boruvka, metrics};
 
-/// A parsed `.npy` file: shape and values widened to f64.
-pub(crate) struct Npy {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
+use crate::io::npy::golden::Npy;
 
 pub(crate) fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("data")
-        .join("segmentation")
+    crate::io::npy::golden::data_dir("segmentation")
 }
 
 pub(crate) fn load(name: &str) -> Npy {
-    let p = data_dir().join(name);
-    let a = crate::io::npy::read_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    Npy {
-        data: a.to_f64(),
-        shape: a.shape,
-    }
+    crate::io::npy::golden::load("segmentation", name)
 }
 
 fn manifest() -> serde_json::Value {
