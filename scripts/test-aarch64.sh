@@ -15,8 +15,10 @@
 #
 # Needs scripts/build-aarch64.sh first (the binary and the arm64 libraries) and an x86-64
 # `morphoscope` (built here with `cargo build --bin morphoscope` when missing). Installs Debian's
-# qemu-user-static and the arm64 GStreamer base plugins. qemu is called explicitly, so no binfmt
-# registration is needed (CI containers usually have none).
+# qemu-user-static and the arm64 GStreamer plugins the tests use: base (test source, conversion),
+# ugly (x264, the overlay video's software encoder), bad (h264parse, which the video writer puts
+# before the muxer) and libav (H.264 decoding, to read that video back). qemu is called
+# explicitly, so no binfmt registration is needed (CI containers usually have none).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -30,7 +32,8 @@ SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   missing=()
-  for p in qemu-user-static gstreamer1.0-plugins-base:arm64; do
+  for p in qemu-user-static gstreamer1.0-plugins-base:arm64 gstreamer1.0-plugins-ugly:arm64 \
+           gstreamer1.0-plugins-bad:arm64 gstreamer1.0-libav:arm64; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
