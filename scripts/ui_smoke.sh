@@ -7,14 +7,15 @@
 #
 #   scripts/ui_smoke.sh [SOURCE]
 #
-# Environment: MORPHOSCOPE_BIN (default: target/debug/morphoscope, built if missing),
+# Environment: MORPHOSCOPE_BIN (default: $CARGO_TARGET_DIR/debug/morphoscope, target/ when unset;
+# built if missing),
 # UI_SMOKE_OUT (folder for screenshot.png and viewer.log; default: a temp folder),
 # UI_SMOKE_SECS (seconds before the screenshot, default 6), UI_SMOKE_MIN_COLOURS (default 500),
 # UI_SMOKE_RENDERER (glow, default, or wgpu: `view --renderer`). Needs xvfb (xvfb-run) and imagemagick.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source_arg=${1:-test:ball}
-bin=${MORPHOSCOPE_BIN:-$root/target/debug/morphoscope}
+bin=${MORPHOSCOPE_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/morphoscope}
 out=${UI_SMOKE_OUT:-$(mktemp -d)}
 secs=${UI_SMOKE_SECS:-6}
 min_colours=${UI_SMOKE_MIN_COLOURS:-500}

@@ -220,6 +220,41 @@ fn the_latency_query_adds_ring_size_frames_to_upstream() {
 }
 
 #[test]
+fn behind_a_source_that_is_not_live_the_element_holds_the_ring_and_the_queue() {
+    common::init();
+    // Not live: the element holds `ring-size` + `pipeline.queue` (4 by default) frames, and its
+    // latency answer counts them (2 + 4 frames of 40 ms).
+    let pipeline = gst::parse::launch("videotestsrc num-buffers=400 ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu ring-size=2 orientation-angles=4 orientation-length=5 ! fakesink name=sink sync=false").unwrap().downcast::<gst::Pipeline>().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let (res, state, _) = pipeline.state(gst::ClockTime::from_seconds(30));
+    assert!(
+        res.is_ok() && state == gst::State::Playing,
+        "{res:?} {state:?}"
+    );
+    let elem = pipeline.by_name("m").unwrap();
+    let mut upstream = gst::query::Latency::new();
+    assert!(elem.static_pad("sink").unwrap().peer_query(&mut upstream));
+    let mut ours = gst::query::Latency::new();
+    assert!(
+        pipeline
+            .by_name("sink")
+            .unwrap()
+            .static_pad("sink")
+            .unwrap()
+            .peer_query(&mut ours)
+    );
+    pipeline.set_state(gst::State::Null).unwrap();
+    let (up_live, up_min, _) = upstream.result();
+    let (live, min, _) = ours.result();
+    assert!(!live && !up_live);
+    assert_eq!(
+        min,
+        up_min + gst::ClockTime::from_mseconds(240),
+        "6 frames of 40 ms"
+    );
+}
+
+#[test]
 fn drawing_turns_grey_frames_into_rgb_pictures_with_the_overlays() {
     let desc = "videotestsrc pattern=ball num-buffers=12 ! video/x-raw,format=GRAY8,width=96,height=64,framerate=25/1 ! morphoscope draw=true backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false";
     let out = run_pipeline(desc, None);

@@ -3,11 +3,15 @@
 //! flight. Buffers wait here, in order, with the serialized events that came between them,
 //! until their analysed frame comes back; the element then decorates and pushes each.
 //!
-//! The element holds at most `ring_size` frames: after sending a frame it takes back every
-//! frame already completed without waiting, and waits for the oldest only when more than
-//! `ring_size` are in flight. So each frame leaves at the latest `ring_size` frames after it
-//! came in (the latency the element reports), and the pipeline's channels never all fill (no
-//! thread of it can block the others).
+//! The element holds at most [`Engine::capacity`] frames: after sending a frame it takes back
+//! every frame already completed without waiting, and waits for the oldest only when more than
+//! that are in flight. So each frame leaves at the latest `capacity` frames after it came in
+//! (the latency the element reports), and the pipeline's channels never all fill (no thread of
+//! it can block the others). A live stream holds `ring_size` frames: frames come at the
+//! source's rate, and each frame held is a frame of latency. A stream that is not live (a file)
+//! holds `ring_size + queue`, as deep as `morphoscope run`'s pipeline: a frame spends longer in
+//! the pipeline than its turn on the GPU (readback and collection run beside the worker), so
+//! with only `ring_size` frames held the ring runs part-empty and throughput follows latency.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -71,7 +75,8 @@ pub(super) struct Engine {
     held: VecDeque<Held>,
     in_flight: usize,
     next_index: u64,
-    /// Frames held at most (the ring size).
+    /// Frames held at most: the ring's size for a live stream, the ring's size plus the
+    /// pipeline's input queue otherwise.
     pub capacity: usize,
     /// The one-line backend description.
     pub backend: String,
@@ -79,20 +84,17 @@ pub(super) struct Engine {
 
 impl Engine {
     /// Starts the pipeline with `settings` on `backend`; `draw` asks for the composed RGB
-    /// picture of every frame.
+    /// picture of every frame; `live` (upstream is a live source) bounds the frames held to
+    /// the ring's size.
     pub(super) fn start(
         settings: &morphoscope::config::Settings,
         backend: &Backend,
         draw: bool,
+        live: bool,
     ) -> Result<Self, EngineError> {
-        // Room for every frame the element may hold: with `qos=drop` sending never waits.
-        let (tx, rx) = bounded::<Frame>(
-            settings
-                .pipeline
-                .queue
-                .max(settings.pipeline.ring_size)
-                .max(1),
-        );
+        let ring = settings.pipeline.ring_size.max(1);
+        // Room for every frame the element may hold: sending never waits.
+        let (tx, rx) = bounded::<Frame>(ring + settings.pipeline.queue);
         let want = if draw {
             PictureWant::Every(PictureFormat::Rgb)
         } else {
@@ -112,7 +114,11 @@ impl Engine {
             held: VecDeque::new(),
             in_flight: 0,
             next_index: 0,
-            capacity: settings.pipeline.ring_size.max(1),
+            capacity: if live {
+                ring
+            } else {
+                ring + settings.pipeline.queue
+            },
         })
     }
 

@@ -117,7 +117,10 @@ impl Morphoscope {
                 b
             }
         };
-        let engine = Engine::start(&cfg, &backend, state.draw)?;
+        // Upstream's liveness decides how many frames the element holds (see `Engine`).
+        let mut upstream = gst::query::Latency::new();
+        let live = self.sinkpad.peer_query(&mut upstream) && upstream.result().0;
+        let engine = Engine::start(&cfg, &backend, state.draw, live)?;
         // A new engine numbers tracks from 1 again.
         #[cfg(feature = "analytics")]
         state.first_seen.clear();
@@ -126,9 +129,10 @@ impl Morphoscope {
         gst::debug!(
             CAT,
             imp = self,
-            "engine started: {}, ring of {}",
+            "engine started: {}, {} frames held at most ({})",
             engine.backend,
-            engine.capacity
+            engine.capacity,
+            if live { "live" } else { "not live" }
         );
         state.engine = Some(engine);
         Ok(())

@@ -43,7 +43,7 @@ pub(super) const KEY_PROPERTIES: &[KeyProperty] = &[
     KeyProperty {
         name: "ring-size",
         key: "pipeline.ring_size",
-        blurb: "Frames in flight (slots of the ring of CUDA streams); the element delays its output by this many frames",
+        blurb: "Frames in flight (slots of the ring of CUDA streams); behind a live source the element delays its output by this many frames",
         kind: Kind::UInt {
             min: 1,
             max: 8,
