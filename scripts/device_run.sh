@@ -116,10 +116,27 @@ if want element; then
   t0=$(date +%s.%N)
   timeout 120 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --quiet --out /tmp/el_run > "$OUT/element_run.log" 2>&1
   echo "-- morphoscope run --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall; $(grep -E "frames:" "$OUT/element_run.log")"
+  decode="filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB"
   for draw in false true; do
-    timeout 120 bash .device/run.sh throughput "filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB ! morphoscope name=m backend=cuda draw=$draw ! fakesink sync=false" > "$OUT/element_draw_$draw.log" 2>&1
+    timeout 120 bash .device/run.sh throughput "$decode ! morphoscope name=m backend=cuda draw=$draw ! fakesink sync=false" > "$OUT/element_draw_$draw.log" 2>&1
     echo "-- element draw=$draw (rc=$?):"; tail -4 "$OUT/element_draw_$draw.log"
   done
+  # A queue in front: the decoder and the element on their own streaming threads.
+  timeout 120 bash .device/run.sh throughput "$decode ! queue ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_queue.log" 2>&1
+  echo "-- element behind a queue (rc=$?):"; tail -4 "$OUT/element_queue.log"
+  # An earlier build of the element (.device/libgstmorphoscope-before.so), same pipeline.
+  if [ -f .device/libgstmorphoscope-before.so ]; then
+    rm -rf /tmp/gst-before && cp -r .device/gst /tmp/gst-before && cp .device/libgstmorphoscope-before.so /tmp/gst-before/libgstmorphoscope.so
+    GST_PLUGIN_SYSTEM_PATH=/tmp/gst-before GST_PLUGIN_PATH=/tmp/gst-before GST_REGISTRY=/tmp/gst-registry-before.bin \
+      GST_PLUGIN_SCANNER=$PWD/.device/gst-plugin-scanner LD_LIBRARY_PATH=$PWD/.device/lib \
+      timeout 120 .device/bin/throughput "$decode ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_before.log" 2>&1
+    echo "-- element, earlier build (rc=$?):"; tail -4 "$OUT/element_before.log"
+  fi
+  if [ -x .device/bin/element_gpu ]; then
+    echo "== the element's GPU tests"
+    timeout 200 bash .device/run.sh element_gpu --test-threads=1 > "$OUT/element_gpu.log" 2>&1; echo "rc=$?" >> "$OUT/element_gpu.log"
+    grep -E "^test |^test result|^rc=|panicked" "$OUT/element_gpu.log" | head -20
+  fi
   t0=$(date +%s.%N)
   timeout 120 bash .device/run.sh gst-launch-1.0 -e filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB ! morphoscope backend=cuda ! fakesink sync=false > "$OUT/element_launch.log" 2>&1
   echo "-- gst-launch (rc=$?): $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; tail -2 "$OUT/element_launch.log"
