@@ -292,7 +292,7 @@ impl Pipeline {
             .spawn(move || source_loop(&mut next, &frame_tx, live, max_frames, &stop, &c))
             .map_err(PipelineError::Thread)?;
 
-        let (worker, collector) = worker::start(
+        let started = worker::start(
             backend,
             settings,
             frame_rx,
@@ -301,7 +301,18 @@ impl Pipeline {
             delivery,
             want,
             counters.clone(),
-        )?;
+        );
+        let (worker, collector) = match started {
+            Ok(threads) => threads,
+            Err(e) => {
+                // The analyses could not start (a stage's setup failed on the device, bad
+                // settings): end the source thread before answering, so that no thread is left
+                // decoding (or waiting on a channel) while the caller reports and exits.
+                stop_input.store(true, Ordering::Relaxed);
+                let _ = src_thread.join();
+                return Err(e);
+            }
+        };
         Ok(Self {
             events: event_rx,
             commands: cmd_tx,
@@ -458,6 +469,28 @@ mod tests {
         ops.orientation.length = 5;
         ops.orientation.angles = 4;
         ops
+    }
+
+    #[test]
+    fn a_pipeline_that_fails_to_start_leaves_no_source_thread_behind() {
+        // Bad analysis settings get past no validation here: the worker's setup fails.
+        let mut settings = Settings::default();
+        settings.ops.orientation.length = 4;
+        let (tx, rx) = crossbeam_channel::bounded::<Frame>(2);
+        let started = Pipeline::start(
+            FrameSource::Channel(rx),
+            &settings,
+            &Backend::Cpu,
+            Delivery::All,
+            PictureWant::None,
+        );
+        assert!(started.is_err(), "an even orientation length is refused");
+        // The source thread took the channel's receiving end; it has ended and dropped it.
+        let frame = frames(1).remove(0);
+        assert!(
+            tx.send(frame).is_err(),
+            "the source thread still holds the channel after a failed start"
+        );
     }
 
     #[test]
