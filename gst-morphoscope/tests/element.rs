@@ -185,31 +185,46 @@ fn a_format_change_mid_stream_restarts_the_analyses_at_the_new_size() {
     );
 }
 
-#[test]
-fn the_latency_query_adds_ring_size_frames_to_upstream() {
+/// A latency answer: (live, min, max).
+type Latency = (bool, gst::ClockTime, Option<gst::ClockTime>);
+
+/// Plays `desc` (an element named `m` before a sink named `sink`) and answers the latency
+/// query upstream of `m` and downstream of it.
+fn latency_around_the_element(desc: &str) -> (Latency, Latency) {
     common::init();
-    let pipeline = gst::parse::launch("videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu ring-size=4 orientation-angles=4 orientation-length=5 ! fakesink name=sink").unwrap().downcast::<gst::Pipeline>().unwrap();
+    let pipeline = gst::parse::launch(desc)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
     let (res, state, _) = pipeline.state(gst::ClockTime::from_seconds(30));
     assert!(
         res.is_ok() && state == gst::State::Playing,
         "{res:?} {state:?}"
     );
-    let elem = pipeline.by_name("m").unwrap();
-    let mut upstream = gst::query::Latency::new();
-    assert!(elem.static_pad("sink").unwrap().peer_query(&mut upstream));
-    let mut ours = gst::query::Latency::new();
-    assert!(
-        pipeline
-            .by_name("sink")
+    let peer_query = |element: &str| {
+        let mut q = gst::query::Latency::new();
+        let pad = pipeline
+            .by_name(element)
             .unwrap()
             .static_pad("sink")
-            .unwrap()
-            .peer_query(&mut ours)
-    );
+            .unwrap();
+        assert!(
+            pad.peer_query(&mut q),
+            "latency query upstream of {element}"
+        );
+        q.result()
+    };
+    let answers = (peer_query("m"), peer_query("sink"));
     pipeline.set_state(gst::State::Null).unwrap();
-    let (up_live, up_min, _) = upstream.result();
-    let (live, min, max) = ours.result();
+    answers
+}
+
+#[test]
+fn the_latency_query_adds_ring_size_frames_to_upstream() {
+    let ((up_live, up_min, _), (live, min, max)) = latency_around_the_element(
+        "videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu ring-size=4 orientation-angles=4 orientation-length=5 ! fakesink name=sink",
+    );
     assert!(live && up_live);
     assert_eq!(
         min,
@@ -221,31 +236,11 @@ fn the_latency_query_adds_ring_size_frames_to_upstream() {
 
 #[test]
 fn behind_a_source_that_is_not_live_the_element_holds_the_ring_and_the_queue() {
-    common::init();
     // Not live: the element holds `ring-size` + `pipeline.queue` (4 by default) frames, and its
     // latency answer counts them (2 + 4 frames of 40 ms).
-    let pipeline = gst::parse::launch("videotestsrc num-buffers=400 ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu ring-size=2 orientation-angles=4 orientation-length=5 ! fakesink name=sink sync=false").unwrap().downcast::<gst::Pipeline>().unwrap();
-    pipeline.set_state(gst::State::Playing).unwrap();
-    let (res, state, _) = pipeline.state(gst::ClockTime::from_seconds(30));
-    assert!(
-        res.is_ok() && state == gst::State::Playing,
-        "{res:?} {state:?}"
+    let ((up_live, up_min, _), (live, min, _)) = latency_around_the_element(
+        "videotestsrc num-buffers=400 ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu ring-size=2 orientation-angles=4 orientation-length=5 ! fakesink name=sink sync=false",
     );
-    let elem = pipeline.by_name("m").unwrap();
-    let mut upstream = gst::query::Latency::new();
-    assert!(elem.static_pad("sink").unwrap().peer_query(&mut upstream));
-    let mut ours = gst::query::Latency::new();
-    assert!(
-        pipeline
-            .by_name("sink")
-            .unwrap()
-            .static_pad("sink")
-            .unwrap()
-            .peer_query(&mut ours)
-    );
-    pipeline.set_state(gst::State::Null).unwrap();
-    let (up_live, up_min, _) = upstream.result();
-    let (live, min, _) = ours.result();
     assert!(!live && !up_live);
     assert_eq!(
         min,
