@@ -86,10 +86,14 @@ fi
 if want cpu; then
   # The CPU backend before and after the device-resident frame path, on the same frames: the
   # binary of the earlier version is carried as .device/bin/morphoscope-before.
+  # CPU_ROUNDS (default 1) alternates the two binaries that many times, so that a drift of the
+  # host shows as a spread rather than as a difference.
   echo "== CPU backend: earlier version against this one (clip frames, 768x576, all four)"
+  for round in $(seq "${CPU_ROUNDS:-1}"); do for prog in morphoscope-before morphoscope; do
+    timeout 150 bash .device/run.sh $prog bench --source "$clip" --size 768x576 --frames 60 --backends cpu > "$OUT/cpu_bench_${prog}_$round.log" 2>&1
+    echo "-- $prog bench (round $round)"; grep -E "compute \(sum|pipeline \(wall|fps|error" "$OUT/cpu_bench_${prog}_$round.log" | head -8
+  done; done
   for prog in morphoscope-before morphoscope; do
-    timeout 150 bash .device/run.sh $prog bench --source "$clip" --size 768x576 --frames 60 --backends cpu > "$OUT/cpu_bench_$prog.log" 2>&1
-    echo "-- $prog bench"; grep -E "compute \(sum|pipeline \(wall|fps|error" "$OUT/cpu_bench_$prog.log" | head -8
     t0=$(date +%s.%N)
     timeout 150 bash .device/run.sh $prog run "$clip" --backend cpu --no-video --quiet --max-frames 200 --out /tmp/cpu_run_$prog > "$OUT/cpu_run_$prog.log" 2>&1
     echo "-- $prog run --backend cpu --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; grep -E "frames:|error" "$OUT/cpu_run_$prog.log"
