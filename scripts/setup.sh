@@ -40,10 +40,36 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Rust toolchain (the project needs 1.95 or newer for eframe 0.37).
-if ! command -v cargo >/dev/null 2>&1; then
-  if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; else
-    echo "setup: cargo not found; install Rust >= 1.95 with rustup (https://rustup.rs)" >&2; exit 1; fi
+# Rust toolchain, 1.95 or newer (eframe 0.37). Where cargo is missing or older, rustup installs
+# the stable toolchain (rustup-init from static.rust-lang.org when rustup itself is missing),
+# and cargo, rustc and rustup are linked into /usr/local/bin so that the command after this
+# script (`cargo run`, scripts/test.sh) finds them.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+[ -x "$cargo_bin/cargo" ] && export PATH="$cargo_bin:$PATH"
+rust_ok() {
+  local v
+  v=$(cargo --version 2>/dev/null | awk '{print $2}') || return 1
+  [ -n "$v" ] && [ "$(printf '%s\n' 1.95.0 "$v" | sort -V | head -n 1)" = 1.95.0 ]
+}
+if ! rust_ok; then
+  if command -v rustup >/dev/null 2>&1; then
+    rustup toolchain install stable --profile minimal
+    rustup default stable
+  else
+    # Named rustup-init: the program acts on the name it is called by.
+    dl=$(mktemp -d)
+    curl --proto '=https' --tlsv1.2 -sSf -o "$dl/rustup-init" \
+      "https://static.rust-lang.org/rustup/dist/$(uname -m)-unknown-linux-gnu/rustup-init"
+    chmod +x "$dl/rustup-init"
+    "$dl/rustup-init" -y -q --profile minimal --default-toolchain stable --no-modify-path
+    rm -rf "$dl"
+    export PATH="$cargo_bin:$PATH"
+  fi
+  rust_ok || { echo "setup: Rust >= 1.95 could not be installed (cargo: $(command -v cargo || echo none))" >&2; exit 1; }
+  for b in cargo rustc rustup; do
+    [ -e "/usr/local/bin/$b" ] || $SUDO ln -s "$cargo_bin/$b" "/usr/local/bin/$b"
+  done
+  echo "setup: Rust $(cargo --version | awk '{print $2}') installed with rustup ($cargo_bin, linked in /usr/local/bin)"
 fi
 
 # Default sample clip: vtest.avi (768x576 pedestrians) from Debian's opencv-doc package,
