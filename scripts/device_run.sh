@@ -128,6 +128,9 @@ if want element; then
   # A queue in front: the decoder and the element on their own streaming threads.
   timeout 120 bash .device/run.sh throughput "$decode ! queue ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_queue.log" 2>&1
   echo "-- element behind a queue (rc=$?):"; tail -4 "$OUT/element_queue.log"
+  # NV12 from the decoder straight in: the element converts to RGB itself.
+  timeout 120 bash .device/run.sh throughput "filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! queue ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_nv12.log" 2>&1
+  echo "-- element taking NV12, behind a queue (rc=$?):"; tail -4 "$OUT/element_nv12.log"
   # An earlier build of the element (.device/libgstmorphoscope-before.so), same pipeline.
   if [ -f .device/libgstmorphoscope-before.so ]; then
     rm -rf /tmp/gst-before && cp -r .device/gst /tmp/gst-before && cp .device/libgstmorphoscope-before.so /tmp/gst-before/libgstmorphoscope.so

@@ -250,6 +250,55 @@ fn behind_a_source_that_is_not_live_the_element_holds_the_ring_and_the_queue() {
 }
 
 #[test]
+fn decoder_and_camera_formats_give_the_tables_of_videoconvert_to_rgb() {
+    for format in ["NV12", "I420", "YUY2"] {
+        let src = format!(
+            "videotestsrc pattern=ball num-buffers=20 ! video/x-raw,format={format},width=160,height=120,framerate=25/1"
+        );
+        let inside = run_pipeline(
+            &format!("{src} ! morphoscope {PROPS} ! appsink name=sink sync=false"),
+            None,
+        );
+        let before = run_pipeline(
+            &format!(
+                "{src} ! videoconvert ! video/x-raw,format=RGB ! morphoscope {PROPS} ! appsink name=sink sync=false"
+            ),
+            None,
+        );
+        assert!(inside.eos && before.eos);
+        assert_eq!(inside.frames.len(), 20, "{format}: frames in = frames out");
+        for f in &inside.frames {
+            let info = gst_video::VideoInfo::from_caps(&f.caps).unwrap();
+            assert_eq!(
+                info.format().to_str(),
+                format,
+                "the frames go on in their own format"
+            );
+        }
+        let lines = element_component_lines(&inside);
+        assert_eq!(
+            lines,
+            element_component_lines(&before),
+            "{format}: converted inside = converted by videoconvert"
+        );
+        assert!(
+            inside.frames.iter().any(|f| !f.components.is_empty()),
+            "{format}: the ball is found"
+        );
+    }
+    // Drawing gives RGB whatever comes in.
+    let drawn = run_pipeline(
+        &format!(
+            "videotestsrc pattern=ball num-buffers=3 ! video/x-raw,format=NV12,width=96,height=64 ! morphoscope draw=true {PROPS} ! appsink name=sink sync=false"
+        ),
+        None,
+    );
+    assert_eq!(drawn.frames.len(), 3);
+    let info = gst_video::VideoInfo::from_caps(&drawn.frames[0].caps).unwrap();
+    assert_eq!(info.format(), gst_video::VideoFormat::Rgb);
+}
+
+#[test]
 fn drawing_turns_grey_frames_into_rgb_pictures_with_the_overlays() {
     let desc = "videotestsrc pattern=ball num-buffers=12 ! video/x-raw,format=GRAY8,width=96,height=64,framerate=25/1 ! morphoscope draw=true backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false";
     let out = run_pipeline(desc, None);

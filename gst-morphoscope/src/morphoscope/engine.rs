@@ -27,6 +27,8 @@ use morphoscope::compose::PictureFormat;
 use morphoscope::pipeline::{Command, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
 use morphoscope::source::{Frame, image_from_plane};
 
+use super::convert::ToRgb;
+
 /// Errors of the engine (each becomes one element error).
 #[derive(Debug, thiserror::Error)]
 pub(super) enum EngineError {
@@ -132,31 +134,37 @@ impl Engine {
         self.held.is_empty()
     }
 
-    /// Copies `buffer`'s pixels into a frame and sends it to the analyses (blocking while the
-    /// pipeline's input queue is full); the buffer is held until its frame comes back.
+    /// Copies `buffer`'s pixels into a frame (converted to RGB by `to_rgb` where the format is
+    /// not one the analyses take) and sends it to the analyses; the buffer is held until its
+    /// frame comes back.
     pub(super) fn send(
         &mut self,
         buffer: gst::Buffer,
         info: &gst_video::VideoInfo,
+        to_rgb: Option<&ToRgb>,
     ) -> Result<(), EngineError> {
         let index = self.next_index;
         let image = {
             let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), info)
                 .map_err(|e| EngineError::Frame(e.to_string()))?;
-            let stride = usize::try_from(vframe.plane_stride()[0])
-                .map_err(|_| EngineError::Frame("negative stride".into()))?;
-            let data = vframe
-                .plane_data(0)
-                .map_err(|e| EngineError::Frame(e.to_string()))?;
-            // Copy: the buffer goes downstream untouched (or drawn into) when its frame is done.
-            image_from_plane(
-                info.format(),
-                vframe.width() as usize,
-                vframe.height() as usize,
-                stride,
-                data,
-            )
-            .map_err(|e| EngineError::Frame(e.to_string()))?
+            if let Some(to_rgb) = to_rgb {
+                to_rgb.convert(&vframe).map_err(EngineError::Frame)?
+            } else {
+                let stride = usize::try_from(vframe.plane_stride()[0])
+                    .map_err(|_| EngineError::Frame("negative stride".into()))?;
+                let data = vframe
+                    .plane_data(0)
+                    .map_err(|e| EngineError::Frame(e.to_string()))?;
+                // Copy: the buffer goes downstream untouched (or drawn into) when its frame is done.
+                image_from_plane(
+                    info.format(),
+                    vframe.width() as usize,
+                    vframe.height() as usize,
+                    stride,
+                    data,
+                )
+                .map_err(|e| EngineError::Frame(e.to_string()))?
+            }
         };
         let frame = Frame {
             index,

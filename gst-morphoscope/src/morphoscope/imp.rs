@@ -1,17 +1,19 @@
 //! The element's implementation: a plain `GstElement` with one sink and one src pad.
 //!
 //! Why not `GstBaseTransform`: a transform hands each input buffer back as its output in the
-//! same call, while the ring keeps up to `ring-size` frames in flight and pushes them later, in
+//! same call, while the ring keeps frames in flight and pushes them later, in
 //! order; serialized events must wait behind the frames in flight, EOS must drain them, a
 //! flush must drop them. A plain element with its own chain and event functions does that
 //! directly ([`super::engine`] holds what is in flight); the output is pushed from the
-//! streaming thread of the input, so there is no extra task to start, pause and flush.
+//! streaming thread of the input, so there is no extra task to start, pause and flush (a
+//! `queue` in front gives the element a thread of its own).
 //!
 //! Stream handling: a new format (CAPS) drains the frames of the old one and restarts the
 //! engine at the next buffer; EOS drains, then is forwarded; FLUSH_STOP drops what is in
 //! flight (a seek); PAUSED -> READY stops the engine. The backend (a CUDA context with its
-//! kernels loaded) is kept across restarts. Latency: upstream's plus `ring-size` frame
-//! durations. QoS: see [`super::QosPolicy`].
+//! kernels loaded) is kept across restarts. Latency: upstream's plus one frame duration per
+//! frame held (`ring-size` behind a live source). QoS: see [`super::QosPolicy`]. Formats: the
+//! analyses' own (RGB, GRAY8, GRAY16_LE) and those [`super::convert`] turns into RGB.
 //!
 //! Properties are read when the engine starts (the first buffer of a format, after a flush);
 //! analysis properties set while playing apply from the next buffer on (`ring-size`, `backend`,
@@ -28,6 +30,7 @@ use gstreamer_video::prelude::*;
 
 use morphoscope::backend::Backend;
 
+use super::convert::{self, ToRgb};
 use super::engine::{Engine, EngineError, Ready};
 use super::settings::{KEY_PROPERTIES, PropValue, Settings};
 use super::{BackendChoice, QosPolicy};
@@ -48,6 +51,8 @@ static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
 struct State {
     /// Input format.
     in_info: Option<gst_video::VideoInfo>,
+    /// The conversion to RGB of an input format the analyses do not take.
+    to_rgb: Option<ToRgb>,
     /// Output format (RGB of the same size when drawing).
     out_info: Option<gst_video::VideoInfo>,
     /// Draw into the outgoing frames (fixed while a format is negotiated).
@@ -84,17 +89,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Formats the element takes and gives (system memory).
+/// Caps of `formats` in system memory.
 fn formats_caps(formats: &[gst_video::VideoFormat]) -> gst::Caps {
     gst_video::VideoCapsBuilder::new()
         .format_list(formats.iter().copied())
         .build()
 }
 
-const FORMATS: [gst_video::VideoFormat; 3] = [
+/// Formats taken, preferred first: those the analyses take as they are, then those converted
+/// to RGB on the way in ([`super::convert`]).
+const FORMATS: [gst_video::VideoFormat; 6] = [
     gst_video::VideoFormat::Rgb,
     gst_video::VideoFormat::Gray8,
     gst_video::VideoFormat::Gray16Le,
+    convert::CONVERTED[0],
+    convert::CONVERTED[1],
+    convert::CONVERTED[2],
 ];
 
 impl Morphoscope {
@@ -348,8 +358,9 @@ impl Morphoscope {
                 return self.push_completed(&mut state, false);
             }
         }
-        let sent = match state.engine.as_mut() {
-            Some(engine) => engine.send(buffer, &in_info),
+        let State { engine, to_rgb, .. } = &mut *state;
+        let sent = match engine.as_mut() {
+            Some(engine) => engine.send(buffer, &in_info, to_rgb.as_ref()),
             None => Err(EngineError::Lost(0)),
         };
         if let Err(e) = sent {
@@ -388,6 +399,17 @@ impl Morphoscope {
         let Ok(out_caps) = out_info.to_caps() else {
             return false;
         };
+        let to_rgb = if convert::is_converted(in_info.format()) {
+            match ToRgb::new(&in_info) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    gst::warning!(CAT, imp = self, "no conversion of {in_info:?} to RGB: {e}");
+                    return false;
+                }
+            }
+        } else {
+            None
+        };
         let fps = in_info.fps();
         let frame_nanos = if fps.numer() > 0 {
             gst::ClockTime::SECOND.nseconds() * fps.denom() as u64 / fps.numer() as u64
@@ -396,6 +418,7 @@ impl Morphoscope {
         };
         self.frame_nanos.store(frame_nanos, Ordering::Relaxed);
         state.in_info = Some(in_info);
+        state.to_rgb = to_rgb;
         state.out_info = Some(out_info);
         state.draw = draw;
         self.srcpad.push_event(gst::event::Caps::new(&out_caps))

@@ -1,10 +1,12 @@
 //! The `morphoscope` element: registration, its public type and its enum properties. The
 //! implementation is in [`imp`]; the user settings in [`settings`]; the engine it drives (the
-//! morphoscope frame pipeline fed from the chain function) in [`engine`].
+//! morphoscope frame pipeline fed from the chain function) in [`engine`]; the conversion of
+//! decoder and camera formats to RGB in [`convert`].
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
+mod convert;
 mod engine;
 mod imp;
 mod settings;

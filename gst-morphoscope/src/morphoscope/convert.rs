@@ -1,0 +1,92 @@
+//! Formats the analyses do not take directly — NV12 and I420 from decoders (nvcodec's
+//! `nvh264dec` among them), YUY2 from cameras — converted to RGB inside the element by
+//! GStreamer's own video converter, the one `videoconvert` runs, so the tables equal those of
+//! `videoconvert ! video/x-raw,format=RGB ! morphoscope`. The converter writes straight into the
+//! frame the analyses take (one pass over the pixels, no intermediate buffer) and splits its
+//! rows over several threads, where `videoconvert` uses one by default.
+
+use gstreamer as gst;
+use gstreamer_video as gst_video;
+
+use morphoscope::image::{DynImage, Image};
+
+/// Formats converted to RGB on the way in.
+pub(super) const CONVERTED: [gst_video::VideoFormat; 3] = [
+    gst_video::VideoFormat::Nv12,
+    gst_video::VideoFormat::I420,
+    gst_video::VideoFormat::Yuy2,
+];
+
+/// Threads the converter splits a frame's rows over at most (`videoconvert`'s default is 1):
+/// enough to convert a 4K frame in a few milliseconds, leaving the other cores to the analyses.
+const CONVERTER_THREADS: usize = 4;
+
+/// Whether frames of `format` are converted (else the analyses take them as they are).
+pub(super) fn is_converted(format: gst_video::VideoFormat) -> bool {
+    CONVERTED.contains(&format)
+}
+
+/// RGB pixels the converter writes into and the analyses then own.
+struct RgbPixels(Vec<[u8; 3]>);
+
+impl AsMut<[u8]> for RgbPixels {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.0.as_flattened_mut()
+    }
+}
+
+/// A converter from one negotiated format to packed RGB of the same size.
+pub(super) struct ToRgb {
+    converter: gst_video::VideoConverter,
+    rgb: gst_video::VideoInfo,
+}
+
+impl ToRgb {
+    /// The converter for frames of `input`.
+    pub(super) fn new(input: &gst_video::VideoInfo) -> Result<Self, glib::BoolError> {
+        let stride = [i32::try_from(input.width() as usize * 3)
+            .map_err(|_| glib::bool_error!("frame too wide"))?];
+        let rgb = gst_video::VideoInfo::builder(
+            gst_video::VideoFormat::Rgb,
+            input.width(),
+            input.height(),
+        )
+        .fps(input.fps())
+        .par(input.par())
+        .interlace_mode(input.interlace_mode())
+        // Rows packed back to back (no padding to 4 bytes): the layout of `Image<[u8; 3]>`.
+        .stride(&stride)
+        .offset(&[0])
+        .build()?;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(CONVERTER_THREADS);
+        let mut config = gst_video::VideoConverterConfig::new();
+        config.set_threads(u32::try_from(threads).unwrap_or(1));
+        let converter = gst_video::VideoConverter::new(input, &rgb, Some(config))?;
+        Ok(Self { converter, rgb })
+    }
+
+    /// `frame` (of the format this converter was made for) as an RGB image.
+    pub(super) fn convert(
+        &self,
+        frame: &gst_video::VideoFrameRef<&gst::BufferRef>,
+    ) -> Result<DynImage, String> {
+        let (w, h) = (self.rgb.width() as usize, self.rgb.height() as usize);
+        let mut buffer = gst::Buffer::from_mut_slice(RgbPixels(vec![[0u8; 3]; w * h]));
+        {
+            let b = buffer
+                .get_mut()
+                .ok_or_else(|| "the RGB buffer is shared".to_owned())?;
+            let mut out = gst_video::VideoFrameRef::from_buffer_ref_writable(b, &self.rgb)
+                .map_err(|e| e.to_string())?;
+            self.converter.frame_ref(frame, &mut out);
+        }
+        let RgbPixels(pixels) = buffer
+            .try_into_inner::<RgbPixels>()
+            .map_err(|(_, e)| e.to_string())?;
+        Image::from_vec(w, h, pixels)
+            .map(DynImage::Rgb8)
+            .map_err(|e| e.to_string())
+    }
+}
