@@ -26,6 +26,23 @@ pub(super) fn is_converted(format: gst_video::VideoFormat) -> bool {
     CONVERTED.contains(&format)
 }
 
+/// RGB of `input`'s size, rate, pixel aspect and interlacing; `packed`: rows back to back,
+/// else GStreamer's default stride (rows padded to 4 bytes).
+pub(super) fn rgb_like(
+    input: &gst_video::VideoInfo,
+    packed: bool,
+) -> Result<gst_video::VideoInfo, glib::BoolError> {
+    let stride = [i32::try_from(input.width() as usize * 3)
+        .map_err(|_| glib::bool_error!("frame too wide"))?];
+    gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, input.width(), input.height())
+        .fps(input.fps())
+        .par(input.par())
+        .interlace_mode(input.interlace_mode())
+        .stride_if(&stride, packed)
+        .offset_if(&[0], packed)
+        .build()
+}
+
 /// RGB pixels the converter writes into and the analyses then own.
 struct RgbPixels(Vec<[u8; 3]>);
 
@@ -44,20 +61,8 @@ pub(super) struct ToRgb {
 impl ToRgb {
     /// The converter for frames of `input`.
     pub(super) fn new(input: &gst_video::VideoInfo) -> Result<Self, glib::BoolError> {
-        let stride = [i32::try_from(input.width() as usize * 3)
-            .map_err(|_| glib::bool_error!("frame too wide"))?];
-        let rgb = gst_video::VideoInfo::builder(
-            gst_video::VideoFormat::Rgb,
-            input.width(),
-            input.height(),
-        )
-        .fps(input.fps())
-        .par(input.par())
-        .interlace_mode(input.interlace_mode())
         // Rows packed back to back (no padding to 4 bytes): the layout of `Image<[u8; 3]>`.
-        .stride(&stride)
-        .offset(&[0])
-        .build()?;
+        let rgb = rgb_like(input, true)?;
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .min(CONVERTER_THREADS);

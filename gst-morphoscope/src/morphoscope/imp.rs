@@ -381,15 +381,7 @@ impl Morphoscope {
         let _ = self.drain(state);
         let draw = lock(&self.settings).draw;
         let out_info = if draw {
-            let b = gst_video::VideoInfo::builder(
-                gst_video::VideoFormat::Rgb,
-                in_info.width(),
-                in_info.height(),
-            )
-            .fps(in_info.fps())
-            .par(in_info.par())
-            .interlace_mode(in_info.interlace_mode());
-            match b.build() {
+            match convert::rgb_like(&in_info, false) {
                 Ok(i) => i,
                 Err(_) => return false,
             }
