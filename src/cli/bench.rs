@@ -24,6 +24,7 @@ use morphoscope::image::{DynImage, Image};
 use morphoscope::output::encoder::{choose_encoder, installed_encoder};
 use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary};
+use morphoscope::source::spec::{CONVERTER_THREADS, SINK_TAIL};
 use morphoscope::source::{Frame, FrameFormat, FrameRate, Source, SourceSpec};
 
 use super::CommonArgs;
@@ -95,9 +96,9 @@ fn load_frames(source: &str, w: u32, h: u32, n: usize) -> anyhow::Result<Vec<Fra
     let spec = SourceSpec::parse(source)?;
     let base = spec.pipeline_description(&Default::default())?;
     let scaled = base.replace(
-        "videoconvert ! appsink name=sink",
+        SINK_TAIL,
         &format!(
-            "videoconvert ! videoscale ! video/x-raw,width={w},height={h} ! appsink name=sink"
+            "videoconvert n-threads={CONVERTER_THREADS} ! videoscale ! video/x-raw,width={w},height={h} ! appsink name=sink"
         ),
     );
     let mut src = Source::open(

@@ -11,8 +11,8 @@
 //! | `… ! appsink name=sink` | the description as given |
 //!
 //! Where Jetson's `nvvidconv` is installed, decoded and camera frames pass through it to system
-//! memory first (see [`super::elements`]). Every built-in form ends in
-//! `videoconvert ! appsink name=sink`; the appsink's caps (RGB,
+//! memory first (see [`super::elements`]). Every built-in form ends in [`SINK_TAIL`],
+//! `videoconvert n-threads=4 ! appsink name=sink`; the appsink's caps (RGB,
 //! GRAY8 or GRAY16_LE) are set by [`super::Source`]. Whether a source is live is not decided
 //! here from the scheme but asked of the running pipeline (an `http://` file is not live, an
 //! `rtsp://` stream is).
@@ -21,6 +21,15 @@ use std::path::{Path, PathBuf};
 
 use super::SourceError;
 use super::elements::VideoElements;
+
+/// Threads the conversion to the analyses' format splits a frame's rows over (`videoconvert`
+/// and the GStreamer element's converter). One (GStreamer's default) caps a file run at about
+/// 60 fps of 1080p on a 2-core host; 4 take that to the decoder's rate and leave the other
+/// cores to decoding and the analyses.
+pub const CONVERTER_THREADS: u32 = 4;
+
+/// The end of every built-in pipeline: the conversion to the appsink's caps, and the appsink.
+pub const SINK_TAIL: &str = "videoconvert n-threads=4 ! appsink name=sink";
 
 /// A parsed SOURCE string.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,7 +189,7 @@ impl SourceSpec {
         test: &TestSourceOptions,
         elements: &VideoElements,
     ) -> Result<String, SourceError> {
-        let tail = "videoconvert ! appsink name=sink";
+        let tail = SINK_TAIL;
         let decoded = elements.to_system_memory();
         Ok(match self {
             Self::File(p) => {
@@ -298,6 +307,11 @@ mod tests {
     }
 
     #[test]
+    fn the_sink_tail_converts_on_the_converter_threads() {
+        assert!(SINK_TAIL.contains(&format!("n-threads={CONVERTER_THREADS} ")));
+    }
+
+    #[test]
     fn jetson_elements_shape_the_pipelines() {
         let test = TestSourceOptions::default();
         let jetson = VideoElements {
@@ -308,18 +322,18 @@ mod tests {
         let uri = SourceSpec::Uri("rtsp://h/x".into());
         assert_eq!(
             uri.pipeline_description_with(&test, &jetson).unwrap(),
-            "uridecodebin uri=\"rtsp://h/x\" ! nvvidconv ! video/x-raw ! videoconvert ! appsink name=sink"
+            "uridecodebin uri=\"rtsp://h/x\" ! nvvidconv ! video/x-raw ! videoconvert n-threads=4 ! appsink name=sink"
         );
         assert_eq!(
             uri.pipeline_description_with(&test, &VideoElements::default())
                 .unwrap(),
-            "uridecodebin uri=\"rtsp://h/x\" ! videoconvert ! appsink name=sink"
+            "uridecodebin uri=\"rtsp://h/x\" ! videoconvert n-threads=4 ! appsink name=sink"
         );
         assert_eq!(
             SourceSpec::Csi(1)
                 .pipeline_description_with(&test, &jetson)
                 .unwrap(),
-            "nvarguscamerasrc sensor-id=1 ! video/x-raw(memory:NVMM) ! nvvidconv ! video/x-raw ! videoconvert ! appsink name=sink"
+            "nvarguscamerasrc sensor-id=1 ! video/x-raw(memory:NVMM) ! nvvidconv ! video/x-raw ! videoconvert n-threads=4 ! appsink name=sink"
         );
         let missing = SourceSpec::Csi(0)
             .pipeline_description_with(&test, &VideoElements::default())

@@ -9,6 +9,7 @@ use gstreamer as gst;
 use gstreamer_video as gst_video;
 
 use morphoscope::image::{DynImage, Image};
+use morphoscope::source::spec::CONVERTER_THREADS;
 
 /// Formats converted to RGB on the way in.
 pub(super) const CONVERTED: [gst_video::VideoFormat; 3] = [
@@ -16,10 +17,6 @@ pub(super) const CONVERTED: [gst_video::VideoFormat; 3] = [
     gst_video::VideoFormat::I420,
     gst_video::VideoFormat::Yuy2,
 ];
-
-/// Threads the converter splits a frame's rows over at most (`videoconvert`'s default is 1):
-/// enough to convert a 4K frame in a few milliseconds, leaving the other cores to the analyses.
-const CONVERTER_THREADS: usize = 4;
 
 /// Whether frames of `format` are converted (else the analyses take them as they are).
 pub(super) fn is_converted(format: gst_video::VideoFormat) -> bool {
@@ -63,11 +60,11 @@ impl ToRgb {
     pub(super) fn new(input: &gst_video::VideoInfo) -> Result<Self, glib::BoolError> {
         // Rows packed back to back (no padding to 4 bytes): the layout of `Image<[u8; 3]>`.
         let rgb = rgb_like(input, true)?;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(CONVERTER_THREADS);
+        // As many threads as `morphoscope run`'s `videoconvert`, at most one a core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = CONVERTER_THREADS.min(u32::try_from(cores).unwrap_or(1));
         let mut config = gst_video::VideoConverterConfig::new();
-        config.set_threads(u32::try_from(threads).unwrap_or(1));
+        config.set_threads(threads);
         let converter = gst_video::VideoConverter::new(input, &rgb, Some(config))?;
         Ok(Self { converter, rgb })
     }
