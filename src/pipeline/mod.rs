@@ -476,7 +476,7 @@ mod tests {
         // Bad analysis settings get past no validation here: the worker's setup fails.
         let mut settings = Settings::default();
         settings.ops.orientation.length = 4;
-        let (tx, rx) = crossbeam_channel::bounded::<Frame>(2);
+        let (tx, rx) = bounded::<Frame>(2);
         let started = Pipeline::start(
             FrameSource::Channel(rx),
             &settings,
