@@ -23,6 +23,16 @@ pub fn linear(n: usize, block: u32) -> LaunchConfig {
     }
 }
 
+/// A launch of one block of `threads` threads (block-wide scans, single-thread bookkeeping).
+#[must_use]
+pub fn one_block(threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// A 2D launch of `bx` x `by` blocks covering `width` x `height`.
 #[must_use]
 pub fn grid2d(width: usize, height: usize, bx: u32, by: u32) -> LaunchConfig {

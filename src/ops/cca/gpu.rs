@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use crate::gpu::launch::{alloc_zeroed, blocks_for};
+use crate::gpu::launch::{alloc_zeroed, blocks_for, one_block};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, round_trip};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -316,13 +316,7 @@ impl CclGpu {
                 let mut l = stream.launch_builder(f_otsu);
                 l.arg(&mut b.hist).arg(&mut b.info);
                 // SAFETY: one block of 256 threads over the 256-bin histogram and info[1].
-                unsafe {
-                    l.launch(LaunchConfig {
-                        grid_dim: (1, 1, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                }?;
+                unsafe { l.launch(one_block(256)) }?;
             }
             let mut l = stream.launch_builder(f_bin);
             l.arg(input)
@@ -448,13 +442,7 @@ impl CclGpu {
                 .arg(&mut b.info)
                 .arg(&h);
             // SAFETY: one block scanning `height` row counts.
-            unsafe {
-                l.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (1024, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }?;
+            unsafe { l.launch(one_block(1024)) }?;
             let mut l = stream.launch_builder(&self.f_label_roots);
             l.arg(&b.roots)
                 .arg(&b.rowoff)

@@ -15,7 +15,7 @@ use super::layout::{
 use super::rounds::Phase;
 use super::setup::stride_within;
 use super::{SegmentGpu, SegmentParams, TILE_H, TILE_W, eid_bits};
-use crate::gpu::launch::ExLaunch;
+use crate::gpu::launch::{ExLaunch, one_block};
 use crate::gpu::{DeviceImage, GpuError, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::blur::gpu::BlurWeightsF64;
@@ -423,13 +423,7 @@ impl SegmentGpu {
         let mut l = stream.launch_builder(&self.kernels.stamp);
         l.arg(&b.p.stamps).arg(&i);
         // SAFETY: one thread writes stamps[i], i < NCTL + 4 (the buffer's length).
-        unsafe {
-            l.launch(LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (1, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }?;
+        unsafe { l.launch(one_block(1)) }?;
         labels.push((label, round));
         Ok(())
     }

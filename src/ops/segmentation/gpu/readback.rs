@@ -10,7 +10,7 @@ use super::enqueue::{Body, timed};
 use super::history::{Produced, Recent, RoundsUsed, giant_masks, read_rounds};
 use super::layout::{C_GIANT, NCTL, SCAN_BLOCK};
 use super::{SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams};
-use crate::gpu::launch::{ExLaunch, blocks_for};
+use crate::gpu::launch::{ExLaunch, blocks_for, one_block};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, upload_view};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
@@ -64,13 +64,7 @@ impl SegmentGpu {
             let mut l = ExLaunch::new(stream, &kn.scan_blocks, pdl);
             l.arg(&p.blocksum).arg(&nblocks).arg(&p.info);
             // SAFETY: a single block scanning nblocks entries.
-            unsafe {
-                l.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (SCAN_BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }?;
+            unsafe { l.launch(one_block(SCAN_BLOCK)) }?;
             let mut l = ExLaunch::new(stream, &kn.scan_label, pdl);
             l.arg(&p.comp)
                 .arg(&p.minpix)
@@ -117,13 +111,7 @@ impl SegmentGpu {
             let mut l = stream.launch_builder(&kn.level_threshold);
             l.arg(&p.mctl).arg(&total).arg(&level).arg(&p.info);
             // SAFETY: one thread reads mctl[1..=total] (total < NCTL) and writes info[1].
-            unsafe {
-                l.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (32, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }?;
+            unsafe { l.launch(one_block(32)) }?;
             let mut l = stream.launch_builder(&kn.level_comp);
             l.arg(&p.comp)
                 .arg(&p.link)

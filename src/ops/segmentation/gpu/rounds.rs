@@ -12,7 +12,7 @@ use super::layout::{
     C_TREES, CAT_THREADS, LIST, MODE_MIN_SIZE, NCTL, SegFinish,
 };
 use super::{SegmentGpu, eid_bits};
-use crate::gpu::launch::ExLaunch;
+use crate::gpu::launch::{ExLaunch, one_block};
 use crate::gpu::{GpuError, KernelTimer};
 
 /// One phase of rounds to enqueue.
@@ -454,13 +454,7 @@ impl SegmentGpu {
                 // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)
                 // over this frame's buffers, the same accesses as the round kernels (each step's
                 // grid-stride loops over one block); info has 8 entries (info_slot 2 or 3).
-                unsafe {
-                    l.launch(LaunchConfig {
-                        grid_dim: (1, 1, 1),
-                        block_dim: (CAT_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                }?;
+                unsafe { l.launch(one_block(CAT_THREADS)) }?;
                 Ok(())
             })?;
             if ph.stamps {
