@@ -198,6 +198,22 @@ impl<T: GpuSample> Engine<T> {
         Ok(())
     }
 
+    /// Enqueues the transpose of the frame into `img_t`, for the angles run on the transposed
+    /// frame.
+    fn transpose_frame(
+        &mut self,
+        timer: &mut KernelTimer,
+        input: DeviceImage<'_, T>,
+    ) -> Result<(), OpError> {
+        let mut img_t = self
+            .img_t
+            .take()
+            .ok_or_else(|| missing("transposed frame"))?;
+        let r = self.launch_transpose(timer, input, &mut img_t, false);
+        self.img_t = Some(img_t);
+        r
+    }
+
     /// Enqueues the transpose of `src` (`src.height` rows of `src.width`) into `dst`, inverting
     /// the samples when `invert`.
     fn launch_transpose(
@@ -362,10 +378,7 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         }
         let closing = params.closing;
         if transposed {
-            let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
-            let r = e.launch_transpose(timer, input, &mut img_t, false);
-            e.img_t = Some(img_t);
-            r?;
+            e.transpose_frame(timer, input)?;
             e.launch_lines(timer, input, 0, i32::from(closing), false)?;
             let planes = e.planes.take().ok_or_else(|| missing("planes"))?;
             let mut out = e.out.take().ok_or_else(|| missing("output"))?;
@@ -433,7 +446,7 @@ impl<T: GpuSample> OrientationGpu<T> {
         params: &OrientationParams,
     ) -> Result<(), OpError> {
         params.validate()?;
-        input.check(1, "linear openings")?;
+        input.check(1, "orientation maps")?;
         let DeviceImage {
             stream,
             width,
@@ -452,10 +465,7 @@ impl<T: GpuSample> OrientationGpu<T> {
         let spectrum = e.spectrum.as_mut().ok_or_else(|| missing("spectrum"))?;
         stream.memset_zeros(spectrum)?;
         if plan.any_transposed {
-            let mut img_t = e.img_t.take().ok_or_else(|| missing("transposed frame"))?;
-            let r = e.launch_transpose(timer, input, &mut img_t, false);
-            e.img_t = Some(img_t);
-            r?;
+            e.transpose_frame(timer, input)?;
         }
         let (w, h) = (to_i32(width, "width")?, to_i32(height, "height")?);
         let rcfg = LaunchConfig {
