@@ -32,6 +32,17 @@ pub(crate) struct Frame {
 }
 
 /// A real RGB sample mirrored to `width` x `height` (grey: BT.601 of it).
+/// Each sample (name, width, height) tiled to its size in colour and in grey, in that order.
+fn colour_and_grey(samples: &[(&str, usize, usize)]) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    for &(name, w, h) in samples {
+        for ch in [3, 1] {
+            frames.extend(tiled(name, w, h, ch));
+        }
+    }
+    frames
+}
+
 pub(crate) fn tiled(name: &str, width: usize, height: usize, channels: usize) -> Option<Frame> {
     let src = sample_rgb(name)?;
     let (sw, sh) = (src.width(), src.height());
@@ -268,17 +279,12 @@ fn edge_weights_equal_cpu_model() {
 fn equals_cpu_model_bit_for_bit() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
-    let mut frames = Vec::new();
-    for (name, w, h) in [
+    let mut frames = colour_and_grey(&[
         ("fruits.jpg", 512, 480),
         ("building.jpg", 868, 600),
         ("text_motion.jpg", 588, 365),
         ("pic1.png", 400, 300),
-    ] {
-        for ch in [3, 1] {
-            frames.extend(tiled(name, w, h, ch));
-        }
-    }
+    ]);
     let mut rng = Rng(11);
     frames.push(random_frame(&mut rng, 97, 61, 3, 4));
     frames.push(random_frame(&mut rng, 64, 64, 1, 256));
@@ -472,18 +478,13 @@ fn large_trees_equal_cpu_model() {
 fn quality_against_scikit_image_reference() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
-    let mut frames = Vec::new();
-    for (name, w, h) in [
+    let mut frames = colour_and_grey(&[
         ("fruits.jpg", 512, 480),
         ("baboon.jpg", 512, 512),
         ("building.jpg", 868, 600),
         ("text_motion.jpg", 588, 365),
         ("pic1.png", 400, 300),
-    ] {
-        for ch in [3, 1] {
-            frames.extend(tiled(name, w, h, ch));
-        }
-    }
+    ]);
     frames.extend(tiled("building.jpg", 1920, 1080, 3));
     frames.extend(tiled("fruits.jpg", 1920, 1080, 1));
     frames.extend(tiled("baboon.jpg", 4096, 2160, 3));
