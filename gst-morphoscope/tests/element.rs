@@ -485,3 +485,82 @@ fn an_analysis_switched_off_while_playing_stops_from_a_later_frame() {
         "and stays off: {later:?}"
     );
 }
+
+#[test]
+fn frames_leave_from_the_elements_own_thread_while_upstream_goes_on() {
+    common::init();
+    let pipeline = gst::parse::launch(
+        "videotestsrc num-buffers=30 ! video/x-raw,format=GRAY8,width=64,height=48 ! morphoscope name=m backend=cpu ! fakesink sync=false",
+    )
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    let m = pipeline.by_name("m").unwrap();
+    let threads = std::sync::Arc::new(std::sync::Mutex::new((
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    )));
+    for (pad, input) in [("sink", true), ("src", false)] {
+        let threads = threads.clone();
+        m.static_pad(pad)
+            .unwrap()
+            .add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+                let id = format!("{:?}", std::thread::current().id());
+                let mut t = threads.lock().unwrap();
+                if input {
+                    t.0.insert(id)
+                } else {
+                    t.1.insert(id)
+                };
+                gst::PadProbeReturn::Ok
+            });
+    }
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let bus = pipeline.bus().unwrap();
+    let msg = bus
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(60),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
+        .expect("the run ends");
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
+    let (input, output) = threads.lock().unwrap().clone();
+    assert_eq!(input.len(), 1, "one input thread: {input:?}");
+    assert_eq!(output.len(), 1, "one output thread: {output:?}");
+    assert!(
+        input.is_disjoint(&output),
+        "output pushed from the input's thread"
+    );
+}
+
+#[test]
+fn an_output_linked_to_nothing_ends_the_run_with_an_error_not_a_hang() {
+    common::init();
+    let pipeline = gst::Pipeline::new();
+    let src = gst::ElementFactory::make("videotestsrc").build().unwrap();
+    let m = gst::ElementFactory::make("morphoscope")
+        .property_from_str("backend", "cpu")
+        .build()
+        .unwrap();
+    pipeline.add_many([&src, &m]).unwrap();
+    src.link(&m).unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let msg = pipeline
+        .bus()
+        .unwrap()
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(60),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
+        .expect("an error, not a hang");
+    pipeline.set_state(gst::State::Null).unwrap();
+    let gst::MessageView::Error(e) = msg.view() else {
+        panic!("expected an error, got {msg:?}");
+    };
+    assert!(
+        format!("{:?}", e.debug()).contains("NotLinked"),
+        "the reason is named: {:?}",
+        e.debug()
+    );
+}

@@ -1,22 +1,20 @@
 //! The engine inside the element: morphoscope's frame pipeline (worker, ring, collector) fed
-//! through a [`FrameSource::Channel`] from the chain function, and the queue of what is in
-//! flight. Buffers wait here, in order, with the serialized events that came between them,
-//! until their analysed frame comes back; the element then decorates and pushes each.
+//! through a [`FrameSource::Channel`] from the chain function, whose analysed frames come back,
+//! in order, to the element's output task ([`Engine::results`]).
 //!
-//! The element holds at most [`Engine::capacity`] frames: after sending a frame it takes back
-//! every frame already completed without waiting, and waits for the oldest only when more than
-//! that are in flight. So each frame leaves at the latest `capacity` frames after it came in
-//! (the latency the element reports), and the pipeline's channels never all fill (no thread of
-//! it can block the others). A live stream holds `ring_size` frames: frames come at the
-//! source's rate, and each frame held is a frame of latency. A stream that is not live (a file)
-//! holds `ring_size + queue`, as deep as `morphoscope run`'s pipeline: a frame spends longer in
-//! the pipeline than its turn on the GPU (readback and collection run beside the worker), so
-//! with only `ring_size` frames held the ring runs part-empty and throughput follows latency.
+//! The element holds at most [`Engine::capacity`] frames: the chain function waits (or, with
+//! `qos=drop`, drops) while that many are in flight. So each frame leaves at the latest
+//! `capacity` frames after it came in (the latency the element reports), and the pipeline's
+//! channels never all fill (no thread of it can block the others). A live stream holds
+//! `ring_size` frames: frames come at the source's rate, and each frame held is a frame of
+//! latency. A stream that is not live (a file) holds `ring_size + queue`, as deep as
+//! `morphoscope run`'s pipeline: a frame spends longer in the pipeline than its turn on the GPU
+//! (readback and collection run beside the worker), so with only `ring_size` frames held the
+//! ring runs part-empty and throughput follows latency.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
-use crossbeam_channel::{RecvTimeoutError, Sender, TryRecvError, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
@@ -24,6 +22,7 @@ use gstreamer_video::prelude::*;
 use morphoscope::analysis::AnalysedFrame;
 use morphoscope::backend::Backend;
 use morphoscope::compose::PictureFormat;
+use morphoscope::image::DynImage;
 use morphoscope::pipeline::{Command, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
 use morphoscope::source::{Frame, image_from_plane};
 
@@ -52,7 +51,8 @@ pub(super) enum EngineError {
     Lost(usize),
 }
 
-/// Something held until the frames before it leave.
+/// Something on its way downstream, held in arrival order until the element's output task
+/// pushes it.
 pub(super) enum Held {
     /// An input buffer waiting for its analysis (frame index).
     Buffer(gst::Buffer, u64),
@@ -60,21 +60,10 @@ pub(super) enum Held {
     Event(gst::Event),
 }
 
-/// A frame ready to go downstream, with the events to push before it.
-pub(super) struct Ready {
-    /// Serialized events that came before the buffer.
-    pub events_before: Vec<gst::Event>,
-    /// The input buffer.
-    pub buffer: gst::Buffer,
-    /// Its analysis.
-    pub frame: Box<AnalysedFrame>,
-}
-
 /// A running engine for one stream format.
 pub(super) struct Engine {
     pipeline: Option<Pipeline>,
     frames: Option<Sender<Frame>>,
-    held: VecDeque<Held>,
     in_flight: usize,
     next_index: u64,
     /// Frames held at most: the ring's size for a live stream, the ring's size plus the
@@ -113,7 +102,6 @@ impl Engine {
             backend: pipeline.backend.clone(),
             pipeline: Some(pipeline),
             frames: Some(tx),
-            held: VecDeque::new(),
             in_flight: 0,
             next_index: 0,
             capacity: if live {
@@ -129,43 +117,19 @@ impl Engine {
         self.in_flight
     }
 
-    /// Whether a buffer or event is held.
-    pub(super) fn is_empty(&self) -> bool {
-        self.held.is_empty()
+    /// Whether every frame is sent ([`Engine::end_input`]).
+    pub(super) fn input_ended(&self) -> bool {
+        self.frames.is_none()
     }
 
-    /// Copies `buffer`'s pixels into a frame (converted to RGB by `to_rgb` where the format is
-    /// not one the analyses take) and sends it to the analyses; the buffer is held until its
-    /// frame comes back.
+    /// Sends `image` (the pixels of `buffer`, see [`frame_image`]) to the analyses and returns
+    /// what to hold until its frame comes back.
     pub(super) fn send(
         &mut self,
         buffer: gst::Buffer,
-        info: &gst_video::VideoInfo,
-        to_rgb: Option<&ToRgb>,
-    ) -> Result<(), EngineError> {
+        image: DynImage,
+    ) -> Result<Held, EngineError> {
         let index = self.next_index;
-        let image = {
-            let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), info)
-                .map_err(|e| EngineError::Frame(e.to_string()))?;
-            if let Some(to_rgb) = to_rgb {
-                to_rgb.convert(&vframe).map_err(EngineError::Frame)?
-            } else {
-                let stride = usize::try_from(vframe.plane_stride()[0])
-                    .map_err(|_| EngineError::Frame("negative stride".into()))?;
-                let data = vframe
-                    .plane_data(0)
-                    .map_err(|e| EngineError::Frame(e.to_string()))?;
-                // Copy: the buffer goes downstream untouched (or drawn into) when its frame is done.
-                image_from_plane(
-                    info.format(),
-                    vframe.width() as usize,
-                    vframe.height() as usize,
-                    stride,
-                    data,
-                )
-                .map_err(|e| EngineError::Frame(e.to_string()))?
-            }
-        };
         let frame = Frame {
             index,
             pts_nanos: buffer.pts().map(gst::ClockTime::nseconds),
@@ -178,9 +142,8 @@ impl Engine {
             return Err(EngineError::Lost(self.in_flight));
         }
         self.next_index += 1;
-        self.held.push_back(Held::Buffer(buffer, index));
         self.in_flight += 1;
-        Ok(())
+        Ok(Held::Buffer(buffer, index))
     }
 
     /// New analysis settings from the next frame sent on (the frames in flight keep theirs).
@@ -190,63 +153,28 @@ impl Engine {
         }
     }
 
-    /// Holds a serialized event behind the buffers in flight.
-    pub(super) fn hold_event(&mut self, event: gst::Event) {
-        self.held.push_back(Held::Event(event));
+    /// Where the analysed frames come out, in order (to wait on without holding the engine).
+    pub(super) fn results(&self) -> Option<Receiver<PipelineEvent>> {
+        self.pipeline.as_ref().map(|p| p.events.clone())
     }
 
-    /// The next completed frame: waits for it when `wait` (until it comes or the pipeline
-    /// ends), else only takes one already done. `Ok(None)`: none (yet, or any more).
-    pub(super) fn next_ready(&mut self, wait: bool) -> Result<Option<Ready>, EngineError> {
-        let Some(p) = &self.pipeline else {
-            return Ok(None);
-        };
-        if self.in_flight == 0 {
-            return Ok(None);
-        }
-        let event = if wait {
-            loop {
-                match p.events.recv_timeout(Duration::from_millis(100)) {
-                    Ok(e) => break e,
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => {
-                        return Err(EngineError::Lost(self.in_flight));
-                    }
-                }
-            }
-        } else {
-            match p.events.try_recv() {
-                Ok(e) => e,
-                Err(TryRecvError::Empty) => return Ok(None),
-                Err(TryRecvError::Disconnected) => return Err(EngineError::Lost(self.in_flight)),
-            }
-        };
+    /// Takes back the analysis `frame` of the buffer `index` that was held for it.
+    pub(super) fn take_back(
+        &mut self,
+        index: u64,
+        event: PipelineEvent,
+    ) -> Result<Box<AnalysedFrame>, EngineError> {
         match event {
             PipelineEvent::Frame(frame) => {
-                let mut events_before = Vec::new();
-                while let Some(h) = self.held.pop_front() {
-                    match h {
-                        Held::Event(e) => events_before.push(e),
-                        Held::Buffer(buffer, index) => {
-                            self.in_flight -= 1;
-                            if index != frame.index {
-                                return Err(EngineError::Analysis(format!(
-                                    "frame {} came back for buffer {index}",
-                                    frame.index
-                                )));
-                            }
-                            return Ok(Some(Ready {
-                                events_before,
-                                buffer,
-                                frame,
-                            }));
-                        }
-                    }
+                self.in_flight = self.in_flight.saturating_sub(1);
+                if frame.index == index {
+                    Ok(frame)
+                } else {
+                    Err(EngineError::Analysis(format!(
+                        "frame {} came back for buffer {index}",
+                        frame.index
+                    )))
                 }
-                Err(EngineError::Analysis(format!(
-                    "frame {} came back with no buffer held",
-                    frame.index
-                )))
             }
             PipelineEvent::Error(e) => Err(EngineError::Analysis(e)),
             PipelineEvent::End => Err(EngineError::Lost(self.in_flight)),
@@ -254,20 +182,9 @@ impl Engine {
     }
 
     /// Ends the input: the frames in flight are still analysed and come out of
-    /// [`Engine::next_ready`] (with `wait`).
+    /// [`Engine::results`].
     pub(super) fn end_input(&mut self) {
         self.frames = None;
-    }
-
-    /// The events held after the last buffer (to push once every frame is out).
-    pub(super) fn take_trailing_events(&mut self) -> Vec<gst::Event> {
-        let mut out = Vec::new();
-        while let Some(Held::Event(_)) = self.held.front() {
-            if let Some(Held::Event(e)) = self.held.pop_front() {
-                out.push(e);
-            }
-        }
-        out
     }
 
     /// Stops the pipeline now, dropping every frame in flight (flush, state change).
@@ -296,4 +213,32 @@ impl Drop for Engine {
             p.stop();
         }
     }
+}
+
+/// `buffer`'s pixels as a frame of the analyses: converted to RGB by `to_rgb` where the format
+/// is not one the analyses take, else copied (the buffer goes downstream untouched, or drawn
+/// into, when its frame is done).
+pub(super) fn frame_image(
+    buffer: &gst::Buffer,
+    info: &gst_video::VideoInfo,
+    to_rgb: Option<&ToRgb>,
+) -> Result<DynImage, EngineError> {
+    let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), info)
+        .map_err(|e| EngineError::Frame(e.to_string()))?;
+    if let Some(to_rgb) = to_rgb {
+        return to_rgb.convert(&vframe).map_err(EngineError::Frame);
+    }
+    let stride = usize::try_from(vframe.plane_stride()[0])
+        .map_err(|_| EngineError::Frame("negative stride".into()))?;
+    let data = vframe
+        .plane_data(0)
+        .map_err(|e| EngineError::Frame(e.to_string()))?;
+    image_from_plane(
+        info.format(),
+        vframe.width() as usize,
+        vframe.height() as usize,
+        stride,
+        data,
+    )
+    .map_err(|e| EngineError::Frame(e.to_string()))
 }

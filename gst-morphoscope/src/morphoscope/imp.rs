@@ -1,37 +1,48 @@
-//! The element's implementation: a plain `GstElement` with one sink and one src pad.
+//! The element's implementation: a plain `GstElement` with one sink and one src pad, whose
+//! output is pushed by a task of its own on the src pad.
 //!
 //! Why not `GstBaseTransform`: a transform hands each input buffer back as its output in the
-//! same call, while the ring keeps frames in flight and pushes them later, in
-//! order; serialized events must wait behind the frames in flight, EOS must drain them, a
-//! flush must drop them. A plain element with its own chain and event functions does that
-//! directly ([`super::engine`] holds what is in flight); the output is pushed from the
-//! streaming thread of the input, so there is no extra task to start, pause and flush (a
-//! `queue` in front gives the element a thread of its own).
+//! same call, while the ring keeps frames in flight and pushes them later, in order;
+//! serialized events must wait behind the frames in flight, EOS must drain them, a flush must
+//! drop them. Why a task: upstream's streaming thread (a decoder's) then only decodes, converts
+//! and sends frames to the analyses, while the task waits for the analysed frames, decorates
+//! them and pushes them, the split of `morphoscope run` (a source thread beside the analyses);
+//! pushed from the input's thread, decoding and waiting for results would take turns.
 //!
-//! Stream handling: a new format (CAPS) drains the frames of the old one and restarts the
-//! engine at the next buffer; EOS drains, then is forwarded; FLUSH_STOP drops what is in
-//! flight (a seek); PAUSED -> READY stops the engine. The backend (a CUDA context with its
-//! kernels loaded) is kept across restarts. Latency: upstream's plus one frame duration per
-//! frame held (`ring-size` behind a live source). QoS: see [`super::QosPolicy`]. Formats: the
-//! analyses' own (RGB, GRAY8, GRAY16_LE) and those [`super::convert`] turns into RGB.
+//! Everything bound downstream and serialized — buffers in flight ([`super::engine`]) and the
+//! events between them — waits in one queue ([`State::held`]) that only the task pops, so
+//! order is kept. The chain function waits (or drops, with `qos=drop`) while the engine holds
+//! its capacity of frames. Stream handling: a new format (CAPS) lets the frames of the old one
+//! out and restarts the engine at the next buffer; EOS follows the last frame out; a flush
+//! (seek) pauses the task and drops what is in flight; serialized queries (allocation, drain)
+//! wait until everything before them is out; PAUSED -> READY stops the task and the engine. The
+//! backend (a CUDA context with its kernels loaded) is kept across restarts. Latency:
+//! upstream's plus one frame duration per frame held (`ring-size` behind a live source). QoS:
+//! see [`super::QosPolicy`]. Formats: the analyses' own (RGB, GRAY8, GRAY16_LE) and those
+//! [`super::convert`] turns into RGB.
 //!
 //! Properties are read when the engine starts (the first buffer of a format, after a flush);
 //! analysis properties set while playing apply from the next buffer on (`ring-size`, `backend`,
 //! `device`, `config` and `draw` at the next start).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::time::Duration;
 
+use crossbeam_channel::RecvTimeoutError;
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer::subclass::prelude::*;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
+use morphoscope::analysis::AnalysedFrame;
 use morphoscope::backend::Backend;
+use morphoscope::pipeline::PipelineEvent;
 
 use super::convert::{self, ToRgb};
-use super::engine::{Engine, EngineError, Ready};
+use super::engine::{Engine, EngineError, Held, frame_image};
 use super::settings::{KEY_PROPERTIES, PropValue, Settings};
 use super::{BackendChoice, QosPolicy};
 use crate::metadata;
@@ -46,13 +57,17 @@ static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
     )
 });
 
-/// The negotiated stream and the running engine.
+/// How long a thread waits before looking again at the flushing flag (the task waiting for an
+/// analysed frame, the chain function waiting for room): how long a flush or stop may wait.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// The negotiated stream, the running engine and what waits to go downstream.
 #[derive(Default)]
 struct State {
     /// Input format.
     in_info: Option<gst_video::VideoInfo>,
     /// The conversion to RGB of an input format the analyses do not take.
-    to_rgb: Option<ToRgb>,
+    to_rgb: Option<Arc<ToRgb>>,
     /// Output format (RGB of the same size when drawing).
     out_info: Option<gst_video::VideoInfo>,
     /// Draw into the outgoing frames (fixed while a format is negotiated).
@@ -63,9 +78,35 @@ struct State {
     backend: Option<(Backend, morphoscope::config::BackendChoice, usize)>,
     /// The current segment (running times for QoS).
     segment: gst::FormattedSegment<gst::ClockTime>,
+    /// Buffers in flight and the serialized events between them, in arrival order: the task
+    /// pushes them from the front.
+    held: VecDeque<Held>,
+    /// From flush-start to flush-stop, and while the src pad is inactive: nothing flows.
+    flushing: bool,
+    /// Why the task stopped pushing (downstream's flow, an analysis error): the chain function
+    /// returns it upstream.
+    stopped: Option<gst::FlowError>,
     /// First sight of each track (analytics tracking entries).
     #[cfg(feature = "analytics")]
     first_seen: crate::analytics::FirstSeen,
+}
+
+impl State {
+    /// Why data cannot flow now, if it cannot.
+    fn blocked(&self) -> Option<gst::FlowError> {
+        if self.flushing {
+            Some(gst::FlowError::Flushing)
+        } else {
+            self.stopped
+        }
+    }
+
+    /// Whether the engine holds its capacity of frames.
+    fn full(&self) -> bool {
+        self.engine
+            .as_ref()
+            .is_some_and(|e| e.in_flight() >= e.capacity)
+    }
 }
 
 /// The element.
@@ -74,6 +115,9 @@ pub struct Morphoscope {
     srcpad: gst::Pad,
     settings: Mutex<Settings>,
     state: Mutex<State>,
+    /// Signalled whenever [`State`] changes in a way a waiting thread looks for: something
+    /// held, a frame taken back, the engine finished, flushing.
+    changed: Condvar,
     /// Running time before which frames are late (downstream's last QoS event).
     earliest: Mutex<Option<gst::ClockTime>>,
     /// Frames in flight at most and the frame duration, for the latency query (which must not
@@ -113,6 +157,14 @@ impl Morphoscope {
         gst::FlowError::Error
     }
 
+    /// Waits on [`Morphoscope::changed`] for at most [`RECHECK`].
+    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        match self.changed.wait_timeout(state, RECHECK) {
+            Ok((s, _)) => s,
+            Err(poisoned) => poisoned.into_inner().0,
+        }
+    }
+
     /// Starts the engine for the negotiated format.
     fn start_engine(&self, state: &mut State) -> Result<(), EngineError> {
         let settings = lock(&self.settings).clone();
@@ -148,24 +200,391 @@ impl Morphoscope {
         Ok(())
     }
 
-    /// Decorates a completed frame's buffer (metadata, drawing) and pushes it with the events
-    /// held before it.
-    fn push_ready(
-        &self,
-        state: &mut State,
-        ready: Ready,
-    ) -> Result<gst::FlowSuccess, gst::FlowError> {
-        for e in ready.events_before {
-            self.srcpad.push_event(e);
+    /// Puts a serialized event in line behind what is held (the task pushes it).
+    fn hold_event(&self, state: &mut State, event: gst::Event) -> bool {
+        if state.flushing {
+            return false;
         }
-        let Ready { buffer, frame, .. } = ready;
-        let summary = metadata::frame_summary(&frame, self.dropped.load(Ordering::Relaxed));
-        let mut out = match (&frame.picture, &state.out_info, state.draw) {
-            (Some(picture), Some(out_info), true) => {
-                let in_is_rgb = state
-                    .in_info
+        state.held.push_back(Held::Event(event));
+        self.changed.notify_all();
+        true
+    }
+
+    /// Waits until the task has pushed everything held (`false`: flushing or stopped first).
+    fn wait_out<'a>(&self, mut state: MutexGuard<'a, State>) -> (MutexGuard<'a, State>, bool) {
+        while !state.held.is_empty() {
+            if state.blocked().is_some() {
+                return (state, false);
+            }
+            state = self.wait(state);
+        }
+        (state, true)
+    }
+
+    /// Ends the engine's input and waits until the task has pushed its every frame and
+    /// finished it (a new format). Flushing or stopped first: the engine is dropped.
+    fn drain<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        if let Some(engine) = state.engine.as_mut() {
+            engine.end_input();
+            self.changed.notify_all();
+        }
+        while state.engine.is_some() {
+            if state.blocked().is_some() {
+                if let Some(engine) = state.engine.take() {
+                    engine.discard();
+                }
+                break;
+            }
+            state = self.wait(state);
+        }
+        state
+    }
+
+    fn sink_chain(&self, buffer: gst::Buffer) -> Result<gst::FlowSuccess, gst::FlowError> {
+        let qos = lock(&self.settings).qos;
+        let mut state = lock(&self.state);
+        if let Some(flow) = state.blocked() {
+            return Err(flow);
+        }
+        let Some(in_info) = state.in_info.clone() else {
+            gst::element_imp_error!(
+                self,
+                gst::CoreError::Negotiation,
+                ["a buffer before the caps"]
+            );
+            return Err(gst::FlowError::NotNegotiated);
+        };
+        if state.engine.is_none() {
+            self.settings_changed.store(false, Ordering::Relaxed);
+            if let Err(e) = self.start_engine(&mut state) {
+                return Err(self.fail(&e));
+            }
+        } else if self.settings_changed.swap(false, Ordering::Relaxed) {
+            // Analysis properties set while playing: the analyses change from this frame on.
+            match lock(&self.settings).engine_settings() {
+                Ok(cfg) => {
+                    if let Some(engine) = &state.engine {
+                        engine.update(cfg.ops);
+                    }
+                }
+                Err(e) => gst::element_imp_warning!(
+                    self,
+                    gst::LibraryError::Settings,
+                    ["new settings rejected: {}", e]
+                ),
+            }
+        }
+        if qos == QosPolicy::Drop {
+            let running = buffer.pts().and_then(|t| state.segment.to_running_time(t));
+            let late = matches!((running, *lock(&self.earliest)), (Some(r), Some(e)) if r < e);
+            let full = state.full();
+            if late || full {
+                let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                gst::debug!(
+                    CAT,
+                    imp = self,
+                    "dropped a {} frame ({n} in all)",
+                    if late { "late" } else { "busy-ring" }
+                );
+                return Ok(gst::FlowSuccess::Ok);
+            }
+        }
+        // Back-pressure: at most `capacity` frames in flight.
+        while state.full() {
+            if let Some(flow) = state.blocked() {
+                return Err(flow);
+            }
+            state = self.wait(state);
+        }
+        // Convert or copy the pixels without holding the state: the task keeps pushing.
+        let to_rgb = state.to_rgb.clone();
+        drop(state);
+        let image = frame_image(&buffer, &in_info, to_rgb.as_deref()).map_err(|e| self.fail(&e))?;
+        let mut state = lock(&self.state);
+        if let Some(flow) = state.blocked() {
+            return Err(flow);
+        }
+        let Some(engine) = state.engine.as_mut() else {
+            return Err(gst::FlowError::Flushing);
+        };
+        match engine.send(buffer, image) {
+            Ok(held) => {
+                state.held.push_back(held);
+                self.changed.notify_all();
+                Ok(gst::FlowSuccess::Ok)
+            }
+            Err(e) => {
+                state.engine = None;
+                Err(self.fail(&e))
+            }
+        }
+    }
+
+    fn set_caps(&self, state: MutexGuard<'_, State>, caps: &gst::CapsRef) -> bool {
+        let Ok(in_info) = gst_video::VideoInfo::from_caps(caps) else {
+            return false;
+        };
+        if state.in_info.as_ref() == Some(&in_info) {
+            return true;
+        }
+        // A new format: the frames of the old one leave first, then the engine restarts.
+        let mut state = self.drain(state);
+        let draw = lock(&self.settings).draw;
+        let out_info = if draw {
+            match convert::rgb_like(&in_info, false) {
+                Ok(i) => i,
+                Err(_) => return false,
+            }
+        } else {
+            in_info.clone()
+        };
+        let Ok(out_caps) = out_info.to_caps() else {
+            return false;
+        };
+        let to_rgb = if convert::is_converted(in_info.format()) {
+            match ToRgb::new(&in_info) {
+                Ok(c) => Some(Arc::new(c)),
+                Err(e) => {
+                    gst::warning!(CAT, imp = self, "no conversion of {in_info:?} to RGB: {e}");
+                    return false;
+                }
+            }
+        } else {
+            None
+        };
+        let fps = in_info.fps();
+        let frame_nanos = if fps.numer() > 0 {
+            gst::ClockTime::SECOND.nseconds() * fps.denom() as u64 / fps.numer() as u64
+        } else {
+            0
+        };
+        self.frame_nanos.store(frame_nanos, Ordering::Relaxed);
+        state.in_info = Some(in_info);
+        state.to_rgb = to_rgb;
+        state.out_info = Some(out_info);
+        state.draw = draw;
+        self.hold_event(&mut state, gst::event::Caps::new(&out_caps))
+    }
+
+    fn sink_event(&self, pad: &gst::Pad, event: gst::Event) -> bool {
+        use gst::EventView;
+        match event.view() {
+            EventView::Caps(c) => {
+                let caps = c.caps_owned();
+                self.set_caps(lock(&self.state), &caps)
+            }
+            EventView::Eos(_) => {
+                let mut state = lock(&self.state);
+                // The engine ends once its last frame is out; EOS follows it.
+                if let Some(engine) = state.engine.as_mut() {
+                    engine.end_input();
+                }
+                self.hold_event(&mut state, event)
+            }
+            EventView::FlushStart(_) => {
+                {
+                    let mut state = lock(&self.state);
+                    state.flushing = true;
+                    self.changed.notify_all();
+                }
+                // Downstream lets go of a push in progress; then the task stops.
+                let forwarded = self.srcpad.push_event(event);
+                if let Err(e) = self.srcpad.pause_task() {
+                    gst::warning!(CAT, imp = self, "cannot pause the output task: {e}");
+                }
+                forwarded
+            }
+            EventView::FlushStop(_) => {
+                {
+                    let mut state = lock(&self.state);
+                    if let Some(engine) = state.engine.take() {
+                        gst::debug!(
+                            CAT,
+                            imp = self,
+                            "flush: {} frames in flight dropped",
+                            engine.in_flight()
+                        );
+                        engine.discard();
+                    }
+                    state.held.clear();
+                    state.flushing = false;
+                    state.stopped = None;
+                    *lock(&self.earliest) = None;
+                }
+                let forwarded = self.srcpad.push_event(event);
+                if let Err(e) = self.start_task() {
+                    e.log_with_imp(self);
+                    return false;
+                }
+                forwarded
+            }
+            EventView::Segment(s) => {
+                let mut state = lock(&self.state);
+                if let Ok(seg) = s.segment().clone().downcast::<gst::ClockTime>() {
+                    state.segment = seg;
+                }
+                self.hold_event(&mut state, event)
+            }
+            _ if event.is_serialized() => {
+                let mut state = lock(&self.state);
+                self.hold_event(&mut state, event)
+            }
+            _ => gst::Pad::event_default(pad, Some(&*self.obj()), event),
+        }
+    }
+
+    /// One turn of the output task: pushes the event at the front of the line, or waits for
+    /// the analysis of the buffer there and pushes it, or finishes an engine whose every frame
+    /// is out, or waits for something to do.
+    fn output_turn(&self) {
+        let mut state = lock(&self.state);
+        if state.blocked().is_some() {
+            drop(state);
+            let _ = self.srcpad.pause_task();
+            return;
+        }
+        match state.held.front() {
+            Some(Held::Event(_)) => {
+                let Some(Held::Event(event)) = state.held.pop_front() else {
+                    return;
+                };
+                self.changed.notify_all();
+                drop(state);
+                self.srcpad.push_event(event);
+            }
+            Some(Held::Buffer(_, index)) => {
+                let index = *index;
+                let Some(results) = state.engine.as_ref().and_then(Engine::results) else {
+                    drop(state);
+                    let flow = self.fail(&EngineError::Lost(1));
+                    self.stop_output(flow);
+                    return;
+                };
+                drop(state);
+                let event = match results.recv_timeout(RECHECK) {
+                    Ok(event) => event,
+                    Err(RecvTimeoutError::Timeout) => return,
+                    Err(RecvTimeoutError::Disconnected) => PipelineEvent::End,
+                };
+                let mut state = lock(&self.state);
+                // A flush came meanwhile: what was held is dropped.
+                if state.flushing {
+                    return;
+                }
+                let Some(Held::Buffer(buffer, _)) = state.held.pop_front() else {
+                    return;
+                };
+                let taken = match state.engine.as_mut() {
+                    Some(engine) => engine.take_back(index, event),
+                    None => Err(EngineError::Lost(1)),
+                };
+                self.changed.notify_all();
+                match taken {
+                    Ok(frame) => {
+                        drop(state);
+                        if let Err(flow) = self.push_frame(buffer, frame) {
+                            self.stop_output(flow);
+                        }
+                    }
+                    Err(e) => {
+                        state.engine = None;
+                        drop(state);
+                        let flow = self.fail(&e);
+                        self.stop_output(flow);
+                    }
+                }
+            }
+            None => {
+                let done = state
+                    .engine
                     .as_ref()
-                    .is_some_and(|i| i.format() == gst_video::VideoFormat::Rgb);
+                    .is_some_and(|e| e.input_ended() && e.in_flight() == 0);
+                if done && let Some(engine) = state.engine.take() {
+                    self.changed.notify_all();
+                    drop(state);
+                    engine.finish();
+                } else {
+                    drop(self.wait(state));
+                }
+            }
+        }
+    }
+
+    /// The task stops pushing: `flow` goes upstream at the next buffer. A fatal flow is also
+    /// posted as an error, as `queue` does (upstream may not push again for a while; an
+    /// `Error` was posted by whoever returned it).
+    fn stop_output(&self, flow: gst::FlowError) {
+        if matches!(
+            flow,
+            gst::FlowError::NotLinked | gst::FlowError::NotNegotiated
+        ) {
+            gst::element_imp_error!(
+                self,
+                gst::StreamError::Failed,
+                ("Internal data stream error."),
+                ["streaming stopped, reason {:?}", flow]
+            );
+        }
+        gst::debug!(CAT, imp = self, "output stopped: {flow:?}");
+        let mut state = lock(&self.state);
+        state.stopped = Some(flow);
+        self.changed.notify_all();
+        drop(state);
+        let _ = self.srcpad.pause_task();
+    }
+
+    fn start_task(&self) -> Result<(), gst::LoggableError> {
+        let element = self.obj().downgrade();
+        self.srcpad
+            .start_task(move || {
+                if let Some(element) = element.upgrade() {
+                    element.imp().output_turn();
+                }
+            })
+            .map_err(|e| gst::loggable_error!(CAT, "cannot start the output task: {e}"))
+    }
+
+    /// The src pad's activation: the task runs while the pad is active (push mode only).
+    fn src_activate(
+        &self,
+        pad: &gst::Pad,
+        mode: gst::PadMode,
+        active: bool,
+    ) -> Result<(), gst::LoggableError> {
+        if mode != gst::PadMode::Push {
+            return Err(gst::loggable_error!(CAT, "only push mode is supported"));
+        }
+        {
+            let mut state = lock(&self.state);
+            state.flushing = !active;
+            state.stopped = None;
+            self.changed.notify_all();
+        }
+        if active {
+            self.start_task()
+        } else {
+            pad.stop_task()
+                .map_err(|e| gst::loggable_error!(CAT, "cannot stop the output task: {e}"))
+        }
+    }
+
+    /// Decorates an analysed frame's buffer (metadata, drawing), posts its summary and pushes it.
+    fn push_frame(
+        &self,
+        buffer: gst::Buffer,
+        frame: Box<AnalysedFrame>,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
+        let (out_info, draw, in_is_rgb) = {
+            let state = lock(&self.state);
+            let in_is_rgb = state
+                .in_info
+                .as_ref()
+                .is_some_and(|i| i.format() == gst_video::VideoFormat::Rgb);
+            (state.out_info.clone(), state.draw, in_is_rgb)
+        };
+        let summary = metadata::frame_summary(&frame, self.dropped.load(Ordering::Relaxed));
+        let mut out = match (&frame.picture, &out_info, draw) {
+            (Some(picture), Some(out_info), true) => {
                 self.drawn(buffer, in_is_rgb, picture, out_info)?
             }
             _ => buffer,
@@ -179,6 +598,7 @@ impl Morphoscope {
             #[cfg(feature = "analytics")]
             {
                 let components = metadata::tracked_components(out);
+                let mut state = lock(&self.state);
                 let now = out
                     .pts()
                     .and_then(|t| state.segment.to_running_time(t))
@@ -250,231 +670,6 @@ impl Morphoscope {
         Ok(out)
     }
 
-    /// Takes back and pushes completed frames: every frame already done, then (with `bound`)
-    /// the oldest ones until at most `capacity` are in flight.
-    fn push_completed(
-        &self,
-        state: &mut State,
-        bound: bool,
-    ) -> Result<gst::FlowSuccess, gst::FlowError> {
-        loop {
-            let Some(engine) = state.engine.as_mut() else {
-                return Ok(gst::FlowSuccess::Ok);
-            };
-            let wait = bound && engine.in_flight() > engine.capacity;
-            match engine.next_ready(wait) {
-                Ok(Some(ready)) => {
-                    self.push_ready(state, ready)?;
-                }
-                Ok(None) => return Ok(gst::FlowSuccess::Ok),
-                Err(e) => {
-                    state.engine = None;
-                    return Err(self.fail(&e));
-                }
-            }
-        }
-    }
-
-    /// Ends the engine's input, pushes every frame in flight and the events held after them,
-    /// and stops it (EOS, a new format).
-    fn drain(&self, state: &mut State) -> Result<gst::FlowSuccess, gst::FlowError> {
-        let Some(engine) = state.engine.as_mut() else {
-            return Ok(gst::FlowSuccess::Ok);
-        };
-        engine.end_input();
-        let mut flow = Ok(gst::FlowSuccess::Ok);
-        while state.engine.as_ref().is_some_and(|e| e.in_flight() > 0) {
-            let Some(engine) = state.engine.as_mut() else {
-                break;
-            };
-            match engine.next_ready(true) {
-                Ok(Some(ready)) => {
-                    if let Err(e) = self.push_ready(state, ready) {
-                        flow = Err(e);
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    state.engine = None;
-                    return Err(self.fail(&e));
-                }
-            }
-        }
-        if let Some(mut engine) = state.engine.take() {
-            for e in engine.take_trailing_events() {
-                self.srcpad.push_event(e);
-            }
-            engine.finish();
-        }
-        flow
-    }
-
-    fn sink_chain(&self, buffer: gst::Buffer) -> Result<gst::FlowSuccess, gst::FlowError> {
-        let qos = lock(&self.settings).qos;
-        let mut state = lock(&self.state);
-        let Some(in_info) = state.in_info.clone() else {
-            gst::element_imp_error!(
-                self,
-                gst::CoreError::Negotiation,
-                ["a buffer before the caps"]
-            );
-            return Err(gst::FlowError::NotNegotiated);
-        };
-        if state.engine.is_none() {
-            self.settings_changed.store(false, Ordering::Relaxed);
-            if let Err(e) = self.start_engine(&mut state) {
-                return Err(self.fail(&e));
-            }
-        } else if self.settings_changed.swap(false, Ordering::Relaxed) {
-            // Analysis properties set while playing: the analyses change from this frame on.
-            match lock(&self.settings).engine_settings() {
-                Ok(cfg) => {
-                    if let Some(engine) = &state.engine {
-                        engine.update(cfg.ops);
-                    }
-                }
-                Err(e) => gst::element_imp_warning!(
-                    self,
-                    gst::LibraryError::Settings,
-                    ["new settings rejected: {}", e]
-                ),
-            }
-        }
-        if qos == QosPolicy::Drop {
-            let running = buffer.pts().and_then(|t| state.segment.to_running_time(t));
-            let late = matches!((running, *lock(&self.earliest)), (Some(r), Some(e)) if r < e);
-            let full = state
-                .engine
-                .as_ref()
-                .is_some_and(|e| e.in_flight() >= e.capacity);
-            if late || full {
-                let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                gst::debug!(
-                    CAT,
-                    imp = self,
-                    "dropped a {} frame ({n} in all)",
-                    if late { "late" } else { "busy-ring" }
-                );
-                return self.push_completed(&mut state, false);
-            }
-        }
-        let State { engine, to_rgb, .. } = &mut *state;
-        let sent = match engine.as_mut() {
-            Some(engine) => engine.send(buffer, &in_info, to_rgb.as_ref()),
-            None => Err(EngineError::Lost(0)),
-        };
-        if let Err(e) = sent {
-            state.engine = None;
-            return Err(self.fail(&e));
-        }
-        self.push_completed(&mut state, true)
-    }
-
-    fn set_caps(&self, state: &mut State, caps: &gst::CapsRef) -> bool {
-        let Ok(in_info) = gst_video::VideoInfo::from_caps(caps) else {
-            return false;
-        };
-        if state.in_info.as_ref() == Some(&in_info) {
-            return true;
-        }
-        // A new format: the frames of the old one leave first, then the engine restarts.
-        let _ = self.drain(state);
-        let draw = lock(&self.settings).draw;
-        let out_info = if draw {
-            match convert::rgb_like(&in_info, false) {
-                Ok(i) => i,
-                Err(_) => return false,
-            }
-        } else {
-            in_info.clone()
-        };
-        let Ok(out_caps) = out_info.to_caps() else {
-            return false;
-        };
-        let to_rgb = if convert::is_converted(in_info.format()) {
-            match ToRgb::new(&in_info) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    gst::warning!(CAT, imp = self, "no conversion of {in_info:?} to RGB: {e}");
-                    return false;
-                }
-            }
-        } else {
-            None
-        };
-        let fps = in_info.fps();
-        let frame_nanos = if fps.numer() > 0 {
-            gst::ClockTime::SECOND.nseconds() * fps.denom() as u64 / fps.numer() as u64
-        } else {
-            0
-        };
-        self.frame_nanos.store(frame_nanos, Ordering::Relaxed);
-        state.in_info = Some(in_info);
-        state.to_rgb = to_rgb;
-        state.out_info = Some(out_info);
-        state.draw = draw;
-        self.srcpad.push_event(gst::event::Caps::new(&out_caps))
-    }
-
-    fn sink_event(&self, pad: &gst::Pad, event: gst::Event) -> bool {
-        use gst::EventView;
-        match event.view() {
-            EventView::Caps(c) => {
-                let caps = c.caps_owned();
-                let mut state = lock(&self.state);
-                self.set_caps(&mut state, &caps)
-            }
-            EventView::Eos(_) => {
-                let mut state = lock(&self.state);
-                let _ = self.drain(&mut state);
-                drop(state);
-                self.srcpad.push_event(event)
-            }
-            EventView::FlushStart(_) => self.srcpad.push_event(event),
-            EventView::FlushStop(_) => {
-                let mut state = lock(&self.state);
-                if let Some(engine) = state.engine.take() {
-                    gst::debug!(
-                        CAT,
-                        imp = self,
-                        "flush: {} frames in flight dropped",
-                        engine.in_flight()
-                    );
-                    engine.discard();
-                }
-                *lock(&self.earliest) = None;
-                drop(state);
-                self.srcpad.push_event(event)
-            }
-            EventView::Segment(s) => {
-                let mut state = lock(&self.state);
-                if let Ok(seg) = s.segment().clone().downcast::<gst::ClockTime>() {
-                    state.segment = seg;
-                }
-                self.forward_serialized(state, event)
-            }
-            _ if event.is_serialized() => {
-                let state = lock(&self.state);
-                self.forward_serialized(state, event)
-            }
-            _ => gst::Pad::event_default(pad, Some(&*self.obj()), event),
-        }
-    }
-
-    /// Forwards a serialized event, or holds it behind the frames in flight.
-    fn forward_serialized(&self, mut state: MutexGuard<'_, State>, event: gst::Event) -> bool {
-        match state.engine.as_mut() {
-            Some(engine) if !engine.is_empty() => {
-                engine.hold_event(event);
-                true
-            }
-            _ => {
-                drop(state);
-                self.srcpad.push_event(event)
-            }
-        }
-    }
-
     fn src_event(&self, pad: &gst::Pad, event: gst::Event) -> bool {
         if let gst::EventView::Qos(q) = event.view() {
             let (_, _, diff, timestamp) = q.get();
@@ -517,6 +712,19 @@ impl Morphoscope {
             let caps = self.query_caps(pad, q.filter_owned().as_ref());
             q.set_result(&caps);
             return true;
+        }
+        if query.is_serialized() {
+            // Allocation, drain: they concern what comes after everything held.
+            let (state, out) = self.wait_out(lock(&self.state));
+            let draw = state.draw;
+            drop(state);
+            if !out {
+                return false;
+            }
+            // Drawing gives RGB frames of its own: downstream's pool is not for the input.
+            if draw && matches!(query.view(), gst::QueryView::Allocation(_)) {
+                return false;
+            }
         }
         gst::Pad::query_default(pad, Some(&*self.obj()), query)
     }
@@ -581,6 +789,13 @@ impl ObjectSubclass for Morphoscope {
             })
             .build();
         let srcpad = pad("src", gst::PadDirection::Src)
+            .activatemode_function(|pad, parent, mode, active| {
+                Morphoscope::catch_panic_pad_function(
+                    parent,
+                    || Err(gst::loggable_error!(CAT, "panic activating the src pad")),
+                    |this| this.src_activate(pad, mode, active),
+                )
+            })
             .event_function(|pad, parent, event| {
                 Morphoscope::catch_panic_pad_function(
                     parent,
@@ -601,6 +816,7 @@ impl ObjectSubclass for Morphoscope {
             srcpad,
             settings: Mutex::new(Settings::default()),
             state: Mutex::new(State::default()),
+            changed: Condvar::new(),
             earliest: Mutex::new(None),
             latency_frames: AtomicU64::new(3),
             frame_nanos: AtomicU64::new(0),
@@ -654,6 +870,8 @@ impl ElementImpl for Morphoscope {
             let backend = state.backend.take();
             *state = State {
                 backend,
+                // Until the src pad is active again.
+                flushing: true,
                 ..State::default()
             };
             *lock(&self.earliest) = None;
