@@ -75,6 +75,11 @@ pub const SOURCES: &[KernelSource] = &[
         functions: crate::ops::preprocess::FUNCTIONS,
     },
     KernelSource {
+        name: "nv12",
+        source: include_str!("../kernels/nv12.cu"),
+        functions: crate::ops::nv12::gpu::FUNCTIONS,
+    },
+    KernelSource {
         name: "maxtree",
         source: include_str!("../kernels/maxtree.cu"),
         functions: crate::ops::maxtree::gpu::FUNCTIONS,

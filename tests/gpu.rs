@@ -16,6 +16,8 @@ mod graph;
 mod maxtree;
 #[path = "gpu/maxtree_bench.rs"]
 mod maxtree_bench;
+#[path = "gpu/nv12.rs"]
+mod nv12;
 #[path = "gpu/orientation.rs"]
 mod orientation;
 #[path = "gpu/preprocess.rs"]

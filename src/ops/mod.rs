@@ -5,6 +5,7 @@ pub mod blur;
 pub mod cca;
 pub mod error;
 pub mod maxtree;
+pub mod nv12;
 pub mod orientation;
 pub mod preprocess;
 pub mod segmentation;
