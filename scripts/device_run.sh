@@ -4,7 +4,8 @@
 #   ../shared/device/pack.sh --bin --test gpu        (binaries and the GStreamer runtime)
 #   mkdir -p .device/data/samples && cp assets/samples/*.{jpg,png} .device/data/samples/
 #   plus an H.264 constrained-baseline copy of the clip as .device/data/samples/vtest.mp4 and
-#   one of its frames scaled to 1920x1080 as vtest_1080.png (BENCHMARKS.md says how).
+#   one of its frames scaled to 1920x1080 as vtest_1080.png, and for `element` a 1080p H.264
+#   copy of its first 400 frames as vtest_1080.mp4 (BENCHMARKS.md says how).
 # Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [cpu] [streams] [element] [soak N]
 # (SOAK_SIZE=WxH sets the soak's frame size; `cpu` needs .device/bin/morphoscope-before)
 set -uo pipefail
@@ -115,28 +116,37 @@ if want streams; then
   done
 fi
 if want element; then
-  # The GStreamer element against `morphoscope run` on the same clip (NVDEC decode, tables only).
-  echo "== element: nvh264dec ! morphoscope ! fakesink against morphoscope run"
-  t0=$(date +%s.%N)
-  timeout 120 bash .device/run.sh morphoscope run "$clip" --backend cuda --no-video --quiet --out /tmp/el_run > "$OUT/element_run.log" 2>&1
-  echo "-- morphoscope run --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall; $(grep -E "frames:" "$OUT/element_run.log")"
-  decode="filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB"
-  for draw in false true; do
-    timeout 120 bash .device/run.sh throughput "$decode ! morphoscope name=m backend=cuda draw=$draw ! fakesink sync=false" > "$OUT/element_draw_$draw.log" 2>&1
-    echo "-- element draw=$draw (rc=$?):"; tail -4 "$OUT/element_draw_$draw.log"
+  # The GStreamer element against `morphoscope run` on the same clip (NVDEC decode, tables only):
+  # the sample clip (768x576) and, where carried, a 1080p H.264 copy (vtest_1080.mp4).
+  for c in $clip .device/data/samples/vtest_1080.mp4; do
+    [ -f "$c" ] || continue
+    tag=$(basename "$c" .mp4)
+    echo "== element: nvh264dec ! morphoscope ! fakesink against morphoscope run ($c)"
+    t0=$(date +%s.%N)
+    timeout 120 bash .device/run.sh morphoscope run "$c" --backend cuda --no-video --quiet --out /tmp/el_run > "$OUT/element_run_$tag.log" 2>&1
+    echo "-- morphoscope run --no-video: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall; $(grep -E "frames:" "$OUT/element_run_$tag.log")"
+    dec="filesrc location=$c ! qtdemux ! h264parse ! nvh264dec"
+    el() { # NAME DESCRIPTION: one timed pipeline through the element
+      timeout 120 bash .device/run.sh throughput "$2" > "$OUT/element_${tag}_$1.log" 2>&1
+      echo "-- $1 (rc=$?): $2"; tail -3 "$OUT/element_${tag}_$1.log"
+    }
+    # The pipeline of the issue: decoder straight into the element (NV12 in CUDA memory).
+    el cuda "$dec ! morphoscope name=m backend=cuda ! fakesink sync=false"
+    el cuda_draw "$dec ! morphoscope name=m backend=cuda draw=true ! fakesink sync=false"
+    # The decoder's frames kept in system memory (the element converts NV12 on the host).
+    el system_nv12 "$dec ! video/x-raw,format=NV12 ! morphoscope name=m backend=cuda ! fakesink sync=false"
+    # RGB from videoconvert, as run's source gives it.
+    el system_rgb "$dec ! videoconvert ! video/x-raw,format=RGB ! morphoscope name=m backend=cuda ! fakesink sync=false"
+    # A queue in front: decoder and element on separate streaming threads.
+    el cuda_queue "$dec ! queue ! morphoscope name=m backend=cuda ! fakesink sync=false"
   done
-  # A queue in front: the decoder and the element on their own streaming threads.
-  timeout 120 bash .device/run.sh throughput "$decode ! queue ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_queue.log" 2>&1
-  echo "-- element behind a queue (rc=$?):"; tail -4 "$OUT/element_queue.log"
-  # NV12 from the decoder straight in: the element converts to RGB itself.
-  timeout 120 bash .device/run.sh throughput "filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! queue ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_nv12.log" 2>&1
-  echo "-- element taking NV12, behind a queue (rc=$?):"; tail -4 "$OUT/element_nv12.log"
+  dec="filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec"
   # An earlier build of the element (.device/libgstmorphoscope-before.so), same pipeline.
   if [ -f .device/libgstmorphoscope-before.so ]; then
     rm -rf /tmp/gst-before && cp -r .device/gst /tmp/gst-before && cp .device/libgstmorphoscope-before.so /tmp/gst-before/libgstmorphoscope.so
     GST_PLUGIN_SYSTEM_PATH=/tmp/gst-before GST_PLUGIN_PATH=/tmp/gst-before GST_REGISTRY=/tmp/gst-registry-before.bin \
       GST_PLUGIN_SCANNER=$PWD/.device/gst-plugin-scanner LD_LIBRARY_PATH=$PWD/.device/lib \
-      timeout 120 .device/bin/throughput "$decode ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_before.log" 2>&1
+      timeout 120 .device/bin/throughput "$dec ! morphoscope name=m backend=cuda ! fakesink sync=false" > "$OUT/element_before.log" 2>&1
     echo "-- element, earlier build (rc=$?):"; tail -4 "$OUT/element_before.log"
   fi
   if [ -x .device/bin/element_gpu ]; then
@@ -145,7 +155,7 @@ if want element; then
     grep -E "^test |^test result|^rc=|panicked" "$OUT/element_gpu.log" | head -20
   fi
   t0=$(date +%s.%N)
-  timeout 120 bash .device/run.sh gst-launch-1.0 -e filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! video/x-raw,format=RGB ! morphoscope backend=cuda ! fakesink sync=false > "$OUT/element_launch.log" 2>&1
+  timeout 120 bash .device/run.sh gst-launch-1.0 -e filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! morphoscope backend=cuda ! fakesink sync=false > "$OUT/element_launch.log" 2>&1
   echo "-- gst-launch (rc=$?): $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; tail -2 "$OUT/element_launch.log"
 fi
 # Everything back as one archive (the device tool returns at most 8 files).

@@ -510,7 +510,7 @@ fn viewer_pipeline_check(backend: &morphoscope::backend::Backend) {
     let frame = Frame {
         index: 0,
         pts_nanos: None,
-        image: DynImage::Rgb8((*rgb).clone()),
+        image: DynImage::Rgb8((*rgb).clone()).into(),
     };
     let source = FrameSource::Memory {
         frames: Arc::new(vec![frame]),

@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release -p gst-morphoscope --example read_metadata -- \
-//!     "filesrc location=assets/samples/vtest.avi ! decodebin ! videoconvert ! queue ! morphoscope ! appsink name=sink"
+//!     "filesrc location=assets/samples/vtest.avi ! decodebin ! videoconvert ! morphoscope ! appsink name=sink"
 //! ```
 //!
 //! The same metas are read from C, Python or any binding with

@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release -p gst-morphoscope --example throughput -- \
-//!     "filesrc location=vtest.mp4 ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! queue ! morphoscope name=m ! fakesink"
+//!     "filesrc location=vtest.mp4 ! qtdemux ! h264parse ! nvh264dec ! morphoscope name=m ! fakesink"
 //! ```
 
 use std::sync::Arc;

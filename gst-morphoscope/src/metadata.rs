@@ -10,7 +10,8 @@
 //!   `velocity-y` (pixels a frame; 0 before the tracker has a velocity).
 //! - The **frame summary** is a structure [`FRAME_STRUCTURE`] (`morphoscope/frame`): `index`,
 //!   `pts` (ns, -1 when the buffer has none), `width`, `height`, `backend`, `dropped` (frames the
-//!   element dropped so far, QoS), one sub-structure per analysis with the numbers `frames.jsonl`
+//!   element dropped so far, QoS), `input-memory` ([`INPUT_MEMORY_CUDA`] when the frame went to
+//!   the analyses in CUDA memory, as the decoder left it; else [`INPUT_MEMORY_SYSTEM`]), one sub-structure per analysis with the numbers `frames.jsonl`
 //!   holds for it (counts, threshold, spectrum, …), `timings` (milliseconds per region) and
 //!   `components-json`: the frame's line of `components.jsonl`, the whole component table
 //!   with track ids, byte for byte as `morphoscope run` writes it. It travels on the buffer as
@@ -31,6 +32,10 @@ pub const COMPONENT_PARAM: &str = "morphoscope/component";
 pub const FRAME_META: &str = "MorphoscopeFrameMeta";
 /// Name of the frame summary structure (custom meta and bus message).
 pub const FRAME_STRUCTURE: &str = "morphoscope/frame";
+/// `input-memory` of a frame the analyses read in CUDA memory, where the decoder left it.
+pub const INPUT_MEMORY_CUDA: &str = "cuda";
+/// `input-memory` of a frame copied from system memory (or mapped to it).
+pub const INPUT_MEMORY_SYSTEM: &str = "system";
 
 /// Registers [`FRAME_META`] (once per process; the plugin does it when it loads).
 pub fn register_frame_meta() {

@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::str::FromStr;
+
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
@@ -563,4 +565,43 @@ fn an_output_linked_to_nothing_ends_the_run_with_an_error_not_a_hang() {
         "the reason is named: {:?}",
         e.debug()
     );
+}
+
+#[test]
+fn cuda_memory_is_offered_only_where_the_backend_may_be_cuda() {
+    common::init();
+    let cuda_nv12 = gst::Caps::from_str("video/x-raw(memory:CUDAMemory),format=NV12").unwrap();
+    let offered = |backend: &str| {
+        let m = gst::ElementFactory::make("morphoscope")
+            .property_from_str("backend", backend)
+            .build()
+            .unwrap();
+        let caps = m.static_pad("sink").unwrap().query_caps(None);
+        (caps.can_intersect(&cuda_nv12), caps)
+    };
+    let (auto, caps) = offered("auto");
+    assert!(auto, "auto offers CUDA memory: {caps}");
+    assert!(
+        caps.structure(0)
+            .zip(caps.features(0))
+            .is_some_and(
+                |(s, f)| f.contains("memory:CUDAMemory") && s.get::<&str>("format") == Ok("NV12")
+            ),
+        "CUDA memory first (preferred): {caps}"
+    );
+    assert!(offered("cuda").0);
+    let (cpu, caps) = offered("cpu");
+    assert!(
+        !cpu,
+        "the CPU backend would copy it to the host anyway: {caps}"
+    );
+    // The pad template lists it, so gst-inspect shows it.
+    let template = gst::ElementFactory::find("morphoscope")
+        .unwrap()
+        .static_pad_templates()
+        .into_iter()
+        .find(|t| t.name_template() == "sink")
+        .unwrap()
+        .caps();
+    assert!(template.can_intersect(&cuda_nv12));
 }

@@ -79,3 +79,94 @@ fn cuda_element_on_the_sample_clip_keeps_every_frame() {
     assert!(out.eos);
     assert_eq!(out.frames.len(), 795, "every frame of the clip out");
 }
+
+/// Whether GStreamer's nvcodec plugin registered `factory` here (it does where CUDA, and for
+/// the decoders NVDEC, work); a missing one fails the test under `MORPHOSCOPE_REQUIRE_GPU=1`.
+fn nvcodec(factory: &str) -> bool {
+    common::init();
+    let found = gstreamer::ElementFactory::find(factory).is_some();
+    assert!(
+        found || std::env::var("MORPHOSCOPE_REQUIRE_GPU").as_deref() != Ok("1"),
+        "MORPHOSCOPE_REQUIRE_GPU=1 but nvcodec's {factory} is not registered"
+    );
+    found
+}
+
+/// Each frame's `input-memory` (where the analyses read it).
+fn input_memory(out: &common::Outcome) -> Vec<String> {
+    out.frames
+        .iter()
+        .map(|f| {
+            f.summary
+                .as_ref()
+                .and_then(|s| s.get::<String>("input-memory").ok())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn cuda_memory_is_read_in_place_and_gives_the_pictures_and_tables_of_system_memory() {
+    let Some(_) = cuda() else { return };
+    if !nvcodec("cudaupload") {
+        return;
+    }
+    // Odd size: the last chroma column and row cover one pixel.
+    let src = "videotestsrc pattern=ball num-buffers=40 ! video/x-raw,format=NV12,width=321,height=241,framerate=25/1";
+    let tail = "morphoscope backend=cuda draw=true ! appsink name=sink sync=false";
+    let device = run_pipeline(&format!("{src} ! cudaupload ! {tail}"), None);
+    let host = run_pipeline(&format!("{src} ! {tail}"), None);
+    assert_eq!(device.frames.len(), 40);
+    assert_eq!(host.frames.len(), 40);
+    assert!(
+        input_memory(&device).iter().all(|m| m == "cuda"),
+        "every frame read in CUDA memory: {:?}",
+        input_memory(&device)
+    );
+    assert!(input_memory(&host).iter().all(|m| m == "system"));
+    // The drawn pictures start from the converted frame: equal bytes, equal conversion.
+    let digests = |o: &common::Outcome| o.frames.iter().map(|f| f.digest).collect::<Vec<_>>();
+    assert_eq!(digests(&device), digests(&host), "pictures differ");
+    assert_eq!(
+        element_component_lines(&device),
+        element_component_lines(&host)
+    );
+    assert!(
+        device
+            .frames
+            .iter()
+            .map(|f| f.components.len())
+            .sum::<usize>()
+            > 10,
+        "the ball is tracked"
+    );
+}
+
+#[test]
+fn nvdec_frames_stay_on_the_gpu_with_the_tables_of_system_memory() {
+    let Some(_) = cuda() else { return };
+    let clip = common::samples_dir().join("vtest.mp4");
+    if !clip.is_file() || !nvcodec("nvh264dec") {
+        return;
+    }
+    let dec = format!(
+        "filesrc location=\"{}\" ! qtdemux ! h264parse ! nvh264dec",
+        clip.display()
+    );
+    let tail = "morphoscope backend=cuda ! appsink name=sink sync=false";
+    let device = run_pipeline(&format!("{dec} ! {tail}"), None);
+    // The caps filter keeps the decoder's frames in system memory.
+    let host = run_pipeline(&format!("{dec} ! video/x-raw,format=NV12 ! {tail}"), None);
+    assert_eq!(device.frames.len(), 795);
+    assert_eq!(host.frames.len(), 795);
+    assert!(
+        input_memory(&device).iter().all(|m| m == "cuda"),
+        "decoded frames read in CUDA memory: {:?}",
+        &input_memory(&device)[..3]
+    );
+    assert!(input_memory(&host).iter().all(|m| m == "system"));
+    assert_eq!(
+        element_component_lines(&device),
+        element_component_lines(&host)
+    );
+}

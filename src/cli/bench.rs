@@ -148,7 +148,7 @@ fn tiled_sample(w: u32, h: u32) -> anyhow::Result<Vec<Frame>> {
     Ok(vec![Frame {
         index: 0,
         pts_nanos: None,
-        image: DynImage::Rgb8(img),
+        image: DynImage::Rgb8(img).into(),
     }])
 }
 

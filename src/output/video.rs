@@ -440,7 +440,7 @@ mod tests {
         let (mut frames, mut pts) = (Vec::new(), Vec::new());
         while let Some(f) = src.next_frame().unwrap() {
             pts.push(f.pts_nanos.unwrap());
-            frames.push(f.image);
+            frames.push(f.image.into_host().unwrap());
         }
         (frames, pts)
     }

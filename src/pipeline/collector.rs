@@ -112,8 +112,14 @@ impl Collector {
                 frame.timings.latency_ms = f.received.elapsed().as_secs_f64() * 1e3;
                 Ok(frame)
             }
-            Work::Cuda { mut slot, rgb } => {
+            Work::Cuda {
+                mut slot,
+                rgb,
+                device_input,
+            } => {
                 let r = self.complete_gpu(&f.meta, &f.settings, &mut slot, rgb, want, &f.style);
+                // The slot's stream is done with the device frame's planes.
+                drop(device_input);
                 if let Some((_, free)) = &self.gpu {
                     let _ = free.send(slot); // the worker may have stopped: the slot is dropped
                 }

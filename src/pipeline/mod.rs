@@ -459,7 +459,8 @@ mod tests {
                         (y * 7) as u8,
                         ((x + y) * 3) as u8,
                     ]
-                })),
+                }))
+                .into(),
             })
             .collect()
     }

@@ -33,7 +33,8 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys, sys
 use crate::analysis::{Analysis, DeviceFrame, GpuStage, OpSettings};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, launch};
 use crate::image::{DynImage, Image};
-use crate::ops::{OpError, preprocess};
+use crate::ops::{OpError, nv12, preprocess};
+use crate::source::{DeviceNv12, Pixels};
 
 /// Format of the frames a slot's buffers are sized for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,10 +109,12 @@ pub fn new_slots(
         .collect()
 }
 
-/// The frame's pixels as the ring uploads them: packed RGB, or the grey bytes.
+/// The frame's pixels as the ring takes them: packed RGB or the grey bytes to upload, or NV12
+/// planes already on the device to convert.
 enum Upload {
     Rgb(Arc<Image<[u8; 3]>>),
     Gray(Image<u8>),
+    Device(DeviceNv12),
 }
 
 /// A frame enqueued on a slot: what the host kept of it.
@@ -119,6 +122,8 @@ enum Upload {
 pub struct Enqueued {
     /// The packed RGB frame, when the source is colour (the host has it anyway).
     pub rgb: Option<Arc<Image<[u8; 3]>>>,
+    /// What keeps a device frame's planes allocated until the slot's work is done.
+    pub device_input: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The event the next frame's ordered stages wait for.
     pub ordered_done: CudaEvent,
 }
@@ -131,7 +136,7 @@ impl Slot {
         &mut self,
         gpu: &GpuContext,
         analyses: &[&'static str],
-        image: DynImage,
+        image: Pixels,
         index: u64,
         settings: &OpSettings,
         after: Option<&CudaEvent>,
@@ -139,17 +144,20 @@ impl Slot {
         let (w, h) = image.size();
         launch::check_frame_size(w, h)?;
         let upload = match image {
-            DynImage::Rgb8(img) => Upload::Rgb(Arc::new(img.into_packed())),
-            DynImage::Gray8(img) => Upload::Gray(img.into_packed()),
-            DynImage::Gray16(img) => Upload::Gray(preprocess::gray16_to_gray8(img.view())),
-            DynImage::F32(img) => {
+            Pixels::Host(DynImage::Rgb8(img)) => Upload::Rgb(Arc::new(img.into_packed())),
+            Pixels::Host(DynImage::Gray8(img)) => Upload::Gray(img.into_packed()),
+            Pixels::Host(DynImage::Gray16(img)) => {
+                Upload::Gray(preprocess::gray16_to_gray8(img.view()))
+            }
+            Pixels::Host(DynImage::F32(img)) => {
                 Upload::Gray(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8))
             }
+            Pixels::Device(frame) => Upload::Device(frame),
         };
         let format = SlotFormat {
             width: w,
             height: h,
-            rgb: matches!(upload, Upload::Rgb(_)),
+            rgb: !matches!(upload, Upload::Gray(_)),
         };
         if self.buffers.as_ref().map(|b| b.format) != Some(format) {
             self.buffers = None; // free the old size first
@@ -159,19 +167,44 @@ impl Slot {
             return Err(GpuError::Unsupported("slot buffers missing".into()).into());
         };
         self.timer.reset();
-        // Copy into the write-combined pinned buffer (its previous upload finished long ago: the
-        // slot's previous frame was collected before the slot came back).
-        let staging = bufs.upload.as_mut_slice()?;
-        let n = match &upload {
-            Upload::Rgb(img) => copy_into(staging, img.data().as_flattened()),
-            Upload::Gray(g) => copy_into(staging, g.data()),
-        };
         let stream = self.stream.clone();
-        if !bufs.mapped {
-            self.timer.time(&stream, "upload", || {
-                stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
-                Ok(())
-            })?;
+        match &upload {
+            Upload::Rgb(_) | Upload::Gray(_) => {
+                // Copy into the write-combined pinned buffer (its previous upload finished long
+                // ago: the slot's previous frame was collected before the slot came back).
+                let staging = bufs.upload.as_mut_slice()?;
+                let n = match &upload {
+                    Upload::Rgb(img) => copy_into(staging, img.data().as_flattened()),
+                    Upload::Gray(g) => copy_into(staging, g.data()),
+                    Upload::Device(_) => 0,
+                };
+                if !bufs.mapped {
+                    self.timer.time(&stream, "upload", || {
+                        stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
+                        Ok(())
+                    })?;
+                }
+            }
+            Upload::Device(frame) => {
+                self.timer.time(&stream, "preprocess_nv12_to_rgb", || {
+                    // SAFETY: the planes are device memory of this context holding the whole
+                    // frame (`DeviceNv12`'s contract: a decoder's buffer in the backend's
+                    // context, written before it was handed over), kept allocated by
+                    // `keep_alive` until the collector has synchronised this slot's stream.
+                    unsafe {
+                        nv12::gpu::enqueue_nv12_to_rgb(
+                            gpu,
+                            &stream,
+                            &frame.planes,
+                            &frame.conversion,
+                            &mut bufs.input,
+                            w,
+                            h,
+                        )
+                    }
+                    .map_err(to_gpu)
+                })?;
+            }
         }
         if format.rgb {
             let rgb = DeviceImage::new(&stream, &bufs.input, w, h, 3)?;
@@ -216,9 +249,13 @@ impl Slot {
         let ordered_done =
             ordered_done.ok_or_else(|| GpuError::Unsupported("ordered event missing".into()))?;
         Ok(Enqueued {
+            device_input: match &upload {
+                Upload::Device(frame) => Some(frame.keep_alive.clone()),
+                Upload::Rgb(_) | Upload::Gray(_) => None,
+            },
             rgb: match upload {
                 Upload::Rgb(img) => Some(img),
-                Upload::Gray(_) => None,
+                Upload::Gray(_) | Upload::Device(_) => None,
             },
             ordered_done,
         })

@@ -21,7 +21,7 @@ use crate::config::Settings;
 use crate::gpu::GpuContext;
 use crate::image::{DynImage, Image};
 use crate::ops::{OpError, preprocess};
-use crate::source::Frame;
+use crate::source::{Frame, Pixels};
 
 /// A frame on its way from the worker to the collector.
 pub(super) struct InFlight {
@@ -45,6 +45,8 @@ pub(super) enum Work {
     Cuda {
         slot: Box<Slot>,
         rgb: Option<Arc<Image<[u8; 3]>>>,
+        /// A device frame's planes, kept allocated until the slot's work is done.
+        device_input: Option<Arc<dyn std::any::Any + Send + Sync>>,
     },
 }
 
@@ -233,7 +235,12 @@ fn start_frame(
     let work = match engine {
         Engine::Cpu { analyses } => {
             let t0 = Instant::now();
-            let input = frame_input(frame.index, frame.image);
+            let Pixels::Host(image) = frame.image else {
+                return Err(OpError::Unsupported(
+                    "a frame in device memory needs the CUDA backend".into(),
+                ));
+            };
+            let input = frame_input(frame.index, image);
             let mut regions = vec![(
                 "preprocess_gray".to_owned(),
                 t0.elapsed().as_secs_f64() * 1e3,
@@ -270,7 +277,11 @@ fn start_frame(
                 ordered_done.as_ref(),
             )?;
             *ordered_done = Some(enq.ordered_done);
-            Work::Cuda { slot, rgb: enq.rgb }
+            Work::Cuda {
+                slot,
+                rgb: enq.rgb,
+                device_input: enq.device_input,
+            }
         }
     };
     Ok(InFlight {

@@ -36,8 +36,70 @@ pub struct Frame {
     pub index: u64,
     /// Presentation timestamp in nanoseconds, when the stream has one.
     pub pts_nanos: Option<u64>,
-    /// The pixels (RGB8, Gray8 or Gray16; rows keep GStreamer's stride).
-    pub image: DynImage,
+    /// The pixels.
+    pub image: Pixels,
+}
+
+/// Where a frame's pixels are.
+#[derive(Clone, Debug)]
+pub enum Pixels {
+    /// In host memory (RGB8, Gray8 or Gray16; rows keep GStreamer's stride): every source.
+    Host(DynImage),
+    /// NV12 planes on the GPU (a GStreamer element fed CUDA memory by a hardware decoder):
+    /// only the CUDA backend takes them.
+    Device(DeviceNv12),
+}
+
+impl Pixels {
+    /// Width and height in pixels.
+    #[must_use]
+    pub fn size(&self) -> (usize, usize) {
+        match self {
+            Self::Host(image) => image.size(),
+            Self::Device(planes) => (planes.width, planes.height),
+        }
+    }
+
+    /// The host image, unless the pixels are on the device.
+    #[must_use]
+    pub fn into_host(self) -> Option<DynImage> {
+        match self {
+            Self::Host(image) => Some(image),
+            Self::Device(_) => None,
+        }
+    }
+}
+
+impl From<DynImage> for Pixels {
+    fn from(image: DynImage) -> Self {
+        Self::Host(image)
+    }
+}
+
+/// An NV12 frame in device memory of the CUDA backend's context, converted to RGB on the ring's
+/// stream exactly as GStreamer's `videoconvert` converts it on the host (`ops::nv12`).
+#[derive(Clone)]
+pub struct DeviceNv12 {
+    /// The planes' device pointers and pitches.
+    pub planes: crate::ops::nv12::gpu::Nv12Planes,
+    /// The conversion to reproduce (colorimetry, chroma siting, the host converter's bands).
+    pub conversion: crate::ops::nv12::Nv12Conversion,
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Keeps the planes allocated until the frame's analyses have read them (the decoder's
+    /// buffer).
+    pub keep_alive: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for DeviceNv12 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceNv12")
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Pixel format the appsink negotiates.

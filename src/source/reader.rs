@@ -323,7 +323,7 @@ impl Source {
         Ok(Frame {
             index,
             pts_nanos,
-            image,
+            image: image.into(),
         })
     }
 }

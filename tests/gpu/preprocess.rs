@@ -86,7 +86,7 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
         frames.push(Frame {
             index: i as u64,
             pts_nanos: Some(i as u64),
-            image,
+            image: image.into(),
         });
     }
     let want_picture = PictureWant::Every(PictureFormat::Rgb);
@@ -146,7 +146,7 @@ fn segmentation_hierarchy_levels_match_between_backends() {
         let frame = Frame {
             index: 0,
             pts_nanos: None,
-            image: DynImage::Rgb8(real.clone()),
+            image: DynImage::Rgb8(real.clone()).into(),
         };
         let picture = PictureWant::Every(PictureFormat::Rgb);
         let got = run_frames(&backend, &settings, 2, vec![frame.clone()], picture).unwrap();
@@ -208,7 +208,7 @@ fn segment_both(
         .map(|(i, image)| Frame {
             index: i as u64,
             pts_nanos: None,
-            image,
+            image: image.into(),
         })
         .collect();
     let picture = PictureWant::Every(PictureFormat::Rgb);

@@ -37,7 +37,7 @@ fn scene(n: usize) -> Vec<Frame> {
             Frame {
                 index: i as u64,
                 pts_nanos: Some(i as u64 * 33_000_000),
-                image: DynImage::Rgb8(img),
+                image: DynImage::Rgb8(img).into(),
             }
         })
         .collect()

@@ -40,6 +40,14 @@ pub(super) fn rgb_like(
         .build()
 }
 
+/// The threads of the converter: as many as `morphoscope run`'s `videoconvert`, at most one a
+/// core. They also decide its bytes (the converter's bands: `ops::nv12`), which the GPU
+/// conversion of frames in CUDA memory reproduces.
+pub(super) fn converter_threads() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    CONVERTER_THREADS.min(u32::try_from(cores).unwrap_or(1))
+}
+
 /// RGB pixels the converter writes into and the analyses then own.
 struct RgbPixels(Vec<[u8; 3]>);
 
@@ -60,11 +68,8 @@ impl ToRgb {
     pub(super) fn new(input: &gst_video::VideoInfo) -> Result<Self, glib::BoolError> {
         // Rows packed back to back (no padding to 4 bytes): the layout of `Image<[u8; 3]>`.
         let rgb = rgb_like(input, true)?;
-        // As many threads as `morphoscope run`'s `videoconvert`, at most one a core.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = CONVERTER_THREADS.min(u32::try_from(cores).unwrap_or(1));
         let mut config = gst_video::VideoConverterConfig::new();
-        config.set_threads(threads);
+        config.set_threads(converter_threads());
         let converter = gst_video::VideoConverter::new(input, &rgb, Some(config))?;
         Ok(Self { converter, rgb })
     }

@@ -24,7 +24,7 @@ use morphoscope::backend::Backend;
 use morphoscope::compose::PictureFormat;
 use morphoscope::image::DynImage;
 use morphoscope::pipeline::{Command, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
-use morphoscope::source::{Frame, image_from_plane};
+use morphoscope::source::{Frame, Pixels, image_from_plane};
 
 use super::convert::ToRgb;
 
@@ -54,8 +54,15 @@ pub(super) enum EngineError {
 /// Something on its way downstream, held in arrival order until the element's output task
 /// pushes it.
 pub(super) enum Held {
-    /// An input buffer waiting for its analysis (frame index).
-    Buffer(gst::Buffer, u64),
+    /// An input buffer waiting for its analysis.
+    Buffer {
+        /// The buffer.
+        buffer: gst::Buffer,
+        /// Its frame's index.
+        index: u64,
+        /// Its pixels went to the analyses in device memory (CUDA memory, no host copy).
+        on_device: bool,
+    },
     /// A serialized event that came after the buffers before it.
     Event(gst::Event),
 }
@@ -71,6 +78,8 @@ pub(super) struct Engine {
     pub capacity: usize,
     /// The one-line backend description.
     pub backend: String,
+    /// The analyses run on CUDA (they take frames in device memory).
+    pub on_cuda: bool,
 }
 
 impl Engine {
@@ -100,6 +109,7 @@ impl Engine {
         )?;
         Ok(Self {
             backend: pipeline.backend.clone(),
+            on_cuda: matches!(backend, Backend::Cuda(_)),
             pipeline: Some(pipeline),
             frames: Some(tx),
             in_flight: 0,
@@ -122,14 +132,12 @@ impl Engine {
         self.frames.is_none()
     }
 
-    /// Sends `image` (the pixels of `buffer`, see [`frame_image`]) to the analyses and returns
+    /// Sends `image` (the pixels of `buffer`: [`frame_image`], or its planes in CUDA memory)
+    /// to the analyses and returns
     /// what to hold until its frame comes back.
-    pub(super) fn send(
-        &mut self,
-        buffer: gst::Buffer,
-        image: DynImage,
-    ) -> Result<Held, EngineError> {
+    pub(super) fn send(&mut self, buffer: gst::Buffer, image: Pixels) -> Result<Held, EngineError> {
         let index = self.next_index;
+        let on_device = matches!(image, Pixels::Device(_));
         let frame = Frame {
             index,
             pts_nanos: buffer.pts().map(gst::ClockTime::nseconds),
@@ -143,7 +151,11 @@ impl Engine {
         }
         self.next_index += 1;
         self.in_flight += 1;
-        Ok(Held::Buffer(buffer, index))
+        Ok(Held::Buffer {
+            buffer,
+            index,
+            on_device,
+        })
     }
 
     /// New analysis settings from the next frame sent on (the frames in flight keep theirs).

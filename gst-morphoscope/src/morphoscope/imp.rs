@@ -39,9 +39,12 @@ use gstreamer_video::prelude::*;
 
 use morphoscope::analysis::AnalysedFrame;
 use morphoscope::backend::Backend;
+use morphoscope::ops::nv12::Nv12Conversion;
 use morphoscope::pipeline::PipelineEvent;
+use morphoscope::source::{DeviceNv12, Pixels};
 
 use super::convert::{self, ToRgb};
+use super::cuda_memory::{self, SharedContext};
 use super::engine::{Engine, EngineError, Held, frame_image};
 use super::settings::{KEY_PROPERTIES, PropValue, Settings};
 use super::{BackendChoice, QosPolicy};
@@ -76,6 +79,11 @@ struct State {
     engine: Option<Engine>,
     /// The backend and the choice it was made for (kept across engine restarts).
     backend: Option<(Backend, morphoscope::config::BackendChoice, usize)>,
+    /// The CUDA backend's context as GStreamer's, once a decoder asked for it.
+    cuda: Option<SharedContext>,
+    /// How NV12 of the negotiated caps converts on the device (CUDA memory caps whose
+    /// colorimetry the device conversion reproduces; otherwise buffers map to host memory).
+    device_conversion: Option<Nv12Conversion>,
     /// The current segment (running times for QoS).
     segment: gst::FormattedSegment<gst::ClockTime>,
     /// Buffers in flight and the serialized events between them, in arrival order: the task
@@ -140,6 +148,24 @@ fn formats_caps(formats: &[gst_video::VideoFormat]) -> gst::Caps {
         .build()
 }
 
+/// Every input the element takes, preferred first: NV12 in CUDA memory when `cuda` (the
+/// analyses may run on CUDA and read it in place), then [`FORMATS`] in system memory.
+fn input_caps(cuda: bool) -> gst::Caps {
+    let mut caps = gst::Caps::new_empty();
+    if let Some(c) = caps.get_mut() {
+        if cuda {
+            c.append(
+                gst_video::VideoCapsBuilder::new()
+                    .features([cuda_memory::CAPS_FEATURE])
+                    .format(gst_video::VideoFormat::Nv12)
+                    .build(),
+            );
+        }
+        c.append(formats_caps(&FORMATS));
+    }
+    caps
+}
+
 /// Formats taken, preferred first: those the analyses take as they are, then those converted
 /// to RGB on the way in ([`super::convert`]).
 const FORMATS: [gst_video::VideoFormat; 6] = [
@@ -165,20 +191,59 @@ impl Morphoscope {
         }
     }
 
-    /// Starts the engine for the negotiated format.
-    fn start_engine(&self, state: &mut State) -> Result<(), EngineError> {
-        let settings = lock(&self.settings).clone();
-        let cfg = settings.engine_settings()?;
+    /// The backend the settings ask for, chosen once and kept (a CUDA context with its kernels
+    /// loaded).
+    fn backend(
+        &self,
+        state: &mut State,
+        cfg: &morphoscope::config::Settings,
+    ) -> Result<Backend, EngineError> {
         let (choice, device) = (cfg.pipeline.backend, cfg.pipeline.device);
-        let backend = match &state.backend {
+        Ok(match &state.backend {
             Some((b, c, d)) if *c == choice && *d == device => b.clone(),
             _ => {
                 let (b, why) = morphoscope::backend::select(choice, device)?;
                 gst::info!(CAT, imp = self, "{why}");
                 state.backend = Some((b.clone(), choice, device));
+                state.cuda = None;
                 b
             }
-        };
+        })
+    }
+
+    /// Answers a decoder's `gst.cuda.context` query with the CUDA backend's context, so that
+    /// it decodes into memory the analyses read in place ([`cuda_memory`]).
+    fn answer_cuda_context(&self, query: &mut gst::QueryRef) -> bool {
+        let mut state = lock(&self.state);
+        if state.cuda.is_none() {
+            let cfg = match lock(&self.settings).engine_settings() {
+                Ok(cfg) => cfg,
+                Err(e) => {
+                    gst::debug!(CAT, imp = self, "no CUDA context to share: {e}");
+                    return false;
+                }
+            };
+            let Ok(Backend::Cuda(gpu)) = self.backend(&mut state, &cfg) else {
+                return false;
+            };
+            match SharedContext::new(&gpu) {
+                Ok(shared) => state.cuda = Some(shared),
+                Err(e) => {
+                    gst::info!(CAT, imp = self, "CUDA memory not taken: {e}");
+                    return false;
+                }
+            }
+        }
+        state
+            .cuda
+            .as_ref()
+            .is_some_and(|c| c.answer(self.obj().upcast_ref(), query))
+    }
+
+    /// Starts the engine for the negotiated format.
+    fn start_engine(&self, state: &mut State) -> Result<(), EngineError> {
+        let cfg = lock(&self.settings).engine_settings()?;
+        let backend = self.backend(state, &cfg)?;
         // Upstream's liveness decides how many frames the element holds (see `Engine`).
         let mut upstream = gst::query::Latency::new();
         let live = self.sinkpad.peer_query(&mut upstream) && upstream.result().0;
@@ -296,10 +361,33 @@ impl Morphoscope {
             }
             state = self.wait(state);
         }
+        // Frames in CUDA memory of the analyses' context go as they are (see `cuda_memory`).
+        let on_device = match (&state.device_conversion, &state.cuda, state.engine.as_ref()) {
+            (Some(conversion), Some(cuda), Some(engine))
+                if engine.on_cuda && buffer.n_memory() == 1 && cuda.owns(buffer.peek_memory(0)) =>
+            {
+                Some(*conversion)
+            }
+            _ => None,
+        };
         // Convert or copy the pixels without holding the state: the task keeps pushing.
         let to_rgb = state.to_rgb.clone();
         drop(state);
-        let image = frame_image(&buffer, &in_info, to_rgb.as_deref()).map_err(|e| self.fail(&e))?;
+        let image = match on_device {
+            Some(conversion) => match cuda_memory::device_planes(&buffer, &in_info) {
+                Ok(planes) => Pixels::Device(DeviceNv12 {
+                    planes,
+                    conversion,
+                    width: in_info.width() as usize,
+                    height: in_info.height() as usize,
+                    keep_alive: Arc::new(buffer.clone()),
+                }),
+                Err(e) => return Err(self.fail(&EngineError::Frame(e.to_string()))),
+            },
+            None => frame_image(&buffer, &in_info, to_rgb.as_deref())
+                .map_err(|e| self.fail(&e))?
+                .into(),
+        };
         let mut state = lock(&self.state);
         if let Some(flow) = state.blocked() {
             return Err(flow);
@@ -324,7 +412,19 @@ impl Morphoscope {
         let Ok(in_info) = gst_video::VideoInfo::from_caps(caps) else {
             return false;
         };
-        if state.in_info.as_ref() == Some(&in_info) {
+        let device_conversion = if cuda_memory::is_cuda_caps(caps) {
+            match Nv12Conversion::from_video_info(&in_info, convert::converter_threads()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    gst::info!(CAT, imp = self, "CUDA memory mapped to the host: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if state.in_info.as_ref() == Some(&in_info) && state.device_conversion == device_conversion
+        {
             return true;
         }
         // A new format: the frames of the old one leave first, then the engine restarts.
@@ -338,8 +438,14 @@ impl Morphoscope {
         } else {
             in_info.clone()
         };
-        let Ok(out_caps) = out_info.to_caps() else {
-            return false;
+        // Untouched frames keep their caps (their memory among them); drawn ones are RGB.
+        let out_caps = if draw {
+            match out_info.to_caps() {
+                Ok(c) => c,
+                Err(_) => return false,
+            }
+        } else {
+            caps.to_owned()
         };
         let to_rgb = if convert::is_converted(in_info.format()) {
             match ToRgb::new(&in_info) {
@@ -361,6 +467,7 @@ impl Morphoscope {
         self.frame_nanos.store(frame_nanos, Ordering::Relaxed);
         state.in_info = Some(in_info);
         state.to_rgb = to_rgb;
+        state.device_conversion = device_conversion;
         state.out_info = Some(out_info);
         state.draw = draw;
         self.hold_event(&mut state, gst::event::Caps::new(&out_caps))
@@ -452,7 +559,7 @@ impl Morphoscope {
                 drop(state);
                 self.srcpad.push_event(event);
             }
-            Some(Held::Buffer(_, index)) => {
+            Some(Held::Buffer { index, .. }) => {
                 let index = *index;
                 let Some(results) = state.engine.as_ref().and_then(Engine::results) else {
                     drop(state);
@@ -471,7 +578,10 @@ impl Morphoscope {
                 if state.flushing {
                     return;
                 }
-                let Some(Held::Buffer(buffer, _)) = state.held.pop_front() else {
+                let Some(Held::Buffer {
+                    buffer, on_device, ..
+                }) = state.held.pop_front()
+                else {
                     return;
                 };
                 let taken = match state.engine.as_mut() {
@@ -482,7 +592,7 @@ impl Morphoscope {
                 match taken {
                     Ok(frame) => {
                         drop(state);
-                        if let Err(flow) = self.push_frame(buffer, frame) {
+                        if let Err(flow) = self.push_frame(buffer, frame, on_device) {
                             self.stop_output(flow);
                         }
                     }
@@ -573,6 +683,7 @@ impl Morphoscope {
         &self,
         buffer: gst::Buffer,
         frame: Box<AnalysedFrame>,
+        on_device: bool,
     ) -> Result<gst::FlowSuccess, gst::FlowError> {
         let (out_info, draw, in_is_rgb) = {
             let state = lock(&self.state);
@@ -582,7 +693,15 @@ impl Morphoscope {
                 .is_some_and(|i| i.format() == gst_video::VideoFormat::Rgb);
             (state.out_info.clone(), state.draw, in_is_rgb)
         };
-        let summary = metadata::frame_summary(&frame, self.dropped.load(Ordering::Relaxed));
+        let mut summary = metadata::frame_summary(&frame, self.dropped.load(Ordering::Relaxed));
+        summary.set(
+            "input-memory",
+            if on_device {
+                metadata::INPUT_MEMORY_CUDA
+            } else {
+                metadata::INPUT_MEMORY_SYSTEM
+            },
+        );
         let mut out = match (&frame.picture, &out_info, draw) {
             (Some(picture), Some(out_info), true) => {
                 self.drawn(buffer, in_is_rgb, picture, out_info)?
@@ -685,8 +804,14 @@ impl Morphoscope {
     /// Caps on `pad`: the formats, narrowed by the peer of the other pad (the format passes
     /// through unless drawing, which gives RGB whatever comes in).
     fn query_caps(&self, pad: &gst::Pad, filter: Option<&gst::Caps>) -> gst::Caps {
-        let draw = lock(&self.settings).draw;
-        let all = formats_caps(&FORMATS);
+        let (draw, cuda) = {
+            let settings = lock(&self.settings);
+            let cuda = settings
+                .engine_settings()
+                .is_ok_and(|c| c.pipeline.backend != morphoscope::config::BackendChoice::Cpu);
+            (settings.draw, cuda)
+        };
+        let all = input_caps(cuda);
         let caps = if draw {
             if pad == &self.srcpad {
                 formats_caps(&[gst_video::VideoFormat::Rgb])
@@ -711,6 +836,13 @@ impl Morphoscope {
         if let gst::QueryViewMut::Caps(q) = query.view_mut() {
             let caps = self.query_caps(pad, q.filter_owned().as_ref());
             q.set_result(&caps);
+            return true;
+        }
+        let cuda_context = matches!(
+            query.view(),
+            gst::QueryView::Context(q) if q.context_type() == cuda_memory::CONTEXT_TYPE
+        );
+        if cuda_context && self.answer_cuda_context(query) {
             return true;
         }
         if query.is_serialized() {
@@ -843,7 +975,7 @@ impl ElementImpl for Morphoscope {
 
     fn pad_templates() -> &'static [gst::PadTemplate] {
         static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
-            let caps = formats_caps(&FORMATS);
+            let caps = input_caps(true);
             [
                 ("sink", gst::PadDirection::Sink),
                 ("src", gst::PadDirection::Src),

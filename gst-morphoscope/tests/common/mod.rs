@@ -34,6 +34,8 @@ pub struct OutFrame {
     pub caps: gst::Caps,
     pub pts: Option<gst::ClockTime>,
     pub size: usize,
+    /// A hash of the buffer's bytes (mapped to host memory).
+    pub digest: u64,
     pub summary: Option<gst::Structure>,
     pub components: Vec<TrackedComponent>,
 }
@@ -80,6 +82,12 @@ pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
                 caps: sample.caps().unwrap().to_owned(),
                 pts: buffer.pts(),
                 size: buffer.size(),
+                digest: {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    buffer.map_readable().unwrap().as_slice().hash(&mut h);
+                    h.finish()
+                },
                 summary: metadata::frame_summary_of(buffer),
                 components: metadata::tracked_components(buffer),
             });
