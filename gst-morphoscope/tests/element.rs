@@ -253,9 +253,16 @@ fn behind_a_source_that_is_not_live_the_element_holds_the_ring_and_the_queue() {
 
 #[test]
 fn decoder_and_camera_formats_give_the_tables_of_videoconvert_to_rgb() {
-    for format in ["NV12", "I420", "YUY2"] {
+    // 161x121: rows of RGB whose length is not a multiple of 4, odd chroma planes.
+    for (format, width, height) in [
+        ("NV12", 160, 120),
+        ("I420", 160, 120),
+        ("YUY2", 160, 120),
+        ("NV12", 161, 121),
+        ("I420", 162, 121),
+    ] {
         let src = format!(
-            "videotestsrc pattern=ball num-buffers=20 ! video/x-raw,format={format},width=160,height=120,framerate=25/1"
+            "videotestsrc pattern=ball num-buffers=20 ! video/x-raw,format={format},width={width},height={height},framerate=25/1"
         );
         let inside = run_pipeline(
             &format!("{src} ! morphoscope {PROPS} ! appsink name=sink sync=false"),

@@ -80,7 +80,10 @@ impl ToRgb {
         frame: &gst_video::VideoFrameRef<&gst::BufferRef>,
     ) -> Result<DynImage, String> {
         let (w, h) = (self.rgb.width() as usize, self.rgb.height() as usize);
-        let mut buffer = gst::Buffer::from_mut_slice(RgbPixels(vec![[0u8; 3]; w * h]));
+        // The frame's size as GStreamer counts it (its default stride, rows padded to 4 bytes,
+        // whatever the stride set): at least the packed rows, which are all that is kept.
+        let len = self.rgb.size().div_ceil(3).max(w * h);
+        let mut buffer = gst::Buffer::from_mut_slice(RgbPixels(vec![[0u8; 3]; len]));
         {
             let b = buffer
                 .get_mut()
@@ -89,9 +92,10 @@ impl ToRgb {
                 .map_err(|e| e.to_string())?;
             self.converter.frame_ref(frame, &mut out);
         }
-        let RgbPixels(pixels) = buffer
+        let RgbPixels(mut pixels) = buffer
             .try_into_inner::<RgbPixels>()
             .map_err(|(_, e)| e.to_string())?;
+        pixels.truncate(w * h);
         Image::from_vec(w, h, pixels)
             .map(DynImage::Rgb8)
             .map_err(|e| e.to_string())

@@ -135,11 +135,7 @@ impl SharedContext {
         // query's context type and, when it is `gst.cuda.context`, sets a context holding a
         // new reference to `wrapped`.
         unsafe {
-            (lib.handle_context_query)(
-                element.as_ptr(),
-                query.as_mut_ptr(),
-                self.wrapped,
-            ) != 0
+            (lib.handle_context_query)(element.as_ptr(), query.as_mut_ptr(), self.wrapped) != 0
         }
     }
 
