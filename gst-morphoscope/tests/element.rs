@@ -612,3 +612,21 @@ fn cuda_memory_is_offered_only_where_the_backend_may_be_cuda() {
         .caps();
     assert!(template.can_intersect(&cuda_nv12));
 }
+
+#[test]
+fn drawn_frames_have_their_row_padding_zeroed() {
+    // 161 RGB pixels are 483 bytes: GStreamer pads each row to 484.
+    let out = common::run_pipeline_keeping_bytes(
+        "videotestsrc pattern=ball num-buffers=30 ! video/x-raw,format=GRAY8,width=161,height=121 ! morphoscope backend=cpu draw=true segmentation=false ! appsink name=sink sync=false",
+    );
+    assert_eq!(out.frames.len(), 30);
+    for f in &out.frames {
+        let bytes = f.bytes.as_ref().unwrap();
+        assert_eq!(bytes.len(), 484 * 121);
+        assert!(
+            bytes.chunks(484).all(|row| row[483] == 0),
+            "padding is zero"
+        );
+        assert!(bytes.iter().any(|&b| b != 0), "the picture is there");
+    }
+}

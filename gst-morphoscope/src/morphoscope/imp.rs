@@ -775,14 +775,16 @@ impl Morphoscope {
         let data = vframe
             .plane_data_mut(0)
             .map_err(|_| gst::FlowError::Error)?;
-        for (y, row) in picture
-            .data
-            .chunks_exact(w3)
-            .enumerate()
+        // Each row's padding (rows are padded to 4 bytes) is zeroed: a new buffer's memory is
+        // not, and what goes downstream is the same for the same picture.
+        for (dst, row) in data
+            .chunks_mut(stride.max(1))
+            .zip(picture.data.chunks_exact(w3))
             .take(out_info.height() as usize)
         {
-            if let Some(dst) = data.get_mut(y * stride..y * stride + w3) {
-                dst.copy_from_slice(row);
+            if let Some((pixels, padding)) = dst.split_at_mut_checked(w3) {
+                pixels.copy_from_slice(row);
+                padding.fill(0);
             }
         }
         drop(vframe);

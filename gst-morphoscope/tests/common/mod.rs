@@ -36,6 +36,8 @@ pub struct OutFrame {
     pub size: usize,
     /// A hash of the buffer's bytes (mapped to host memory).
     pub digest: u64,
+    /// The bytes themselves, when asked for ([`run_pipeline_keeping_bytes`]).
+    pub bytes: Option<Vec<u8>>,
     pub summary: Option<gst::Structure>,
     pub components: Vec<TrackedComponent>,
 }
@@ -67,6 +69,15 @@ pub fn playing(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
 
 /// Runs `desc` (with an appsink named `sink`) to EOS, or until `max_frames` buffers came out.
 pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
+    run(desc, max_frames, false)
+}
+
+/// [`run_pipeline`], keeping every buffer's bytes (small streams).
+pub fn run_pipeline_keeping_bytes(desc: &str) -> Outcome {
+    run(desc, None, true)
+}
+
+fn run(desc: &str, max_frames: Option<usize>, keep_bytes: bool) -> Outcome {
     let (pipeline, sink) = playing(desc);
     let bus = pipeline.bus().unwrap();
     let mut frames = Vec::new();
@@ -88,6 +99,7 @@ pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
                     buffer.map_readable().unwrap().as_slice().hash(&mut h);
                     h.finish()
                 },
+                bytes: keep_bytes.then(|| buffer.map_readable().unwrap().as_slice().to_vec()),
                 summary: metadata::frame_summary_of(buffer),
                 components: metadata::tracked_components(buffer),
             });
