@@ -8,7 +8,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, PushKernelArg
 
 use super::Nv12Conversion;
 use crate::gpu::{GpuContext, launch};
-use crate::image::{Image, ImageView};
+use crate::image::Image;
 use crate::ops::OpError;
 
 /// Entry points of `kernels/nv12.cu` (checked by the registry at start).
@@ -127,13 +127,7 @@ pub fn nv12_to_rgb_gpu(
     height: usize,
     conv: &Nv12Conversion,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    ImageView::new(width, height, y_stride, y_plane)?;
-    ImageView::new(
-        2 * width.div_ceil(2),
-        height.div_ceil(2),
-        uv_stride,
-        uv_plane,
-    )?;
+    super::plane_views(y_plane, y_stride, uv_plane, uv_stride, width, height)?;
     launch::check_frame_size(width, height)?;
     if width == 0 || height == 0 {
         return Ok(Image::new(width, height, [0; 3]));

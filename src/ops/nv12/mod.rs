@@ -299,6 +299,26 @@ fn blend_v(a: u8, b: u8, first: bool) -> u8 {
     }) as u8
 }
 
+/// The Y plane and the UV plane (as bytes: `2 * ceil(width / 2)` a row) of an NV12 frame, or an
+/// error when a plane is too small for the frame at its stride.
+pub(crate) fn plane_views<'a>(
+    y_plane: &'a [u8],
+    y_stride: usize,
+    uv_plane: &'a [u8],
+    uv_stride: usize,
+    width: usize,
+    height: usize,
+) -> Result<(ImageView<'a, u8>, ImageView<'a, u8>), OpError> {
+    let luma = ImageView::new(width, height, y_stride, y_plane)?;
+    let chroma = ImageView::new(
+        2 * width.div_ceil(2),
+        height.div_ceil(2),
+        uv_stride,
+        uv_plane,
+    )?;
+    Ok((luma, chroma))
+}
+
 /// NV12 to packed RGB on the CPU, the bytes of GStreamer 1.22's `VideoConverter` for `conv`.
 /// `y_plane` holds `height` rows of `width` luma bytes, `y_stride` bytes apart; `uv_plane`
 /// `ceil(height / 2)` rows of `ceil(width / 2)` interleaved U, V pairs, `uv_stride` bytes apart
@@ -312,13 +332,7 @@ pub fn nv12_to_rgb(
     height: usize,
     conv: &Nv12Conversion,
 ) -> Result<Image<[u8; 3]>, OpError> {
-    let luma = ImageView::new(width, height, y_stride, y_plane)?;
-    let chroma = ImageView::new(
-        2 * width.div_ceil(2),
-        height.div_ceil(2),
-        uv_stride,
-        uv_plane,
-    )?;
+    let (luma, chroma) = plane_views(y_plane, y_stride, uv_plane, uv_stride, width, height)?;
     let mut out = vec![[0u8; 3]; width * height];
     if width > 0 {
         let coeffs = conv.coefficients();
