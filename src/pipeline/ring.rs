@@ -17,6 +17,11 @@
 //! worker keeps), then the other stages. So the only chain between frames is the short ordered
 //! work; a segmentation's hundred dependent rounds of frames k and k+1 run side by side.
 //!
+//! A frame already on the device ([`Pixels::Device`]: NV12 a hardware decoder left in CUDA
+//! memory, handed over by the GStreamer element) skips the upload: the slot converts its planes
+//! to RGB into its input buffer on its stream (`ops::nv12`, the bytes of GStreamer's converter)
+//! and keeps the decoder's buffer alive until the collector has synchronised that stream.
+//!
 //! Buffers are allocated when a slot first sees a frame size/format and reallocated only when
 //! the stream format changes; an allocation failure is `GpuError::OutOfMemory` naming the size.
 //!
