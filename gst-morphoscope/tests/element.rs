@@ -630,3 +630,26 @@ fn drawn_frames_have_their_row_padding_zeroed() {
         assert!(bytes.iter().any(|&b| b != 0), "the picture is there");
     }
 }
+
+#[test]
+fn a_stop_and_a_restart_analyse_the_stream_again() {
+    let (pipeline, sink) = common::playing(
+        "videotestsrc pattern=ball num-buffers=40 ! video/x-raw,format=NV12,width=64,height=48 ! morphoscope backend=cpu segmentation=false ! appsink name=sink sync=false",
+    );
+    let index_of_next = || {
+        let sample = sink
+            .try_pull_sample(gst::ClockTime::from_seconds(30))
+            .expect("a frame");
+        gstmorphoscope::metadata::frame_summary_of(sample.buffer().unwrap())
+            .unwrap()
+            .get::<u64>("index")
+            .unwrap()
+    };
+    let before: Vec<_> = (0..5).map(|_| index_of_next()).collect();
+    pipeline.set_state(gst::State::Ready).unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let after: Vec<_> = (0..5).map(|_| index_of_next()).collect();
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert_eq!(before, [0, 1, 2, 3, 4]);
+    assert_eq!(after, [0, 1, 2, 3, 4], "a fresh engine after the restart");
+}

@@ -197,3 +197,66 @@ fn nvdec_frames_stay_on_the_gpu_with_the_tables_of_system_memory() {
         element_component_lines(&host)
     );
 }
+
+#[test]
+fn nvdec_frames_stay_on_the_gpu_after_a_stop_and_a_restart() {
+    use gstreamer::prelude::*;
+    let Some(_) = cuda() else { return };
+    let clip = common::samples_dir().join("vtest.mp4");
+    if !clip.is_file() || !nvcodec("nvh264dec") {
+        return;
+    }
+    // The H.264 stream out of its MP4 first: a demuxer's pads are not linked again after a
+    // restart by a `gst::parse::launch` pipeline.
+    let dir = tempfile::tempdir().unwrap();
+    let h264 = dir.path().join("vtest.h264");
+    let extract = gstreamer::parse::launch(&format!(
+        "filesrc location=\"{}\" ! qtdemux ! h264parse ! video/x-h264,stream-format=byte-stream ! filesink location=\"{}\"",
+        clip.display(),
+        h264.display()
+    ))
+    .unwrap();
+    extract.set_state(gstreamer::State::Playing).unwrap();
+    extract
+        .bus()
+        .unwrap()
+        .timed_pop_filtered(
+            gstreamer::ClockTime::from_seconds(30),
+            &[gstreamer::MessageType::Eos, gstreamer::MessageType::Error],
+        )
+        .expect("the stream extracted");
+    extract.set_state(gstreamer::State::Null).unwrap();
+    let (pipeline, sink) = common::playing(&format!(
+        "filesrc location=\"{}\" ! h264parse ! nvh264dec ! morphoscope backend=cuda ! appsink name=sink sync=false",
+        h264.display()
+    ));
+    let bus = pipeline.bus().unwrap();
+    let memory_of_next = || {
+        let Some(sample) = sink.try_pull_sample(gstreamer::ClockTime::from_seconds(20)) else {
+            let errors: Vec<String> = std::iter::from_fn(|| bus.pop())
+                .filter_map(|m| match m.view() {
+                    gstreamer::MessageView::Error(e) => {
+                        Some(format!("{} {:?}", e.error(), e.debug()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            panic!("no frame; errors: {errors:?}");
+        };
+        gstmorphoscope::metadata::frame_summary_of(sample.buffer().unwrap())
+            .unwrap()
+            .get::<String>("input-memory")
+            .unwrap()
+    };
+    let before: Vec<_> = (0..10).map(|_| memory_of_next()).collect();
+    // READY stops the element (and the decoder keeps the context it took from it).
+    pipeline.set_state(gstreamer::State::Ready).unwrap();
+    pipeline.set_state(gstreamer::State::Playing).unwrap();
+    let after: Vec<_> = (0..10).map(|_| memory_of_next()).collect();
+    pipeline.set_state(gstreamer::State::Null).unwrap();
+    assert!(before.iter().all(|m| m == "cuda"), "{before:?}");
+    assert!(
+        after.iter().all(|m| m == "cuda"),
+        "after the restart: {after:?}"
+    );
+}

@@ -1001,9 +1001,12 @@ impl ElementImpl for Morphoscope {
             if let Some(engine) = state.engine.take() {
                 engine.discard();
             }
-            let backend = state.backend.take();
+            // The backend and the context a decoder took from it outlive a stop: the decoder
+            // keeps that context and does not ask again.
+            let (backend, cuda) = (state.backend.take(), state.cuda.take());
             *state = State {
                 backend,
+                cuda,
                 // Until the src pad is active again.
                 flushing: true,
                 ..State::default()
