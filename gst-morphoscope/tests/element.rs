@@ -388,11 +388,7 @@ fn a_flushing_seek_drops_the_frames_in_flight_and_restarts_the_analyses() {
     let desc = "videotestsrc pattern=ball ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false max-buffers=4";
     let (pipeline, sink) = common::playing(desc);
     let pull = || {
-        let s = sink
-            .try_pull_sample(gst::ClockTime::from_seconds(30))
-            .expect("a frame");
-        let b = s.buffer().unwrap();
-        let summary = gstmorphoscope::metadata::frame_summary_of(b).unwrap();
+        let (b, summary) = common::next_summary(&pipeline, &sink);
         (
             b.pts(),
             summary.get::<u64>("index").unwrap(),
@@ -474,11 +470,8 @@ fn an_analysis_switched_off_while_playing_stops_from_a_later_frame() {
     let desc = "videotestsrc pattern=ball num-buffers=60 ! video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! morphoscope name=m backend=cpu orientation-angles=4 orientation-length=5 ! appsink name=sink sync=false max-buffers=2";
     let (pipeline, sink) = common::playing(desc);
     let has_segmentation = || {
-        let s = sink
-            .try_pull_sample(gst::ClockTime::from_seconds(30))
-            .expect("a frame");
-        gstmorphoscope::metadata::frame_summary_of(s.buffer().unwrap())
-            .unwrap()
+        common::next_summary(&pipeline, &sink)
+            .1
             .has_field("segmentation")
     };
     assert!((0..5).all(|_| has_segmentation()));
@@ -637,11 +630,8 @@ fn a_stop_and_a_restart_analyse_the_stream_again() {
         "videotestsrc pattern=ball num-buffers=40 ! video/x-raw,format=NV12,width=64,height=48 ! morphoscope backend=cpu segmentation=false ! appsink name=sink sync=false",
     );
     let index_of_next = || {
-        let sample = sink
-            .try_pull_sample(gst::ClockTime::from_seconds(30))
-            .expect("a frame");
-        gstmorphoscope::metadata::frame_summary_of(sample.buffer().unwrap())
-            .unwrap()
+        common::next_summary(&pipeline, &sink)
+            .1
             .get::<u64>("index")
             .unwrap()
     };

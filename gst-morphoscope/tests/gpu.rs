@@ -230,21 +230,9 @@ fn nvdec_frames_stay_on_the_gpu_after_a_stop_and_a_restart() {
         "filesrc location=\"{}\" ! h264parse ! nvh264dec ! morphoscope backend=cuda ! appsink name=sink sync=false",
         h264.display()
     ));
-    let bus = pipeline.bus().unwrap();
     let memory_of_next = || {
-        let Some(sample) = sink.try_pull_sample(gstreamer::ClockTime::from_seconds(20)) else {
-            let errors: Vec<String> = std::iter::from_fn(|| bus.pop())
-                .filter_map(|m| match m.view() {
-                    gstreamer::MessageView::Error(e) => {
-                        Some(format!("{} {:?}", e.error(), e.debug()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            panic!("no frame; errors: {errors:?}");
-        };
-        gstmorphoscope::metadata::frame_summary_of(sample.buffer().unwrap())
-            .unwrap()
+        common::next_summary(&pipeline, &sink)
+            .1
             .get::<String>("input-memory")
             .unwrap()
     };

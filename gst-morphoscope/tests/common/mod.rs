@@ -67,6 +67,27 @@ pub fn playing(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
     (pipeline, sink)
 }
 
+/// The next buffer out of `sink` (within 30 s) with its frame summary; no buffer fails the test
+/// with the errors `pipeline` posted.
+pub fn next_summary(
+    pipeline: &gst::Pipeline,
+    sink: &gst_app::AppSink,
+) -> (gst::Buffer, gst::Structure) {
+    let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(30)) else {
+        let bus = pipeline.bus().unwrap();
+        let errors: Vec<String> = std::iter::from_fn(|| bus.pop())
+            .filter_map(|m| match m.view() {
+                gst::MessageView::Error(e) => Some(format!("{} {:?}", e.error(), e.debug())),
+                _ => None,
+            })
+            .collect();
+        panic!("no frame out; errors posted: {errors:?}");
+    };
+    let buffer = sample.buffer_owned().unwrap();
+    let summary = metadata::frame_summary_of(&buffer).unwrap();
+    (buffer, summary)
+}
+
 /// Runs `desc` (with an appsink named `sink`) to EOS, or until `max_frames` buffers came out.
 pub fn run_pipeline(desc: &str, max_frames: Option<usize>) -> Outcome {
     run(desc, max_frames, false)
