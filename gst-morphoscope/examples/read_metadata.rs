@@ -9,7 +9,8 @@
 //!
 //! The same metas are read from C, Python or any binding with
 //! `gst_buffer_iterate_meta_filtered(buf, GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)` and
-//! `gst_video_region_of_interest_meta_get_param(meta, "morphoscope/component")`.
+//! `gst_video_region_of_interest_meta_get_param(meta, "morphoscope/component")`; built with
+//! `--features analytics`, it also prints the analytics relation meta's entries.
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -58,6 +59,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 c.centroid[1],
                 c.velocity[0],
                 c.velocity[1]
+            );
+        }
+        // Built with `--features analytics` (GStreamer >= 1.24): the same components as
+        // object-detection entries, each part of a tracking entry.
+        #[cfg(feature = "analytics")]
+        for d in gstmorphoscope::analytics::tracked_detections(buffer) {
+            println!(
+                "  analytics track {:>3}: box {:?}, first seen {}, last seen {}",
+                d.track_id, d.bbox, d.first_seen, d.last_seen
             );
         }
     }

@@ -16,7 +16,7 @@ pub mod metadata;
 mod morphoscope;
 
 #[cfg(feature = "analytics")]
-mod analytics;
+pub mod analytics;
 
 pub use morphoscope::{Morphoscope, QosPolicy};
 

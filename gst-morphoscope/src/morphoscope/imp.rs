@@ -94,7 +94,7 @@ struct State {
     /// Why the task stopped pushing (downstream's flow, an analysis error): the chain function
     /// returns it upstream.
     stopped: Option<gst::FlowError>,
-    /// First sight of each track (analytics tracking entries).
+    /// First and last sight of each track (analytics tracking entries).
     #[cfg(feature = "analytics")]
     first_seen: crate::analytics::FirstSeen,
 }
@@ -250,7 +250,11 @@ impl Morphoscope {
         let engine = Engine::start(&cfg, &backend, state.draw, live)?;
         // A new engine numbers tracks from 1 again.
         #[cfg(feature = "analytics")]
-        state.first_seen.clear();
+        {
+            let lost = gst::ClockTime::try_from_seconds_f64(cfg.ops.tracker.lost_seconds);
+            state.first_seen =
+                crate::analytics::FirstSeen::new(lost.unwrap_or(gst::ClockTime::MAX));
+        }
         self.latency_frames
             .store(engine.capacity as u64, Ordering::Relaxed);
         gst::debug!(
