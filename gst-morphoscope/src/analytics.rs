@@ -146,3 +146,24 @@ pub fn tracked_detections(buffer: &gst::BufferRef) -> Vec<TrackedDetection> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_track_keeps_its_first_sighting_until_it_is_gone_longer_than_the_tracker_keeps_it() {
+        let s = gst::ClockTime::from_seconds;
+        let mut seen = FirstSeen::new(s(3));
+        assert_eq!(seen.seen(1, s(0)), s(0));
+        assert_eq!(seen.seen(2, s(1)), s(1));
+        // Track 1 hidden from 0 s to 2 s: still the same track.
+        seen.forget_old(s(2));
+        assert_eq!(seen.seen(1, s(2)), s(0));
+        // At 5 s track 2 (last seen at 1 s) is older than 3 s, track 1 (2 s) is not.
+        seen.forget_old(s(5));
+        assert_eq!(seen.tracks.len(), 1);
+        assert_eq!(seen.seen(1, s(5)), s(0));
+        assert_eq!(seen.seen(2, s(5)), s(5), "a forgotten id starts afresh");
+    }
+}
