@@ -13,7 +13,6 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_analytics as gst_analytics;
 use gstreamer_analytics::prelude::*;
-use gstreamer_app as gst_app;
 
 use gstmorphoscope::analytics::{TrackedDetection, tracked_detections};
 use gstmorphoscope::metadata::{TrackedComponent, tracked_components};
@@ -37,12 +36,9 @@ struct Out {
 /// Runs `BALL ! morphoscope ! appsink`; with `upstream`, a probe in front of the element adds
 /// a relation meta with one detection of another type to every buffer.
 fn run(upstream: bool) -> Vec<Out> {
-    common::init();
-    let desc = format!("{BALL} ! morphoscope name=m {PROPS} ! appsink name=sink sync=false");
-    let pipeline = gst::parse::launch(&desc)
-        .unwrap()
-        .downcast::<gst::Pipeline>()
-        .unwrap();
+    let (pipeline, sink) = common::parsed(&format!(
+        "{BALL} ! morphoscope name=m {PROPS} ! appsink name=sink sync=false"
+    ));
     if upstream {
         let pad = pipeline.by_name("m").unwrap().static_pad("sink").unwrap();
         pad.add_probe(gst::PadProbeType::BUFFER, |_, info| {
@@ -54,11 +50,6 @@ fn run(upstream: bool) -> Vec<Out> {
             gst::PadProbeReturn::Ok
         });
     }
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
     let mut out = Vec::new();
     while let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(60)) {

@@ -51,8 +51,8 @@ pub struct Outcome {
     pub messages: Vec<gst::Structure>,
 }
 
-/// Parses `desc` (with an appsink named `sink`), sets it playing and returns it with its sink.
-pub fn playing(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
+/// Parses `desc` (with an appsink named `sink`) and returns it, not yet playing, with its sink.
+pub fn parsed(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
     init();
     let pipeline = gst::parse::launch(desc)
         .unwrap()
@@ -63,6 +63,12 @@ pub fn playing(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
         .unwrap()
         .downcast::<gst_app::AppSink>()
         .unwrap();
+    (pipeline, sink)
+}
+
+/// Parses `desc` (with an appsink named `sink`), sets it playing and returns it with its sink.
+pub fn playing(desc: &str) -> (gst::Pipeline, gst_app::AppSink) {
+    let (pipeline, sink) = parsed(desc);
     pipeline.set_state(gst::State::Playing).unwrap();
     (pipeline, sink)
 }
