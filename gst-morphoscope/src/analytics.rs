@@ -90,7 +90,9 @@ pub(crate) fn add_relation_meta(
             tracks.push(track_id);
         }
     }
-    // A new tracking entry's last sighting is its first: set it to this frame.
+    // A new tracking entry's last sighting is its first: set it to this frame. Apart from the
+    // loop above, since the bindings' `mtd_mut` borrows the meta for the rest of its life: each
+    // update takes the buffer's meta afresh.
     for id in tracks {
         let mut meta = buffer
             .meta_mut::<AnalyticsRelationMeta>()
