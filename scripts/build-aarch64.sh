@@ -26,8 +26,10 @@ SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+  # liborc-0.4-dev:arm64: gstreamer-video-1.0.pc requires orc-0.4 (pkg-config reads it for the
+  # cflags); it installs beside the x86-64 one (Multi-Arch: same).
   pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgstreamer1.0-dev:arm64
-        libgstreamer-plugins-base1.0-0:arm64)
+        libgstreamer-plugins-base1.0-0:arm64 liborc-0.4-dev:arm64)
   missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,6 +37,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
     $SUDO apt-get update -qq
+    echo "build-aarch64: installing ${missing[*]} (without binfmt for arm64, the arm64 glib's" \
+      "post-install prints 'Exec format error' for glib-compile-schemas and gio-querymodules:" \
+      "harmless, those steps are optional and the cross build uses neither)"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
 fi
@@ -43,6 +48,7 @@ fi
 libdir=/usr/lib/aarch64-linux-gnu
 if [ ! -f "$sysroot$libdir/pkgconfig/gstreamer-video-1.0.pc" ]; then
   tmp=$(mktemp -d)
+  chmod 777 "$tmp" # apt downloads as its own user (_apt): without write access there it warns
   (cd "$tmp" && apt-get download -q libgstreamer-plugins-base1.0-dev:arm64 >/dev/null)
   mkdir -p "$sysroot"
   dpkg-deb -x "$tmp"/libgstreamer-plugins-base1.0-dev_*_arm64.deb "$sysroot"
