@@ -51,6 +51,19 @@ echo "rehearse-ci: a fresh Debian 12 root in $chr (debootstrap), then .ci/run on
 debootstrap --variant=minbase bookworm "$chr" http://deb.debian.org/debian > "$base/debootstrap.log" 2>&1 || {
   tail -20 "$base/debootstrap.log" >&2; echo "rehearse-ci: debootstrap failed" >&2; exit 1; }
 cp /etc/resolv.conf "$chr/etc/resolv.conf"
+# The network's TLS trust belongs to the network, not to the machine: where it reaches the
+# registries through an inspecting proxy, its CA certificates (and pip's setting, and the
+# variables that name the bundle) are what every machine on it, CI's included, has; the root
+# trusts them once setup.sh installs ca-certificates.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  mkdir -p "$chr/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$chr/usr/local/share/ca-certificates/"
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$chr/etc/pip.conf"
+tls_env=()
+for v in SSL_CERT_FILE SSL_CERT_DIR CURL_CA_BUNDLE PIP_CERT REQUESTS_CA_BUNDLE GIT_SSL_CAINFO; do
+  [ -n "${!v:-}" ] && tls_env+=("$v=${!v}")
+done
 # The clone CI makes: committed work only, no build outputs, no untracked files.
 git clone -q --no-hardlinks "$root" "$chr/src/morphoscope"
 git -C "$chr/src/morphoscope" checkout -q "$commit"
@@ -61,7 +74,7 @@ mount -t devpts devpts "$chr/dev/pts" -o newinstance,ptmxmode=0666
 mount -t tmpfs tmpfs "$chr/dev/shm"
 set +e
 chroot "$chr" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  CI=true LANG=C.UTF-8 /bin/bash -c 'cd /src/morphoscope && bash .ci/run' < /dev/null > "$log" 2>&1
+  CI=true LANG=C.UTF-8 "${tls_env[@]}" /bin/bash -c 'cd /src/morphoscope && bash .ci/run' < /dev/null > "$log" 2>&1
 status=$?
 set -e
 elapsed=$(( $(date +%s) - start ))
