@@ -55,7 +55,7 @@ pub fn compose_cpu(
                     .enumerate()
                     .for_each_init(rows, |r, (y, out)| {
                         plan.compose_row(y, &mut r.row, &mut r.colours);
-                        for (o, p) in out.chunks_exact_mut(4).zip(&r.row) {
+                        for (o, p) in out.as_chunks_mut::<4>().0.iter_mut().zip(&r.row) {
                             o.copy_from_slice(&[p[0], p[1], p[2], 255]);
                         }
                     });
@@ -76,7 +76,11 @@ pub fn compose_cpu(
                         for (o, &p) in y_rows.iter_mut().zip(top.iter().chain(bottom.iter())) {
                             *o = pixel::luma(p);
                         }
-                        let blocks = top.chunks_exact(2).zip(bottom.chunks_exact(2));
+                        let blocks = top
+                            .as_chunks::<2>()
+                            .0
+                            .iter()
+                            .zip(bottom.as_chunks::<2>().0.iter());
                         for ((uo, vo), (t, b)) in u_row.iter_mut().zip(v_row.iter_mut()).zip(blocks)
                         {
                             let sum = |c: usize| {

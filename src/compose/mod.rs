@@ -128,11 +128,7 @@ impl Picture {
         if self.format != PictureFormat::Rgb {
             return None;
         }
-        let px = self
-            .data
-            .chunks_exact(3)
-            .map(|c| [c[0], c[1], c[2]])
-            .collect();
+        let px = self.data.as_chunks::<3>().0.to_vec();
         crate::image::Image::from_vec(self.width, self.height, px).ok()
     }
 }

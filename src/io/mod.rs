@@ -108,26 +108,26 @@ fn dyn_from_npy(a: npy::NpyArray) -> Result<DynImage, IoError> {
             Image::from_vec(w, h, a.bytes).map_err(bad)?,
         )),
         (npy::NpyDtype::U8, &[h, w, 3]) => {
-            let px = a
-                .bytes
-                .chunks_exact(3)
-                .map(|c| [c[0], c[1], c[2]])
-                .collect();
+            let px = a.bytes.as_chunks::<3>().0.to_vec();
             Ok(DynImage::Rgb8(Image::from_vec(w, h, px).map_err(bad)?))
         }
         (npy::NpyDtype::U16, &[h, w]) => {
             let px = a
                 .bytes
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .as_chunks::<2>()
+                .0
+                .iter()
+                .map(|c| u16::from_le_bytes(*c))
                 .collect();
             Ok(DynImage::Gray16(Image::from_vec(w, h, px).map_err(bad)?))
         }
         (npy::NpyDtype::F32, &[h, w]) => {
             let px = a
                 .bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| f32::from_le_bytes(*c))
                 .collect();
             Ok(DynImage::F32(Image::from_vec(w, h, px).map_err(bad)?))
         }

@@ -159,7 +159,7 @@ pub fn blur_rgb(
     params: &BlurParams,
 ) -> Result<Image<[f32; 3]>, OpError> {
     let v = blur_interleaved::<f32>(&pack_rgb(img), img.width(), img.height(), 3, params)?;
-    let px: Vec<[f32; 3]> = v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    let px: Vec<[f32; 3]> = v.as_chunks::<3>().0.to_vec();
     Ok(Image::from_vec(img.width(), img.height(), px)?)
 }
 

@@ -546,8 +546,12 @@ impl CclGpu {
         if p.features && count > 0 {
             let raw = stream.clone_dtoh(&b.feats.slice(0..count * FEAT_WORDS))?;
             stream.synchronize()?;
-            let sums: Vec<ComponentSums> =
-                raw.chunks_exact(FEAT_WORDS).map(decode_record).collect();
+            let sums: Vec<ComponentSums> = raw
+                .as_chunks::<FEAT_WORDS>()
+                .0
+                .iter()
+                .map(decode_record)
+                .collect();
             out.table =
                 ComponentTable::from_sums(p.width, p.height, p.connectivity, threshold, &sums);
         }
@@ -556,7 +560,7 @@ impl CclGpu {
 }
 
 /// One device feature record (see the layout in cca.cu) as sums.
-fn decode_record(r: &[u64]) -> ComponentSums {
+fn decode_record(r: &[u64; FEAT_WORDS]) -> ComponentSums {
     let lo = |v: u64| (v & 0xffff_ffff) as u32;
     let hi = |v: u64| (v >> 32) as u32;
     ComponentSums {

@@ -636,11 +636,7 @@ impl<T: GpuSample> OrientationGpu<T> {
             .colour_readback
             .borrow_mut()
             .fetch(stream, rgb, 3 * w * h)?;
-        Ok(Image::from_vec(
-            w,
-            h,
-            v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect(),
-        )?)
+        Ok(Image::from_vec(w, h, v.as_chunks::<3>().0.to_vec())?)
     }
 }
 
