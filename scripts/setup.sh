@@ -41,9 +41,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Rust toolchain, 1.95 or newer (eframe 0.37). Where cargo is missing or older, rustup installs
-# the stable toolchain (rustup-init from static.rust-lang.org when rustup itself is missing),
-# and cargo, rustc and rustup are linked into /usr/local/bin so that the command after this
-# script (`cargo run`, scripts/test.sh) finds them.
+# 1.95.0, the version CI builds with (rustup-init from static.rust-lang.org when rustup itself
+# is missing): a newer stable's clippy brings new lints that `-D warnings` turns into errors, so
+# a fresh machine gets the toolchain the code is checked with. cargo, rustc and rustup are
+# linked into /usr/local/bin so that the command after this script (`cargo run`,
+# scripts/test.sh) finds them.
+rust_version=1.95.0
 cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
 [ -x "$cargo_bin/cargo" ] && export PATH="$cargo_bin:$PATH"
 rust_ok() {
@@ -53,15 +56,15 @@ rust_ok() {
 }
 if ! rust_ok; then
   if command -v rustup >/dev/null 2>&1; then
-    rustup toolchain install stable --profile minimal
-    rustup default stable
+    rustup toolchain install "$rust_version" --profile minimal
+    rustup default "$rust_version"
   else
     # Named rustup-init: the program acts on the name it is called by.
     dl=$(mktemp -d)
     curl --proto '=https' --tlsv1.2 -sSf -o "$dl/rustup-init" \
       "https://static.rust-lang.org/rustup/dist/$(uname -m)-unknown-linux-gnu/rustup-init"
     chmod +x "$dl/rustup-init"
-    "$dl/rustup-init" -y -q --profile minimal --default-toolchain stable --no-modify-path
+    "$dl/rustup-init" -y -q --profile minimal --default-toolchain "$rust_version" --no-modify-path
     rm -rf "$dl"
     export PATH="$cargo_bin:$PATH"
   fi
