@@ -47,6 +47,15 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// A value given under another name than its settings key (a property of the GStreamer
+    /// element): `what` names it as the user typed it, e.g. `property cca-threshold=abc`.
+    #[error("invalid {what}: {message}")]
+    Named {
+        /// The name and the value as given.
+        what: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A value is out of range.
     #[error("invalid setting {key}: {message}")]
     Range {
@@ -222,6 +231,53 @@ fn invalid(where_: &str, e: impl std::fmt::Display) -> ConfigError {
     }
 }
 
+/// Parses TOML text without schema. A syntax error says where (line, column and the key of that
+/// line) and what TOML expected, and never quotes the file: the line may hold a secret
+/// (`password = "…` unterminated, a duplicate `password` key).
+fn parse_toml(text: &str, where_: &str) -> Result<toml::Value, ConfigError> {
+    toml::from_str(text).map_err(|e: toml::de::Error| {
+        let Some(start) = e.span().map(|s| s.start.min(text.len())) else {
+            return invalid(where_, e.message());
+        };
+        let before = &text.as_bytes()[..start];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
+        let line_text = text[line_start..].lines().next().unwrap_or("");
+        let key = line_text
+            .split_once('=')
+            .map(|(k, _)| k.trim())
+            .filter(|k| {
+                !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+            })
+            .map_or_else(String::new, |k| format!(" (key `{k}`)"));
+        invalid(
+            where_,
+            format!("line {line}, column {column}{key}: {}", e.message()),
+        )
+    })
+}
+
+/// The message of a value that does not fit the schema, naming its key when known. A secret
+/// key's value is never quoted (serde's "invalid type: integer 123" would show it).
+fn schema_message(key: Option<&str>, e: &toml::de::Error) -> String {
+    match key {
+        Some(key) if crate::redact::is_secret_key(key) => {
+            format!("{key}: must be a string (the value is not shown)")
+        }
+        Some(key) => format!("{key}: {}", e.message()),
+        None => e.message().to_owned(),
+    }
+}
+
 impl Settings {
     /// The built-in defaults.
     pub fn defaults() -> Result<Self, ConfigError> {
@@ -230,7 +286,14 @@ impl Settings {
 
     /// Parses TOML text (missing keys take their defaults).
     pub fn from_toml(text: &str, where_: &str) -> Result<Self, ConfigError> {
-        let s: Self = toml::from_str(text).map_err(|e| invalid(where_, e))?;
+        let user = parse_toml(text, where_)?;
+        let s: Self = user.clone().try_into().map_err(|e| {
+            let empty = toml::Value::Table(toml::Table::new());
+            invalid(
+                where_,
+                schema_message(first_bad_key(&empty, &user).as_deref(), &e),
+            )
+        })?;
         s.validate()?;
         Ok(s)
     }
@@ -239,8 +302,7 @@ impl Settings {
     /// the file is checked on its own first (TOML's message gives the line and key), then each
     /// `--set` is checked as it is applied.
     pub fn load(file: Option<&Path>, sets: &[String]) -> Result<Self, ConfigError> {
-        let mut value: toml::Value =
-            toml::from_str(DEFAULT_TOML).map_err(|e| invalid(" (built-in defaults)", e))?;
+        let mut value = parse_toml(DEFAULT_TOML, " (built-in defaults)")?;
         let mut where_ = String::new();
         if let Some(p) = file {
             let text = std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
@@ -248,16 +310,13 @@ impl Settings {
                 source: e,
             })?;
             where_ = format!(" in {}", p.display());
-            let user: toml::Value = toml::from_str(&text).map_err(|e| invalid(&where_, e))?;
+            let user = parse_toml(&text, &where_)?;
             let defaults = value.clone();
             merge(&mut value, user.clone());
             if let Err(e) = value.clone().try_into::<Self>() {
                 // serde loses the key inside flattened sections: find it by trying each one.
-                let message = match first_bad_key(&defaults, &user) {
-                    Some(key) => format!("{key}: {e}"),
-                    None => e.to_string(),
-                };
-                return Err(invalid(&where_, message));
+                let key = first_bad_key(&defaults, &user);
+                return Err(invalid(&where_, schema_message(key.as_deref(), &e)));
             }
         }
         for s in sets {
@@ -273,7 +332,9 @@ impl Settings {
                 });
             }
         }
-        let settings: Self = value.try_into().map_err(|e| invalid(&where_, e))?;
+        let settings: Self = value
+            .try_into()
+            .map_err(|e| invalid(&where_, schema_message(None, &e)))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -546,6 +607,39 @@ mod tests {
         std::fs::write(&p, "[cca]\nenabled = \"yes\"\n").unwrap();
         let e = Settings::load(Some(&p), &[]).unwrap_err().to_string();
         assert!(e.contains("enabled") && e.contains("c.toml"), "{e}");
+    }
+
+    #[test]
+    fn a_config_error_never_quotes_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("login.toml");
+        for (text, says) in [
+            (
+                "[publish]\nusername = \"u\"\npassword = \"secret123\n",
+                "line 3",
+            ),
+            (
+                "[publish]\npassword = \"secret123\"\npassword = \"secret123\"\n",
+                "duplicate key",
+            ),
+            ("[publish]\npassword = 123456789\n", "publish.password"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = Settings::load(Some(&p), &[]).unwrap_err().to_string();
+            assert!(
+                !e.contains("secret123") && !e.contains("123456789"),
+                "{text:?}: the error quotes the password: {e}"
+            );
+            assert!(
+                e.contains(says) && e.contains("login.toml"),
+                "{text:?}: {e}"
+            );
+            let e = Settings::from_toml(text, "").unwrap_err().to_string();
+            assert!(
+                !e.contains("secret123") && !e.contains("123456789"),
+                "{text:?}: the error quotes the password: {e}"
+            );
+        }
     }
 
     #[test]

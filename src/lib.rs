@@ -5,7 +5,8 @@
 //! [`ops`] (algorithms: CPU reference + CUDA), [`gpu`] (context, NVRTC registry, timers),
 //! [`kernels`] (embedded `.cu` sources), [`output`] (headless sinks), [`publish`] (results on an
 //! MQTT broker), [`io`] (image files), [`config`] (settings), [`backend`] (CPU or CUDA),
-//! [`image`] (strided pixel containers).
+//! [`image`] (strided pixel containers), [`redact`] (secrets masked in every text that leaves),
+//! [`stream_label`] (which stream a log line belongs to).
 
 pub mod analysis;
 pub mod backend;
@@ -19,7 +20,9 @@ pub mod ops;
 pub mod output;
 pub mod pipeline;
 pub mod publish;
+pub mod redact;
 pub mod source;
+pub mod stream_label;
 pub mod track;
 #[cfg(feature = "viewer")]
 pub mod ui;

@@ -3,6 +3,7 @@
 
 mod cli;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -36,8 +37,21 @@ enum Cmd {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp(None)
-        .format_target(false)
+        .format(|buf, record| {
+            // Every log line passes through the one redaction rule.
+            let style = buf.default_level_style(record.level());
+            let message = morphoscope::redact::text(&record.args().to_string());
+            // Lines of a stream's threads say whose they are (unless they already do).
+            let stream = match morphoscope::stream_label::current() {
+                Some(label) if !message.starts_with(&*label) => format!("{label}: "),
+                _ => String::new(),
+            };
+            writeln!(
+                buf,
+                "[{style}{:<5}{style:#}] {stream}{message}",
+                record.level()
+            )
+        })
         .init();
     let args = Cli::parse();
     let result = match args.command {
@@ -57,7 +71,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes on one line.
+/// The error and its causes on one line, secrets masked.
 pub(crate) fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for c in e.chain() {
@@ -66,5 +80,5 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
             parts.push(s);
         }
     }
-    parts.join(": ")
+    morphoscope::redact::text(&parts.join(": "))
 }

@@ -4,19 +4,26 @@
 //! process, a hard kill, a full disk on a real tmpfs); `cli/network.rs`: sources served by an
 //! HTTP server the test starts on 127.0.0.1; `cli/outputs.rs`: the output folder, counters,
 //! frame rate, tiny frames, messages and progress; `cli/streams.rs`: several sources in one run
-//! and device lists.
+//! and device lists; `cli/secrets.rs`: passwords and URL user-info never shown;
+//! `cli/topics.rs`: broker topic prefixes refused at start; `cli/bench.rs`: bench's bounds.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "cli/bench.rs"]
+mod bench;
 #[path = "cli/ends.rs"]
 mod ends;
 #[path = "cli/network.rs"]
 mod network;
 #[path = "cli/outputs.rs"]
 mod outputs;
+#[path = "cli/secrets.rs"]
+mod secrets;
 #[path = "cli/streams.rs"]
 mod streams;
+#[path = "cli/topics.rs"]
+mod topics;
 
 use std::path::{Path, PathBuf};
 
@@ -404,6 +411,14 @@ fn truncated_video_yields_the_decodable_frames_and_fails() {
     assert_clean_failure(&out, "ended early");
     let n = lines(&o.join("frames.jsonl")).len();
     assert!(n > 10 && n < 120, "decodable frames kept: {n}");
+    // timings.json says what the run said.
+    let ended = json(&o.join("timings.json"))["ended"].clone();
+    assert!(
+        ended
+            .as_str()
+            .is_some_and(|e| e.starts_with("error: stream ended early")),
+        "{ended}"
+    );
 }
 
 #[test]
@@ -636,8 +651,10 @@ fn image_label_orientation_and_linear_opening_write_their_outputs() {
     );
     let max_label = labels
         .bytes
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|c| i32::from_le_bytes(*c))
         .max()
         .unwrap();
     assert_eq!(max_label as usize, comps.len());

@@ -5,8 +5,11 @@
 //! schedule of `--fps` frames a second for `--seconds` after a warm-up of `--warmup` frames;
 //! a frame the pipeline is not ready for is dropped and counted, as a live source does. Streams
 //! are spread round-robin over the devices of `--device` (one context a device, shared by its
-//! streams). A stream *holds* when, after its warm-up, no frame was dropped, every frame taken
-//! was delivered and no error occurred; the trial holds when every stream does.
+//! streams). A stream *holds* when it did what a live camera needs ([`HOLD`]): after its
+//! warm-up no frame was dropped, every frame taken was delivered, no error occurred, the
+//! frames came out within their period (p95 latency at most one frame period, the slowest at
+//! most two), and its frames spanned the trial's nominal length (a stream that ran behind real
+//! time stretches it); the trial holds when every stream does.
 //!
 //! `--streams-sweep` looks for the most streams that hold, up to `--streams`: it doubles from 1
 //! until a trial fails, then bisects between the last that held and the first that failed.
@@ -41,6 +44,33 @@ pub struct StreamsPlan<'a> {
     pub want: PictureWant,
 }
 
+/// What a stream must achieve to hold, relative to its frame period.
+#[derive(Clone, Copy, Debug)]
+pub struct HoldPolicy {
+    /// The p95 source-to-delivery latency of the measured frames, at most, frame periods.
+    pub p95_latency_periods: f64,
+    /// The slowest frame's latency, at most, frame periods.
+    pub max_latency_periods: f64,
+    /// How far the time from the first delivery to the last may be off the schedule's, at most:
+    /// this share of it, plus `span_slack_periods`.
+    pub span_slack_share: f64,
+    /// See `span_slack_share`, frame periods.
+    pub span_slack_periods: f64,
+}
+
+/// The policy `bench --streams` judges by: every frame out before the next comes in (p95), none
+/// more than a period late, and the frames delivered at the camera's pace (5 % and two periods
+/// of slack for the scheduler of a busy host).
+pub const HOLD: HoldPolicy = HoldPolicy {
+    p95_latency_periods: 1.0,
+    max_latency_periods: 2.0,
+    span_slack_share: 0.05,
+    span_slack_periods: 2.0,
+};
+
+/// The longest `--seconds` of a trial: an hour (a longer one is a soak test, not a benchmark).
+pub const MAX_TRIAL_SECONDS: f64 = 3600.0;
+
 /// One stream of a trial.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StreamRow {
@@ -60,17 +90,62 @@ pub struct StreamRow {
     pub latency_median_ms: f64,
     /// p95 of the same.
     pub latency_p95_ms: f64,
+    /// The slowest of the same.
+    pub latency_max_ms: f64,
+    /// Seconds from the first frame delivered to the last.
+    pub span_seconds: f64,
     /// The stream's error, if it failed.
     pub error: Option<String>,
+    /// Why the stream did not hold ([`StreamRow::judge`]); `None`: it held.
+    pub not_held: Option<String>,
 }
 
 impl StreamRow {
-    /// No drop after the warm-up, every frame taken delivered, no error.
+    /// The stream held ([`StreamRow::judge`] found nothing wrong).
     #[must_use]
     pub fn held(&self) -> bool {
-        self.dropped == 0
-            && self.error.is_none()
-            && self.frames_out + self.dropped + self.dropped_warmup == self.frames_in
+        self.not_held.is_none()
+    }
+
+    /// Why a stream of `frames` frames at `fps` did not hold by `policy`, or `None`.
+    #[must_use]
+    pub fn judge(&self, policy: &HoldPolicy, fps: f64, frames: u64) -> Option<String> {
+        let period_ms = 1e3 / fps;
+        if let Some(e) = &self.error {
+            return Some(format!("error: {e}"));
+        }
+        if self.frames_out == 0 {
+            return Some("no frame delivered".to_owned());
+        }
+        if self.dropped > 0 {
+            return Some(format!("{} frames dropped after the warm-up", self.dropped));
+        }
+        if self.frames_in != frames
+            || self.frames_out + self.dropped + self.dropped_warmup != self.frames_in
+        {
+            return Some(format!("{} of {frames} frames delivered", self.frames_out));
+        }
+        if self.latency_p95_ms > policy.p95_latency_periods * period_ms {
+            return Some(format!(
+                "p95 latency {:.1} ms over {} frame period ({period_ms:.1} ms)",
+                self.latency_p95_ms, policy.p95_latency_periods
+            ));
+        }
+        if self.latency_max_ms > policy.max_latency_periods * period_ms {
+            return Some(format!(
+                "max latency {:.1} ms over {} frame periods ({period_ms:.1} ms each)",
+                self.latency_max_ms, policy.max_latency_periods
+            ));
+        }
+        let nominal = frames.saturating_sub(1) as f64 / fps;
+        let slack = policy.span_slack_share * nominal + policy.span_slack_periods / fps;
+        if (self.span_seconds - nominal).abs() > slack {
+            return Some(format!(
+                "frames spanned {:.2} s instead of {nominal:.2} s (behind real time)",
+                self.span_seconds
+            ));
+        }
+        None
     }
 }
 
@@ -97,8 +172,7 @@ pub fn trial(plan: &StreamsPlan<'_>, n: usize) -> anyhow::Result<Trial> {
     if plan.backends.is_empty() || plan.frames.is_empty() {
         bail!("bench --streams: no backend or no frames");
     }
-    let measured = (plan.fps * plan.seconds).ceil() as u64;
-    let count = plan.warmup_frames + measured;
+    let count = plan.frame_count()?;
     let mut pipelines = Vec::with_capacity(n);
     for i in 0..n {
         let backend = &plan.backends[i % plan.backends.len()];
@@ -129,7 +203,10 @@ pub fn trial(plan: &StreamsPlan<'_>, n: usize) -> anyhow::Result<Trial> {
                     fps_out: 0.0,
                     latency_median_ms: 0.0,
                     latency_p95_ms: 0.0,
+                    latency_max_ms: 0.0,
+                    span_seconds: 0.0,
                     error: Some("consumer thread panicked".to_owned()),
+                    not_held: None,
                 })
             })
             .collect::<Vec<_>>()
@@ -137,6 +214,13 @@ pub fn trial(plan: &StreamsPlan<'_>, n: usize) -> anyhow::Result<Trial> {
     for (_, p) in pipelines {
         p.join();
     }
+    let rows: Vec<StreamRow> = rows
+        .into_iter()
+        .map(|r| StreamRow {
+            not_held: r.judge(&HOLD, plan.fps, count),
+            ..r
+        })
+        .collect();
     let held = rows.iter().all(StreamRow::held);
     Ok(Trial {
         streams: n,
@@ -145,16 +229,37 @@ pub fn trial(plan: &StreamsPlan<'_>, n: usize) -> anyhow::Result<Trial> {
     })
 }
 
+impl StreamsPlan<'_> {
+    /// Frames each stream is fed: the warm-up and the measured ones; an error when `--fps` and
+    /// `--seconds` are not finite positive numbers within their bounds.
+    pub fn frame_count(&self) -> anyhow::Result<u64> {
+        if !(self.fps > 0.0 && self.fps <= 1000.0) {
+            bail!("--fps {}: must be in (0, 1000]", self.fps);
+        }
+        if !(self.seconds > 0.0 && self.seconds <= MAX_TRIAL_SECONDS) {
+            bail!(
+                "--seconds {}: must be a number of seconds in (0, {MAX_TRIAL_SECONDS}]",
+                self.seconds
+            );
+        }
+        // At most 1000 fps for an hour: far within u64.
+        Ok(self.warmup_frames + (self.fps * self.seconds).ceil() as u64)
+    }
+}
+
 /// Takes every event of one stream; counts drops before and after its warm-up.
 fn consume(device: &str, p: &Pipeline, warmup: u64) -> StreamRow {
     let mut latencies = Vec::new();
     let mut at_warmup: Option<(CounterSnapshot, std::time::Instant, u64)> = None;
     let mut delivered = 0u64;
+    let mut first_last: Option<(std::time::Instant, std::time::Instant)> = None;
     let mut error = None;
     loop {
         match p.events.recv_timeout(Duration::from_secs(30)) {
             Ok(PipelineEvent::Frame(f)) => {
                 delivered += 1;
+                let now = std::time::Instant::now();
+                first_last = Some((first_last.map_or(now, |(first, _)| first), now));
                 if f.index >= warmup {
                     if at_warmup.is_none() {
                         at_warmup =
@@ -191,6 +296,9 @@ fn consume(device: &str, p: &Pipeline, warmup: u64) -> StreamRow {
     };
     let lat = Summary::of(&latencies);
     StreamRow {
+        latency_max_ms: lat.max_ms,
+        span_seconds: first_last.map_or(0.0, |(first, last)| (last - first).as_secs_f64()),
+        not_held: None,
         device: device.to_owned(),
         frames_in: end.frames_in,
         frames_out: p.counters.frames_out.load(Ordering::Relaxed),
@@ -220,9 +328,9 @@ pub fn print_trial(t: &Trial, fps: f64) {
             r.fps_out,
             r.latency_median_ms,
             r.latency_p95_ms,
-            r.error
+            r.not_held
                 .as_ref()
-                .map(|e| format!("  error: {e}"))
+                .map(|why| format!("  not held: {why}"))
                 .unwrap_or_default()
         );
     }
@@ -235,14 +343,20 @@ pub fn verdict(t: &Trial, fps: f64) -> String {
     let dropped: u64 = t.rows.iter().map(|r| r.dropped).sum();
     let failing = t.rows.iter().filter(|r| !r.held()).count();
     let worst_p95 = t.rows.iter().map(|r| r.latency_p95_ms).fold(0.0, f64::max);
+    let period_ms = 1e3 / fps;
     if t.held {
         format!(
-            "{} streams at {fps} fps: held (no frame dropped after the warm-up; worst p95 latency {worst_p95:.1} ms)",
+            "{} streams at {fps} fps: held (no frame dropped after the warm-up, every frame within its {period_ms:.1} ms period at real-time pace; worst p95 latency {worst_p95:.1} ms)",
             t.streams
         )
     } else {
+        let first = t
+            .rows
+            .iter()
+            .find_map(|r| r.not_held.as_deref())
+            .unwrap_or("");
         format!(
-            "{} streams at {fps} fps: NOT held ({failing} streams dropped or failed, {dropped} frames dropped after the warm-up)",
+            "{} streams at {fps} fps: NOT held ({failing} streams did not hold, {dropped} frames dropped after the warm-up, worst p95 latency {worst_p95:.1} ms; first reason: {first})",
             t.streams
         )
     }
@@ -300,6 +414,66 @@ mod tests {
         }
         let best = done.iter().filter(|d| d.1).map(|d| d.0).max().unwrap_or(0);
         (done.iter().map(|d| d.0).collect(), best)
+    }
+
+    fn row(frames: u64, p95_ms: f64, max_ms: f64, span_seconds: f64) -> StreamRow {
+        StreamRow {
+            device: "cpu".into(),
+            frames_in: frames,
+            frames_out: frames,
+            dropped_warmup: 0,
+            dropped: 0,
+            fps_out: 10.0,
+            latency_median_ms: p95_ms / 2.0,
+            latency_p95_ms: p95_ms,
+            latency_max_ms: max_ms,
+            span_seconds,
+            error: None,
+            not_held: None,
+        }
+    }
+
+    #[test]
+    fn a_stream_holds_only_with_every_frame_in_its_period_at_real_time_pace() {
+        // 10 fps: a period of 100 ms; 21 frames span 2 s.
+        let judge = |r: StreamRow| r.judge(&HOLD, 10.0, 21);
+        assert_eq!(judge(row(21, 40.0, 90.0, 2.0)), None);
+        let why = judge(row(21, 6500.0, 7000.0, 2.0)).unwrap();
+        assert!(why.contains("p95 latency 6500.0 ms"), "{why}");
+        let why = judge(row(21, 40.0, 250.0, 2.0)).unwrap();
+        assert!(why.contains("max latency"), "{why}");
+        let why = judge(row(21, 40.0, 90.0, 3.5)).unwrap();
+        assert!(why.contains("spanned 3.50 s"), "{why}");
+        let why = judge(row(0, 0.0, 0.0, 0.0)).unwrap();
+        assert!(why.contains("no frame"), "{why}");
+        let why = judge(row(20, 40.0, 90.0, 2.0)).unwrap();
+        assert!(why.contains("20 of 21"), "{why}");
+    }
+
+    #[test]
+    fn seconds_must_be_finite_and_bounded() {
+        let settings = Settings::default();
+        let plan = |seconds: f64| StreamsPlan {
+            settings: &settings,
+            backends: &[],
+            frames: Arc::new(Vec::new()),
+            fps: 1.0,
+            seconds,
+            warmup_frames: 1,
+            want: PictureWant::None,
+        };
+        assert_eq!(plan(1.0).frame_count().unwrap(), 2);
+        assert_eq!(plan(MAX_TRIAL_SECONDS).frame_count().unwrap(), 3601);
+        for (seconds, shown) in [
+            (f64::INFINITY, "inf"),
+            (f64::NAN, "NaN"),
+            (1e20, "100000000000000000000"),
+            (0.0, "0"),
+            (-1.0, "-1"),
+        ] {
+            let e = plan(seconds).frame_count().unwrap_err().to_string();
+            assert!(e.contains(&format!("--seconds {shown}")), "{e}");
+        }
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub struct RunArgs {
     /// mqtt://HOST[:PORT][/PREFIX] or mqtts://… (overrides publish.url; the login comes from
     /// the config file or the environment, never from the command line).
     #[arg(long, value_name = "URL")]
-    pub publish: Option<String>,
+    pub publish: Option<std::ffi::OsString>,
 }
 
 /// Arguments of `view`.
@@ -105,7 +105,12 @@ pub fn default_source(settings: &Settings) -> String {
 pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut settings = common.settings()?;
     if let Some(url) = &a.publish {
-        settings.publish.url.clone_from(url);
+        settings.publish.url = url.to_str().map(str::to_owned).ok_or_else(|| {
+            anyhow::anyhow!(
+                "invalid broker URL {}: not UTF-8 (MQTT topics are UTF-8 text)",
+                url.to_string_lossy().escape_debug()
+            )
+        })?;
     }
     let video = !a.no_video && settings.output.video;
     match a.sources.as_slice() {
@@ -294,7 +299,7 @@ fn headless(
     let outcome = stream::drive(open, &|| stop_signals.received(), &mut NoObserver);
     stream::print_single_summary(&outcome);
     if let Some(e) = &outcome.error {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", morphoscope::redact::text(e));
         return Ok(ExitCode::from(1));
     }
     Ok(outcome

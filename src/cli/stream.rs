@@ -122,8 +122,9 @@ impl StreamOutcome {
     /// A stream that could not start.
     #[must_use]
     pub fn not_started(source: String, out: PathBuf, error: String) -> Self {
+        let error = morphoscope::redact::text(&error);
         Self {
-            source,
+            source: morphoscope::redact::url(&source),
             out,
             backend: String::new(),
             counters: CounterSnapshot::default(),
@@ -324,12 +325,26 @@ pub fn drive(
         ..counters.snapshot()
     };
     let limit_reached = max_frames.is_some_and(|m| written >= m);
-    let ended = match (&ending, stopped_by) {
-        (Ending::WriteError(e), _) => format!("error: {e}"),
-        (Ending::SourceError(e), _) => format!("error: {e}"),
-        (Ending::Stream, Some(sig)) => signals::name(sig).to_owned(),
-        (Ending::Stream, None) if limit_reached => "--max-frames".to_owned(),
-        (Ending::Stream, None) => "end of stream".to_owned(),
+    // A stream that ended by itself too soon (a truncated file, a live source gone) is an
+    // error, in timings.json as in the run's summary.
+    let early_end = match (&ending, stopped_by) {
+        (Ending::Stream, None) => end_of_stream_error(
+            &spec,
+            &stream,
+            written,
+            estimate,
+            limit_reached,
+            max_frames.is_some(),
+        ),
+        _ => None,
+    };
+    let ended = match (&ending, stopped_by, &early_end) {
+        (Ending::WriteError(e), _, _) => format!("error: {e}"),
+        (Ending::SourceError(e), _, _) => format!("error: {e}"),
+        (Ending::Stream, Some(sig), _) => signals::name(sig).to_owned(),
+        (Ending::Stream, None, Some(e)) => format!("error: {e}"),
+        (Ending::Stream, None, None) if limit_reached => "--max-frames".to_owned(),
+        (Ending::Stream, None, None) => "end of stream".to_owned(),
     };
     if let Some(clock) = &mut status_clock {
         clock.tick(
@@ -370,18 +385,7 @@ pub fn drive(
             .map(|e| e.to_string())
             .or_else(|| publish.as_ref().and_then(login_refused)),
     };
-    let error = match (error, stopped_by) {
-        (Some(e), _) => Some(e),
-        (None, Some(_)) => None,
-        (None, None) => end_of_stream_error(
-            &spec,
-            &stream,
-            written,
-            estimate,
-            limit_reached,
-            max_frames.is_some(),
-        ),
-    };
+    let error = error.or(early_end);
     StreamOutcome {
         source: spec.to_string(),
         out,

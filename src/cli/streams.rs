@@ -112,7 +112,8 @@ pub fn run_streams(
     let mut failed = false;
     for (i, o) in outcomes.iter().enumerate() {
         if let Some(e) = &o.error {
-            eprintln!("error: stream {i} ({}): {e}", o.source);
+            let line = format!("error: stream {i} ({}): {e}", o.source);
+            eprintln!("{}", morphoscope::redact::text(&line));
             failed = true;
         }
     }
@@ -142,6 +143,7 @@ fn one_stream(
     stop: &StopSignals,
     publish: Option<StreamPublishing>,
 ) -> StreamOutcome {
+    morphoscope::stream_label::set(format!("stream {index}"));
     let spec = match SourceSpec::parse(source) {
         Ok(s) => s,
         Err(e) => {

@@ -144,7 +144,7 @@ pub struct SinkOptions {
     pub video_kbps: u32,
     /// Its encoder.
     pub encoder: EncoderChoice,
-    /// The source as the user gave it (for `timings.json`).
+    /// The source as it is shown (for `timings.json`; secrets are masked when written).
     pub source: String,
     /// The backend description (for `timings.json`).
     pub backend: String,
@@ -515,8 +515,8 @@ impl RunSink {
         };
         let mut doc = serde_json::json!({
             "complete": complete,
-            "ended": (!end.ended.is_empty()).then_some(&end.ended),
-            "source": self.opts.source,
+            "ended": (!end.ended.is_empty()).then(|| crate::redact::text(&end.ended)),
+            "source": crate::redact::text(&self.opts.source),
             "backend": self.opts.backend,
             "live": self.stream.live,
             "frame_rate": self.stream.frame_rate.map(|r| round3(r.fps())),

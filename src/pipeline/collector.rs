@@ -104,6 +104,7 @@ impl Collector {
                 };
                 let mut regions = regions;
                 if let Some(format) = want {
+                    let _permit = super::cpu_gate::CpuGate::global().enter();
                     frame.picture = Some(Arc::new(compose_host(&frame, &f.style, format)?));
                     regions.push(("compose".to_owned(), t.elapsed().as_secs_f64() * 1e3));
                 }

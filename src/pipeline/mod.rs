@@ -13,7 +13,9 @@
 //! histogram), runs the in-order host steps (the tracker), composes the picture on the device
 //! when a sink wants pixels this frame (one readback), hands the frame on and returns the slot.
 //! On the CPU the worker runs the analyses (multi-threaded inside each op) and the collector
-//! composes the picture with the CPU twin of the compose kernel. See [`PictureWant`].
+//! composes the picture with the CPU twin of the compose kernel, each through the
+//! [`cpu_gate`] that keeps many streams from nesting on one pool thread's stack. See
+//! [`PictureWant`].
 //!
 //! Live sources (as their GStreamer pipeline reports: cameras, RTSP) drop frames when the channel
 //! is full and count them; files (local or HTTP) and test patterns block instead, so frames in ==
@@ -25,6 +27,7 @@
 //! already taken are analysed and delivered, then `End`.
 
 mod collector;
+pub mod cpu_gate;
 pub mod mailbox;
 pub mod ring;
 pub mod stats;
@@ -287,10 +290,10 @@ impl Pipeline {
         let (cmd_tx, cmd_rx) = bounded::<Command>(64);
 
         let (c, stop) = (counters.clone(), stop_input.clone());
-        let src_thread = std::thread::Builder::new()
-            .name("morphoscope-source".into())
-            .spawn(move || source_loop(&mut next, &frame_tx, live, max_frames, &stop, &c))
-            .map_err(PipelineError::Thread)?;
+        let src_thread = crate::stream_label::spawn("morphoscope-source".into(), move || {
+            source_loop(&mut next, &frame_tx, live, max_frames, &stop, &c);
+        })
+        .map_err(PipelineError::Thread)?;
 
         let started = worker::start(
             backend,

@@ -108,14 +108,14 @@ pub(super) fn start(
             )
         }
     };
-    let worker = std::thread::Builder::new()
-        .name("morphoscope-worker".into())
-        .spawn(move || worker_loop(state, engine))
-        .map_err(PipelineError::Thread)?;
-    let collector = std::thread::Builder::new()
-        .name("morphoscope-collector".into())
-        .spawn(move || collector::run(collector, &from_worker))
-        .map_err(PipelineError::Thread)?;
+    let worker = crate::stream_label::spawn("morphoscope-worker".into(), move || {
+        worker_loop(state, engine);
+    })
+    .map_err(PipelineError::Thread)?;
+    let collector = crate::stream_label::spawn("morphoscope-collector".into(), move || {
+        collector::run(collector, &from_worker);
+    })
+    .map_err(PipelineError::Thread)?;
     Ok((worker, collector))
 }
 
@@ -234,6 +234,7 @@ fn start_frame(
     };
     let work = match engine {
         Engine::Cpu { analyses } => {
+            let _permit = super::cpu_gate::CpuGate::global().enter();
             let t0 = Instant::now();
             let Pixels::Host(image) = frame.image else {
                 return Err(OpError::Unsupported(

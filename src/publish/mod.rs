@@ -21,6 +21,7 @@
 pub mod connection;
 pub mod settings;
 pub mod status;
+pub mod topic;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -169,10 +169,10 @@ pub struct BrokerUrl {
 impl BrokerUrl {
     /// Parses `mqtt://HOST[:PORT][/PREFIX]` or `mqtts://…`; IPv6 hosts in brackets
     /// (`mqtt://[::1]:1883/p`). Credentials in the URL are refused (they would show in the
-    /// process list and shell history); wildcards `+` `#` cannot be in a topic.
+    /// process list and shell history); the prefix follows the rules of [`super::topic`].
     pub fn parse(url: &str) -> Result<Self, PublishError> {
         let bad = |why: &str| PublishError::Url {
-            url: without_userinfo(url),
+            url: shortened(&crate::redact::url(url)),
             reason: why.to_owned(),
         };
         let (tls, rest) = if let Some(r) = url.strip_prefix("mqtt://") {
@@ -214,9 +214,7 @@ impl BrokerUrl {
             },
         };
         let prefix = path.trim_matches('/');
-        if prefix.contains(['+', '#', '\0']) {
-            return Err(bad("the topic prefix cannot hold '+', '#' or NUL"));
-        }
+        super::topic::check_prefix(prefix).map_err(|why| bad(&why))?;
         let prefix = if prefix.is_empty() {
             DEFAULT_PREFIX
         } else {
@@ -231,15 +229,14 @@ impl BrokerUrl {
     }
 }
 
-/// `url` with any `user:password@` replaced by `***@`, for messages.
-fn without_userinfo(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) if scheme.is_empty() => format!("***{}", &rest[at..]),
-        Some(at) => format!("{scheme}://***{}", &rest[at..]),
-        None => url.to_owned(),
+/// `url` for a message: whole, or its first 80 characters (escaped) when it is longer.
+fn shortened(url: &str) -> String {
+    const HEAD: usize = 80;
+    if url.chars().count() <= HEAD {
+        return url.escape_debug().to_string();
     }
+    let head: String = url.chars().take(HEAD).collect();
+    format!("{}…", head.escape_debug())
 }
 
 impl std::fmt::Display for BrokerUrl {
@@ -302,16 +299,13 @@ mod tests {
             ("mqtt://broker/a/+/b", "'+'"),
             ("mqtt://broker/a/#", "'+'"),
             ("mqtt://[::1/x", "unclosed"),
+            ("mqtt://broker/a\tb", "control characters"),
+            ("mqtt://broker/$SYS/x", "'$'"),
         ] {
             let e = BrokerUrl::parse(u).unwrap_err().to_string();
             assert!(e.contains(why), "{u}: `{e}` does not say {why}");
             assert!(!e.contains("pw@"), "the error repeats the password: {e}");
         }
-        assert_eq!(
-            without_userinfo("mqtt://u:pw@h:1/x@y"),
-            "mqtt://***@h:1/x@y"
-        );
-        assert_eq!(without_userinfo("mqtt://h/x"), "mqtt://h/x");
     }
 
     #[test]

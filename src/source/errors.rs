@@ -46,8 +46,8 @@ impl BusError {
                 .src()
                 .map(|s| s.name().to_string())
                 .unwrap_or_else(|| "pipeline".into()),
-            message: err.to_string().replace('\n', " "),
-            debug: e.debug().map(|d| d.to_string()),
+            message: crate::redact::text(&err.to_string().replace('\n', " ")),
+            debug: e.debug().map(|d| crate::redact::text(&d)),
             vagueness,
         }
     }
@@ -96,7 +96,7 @@ pub(super) fn describe(
         && let Some(reason) = network_reason(url, &error, waited, timeout)
     {
         return SourceError::Network {
-            url: url.clone(),
+            url: crate::redact::url(url),
             reason,
         };
     }

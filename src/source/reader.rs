@@ -92,8 +92,8 @@ impl Source {
     pub fn open_with(spec: &SourceSpec, opts: &SourceOptions) -> Result<Self, SourceError> {
         init()?;
         let desc = spec.pipeline_description(&opts.test)?;
-        let element =
-            gst::parse::launch(&desc).map_err(|e| SourceError::Pipeline(e.to_string()))?;
+        let element = gst::parse::launch(&desc)
+            .map_err(|e| SourceError::Pipeline(crate::redact::text(&e.to_string())))?;
         let pipeline = element
             .downcast::<gst::Pipeline>()
             .map_err(|_| SourceError::Pipeline("description did not produce a pipeline".into()))?;
@@ -430,8 +430,10 @@ pub fn image_from_plane(
         }
         gst_video::VideoFormat::Gray16Le => {
             let px: Vec<u16> = data
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .as_chunks::<2>()
+                .0
+                .iter()
+                .map(|c| u16::from_le_bytes(*c))
                 .collect();
             DynImage::Gray16(Image::from_strided(w, h, stride / 2, px).map_err(bad)?)
         }

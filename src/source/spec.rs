@@ -228,11 +228,11 @@ impl std::fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::File(p) => write!(f, "{}", p.display()),
-            Self::Uri(u) => write!(f, "{u}"),
+            Self::Uri(u) => write!(f, "{}", crate::redact::url(u)),
             Self::Camera(n) => write!(f, "camera:{n}"),
             Self::Csi(n) => write!(f, "csi:{n}"),
             Self::Test(p) => write!(f, "test:{p}"),
-            Self::Pipeline(p) => write!(f, "pipeline `{p}`"),
+            Self::Pipeline(p) => write!(f, "pipeline `{}`", crate::redact::text(p)),
         }
     }
 }

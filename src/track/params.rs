@@ -13,11 +13,17 @@ use serde::{Deserialize, Serialize};
 use super::tuning::TUNING;
 use crate::ops::OpError;
 
+/// The largest process or measurement noise σ, pixels: wider than any frame, so no real
+/// setting is refused, and its square (the Kalman filter's variances) stays far from overflow
+/// (a σ of 1e308 made every covariance infinite and every track vanish).
+pub const MAX_NOISE_PIXELS: f64 = 1e4;
+
 /// Tracker settings (the `[tracker]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrackerParams {
     /// Components smaller than this (pixels) are not tracked.
+    #[serde(with = "wide_u64")]
     pub min_area: u64,
     /// Frames per second assumed when the source gives no timestamps.
     pub frame_rate: f64,
@@ -75,6 +81,37 @@ impl Default for TrackerParams {
     }
 }
 
+/// A `u64` that TOML can carry whole: TOML integers are signed 64-bit, so a value above
+/// `i64::MAX` is written as a string of digits, and one is read from an integer or from such a
+/// string (`--set tracker.min_area=18446744073709551615` arrives as the string, not as a
+/// number TOML could not hold).
+mod wide_u64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Number(u64),
+        Digits(String),
+    }
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        match i64::try_from(*v) {
+            Ok(small) => s.serialize_i64(small),
+            Err(_) => s.serialize_str(&v.to_string()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        match Given::deserialize(d)? {
+            Given::Number(n) => Ok(n),
+            Given::Digits(s) => s.trim().parse().map_err(|_| {
+                serde::de::Error::custom(format!("`{s}` is not a whole number in 0..={}", u64::MAX))
+            }),
+        }
+    }
+}
+
 impl TrackerParams {
     /// Checks every field; the error names the field and its allowed values.
     pub fn validate(&self) -> Result<(), OpError> {
@@ -85,10 +122,21 @@ impl TrackerParams {
             ("process_noise", self.process_noise),
             ("measurement_noise", self.measurement_noise),
         ];
+        // Values are shown with `{:?}`: 1e308 as `1e308`, not as its 309 digits.
         for (name, v) in positive {
             if !(v > 0.0 && v.is_finite()) {
                 return Err(OpError::InvalidParam(format!(
-                    "{name} must be a positive number, got {v}"
+                    "{name} must be a positive number, got {v:?}"
+                )));
+            }
+        }
+        for (name, v) in [
+            ("process_noise", self.process_noise),
+            ("measurement_noise", self.measurement_noise),
+        ] {
+            if v > MAX_NOISE_PIXELS {
+                return Err(OpError::InvalidParam(format!(
+                    "{name} must be at most {MAX_NOISE_PIXELS:?} pixels, got {v:?}"
                 )));
             }
         }
@@ -103,25 +151,25 @@ impl TrackerParams {
         for (name, v) in non_negative {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(OpError::InvalidParam(format!(
-                    "{name} must be a number >= 0, got {v}"
+                    "{name} must be a number >= 0, got {v:?}"
                 )));
             }
         }
         if !(0.0..=1.0).contains(&self.min_iou) {
             return Err(OpError::InvalidParam(format!(
-                "min_iou must be in [0, 1], got {}",
+                "min_iou must be in [0, 1], got {:?}",
                 self.min_iou
             )));
         }
         if !(0.0..=1.0).contains(&self.merge_area_share) {
             return Err(OpError::InvalidParam(format!(
-                "merge_area_share must be in [0, 1], got {}",
+                "merge_area_share must be in [0, 1], got {:?}",
                 self.merge_area_share
             )));
         }
         if !(self.shape_tolerance > 1.0 && self.shape_tolerance.is_finite()) {
             return Err(OpError::InvalidParam(format!(
-                "shape_tolerance must be a ratio > 1, got {}",
+                "shape_tolerance must be a ratio > 1, got {:?}",
                 self.shape_tolerance
             )));
         }
@@ -216,6 +264,53 @@ impl FrameClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_area_takes_every_u64_and_round_trips() {
+        let s = crate::config::Settings::load(None, &[format!("tracker.min_area={}", u64::MAX)])
+            .unwrap();
+        assert_eq!(s.ops.tracker.min_area, u64::MAX);
+        let back = crate::config::Settings::from_toml(&s.to_toml().unwrap(), "").unwrap();
+        assert_eq!(back.ops.tracker.min_area, u64::MAX);
+        let s = crate::config::Settings::load(None, &["tracker.min_area=7".into()]).unwrap();
+        assert_eq!(s.ops.tracker.min_area, 7);
+        let e = crate::config::Settings::load(None, &["tracker.min_area=-1".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tracker.min_area"), "{e}");
+        let e = crate::config::Settings::load(None, &["tracker.min_area=abc".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tracker.min_area") && e.contains("`abc`"), "{e}");
+    }
+
+    #[test]
+    fn huge_values_are_refused_and_shown_short() {
+        let e = TrackerParams {
+            process_noise: 1e308,
+            ..TrackerParams::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("process_noise") && e.contains("1e308"), "{e}");
+        let e = TrackerParams {
+            max_distance: -1e308,
+            ..TrackerParams::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("-1e308") && e.len() < 100, "{e}");
+        assert!(
+            TrackerParams {
+                measurement_noise: MAX_NOISE_PIXELS,
+                ..TrackerParams::default()
+            }
+            .validate()
+            .is_ok()
+        );
+    }
 
     #[test]
     fn validate_names_the_field() {

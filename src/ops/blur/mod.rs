@@ -73,13 +73,13 @@ impl BlurParams {
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.sigma.is_finite() || self.sigma < 0.0 {
             return Err(OpError::InvalidParam(format!(
-                "sigma must be a finite number >= 0, got {}",
+                "sigma must be a finite number >= 0, got {:?}",
                 self.sigma
             )));
         }
         if !self.truncate.is_finite() || self.truncate <= 0.0 {
             return Err(OpError::InvalidParam(format!(
-                "truncate must be a finite number > 0, got {}",
+                "truncate must be a finite number > 0, got {:?}",
                 self.truncate
             )));
         }

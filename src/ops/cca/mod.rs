@@ -160,7 +160,7 @@ impl CclParams {
         }
         if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
             return Err(OpError::InvalidParam(format!(
-                "learning_rate must be in (0, 1], got {}",
+                "learning_rate must be in (0, 1], got {:?}",
                 self.learning_rate
             )));
         }

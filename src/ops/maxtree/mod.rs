@@ -228,7 +228,7 @@ impl MaxtreeParams {
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.threshold.is_finite() || self.threshold < 0.0 {
             return Err(OpError::InvalidParam(format!(
-                "maxtree.threshold = {}: must be a finite number >= 0",
+                "maxtree.threshold = {:?}: must be a finite number >= 0",
                 self.threshold
             )));
         }
@@ -374,8 +374,10 @@ mod goldens {
             data[..w * h].iter().map(|&b| u32::from(b)).collect()
         } else {
             data[..2 * w * h]
-                .chunks_exact(2)
-                .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
+                .as_chunks::<2>()
+                .0
+                .iter()
+                .map(|&c| u32::from(u16::from_le_bytes(c)))
                 .collect()
         };
         (w, h, v, bits)

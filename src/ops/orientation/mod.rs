@@ -113,7 +113,7 @@ impl LinearOpeningParams {
         validate_length(self.length)?;
         if !self.angle.is_finite() {
             return Err(OpError::InvalidParam(format!(
-                "angle = {}: must be a finite number of degrees",
+                "angle = {:?}: must be a finite number of degrees",
                 self.angle
             )));
         }

@@ -123,7 +123,7 @@ impl SegmentParams {
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.scale.is_finite() || self.scale < 0.0 {
             return Err(OpError::InvalidParam(format!(
-                "scale must be a finite number >= 0, got {}",
+                "scale must be a finite number >= 0, got {:?}",
                 self.scale
             )));
         }
