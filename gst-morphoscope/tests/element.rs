@@ -643,3 +643,55 @@ fn a_stop_and_a_restart_analyse_the_stream_again() {
     assert_eq!(before, [0, 1, 2, 3, 4]);
     assert_eq!(after, [0, 1, 2, 3, 4], "a fresh engine after the restart");
 }
+
+/// The error the element posts when it cannot start with `props` (`config` and analysis
+/// properties), as one text: the message and its debug detail.
+fn start_error(props: &[(&str, &str)]) -> String {
+    common::init();
+    let pipeline = gst::Pipeline::new();
+    let src = gst::ElementFactory::make("videotestsrc")
+        .property("num-buffers", 5)
+        .build()
+        .unwrap();
+    let mut builder = gst::ElementFactory::make("morphoscope").property_from_str("backend", "cpu");
+    for (name, value) in props {
+        builder = builder.property_from_str(name, value);
+    }
+    let m = builder.build().unwrap();
+    let sink = gst::ElementFactory::make("fakesink").build().unwrap();
+    pipeline.add_many([&src, &m, &sink]).unwrap();
+    gst::Element::link_many([&src, &m, &sink]).unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let msg = pipeline
+        .bus()
+        .unwrap()
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(60),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
+        .expect("an error, not a hang");
+    pipeline.set_state(gst::State::Null).unwrap();
+    let gst::MessageView::Error(e) = msg.view() else {
+        panic!("expected an error, got {msg:?}");
+    };
+    format!("{} {:?}", e.error(), e.debug())
+}
+
+#[test]
+fn the_bus_never_shows_a_password_and_names_the_property() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("login.toml");
+    std::fs::write(
+        &config,
+        "[publish]\nusername = \"cam\"\npassword = \"hunter2-secret\n",
+    )
+    .unwrap();
+    let e = start_error(&[("config", config.to_str().unwrap())]);
+    assert!(!e.contains("hunter2-secret"), "{e}");
+    assert!(e.contains("line 3"), "{e}");
+    let e = start_error(&[("cca-threshold", "abc")]);
+    assert!(
+        e.contains("property cca-threshold=abc") && !e.contains("--set"),
+        "{e}"
+    );
+}

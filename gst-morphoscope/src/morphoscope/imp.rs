@@ -179,7 +179,8 @@ const FORMATS: [gst_video::VideoFormat; 6] = [
 
 impl Morphoscope {
     fn fail(&self, e: &EngineError) -> gst::FlowError {
-        gst::element_imp_error!(self, gst::StreamError::Failed, ["{}", e]);
+        let message = morphoscope::redact::text(&e.to_string());
+        gst::element_imp_error!(self, gst::StreamError::Failed, ["{}", message]);
         gst::FlowError::Error
     }
 
@@ -339,7 +340,10 @@ impl Morphoscope {
                 Err(e) => gst::element_imp_warning!(
                     self,
                     gst::LibraryError::Settings,
-                    ["new settings rejected: {}", e]
+                    [
+                        "new settings rejected: {}",
+                        morphoscope::redact::text(&e.to_string())
+                    ]
                 ),
             }
         }

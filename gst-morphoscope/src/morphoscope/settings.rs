@@ -253,7 +253,7 @@ impl Settings {
         if let Some(d) = self.device {
             sets.push(format!("pipeline.device={d}"));
         }
-        morphoscope::config::Settings::load(self.config.as_deref(), &sets)
+        morphoscope::config::Settings::load(self.config.as_deref(), &sets).map_err(named_property)
     }
 
     /// The value of analysis property `p`: the one set, else its built-in default.
@@ -261,6 +261,31 @@ impl Settings {
         self.overrides
             .get(p.name)
             .map_or_else(|| spec.default_value().clone(), PropValue::to_value)
+    }
+}
+
+/// `e` naming the property the user set rather than the settings key it overrides
+/// (`property cca-threshold=abc`, not `--set cca.threshold=abc`); errors of the file unchanged.
+fn named_property(e: morphoscope::config::ConfigError) -> morphoscope::config::ConfigError {
+    use morphoscope::config::ConfigError;
+    let (key, value, message) = match &e {
+        ConfigError::SetValue {
+            key,
+            value,
+            message,
+        } => (key, Some(value), message),
+        ConfigError::Range { key, message } => (key, None, message),
+        _ => return e,
+    };
+    let Some(p) = KEY_PROPERTIES.iter().find(|p| p.key == key) else {
+        return e;
+    };
+    ConfigError::Named {
+        what: match value {
+            Some(v) => format!("property {}={v}", p.name),
+            None => format!("property {} ({key})", p.name),
+        },
+        message: message.clone(),
     }
 }
 
@@ -341,6 +366,27 @@ mod tests {
         assert_ne!(
             format!("{:?}", e.ops.cca.threshold),
             format!("{:?}", defaults.ops.cca.threshold)
+        );
+    }
+
+    #[test]
+    fn a_bad_value_is_named_by_its_property() {
+        gstreamer::init().unwrap();
+        let mut s = Settings::default();
+        s.overrides
+            .insert("cca-threshold", PropValue::Text("abc".into()));
+        let e = s.engine_settings().unwrap_err().to_string();
+        assert!(
+            e.contains("property cca-threshold=abc") && !e.contains("--set"),
+            "{e}"
+        );
+        let mut s = Settings::default();
+        s.overrides
+            .insert("orientation-length", PropValue::UInt(30));
+        let e = s.engine_settings().unwrap_err().to_string();
+        assert!(
+            e.contains("property orientation-length") && !e.contains("--set"),
+            "{e}"
         );
     }
 
