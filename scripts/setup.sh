@@ -22,9 +22,9 @@ pkgs=(
   # GStreamer runtime: sources, decoders, encoders, tools
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
   gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-tools
-  # viewer (winit/glow/wgpu load these at run time) and its headless tests
+  # viewer (winit/glow/wgpu load these at run time) and its headless tests (xvfb-run needs xauth)
   libx11-6 libxcursor1 libxrandr2 libxi6 libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri
-  mesa-vulkan-drivers xvfb imagemagick
+  mesa-vulkan-drivers xvfb xauth imagemagick
   # scripts
   python3 python3-venv curl ca-certificates
   # MQTT broker for the `run --publish` tests (they start their own; the service need not run)
