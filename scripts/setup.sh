@@ -29,6 +29,8 @@ pkgs=(
   python3 python3-venv curl ca-certificates
   # MQTT broker for the `run --publish` tests (they start their own; the service need not run)
   mosquitto
+  # RTSP server for the reconnect tests and the RTSP soak (tests/rtsp/server.py)
+  gir1.2-gst-rtsp-server-1.0 python3-gi
 )
 missing=()
 for p in "${pkgs[@]}"; do

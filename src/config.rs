@@ -93,8 +93,77 @@ pub struct SourceSettings {
     /// possible headless), realtime or fast. Live sources always run in real time.
     pub pacing: Pacing,
     /// Seconds to wait for the source to start, for each frame and for a network server to
-    /// answer before the run ends with an error naming the source.
+    /// answer before the run ends with an error naming the source (a live source that
+    /// reconnects is lost then, and reopened).
     pub timeout_seconds: u32,
+    /// What a live source does when it is lost.
+    pub reconnect: ReconnectSettings,
+}
+
+/// `[source.reconnect]`: a live source (RTSP, a camera, a live pipeline) that errors, stalls
+/// or ends is torn down and reopened after a delay that doubles from `initial_seconds` to
+/// `max_seconds`. Files and test patterns never reconnect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconnectSettings {
+    /// Reconnect live sources at all.
+    pub enabled: bool,
+    /// The first delay, seconds.
+    pub initial_seconds: f64,
+    /// The longest delay, seconds.
+    pub max_seconds: f64,
+    /// Give up (the stream ends with an error naming the source) once it has been lost this
+    /// long, seconds; 0: never.
+    pub give_up_seconds: f64,
+}
+
+impl Default for ReconnectSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            initial_seconds: 1.0,
+            max_seconds: 30.0,
+            give_up_seconds: 0.0,
+        }
+    }
+}
+
+impl ReconnectSettings {
+    /// The policy of a live source (`None`: reconnecting is off).
+    #[must_use]
+    pub fn policy(&self) -> Option<crate::source::reconnect::ReconnectPolicy> {
+        self.enabled
+            .then(|| crate::source::reconnect::ReconnectPolicy {
+                initial: std::time::Duration::from_secs_f64(self.initial_seconds),
+                max: std::time::Duration::from_secs_f64(self.max_seconds),
+                give_up: (self.give_up_seconds > 0.0)
+                    .then(|| std::time::Duration::from_secs_f64(self.give_up_seconds)),
+            })
+    }
+
+    /// Checks the ranges, naming the key.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let range = |key: &str, message: &str| ConfigError::Range {
+            key: format!("source.reconnect.{key}"),
+            message: message.into(),
+        };
+        if !(0.05..=3600.0).contains(&self.initial_seconds) {
+            return Err(range("initial_seconds", "must be 0.05..=3600 seconds"));
+        }
+        if !(self.initial_seconds..=3600.0).contains(&self.max_seconds) {
+            return Err(range(
+                "max_seconds",
+                "must be at least initial_seconds and at most 3600 seconds",
+            ));
+        }
+        if !(0.0..=31_536_000.0).contains(&self.give_up_seconds) {
+            return Err(range(
+                "give_up_seconds",
+                "must be 0 (never) ..= 31536000 seconds",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for SourceSettings {
@@ -105,6 +174,7 @@ impl Default for SourceSettings {
             test: TestSourceOptions::default(),
             pacing: Pacing::Auto,
             timeout_seconds: 20,
+            reconnect: ReconnectSettings::default(),
         }
     }
 }
@@ -369,6 +439,7 @@ impl Settings {
         if !(1..=3600).contains(&self.source.timeout_seconds) {
             return Err(range("source.timeout_seconds", "must be 1..=3600"));
         }
+        self.source.reconnect.validate()?;
         if !(1..=200_000).contains(&self.output.video_kbps) {
             return Err(range("output.video_kbps", "must be 1..=200000 kbit/s"));
         }
@@ -570,6 +641,20 @@ mod tests {
             ("source.pacing=slow", "source.pacing"),
             ("output.video_kbps=0", "output.video_kbps"),
             ("source.timeout_seconds=0", "source.timeout_seconds"),
+            (
+                "source.reconnect.initial_seconds=0",
+                "source.reconnect.initial_seconds",
+            ),
+            (
+                "source.reconnect.max_seconds=0.5",
+                "source.reconnect.max_seconds",
+            ),
+            (
+                "source.reconnect.give_up_seconds=-1",
+                "source.reconnect.give_up_seconds",
+            ),
+            ("source.reconnect.enabled=maybe", "source.reconnect.enabled"),
+            ("source.reconnect.every=1", "every"),
             ("nosuchsection.x=1", "nosuchsection"),
         ] {
             let e = Settings::load(None, &[set.into()]).unwrap_err().to_string();

@@ -3,7 +3,8 @@
 //! Module map: [`source`] (GStreamer → frames), [`pipeline`] (source thread, worker, CUDA ring,
 //! counters), [`analysis`] (the analyses as the pipeline sees them, per-frame outputs),
 //! [`ops`] (algorithms: CPU reference + CUDA), [`gpu`] (context, NVRTC registry, timers),
-//! [`kernels`] (embedded `.cu` sources), [`output`] (headless sinks), [`publish`] (results on an
+//! [`kernels`] (embedded `.cu` sources), [`lifecycle`] (one stream from its source to its
+//! finished files), [`output`] (headless sinks), [`publish`] (results on an
 //! MQTT broker), [`io`] (image files), [`config`] (settings), [`backend`] (CPU or CUDA),
 //! [`image`] (strided pixel containers), [`redact`] (secrets masked in every text that leaves),
 //! [`stream_label`] (which stream a log line belongs to).
@@ -16,6 +17,7 @@ pub mod gpu;
 pub mod image;
 pub mod io;
 pub mod kernels;
+pub mod lifecycle;
 pub mod ops;
 pub mod output;
 pub mod pipeline;

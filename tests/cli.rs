@@ -5,7 +5,9 @@
 //! HTTP server the test starts on 127.0.0.1; `cli/outputs.rs`: the output folder, counters,
 //! frame rate, tiny frames, messages and progress; `cli/streams.rs`: several sources in one run
 //! and device lists; `cli/secrets.rs`: passwords and URL user-info never shown;
-//! `cli/topics.rs`: broker topic prefixes refused at start; `cli/bench.rs`: bench's bounds.
+//! `cli/topics.rs`: broker topic prefixes refused at start; `cli/bench.rs`: bench's bounds;
+//! `cli/reconnect.rs`: a live source (a real RTSP server) lost and back; `cli/stops.rs`: a stop
+//! signal while a source opens or while the run waits for the broker.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -18,8 +20,12 @@ mod ends;
 mod network;
 #[path = "cli/outputs.rs"]
 mod outputs;
+#[path = "cli/reconnect.rs"]
+mod reconnect;
 #[path = "cli/secrets.rs"]
 mod secrets;
+#[path = "cli/stops.rs"]
+mod stops;
 #[path = "cli/streams.rs"]
 mod streams;
 #[path = "cli/topics.rs"]

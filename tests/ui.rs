@@ -511,6 +511,7 @@ fn viewer_pipeline_check(backend: &morphoscope::backend::Backend) {
         index: 0,
         pts_nanos: None,
         image: DynImage::Rgb8((*rgb).clone()).into(),
+        after_gap: false,
     };
     let source = FrameSource::Memory {
         frames: Arc::new(vec![frame]),

@@ -179,6 +179,10 @@ impl Analysis for Cca {
             .iter()
             .map(|c| (c.area >= min_area).then(|| c.mean_grey()))
             .collect();
+        // A live source that came back: its tracks end at the gap (ids go on, never reused).
+        if frame.after_gap {
+            self.tracker.reset();
+        }
         // Durations and velocities follow the timestamps; `tracker.frame_rate` stands in without.
         let tracked = self.tracker.update(table, &grey, frame.pts_nanos);
         let mut shapes = Vec::new();
@@ -335,6 +339,7 @@ mod tests {
                 pts_nanos: None,
                 width: f.gray.width(),
                 height: f.gray.height(),
+                after_gap: false,
             };
             cca.finish(out, &meta)
         };
@@ -359,6 +364,42 @@ mod tests {
     }
 
     #[test]
+    fn tracks_end_at_a_gap_of_the_source_and_new_ones_take_new_ids() {
+        let mut settings = OpSettings::default();
+        settings.cca.source = Source::Frame;
+        let mut cca = Cca::new(&settings).unwrap();
+        let mut ids = |range: std::ops::Range<u64>, gap_at: Option<u64>| {
+            let mut seen = Vec::new();
+            for i in range {
+                let f = frame(i, Some(10 + (i % 20) as usize));
+                let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
+                let meta = FrameMeta {
+                    index: f.index,
+                    pts_nanos: None,
+                    width: f.gray.width(),
+                    height: f.gray.height(),
+                    after_gap: gap_at == Some(i),
+                };
+                if let OpData::Tracks(t) = &cca.finish(out, &meta).data {
+                    seen.extend(t.iter().map(|t| t.id));
+                }
+            }
+            seen.sort_unstable();
+            seen.dedup();
+            seen
+        };
+        let before = ids(0..10, None);
+        // The same square, in the same place, after the source came back: a new track.
+        let after = ids(10..20, Some(10));
+        assert_eq!(before, [1]);
+        assert_eq!(
+            after,
+            [2],
+            "the track before the gap ended there; its id is not reused"
+        );
+    }
+
+    #[test]
     fn track_velocities_follow_the_frame_timestamps() {
         // The square moves 1 px a frame: 25 px/s at the default `frame_rate` without timestamps,
         // 10 px/s with frames 100 ms apart.
@@ -375,6 +416,7 @@ mod tests {
                     pts_nanos: pts_step.map(|s| i * s),
                     width: f.gray.width(),
                     height: f.gray.height(),
+                    after_gap: false,
                 };
                 let out = cca.finish(out, &meta);
                 if let OpData::Tracks(t) = &out.data
@@ -420,6 +462,7 @@ mod tests {
                 pts_nanos: None,
                 width: f.gray.width(),
                 height: f.gray.height(),
+                after_gap: false,
             };
             let out = cca.finish(out, &meta);
             for (file, r) in out.records {

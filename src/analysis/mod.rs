@@ -139,6 +139,8 @@ pub struct FrameMeta {
     pub width: usize,
     /// Height in pixels.
     pub height: usize,
+    /// The first frame after a live source came back ([`crate::source::Frame::after_gap`]).
+    pub after_gap: bool,
 }
 
 /// One analysis of the pipeline.

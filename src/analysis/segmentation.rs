@@ -737,6 +737,7 @@ mod tests {
                 pts_nanos: None,
                 width: input.gray.width(),
                 height: input.gray.height(),
+                after_gap: false,
             };
             a.finish(out, &meta)
         };

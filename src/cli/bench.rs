@@ -149,6 +149,7 @@ fn tiled_sample(w: u32, h: u32) -> anyhow::Result<Vec<Frame>> {
         index: 0,
         pts_nanos: None,
         image: DynImage::Rgb8(img).into(),
+        after_gap: false,
     }])
 }
 

@@ -2,7 +2,8 @@
 //!
 //! A headless run checks its output folder first, installs the stop signals, starts the
 //! pipeline, takes over the folder (an earlier run's files are removed, and it says so), then
-//! writes every frame as it arrives ([`super::stream`]; several sources: [`super::streams`]). However it ends — end of stream, `--max-frames`, Ctrl+C or
+//! writes every frame as it arrives ([`morphoscope::lifecycle`]; several sources:
+//! [`super::streams`]). However it ends — end of stream, `--max-frames`, Ctrl+C or
 //! SIGTERM, a source error, a write error — it finishes every file it can, prints the summary
 //! (frames in = out + dropped + in flight) and exits: 0, 1 on an error (one line naming the
 //! cause), 128 + the signal after a stop.
@@ -13,13 +14,14 @@ use std::time::Duration;
 
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
+use morphoscope::lifecycle::{self, StopRequest, StreamJob, StreamPublishing};
 use morphoscope::output::RunSink;
 use morphoscope::publish::Publisher;
 use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
 use super::signals::{self, StopSignals};
-use super::stream::{self, NoObserver, StreamJob, StreamPublishing};
+use super::stream::{self, ProgressObserver};
 
 /// Arguments of `run`.
 #[derive(clap::Args, Debug)]
@@ -257,7 +259,7 @@ fn try_viewer(
 }
 
 /// A single-stream headless run: checks the folder, installs the stop signals, picks the
-/// backend, then drives one stream ([`super::stream`]) and prints its summary.
+/// backend, then runs one stream ([`morphoscope::lifecycle`]) and prints its summary.
 #[allow(clippy::too_many_arguments)]
 fn headless(
     common: &CommonArgs,
@@ -283,21 +285,27 @@ fn headless(
         }
     };
     let stop_signals = StopSignals::install()?;
+    let stop = StopRequest::new();
+    stop_signals.watch(&stop)?;
     let backend = common.backend(settings)?;
     let max_frames = cpu_capped(max_frames, cpu_cap, &backend);
     let job = StreamJob {
+        index: 0,
         spec,
         out: out.to_owned(),
         settings,
         backend: &backend,
         max_frames,
         video,
-        quiet,
         publish,
     };
-    let open = stream::open(job)?;
-    let outcome = stream::drive(open, &|| stop_signals.received(), &mut NoObserver);
-    stream::print_single_summary(&outcome);
+    let outcome = lifecycle::run(job, &stop, &mut ProgressObserver::new(quiet));
+    match (&outcome.finished, &outcome.error) {
+        // It never started: the one-line error of a run that could not begin.
+        (None, Some(e)) => return Err(anyhow::anyhow!("{e}")),
+        (None, None) => {}
+        (Some(_), _) => stream::print_single_summary(&outcome),
+    }
     if let Some(e) = &outcome.error {
         eprintln!("error: {}", morphoscope::redact::text(e));
         return Ok(ExitCode::from(1));

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::Context;
+use morphoscope::lifecycle::{StopRequest, cause_name};
 use signal_hook::consts::signal::{SIGINT, SIGTERM};
 use signal_hook::flag;
 
@@ -34,13 +35,27 @@ impl StopSignals {
         let received = Arc::new(AtomicUsize::new(0));
         for sig in HANDLED {
             flag::register_conditional_shutdown(sig, 128 + sig, armed.clone())
-                .with_context(|| format!("cannot handle {}", name(sig)))?;
+                .with_context(|| format!("cannot handle {}", cause_name(sig)))?;
             flag::register(sig, armed.clone())
-                .with_context(|| format!("cannot handle {}", name(sig)))?;
+                .with_context(|| format!("cannot handle {}", cause_name(sig)))?;
             flag::register_usize(sig, received.clone(), sig as usize)
-                .with_context(|| format!("cannot handle {}", name(sig)))?;
+                .with_context(|| format!("cannot handle {}", cause_name(sig)))?;
         }
         Ok(Self { received })
+    }
+
+    /// Makes SIGINT and SIGTERM ask `stop` at once (from the handler): a stream that is still
+    /// opening its source, or waiting for the broker, sees the request without polling.
+    pub fn watch(&self, stop: &StopRequest) -> anyhow::Result<()> {
+        let (cause, flag) = stop.handler_targets();
+        for sig in HANDLED {
+            // The cause first: whoever sees the flag finds the cause already set.
+            flag::register_usize(sig, cause.clone(), sig as usize)
+                .with_context(|| format!("cannot handle {}", cause_name(sig)))?;
+            flag::register(sig, flag.clone())
+                .with_context(|| format!("cannot handle {}", cause_name(sig)))?;
+        }
+        Ok(())
     }
 
     /// The signal received, if any.
@@ -57,14 +72,4 @@ impl StopSignals {
 #[must_use]
 pub fn exit_code(sig: i32) -> ExitCode {
     ExitCode::from(u8::try_from(128 + sig).unwrap_or(1))
-}
-
-/// `SIGINT` / `SIGTERM`.
-#[must_use]
-pub fn name(sig: i32) -> &'static str {
-    match sig {
-        SIGINT => "SIGINT",
-        SIGTERM => "SIGTERM",
-        _ => "signal",
-    }
 }

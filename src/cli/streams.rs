@@ -1,24 +1,30 @@
 //! Several sources in one headless run: `morphoscope run A B C --out DIR`.
 //!
-//! Stream i (in the order given, from 0) is a whole single-stream run ([`super::stream`]): its
-//! own pipeline (source thread, worker, collector, ring slots, tracker, counters) and its own
-//! folder `DIR/<i>/` with the same files as a run of that source alone. Streams are spread
-//! round-robin over the devices of `pipeline.devices` (`--device 0,1`); the streams on one
-//! device share its one `GpuContext` (loaded kernels), each with its own CUDA streams, so their
-//! kernels overlap on the device.
+//! Stream i (in the order given, from 0) is a whole single-stream run
+//! ([`morphoscope::lifecycle`]): its own pipeline (source thread, worker, collector, ring slots,
+//! tracker, counters) and its own folder `DIR/<i>/` with the same files as a run of that source
+//! alone. Streams are spread round-robin over the devices of `pipeline.devices` (`--device
+//! 0,1`); the streams on one device share its one `GpuContext` (loaded kernels), each with its
+//! own CUDA streams, so their kernels overlap on the device.
 //!
 //! Each stream runs on its own thread. One that cannot start, fails or ends leaves the others
 //! running; its error is reported with its index and source. Ctrl+C or SIGTERM stops every
-//! stream gracefully (each finishes the frames it took and its files). The summary has a row per
-//! stream and the totals; the exit status is 1 when any stream failed, else 128 + the signal
-//! after a stop, else 0.
+//! stream gracefully, one still opening its source too (each finishes the frames it took and
+//! its files), and ends the wait for the broker at the end of a run with `--publish`. The
+//! summary has a row per stream and the totals; the exit status is 1 when any stream failed,
+//! else 128 + the signal after a stop, else 0.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
+use morphoscope::lifecycle::{
+    self, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamPublishing, StreamStatus,
+    fps, login_refused,
+};
 use morphoscope::output::RunSink;
 use morphoscope::pipeline::CounterSnapshot;
 use morphoscope::publish::Publisher;
@@ -26,9 +32,7 @@ use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
 use super::signals::{self, StopSignals};
-use super::stream::{
-    self, StreamJob, StreamObserver, StreamOutcome, StreamPublishing, StreamStatus,
-};
+use super::stream;
 
 /// The output folder of stream `index` under `out`.
 #[must_use]
@@ -59,6 +63,14 @@ pub fn run_streams(
         Some(b) => super::run::cpu_capped(max_frames, cpu_cap, b),
         None => max_frames,
     };
+    // One stop request per stream, asked by the signals (a stream's own end never stops another).
+    let stops = sources
+        .iter()
+        .map(|_| {
+            let stop = StopRequest::new();
+            stop_signals.watch(&stop).map(|()| stop)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let started = Instant::now();
     let outcomes: Vec<StreamOutcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = sources
@@ -66,7 +78,7 @@ pub fn run_streams(
             .enumerate()
             .map(|(i, source)| {
                 let backend = &backends[i % backends.len()];
-                let stop = &stop_signals;
+                let stop = &stops[i];
                 let folder = stream_folder(out, i);
                 let publish = publisher.as_ref().map(|p| StreamPublishing {
                     stream: p.stream(i),
@@ -99,11 +111,21 @@ pub fn run_streams(
             .collect()
     });
     let wall_seconds = started.elapsed().as_secs_f64();
-    // Every stream has sent its last status: what is queued gets `flush_seconds` to arrive.
+    // Every stream has sent its last status: what is queued gets `flush_seconds` to arrive,
+    // unless a stop signal comes while the broker is waited for.
     let publish = publisher.map(|p| {
-        p.finish(Duration::from_secs(u64::from(
-            settings.publish.flush_seconds,
-        )))
+        let asked_before = stop_signals.received().is_some();
+        p.finish(
+            Duration::from_secs(u64::from(settings.publish.flush_seconds)),
+            &mut |_| {
+                if !asked_before && stop_signals.received().is_some() {
+                    log::warn!("stopped while waiting for the broker: what it has not acknowledged counts as dropped");
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )
     });
     print_summary(&outcomes, &backends, wall_seconds, out);
     if let Some(report) = &publish {
@@ -117,7 +139,7 @@ pub fn run_streams(
             failed = true;
         }
     }
-    if let Some(e) = publish.as_ref().and_then(stream::login_refused) {
+    if let Some(e) = publish.as_ref().and_then(login_refused) {
         eprintln!("error: {e}");
         failed = true;
     }
@@ -127,6 +149,7 @@ pub fn run_streams(
     Ok(outcomes
         .iter()
         .find_map(|o| o.stopped_by)
+        .or_else(|| stop_signals.received())
         .map_or(ExitCode::SUCCESS, signals::exit_code))
 }
 
@@ -140,7 +163,7 @@ fn one_stream(
     backend: &Backend,
     max_frames: Option<u64>,
     video: bool,
-    stop: &StopSignals,
+    stop: &StopRequest,
     publish: Option<StreamPublishing>,
 ) -> StreamOutcome {
     morphoscope::stream_label::set(format!("stream {index}"));
@@ -154,24 +177,18 @@ fn one_stream(
         return StreamOutcome::not_started(spec.to_string(), folder, e.to_string());
     }
     let job = StreamJob {
-        spec: spec.clone(),
-        out: folder.clone(),
+        index,
+        spec,
+        out: folder,
         settings,
         backend,
         max_frames,
         video,
-        quiet: true,
         publish,
     };
-    match stream::open(job) {
-        // The place a publisher of results hooks in: the stream's observer sees each frame
-        // (its record: `output::frame_record`) and a status every second.
-        Ok(open) => {
-            let mut observer = StatusLog::new(index);
-            stream::drive(open, &|| stop.received(), &mut observer)
-        }
-        Err(e) => StreamOutcome::not_started(spec.to_string(), folder, crate::one_line(&e)),
-    }
+    // The place a publisher of results hooks in: the stream's observer sees each frame (its
+    // record: `output::frame_record`) and a status every second.
+    lifecycle::run(job, stop, &mut StatusLog::new(index))
 }
 
 /// Logs a stream's progress now and then (several streams share the terminal: no bars).
@@ -193,8 +210,6 @@ impl StatusLog {
 }
 
 impl StreamObserver for StatusLog {
-    fn frame(&mut self, _frame: &morphoscope::analysis::AnalysedFrame) {}
-
     fn status(&mut self, s: &StreamStatus) {
         if self.last.elapsed() >= LOG_EVERY {
             self.last = Instant::now();
@@ -242,7 +257,7 @@ fn print_summary(outcomes: &[StreamOutcome], backends: &[Backend], wall_seconds:
             c.frames_in,
             c.frames_out,
             c.dropped,
-            stream::fps(c, o.wall_seconds),
+            fps(c, o.wall_seconds),
             ended,
             o.source
         );
@@ -257,7 +272,7 @@ fn print_summary(outcomes: &[StreamOutcome], backends: &[Backend], wall_seconds:
         total.frames_out,
         total.dropped,
         wall_seconds,
-        stream::fps(&total, wall_seconds)
+        fps(&total, wall_seconds)
     );
     let files = outcomes
         .iter()

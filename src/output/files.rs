@@ -19,6 +19,7 @@ pub const RUN_FILES: &[&str] = &[
     "overlay.mkv",
     "tracks.csv",
     "components.jsonl",
+    "events.jsonl",
     "overlay.mp4",
 ];
 

@@ -2,7 +2,7 @@
 //! each analysis' summary, every timed region), `timings.json` (per region: count, median, p95,
 //! max ms; frames in/out/dropped; wall time; source, decoder, encoder) and `overlay.mkv` (the
 //! frame with every overlay). Analyses add their own files through their records (tracks CSV,
-//! components).
+//! components), and `events.jsonl` (one object per change of the stream's life: [`events`]).
 //!
 //! Every file stays readable whatever ends the run ([`files`]): lines are written whole, one
 //! write a frame, and cut back to the last whole line when a write fails; `timings.json` is
@@ -15,6 +15,7 @@
 
 pub mod compose;
 pub mod encoder;
+pub mod events;
 pub mod files;
 pub mod video;
 
@@ -28,6 +29,7 @@ use crate::image::Image;
 use crate::pipeline::{CounterSnapshot, Series, Summary};
 use crate::publish::PublishReport;
 use crate::source::StreamInfo;
+use crate::source::reconnect::SourceChange;
 use encoder::{EncoderChoice, NoEncoder};
 use files::LineFile;
 use video::{InputLayout, VideoSpec, VideoWriter};
@@ -185,6 +187,26 @@ pub struct Finished {
     pub files: Vec<String>,
     /// The first error finishing the files (the video's index, `timings.json`), if any.
     pub error: Option<OutputError>,
+    /// The final `timings.json`, kept to add the publisher's counts to it after the files.
+    timings_json: (PathBuf, serde_json::Value),
+}
+
+impl Finished {
+    /// Rewrites the final `timings.json` with the publisher's counts: called while the run
+    /// waits for the broker (`flushing`: the counts may still change) and once after it.
+    pub fn set_publish_report(
+        &mut self,
+        report: &PublishReport,
+        flushing: bool,
+    ) -> Result<(), OutputError> {
+        let (path, doc) = &mut self.timings_json;
+        let mut publish = serde_json::json!(report);
+        if flushing {
+            publish["flushing"] = serde_json::json!(true);
+        }
+        doc["publish"] = publish;
+        files::write_json_atomic(path, doc)
+    }
 }
 
 /// The `frames.jsonl` object of one frame: index, pts, size, backend, every analysis' summary
@@ -220,6 +242,7 @@ pub struct RunSink {
     dir: PathBuf,
     opts: SinkOptions,
     frames: LineFile,
+    events: LineFile,
     extra: BTreeMap<String, LineFile>,
     video: Video,
     encoder: Option<&'static str>,
@@ -230,7 +253,10 @@ pub struct RunSink {
     timings_written: Instant,
     frames_written: u64,
     frame_hook: Option<FrameHook>,
-    publish: Option<PublishReport>,
+    /// The live source is lost and being reopened.
+    reconnecting: bool,
+    /// Times the live source was lost.
+    losses: u64,
 }
 
 /// Called with each frame's `frames.jsonl` line (without its newline) once it is written.
@@ -249,6 +275,7 @@ impl RunSink {
         files::prepare_folder(dir)?;
         let removed = files::remove_earlier_run(dir)?;
         let frames = LineFile::create(&dir.join("frames.jsonl"))?;
+        let events = LineFile::create(&dir.join("events.jsonl"))?;
         let mut extra = BTreeMap::new();
         extra.insert(
             "tracks.csv".to_owned(),
@@ -264,6 +291,7 @@ impl RunSink {
             dir: dir.to_owned(),
             opts,
             frames,
+            events,
             extra,
             video,
             encoder: None,
@@ -273,7 +301,8 @@ impl RunSink {
             timings_written: now,
             frames_written: 0,
             frame_hook: None,
-            publish: None,
+            reconnecting: false,
+            losses: 0,
         };
         sink.write_timings(
             &RunEnd {
@@ -297,11 +326,6 @@ impl RunSink {
     /// right after it is written: the one serialisation of a frame's record.
     pub fn on_frame_line(&mut self, hook: impl FnMut(&str) + Send + 'static) {
         self.frame_hook = Some(Box::new(hook));
-    }
-
-    /// The publisher's counts, written under `"publish"` in the final `timings.json`.
-    pub fn set_publish_report(&mut self, report: PublishReport) {
-        self.publish = Some(report);
     }
 
     /// What the source reported (liveness, frame rate, decoder): call before the first frame,
@@ -455,6 +479,34 @@ impl RunSink {
         self.write_timings(&end, false, video_frames)
     }
 
+    /// Makes the next [`RunSink::checkpoint`] rewrite `timings.json`.
+    fn checkpoint_due(&mut self) {
+        self.timings_written = Instant::now()
+            .checked_sub(TIMINGS_EVERY)
+            .unwrap_or(self.started);
+    }
+
+    /// Appends `event` of stream `stream` to `events.jsonl`; a lost or returning source also
+    /// shows in `timings.json` (`"reconnecting"`, `"losses"`) at the next checkpoint.
+    pub fn event(&mut self, stream: usize, event: &events::StreamEvent) -> Result<(), OutputError> {
+        match event {
+            events::StreamEvent::Source(SourceChange::Lost { .. }) => {
+                self.reconnecting = true;
+                self.losses += 1;
+                self.checkpoint_due();
+            }
+            events::StreamEvent::Source(SourceChange::Back { .. }) => {
+                self.reconnecting = false;
+                self.checkpoint_due();
+            }
+            _ => {}
+        }
+        let record = events::event_record(stream, &self.opts.source, event);
+        let mut line = record.to_string();
+        line.push('\n');
+        self.events.append(line.as_bytes())
+    }
+
     /// Ends the video (its index), writes the header of an empty `tracks.csv` and the final
     /// `timings.json`. Does what it can after an error and reports the first.
     pub fn finish(mut self, end: &RunEnd) -> Finished {
@@ -479,7 +531,9 @@ impl RunSink {
             }
             Video::Off | Video::Pending | Video::Failed => None,
         };
-        if let Err(e) = self.write_timings(end, true, video_frames) {
+        let doc = self.timings_doc(end, true, video_frames);
+        let path = self.dir.join("timings.json");
+        if let Err(e) = files::write_json_atomic(&path, &doc) {
             error.get_or_insert(e);
         }
         let files = files::RUN_FILES
@@ -492,6 +546,7 @@ impl RunSink {
             video_frames,
             files,
             error,
+            timings_json: (path, doc),
         }
     }
 
@@ -501,6 +556,17 @@ impl RunSink {
         complete: bool,
         video_frames: Option<u64>,
     ) -> Result<(), OutputError> {
+        let doc = self.timings_doc(end, complete, video_frames);
+        files::write_json_atomic(&self.dir.join("timings.json"), &doc)
+    }
+
+    /// The `timings.json` document.
+    fn timings_doc(
+        &self,
+        end: &RunEnd,
+        complete: bool,
+        video_frames: Option<u64>,
+    ) -> serde_json::Value {
         let regions: serde_json::Map<String, serde_json::Value> = self
             .timings
             .summaries()
@@ -513,7 +579,7 @@ impl RunSink {
         } else {
             0.0
         };
-        let mut doc = serde_json::json!({
+        serde_json::json!({
             "complete": complete,
             "ended": (!end.ended.is_empty()).then(|| crate::redact::text(&end.ended)),
             "source": crate::redact::text(&self.opts.source),
@@ -529,12 +595,10 @@ impl RunSink {
             "video_frames": video_frames,
             "wall_seconds": round3(end.wall_seconds),
             "fps": round3(fps),
+            "reconnecting": self.reconnecting,
+            "losses": self.losses,
             "regions": regions,
-        });
-        if let Some(report) = &self.publish {
-            doc["publish"] = serde_json::json!(report);
-        }
-        files::write_json_atomic(&self.dir.join("timings.json"), &doc)
+        })
     }
 }
 

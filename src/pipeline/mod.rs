@@ -20,7 +20,10 @@
 //! Live sources (as their GStreamer pipeline reports: cameras, RTSP) drop frames when the channel
 //! is full and count them; files (local or HTTP) and test patterns block instead, so frames in ==
 //! frames out. In the viewer a file plays in real time and frames the analyses cannot keep up
-//! with are dropped before analysis (counted), so the picture stays current. A source error ends
+//! with are dropped before analysis (counted), so the picture stays current. A live source that
+//! errors, stalls or ends is reopened with backoff in the source thread
+//! ([`crate::source::reconnect`], `source.reconnect`): the worker, the ring and the tracker stay,
+//! and each loss and return is sent on [`Pipeline::source_changes`]. Any other source error ends
 //! the stream after the frames already decoded have been analysed; it is reported once as
 //! [`PipelineEvent::Error`]. [`Pipeline::end_input`] (a stop request, e.g. Ctrl+C) and an input
 //! limit (`--max-frames`) end it the same way: the source stops taking frames, the frames
@@ -38,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded, unbounded};
 
 pub use mailbox::Mailbox;
 pub use stats::{CounterSnapshot, Counters, Series, Summary};
@@ -47,6 +50,7 @@ use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::compose::{ComposeStyle, PictureFormat};
 use crate::config::Settings;
+use crate::source::reconnect::{Reconnecting, SourceChange};
 use crate::source::{Frame, Pacing, Source, SourceError, SourceOptions, SourceSpec, StreamInfo};
 
 /// What the worker sends downstream.
@@ -129,6 +133,8 @@ pub enum FrameSource {
 pub struct Pipeline {
     /// Results (with [`Delivery::All`]) and the final `End`/`Error` event (always).
     pub events: Receiver<PipelineEvent>,
+    /// A live source lost and back (see [`crate::source::reconnect`]), as it happens.
+    pub source_changes: Receiver<SourceChange>,
     /// Commands to the worker.
     pub commands: Sender<Command>,
     /// Frame counters.
@@ -181,9 +187,28 @@ impl Pipeline {
         want: PictureWant,
         max_frames: Option<u64>,
     ) -> Result<Self, PipelineError> {
-        let viewer = matches!(delivery, Delivery::Latest(_));
         let stop_input = Arc::new(AtomicBool::new(false));
+        Self::start_stoppable(
+            source, settings, backend, delivery, want, max_frames, stop_input,
+        )
+    }
+
+    /// [`Pipeline::start_limited`] with the caller's stop flag: setting it (from any thread)
+    /// interrupts a source that is still opening (the start fails with
+    /// [`SourceError::Interrupted`]) and, once running, acts as [`Pipeline::end_input`].
+    pub fn start_stoppable(
+        source: FrameSource,
+        settings: &Settings,
+        backend: &Backend,
+        delivery: Delivery,
+        want: PictureWant,
+        max_frames: Option<u64>,
+        stop_input: Arc<AtomicBool>,
+    ) -> Result<Self, PipelineError> {
+        let viewer = matches!(delivery, Delivery::Latest(_));
         let stream = Arc::new(Mutex::new(StreamInfo::default()));
+        // Only a SOURCE's live source reports changes; for the others the sender just goes.
+        let (changes_tx, source_changes) = unbounded::<SourceChange>();
         let (mut next, estimated_frames, live): (NextFrame, _, _) = match source {
             FrameSource::Spec(spec) => {
                 let realtime = match settings.source.pacing {
@@ -200,7 +225,7 @@ impl Pipeline {
                     )),
                     interrupt: Some(stop_input.clone()),
                 };
-                let mut src = Source::open_with(&spec, &opts)?;
+                let src = Source::open_with(&spec, &opts)?;
                 let estimated = match &spec {
                     SourceSpec::Test(_) if settings.source.test.frames > 0 => {
                         Some(u64::from(settings.source.test.frames))
@@ -213,6 +238,8 @@ impl Pipeline {
                 // In the viewer every source is treated as live: frames the analyses cannot keep
                 // up with are dropped before analysis instead of queueing up latency.
                 let live = src.stream_info().live || viewer;
+                let mut src =
+                    Reconnecting::new(src, opts, settings.source.reconnect.policy(), changes_tx);
                 let info = stream.clone();
                 let next = move || {
                     let f = src.next_frame();
@@ -318,6 +345,7 @@ impl Pipeline {
         };
         Ok(Self {
             events: event_rx,
+            source_changes,
             commands: cmd_tx,
             counters,
             estimated_frames,
@@ -464,6 +492,7 @@ mod tests {
                     ]
                 }))
                 .into(),
+                after_gap: false,
             })
             .collect()
     }

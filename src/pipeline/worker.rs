@@ -231,6 +231,7 @@ fn start_frame(
         pts_nanos: frame.pts_nanos,
         width: w,
         height: h,
+        after_gap: frame.after_gap,
     };
     let work = match engine {
         Engine::Cpu { analyses } => {

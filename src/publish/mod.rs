@@ -24,6 +24,7 @@ pub mod status;
 pub mod topic;
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -72,6 +73,8 @@ pub struct StreamStatus {
     pub dropped: u64,
     /// Errors of the stream (a source or analysis error ends it).
     pub errors: u64,
+    /// The stream's live source is lost and being reopened.
+    pub reconnecting: bool,
 }
 
 /// What was published, at the end of a run (also written to `timings.json`).
@@ -95,6 +98,9 @@ pub struct PublishReport {
     /// Why the broker refused the login, when it did.
     pub refused: Option<String>,
 }
+
+/// How often [`Publisher::finish`] shows its caller the counts while it waits for the broker.
+pub const FLUSH_TICK: Duration = Duration::from_millis(50);
 
 /// The per-stream drop counters, shared by every handle of a stream.
 type StreamDrops = Mutex<BTreeMap<usize, Arc<AtomicU64>>>;
@@ -186,12 +192,19 @@ impl Publisher {
     /// Stops taking messages, waits up to `deadline` for the broker to acknowledge the queued
     /// ones, disconnects and reports. Returns by the deadline (plus a moment for the thread to
     /// notice) whatever the broker does; a thread stuck in a connection attempt is left to end
-    /// with the process.
-    pub fn finish(mut self, deadline: Duration) -> PublishReport {
+    /// with the process. While it waits, `waiting` sees the counts every
+    /// [`FLUSH_TICK`]; when it answers [`ControlFlow::Break`] (a stop signal) the wait ends at
+    /// once and what is not acknowledged counts as dropped.
+    pub fn finish(
+        mut self,
+        deadline: Duration,
+        waiting: &mut dyn FnMut(&PublishReport) -> ControlFlow<()>,
+    ) -> PublishReport {
         let s = Arc::clone(&self.shared);
         s.finishing.store(true, Ordering::Relaxed);
         let until = Instant::now() + deadline;
         let mut disconnect_asked = false;
+        let mut ticked = Instant::now();
         while let Some(thread) = &self.thread {
             if thread.is_finished() {
                 break;
@@ -204,6 +217,12 @@ impl Publisher {
             }
             if Instant::now() >= until {
                 break;
+            }
+            if ticked.elapsed() >= FLUSH_TICK {
+                ticked = Instant::now();
+                if waiting(&self.report()).is_break() {
+                    break;
+                }
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -286,6 +305,7 @@ impl StreamPublisher {
             "dropped": status.dropped,
             "errors": status.errors,
             "publish_dropped": self.dropped(),
+            "reconnecting": status.reconnecting,
         });
         self.offer(&self.status_topic, doc.to_string().into_bytes());
     }
@@ -362,7 +382,9 @@ mod tests {
             "handles share a stream's count"
         );
         let t = Instant::now();
-        let report = publisher.finish(Duration::from_millis(300));
+        let report = publisher.finish(Duration::from_millis(300), &mut |_| {
+            ControlFlow::Continue(())
+        });
         assert!(
             t.elapsed() < Duration::from_secs(2),
             "finish overran its deadline"
@@ -378,10 +400,37 @@ mod tests {
     fn messages_after_the_end_are_dropped() {
         let publisher = Publisher::start(&to_nowhere(10)).unwrap();
         let s = publisher.stream(2);
-        let report = publisher.finish(Duration::ZERO);
+        let report = publisher.finish(Duration::ZERO, &mut |_| ControlFlow::Continue(()));
         assert_eq!(report.offered, 0);
         s.frame("{}".into());
         assert_eq!(s.dropped(), 1);
+    }
+
+    #[test]
+    fn a_wait_for_the_broker_ends_when_the_caller_breaks_it() {
+        let publisher = Publisher::start(&to_nowhere(10)).unwrap();
+        publisher.stream(0).frame("{}".into());
+        let t = Instant::now();
+        let mut seen = 0;
+        let report = publisher.finish(Duration::from_secs(60), &mut |r| {
+            seen += 1;
+            assert_eq!(r.offered, 1);
+            if seen == 3 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the wait was not cut short"
+        );
+        assert_eq!(seen, 3);
+        assert_eq!(
+            (report.acked, report.dropped),
+            (0, 1),
+            "unacknowledged is dropped"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub struct StatusClock {
     publisher: StreamPublisher,
     last: Instant,
     frames_out_at_last: u64,
+    reconnecting: bool,
 }
 
 impl StatusClock {
@@ -25,7 +26,17 @@ impl StatusClock {
             publisher,
             last: Instant::now(),
             frames_out_at_last: 0,
+            reconnecting: false,
         }
+    }
+
+    /// Whether the stream's live source is lost and being reopened, from the next status on
+    /// (which goes out at once).
+    pub fn set_reconnecting(&mut self, reconnecting: bool) {
+        self.reconnecting = reconnecting;
+        self.last = Instant::now()
+            .checked_sub(STATUS_EVERY)
+            .unwrap_or(self.last);
     }
 
     /// Sends a status when a period has passed since the last one (or at once with `now`:
@@ -35,7 +46,10 @@ impl StatusClock {
         if !now && elapsed < STATUS_EVERY {
             return;
         }
-        let status = status_over(counters, errors, self.frames_out_at_last, elapsed);
+        let status = StreamStatus {
+            reconnecting: self.reconnecting,
+            ..status_over(counters, errors, self.frames_out_at_last, elapsed)
+        };
         self.publisher.status(&status);
         self.last = Instant::now();
         self.frames_out_at_last = counters.frames_out;
@@ -66,6 +80,7 @@ pub fn status_over(
         frames_out: counters.frames_out,
         dropped: counters.dropped,
         errors,
+        reconnecting: false,
     }
 }
 

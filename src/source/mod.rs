@@ -17,6 +17,7 @@ pub mod decoder;
 pub mod elements;
 mod errors;
 mod reader;
+pub mod reconnect;
 pub mod spec;
 
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ pub struct Frame {
     pub pts_nanos: Option<u64>,
     /// The pixels.
     pub image: Pixels,
+    /// The first frame after a live source was lost and came back (tracks end before it).
+    pub after_gap: bool,
 }
 
 /// Where a frame's pixels are.
@@ -184,6 +187,22 @@ pub enum SourceError {
         /// The kinds of streams it does hold (`audio`, `text`), when known.
         found: Option<String>,
     },
+    /// A live source stayed lost past `source.reconnect.give_up_seconds`.
+    #[error("{source_name}: lost for {seconds} s, gave up reconnecting (last: {cause})")]
+    GaveUp {
+        /// The source, as the user gave it.
+        source_name: String,
+        /// The limit that ran out.
+        seconds: f64,
+        /// Why the last attempt failed (or why it was lost).
+        cause: String,
+    },
+    /// The interrupt flag was set while the source was still opening (a stop was asked for).
+    #[error("{source_name}: stopped while opening")]
+    Interrupted {
+        /// The source, as the user gave it.
+        source_name: String,
+    },
 }
 
 /// A nominal frame rate, `numer / denom` frames a second (from the negotiated caps).
@@ -246,7 +265,8 @@ pub struct SourceOptions {
     /// How long to wait for the pipeline to start, for a frame, and for a network server to
     /// answer, before giving up with an error naming the source.
     pub timeout: Duration,
-    /// When set (by another thread), [`Source::next_frame`] stops waiting and ends the stream.
+    /// When set (by another thread), [`Source::open_with`] stops waiting for the pipeline to
+    /// start (with [`SourceError::Interrupted`]) and [`Source::next_frame`] ends the stream.
     pub interrupt: Option<Arc<AtomicBool>>,
 }
 

@@ -138,9 +138,7 @@ impl Source {
         let paused = src.pipeline.set_state(gst::State::Paused);
         let mut no_preroll = matches!(paused, Ok(gst::StateChangeSuccess::NoPreroll));
         if paused.is_ok() && !no_preroll {
-            let (res, _, _) = src
-                .pipeline
-                .state(gst::ClockTime::from_nseconds(opts.timeout.as_nanos() as u64));
+            let res = src.wait_for_preroll()?;
             if res.is_err()
                 && let Some(err) = src.take_bus_error()
             {
@@ -165,6 +163,37 @@ impl Source {
         }
         src.refresh_info(None);
         Ok(src)
+    }
+
+    /// Waits (up to the timeout) for the pipeline to preroll, in short slices so that the
+    /// interrupt flag is seen at once: a server that accepts and never answers must not hold a
+    /// stop for the whole timeout.
+    fn wait_for_preroll(
+        &mut self,
+    ) -> Result<Result<gst::StateChangeSuccess, gst::StateChangeError>, SourceError> {
+        loop {
+            if self.interrupted() {
+                self.finished = true;
+                return Err(SourceError::Interrupted {
+                    source_name: self.spec.to_string(),
+                });
+            }
+            let left = self.timeout.saturating_sub(self.opened.elapsed());
+            let slice = left.min(POLL);
+            let (res, _, _) = self
+                .pipeline
+                .state(gst::ClockTime::from_nseconds(slice.as_nanos() as u64));
+            if !matches!(res, Ok(gst::StateChangeSuccess::Async)) || left <= POLL {
+                return Ok(res);
+            }
+        }
+    }
+
+    /// Whether the interrupt flag is set.
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 
     /// The spec this source was opened with.
@@ -202,11 +231,7 @@ impl Source {
         }
         let started = Instant::now();
         loop {
-            if self
-                .interrupt
-                .as_ref()
-                .is_some_and(|f| f.load(Ordering::Relaxed))
-            {
+            if self.interrupted() {
                 self.finished = true;
                 return Ok(None);
             }
@@ -324,6 +349,7 @@ impl Source {
             index,
             pts_nanos,
             image: image.into(),
+            after_gap: false,
         })
     }
 }

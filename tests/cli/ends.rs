@@ -44,7 +44,7 @@ impl Running {
     }
 
     /// Waits until frames.jsonl holds at least `n` lines.
-    fn wait_for_frames(&mut self, n: usize) {
+    pub(super) fn wait_for_frames(&mut self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let have =

@@ -10,7 +10,7 @@ use super::{FAST, assert_clean_failure, bin, gst_video, json};
 
 /// What the server answers for a path.
 #[derive(Clone)]
-enum Reply {
+pub(super) enum Reply {
     /// 200 with this body.
     File(Vec<u8>),
     /// Accepts the request and never answers.
@@ -18,7 +18,7 @@ enum Reply {
 }
 
 /// Serves `routes` (anything else: 404) on an ephemeral port of 127.0.0.1; returns the port.
-fn serve(routes: Vec<(&'static str, Reply)>) -> u16 {
+pub(super) fn serve(routes: Vec<(&'static str, Reply)>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {

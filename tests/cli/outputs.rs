@@ -144,10 +144,12 @@ fn tiny_frames_never_end_the_run() {
 fn sources_that_end_badly_or_hold_no_video_say_so() {
     let dir = tempfile::tempdir().unwrap();
     let live = "videotestsrc is-live=true num-buffers=15 ! video/x-raw,width=64,height=48,framerate=30/1 ! videoconvert ! appsink name=sink";
+    // A live source that ends is reopened unless reconnecting is off: then its end is an error.
     let out = bin()
         .args(["run", "--quiet", "--no-video", "--out"])
         .arg(dir.path().join("o"))
         .args(FAST)
+        .args(["--set", "source.reconnect.enabled=false"])
         .arg(live)
         .output()
         .unwrap();

@@ -87,6 +87,7 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
             index: i as u64,
             pts_nanos: Some(i as u64),
             image: image.into(),
+            after_gap: false,
         });
     }
     let want_picture = PictureWant::Every(PictureFormat::Rgb);
@@ -147,6 +148,7 @@ fn segmentation_hierarchy_levels_match_between_backends() {
             index: 0,
             pts_nanos: None,
             image: DynImage::Rgb8(real.clone()).into(),
+            after_gap: false,
         };
         let picture = PictureWant::Every(PictureFormat::Rgb);
         let got = run_frames(&backend, &settings, 2, vec![frame.clone()], picture).unwrap();
@@ -209,6 +211,7 @@ fn segment_both(
             index: i as u64,
             pts_nanos: None,
             image: image.into(),
+            after_gap: false,
         })
         .collect();
     let picture = PictureWant::Every(PictureFormat::Rgb);

@@ -38,6 +38,7 @@ fn scene(n: usize) -> Vec<Frame> {
                 index: i as u64,
                 pts_nanos: Some(i as u64 * 33_000_000),
                 image: DynImage::Rgb8(img).into(),
+                after_gap: false,
             }
         })
         .collect()

@@ -142,6 +142,7 @@ impl Engine {
             index,
             pts_nanos: buffer.pts().map(gst::ClockTime::nseconds),
             image,
+            after_gap: false,
         };
         let Some(tx) = &self.frames else {
             return Err(EngineError::Lost(self.in_flight));
