@@ -8,7 +8,8 @@
 # frames in/out/dropped checked (a test source must lose none). With --rtsp-restart SECONDS, a
 # live RTSP camera (tests/rtsp/server.py, GStreamer's RTSP server through python3-gi) that is
 # killed and started again every SECONDS for --duration SECONDS: the run must reconnect each
-# time; slopes per hour, and the run is stopped with SIGINT at the end (exit 130 expected).
+# time, and its outputs are cut into 60 s segments; slopes per hour, and the run is stopped with
+# SIGINT at the end (exit 130 expected).
 #
 #   scripts/soak.sh [FRAMES] [--video] [--size WxH] [--pattern P] [--warmup N] [--out DIR] [-- ARGS]
 #   scripts/soak.sh --rtsp-restart 30 --duration 1800 [--size WxH] [--out DIR] [-- ARGS]
@@ -75,7 +76,7 @@ if [ -n "$restart" ]; then
   warmup=${warmup:-120}
   args=(run "rtsp://127.0.0.1:$port/test" --quiet --out "$out/run" "${analyses[@]}"
     --set source.timeout_seconds=3 --set source.reconnect.initial_seconds=0.5
-    --set source.reconnect.max_seconds=2)
+    --set source.reconnect.max_seconds=2 --set output.segment_seconds=60)
 else
   warmup=${warmup:-$((frames / 10))}
   args=(run "test:$pattern" --quiet --out "$out/run"
@@ -132,7 +133,9 @@ while kill -0 "$launcher" 2>/dev/null; do
   threads=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
   fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   [ -n "$rss_kb" ] || continue
-  done_frames=$(wc -l <"$out/run/frames.jsonl" 2>/dev/null || echo 0)
+  # Frames written, from timings.json (rewritten every 2 s; frames.jsonl may be in segments).
+  done_frames=$(sed -n 's/^ *"frames_out": \([0-9]*\).*/\1/p' "$out/run/timings.json" 2>/dev/null | head -n 1)
+  done_frames=${done_frames:-0}
   gpu_mb=""
   if [ "$gpu" = 1 ]; then
     gpu_mb=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null \
@@ -173,9 +176,9 @@ counts=$(grep -m1 '^frames: in ' "$out/stdout" || true)
 echo "${counts:-frames: no summary (see $out/stderr)}"
 tail -n 3 "$out/stderr" | grep '^error' || true
 if [ -n "$restart" ]; then
-  backs=$(grep -c '"event":"back"' "$out/run/events.jsonl" 2>/dev/null || echo 0)
+  backs=$(grep -c '"event":"back"' "$out/run/events.jsonl" 2>/dev/null) || true
   echo "reconnects: $backs back of $restarts restarts (events.jsonl)"
-  [ "$status" = 130 ] && [ "$backs" -ge "$restarts" ]
+  [ "$status" = 130 ] && [ "${backs:-0}" -ge "$restarts" ]
   exit
 fi
 lost=0

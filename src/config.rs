@@ -265,6 +265,83 @@ pub struct OutputSettings {
     pub video_kbps: u32,
     /// H.264 encoder of the overlay video: auto (the fastest present), nvenc, x264 or openh264.
     pub encoder: EncoderChoice,
+    /// Cut each stream's outputs into segments of this many seconds, aligned to the UTC clock
+    /// (0: one set of files). Absent: [`DEFAULT_LIVE_SEGMENT_SECONDS`] for a live source, 0
+    /// for a file or test pattern (whose end is the end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_seconds: Option<u32>,
+    /// Delete the oldest whole segments once older than this many hours (0: keep all).
+    pub keep_hours: f64,
+    /// Delete the oldest whole segments while a stream's segments take more than this many GB
+    /// (10^9 bytes; 0: no limit).
+    pub keep_gb: f64,
+}
+
+/// Segment length of a live source when `output.segment_seconds` is not set: ten minutes, so
+/// a segment is a file one can open and retention frees space in small steps.
+pub const DEFAULT_LIVE_SEGMENT_SECONDS: u32 = 600;
+
+impl OutputSettings {
+    /// The segment length for a source (`live` or not), seconds (0: not segmented).
+    #[must_use]
+    pub fn segment_seconds_for(&self, live: bool) -> u32 {
+        self.segment_seconds.unwrap_or(if live {
+            DEFAULT_LIVE_SEGMENT_SECONDS
+        } else {
+            0
+        })
+    }
+
+    /// Segments and retention of a stream (`live` or not).
+    #[must_use]
+    pub fn segment_policy(&self, live: bool) -> crate::output::segments::SegmentPolicy {
+        let positive = |v: f64| (v > 0.0).then_some(v);
+        crate::output::segments::SegmentPolicy {
+            seconds: self.segment_seconds_for(live),
+            keep_for: positive(self.keep_hours)
+                .map(|h| std::time::Duration::from_secs_f64(h * 3600.0)),
+            keep_bytes: positive(self.keep_gb).map(|gb| (gb * 1e9) as u64),
+        }
+    }
+
+    /// Checks the ranges of the segment and retention keys, naming the key.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let range = |key: &str, message: &str| ConfigError::Range {
+            key: format!("output.{key}"),
+            message: message.into(),
+        };
+        if !(1..=200_000).contains(&self.video_kbps) {
+            return Err(range("video_kbps", "must be 1..=200000 kbit/s"));
+        }
+        if self.segment_seconds.is_some_and(|s| s > 86_400) {
+            return Err(range(
+                "segment_seconds",
+                "must be 0..=86400 (0: one set of files)",
+            ));
+        }
+        if !(0.0..=1_000_000.0).contains(&self.keep_hours) {
+            return Err(range(
+                "keep_hours",
+                "must be 0..=1000000 hours (0: keep all)",
+            ));
+        }
+        if !(0.0..=1_000_000.0).contains(&self.keep_gb) {
+            return Err(range("keep_gb", "must be 0..=1000000 GB (0: no limit)"));
+        }
+        let retention = self.keep_hours > 0.0 || self.keep_gb > 0.0;
+        if retention && self.segment_seconds == Some(0) {
+            let key = if self.keep_hours > 0.0 {
+                "keep_hours"
+            } else {
+                "keep_gb"
+            };
+            return Err(range(
+                key,
+                "deletes whole segments: it needs output.segment_seconds > 0",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for OutputSettings {
@@ -273,6 +350,9 @@ impl Default for OutputSettings {
             video: true,
             video_kbps: 4000,
             encoder: EncoderChoice::Auto,
+            segment_seconds: None,
+            keep_hours: 0.0,
+            keep_gb: 0.0,
         }
     }
 }
@@ -440,9 +520,7 @@ impl Settings {
             return Err(range("source.timeout_seconds", "must be 1..=3600"));
         }
         self.source.reconnect.validate()?;
-        if !(1..=200_000).contains(&self.output.video_kbps) {
-            return Err(range("output.video_kbps", "must be 1..=200000 kbit/s"));
-        }
+        self.output.validate()?;
         self.publish
             .validate()
             .map_err(|(key, message)| ConfigError::Range { key, message })?;
@@ -633,6 +711,25 @@ mod tests {
     }
 
     #[test]
+    fn retention_needs_segments_and_live_sources_are_segmented_by_default() {
+        let sets = ["output.segment_seconds=0".into(), "output.keep_gb=5".into()];
+        let e = Settings::load(None, &sets).unwrap_err().to_string();
+        assert!(
+            e.contains("output.keep_gb") && e.contains("segment_seconds"),
+            "{e}"
+        );
+        let s = Settings::load(None, &["output.keep_hours=24".into()]).unwrap();
+        assert_eq!(
+            s.output.segment_seconds_for(true),
+            DEFAULT_LIVE_SEGMENT_SECONDS
+        );
+        assert_eq!(s.output.segment_seconds_for(false), 0);
+        let s = Settings::load(None, &["output.segment_seconds=10".into()]).unwrap();
+        assert_eq!(s.output.segment_seconds_for(false), 10);
+        assert!(s.to_toml().unwrap().contains("segment_seconds = 10"));
+    }
+
+    #[test]
     fn every_invalid_set_names_its_key() {
         for (set, key) in [
             ("cca.enabled=yes", "cca.enabled"),
@@ -640,6 +737,10 @@ mod tests {
             ("output.encoder=h265", "output.encoder"),
             ("source.pacing=slow", "source.pacing"),
             ("output.video_kbps=0", "output.video_kbps"),
+            ("output.segment_seconds=-1", "output.segment_seconds"),
+            ("output.segment_seconds=90000", "output.segment_seconds"),
+            ("output.keep_hours=-2", "output.keep_hours"),
+            ("output.keep_gb=nan", "output.keep_gb"),
             ("source.timeout_seconds=0", "source.timeout_seconds"),
             (
                 "source.reconnect.initial_seconds=0",

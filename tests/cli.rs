@@ -7,7 +7,8 @@
 //! and device lists; `cli/secrets.rs`: passwords and URL user-info never shown;
 //! `cli/topics.rs`: broker topic prefixes refused at start; `cli/bench.rs`: bench's bounds;
 //! `cli/reconnect.rs`: a live source (a real RTSP server) lost and back; `cli/stops.rs`: a stop
-//! signal while a source opens or while the run waits for the broker.
+//! signal while a source opens or while the run waits for the broker; `cli/segments.rs`:
+//! outputs cut into segments, retention and a full disk with retention.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -24,6 +25,8 @@ mod outputs;
 mod reconnect;
 #[path = "cli/secrets.rs"]
 mod secrets;
+#[path = "cli/segments.rs"]
+mod segments;
 #[path = "cli/stops.rs"]
 mod stops;
 #[path = "cli/streams.rs"]

@@ -167,15 +167,19 @@ fn one_stream(
     publish: Option<StreamPublishing>,
 ) -> StreamOutcome {
     morphoscope::stream_label::set(format!("stream {index}"));
+    if let Err(e) = RunSink::prepare(&folder) {
+        return StreamOutcome::not_started(source.to_owned(), folder, e.to_string());
+    }
     let spec = match SourceSpec::parse(source) {
         Ok(s) => s,
         Err(e) => {
-            return StreamOutcome::not_started(source.to_owned(), folder, e.to_string());
+            let o = StreamOutcome::not_started(source.to_owned(), folder, e.to_string());
+            if let Some(e) = lifecycle::record_not_started(index, &o.source, &o.out, &o.ended) {
+                log::warn!("{e}");
+            }
+            return o;
         }
     };
-    if let Err(e) = RunSink::prepare(&folder) {
-        return StreamOutcome::not_started(spec.to_string(), folder, e.to_string());
-    }
     let job = StreamJob {
         index,
         spec,

@@ -35,12 +35,14 @@ mod observer;
 mod outcome;
 mod stop;
 mod stream;
+mod unstarted;
 
 pub use job::{StreamJob, StreamPublishing};
 pub use observer::{StreamObserver, StreamProgress, StreamStatus};
 pub use outcome::{StreamOutcome, fps, login_refused};
 pub use stop::{StopRequest, cause_name};
 pub use stream::run;
+pub use unstarted::record_not_started;
 
 /// Where a stream is in its life (see the module's diagram).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,6 +19,7 @@ use crate::source::SourceSpec;
 use crate::source::reconnect::SourceChange;
 
 use super::outcome::{SelfEnded, end_of_stream_error};
+use super::unstarted::record_not_started;
 use super::{
     State, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamProgress, StreamStatus,
     cause_name, login_refused,
@@ -148,12 +149,15 @@ fn start(
             format!("cannot open {spec}: {message}")
         }
     })?;
+    let live = pipeline.stream_info().live;
     let opts = SinkOptions {
+        stream: at.index,
         video,
         video_kbps: settings.output.video_kbps,
         encoder: settings.output.encoder,
         source: spec.to_string(),
         backend: pipeline.backend.clone(),
+        segments: settings.output.segment_policy(live),
     };
     let (mut sink, removed) = match RunSink::create(out, opts) {
         Ok(s) => s,
@@ -162,8 +166,7 @@ fn start(
             return Err(e.to_string());
         }
     };
-    let live = pipeline.stream_info().live;
-    if let Err(e) = sink.event(at.index, &StreamEvent::Started { live }) {
+    if let Err(e) = sink.event(&StreamEvent::Started { live }) {
         pipeline.stop();
         return Err(e.to_string());
     }
@@ -226,7 +229,7 @@ fn drive(
                     clock.set_reconnecting(state == State::Reconnecting);
                 }
             }
-            if let Err(e) = r.sink.event(at.index, &StreamEvent::Source(change)) {
+            if let Err(e) = r.sink.event(&StreamEvent::Source(change)) {
                 return Ending::WriteError(e);
             }
         }
@@ -316,6 +319,9 @@ fn finish(
                 o.stopped_by = Some(cause);
             }
             o.publish = publish;
+            if let Some(e) = record_not_started(index, &o.source, &o.out, &o.ended) {
+                log::warn!("{e}");
+            }
             return o;
         }
     };
@@ -378,7 +384,7 @@ fn finish(
     for event in changes.chain([StreamEvent::Finished {
         ended: ended.clone(),
     }]) {
-        if let Err(e) = sink.event(index, &event) {
+        if let Err(e) = sink.event(&event) {
             event_error.get_or_insert(e);
         }
     }

@@ -16,23 +16,26 @@
 pub mod compose;
 pub mod encoder;
 pub mod events;
+pub mod file_set;
 pub mod files;
+pub mod segments;
+mod timing_log;
 pub mod video;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::analysis::AnalysedFrame;
-use crate::compose::PictureFormat;
-use crate::image::Image;
-use crate::pipeline::{CounterSnapshot, Series, Summary};
+use crate::pipeline::CounterSnapshot;
 use crate::publish::PublishReport;
 use crate::source::StreamInfo;
 use crate::source::reconnect::SourceChange;
-use encoder::{EncoderChoice, NoEncoder};
+use encoder::EncoderChoice;
+use events::StreamEvent;
+use file_set::FileSet;
 use files::LineFile;
-use video::{InputLayout, VideoSpec, VideoWriter};
+use segments::{Deleted, SEGMENTS_DIR, SegmentPolicy, Segments};
+pub use timing_log::TimingLog;
 
 /// Errors writing outputs. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -58,75 +61,20 @@ pub enum OutputError {
     Encoder(String),
 }
 
-/// Per-region timing samples, in first-seen order, in bounded memory ([`Series`]: exact count,
-/// mean and max; median and p95 from a reservoir on runs past 8192 frames).
-#[derive(Debug, Default)]
-pub struct TimingLog {
-    order: Vec<String>,
-    samples: BTreeMap<String, Series>,
-}
-
-impl TimingLog {
-    /// Adds one frame's regions plus upload/download/latency/compute.
-    pub fn add(&mut self, f: &AnalysedFrame) {
-        let t = &f.timings;
-        let extra = [
-            ("upload", t.upload_ms),
-            ("download", t.download_ms),
-            ("queue_wait", t.queue_wait_ms),
-            ("latency", t.latency_ms),
-            ("compute_total", t.compute_ms),
-        ];
-        let cpu = t.backend == "cpu";
-        let extra = extra
-            .into_iter()
-            .filter(|(n, _)| !(cpu && (*n == "upload" || *n == "download")));
-        for (name, ms) in t
-            .regions
-            .iter()
-            .map(|(n, ms)| (n.as_str(), *ms))
-            .chain(extra)
-        {
-            match self.samples.get_mut(name) {
-                Some(series) => series.push(ms),
-                None => {
-                    self.order.push(name.to_owned());
-                    let mut series = Series::default();
-                    series.push(ms);
-                    self.samples.insert(name.to_owned(), series);
-                }
-            }
-        }
-    }
-    /// (region, summary) in first-seen order.
+impl OutputError {
+    /// Whether the error is a full disk (or a used-up quota): the one a segmented stream with
+    /// retention recovers from by deleting its oldest segment.
     #[must_use]
-    pub fn summaries(&self) -> Vec<(String, Summary)> {
-        self.order
-            .iter()
-            .map(|n| {
-                (
-                    n.clone(),
-                    self.samples
-                        .get(n)
-                        .map_or_else(Summary::default, Series::summary),
-                )
-            })
-            .collect()
-    }
-    /// A plain-text table of the summaries.
-    #[must_use]
-    pub fn table(&self) -> String {
-        let mut s = format!(
-            "{:<34} {:>7} {:>10} {:>10} {:>10}\n",
-            "region", "frames", "median ms", "p95 ms", "max ms"
-        );
-        for (n, m) in self.summaries() {
-            s.push_str(&format!(
-                "{n:<34} {:>7} {:>10.3} {:>10.3} {:>10.3}\n",
-                m.count, m.median_ms, m.p95_ms, m.max_ms
-            ));
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Io { source, .. } => matches!(
+                source.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ),
+            // GStreamer: "No space left on the resource"; the system: "… on device".
+            Self::Video { message, .. } => message.to_ascii_lowercase().contains("no space left"),
+            Self::Encoder(_) => false,
         }
-        s
     }
 }
 
@@ -140,6 +88,8 @@ const TIMINGS_EVERY: Duration = Duration::from_secs(2);
 /// What a run writes besides the per-frame lines.
 #[derive(Clone, Debug)]
 pub struct SinkOptions {
+    /// The stream's number in the run (for `events.jsonl`).
+    pub stream: usize,
     /// Write `overlay.mkv`.
     pub video: bool,
     /// Its bitrate, kbit/s.
@@ -150,20 +100,8 @@ pub struct SinkOptions {
     pub source: String,
     /// The backend description (for `timings.json`).
     pub backend: String,
-}
-
-/// The overlay video's state.
-enum Video {
-    /// Not asked for.
-    Off,
-    /// Opens on the first frame (its size and the source's rate are known then).
-    Pending,
-    /// Encoding.
-    Open(VideoWriter),
-    /// Not written (frames smaller than every encoder accepts); the reason.
-    Skipped(String),
-    /// Failed mid-run (the error was returned once); frames written before it stay.
-    Failed,
+    /// Segments and retention (`seconds == 0`: one set of files in the folder).
+    pub segments: SegmentPolicy,
 }
 
 /// How a run ended, for the final `timings.json`.
@@ -181,9 +119,10 @@ pub struct RunEnd {
 pub struct Finished {
     /// Timings of every frame written.
     pub timings: TimingLog,
-    /// Frames in the overlay video (`None`: no video).
+    /// Frames in the overlay video, of every segment (`None`: no video).
     pub video_frames: Option<u64>,
-    /// Files of the folder written by this run, in [`files::RUN_FILES`] order.
+    /// What the folder holds from this run: files in [`files::RUN_FILES`] order, then
+    /// `segments/ (N)` when it was segmented.
     pub files: Vec<String>,
     /// The first error finishing the files (the video's index, `timings.json`), if any.
     pub error: Option<OutputError>,
@@ -237,14 +176,30 @@ pub fn frame_record(f: &AnalysedFrame) -> serde_json::Value {
     })
 }
 
+/// The segment being written, when the stream is segmented.
+struct OpenSegment {
+    name: String,
+    /// When the UTC clock passes this, the next frame goes to a new segment.
+    ends: SystemTime,
+}
+
+/// How far a frame got into its file set (a retry after freeing space goes on from there).
+#[derive(Clone, Copy, Debug, Default)]
+struct FrameProgress {
+    line: bool,
+    records: bool,
+}
+
 /// The writer of a run's output folder.
 pub struct RunSink {
     dir: PathBuf,
     opts: SinkOptions,
-    frames: LineFile,
     events: LineFile,
-    extra: BTreeMap<String, LineFile>,
-    video: Video,
+    /// The per-frame files being written (`None`: segmented, between segments).
+    set: Option<FileSet>,
+    /// The segments (`None`: one set of files in the folder).
+    segments: Option<Segments>,
+    segment: Option<OpenSegment>,
     encoder: Option<&'static str>,
     stream: StreamInfo,
     /// Timings of every frame.
@@ -252,6 +207,10 @@ pub struct RunSink {
     started: Instant,
     timings_written: Instant,
     frames_written: u64,
+    /// Video frames of the segments already closed.
+    video_frames_closed: Option<u64>,
+    segments_opened: u64,
+    segments_deleted: u64,
     frame_hook: Option<FrameHook>,
     /// The live source is lost and being reopened.
     reconnecting: bool,
@@ -270,36 +229,35 @@ impl RunSink {
     }
 
     /// Takes over `dir`: removes the files an earlier run wrote there (their names are
-    /// returned), creates `frames.jsonl` and `tracks.csv` and writes a first `timings.json`.
+    /// returned; an earlier run's segments stay, for retention to delete), creates
+    /// `events.jsonl`, `frames.jsonl` and `tracks.csv` (the last two in the first segment,
+    /// with the first frame, when segmented) and writes a first `timings.json`.
     pub fn create(dir: &Path, opts: SinkOptions) -> Result<(Self, Vec<&'static str>), OutputError> {
         files::prepare_folder(dir)?;
         let removed = files::remove_earlier_run(dir)?;
-        let frames = LineFile::create(&dir.join("frames.jsonl"))?;
         let events = LineFile::create(&dir.join("events.jsonl"))?;
-        let mut extra = BTreeMap::new();
-        extra.insert(
-            "tracks.csv".to_owned(),
-            LineFile::create(&dir.join("tracks.csv"))?,
-        );
-        let video = if opts.video {
-            Video::Pending
+        let (set, segments) = if opts.segments.seconds == 0 {
+            (Some(FileSet::create(dir, opts.video)?), None)
         } else {
-            Video::Off
+            (None, Some(Segments::new(dir, opts.segments)))
         };
         let now = Instant::now();
         let sink = Self {
             dir: dir.to_owned(),
             opts,
-            frames,
             events,
-            extra,
-            video,
+            set,
+            segments,
+            segment: None,
             encoder: None,
             stream: StreamInfo::default(),
             timings: TimingLog::default(),
             started: now,
             timings_written: now,
             frames_written: 0,
+            video_frames_closed: None,
+            segments_opened: 0,
+            segments_deleted: 0,
             frame_hook: None,
             reconnecting: false,
             losses: 0,
@@ -316,7 +274,7 @@ impl RunSink {
         Ok((sink, removed))
     }
 
-    /// Frames whose line is in `frames.jsonl`.
+    /// Frames whose line is in `frames.jsonl` (of every segment).
     #[must_use]
     pub fn frames_written(&self) -> u64 {
         self.frames_written
@@ -334,149 +292,219 @@ impl RunSink {
         self.stream = info;
     }
 
-    /// Writes one analysed frame: its line, its analyses' records, its video frame.
+    /// Writes one analysed frame: its line, its analyses' records, its video frame, into the
+    /// segment of this moment when segmented. With retention set, a write that fails for a
+    /// full disk deletes the oldest segment and goes on in a new one.
     pub fn write(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
-        let line = frame_record(f);
-        let mut text = serde_json::to_string(&line).map_err(|e| OutputError::Io {
+        let mut text = serde_json::to_string(&frame_record(f)).map_err(|e| OutputError::Io {
             path: self.dir.join("frames.jsonl"),
             source: e.into(),
         })?;
         text.push('\n');
-        self.frames.append(text.as_bytes())?;
-        self.frames_written += 1;
-        if let Some(hook) = &mut self.frame_hook {
-            hook(text.trim_end_matches('\n'));
-        }
-        self.timings.add(f);
-        let mut records: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
-        for o in &f.outputs {
-            for (file, line) in &o.records {
-                let block = records.entry(file).or_default();
-                block.extend_from_slice(line.as_bytes());
-                block.push(b'\n');
+        self.roll(SystemTime::now())?;
+        let mut progress = FrameProgress::default();
+        loop {
+            match self.write_to_set(f, &text, &mut progress) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    if !self.free_space_after(&e) {
+                        return Err(e);
+                    }
+                    // Go on in a new segment (the failed one keeps what it holds).
+                    self.close_segment();
+                    self.open_segment(SystemTime::now())?;
+                }
             }
         }
-        for (file, block) in records {
-            if !self.extra.contains_key(file) {
-                self.extra
-                    .insert(file.to_owned(), LineFile::create(&self.dir.join(file))?);
-            }
-            if let Some(w) = self.extra.get_mut(file) {
-                w.append(&block)?;
-            }
-        }
-        self.write_video(f)
     }
 
-    /// The picture the overlay video shows for a frame: the one place it is composed.
-    fn overlay_picture(f: &AnalysedFrame) -> Image<[u8; 3]> {
-        compose::compose(f)
-    }
-
-    fn write_video(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
-        // The pipeline composes the picture (on the device, or with the CPU twin) when the video
-        // is wanted; a frame without one is composed here.
-        let i420 = f
-            .picture
-            .as_deref()
-            .filter(|p| p.format == PictureFormat::I420);
-        if matches!(self.video, Video::Pending) {
-            let (size, layout) = match i420 {
-                Some(p) => ((p.width, p.height), InputLayout::I420),
-                None => (f.size(), InputLayout::Rgb),
-            };
-            self.video = self.open_video(size, layout)?;
-        }
-        let pushed = match (&mut self.video, i420) {
-            (Video::Open(v), Some(p)) => v.push_i420(&p.data, p.width, p.height, f.pts_nanos),
-            (Video::Open(v), None) => v.push_rgb(&Self::overlay_picture(f), f.pts_nanos),
-            _ => Ok(()),
+    /// The stages of writing a frame into the current set, each done once.
+    fn write_to_set(
+        &mut self,
+        f: &AnalysedFrame,
+        text: &str,
+        progress: &mut FrameProgress,
+    ) -> Result<(), OutputError> {
+        let video = file_set::VideoOptions {
+            kbps: self.opts.video_kbps,
+            encoder: self.opts.encoder,
         };
-        if let Err(e) = pushed {
-            if let Video::Open(v) = std::mem::replace(&mut self.video, Video::Failed) {
-                let _ = v.finish();
+        let Some(set) = self.set.as_mut() else {
+            return Err(OutputError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::other("no segment open"),
+            });
+        };
+        if !progress.line {
+            set.write_line(text)?;
+            progress.line = true;
+            self.frames_written += 1;
+            if let Some(hook) = &mut self.frame_hook {
+                hook(text.trim_end_matches('\n'));
             }
-            return Err(e);
+            self.timings.add(f);
+        }
+        if !progress.records {
+            set.write_records(f)?;
+            progress.records = true;
+        }
+        let written = set.write_video(f, &self.stream, video);
+        self.encoder = set.encoder.or(self.encoder);
+        written
+    }
+
+    /// Segmented: closes the segment whose time is over and opens the one of `now`.
+    fn roll(&mut self, now: SystemTime) -> Result<(), OutputError> {
+        if self.segments.is_none() {
+            return Ok(());
+        }
+        if self.segment.as_ref().is_some_and(|s| now >= s.ends) {
+            self.close_segment();
+        }
+        if self.segment.is_none() {
+            self.open_segment(now)?;
         }
         Ok(())
     }
 
-    /// Opens the video with the fastest encoder that starts (an NVENC that registers but cannot
-    /// open a session falls back to the next), or skips it for frames too small for any.
-    fn open_video(
-        &mut self,
-        (width, height): (usize, usize),
-        layout: InputLayout,
-    ) -> Result<Video, OutputError> {
-        let encoders = match encoder::choose_encoders(
-            self.opts.encoder,
-            width & !1,
-            height & !1,
-            encoder::installed_encoder,
-        ) {
-            Ok(e) => e,
-            Err(e @ NoEncoder::TooSmall { .. }) => {
-                log::warn!("overlay video skipped: {e}; the other outputs are written");
-                return Ok(Video::Skipped(e.to_string()));
-            }
-            Err(e) => return Err(OutputError::Encoder(e.to_string())),
+    /// Opens a segment starting `now` (then applies retention); a failure for a full disk
+    /// first deletes the oldest segment, when retention allows.
+    fn open_segment(&mut self, now: SystemTime) -> Result<(), OutputError> {
+        let Some(segments) = &self.segments else {
+            return Ok(());
         };
-        let rate = self.stream.frame_rate.map_or_else(
-            || "the source's timestamps (variable rate)".to_owned(),
-            |r| r.to_string(),
-        );
-        let mut failure = None;
-        for encoder in encoders {
-            let spec = VideoSpec {
-                width,
-                height,
-                layout,
-                frame_rate: self.stream.frame_rate,
-                kbps: self.opts.video_kbps,
-                encoder,
-            };
-            match VideoWriter::create(&self.dir.join("overlay.mkv"), spec) {
-                Ok(writer) => {
-                    let kind = if encoder::NVENC_ENCODERS.contains(&encoder) {
-                        "NVENC"
-                    } else {
-                        "software"
-                    };
-                    log::info!(
-                        "overlay video: {encoder} ({kind}), {}x{} at {rate}",
-                        width & !1,
-                        height & !1
-                    );
-                    self.encoder = Some(encoder);
-                    return Ok(Video::Open(writer));
-                }
-                Err(e) => {
-                    log::warn!(
-                        "overlay video: {encoder} does not start ({e}); trying the next encoder"
-                    );
-                    failure = Some(e);
-                }
-            }
+        let ends = segments.policy().segment_end(now);
+        let opened = segments
+            .create(now)
+            .and_then(|(name, path)| Ok((name, FileSet::create(&path, self.opts.video)?)));
+        let (name, set) = match opened {
+            Ok(o) => o,
+            Err(e) if self.free_space_after(&e) => return self.open_segment(now),
+            Err(e) => return Err(e),
+        };
+        self.segment = Some(OpenSegment {
+            name: name.clone(),
+            ends,
+        });
+        self.set = Some(set);
+        self.segments_opened += 1;
+        self.log_event(&StreamEvent::SegmentOpened {
+            segment: name.clone(),
+        });
+        let deleted = self
+            .segments
+            .as_ref()
+            .map(|s| s.apply_retention(Some(&name), now))
+            .unwrap_or_default();
+        for d in deleted {
+            self.deleted(d);
         }
-        Err(failure.unwrap_or_else(|| OutputError::Encoder("no encoder started".into())))
+        Ok(())
     }
 
-    /// Rewrites `timings.json` when the last write is [`TIMINGS_EVERY`] old (cheap otherwise).
+    /// Segmented: finishes the current segment's files (its video's index) and says so.
+    fn close_segment(&mut self) {
+        let (Some(segment), Some(set)) = (self.segment.take(), self.set.take()) else {
+            return;
+        };
+        let frames = set.frames_written;
+        let end = set.finish();
+        if let Some(n) = end.video_frames {
+            *self.video_frames_closed.get_or_insert(0) += n;
+        }
+        if let Some(e) = &end.error {
+            log::warn!("segment {}: {e}", segment.name);
+            self.log_event(&StreamEvent::WriteError {
+                error: e.to_string(),
+            });
+        }
+        self.log_event(&StreamEvent::SegmentClosed {
+            segment: segment.name,
+            frames,
+        });
+    }
+
+    /// After a write error: when it is a full disk and retention is set, deletes the oldest
+    /// segment (not the current one) and says whether one was deleted.
+    fn free_space_after(&mut self, e: &OutputError) -> bool {
+        if !e.is_disk_full() {
+            return false;
+        }
+        let current = self.segment.as_ref().map(|s| s.name.clone());
+        let Some(d) = self
+            .segments
+            .as_ref()
+            .and_then(|s| s.free_space(current.as_deref()))
+        else {
+            return false;
+        };
+        log::warn!("{e}: deleted the oldest segment {} to go on", d.segment);
+        self.log_event(&StreamEvent::WriteError {
+            error: e.to_string(),
+        });
+        self.deleted(d);
+        true
+    }
+
+    /// Counts and records a segment deleted by retention.
+    fn deleted(&mut self, d: Deleted) {
+        self.segments_deleted += 1;
+        log::info!(
+            "retention ({}): deleted segment {} ({} bytes)",
+            d.reason,
+            d.segment,
+            d.bytes
+        );
+        self.log_event(&StreamEvent::RetentionDeleted {
+            segment: d.segment,
+            bytes: d.bytes,
+            reason: d.reason,
+        });
+    }
+
+    /// Appends an event of the sink's own; a failure is logged (the event is about the files,
+    /// which report their own errors).
+    fn log_event(&mut self, event: &StreamEvent) {
+        if let Err(e) = self.event(event) {
+            log::warn!("{e}");
+        }
+    }
+
+    /// Rewrites `timings.json` when the last write is [`TIMINGS_EVERY`] old (cheap otherwise),
+    /// and, segmented, finishes a segment whose time is over while no frame comes.
     pub fn checkpoint(&mut self, counters: CounterSnapshot) -> Result<(), OutputError> {
         if self.timings_written.elapsed() < TIMINGS_EVERY {
             return Ok(());
         }
         self.timings_written = Instant::now();
+        if self
+            .segment
+            .as_ref()
+            .is_some_and(|s| SystemTime::now() >= s.ends)
+        {
+            self.close_segment();
+        }
         let end = RunEnd {
             counters,
             wall_seconds: self.started.elapsed().as_secs_f64(),
             ended: String::new(),
         };
-        let video_frames = match &self.video {
-            Video::Open(v) => Some(v.frames()),
-            _ => None,
-        };
-        self.write_timings(&end, false, video_frames)
+        let video_frames = self.video_frames();
+        match self.write_timings(&end, false, video_frames) {
+            Err(e) if self.free_space_after(&e) => self.write_timings(&end, false, video_frames),
+            written => written,
+        }
+    }
+
+    /// Frames in the overlay videos so far (`None`: none open or closed).
+    fn video_frames(&self) -> Option<u64> {
+        match (
+            self.video_frames_closed,
+            self.set.as_ref().and_then(FileSet::video_frames),
+        ) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        }
     }
 
     /// Makes the next [`RunSink::checkpoint`] rewrite `timings.json`.
@@ -486,22 +514,22 @@ impl RunSink {
             .unwrap_or(self.started);
     }
 
-    /// Appends `event` of stream `stream` to `events.jsonl`; a lost or returning source also
-    /// shows in `timings.json` (`"reconnecting"`, `"losses"`) at the next checkpoint.
-    pub fn event(&mut self, stream: usize, event: &events::StreamEvent) -> Result<(), OutputError> {
+    /// Appends `event` to `events.jsonl`; a lost or returning source also shows in
+    /// `timings.json` (`"reconnecting"`, `"losses"`) at the next checkpoint.
+    pub fn event(&mut self, event: &StreamEvent) -> Result<(), OutputError> {
         match event {
-            events::StreamEvent::Source(SourceChange::Lost { .. }) => {
+            StreamEvent::Source(SourceChange::Lost { .. }) => {
                 self.reconnecting = true;
                 self.losses += 1;
                 self.checkpoint_due();
             }
-            events::StreamEvent::Source(SourceChange::Back { .. }) => {
+            StreamEvent::Source(SourceChange::Back { .. }) => {
                 self.reconnecting = false;
                 self.checkpoint_due();
             }
             _ => {}
         }
-        let record = events::event_record(stream, &self.opts.source, event);
+        let record = events::event_record(self.opts.stream, &self.opts.source, event);
         let mut line = record.to_string();
         line.push('\n');
         self.events.append(line.as_bytes())
@@ -511,36 +539,30 @@ impl RunSink {
     /// `timings.json`. Does what it can after an error and reports the first.
     pub fn finish(mut self, end: &RunEnd) -> Finished {
         let mut error = None;
-        if let Some(tracks) = self.extra.get_mut("tracks.csv")
-            && tracks.is_empty()
-            && let Err(e) = tracks.append(format!("{TRACKS_CSV_HEADER}\n").as_bytes())
-        {
-            error.get_or_insert(e);
+        if self.segments.is_some() {
+            self.close_segment();
+        } else if let Some(set) = self.set.take() {
+            let set_end = set.finish();
+            self.video_frames_closed = set_end.video_frames;
+            error = set_end.error;
         }
-        let video_frames = match std::mem::replace(&mut self.video, Video::Off) {
-            Video::Open(v) => match v.finish() {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    error.get_or_insert(e);
-                    None
-                }
-            },
-            Video::Skipped(reason) => {
-                log::debug!("overlay video skipped: {reason}");
-                None
-            }
-            Video::Off | Video::Pending | Video::Failed => None,
-        };
+        let video_frames = self.video_frames_closed;
         let doc = self.timings_doc(end, true, video_frames);
         let path = self.dir.join("timings.json");
         if let Err(e) = files::write_json_atomic(&path, &doc) {
             error.get_or_insert(e);
         }
-        let files = files::RUN_FILES
+        let mut files: Vec<String> = files::RUN_FILES
             .iter()
             .filter(|n| self.dir.join(n).is_file())
             .map(|n| (*n).to_owned())
             .collect();
+        if self.segments_opened > 0 {
+            files.push(format!(
+                "{SEGMENTS_DIR}/ ({} this run)",
+                self.segments_opened
+            ));
+        }
         Finished {
             timings: self.timings,
             video_frames,
@@ -579,6 +601,14 @@ impl RunSink {
         } else {
             0.0
         };
+        let segments = self.segments.as_ref().map(|s| {
+            serde_json::json!({
+                "seconds": s.policy().seconds,
+                "current": self.segment.as_ref().map(|s| s.name.as_str()),
+                "opened": self.segments_opened,
+                "deleted": self.segments_deleted,
+            })
+        });
         serde_json::json!({
             "complete": complete,
             "ended": (!end.ended.is_empty()).then(|| crate::redact::text(&end.ended)),
@@ -597,6 +627,7 @@ impl RunSink {
             "fps": round3(fps),
             "reconnecting": self.reconnecting,
             "losses": self.losses,
+            "segments": segments,
             "regions": regions,
         })
     }

@@ -225,21 +225,38 @@ impl Pipeline {
                     )),
                     interrupt: Some(stop_input.clone()),
                 };
-                let src = Source::open_with(&spec, &opts)?;
-                let estimated = match &spec {
-                    SourceSpec::Test(_) if settings.source.test.frames > 0 => {
-                        Some(u64::from(settings.source.test.frames))
+                let policy = settings.source.reconnect.policy();
+                let (mut src, estimated, live) = match Source::open_with(&spec, &opts) {
+                    Ok(src) => {
+                        let estimated = match &spec {
+                            SourceSpec::Test(_) if settings.source.test.frames > 0 => {
+                                Some(u64::from(settings.source.test.frames))
+                            }
+                            _ => src.estimated_frames(),
+                        };
+                        if let Ok(mut i) = stream.lock() {
+                            *i = src.stream_info();
+                        }
+                        let live = src.stream_info().live;
+                        (
+                            Reconnecting::new(src, opts, policy, changes_tx),
+                            estimated,
+                            live,
+                        )
                     }
-                    _ => src.estimated_frames(),
+                    // A stream server that is down at the start is waited for, as after a loss.
+                    Err(e) => match policy {
+                        Some(p) if e.may_pass() && spec.awaited_at_start() => (
+                            Reconnecting::unopened(spec, opts, p, changes_tx, &e),
+                            None,
+                            true,
+                        ),
+                        _ => return Err(e.into()),
+                    },
                 };
-                if let Ok(mut i) = stream.lock() {
-                    *i = src.stream_info();
-                }
                 // In the viewer every source is treated as live: frames the analyses cannot keep
                 // up with are dropped before analysis instead of queueing up latency.
-                let live = src.stream_info().live || viewer;
-                let mut src =
-                    Reconnecting::new(src, opts, settings.source.reconnect.policy(), changes_tx);
+                let live = live || viewer;
                 let info = stream.clone();
                 let next = move || {
                     let f = src.next_frame();

@@ -205,6 +205,19 @@ pub enum SourceError {
     },
 }
 
+impl SourceError {
+    /// Whether the error may pass by itself for a live source (a camera or server that is down,
+    /// a network that fails, a stall), so that trying again later makes sense; a bad SOURCE, a
+    /// pipeline that does not parse, a missing decoder or format, or a stop do not pass.
+    #[must_use]
+    pub fn may_pass(&self) -> bool {
+        matches!(
+            self,
+            Self::NotFound(_) | Self::Stream { .. } | Self::Stalled { .. } | Self::Network { .. }
+        )
+    }
+}
+
 /// A nominal frame rate, `numer / denom` frames a second (from the negotiated caps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameRate {

@@ -79,6 +79,9 @@ pub struct Reconnecting {
     pts_shift: Option<PtsShift>,
     /// The next frame is the first after a gap.
     after_gap: bool,
+    /// A live source that could not be opened at the start: why (reconnecting begins with the
+    /// first frame asked for).
+    unopened: Option<String>,
 }
 
 /// How the timestamps of a reopened source are moved to follow on from the last frame.
@@ -109,6 +112,33 @@ impl Reconnecting {
             last: None,
             pts_shift: None,
             after_gap: false,
+            unopened: None,
+        }
+    }
+
+    /// A live source that failed to open (`error`, one that may pass: see
+    /// [`SourceError::may_pass`]): the first frame asked for starts reconnecting, as after a
+    /// loss, so a stream server that is down when the run starts is waited for
+    /// ([`SourceSpec::awaited_at_start`]).
+    #[must_use]
+    pub fn unopened(
+        spec: SourceSpec,
+        opts: SourceOptions,
+        policy: ReconnectPolicy,
+        changes: Sender<SourceChange>,
+        error: &SourceError,
+    ) -> Self {
+        Self {
+            src: None,
+            spec,
+            opts,
+            policy: Some(policy),
+            changes,
+            next_index: 0,
+            last: None,
+            pts_shift: None,
+            after_gap: false,
+            unopened: Some(error.to_string()),
         }
     }
 
@@ -125,57 +155,58 @@ impl Reconnecting {
     /// interrupt flag is set, an error when a source that does not reconnect fails or when
     /// reconnecting gives up.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
-        loop {
-            let Some(src) = self.src.as_mut() else {
-                return Ok(None);
-            };
-            let got = src.next_frame();
-            let live = src.stream_info().live;
-            match got {
-                Ok(Some(f)) => return Ok(Some(self.hand_out(f))),
-                Ok(None) if self.interrupted() => return Ok(None),
-                end => {
-                    let policy = match self.policy {
-                        Some(p) if live => p,
-                        _ => return end,
-                    };
-                    let cause = match end {
-                        Ok(_) => format!("{}: the stream ended", self.spec),
-                        Err(e) => e.to_string(),
-                    };
-                    // NULL and dropped before anything else: nothing of it stays open.
-                    self.src = None;
-                    let lost_at = Instant::now();
-                    log::warn!("{cause}; reconnecting");
-                    let _ = self.changes.send(SourceChange::Lost {
-                        cause: cause.clone(),
-                    });
-                    match self.reopen(policy, lost_at, &cause)? {
-                        Some((src, first, attempts)) => {
-                            self.src = Some(src);
-                            let gap = self.last.map_or(lost_at, |(_, at)| at).elapsed();
-                            log::warn!(
-                                "{}: back after {:.1} s without frames",
-                                self.spec,
-                                gap.as_secs_f64()
-                            );
-                            let _ = self.changes.send(SourceChange::Back {
-                                gap_seconds: gap.as_secs_f64(),
-                                attempts,
-                            });
-                            let last_pts = self.last.and_then(|(pts, _)| pts).unwrap_or(0);
-                            self.pts_shift = Some(PtsShift {
-                                start: last_pts.saturating_add(gap.as_nanos() as u64),
-                                first: None,
-                            });
-                            self.after_gap = true;
-                            return Ok(Some(self.hand_out(first)));
-                        }
-                        None => return Ok(None),
-                    }
-                }
+        let (cause, policy) = match (self.unopened.take(), self.policy) {
+            (Some(cause), Some(policy)) => (cause, policy),
+            _ => {
+                let Some(src) = self.src.as_mut() else {
+                    return Ok(None);
+                };
+                let got = src.next_frame();
+                let live = src.stream_info().live;
+                let end = match got {
+                    Ok(Some(f)) => return Ok(Some(self.hand_out(f))),
+                    Ok(None) if self.interrupted() => return Ok(None),
+                    end => end,
+                };
+                let policy = match self.policy {
+                    Some(p) if live => p,
+                    _ => return end,
+                };
+                let cause = match end {
+                    Ok(_) => format!("{}: the stream ended", self.spec),
+                    Err(e) => e.to_string(),
+                };
+                // NULL and dropped before anything else: nothing of it stays open.
+                self.src = None;
+                (cause, policy)
             }
-        }
+        };
+        let lost_at = Instant::now();
+        log::warn!("{cause}; reconnecting");
+        let _ = self.changes.send(SourceChange::Lost {
+            cause: cause.clone(),
+        });
+        let Some((src, first, attempts)) = self.reopen(policy, lost_at, &cause)? else {
+            return Ok(None);
+        };
+        self.src = Some(src);
+        let gap = self.last.map_or(lost_at, |(_, at)| at).elapsed();
+        log::warn!(
+            "{}: back after {:.1} s without frames",
+            self.spec,
+            gap.as_secs_f64()
+        );
+        let _ = self.changes.send(SourceChange::Back {
+            gap_seconds: gap.as_secs_f64(),
+            attempts,
+        });
+        let last_pts = self.last.and_then(|(pts, _)| pts).unwrap_or(0);
+        self.pts_shift = Some(PtsShift {
+            start: last_pts.saturating_add(gap.as_nanos() as u64),
+            first: None,
+        });
+        self.after_gap = true;
+        Ok(Some(self.hand_out(first)))
     }
 
     /// Numbers, shifts and marks a frame of the current source, and remembers it.

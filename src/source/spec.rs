@@ -103,6 +103,25 @@ pub const TEST_PATTERNS: &[&str] = &[
 ];
 
 impl SourceSpec {
+    /// Whether a source that cannot be opened at the start is waited for (reconnecting, as
+    /// after a loss): a network stream URL (RTSP, RTMP, SRT, UDP), live by its kind, whose
+    /// server may be down for a while. A camera device missing at the start is most often a
+    /// wrong number, and an HTTP URL or a pipeline may not be live at all: those are errors.
+    #[must_use]
+    pub fn awaited_at_start(&self) -> bool {
+        match self {
+            Self::Uri(u) => {
+                let scheme = u.split_once("://").map_or("", |(s, _)| s);
+                ["rtsp", "rtsps", "rtmp", "srt", "udp"]
+                    .iter()
+                    .any(|k| scheme.eq_ignore_ascii_case(k))
+            }
+            Self::File(_) | Self::Camera(_) | Self::Csi(_) | Self::Test(_) | Self::Pipeline(_) => {
+                false
+            }
+        }
+    }
+
     /// Parses a SOURCE string; a missing file or an unknown scheme is an error here, before any
     /// pipeline is built.
     pub fn parse(s: &str) -> Result<Self, SourceError> {
@@ -253,6 +272,28 @@ fn file_uri(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_stream_urls_are_awaited_at_the_start() {
+        let awaited = |s: &str| SourceSpec::parse(s).unwrap().awaited_at_start();
+        for s in [
+            "rtsp://cam/1",
+            "rtsps://cam/1",
+            "rtmp://h/live",
+            "srt://h:9000",
+            "udp://0.0.0.0:5000",
+        ] {
+            assert!(awaited(s), "{s}");
+        }
+        for s in [
+            "http://h/x.mp4",
+            "camera:3",
+            "test",
+            "videotestsrc ! appsink name=sink",
+        ] {
+            assert!(!awaited(s), "{s}");
+        }
+    }
 
     #[test]
     fn parses_every_form() {

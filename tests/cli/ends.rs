@@ -223,10 +223,10 @@ fn a_hard_kill_leaves_readable_files() {
 }
 
 /// A tmpfs mounted for one test, unmounted when dropped.
-struct Tmpfs(PathBuf);
+pub(super) struct Tmpfs(pub(super) PathBuf);
 
 impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Result<Self, String> {
+    pub(super) fn mount(at: &Path, size: &str) -> Result<Self, String> {
         std::fs::create_dir_all(at).unwrap();
         let out = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])

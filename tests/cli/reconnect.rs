@@ -75,6 +75,8 @@ fn camera(port: u16, extra: &[&str]) -> Vec<String> {
         "source.timeout_seconds=3",
         "source.reconnect.initial_seconds=0.5",
         "source.reconnect.max_seconds=1",
+        // One set of files (a live source is otherwise cut into 10-minute segments).
+        "output.segment_seconds=0",
     ] {
         v.extend(["--set".to_owned(), set.to_owned()]);
     }
@@ -247,4 +249,35 @@ fn a_camera_lost_past_give_up_ends_the_stream_with_an_error_naming_it() {
     assert!(ev.iter().any(|e| e["event"] == "attempt_failed"), "{ev:?}");
     assert_eq!(ev.last().unwrap()["event"], "finished");
     assert_eq!(json(&run.out("timings.json"))["complete"], true);
+}
+
+#[test]
+fn a_camera_down_at_the_start_is_waited_for() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = Running::start(&camera(port, &["--no-video"]), dir.path());
+    let events_file = run.out("events.jsonl");
+    wait_for_event(&events_file, "attempt_failed", 1, Duration::from_secs(20));
+    let Some(_server) = RtspServer::start(port) else {
+        return;
+    };
+    wait_for_event(&events_file, "back", 1, Duration::from_secs(30));
+    run.wait_for_frames(20);
+    run.signal(libc::SIGINT);
+    assert_eq!(
+        run.wait(Duration::from_secs(30)),
+        Some(130),
+        "{}",
+        run.stderr()
+    );
+    let ev = events(&events_file);
+    let kinds: Vec<&str> = ev
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .filter(|k| *k != "attempt_failed")
+        .collect();
+    assert_eq!(kinds, ["started", "lost", "back", "finished"], "{ev:?}");
+    let frames = lines(&run.out("frames.jsonl"));
+    assert!(frames.len() >= 20);
+    assert_eq!(frames[0]["index"], 0);
 }

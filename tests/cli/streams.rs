@@ -72,6 +72,11 @@ fn a_missing_file_is_reported_with_its_index_and_the_other_stream_finishes() {
     let out = bin()
         .args(["run", "test:ball"])
         .arg(&missing)
+        // Streams that fail where they parse (2) or where they open (1, 3) leave the same files.
+        .args([
+            "gopher://x/y",
+            "videotestsrc ! nosuchelement ! appsink name=sink",
+        ])
         .args(["--no-video", "--out"])
         .arg(dir.path().join("o"))
         .args(quick(12, 160, 120))
@@ -84,8 +89,30 @@ fn a_missing_file_is_reported_with_its_index_and_the_other_stream_finishes() {
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_whole_stream(&dir.path().join("o/0"), 12, "test:ball");
+    let files = |i: usize| {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join(format!("o/{i}")))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let base = ["events.jsonl", "frames.jsonl", "timings.json", "tracks.csv"];
+    assert!(
+        base.iter().all(|f| files(0).contains(&(*f).to_owned())),
+        "{:?}",
+        files(0)
+    );
+    for i in 1..4 {
+        assert_eq!(files(i), base, "stream {i}'s folder");
+        let t = json(&dir.path().join(format!("o/{i}/timings.json")));
+        assert_eq!(t["complete"], true);
+        assert!(t["ended"].as_str().unwrap().starts_with("error: "), "{t}");
+        let events = lines(&dir.path().join(format!("o/{i}/events.jsonl")));
+        assert_eq!(events.last().unwrap()["event"], "finished");
+    }
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
+    assert_eq!(errors.len(), 3, "{stderr}");
     assert!(
         errors[0].starts_with("error: stream 1 (") && errors[0].contains("missing.avi"),
         "{}",

@@ -182,11 +182,13 @@ pub fn cli_component_lines(
     let spec = SourceSpec::parse(desc).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let opts = SinkOptions {
+        stream: 0,
         video: false,
         video_kbps: 1000,
         encoder: settings.output.encoder,
         source: desc.to_owned(),
         backend: backend.describe(),
+        segments: Default::default(),
     };
     let (mut sink, _) = RunSink::create(dir.path(), opts).unwrap();
     let p = Pipeline::start_limited(
