@@ -116,13 +116,17 @@ find_morphoscope() {
 csv="$out/soak.csv"
 echo "seconds,frames,rss_mb,gpu_mb,fds,threads" >"$csv"
 gpu=0; command -v nvidia-smi >/dev/null 2>&1 && gpu=1
-pid="" start=$(date +%s) restarted=$(date +%s) restarts=0
+pid="" start=$(date +%s) restarted=$(date +%s) restarts=0 stopped=0
 while kill -0 "$launcher" 2>/dev/null; do
   sleep 1
   now=$(date +%s)
   if [ -n "$restart" ]; then
     if [ $((now - start)) -ge "$duration" ]; then
-      [ -n "$pid" ] && kill -INT "$pid" 2>/dev/null || kill -INT "$launcher" 2>/dev/null || true
+      # Once: a second SIGINT would quit at once instead of finishing the files.
+      if [ "$stopped" = 0 ]; then
+        stopped=1
+        [ -n "$pid" ] && kill -INT "$pid" 2>/dev/null || kill -INT "$launcher" 2>/dev/null || true
+      fi
     elif [ $((now - restarted)) -ge "$restart" ]; then
       stop_server; sleep 2; start_server; restarted=$(date +%s); restarts=$((restarts + 1))
     fi
@@ -131,10 +135,11 @@ while kill -0 "$launcher" 2>/dev/null; do
   [ -n "$pid" ] || continue
   rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
   threads=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-  fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   [ -n "$rss_kb" ] || continue
+  # The process may end between two reads: then this sample is skipped.
+  fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l) || continue
   # Frames written, from timings.json (rewritten every 2 s; frames.jsonl may be in segments).
-  done_frames=$(sed -n 's/^ *"frames_out": \([0-9]*\).*/\1/p' "$out/run/timings.json" 2>/dev/null | head -n 1)
+  done_frames=$(sed -n 's/^ *"frames_out": \([0-9]*\).*/\1/p' "$out/run/timings.json" 2>/dev/null | head -n 1) || true
   done_frames=${done_frames:-0}
   gpu_mb=""
   if [ "$gpu" = 1 ]; then

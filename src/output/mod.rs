@@ -82,6 +82,10 @@ impl OutputError {
 /// no header; an empty run's file says what it would hold).
 pub const TRACKS_CSV_HEADER: &str = "frame,id,bb_left,bb_top,bb_width,bb_height,conf,x,y,z";
 
+/// Room kept free beside the next segment for the run's own files (`timings.json`,
+/// `events.jsonl`), when retention is set.
+const ROOM_FOR_RUN_FILES: u64 = 64 * 1024;
+
 /// How often `timings.json` is rewritten during a run.
 const TIMINGS_EVERY: Duration = Duration::from_secs(2);
 
@@ -211,6 +215,8 @@ pub struct RunSink {
     video_frames_closed: Option<u64>,
     segments_opened: u64,
     segments_deleted: u64,
+    /// Bytes of the last segment closed: the room retention keeps free for the next one.
+    last_segment_bytes: u64,
     frame_hook: Option<FrameHook>,
     /// The live source is lost and being reopened.
     reconnecting: bool,
@@ -258,6 +264,7 @@ impl RunSink {
             video_frames_closed: None,
             segments_opened: 0,
             segments_deleted: 0,
+            last_segment_bytes: 0,
             frame_hook: None,
             reconnecting: false,
             losses: 0,
@@ -311,7 +318,7 @@ impl RunSink {
                         return Err(e);
                     }
                     // Go on in a new segment (the failed one keeps what it holds).
-                    self.close_segment();
+                    let _ = self.close_segment();
                     self.open_segment(SystemTime::now())?;
                 }
             }
@@ -359,7 +366,8 @@ impl RunSink {
             return Ok(());
         }
         if self.segment.as_ref().is_some_and(|s| now >= s.ends) {
-            self.close_segment();
+            // Its error is in events.jsonl; the frames go on in the next segment.
+            let _ = self.close_segment();
         }
         if self.segment.is_none() {
             self.open_segment(now)?;
@@ -374,6 +382,9 @@ impl RunSink {
             return Ok(());
         };
         let ends = segments.policy().segment_end(now);
+        // Room for a segment like the last one, and for the run's own files, before it starts.
+        let room = self.last_segment_bytes + self.last_segment_bytes / 2 + ROOM_FOR_RUN_FILES;
+        let freed = segments.ensure_room(None, room);
         let opened = segments
             .create(now)
             .and_then(|(name, path)| Ok((name, FileSet::create(&path, self.opts.video)?)));
@@ -382,6 +393,9 @@ impl RunSink {
             Err(e) if self.free_space_after(&e) => return self.open_segment(now),
             Err(e) => return Err(e),
         };
+        for d in freed {
+            self.deleted(d);
+        }
         self.segment = Some(OpenSegment {
             name: name.clone(),
             ends,
@@ -402,13 +416,17 @@ impl RunSink {
         Ok(())
     }
 
-    /// Segmented: finishes the current segment's files (its video's index) and says so.
-    fn close_segment(&mut self) {
+    /// Segmented: finishes the current segment's files (its video's index) and says so; the
+    /// error finishing them, if any (also logged and in `events.jsonl`).
+    fn close_segment(&mut self) -> Option<OutputError> {
         let (Some(segment), Some(set)) = (self.segment.take(), self.set.take()) else {
-            return;
+            return None;
         };
         let frames = set.frames_written;
         let end = set.finish();
+        if let Some(segments) = &self.segments {
+            self.last_segment_bytes = segments.bytes_of(&segment.name);
+        }
         if let Some(n) = end.video_frames {
             *self.video_frames_closed.get_or_insert(0) += n;
         }
@@ -422,6 +440,7 @@ impl RunSink {
             segment: segment.name,
             frames,
         });
+        end.error
     }
 
     /// After a write error: when it is a full disk and retention is set, deletes the oldest
@@ -482,7 +501,7 @@ impl RunSink {
             .as_ref()
             .is_some_and(|s| SystemTime::now() >= s.ends)
         {
-            self.close_segment();
+            let _ = self.close_segment();
         }
         let end = RunEnd {
             counters,
@@ -540,7 +559,7 @@ impl RunSink {
     pub fn finish(mut self, end: &RunEnd) -> Finished {
         let mut error = None;
         if self.segments.is_some() {
-            self.close_segment();
+            error = self.close_segment();
         } else if let Some(set) = self.set.take() {
             let set_end = set.finish();
             self.video_frames_closed = set_end.video_frames;
@@ -549,7 +568,11 @@ impl RunSink {
         let video_frames = self.video_frames_closed;
         let doc = self.timings_doc(end, true, video_frames);
         let path = self.dir.join("timings.json");
-        if let Err(e) = files::write_json_atomic(&path, &doc) {
+        let written = match files::write_json_atomic(&path, &doc) {
+            Err(e) if self.free_space_after(&e) => files::write_json_atomic(&path, &doc),
+            written => written,
+        };
+        if let Err(e) = written {
             error.get_or_insert(e);
         }
         let mut files: Vec<String> = files::RUN_FILES

@@ -152,6 +152,29 @@ impl Segments {
             .find_map(|s| delete(s, "disk full"))
     }
 
+    /// Keeps `needed` bytes free on the segments' file system for the next segment (when
+    /// retention is set): deletes the oldest segments other than `current` until they are, or
+    /// none is left; returns what it deleted.
+    pub fn ensure_room(&self, current: Option<&str>, needed: u64) -> Vec<Deleted> {
+        let mut deleted = Vec::new();
+        if !self.policy.retains() {
+            return deleted;
+        }
+        while available_bytes(&self.root).is_some_and(|free| free < needed) {
+            match self.free_space(current) {
+                Some(d) => deleted.push(d),
+                None => break,
+            }
+        }
+        deleted
+    }
+
+    /// The bytes a segment's files take (0 when it is gone).
+    #[must_use]
+    pub fn bytes_of(&self, name: &str) -> u64 {
+        folder_size(&self.root.join(name)).0
+    }
+
     /// The segment folders, oldest first (names that are not segment stamps are left alone).
     fn on_disk(&self) -> Vec<OnDisk> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
@@ -192,6 +215,12 @@ fn delete(s: OnDisk, reason: &'static str) -> Option<Deleted> {
             None
         }
     }
+}
+
+/// Bytes free for unprivileged writes on the file system of `path` (`None`: unknown).
+fn available_bytes(path: &Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Bytes of the files in a folder and its newest modification time.
@@ -293,7 +322,40 @@ mod tests {
         assert_eq!(s.free_space(Some(&again)).unwrap().segment, names[2]);
         assert_eq!(s.free_space(Some(&again)).unwrap().segment, names[3]);
         assert_eq!(s.free_space(Some(&again)), None);
+        // Room for the next segment: nothing to delete when there is room.
+        assert!(s.ensure_room(Some(&again), 0).is_empty());
         assert!(dir.path().join(SEGMENTS_DIR).join(&again).is_dir());
+    }
+
+    #[test]
+    fn too_little_room_deletes_the_oldest_but_never_the_current() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = SegmentPolicy {
+            seconds: 10,
+            keep_for: None,
+            keep_bytes: Some(u64::MAX),
+        };
+        let s = Segments::new(dir.path(), policy);
+        let (a, _) = s.create(at(1_796_440_000)).unwrap();
+        let (b, _) = s.create(at(1_796_440_010)).unwrap();
+        assert_eq!(s.bytes_of(&a), 0);
+        // No file system has u64::MAX bytes free: every segment but the current one goes.
+        let deleted = s.ensure_room(Some(&b), u64::MAX);
+        assert_eq!(deleted.len(), 1);
+        assert_eq!(
+            (deleted[0].segment.as_str(), deleted[0].reason),
+            (a.as_str(), "disk full")
+        );
+        assert!(dir.path().join(SEGMENTS_DIR).join(&b).is_dir());
+        // Without retention nothing is ever deleted.
+        let keep_all = Segments::new(
+            dir.path(),
+            SegmentPolicy {
+                seconds: 10,
+                ..SegmentPolicy::default()
+            },
+        );
+        assert!(keep_all.ensure_room(None, u64::MAX).is_empty());
     }
 
     #[test]
