@@ -43,7 +43,7 @@ if ! pkg-config --exists 'gstreamer-analytics-1.0 >= 1.24'; then
     > "$shim/gstreamer-analytics-1.0.pc"
   echo "== GStreamer element: the analytics feature type-checked (GStreamer 1.24 absent, not linked)"
   PKG_CONFIG_PATH="$shim${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-    cargo clippy -p gst-morphoscope --features analytics -- -D warnings
+    cargo clippy -p gst-morphoscope --features analytics --all-targets -- -D warnings
   rm -rf "$shim"
 else
   echo "== GStreamer element: the analytics feature"
