@@ -251,12 +251,7 @@ fn drive(
         let event = match r.pipeline.events.recv_timeout(IDLE_TICK) {
             Ok(ev) => ev,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                observer.progress(&StreamProgress {
-                    written: r.written,
-                    counters: now,
-                    total,
-                });
-                if let Err(e) = r.sink.checkpoint(now) {
+                if let Err(e) = show_and_checkpoint(r, observer, now, total) {
                     return Ending::WriteError(e);
                 }
                 continue;
@@ -280,12 +275,7 @@ fn drive(
                     frames_out: r.written,
                     ..now
                 };
-                observer.progress(&StreamProgress {
-                    written: r.written,
-                    counters: now,
-                    total,
-                });
-                if let Err(e) = r.sink.checkpoint(now) {
+                if let Err(e) = show_and_checkpoint(r, observer, now, total) {
                     return Ending::WriteError(e);
                 }
             }
@@ -293,6 +283,21 @@ fn drive(
             PipelineEvent::End => return Ending::Stream,
         }
     }
+}
+
+/// Shows the progress to the observer and lets the sink rewrite `timings.json` when due.
+fn show_and_checkpoint(
+    r: &mut Running,
+    observer: &mut dyn StreamObserver,
+    now: CounterSnapshot,
+    total: Option<u64>,
+) -> Result<(), OutputError> {
+    observer.progress(&StreamProgress {
+        written: r.written,
+        counters: now,
+        total,
+    });
+    r.sink.checkpoint(now)
 }
 
 /// Finishing, the one path of every end: ends the pipeline, finishes the files, waits for the

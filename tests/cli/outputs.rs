@@ -150,6 +150,7 @@ fn sources_that_end_badly_or_hold_no_video_say_so() {
         .arg(dir.path().join("o"))
         .args(FAST)
         .args(["--set", "source.reconnect.enabled=false"])
+        .args(["--set", "output.segment_seconds=0"])
         .arg(live)
         .output()
         .unwrap();

@@ -26,6 +26,21 @@ fn paced(seconds: u32, segment: u32, extra: &[&str]) -> Vec<String> {
     v
 }
 
+/// `run ARGS --out OUT OPTIONS`, which must succeed; its stderr.
+fn run_ok(args: &[&str], out: &Path, options: Vec<String>) -> String {
+    let run = bin()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .args(options)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{stderr}");
+    stderr
+}
+
 /// The segment folders of a stream's folder, oldest first.
 fn segment_dirs(out: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(out.join("segments"))
@@ -47,17 +62,7 @@ fn events_of(out: &Path, kind: &str) -> Vec<serde_json::Value> {
 fn a_30_s_run_in_10_s_segments_gives_playable_segments_whose_lines_add_up() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o");
-    let run = bin()
-        .args(["run", "test:ball", "--out"])
-        .arg(&out)
-        .args(paced(30, 10, &[]))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_ok(&["test:ball"], &out, paced(30, 10, &[]));
     let t = json(&out.join("timings.json"));
     assert_eq!(t["frames_out"], 300, "{t}");
     assert_eq!(t["segments"]["seconds"], 10);
@@ -109,16 +114,10 @@ fn retention_deletes_the_oldest_whole_segments() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o");
     // 1 s segments of a few kB each; keep at most 30 kB.
-    let run = bin()
-        .args(["run", "test:ball", "--no-video", "--out"])
-        .arg(&out)
-        .args(paced(8, 1, &["output.keep_gb=0.00003"]))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    run_ok(
+        &["test:ball", "--no-video"],
+        &out,
+        paced(8, 1, &["output.keep_gb=0.00003"]),
     );
     let deleted = events_of(&out, "retention_deleted");
     assert!(!deleted.is_empty(), "nothing deleted");
@@ -179,14 +178,7 @@ fn with_retention_a_full_disk_deletes_the_oldest_segment_and_the_run_goes_on() {
         "output.video_kbps=500",
         "cca.enabled=false",
     ];
-    let run = bin()
-        .args(["run", "test:snow", "--out"])
-        .arg(&out)
-        .args(paced(15, 1, &settings))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
+    let stderr = run_ok(&["test:snow"], &out, paced(15, 1, &settings));
     let freed = events_of(&out, "retention_deleted");
     assert!(!freed.is_empty(), "the disk never filled: {stderr}");
     assert!(
