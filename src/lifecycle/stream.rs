@@ -385,10 +385,8 @@ fn finish(
     }
     // Changes the source reported up to its end (a give-up comes after its last attempts).
     let mut event_error = None;
-    let changes = pipeline_changes.try_iter().map(StreamEvent::Source);
-    for event in changes.chain([StreamEvent::Finished {
-        ended: ended.clone(),
-    }]) {
+    // (`finished` is the last event: RunSink::finish writes it after the last segment's.)
+    for event in pipeline_changes.try_iter().map(StreamEvent::Source) {
         if let Err(e) = sink.event(&event) {
             event_error.get_or_insert(e);
         }

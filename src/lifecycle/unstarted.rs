@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use crate::output::encoder::EncoderChoice;
-use crate::output::events::StreamEvent;
 use crate::output::{OutputError, RunEnd, RunSink, SinkOptions};
 use crate::pipeline::CounterSnapshot;
 
@@ -28,21 +27,16 @@ pub fn record_not_started(
         backend: String::new(),
         segments: Default::default(),
     };
-    let mut sink = match RunSink::create(out, opts) {
+    let sink = match RunSink::create(out, opts) {
         Ok((sink, _)) => sink,
         Err(e) => return Some(e),
     };
-    let event_error = sink
-        .event(&StreamEvent::Finished {
-            ended: ended.to_owned(),
-        })
-        .err();
-    let finished = sink.finish(&RunEnd {
+    sink.finish(&RunEnd {
         counters: CounterSnapshot::default(),
         wall_seconds: 0.0,
         ended: ended.to_owned(),
-    });
-    event_error.or(finished.error)
+    })
+    .error
 }
 
 #[cfg(test)]

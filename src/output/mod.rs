@@ -554,7 +554,8 @@ impl RunSink {
         self.events.append(line.as_bytes())
     }
 
-    /// Ends the video (its index), writes the header of an empty `tracks.csv` and the final
+    /// Ends the video (its index; segmented: the last segment), writes the header of an empty
+    /// `tracks.csv`, the `finished` event (the last of `events.jsonl`) and the final
     /// `timings.json`. Does what it can after an error and reports the first.
     pub fn finish(mut self, end: &RunEnd) -> Finished {
         let mut error = None;
@@ -564,6 +565,12 @@ impl RunSink {
             let set_end = set.finish();
             self.video_frames_closed = set_end.video_frames;
             error = set_end.error;
+        }
+        // The last event, after the last segment's.
+        if let Err(e) = self.event(&StreamEvent::Finished {
+            ended: end.ended.clone(),
+        }) {
+            error.get_or_insert(e);
         }
         let video_frames = self.video_frames_closed;
         let doc = self.timings_doc(end, true, video_frames);

@@ -107,6 +107,11 @@ fn a_30_s_run_in_10_s_segments_gives_playable_segments_whose_lines_add_up() {
     assert_eq!((opened.len(), closed.len()), (dirs.len(), dirs.len()));
     let closed_frames: u64 = closed.iter().map(|e| e["frames"].as_u64().unwrap()).sum();
     assert_eq!(closed_frames, 300);
+    let last = lines(&out.join("events.jsonl")).pop().unwrap();
+    assert_eq!(
+        last["event"], "finished",
+        "the last event, after the last segment's"
+    );
 }
 
 #[test]
