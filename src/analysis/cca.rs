@@ -314,6 +314,20 @@ mod tests {
     use super::*;
     use crate::image::Image;
 
+    /// One frame through the CPU analysis and its tracking (`after_gap`: the first frame after
+    /// the source came back).
+    fn analyse(cca: &mut Cca, f: &FrameInput, after_gap: bool) -> OpOutput {
+        let out = cca.run_cpu(f, &mut Vec::new()).unwrap();
+        let meta = FrameMeta {
+            index: f.index,
+            pts_nanos: None,
+            width: f.gray.width(),
+            height: f.gray.height(),
+            after_gap,
+        };
+        cca.finish(out, &meta)
+    }
+
     fn frame(index: u64, square_at: Option<usize>) -> FrameInput {
         let gray = Image::from_fn(64, 48, |x, y| match square_at {
             Some(x0) if (x0..x0 + 6).contains(&x) && (20..26).contains(&y) => 200u8,
@@ -332,17 +346,7 @@ mod tests {
         let mut settings = OpSettings::default();
         settings.cca.source = Source::Frame;
         let mut cca = Cca::new(&settings).unwrap();
-        let mut run = |f: FrameInput| {
-            let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-            let meta = FrameMeta {
-                index: f.index,
-                pts_nanos: None,
-                width: f.gray.width(),
-                height: f.gray.height(),
-                after_gap: false,
-            };
-            cca.finish(out, &meta)
-        };
+        let mut run = |f: FrameInput| analyse(&mut cca, &f, false);
         for i in 0..8 {
             let out = run(frame(i, Some(10 + i as usize)));
             if i == 7 {
@@ -372,15 +376,7 @@ mod tests {
             let mut seen = Vec::new();
             for i in range {
                 let f = frame(i, Some(10 + (i % 20) as usize));
-                let out = cca.run_cpu(&f, &mut Vec::new()).unwrap();
-                let meta = FrameMeta {
-                    index: f.index,
-                    pts_nanos: None,
-                    width: f.gray.width(),
-                    height: f.gray.height(),
-                    after_gap: gap_at == Some(i),
-                };
-                if let OpData::Tracks(t) = &cca.finish(out, &meta).data {
+                if let OpData::Tracks(t) = &analyse(&mut cca, &f, gap_at == Some(i)).data {
                     seen.extend(t.iter().map(|t| t.id));
                 }
             }

@@ -68,6 +68,15 @@ impl Running {
         assert_eq!(r, 0, "kill failed");
     }
 
+    /// Sends SIGINT and waits (at most `limit`) for the exit, which must be 130; how long it
+    /// took.
+    pub(super) fn interrupt(&mut self, limit: Duration) -> Duration {
+        let asked = Instant::now();
+        self.signal(libc::SIGINT);
+        assert_eq!(self.wait(limit), Some(130), "{}", self.stderr());
+        asked.elapsed()
+    }
+
     /// Waits for the exit (at most `limit`); its code (`None`: killed by a signal).
     pub(super) fn wait(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
@@ -122,13 +131,7 @@ fn ctrl_c_finishes_the_frames_taken_and_every_file() {
         dir.path(),
     );
     run.wait_for_frames(15);
-    run.signal(libc::SIGINT);
-    assert_eq!(
-        run.wait(Duration::from_secs(60)),
-        Some(130),
-        "{}",
-        run.stderr()
-    );
+    run.interrupt(Duration::from_secs(60));
     let (frames_in, out, dropped) = summary_counts(&run.stdout());
     assert_eq!(
         (frames_in, dropped),

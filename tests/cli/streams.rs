@@ -147,13 +147,7 @@ fn ctrl_c_stops_every_stream_and_each_finishes_its_files() {
         assert!(Instant::now() < deadline, "no frames: {}", run.stderr());
         std::thread::sleep(Duration::from_millis(50));
     }
-    run.signal(libc::SIGINT);
-    assert_eq!(
-        run.wait(Duration::from_secs(120)),
-        Some(130),
-        "{}",
-        run.stderr()
-    );
+    run.interrupt(Duration::from_secs(120));
     for i in 0..2 {
         let t = json(&run.out(&format!("{i}/timings.json")));
         assert_eq!(t["ended"], "SIGINT", "{t}");
