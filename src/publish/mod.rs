@@ -104,7 +104,7 @@ pub struct PublishReport {
 pub const FLUSH_TICK: Duration = Duration::from_millis(50);
 
 /// The per-stream drop counters, shared by every handle of a stream.
-type StreamDrops = Mutex<BTreeMap<String, Arc<AtomicU64>>>;
+type StreamDrops = Mutex<BTreeMap<usize, Arc<AtomicU64>>>;
 
 /// A connection to one broker, shared by every stream of a run.
 pub struct Publisher {
@@ -149,16 +149,17 @@ impl Publisher {
         &self.url
     }
 
-    /// The publisher of stream `index`, whose topics are `PREFIX/<id>/…` (`id`: the index
-    /// itself for the streams of the command line, the id a service gave; at most
-    /// [`topic::MAX_STREAM_ID_BYTES`], checked by whoever names the stream).
+    /// The publisher of stream `index` (its drops are counted apart: an index is never reused
+    /// in a run), whose topics are `PREFIX/<id>/…` (`id`: the index itself for the streams of
+    /// the command line, the id a service gave; at most [`topic::MAX_STREAM_ID_BYTES`], checked
+    /// by whoever names the stream).
     #[must_use]
     pub fn stream(&self, index: usize, id: &str) -> StreamPublisher {
         let drops = Arc::clone(
             self.stream_drops
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .entry(id.to_owned())
+                .entry(index)
                 .or_default(),
         );
         let prefix = &self.url.prefix;

@@ -144,6 +144,9 @@ mod tests {
         let id = "i".repeat(MAX_STREAM_ID_BYTES);
         let topic = format!("{}/{id}/status", "a".repeat(MAX_PREFIX_BYTES));
         assert_eq!(topic.len(), MAX_TOPIC_BYTES);
-        assert!(usize::MAX.to_string().len() <= MAX_STREAM_ID_BYTES, "an index fits too");
+        assert!(
+            usize::MAX.to_string().len() <= MAX_STREAM_ID_BYTES,
+            "an index fits too"
+        );
     }
 }

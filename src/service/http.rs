@@ -266,7 +266,27 @@ async fn settings(State(api): Shared, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&api, &headers) {
         return r.into_response();
     }
-    axum::Json(api.streams.settings()).into_response()
+    match serde_json::to_value(api.streams.settings()) {
+        Ok(mut settings) => {
+            masked(&mut settings);
+            axum::Json(settings).into_response()
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("cannot write the settings: {e}"),
+        ),
+    }
+}
+
+/// Every string of `v` with its secrets masked (a login in `source.default`, `publish.url`);
+/// the password and the token are never serialised at all.
+fn masked(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = crate::redact::text(s),
+        Value::Array(items) => items.iter_mut().for_each(masked),
+        Value::Object(map) => map.values_mut().for_each(masked),
+        _ => {}
+    }
 }
 
 /// `GET /streams/{id}/settings`: the analysis settings the stream runs with.
@@ -354,6 +374,16 @@ async fn unknown_path(State(api): Shared, headers: HeaderMap) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_shown_have_their_logins_masked() {
+        let mut v = json!({"source": {"default": "rtsp://admin:pw@cam/x"}, "n": 3});
+        masked(&mut v);
+        assert_eq!(
+            v,
+            json!({"source": {"default": "rtsp://***@cam/x"}, "n": 3})
+        );
+    }
 
     #[test]
     fn tokens_compare_whole() {

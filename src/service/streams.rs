@@ -194,6 +194,8 @@ impl Streams {
                 SourceSpec::parse(source).map_err(|e| ServiceError::BadRequest(e.to_string()))?
             }
         };
+        // The service's settings before the table: `change_settings` locks them in this order.
+        let settings = lock(&self.settings).clone();
         let mut table = lock(&self.table);
         let id = match id {
             Some(id) => {
@@ -215,7 +217,6 @@ impl Streams {
         let index = self.next_index.fetch_add(1, Ordering::SeqCst);
         let backend = self.backends[index % self.backends.len().max(1)].clone();
         let device = backend.device_label();
-        let settings = lock(&self.settings).clone();
         let publish = lock(&self.publisher).as_ref().map(|p| StreamPublishing {
             stream: p.stream(index, &id),
             finish: None,
@@ -451,7 +452,8 @@ impl Streams {
     }
 
     /// Waits for every stream to end (after [`Streams::stop_all`]), in the order they were
-    /// added, and hands back the broker connection for the caller to finish.
+    /// added, and for removals in progress, then hands back the broker connection for the
+    /// caller to finish.
     pub fn finish(&self) -> (Vec<FinishedStream>, Option<Publisher>) {
         let mut taken: Vec<(
             usize,
@@ -492,8 +494,18 @@ impl Streams {
                     outcome,
                 }
             })
-            .collect();
-        lock(&self.table).clear();
+            .collect::<Vec<FinishedStream>>();
+        {
+            let mut table = lock(&self.table);
+            for f in &finished {
+                table.remove(&f.id);
+            }
+        }
+        // A removal still finishing its stream's files (its request came just before the
+        // stop) is waited for too: it takes the stream out of the table when done.
+        while !lock(&self.table).is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         (finished, lock(&self.publisher).take())
     }
 }
