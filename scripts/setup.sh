@@ -31,6 +31,8 @@ pkgs=(
   mosquitto
   # RTSP server for the reconnect tests and the RTSP soak (tests/rtsp/server.py)
   gir1.2-gst-rtsp-server-1.0 python3-gi
+  # Prometheus server and promtool for the service tests (they start their own server)
+  prometheus
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -40,6 +42,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The package starts a Prometheus daemon on :9090 under systemd; the tests need only the
+  # binaries, so a daemon this script brought in is stopped and disabled again.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 # Rust toolchain, 1.95 or newer (eframe 0.37). Where cargo is missing or older, rustup installs

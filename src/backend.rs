@@ -29,6 +29,15 @@ impl Backend {
         }
     }
 
+    /// Where it runs: `cpu` or `cuda:N`.
+    #[must_use]
+    pub fn device_label(&self) -> String {
+        match self {
+            Self::Cpu => "cpu".to_owned(),
+            Self::Cuda(g) => format!("cuda:{}", g.info().ordinal),
+        }
+    }
+
     /// One line describing the backend, e.g. `cuda: NVIDIA H100 (sm_90, 79.1 GiB)`.
     #[must_use]
     pub fn describe(&self) -> String {

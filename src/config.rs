@@ -369,6 +369,8 @@ pub struct Settings {
     pub output: OutputSettings,
     /// `[publish]`
     pub publish: crate::publish::PublishSettings,
+    /// `[service]`
+    pub service: crate::service::ServiceSettings,
     /// The analyses' sections.
     #[serde(flatten)]
     pub ops: crate::analysis::OpSettings,
@@ -524,6 +526,9 @@ impl Settings {
         self.publish
             .validate()
             .map_err(|(key, message)| ConfigError::Range { key, message })?;
+        self.service
+            .validate()
+            .map_err(|(key, message)| ConfigError::Range { key, message })?;
         self.ops
             .validate()
             .map_err(|(key, message)| ConfigError::Range { key, message })
@@ -577,22 +582,60 @@ fn first_bad_key(base: &toml::Value, user: &toml::Value) -> Option<String> {
     })
 }
 
-/// A password is never taken from the command line (the process list and shell history would
-/// show it): `--set publish.password=…` is refused without repeating the value.
+/// A secret is never taken from the command line (the process list and shell history would
+/// show it): `--set publish.password=…` or `--set service.token=…` is refused without repeating
+/// the value.
 fn refuse_secret_on_command_line(set: &str) -> Result<(), ConfigError> {
     let key = set.split_once('=').map_or(set, |(k, _)| k).trim();
-    if key == "publish.password" {
-        return Err(ConfigError::SetValue {
-            key: key.to_owned(),
-            value: "<redacted>".to_owned(),
-            message: format!(
-                "a password is never taken from the command line: set it in the config file or \
-                 in {}",
-                crate::publish::settings::PASSWORD_ENV
-            ),
-        });
+    let env = match key {
+        "publish.password" => crate::publish::settings::PASSWORD_ENV,
+        "service.token" => crate::service::settings::TOKEN_ENV,
+        _ => return Ok(()),
+    };
+    Err(ConfigError::SetValue {
+        key: key.to_owned(),
+        value: "<redacted>".to_owned(),
+        message: format!(
+            "a secret is never taken from the command line: set it in the config file or in {env}"
+        ),
+    })
+}
+
+/// The analyses' settings `ops` with `changes` applied, each `(section.key, value)` checked as
+/// `--set section.key=value` is (an error names the key and why). Only the analyses' sections
+/// change while streams run; a key of another section is refused.
+pub fn change_ops(
+    ops: &crate::analysis::OpSettings,
+    changes: &[(String, toml::Value)],
+) -> Result<crate::analysis::OpSettings, ConfigError> {
+    let mut value = toml::Value::try_from(ops).map_err(|e| invalid("", e))?;
+    for (key, v) in changes {
+        let refused = |message: String| ConfigError::Named {
+            what: format!("setting {key}={v}"),
+            message,
+        };
+        let section = key.split('.').next().unwrap_or_default();
+        if value.get(section).is_none() {
+            let sections: Vec<&str> = value
+                .as_table()
+                .map(|t| t.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            return Err(refused(format!(
+                "only the analyses' settings change while streams run (sections {})",
+                sections.join(", ")
+            )));
+        }
+        insert_at(&mut value, key, v.clone())
+            .map_err(|()| refused("expected section.key".into()))?;
+        if let Err(e) = value.clone().try_into::<crate::analysis::OpSettings>() {
+            return Err(refused(e.to_string().trim().replace('\n', " ")));
+        }
     }
-    Ok(())
+    let changed: crate::analysis::OpSettings = value.try_into().map_err(|e| invalid("", e))?;
+    changed
+        .validate()
+        .map_err(|(key, message)| ConfigError::Range { key, message })?;
+    Ok(changed)
 }
 
 /// Recursively overlays `top` on `base`.
@@ -618,28 +661,32 @@ fn apply_set(root: &mut toml::Value, s: &str) -> Result<(), ConfigError> {
     let (key, raw) = s
         .split_once('=')
         .ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
-    let parts: Vec<&str> = key.trim().split('.').collect();
-    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
-        return Err(ConfigError::BadSet(s.to_owned()));
-    }
     let raw = raw.trim();
     let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
         .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
+    insert_at(root, key.trim(), value).map_err(|()| ConfigError::BadSet(s.to_owned()))
+}
+
+/// Puts `value` at the dotted `key` of `root`, making the tables on the way; `Err` when the
+/// key is not `section.key` or a part of it is not a table.
+fn insert_at(root: &mut toml::Value, key: &str, value: toml::Value) -> Result<(), ()> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+        return Err(());
+    }
     let mut cur = root;
     for p in &parts[..parts.len() - 1] {
-        let table = cur
+        cur = cur
             .as_table_mut()
-            .ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
-        cur = table
-            .entry(p.to_string())
+            .ok_or(())?
+            .entry((*p).to_owned())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
     }
-    let table = cur
-        .as_table_mut()
-        .ok_or_else(|| ConfigError::BadSet(s.to_owned()))?;
-    table.insert(parts[parts.len() - 1].to_owned(), value);
+    cur.as_table_mut()
+        .ok_or(())?
+        .insert(parts[parts.len() - 1].to_owned(), value);
     Ok(())
 }
 

@@ -23,6 +23,7 @@ pub mod output;
 pub mod pipeline;
 pub mod publish;
 pub mod redact;
+pub mod service;
 pub mod source;
 pub mod stream_label;
 pub mod track;

@@ -6,7 +6,7 @@
 //!   the scheme: sources, broker URLs, and URLs GStreamer quotes in its own messages;
 //! - the value of a password property in a pipeline description (`user-pw=…`, `proxy-pw=…`,
 //!   `password=…` show as `user-pw=***`);
-//! - the value of a secret settings key ([`is_secret_key`]: `publish.password`), which config
+//! - the value of a secret settings key ([`is_secret_key`]: `publish.password`, `service.token`), which config
 //!   errors never quote (see `crate::config`).
 //!
 //! [`url`] masks one URL as the user typed it (with or without a scheme); [`text`] masks every
@@ -16,7 +16,7 @@
 pub const MASK: &str = "***";
 
 /// Settings keys (`section.key`) whose values are secrets.
-const SECRET_KEYS: &[&str] = &["publish.password"];
+const SECRET_KEYS: &[&str] = &["publish.password", "service.token"];
 
 /// True when the settings key `section.key` holds a secret (its value is never shown).
 #[must_use]

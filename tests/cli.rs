@@ -8,7 +8,8 @@
 //! `cli/topics.rs`: broker topic prefixes refused at start; `cli/bench.rs`: bench's bounds;
 //! `cli/reconnect.rs`: a live source (a real RTSP server) lost and back; `cli/stops.rs`: a stop
 //! signal while a source opens or while the run waits for the broker; `cli/segments.rs`:
-//! outputs cut into segments, retention and a full disk with retention.
+//! outputs cut into segments, retention and a full disk with retention; `cli/service.rs`: a
+//! service driven over HTTP (`run --listen`), scraped by a real Prometheus.
 
 // Helpers of the tests fail loudly, as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -27,6 +28,8 @@ mod reconnect;
 mod secrets;
 #[path = "cli/segments.rs"]
 mod segments;
+#[path = "cli/service.rs"]
+mod service;
 #[path = "cli/stops.rs"]
 mod stops;
 #[path = "cli/streams.rs"]

@@ -3,7 +3,8 @@
 //! broker that is not there costs only dropped messages (the run ends in bounded time and counts
 //! them); a wrong password is one clear error line and the password is never printed; the login
 //! from the config file works; `mqtts://` delivers with the CA file and refuses an unknown
-//! certificate; a broker that goes away and comes back is reconnected. Skips without mosquitto
+//! certificate; a broker that goes away and comes back is reconnected; a stream added to a
+//! service (`run --listen`) publishes under its id. Skips without mosquitto
 //! unless `MORPHOSCOPE_REQUIRE_MQTT=1`.
 
 // Helpers of the tests fail loudly, as the tests do.
@@ -314,4 +315,63 @@ fn a_broker_that_is_not_there_costs_dropped_messages_only() {
         "{stdout}"
     );
     assert!(stderr.contains("cannot connect"), "{stderr}");
+}
+
+#[test]
+fn a_stream_added_to_a_service_publishes_under_its_id() {
+    let Some(binary) = mosquitto() else { return };
+    let broker = Broker::start(&binary, None);
+    let sub = broker.subscribe("ms/#");
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("mqtt://127.0.0.1:{}/ms", broker.port);
+    // The options of `run_args` without its source: a service, streams added over HTTP.
+    let mut args = run_args(&dir.path().join("out"), &url);
+    args.retain(|a| a != "test");
+    args.extend(["--listen".into(), "127.0.0.1:0".into()]);
+    let stdout_file = dir.path().join("stdout");
+    let mut service = std::process::Command::new(env!("CARGO_BIN_EXE_morphoscope"))
+        .env("RUST_LOG", "warn")
+        .args(&args)
+        .stdout(std::fs::File::create(&stdout_file).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let base = loop {
+        let text = std::fs::read_to_string(&stdout_file).unwrap_or_default();
+        if let Some(rest) = text.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the service did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let added = ureq::post(format!("{base}/streams"))
+        .send(r#"{"source": "test", "id": "door-1"}"#)
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert_eq!(added, r#"{"id":"door-1"}"#);
+    let records = sub.wait_for("ms/door-1/frames", FRAMES, Duration::from_secs(60));
+    let statuses = sub.wait_for("ms/door-1/status", 2, Duration::from_secs(10));
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+    assert_eq!(
+        unsafe { libc::kill(service.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    assert_eq!(service.wait().unwrap().code(), Some(130));
+    let lines = frame_lines(&dir.path().join("out").join("door-1"));
+    assert_eq!(lines.len(), FRAMES);
+    assert_eq!(records, lines, "each record as written to frames.jsonl");
+    let last: serde_json::Value = serde_json::from_str(statuses.last().unwrap()).unwrap();
+    assert_eq!(
+        (&last["id"], &last["stream"]),
+        (&"door-1".into(), &0.into()),
+        "{last}"
+    );
+    assert!(
+        sub.messages()
+            .iter()
+            .all(|(t, _)| t.starts_with("ms/door-1/"))
+    );
 }

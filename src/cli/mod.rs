@@ -6,6 +6,7 @@ pub mod devices;
 pub mod image;
 pub mod progress;
 pub mod run;
+pub mod service;
 pub mod signals;
 pub mod stream;
 pub mod streams;

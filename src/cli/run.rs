@@ -27,8 +27,9 @@ use super::stream::{self, ProgressObserver};
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// File, URI, camera[:N], test[:PATTERN], or a pipeline ending in `appsink name=sink`.
-    /// Several sources run side by side, stream i writing into OUT/<i>/.
-    #[arg(required = true, num_args = 1..)]
+    /// Several sources run side by side, stream i writing into OUT/<i>/. None with --listen:
+    /// a service whose streams are added over HTTP.
+    #[arg(num_args = 0..)]
     pub sources: Vec<String>,
     /// Output folder. Files an earlier run wrote there are replaced; other files are kept.
     #[arg(long, default_value = "out")]
@@ -46,6 +47,11 @@ pub struct RunArgs {
     /// the config file or the environment, never from the command line).
     #[arg(long, value_name = "URL")]
     pub publish: Option<std::ffi::OsString>,
+    /// Serve the HTTP endpoint on ADDR:PORT (overrides service.listen; port 0: any free port):
+    /// metrics, health, streams added and removed, settings changed live (docs/service.md).
+    /// Runs until Ctrl+C or SIGTERM; every stream writes into OUT/<id>/.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
 }
 
 /// Arguments of `view`.
@@ -114,8 +120,26 @@ pub fn run(common: &CommonArgs, a: &RunArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
     }
+    if let Some(listen) = &a.listen {
+        settings.service.listen.clone_from(listen);
+        settings.validate()?;
+    }
     let video = !a.no_video && settings.output.video;
+    if !settings.service.listen.is_empty() {
+        return super::service::run_service(
+            common,
+            &settings,
+            &a.sources,
+            &a.out,
+            a.max_frames,
+            video,
+        );
+    }
     match a.sources.as_slice() {
+        [] => anyhow::bail!(
+            "no SOURCE given (a file, URI, camera, test pattern or pipeline; or --listen ADDR:PORT \
+             to serve streams added over HTTP)"
+        ),
         [one] => headless(
             common,
             &settings,
@@ -279,7 +303,7 @@ fn headless(
             let publisher = Publisher::start(&settings.publish)?;
             let flush = Duration::from_secs(u64::from(settings.publish.flush_seconds));
             Some(StreamPublishing {
-                stream: publisher.stream(0),
+                stream: publisher.stream(0, "0"),
                 finish: Some((publisher, flush)),
             })
         }
@@ -298,6 +322,7 @@ fn headless(
         max_frames,
         video,
         publish,
+        live: lifecycle::LiveSettings::new(),
     };
     let outcome = lifecycle::run(job, &stop, &mut ProgressObserver::new(quiet));
     match (&outcome.finished, &outcome.error) {

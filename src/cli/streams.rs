@@ -81,7 +81,7 @@ pub fn run_streams(
                 let stop = &stops[i];
                 let folder = stream_folder(out, i);
                 let publish = publisher.as_ref().map(|p| StreamPublishing {
-                    stream: p.stream(i),
+                    stream: p.stream(i, &i.to_string()),
                     finish: None,
                 });
                 let spawned = std::thread::Builder::new()
@@ -127,7 +127,16 @@ pub fn run_streams(
             },
         )
     });
-    print_summary(&outcomes, &backends, wall_seconds, out);
+    let rows: Vec<SummaryRow<'_>> = outcomes
+        .iter()
+        .enumerate()
+        .map(|(i, outcome)| SummaryRow {
+            stream: i.to_string(),
+            device: backends[i % backends.len()].device_label(),
+            outcome,
+        })
+        .collect();
+    print_summary(&rows, &backends, wall_seconds, out);
     if let Some(report) = &publish {
         stream::print_publish_summary(report);
     }
@@ -189,6 +198,7 @@ fn one_stream(
         max_frames,
         video,
         publish,
+        live: lifecycle::LiveSettings::new(),
     };
     // The place a publisher of results hooks in: the stream's observer sees each frame (its
     // record: `output::frame_record`) and a status every second.
@@ -230,34 +240,38 @@ impl StreamObserver for StatusLog {
     }
 }
 
-/// "cpu" or "cuda:N": where a stream ran.
-fn device_label(backend: &Backend) -> String {
-    match backend {
-        Backend::Cpu => "cpu".to_owned(),
-        Backend::Cuda(g) => format!("cuda:{}", g.info().ordinal),
-    }
+/// A stream's row in the summary: its id, its device and how it ended.
+pub struct SummaryRow<'a> {
+    /// The stream's id (its index on the command line).
+    pub stream: String,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    /// How it ended.
+    pub outcome: &'a StreamOutcome,
 }
 
 /// A row per stream, then the totals.
-fn print_summary(outcomes: &[StreamOutcome], backends: &[Backend], wall_seconds: f64, out: &Path) {
-    println!("morphoscope run: {} streams", outcomes.len());
+pub fn print_summary(rows: &[SummaryRow<'_>], backends: &[Backend], wall_seconds: f64, out: &Path) {
+    println!("morphoscope run: {} streams", rows.len());
     for b in backends {
-        println!("backend {}: {}", device_label(b), b.describe());
+        println!("backend {}: {}", b.device_label(), b.describe());
     }
     println!(
         "{:>6} | {:<8} | {:>7} | {:>7} | {:>7} | {:>7} | {:<16} | source",
         "stream", "device", "in", "out", "dropped", "fps", "ended"
     );
     let mut total = CounterSnapshot::default();
-    for (i, o) in outcomes.iter().enumerate() {
+    for row in rows {
+        let o = row.outcome;
         let c = &o.counters;
         total.frames_in += c.frames_in;
         total.frames_out += c.frames_out;
         total.dropped += c.dropped;
         let ended = if o.error.is_some() { "error" } else { &o.ended };
         println!(
-            "{i:>6} | {:<8} | {:>7} | {:>7} | {:>7} | {:>7.1} | {:<16} | {}",
-            device_label(&backends[i % backends.len()]),
+            "{:>6} | {:<8} | {:>7} | {:>7} | {:>7} | {:>7.1} | {:<16} | {}",
+            row.stream,
+            row.device,
             c.frames_in,
             c.frames_out,
             c.dropped,
@@ -278,9 +292,9 @@ fn print_summary(outcomes: &[StreamOutcome], backends: &[Backend], wall_seconds:
         wall_seconds,
         fps(&total, wall_seconds)
     );
-    let files = outcomes
+    let files = rows
         .iter()
-        .find_map(|o| o.finished.as_ref())
+        .find_map(|r| r.outcome.finished.as_ref())
         .map(|f| f.files.join(", "))
         .unwrap_or_default();
     println!("outputs in {}: {files}", out.join("<stream>").display());

@@ -8,6 +8,8 @@ use crate::config::Settings;
 use crate::publish::{Publisher, StreamPublisher};
 use crate::source::SourceSpec;
 
+use super::LiveSettings;
+
 /// What one stream is asked to do.
 pub struct StreamJob<'a> {
     /// The stream's number in its run (0 for a run of one), as its events name it.
@@ -26,6 +28,8 @@ pub struct StreamJob<'a> {
     pub video: bool,
     /// Where the stream's frame records and status go besides its files (`run --publish`).
     pub publish: Option<StreamPublishing>,
+    /// Where new analysis settings for the running stream come from.
+    pub live: LiveSettings,
 }
 
 /// A stream's part of a run's broker connection: its handle and, when the stream is the run's

@@ -28,9 +28,12 @@
 //! A [`StopRequest`] is honoured in every state: it interrupts a source that is still opening
 //! (a server that accepts and never answers), ends the input of a running stream gracefully
 //! (the frames already taken are analysed and written), and, when it arrives while finishing
-//! waits for the broker, ends that wait (what is unacknowledged counts as dropped).
+//! waits for the broker, ends that wait (what is unacknowledged counts as dropped). New
+//! analysis settings ([`LiveSettings`]) reach a running stream's analyses the same way, from
+//! any thread.
 
 mod job;
+mod live;
 mod observer;
 mod outcome;
 mod stop;
@@ -38,9 +41,10 @@ mod stream;
 mod unstarted;
 
 pub use job::{StreamJob, StreamPublishing};
+pub use live::LiveSettings;
 pub use observer::{StreamObserver, StreamProgress, StreamStatus};
 pub use outcome::{StreamOutcome, fps, login_refused};
-pub use stop::{StopRequest, cause_name};
+pub use stop::{REMOVED, StopRequest, cause_name};
 pub use stream::run;
 pub use unstarted::record_not_started;
 

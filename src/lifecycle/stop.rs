@@ -5,8 +5,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use signal_hook::consts::signal::{SIGINT, SIGTERM};
 
+/// The cause of a stop that no signal asked for: the stream was removed from a running service
+/// (`DELETE /streams/{id}`). Above every signal number.
+pub const REMOVED: i32 = 1000;
+
 /// Asks a stream to stop; cheap to clone (clones ask the same stream). The request carries a
-/// cause: the number of the signal that asked (the run exits with 128 + it).
+/// cause: the number of the signal that asked (the run exits with 128 + it), or [`REMOVED`].
 #[derive(Clone, Debug, Default)]
 pub struct StopRequest {
     /// Set once asked: the source's and the pipeline's interrupt flag.
@@ -51,12 +55,13 @@ impl StopRequest {
     }
 }
 
-/// The name of a stop's cause: `SIGINT`, `SIGTERM`, else `signal`.
+/// The name of a stop's cause: `SIGINT`, `SIGTERM`, `removed`, else `signal`.
 #[must_use]
 pub fn cause_name(cause: i32) -> &'static str {
     match cause {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
+        REMOVED => "removed",
         _ => "signal",
     }
 }

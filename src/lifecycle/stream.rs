@@ -6,13 +6,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::TrySendError;
+
 use crate::backend::Backend;
 use crate::compose::PictureFormat;
 use crate::config::Settings;
 use crate::output::events::StreamEvent;
 use crate::output::{OutputError, RunEnd, RunSink, SinkOptions};
 use crate::pipeline::{
-    CounterSnapshot, Counters, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent,
+    Command, CounterSnapshot, Counters, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent,
 };
 use crate::publish::{Publisher, StatusClock, StreamPublisher};
 use crate::source::SourceSpec;
@@ -21,8 +23,8 @@ use crate::source::reconnect::SourceChange;
 use super::outcome::{SelfEnded, end_of_stream_error};
 use super::unstarted::record_not_started;
 use super::{
-    State, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamProgress, StreamStatus,
-    cause_name, login_refused,
+    LiveSettings, State, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamProgress,
+    StreamStatus, cause_name, login_refused,
 };
 
 /// How often the observer gets a status.
@@ -52,6 +54,7 @@ pub fn run(
         max_frames,
         video,
         publish,
+        live,
     } = job;
     let (topics, connection) = match publish {
         Some(p) => (Some(p.stream), p.finish),
@@ -65,7 +68,7 @@ pub fn run(
     let end = match start(&at, settings, backend, max_frames, video, topics, stop) {
         Ok(mut running) => {
             observer.state(State::Running);
-            let ending = drive(&mut running, &at, stop, observer);
+            let ending = drive(&mut running, &at, stop, &live, observer);
             End::Ran(Box::new(running), ending)
         }
         Err(error) => End::NotStarted(error),
@@ -200,6 +203,7 @@ fn drive(
     r: &mut Running,
     at: &Place<'_>,
     stop: &StopRequest,
+    live: &LiveSettings,
     observer: &mut dyn StreamObserver,
 ) -> Ending {
     let spec = at.spec;
@@ -212,10 +216,22 @@ fn drive(
     loop {
         if !stop_seen && let Some(cause) = stop.asked() {
             stop_seen = true;
-            log::warn!(
-                "{}: stopping {spec} — finishing the frames already taken and every output (again to quit at once)",
-                cause_name(cause)
-            );
+            if cause == super::REMOVED {
+                log::info!(
+                    "removed: stopping {spec} — finishing the frames already taken and every output"
+                );
+            } else {
+                log::warn!(
+                    "{}: stopping {spec} — finishing the frames already taken and every output (again to quit at once)",
+                    cause_name(cause)
+                );
+            }
+        }
+        if let Some(ops) = live.take()
+            && let Err(TrySendError::Full(Command::Settings(ops))) =
+                r.pipeline.commands.try_send(Command::Settings(ops))
+        {
+            live.put_back(ops);
         }
         while let Ok(change) = r.pipeline.source_changes.try_recv() {
             let state = match &change {
@@ -271,9 +287,10 @@ fn drive(
                     return Ending::WriteError(e);
                 }
                 observer.frame(&f);
+                // Counted in before it came out: a fresh snapshot keeps in >= out.
                 let now = CounterSnapshot {
                     frames_out: r.written,
-                    ..now
+                    ..r.counters.snapshot()
                 };
                 if let Err(e) = show_and_checkpoint(r, observer, now, total) {
                     return Ending::WriteError(e);
@@ -505,6 +522,7 @@ mod tests {
             max_frames: None,
             video: false,
             publish: None,
+            live: LiveSettings::new(),
         }
     }
 

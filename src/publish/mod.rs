@@ -1,8 +1,9 @@
 //! Results on an MQTT broker. A [`Publisher`] holds one connection to the broker of
 //! `[publish].url` (`mqtt://HOST:PORT/PREFIX`, `mqtts://…` over TLS) for every stream of a run;
-//! [`Publisher::stream`] hands out a cheap [`StreamPublisher`] per stream index, which sends each
-//! analysed frame's record (the `frames.jsonl` line, as written) to `PREFIX/<index>/frames` and a
-//! status message (fps, frame counters, drops) to `PREFIX/<index>/status`, both QoS 1.
+//! [`Publisher::stream`] hands out a cheap [`StreamPublisher`] per stream, which sends each
+//! analysed frame's record (the `frames.jsonl` line, as written) to `PREFIX/<id>/frames` and a
+//! status message (fps, frame counters, drops) to `PREFIX/<id>/status`, both QoS 1 (`id`: the
+//! stream's index for the streams of the command line, the id a service gave).
 //!
 //! Publishing never blocks the analysis: a message goes into a bounded queue
 //! (`publish.queue_messages`) with a non-blocking send, and when the queue is full — the broker
@@ -148,9 +149,12 @@ impl Publisher {
         &self.url
     }
 
-    /// The publisher of stream `index` (topics `PREFIX/<index>/…`).
+    /// The publisher of stream `index` (its drops are counted apart: an index is never reused
+    /// in a run), whose topics are `PREFIX/<id>/…` (`id`: the index itself for the streams of
+    /// the command line, the id a service gave; at most [`topic::MAX_STREAM_ID_BYTES`], checked
+    /// by whoever names the stream).
     #[must_use]
-    pub fn stream(&self, index: usize) -> StreamPublisher {
+    pub fn stream(&self, index: usize, id: &str) -> StreamPublisher {
         let drops = Arc::clone(
             self.stream_drops
                 .lock()
@@ -163,8 +167,9 @@ impl Publisher {
             client: self.client.clone(),
             shared: Arc::clone(&self.shared),
             index,
-            frames_topic: format!("{prefix}/{index}/frames").into(),
-            status_topic: format!("{prefix}/{index}/status").into(),
+            id: id.into(),
+            frames_topic: format!("{prefix}/{id}/frames").into(),
+            status_topic: format!("{prefix}/{id}/status").into(),
             drops,
             started: Instant::now(),
             oversize_logged: Arc::new(AtomicBool::new(false)),
@@ -262,6 +267,7 @@ pub struct StreamPublisher {
     client: Client,
     shared: Arc<Shared>,
     index: usize,
+    id: Arc<str>,
     frames_topic: Arc<str>,
     status_topic: Arc<str>,
     drops: Arc<AtomicU64>,
@@ -270,10 +276,16 @@ pub struct StreamPublisher {
 }
 
 impl StreamPublisher {
-    /// The stream's index (the topic level after the prefix).
+    /// The stream's index in its run.
     #[must_use]
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// The stream's id (the topic level after the prefix).
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Messages of this stream dropped so far at the queue (full, oversize, or after the end).
@@ -283,12 +295,13 @@ impl StreamPublisher {
     }
 
     /// Queues one frame's record (a JSON object, the `frames.jsonl` line without its newline)
-    /// for `PREFIX/<index>/frames`.
+    /// for `PREFIX/<id>/frames`.
     pub fn frame(&self, record_json: String) {
         self.offer(&self.frames_topic, record_json.into_bytes());
     }
 
-    /// Queues a status message for `PREFIX/<index>/status`: `status`'s fields plus `stream`,
+    /// Queues a status message for `PREFIX/<id>/status`: `status`'s fields plus `stream` (the
+    /// index), `id`,
     /// `unix_ms` (wall clock), `uptime_seconds` and `publish_dropped` (this stream's messages
     /// dropped so far, this one excluded).
     pub fn status(&self, status: &StreamStatus) {
@@ -297,6 +310,7 @@ impl StreamPublisher {
             .map_or(0, |d| d.as_millis() as u64);
         let doc = serde_json::json!({
             "stream": self.index,
+            "id": &*self.id,
             "unix_ms": unix_ms,
             "uptime_seconds": (self.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
             "fps": (status.fps * 1000.0).round() / 1000.0,
@@ -363,8 +377,8 @@ mod tests {
     #[test]
     fn a_full_queue_drops_and_counts_without_blocking() {
         let publisher = Publisher::start(&to_nowhere(3)).unwrap();
-        let a = publisher.stream(0);
-        let b = publisher.stream(1);
+        let a = publisher.stream(0, "0");
+        let b = publisher.stream(1, "1");
         let t = Instant::now();
         for i in 0..10 {
             a.frame(format!("{{\"index\":{i}}}"));
@@ -377,7 +391,7 @@ mod tests {
         // Three fit in the queue (the broker is not there to take them), the rest are dropped.
         assert_eq!(a.dropped() + b.dropped(), 8);
         assert_eq!(
-            publisher.stream(0).dropped(),
+            publisher.stream(0, "0").dropped(),
             a.dropped(),
             "handles share a stream's count"
         );
@@ -399,7 +413,7 @@ mod tests {
     #[test]
     fn messages_after_the_end_are_dropped() {
         let publisher = Publisher::start(&to_nowhere(10)).unwrap();
-        let s = publisher.stream(2);
+        let s = publisher.stream(2, "2");
         let report = publisher.finish(Duration::ZERO, &mut |_| ControlFlow::Continue(()));
         assert_eq!(report.offered, 0);
         s.frame("{}".into());
@@ -409,7 +423,7 @@ mod tests {
     #[test]
     fn a_wait_for_the_broker_ends_when_the_caller_breaks_it() {
         let publisher = Publisher::start(&to_nowhere(10)).unwrap();
-        publisher.stream(0).frame("{}".into());
+        publisher.stream(0, "0").frame("{}".into());
         let t = Instant::now();
         let mut seen = 0;
         let report = publisher.finish(Duration::from_secs(60), &mut |r| {
@@ -444,10 +458,13 @@ mod tests {
     #[test]
     fn topics_carry_the_prefix_and_the_stream() {
         let publisher = Publisher::start(&to_nowhere(1)).unwrap();
-        let s = publisher.stream(7);
+        let s = publisher.stream(7, "7");
         assert_eq!(&*s.frames_topic, "t/7/frames");
         assert_eq!(&*s.status_topic, "t/7/status");
-        assert_eq!(s.index(), 7);
+        assert_eq!((s.index(), s.id()), (7, "7"));
+        let door = publisher.stream(8, "door-1");
+        assert_eq!(&*door.status_topic, "t/door-1/status");
+        assert_eq!((door.index(), door.id()), (8, "door-1"));
     }
 
     #[test]

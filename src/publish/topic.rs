@@ -19,9 +19,12 @@
 /// MQTT's limit on a topic name, bytes (its length is a 16-bit number).
 pub const MAX_TOPIC_BYTES: usize = 65_535;
 
-/// The longest suffix the publisher appends to the prefix: `/<stream index>/status` with the
-/// largest index a `usize` holds.
-pub const LONGEST_SUFFIX_BYTES: usize = "/18446744073709551615/status".len();
+/// The longest stream id, bytes (a stream's topic level: its index, or the id a service gave).
+pub const MAX_STREAM_ID_BYTES: usize = 64;
+
+/// The longest suffix the publisher appends to the prefix: `/<stream id>/status` with the
+/// longest id.
+pub const LONGEST_SUFFIX_BYTES: usize = 1 + MAX_STREAM_ID_BYTES + "/status".len();
 
 /// Topic levels mosquitto accepts at most in a topic (its `TOPIC_HIERARCHY_LIMIT`).
 pub const MAX_TOPIC_LEVELS: usize = 200;
@@ -138,7 +141,12 @@ mod tests {
 
     #[test]
     fn the_longest_topic_fits() {
-        let topic = format!("{}/{}/status", "a".repeat(MAX_PREFIX_BYTES), usize::MAX);
+        let id = "i".repeat(MAX_STREAM_ID_BYTES);
+        let topic = format!("{}/{id}/status", "a".repeat(MAX_PREFIX_BYTES));
         assert_eq!(topic.len(), MAX_TOPIC_BYTES);
+        assert!(
+            usize::MAX.to_string().len() <= MAX_STREAM_ID_BYTES,
+            "an index fits too"
+        );
     }
 }

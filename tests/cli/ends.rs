@@ -101,6 +101,16 @@ impl Running {
     }
 }
 
+impl Drop for Running {
+    /// A test that failed leaves no process behind.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Every line of frames.jsonl parses and the indices run 0, 1, 2, …
 fn whole_lines(p: &Path) -> usize {
     let frames = lines(p);
