@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
-use morphoscope::lifecycle::{self, StopRequest, StreamJob, StreamPublishing};
+use morphoscope::lifecycle::{self, StopRequest, StreamJob, StreamOutput, StreamPublishing};
 use morphoscope::output::RunSink;
 use morphoscope::publish::Publisher;
 use morphoscope::source::SourceSpec;
@@ -316,12 +316,14 @@ fn headless(
     let job = StreamJob {
         index: 0,
         spec,
-        out: out.to_owned(),
+        output: StreamOutput::Folder {
+            out: out.to_owned(),
+            video,
+            publish,
+        },
         settings,
         backend: &backend,
         max_frames,
-        video,
-        publish,
         live: lifecycle::LiveSettings::new(),
     };
     let outcome = lifecycle::run(job, &stop, &mut ProgressObserver::new(quiet));

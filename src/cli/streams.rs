@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
 use morphoscope::lifecycle::{
-    self, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamPublishing, StreamStatus,
-    fps, login_refused,
+    self, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamOutput, StreamPublishing,
+    StreamStatus, fps, login_refused,
 };
 use morphoscope::output::RunSink;
 use morphoscope::pipeline::CounterSnapshot;
@@ -192,12 +192,14 @@ fn one_stream(
     let job = StreamJob {
         index,
         spec,
-        out: folder,
+        output: StreamOutput::Folder {
+            out: folder,
+            video,
+            publish,
+        },
         settings,
         backend,
         max_frames,
-        video,
-        publish,
         live: lifecycle::LiveSettings::new(),
     };
     // The place a publisher of results hooks in: the stream's observer sees each frame (its

@@ -1,10 +1,12 @@
-//! What a stream is asked to do: its source, folder, settings, device and limits.
+//! What a stream is asked to do: its source, where its results go, settings, device and limits.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::config::Settings;
+use crate::pipeline::Mailbox;
 use crate::publish::{Publisher, StreamPublisher};
 use crate::source::SourceSpec;
 
@@ -16,20 +18,37 @@ pub struct StreamJob<'a> {
     pub index: usize,
     /// The source.
     pub spec: SourceSpec,
-    /// Its output folder (files an earlier run wrote there are replaced, with a warning).
-    pub out: PathBuf,
+    /// Where its results go.
+    pub output: StreamOutput,
     /// Settings (shared by every stream of a run).
     pub settings: &'a Settings,
     /// The backend of the stream's device (shared by every stream on that device).
     pub backend: &'a Backend,
     /// Frames to analyse at most.
     pub max_frames: Option<u64>,
-    /// Write the overlay video.
-    pub video: bool,
-    /// Where the stream's frame records and status go besides its files (`run --publish`).
-    pub publish: Option<StreamPublishing>,
     /// Where new analysis settings for the running stream come from.
     pub live: LiveSettings,
+}
+
+/// Where a stream's results go.
+// One per stream, moved once into its state machine: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum StreamOutput {
+    /// Every frame into a folder of files ([`crate::output::RunSink`]): a headless run, a
+    /// service's stream.
+    Folder {
+        /// The folder (files an earlier run wrote there are replaced, with a warning).
+        out: PathBuf,
+        /// Write the overlay video.
+        video: bool,
+        /// Where the frame records and the status go besides the files (`run --publish`).
+        publish: Option<StreamPublishing>,
+    },
+    /// The newest frame only, into a mailbox, its layers composed into an RGBA picture when the
+    /// previous picture was taken (the viewer: composing follows the display rate); frames the
+    /// analyses cannot keep up with are dropped before analysis, as from a live source. No
+    /// files.
+    Mailbox(Arc<Mailbox>),
 }
 
 /// A stream's part of a run's broker connection: its handle and, when the stream is the run's

@@ -1,6 +1,6 @@
 //! One stream's life, from its SOURCE to its finished files, the same for every program that
-//! runs streams (the `run` command drives it today; a service adding and removing streams at
-//! run time and a Python frame iterator drive the same code).
+//! runs streams: the `run` command, a service adding and removing streams at run time
+//! ([`crate::service`]) and the viewer drive the same code.
 //!
 //! ```text
 //!                       +--source lost--> reconnecting --first frame again--+
@@ -16,8 +16,9 @@
 //!
 //! [`run`] takes a [`StreamJob`] through these [`State`]s on the caller's thread: *starting*
 //! opens the source and its pipeline ([`crate::pipeline`]) and takes over the output folder
-//! ([`crate::output::RunSink`]); *running* writes every analysed frame as it arrives and shows
-//! it to a [`StreamObserver`]; *reconnecting* is a live source lost and being reopened with
+//! ([`crate::output::RunSink`]) — or, for the viewer, a mailbox that holds the newest frame
+//! ([`StreamOutput`]); *running* writes every analysed frame as it arrives and shows it to a
+//! [`StreamObserver`]; *reconnecting* is a live source lost and being reopened with
 //! backoff ([`crate::source::reconnect`]: the analyses, the tracker's id sequence and the
 //! files stay, the counters stand still, `events.jsonl`, `timings.json` and the broker's status
 //! say so); *finishing* is the one path every end goes through — end of stream, the frame
@@ -40,7 +41,7 @@ mod stop;
 mod stream;
 mod unstarted;
 
-pub use job::{StreamJob, StreamPublishing};
+pub use job::{StreamJob, StreamOutput, StreamPublishing};
 pub use live::LiveSettings;
 pub use observer::{StreamObserver, StreamProgress, StreamStatus};
 pub use outcome::{StreamOutcome, fps, login_refused};

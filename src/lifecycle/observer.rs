@@ -1,7 +1,11 @@
 //! What a stream shows its driver as it goes: frames, a status every second, progress, states.
 
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+
 use crate::analysis::AnalysedFrame;
-use crate::pipeline::CounterSnapshot;
+use crate::pipeline::{Command, CounterSnapshot, Counters};
 
 use super::State;
 
@@ -38,4 +42,7 @@ pub trait StreamObserver: Send {
     fn progress(&mut self, _progress: &StreamProgress) {}
     /// The stream entered `state`.
     fn state(&mut self, _state: State) {}
+    /// The pipeline runs: its command channel (styles, pause, step for a viewer), its counters
+    /// and its backend's description. Called once, right after the running state is entered.
+    fn started(&mut self, _commands: &Sender<Command>, _counters: &Arc<Counters>, _backend: &str) {}
 }

@@ -12,19 +12,20 @@ use crate::backend::Backend;
 use crate::compose::PictureFormat;
 use crate::config::Settings;
 use crate::output::events::StreamEvent;
-use crate::output::{OutputError, RunEnd, RunSink, SinkOptions};
+use crate::output::{Finished, OutputError, RunEnd, RunSink, SinkOptions};
 use crate::pipeline::{
-    Command, CounterSnapshot, Counters, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent,
+    Command, CounterSnapshot, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline,
+    PipelineEvent,
 };
-use crate::publish::{Publisher, StatusClock, StreamPublisher};
+use crate::publish::{PublishReport, Publisher, StatusClock, StreamPublisher};
 use crate::source::SourceSpec;
 use crate::source::reconnect::SourceChange;
 
 use super::outcome::{SelfEnded, end_of_stream_error};
 use super::unstarted::record_not_started;
 use super::{
-    LiveSettings, State, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamProgress,
-    StreamStatus, cause_name, login_refused,
+    LiveSettings, State, StopRequest, StreamJob, StreamObserver, StreamOutcome, StreamOutput,
+    StreamProgress, StreamStatus, cause_name, login_refused,
 };
 
 /// How often the observer gets a status.
@@ -48,48 +49,73 @@ pub fn run(
     let StreamJob {
         index,
         spec,
-        out,
+        output,
         settings,
         backend,
         max_frames,
-        video,
-        publish,
         live,
     } = job;
-    let (topics, connection) = match publish {
-        Some(p) => (Some(p.stream), p.finish),
-        None => (None, None),
+    let (target, topics, connection) = match output {
+        StreamOutput::Folder {
+            out,
+            video,
+            publish,
+        } => {
+            let (topics, connection) = match publish {
+                Some(p) => (Some(p.stream), p.finish),
+                None => (None, None),
+            };
+            (Target::Folder { out, video }, topics, connection)
+        }
+        StreamOutput::Mailbox(mailbox) => (Target::Mailbox(mailbox), None, None),
     };
-    let at = Place {
-        index,
-        spec: &spec,
-        out: &out,
-    };
-    let end = match start(&at, settings, backend, max_frames, video, topics, stop) {
+    let at = Place { index, spec: &spec };
+    let end = match start(&at, &target, settings, backend, max_frames, topics, stop) {
         Ok(mut running) => {
             observer.state(State::Running);
+            observer.started(
+                &running.pipeline.commands,
+                &running.counters,
+                &running.pipeline.backend,
+            );
             let ending = drive(&mut running, &at, stop, &live, observer);
             End::Ran(Box::new(running), ending)
         }
         Err(error) => End::NotStarted(error),
     };
     observer.state(State::Finishing);
+    let out = target.folder().cloned();
     let outcome = finish(index, spec, out, end, connection, stop, observer);
     observer.state(State::Finished);
     outcome
 }
 
-/// Which stream: its number, source and folder.
+/// Which stream: its number and source.
 struct Place<'a> {
     index: usize,
     spec: &'a SourceSpec,
-    out: &'a PathBuf,
 }
 
-/// A stream whose pipeline runs and whose folder is taken over.
+/// Where the results go, as `start` needs it.
+enum Target {
+    Folder { out: PathBuf, video: bool },
+    Mailbox(Arc<Mailbox>),
+}
+
+impl Target {
+    fn folder(&self) -> Option<&PathBuf> {
+        match self {
+            Self::Folder { out, .. } => Some(out),
+            Self::Mailbox(_) => None,
+        }
+    }
+}
+
+/// A stream whose pipeline runs and whose folder (if any) is taken over.
 struct Running {
     pipeline: Pipeline,
-    sink: RunSink,
+    /// The folder's writer (`None`: results go to a mailbox).
+    sink: Option<RunSink>,
     counters: Arc<Counters>,
     max_frames: Option<u64>,
     status_clock: Option<StatusClock>,
@@ -122,24 +148,36 @@ enum End {
 /// folder (an earlier run's files are removed, with a warning). The error names the source.
 fn start(
     at: &Place<'_>,
+    target: &Target,
     settings: &Settings,
     backend: &Backend,
     max_frames: Option<u64>,
-    video: bool,
     topics: Option<StreamPublisher>,
     stop: &StopRequest,
 ) -> Result<Running, String> {
-    let (spec, out) = (at.spec, at.out);
-    let want = if video {
-        PictureWant::Every(PictureFormat::I420)
-    } else {
-        PictureWant::None
+    let spec = at.spec;
+    let (delivery, want, out, video) = match target {
+        Target::Folder { out, video: true } => (
+            Delivery::All,
+            PictureWant::Every(PictureFormat::I420),
+            Some(out),
+            true,
+        ),
+        Target::Folder { out, video: false } => {
+            (Delivery::All, PictureWant::None, Some(out), false)
+        }
+        Target::Mailbox(m) => (
+            Delivery::Latest(Arc::clone(m)),
+            PictureWant::WhenTaken(PictureFormat::Rgba),
+            None,
+            false,
+        ),
     };
     let pipeline = Pipeline::start_stoppable(
         FrameSource::Spec(spec.clone()),
         settings,
         backend,
-        Delivery::All,
+        delivery,
         want,
         max_frames,
         stop.flag(),
@@ -152,6 +190,17 @@ fn start(
             format!("cannot open {spec}: {message}")
         }
     })?;
+    let Some(out) = out else {
+        return Ok(Running {
+            counters: pipeline.counters.clone(),
+            pipeline,
+            sink: None,
+            max_frames,
+            status_clock: None,
+            started: Instant::now(),
+            written: 0,
+        });
+    };
     let live = pipeline.stream_info().live;
     let opts = SinkOptions {
         stream: at.index,
@@ -189,7 +238,7 @@ fn start(
     Ok(Running {
         counters: pipeline.counters.clone(),
         pipeline,
-        sink,
+        sink: Some(sink),
         max_frames,
         status_clock,
         started: Instant::now(),
@@ -245,14 +294,13 @@ fn drive(
                     clock.set_reconnecting(state == State::Reconnecting);
                 }
             }
-            if let Err(e) = r.sink.event(&StreamEvent::Source(change)) {
+            if let Some(sink) = &mut r.sink
+                && let Err(e) = sink.event(&StreamEvent::Source(change))
+            {
                 return Ending::WriteError(e);
             }
         }
-        let now = CounterSnapshot {
-            frames_out: r.written,
-            ..r.counters.snapshot()
-        };
+        let now = r.snapshot();
         if let Some(clock) = &mut r.status_clock {
             clock.tick(&now, 0, false);
         }
@@ -276,22 +324,22 @@ fn drive(
         };
         match event {
             PipelineEvent::Frame(f) => {
-                if r.written == 0 {
-                    r.sink.set_stream(r.pipeline.stream_info());
-                }
-                let result = r.sink.write(&f);
-                // A frame counts as out once its line is in frames.jsonl (even when a later file
-                // of the same frame failed).
-                r.written = r.sink.frames_written();
-                if let Err(e) = result {
-                    return Ending::WriteError(e);
+                // (Only into a folder: a mailbox takes the frames itself.)
+                if let Some(sink) = &mut r.sink {
+                    if r.written == 0 {
+                        sink.set_stream(r.pipeline.stream_info());
+                    }
+                    let result = sink.write(&f);
+                    // A frame counts as out once its line is in frames.jsonl (even when a later
+                    // file of the same frame failed).
+                    r.written = sink.frames_written();
+                    if let Err(e) = result {
+                        return Ending::WriteError(e);
+                    }
                 }
                 observer.frame(&f);
                 // Counted in before it came out: a fresh snapshot keeps in >= out.
-                let now = CounterSnapshot {
-                    frames_out: r.written,
-                    ..r.counters.snapshot()
-                };
+                let now = r.snapshot();
                 if let Err(e) = show_and_checkpoint(r, observer, now, total) {
                     return Ending::WriteError(e);
                 }
@@ -310,11 +358,29 @@ fn show_and_checkpoint(
     total: Option<u64>,
 ) -> Result<(), OutputError> {
     observer.progress(&StreamProgress {
-        written: r.written,
+        written: now.frames_out,
         counters: now,
         total,
     });
-    r.sink.checkpoint(now)
+    match &mut r.sink {
+        Some(sink) => sink.checkpoint(now),
+        None => Ok(()),
+    }
+}
+
+impl Running {
+    /// The counters now; `frames_out` is the frames written to the folder (for a mailbox: the
+    /// frames the analyses delivered).
+    fn snapshot(&self) -> CounterSnapshot {
+        let now = self.counters.snapshot();
+        match self.sink {
+            Some(_) => CounterSnapshot {
+                frames_out: self.written,
+                ..now
+            },
+            None => now,
+        }
+    }
 }
 
 /// Finishing, the one path of every end: ends the pipeline, finishes the files, waits for the
@@ -322,7 +388,7 @@ fn show_and_checkpoint(
 fn finish(
     index: usize,
     spec: SourceSpec,
-    out: PathBuf,
+    out: Option<PathBuf>,
     end: End,
     connection: Option<(Publisher, Duration)>,
     stop: &StopRequest,
@@ -334,14 +400,16 @@ fn finish(
             // Nothing was published: the connection is closed without waiting for the broker.
             let publish =
                 connection.map(|(p, _)| p.finish(Duration::ZERO, &mut |_| ControlFlow::Break(())));
-            let mut o = StreamOutcome::not_started(spec.to_string(), out, error);
+            let folder = out.is_some();
+            let mut o =
+                StreamOutcome::not_started(spec.to_string(), out.unwrap_or_default(), error);
             if let Some(cause) = stop.asked() {
                 o.ended = cause_name(cause).to_owned();
                 o.error = None;
                 o.stopped_by = Some(cause);
             }
             o.publish = publish;
-            if let Some(e) = record_not_started(index, &o.source, &o.out, &o.ended) {
+            if folder && let Some(e) = record_not_started(index, &o.source, &o.out, &o.ended) {
                 log::warn!("{e}");
             }
             return o;
@@ -349,7 +417,7 @@ fn finish(
     };
     let Running {
         pipeline,
-        mut sink,
+        sink,
         counters,
         max_frames,
         mut status_clock,
@@ -367,10 +435,17 @@ fn finish(
     }
     let stopped_by = stop.asked();
     let wall_seconds = started.elapsed().as_secs_f64();
-    let counters = CounterSnapshot {
-        frames_out: written,
-        ..counters.snapshot()
+    // Taken now that the pipeline has ended; out: the frames written (into a mailbox: the
+    // frames the analyses delivered).
+    let mailbox_only = sink.is_none();
+    let counters = match &sink {
+        Some(_) => CounterSnapshot {
+            frames_out: written,
+            ..counters.snapshot()
+        },
+        None => counters.snapshot(),
     };
+    let written = counters.frames_out;
     let limit_reached = max_frames.is_some_and(|m| written >= m);
     // A stream that ended by itself too soon (a truncated file, a live source gone) is an
     // error, in timings.json as in the run's summary.
@@ -378,7 +453,13 @@ fn finish(
         (Ending::Stream, None) => end_of_stream_error(&SelfEnded {
             spec: &spec,
             stream: &stream,
-            written,
+            // Into a mailbox frames are dropped before analysis by design: what the source
+            // delivered says whether it ended early.
+            written: if mailbox_only {
+                counters.frames_in
+            } else {
+                written
+            },
             estimate,
             limit_reached,
             limited: max_frames.is_some(),
@@ -400,53 +481,37 @@ fn finish(
             true,
         );
     }
-    // Changes the source reported up to its end (a give-up comes after its last attempts).
-    let mut event_error = None;
-    // (`finished` is the last event: RunSink::finish writes it after the last segment's.)
-    for event in pipeline_changes.try_iter().map(StreamEvent::Source) {
-        if let Err(e) = sink.event(&event) {
-            event_error.get_or_insert(e);
+    let mut finished = sink.map(|mut sink| {
+        // Changes the source reported up to its end (a give-up comes after its last attempts).
+        let mut event_error = None;
+        // (`finished` is the last event: RunSink::finish writes it after the last segment's.)
+        for event in pipeline_changes.try_iter().map(StreamEvent::Source) {
+            if let Err(e) = sink.event(&event) {
+                event_error.get_or_insert(e);
+            }
         }
-    }
-    let mut finished = sink.finish(&RunEnd {
-        counters,
-        wall_seconds,
-        ended: ended.clone(),
+        let mut finished = sink.finish(&RunEnd {
+            counters,
+            wall_seconds,
+            ended: ended.clone(),
+        });
+        if let Some(e) = event_error {
+            finished.error.get_or_insert(e);
+        }
+        finished
     });
-    if let Some(e) = event_error {
-        finished.error.get_or_insert(e);
-    }
     observer.status(&StreamStatus {
         counters,
         fps: super::fps(&counters, wall_seconds),
     });
     // The files are complete; `timings.json` keeps being rewritten with the publisher's counts
     // while the broker is waited for (a stop that arrives during the wait ends it).
-    let publish = connection.map(|(p, deadline)| {
-        let asked_before = stop.asked().is_some();
-        let mut rewritten = Instant::now();
-        let mut rewrite_error = finished.set_publish_report(&p.report(), true).err();
-        let report = p.finish(deadline, &mut |report| {
-            if rewritten.elapsed() >= FLUSH_REWRITE_EVERY {
-                rewritten = Instant::now();
-                if let Err(e) = finished.set_publish_report(report, true) {
-                    rewrite_error.get_or_insert(e);
-                }
-            }
-            if !asked_before && stop.asked().is_some() {
-                log::warn!("stopped while waiting for the broker: what it has not acknowledged counts as dropped");
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(())
-        });
-        if let Err(e) = finished.set_publish_report(&report, false) {
-            rewrite_error.get_or_insert(e);
-        }
-        if let Some(e) = rewrite_error {
-            finished.error.get_or_insert(e);
-        }
-        report
-    });
+    let publish = match (connection, finished.as_mut()) {
+        (Some((p, deadline)), Some(finished)) => Some(flush(p, deadline, finished, stop)),
+        // (A connection comes with a folder only.)
+        (Some((p, _)), None) => Some(p.finish(Duration::ZERO, &mut |_| ControlFlow::Break(()))),
+        (None, _) => None,
+    };
     let error = match ending {
         Ending::WriteError(e) => Some(format!(
             "{e} (after {written} frames; the files hold the frames before it)"
@@ -456,25 +521,59 @@ fn finish(
             "{e} (after {written} frames; outputs hold the frames analysed before it)"
         )),
         Ending::Stream => finished
-            .error
             .as_ref()
+            .and_then(|f| f.error.as_ref())
             .map(ToString::to_string)
             .or_else(|| publish.as_ref().and_then(login_refused)),
     };
     let error = error.or(early_end);
     StreamOutcome {
         source: spec.to_string(),
-        out,
+        out: out.unwrap_or_default(),
         backend,
         counters,
         wall_seconds,
         ended,
-        finished: Some(finished),
+        finished,
         // A stop asked while the broker was waited for also counts.
         stopped_by: stop.asked(),
         error,
         publish,
     }
+}
+
+/// Waits for the broker to acknowledge what is queued (at most `deadline`), rewriting
+/// `timings.json` with the publisher's counts every second meanwhile; a stop asked during the
+/// wait ends it (what is unacknowledged counts as dropped).
+fn flush(
+    p: Publisher,
+    deadline: Duration,
+    finished: &mut Finished,
+    stop: &StopRequest,
+) -> PublishReport {
+    let asked_before = stop.asked().is_some();
+    let mut rewritten = Instant::now();
+    let mut rewrite_error = finished.set_publish_report(&p.report(), true).err();
+    let report = p.finish(deadline, &mut |report| {
+        if rewritten.elapsed() >= FLUSH_REWRITE_EVERY {
+            rewritten = Instant::now();
+            if let Err(e) = finished.set_publish_report(report, true) {
+                rewrite_error.get_or_insert(e);
+            }
+        }
+        if !asked_before && stop.asked().is_some() {
+            log::warn!("stopped while waiting for the broker: what it has not acknowledged counts as dropped");
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    if let Err(e) = finished.set_publish_report(&report, false) {
+        rewrite_error.get_or_insert(e);
+    }
+    if let Some(e) = rewrite_error {
+        finished.error.get_or_insert(e);
+    }
+    report
 }
 
 #[cfg(test)]
@@ -516,12 +615,14 @@ mod tests {
         StreamJob {
             index: 3,
             spec: SourceSpec::parse("test:ball").unwrap(),
-            out: out.to_owned(),
+            output: StreamOutput::Folder {
+                out: out.to_owned(),
+                video: false,
+                publish: None,
+            },
             settings,
             backend: &Backend::Cpu,
             max_frames: None,
-            video: false,
-            publish: None,
             live: LiveSettings::new(),
         }
     }
@@ -561,6 +662,66 @@ mod tests {
         assert_eq!(
             (&events[1]["event"], &events[1]["ended"]),
             (&"finished".into(), &"end of stream".into())
+        );
+    }
+
+    /// Counts what `started` hands over.
+    #[derive(Default)]
+    struct Steered {
+        seen: Seen,
+        started: Option<(Arc<Counters>, String)>,
+    }
+
+    impl StreamObserver for Steered {
+        fn state(&mut self, state: State) {
+            self.seen.state(state);
+        }
+        fn started(
+            &mut self,
+            _commands: &crossbeam_channel::Sender<Command>,
+            counters: &Arc<Counters>,
+            backend: &str,
+        ) {
+            self.started = Some((Arc::clone(counters), backend.to_owned()));
+        }
+    }
+
+    #[test]
+    fn a_stream_into_a_mailbox_goes_through_the_same_states_and_writes_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = quick(5);
+        let mailbox = Arc::new(Mailbox::new());
+        let mut job = job(&settings, dir.path());
+        job.output = StreamOutput::Mailbox(Arc::clone(&mailbox));
+        let mut steered = Steered::default();
+        let o = run(job, &StopRequest::new(), &mut steered);
+        assert_eq!(
+            (o.error.as_deref(), o.ended.as_str()),
+            (None, "end of stream")
+        );
+        assert!(o.finished.is_none(), "no files");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(
+            steered.seen.states,
+            [
+                State::Starting,
+                State::Running,
+                State::Finishing,
+                State::Finished
+            ]
+        );
+        let (counters, backend) = steered.started.unwrap();
+        assert!(backend.starts_with("cpu"), "{backend}");
+        // Frames the analyses could not keep up with are dropped, as for the viewer.
+        assert_eq!(o.counters.frames_in, 5);
+        assert_eq!(o.counters.frames_out + o.counters.dropped, 5);
+        assert_eq!(counters.snapshot().frames_out, o.counters.frames_out);
+        let last = mailbox
+            .take()
+            .expect("the newest frame waits in the mailbox");
+        assert!(
+            last.picture.is_some(),
+            "its picture composed for the viewer"
         );
     }
 

@@ -16,7 +16,7 @@ use crate::backend::Backend;
 use crate::config::{Settings, change_ops};
 use crate::lifecycle::{
     self, LiveSettings, REMOVED, State, StopRequest, StreamJob, StreamObserver, StreamOutcome,
-    StreamProgress, StreamPublishing, StreamStatus,
+    StreamOutput, StreamProgress, StreamPublishing, StreamStatus,
 };
 use crate::output::RunSink;
 use crate::pipeline::CounterSnapshot;
@@ -246,12 +246,14 @@ impl Streams {
                 let job = StreamJob {
                     index,
                     spec,
-                    out: folder,
+                    output: StreamOutput::Folder {
+                        out: folder,
+                        video,
+                        publish,
+                    },
                     settings: &settings,
                     backend: &backend,
                     max_frames,
-                    video,
-                    publish,
                     live,
                 };
                 let outcome = lifecycle::run(job, &stop, &mut watcher);

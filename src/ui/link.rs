@@ -1,10 +1,12 @@
-//! The viewer's connection to a pipeline worker: the newest-frame mailbox, the command channel,
-//! the final `End`/`Error` event and the frame counters.
+//! The viewer's connection to a stream: the newest-frame mailbox, the command channel, the final
+//! `End`/`Error` event and the frame counters.
 //!
-//! Starting a pipeline opens GStreamer and may build CUDA state, and stopping one joins its
-//! threads; both happen on short-lived helper threads, never on the UI thread. The pipeline is
-//! asked for an RGBA picture only when the viewer has taken the previous frame
-//! ([`PictureWant::WhenTaken`]), so composing follows the display rate. The UI polls
+//! Each source the viewer opens is a [`crate::lifecycle`] stream on a thread of its own, whose
+//! results go to a mailbox ([`StreamOutput::Mailbox`]): the same opening, reconnecting and
+//! finishing as a headless run's, without files. Opening a source opens GStreamer and may build
+//! CUDA state, and stopping a stream joins its pipeline's threads; both happen on that thread,
+//! never on the UI thread. The pipeline composes an RGBA picture only when the viewer has taken
+//! the previous frame, so composing follows the display rate. The UI polls
 //! [`Link::poll`] once per repaint. Settings and layer-style changes are coalesced: at most one
 //! `Command::Settings` and one `Command::Style` wait to be sent, the newest, retried on the next
 //! repaint when the bounded command channel is full (a drag of a slider must never block the
@@ -24,9 +26,8 @@ use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
 use crate::config::Settings;
-use crate::pipeline::{
-    Command, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent,
-};
+use crate::lifecycle::{self, LiveSettings, StopRequest, StreamJob, StreamObserver, StreamOutput};
+use crate::pipeline::{Command, Counters, Mailbox, PipelineEvent};
 use crate::source::SourceSpec;
 
 /// What [`Link::poll`] found since the last poll.
@@ -50,13 +51,37 @@ struct Worker {
     counters: Arc<Counters>,
     backend: String,
     /// `None` when detached (a test holds the other ends).
-    pipeline: Option<Pipeline>,
+    stream: Option<Stream>,
 }
 
-/// A pipeline being opened on a helper thread.
+/// A stream's thread and the request that stops it.
+struct Stream {
+    stop: StopRequest,
+    thread: JoinHandle<()>,
+}
+
+impl Stream {
+    /// Asks the stream to stop (it finishes on its own thread) and hands back its thread.
+    fn stop(self) -> JoinHandle<()> {
+        self.stop.ask(lifecycle::REMOVED);
+        self.thread
+    }
+}
+
+/// What a stream hands the viewer once its pipeline runs.
+struct Started {
+    commands: Sender<Command>,
+    counters: Arc<Counters>,
+    backend: String,
+}
+
+/// A stream whose source is being opened on its thread.
 struct Opening {
     source: String,
-    result: Receiver<Result<(Pipeline, Arc<Mailbox>), String>>,
+    result: Receiver<Result<Started, String>>,
+    events: Receiver<PipelineEvent>,
+    mailbox: Arc<Mailbox>,
+    stream: Option<Stream>,
 }
 
 /// Connection to the worker (see the module docs).
@@ -95,7 +120,7 @@ impl Link {
             mailbox: mailbox.clone(),
             counters: counters.clone(),
             backend: backend_label.to_owned(),
-            pipeline: None,
+            stream: None,
         };
         let link = Self {
             worker: Some(worker),
@@ -156,7 +181,7 @@ impl Link {
         }
     }
 
-    /// Stops the current pipeline (on a helper thread) and opens `spec` on another, its pictures
+    /// Stops the current stream (on its thread) and opens `spec` as a new one, its pictures
     /// composed with `style`; the result arrives through [`Self::poll`]. `ctx` is repainted when
     /// frames arrive.
     pub fn open(
@@ -172,42 +197,70 @@ impl Link {
         self.stop_async();
         let source = spec.to_string();
         let settings = settings.clone();
-        let style = Box::new(style.clone());
         self.pending_style = None;
-        let ctx = ctx.clone();
-        let (tx, rx) = bounded(1);
+        let mailbox = Arc::new(Mailbox::new());
+        let waker_ctx = ctx.clone();
+        mailbox.set_waker(move || waker_ctx.request_repaint());
+        let (started, result) = bounded(1);
+        let (ended, events) = bounded(1);
+        let stop = StopRequest::new();
+        let mut observer = ViewerObserver {
+            started: Some(started),
+            style: Some(Box::new(style.clone())),
+            ctx: ctx.clone(),
+        };
+        let job_mailbox = Arc::clone(&mailbox);
+        let job_stop = stop.clone();
         let spawned = std::thread::Builder::new()
-            .name("morphoscope-open".into())
+            .name("morphoscope-view".into())
             .spawn(move || {
-                let mailbox = Arc::new(Mailbox::new());
-                let waker_ctx = ctx.clone();
-                mailbox.set_waker(move || waker_ctx.request_repaint());
-                let want = PictureWant::WhenTaken(PictureFormat::Rgba);
-                let r = Pipeline::start(
-                    FrameSource::Spec(spec.clone()),
-                    &settings,
-                    &backend,
-                    Delivery::Latest(mailbox.clone()),
-                    want,
-                )
-                .map(|p| {
-                    // The worker reads commands before each frame: the first pictures (nearly
-                    // always) have the viewer's look already.
-                    let _ = p.commands.try_send(Command::Style(style));
-                    (p, mailbox)
-                })
-                .map_err(|e| format!("cannot open {spec}: {e}"));
-                let _ = tx.send(r);
-                ctx.request_repaint();
+                let job = StreamJob {
+                    index: 0,
+                    spec,
+                    output: StreamOutput::Mailbox(job_mailbox),
+                    settings: &settings,
+                    backend: &backend,
+                    max_frames: None,
+                    live: LiveSettings::new(),
+                };
+                let outcome = lifecycle::run(job, &job_stop, &mut observer);
+                match observer.started.take() {
+                    // It never ran: why, in place of the start.
+                    Some(started) => {
+                        let why = outcome.error.unwrap_or(outcome.ended);
+                        let _ = started.send(Err(why));
+                    }
+                    None => {
+                        let _ = ended.send(match outcome.error {
+                            Some(e) => PipelineEvent::Error(e),
+                            None => PipelineEvent::End,
+                        });
+                    }
+                }
+                observer.ctx.request_repaint();
             });
-        match spawned {
-            Ok(_) => self.opening = Some(Opening { source, result: rx }),
+        let stream = match spawned {
+            Ok(thread) => Some(Stream { stop, thread }),
             Err(e) => {
                 let (tx, rx) = bounded(1);
                 let _ = tx.send(Err(format!("cannot start a thread: {e}")));
-                self.opening = Some(Opening { source, result: rx });
+                self.opening = Some(Opening {
+                    source,
+                    result: rx,
+                    events,
+                    mailbox,
+                    stream: None,
+                });
+                return;
             }
-        }
+        };
+        self.opening = Some(Opening {
+            source,
+            result,
+            events,
+            mailbox,
+            stream,
+        });
     }
 
     /// Sends a command now (pause, step). Settings go through [`Self::send_settings`].
@@ -255,27 +308,34 @@ impl Link {
     pub fn poll(&mut self) -> Polled {
         let mut out = Polled::default();
         if let Some(o) = &self.opening {
-            match o.result.try_recv() {
-                Ok(Ok((pipeline, mailbox))) => {
-                    self.worker = Some(Worker {
-                        commands: pipeline.commands.clone(),
-                        events: pipeline.events.clone(),
-                        mailbox,
-                        counters: pipeline.counters.clone(),
-                        backend: pipeline.backend.clone(),
-                        pipeline: Some(pipeline),
-                    });
-                    self.opening = None;
-                    out.started = true;
-                }
-                Ok(Err(e)) => {
-                    out.error = Some(e);
-                    self.opening = None;
-                }
-                Err(TryRecvError::Empty) => {}
-                Err(TryRecvError::Disconnected) => {
-                    out.error = Some("opening the source failed (helper thread ended)".to_owned());
-                    self.opening = None;
+            let opened = match o.result.try_recv() {
+                Err(TryRecvError::Empty) => None,
+                Ok(r) => Some(r),
+                Err(TryRecvError::Disconnected) => Some(Err(
+                    "opening the source failed (its thread ended)".to_owned(),
+                )),
+            };
+            if let Some(opened) = opened
+                && let Some(o) = self.opening.take()
+            {
+                match opened {
+                    Ok(started) => {
+                        self.worker = Some(Worker {
+                            commands: started.commands,
+                            events: o.events,
+                            mailbox: o.mailbox,
+                            counters: started.counters,
+                            backend: started.backend,
+                            stream: o.stream,
+                        });
+                        out.started = true;
+                    }
+                    Err(e) => {
+                        out.error = Some(e);
+                        if let Some(s) = o.stream {
+                            self.stoppers.push(s.stop());
+                        }
+                    }
                 }
             }
         }
@@ -300,39 +360,48 @@ impl Link {
         out
     }
 
-    /// Stops the running pipeline on a helper thread (its threads are joined there).
+    /// Asks the running or opening stream to stop; it finishes on its own thread.
     fn stop_async(&mut self) {
-        if let Some(w) = self.worker.take()
-            && let Some(p) = w.pipeline
-        {
-            drop(w.events);
-            match std::thread::Builder::new()
-                .name("morphoscope-stop".into())
-                .spawn(move || p.stop())
-            {
-                Ok(h) => self.stoppers.push(h),
-                Err(e) => log::warn!("viewer: cannot stop the pipeline on a thread: {e}"),
-            }
+        if let Some(s) = self.worker.take().and_then(|w| w.stream) {
+            self.stoppers.push(s.stop());
+        }
+        if let Some(s) = self.opening.take().and_then(|o| o.stream) {
+            // A stop interrupts a source still opening (a server that accepts and never answers).
+            self.stoppers.push(s.stop());
         }
     }
 
     /// Stops everything and waits (at exit).
     pub fn shutdown(&mut self) {
-        if let Some(o) = self.opening.take() {
-            // A pipeline still opening: wait for it, then stop it.
-            if let Ok(Ok((p, _))) = o.result.recv_timeout(std::time::Duration::from_secs(10)) {
-                p.stop();
-            }
-        }
-        if let Some(w) = self.worker.take()
-            && let Some(p) = w.pipeline
-        {
-            drop(w.events);
-            p.stop();
-        }
+        self.stop_async();
         for h in self.stoppers.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+/// Hands the viewer its stream's pipeline once it runs, its look set first.
+struct ViewerObserver {
+    started: Option<Sender<Result<Started, String>>>,
+    style: Option<Box<ComposeStyle>>,
+    ctx: egui::Context,
+}
+
+impl StreamObserver for ViewerObserver {
+    fn started(&mut self, commands: &Sender<Command>, counters: &Arc<Counters>, backend: &str) {
+        // The worker reads commands before each frame: the first pictures (nearly always) have
+        // the viewer's look already.
+        if let Some(style) = self.style.take() {
+            let _ = commands.try_send(Command::Style(style));
+        }
+        if let Some(started) = self.started.take() {
+            let _ = started.send(Ok(Started {
+                commands: commands.clone(),
+                counters: Arc::clone(counters),
+                backend: backend.to_owned(),
+            }));
+        }
+        self.ctx.request_repaint();
     }
 }
 
