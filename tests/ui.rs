@@ -376,6 +376,22 @@ fn tracks_highlight_from_table_and_video_and_zoom() {
 }
 
 #[test]
+fn a_lost_live_source_shows_as_reconnecting_until_it_is_back() {
+    let (mut h, link) = harness();
+    play(&mut h, &link, 3);
+    h.get_by_label("playing");
+    link.reconnecting
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    h.run();
+    h.get_by_label("reconnecting to the source…");
+    link.reconnecting
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    play(&mut h, &link, 1);
+    assert!(h.query_by_label("reconnecting to the source…").is_none());
+    h.get_by_label("playing");
+}
+
+#[test]
 fn error_is_shown_once_and_the_app_keeps_running() {
     let (mut h, link) = harness();
     play(&mut h, &link, 5);

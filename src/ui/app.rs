@@ -421,6 +421,9 @@ impl ViewerApp {
         if let Some(s) = self.link.opening() {
             return format!("opening {s}…");
         }
+        if self.link.reconnecting() {
+            return "reconnecting to the source…".into();
+        }
         if self.ended {
             return if self.last_error.is_some() {
                 "stopped (error)".into()

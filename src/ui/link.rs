@@ -15,7 +15,7 @@
 //! A [`Link`] can also be *detached*: no pipeline, the channels' other ends held by a test
 //! ([`TestLink`]), which feeds frames and events and observes the commands.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -26,7 +26,9 @@ use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;
 use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
 use crate::config::Settings;
-use crate::lifecycle::{self, LiveSettings, StopRequest, StreamJob, StreamObserver, StreamOutput};
+use crate::lifecycle::{
+    self, LiveSettings, State, StopRequest, StreamJob, StreamObserver, StreamOutput,
+};
 use crate::pipeline::{Command, Counters, Mailbox, PipelineEvent};
 use crate::source::SourceSpec;
 
@@ -50,6 +52,8 @@ struct Worker {
     mailbox: Arc<Mailbox>,
     counters: Arc<Counters>,
     backend: String,
+    /// The live source is lost and being reopened.
+    reconnecting: Arc<AtomicBool>,
     /// `None` when detached (a test holds the other ends).
     stream: Option<Stream>,
 }
@@ -81,6 +85,7 @@ struct Opening {
     result: Receiver<Result<Started, String>>,
     events: Receiver<PipelineEvent>,
     mailbox: Arc<Mailbox>,
+    reconnecting: Arc<AtomicBool>,
     stream: Option<Stream>,
 }
 
@@ -114,12 +119,14 @@ impl Link {
         let (ev_tx, ev_rx) = bounded(256);
         let mailbox = Arc::new(Mailbox::new());
         let counters = Arc::new(Counters::default());
+        let reconnecting = Arc::new(AtomicBool::new(false));
         let worker = Worker {
             commands: cmd_tx,
             events: ev_rx,
             mailbox: mailbox.clone(),
             counters: counters.clone(),
             backend: backend_label.to_owned(),
+            reconnecting: Arc::clone(&reconnecting),
             stream: None,
         };
         let link = Self {
@@ -135,6 +142,7 @@ impl Link {
             events: ev_tx,
             mailbox,
             counters,
+            reconnecting,
             seen: Mutex::new(Vec::new()),
             style: Mutex::new(ComposeStyle::default()),
         };
@@ -162,6 +170,14 @@ impl Link {
     #[must_use]
     pub fn opening(&self) -> Option<&str> {
         self.opening.as_ref().map(|o| o.source.as_str())
+    }
+
+    /// Whether the running stream's live source is lost and being reopened.
+    #[must_use]
+    pub fn reconnecting(&self) -> bool {
+        self.worker
+            .as_ref()
+            .is_some_and(|w| w.reconnecting.load(Ordering::Relaxed))
     }
 
     /// Frames delivered by the source, analysed, and dropped (source drops + frames the mailbox
@@ -204,9 +220,11 @@ impl Link {
         let (started, result) = bounded(1);
         let (ended, events) = bounded(1);
         let stop = StopRequest::new();
+        let reconnecting = Arc::new(AtomicBool::new(false));
         let mut observer = ViewerObserver {
             started: Some(started),
             style: Some(Box::new(style.clone())),
+            reconnecting: Arc::clone(&reconnecting),
             ctx: ctx.clone(),
         };
         let job_mailbox = Arc::clone(&mailbox);
@@ -249,6 +267,7 @@ impl Link {
                     result: rx,
                     events,
                     mailbox,
+                    reconnecting,
                     stream: None,
                 });
                 return;
@@ -259,6 +278,7 @@ impl Link {
             result,
             events,
             mailbox,
+            reconnecting,
             stream,
         });
     }
@@ -326,6 +346,7 @@ impl Link {
                             mailbox: o.mailbox,
                             counters: started.counters,
                             backend: started.backend,
+                            reconnecting: o.reconnecting,
                             stream: o.stream,
                         });
                         out.started = true;
@@ -384,10 +405,18 @@ impl Link {
 struct ViewerObserver {
     started: Option<Sender<Result<Started, String>>>,
     style: Option<Box<ComposeStyle>>,
+    /// Set while the live source is lost and being reopened.
+    reconnecting: Arc<AtomicBool>,
     ctx: egui::Context,
 }
 
 impl StreamObserver for ViewerObserver {
+    fn state(&mut self, state: State) {
+        self.reconnecting
+            .store(state == State::Reconnecting, Ordering::Relaxed);
+        self.ctx.request_repaint();
+    }
+
     fn started(&mut self, commands: &Sender<Command>, counters: &Arc<Counters>, backend: &str) {
         // The worker reads commands before each frame: the first pictures (nearly always) have
         // the viewer's look already.
@@ -421,6 +450,8 @@ pub struct TestLink {
     pub mailbox: Arc<Mailbox>,
     /// The worker's counters (frames in/out, dropped).
     pub counters: Arc<Counters>,
+    /// Set it as a stream whose live source is lost and being reopened would.
+    pub reconnecting: Arc<AtomicBool>,
     /// Commands read by [`TestLink::deliver`] and not drained yet.
     seen: Mutex<Vec<Command>>,
     /// The newest style the app sent (the worker's default before any).
