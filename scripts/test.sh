@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (what .ci/run and the README call): style (rustfmt, clippy with
-# warnings as errors), every CPU test, the end-to-end
+# The project's test command (what .ci/run and the README call): style (rustfmt, clippy and
+# rustdoc with warnings as errors), every CPU test, the end-to-end
 # CLI tests, and the NVRTC compile check of every kernel for sm_90/sm_110/sm_87 (NVRTC 13) and sm_72
 # (NVRTC 12) using the wheels that scripts/setup.sh put in .venv-nvrtc. GPU parity tests
 # (tests/gpu.rs) skip here without a GPU; run them on a GPU machine (see BENCHMARKS.md). Last,
@@ -16,11 +16,12 @@ nv13="$site/nvidia/cu13/lib"
 nv12="$site/nvidia/cuda_nvrtc/lib"
 if [ -d "$nv13" ]; then export LD_LIBRARY_PATH="$nv13${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 export MORPHOSCOPE_NVRTC_ARCHS="${MORPHOSCOPE_NVRTC_ARCHS:-sm_90,sm_110,sm_87}"
-echo "== style: cargo fmt --check and clippy with warnings as errors"
+echo "== style: cargo fmt --check, clippy and the library's docs with warnings as errors"
 if command -v rustup >/dev/null 2>&1; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --no-default-features -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p morphoscope
 cargo test "$@"
 echo "== GStreamer element: tests and gst-inspect-1.0"
 cargo test -p gst-morphoscope

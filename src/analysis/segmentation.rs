@@ -15,7 +15,7 @@
 //!
 //! `downscale = F` segments the frame box-averaged over F x F blocks
 //! ([`crate::ops::preprocess::downscale_box`], the same integer arithmetic on both backends)
-//! and brings the labels back to the frame's size ([`upsample_labels`], nearest); the overlay's
+//! and brings the labels back to the frame's size ([`crate::ops::segmentation::upsample_labels`], nearest); the overlay's
 //! mean colours come from the full-resolution frame. F² fewer pixels, and on smooth (e.g.
 //! upscaled) video far fewer dependent rounds; `min_size` counts downscaled pixels.
 

@@ -3,7 +3,7 @@
 //! nvcodec plugin, which registers them only where the driver and a device are present;
 //! `nvv4l2h264enc` on Jetson), else `x264enc` (ultrafast preset, every core), else
 //! `openh264enc`. [`choose_encoder`] decides from what [`installed_encoder`] reports, so the
-//! choice is tested without the elements; [`properties`] sets each one up by the names its
+//! choice is tested without the elements; `properties` sets each one up by the names its
 //! versions use.
 
 use gstreamer as gst;

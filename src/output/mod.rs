@@ -489,7 +489,7 @@ impl RunSink {
         }
     }
 
-    /// Rewrites `timings.json` when the last write is [`TIMINGS_EVERY`] old (cheap otherwise),
+    /// Rewrites `timings.json` when the last write is `TIMINGS_EVERY` old (cheap otherwise),
     /// and, segmented, finishes a segment whose time is over while no frame comes.
     pub fn checkpoint(&mut self, counters: CounterSnapshot) -> Result<(), OutputError> {
         if self.timings_written.elapsed() < TIMINGS_EVERY {
