@@ -7,21 +7,17 @@
 //! 128 + the signal (1 when a stream that was still listed had failed).
 
 use std::io::Write;
-use std::ops::ControlFlow;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use morphoscope::config::Settings;
-use morphoscope::lifecycle::{cause_name, login_refused};
-use morphoscope::output::RunSink;
-use morphoscope::publish::Publisher;
+use morphoscope::lifecycle::cause_name;
 use morphoscope::service::{Origin, Service, StreamsConfig};
 
 use super::CommonArgs;
-use super::signals::{self, StopSignals};
-use super::stream;
-use super::streams::{SummaryRow, print_summary};
+use super::signals;
+use super::streams::{Begun, SummaryRow, begin, finish_broker, report};
 
 /// How often the service samples the devices' memory for its metrics.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -38,13 +34,11 @@ pub fn run_service(
     max_frames: Option<u64>,
     video: bool,
 ) -> anyhow::Result<ExitCode> {
-    RunSink::prepare(out)?;
-    let publisher = match settings.publish.url.as_str() {
-        "" => None,
-        _ => Some(Publisher::start(&settings.publish)?),
-    };
-    let stop_signals = StopSignals::install()?;
-    let backends = common.backends(settings)?;
+    let Begun {
+        publisher,
+        stop_signals,
+        backends,
+    } = begin(common, settings, out)?;
     let service = Service::start(StreamsConfig {
         settings: settings.clone(),
         backends: backends.clone(),
@@ -65,8 +59,8 @@ pub fn run_service(
             .streams()
             .add(source, Some(&i.to_string()), Origin::Operator)
         {
-            let (_, publisher) = service.finish(libc_sigterm());
-            drop(publisher);
+            // The streams already started stop as on SIGTERM; the broker is not waited for.
+            drop(service.finish(signal_hook::consts::signal::SIGTERM));
             anyhow::bail!("stream {i} ({}): {e}", morphoscope::redact::url(source));
         }
     }
@@ -87,12 +81,7 @@ pub fn run_service(
     );
     let (finished, publisher) = service.finish(cause);
     let wall_seconds = started.elapsed().as_secs_f64();
-    let publish = publisher.map(|p| {
-        p.finish(
-            Duration::from_secs(u64::from(settings.publish.flush_seconds)),
-            &mut |_| ControlFlow::Continue(()),
-        )
-    });
+    let publish = finish_broker(publisher, settings, &stop_signals);
     let rows: Vec<SummaryRow<'_>> = finished
         .iter()
         .map(|f| SummaryRow {
@@ -101,30 +90,10 @@ pub fn run_service(
             outcome: &f.outcome,
         })
         .collect();
-    print_summary(&rows, &backends, wall_seconds, out);
-    if let Some(report) = &publish {
-        stream::print_publish_summary(report);
-    }
-    let mut failed = false;
-    for f in &finished {
-        if let Some(e) = &f.outcome.error {
-            let line = format!("error: stream {} ({}): {e}", f.id, f.outcome.source);
-            eprintln!("{}", morphoscope::redact::text(&line));
-            failed = true;
-        }
-    }
-    if let Some(e) = publish.as_ref().and_then(login_refused) {
-        eprintln!("error: {e}");
-        failed = true;
-    }
+    let failed = report(&rows, &backends, wall_seconds, out, publish.as_ref());
     Ok(if failed {
         ExitCode::from(1)
     } else {
         signals::exit_code(cause)
     })
-}
-
-/// SIGTERM's number: the cause given to streams stopped because the service could not start.
-fn libc_sigterm() -> i32 {
-    signal_hook::consts::signal::SIGTERM
 }

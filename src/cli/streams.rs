@@ -27,7 +27,7 @@ use morphoscope::lifecycle::{
 };
 use morphoscope::output::RunSink;
 use morphoscope::pipeline::CounterSnapshot;
-use morphoscope::publish::Publisher;
+use morphoscope::publish::{PublishReport, Publisher};
 use morphoscope::source::SourceSpec;
 
 use super::CommonArgs;
@@ -52,13 +52,11 @@ pub fn run_streams(
     cpu_cap: Option<u64>,
     video: bool,
 ) -> anyhow::Result<ExitCode> {
-    RunSink::prepare(out)?;
-    let publisher = match settings.publish.url.as_str() {
-        "" => None,
-        _ => Some(Publisher::start(&settings.publish)?),
-    };
-    let stop_signals = StopSignals::install()?;
-    let backends = common.backends(settings)?;
+    let Begun {
+        publisher,
+        stop_signals,
+        backends,
+    } = begin(common, settings, out)?;
     let max_frames = match backends.first() {
         Some(b) => super::run::cpu_capped(max_frames, cpu_cap, b),
         None => max_frames,
@@ -111,9 +109,62 @@ pub fn run_streams(
             .collect()
     });
     let wall_seconds = started.elapsed().as_secs_f64();
-    // Every stream has sent its last status: what is queued gets `flush_seconds` to arrive,
-    // unless a stop signal comes while the broker is waited for.
-    let publish = publisher.map(|p| {
+    let publish = finish_broker(publisher, settings, &stop_signals);
+    let rows: Vec<SummaryRow<'_>> = outcomes
+        .iter()
+        .enumerate()
+        .map(|(i, outcome)| SummaryRow {
+            stream: i.to_string(),
+            device: backends[i % backends.len()].device_label(),
+            outcome,
+        })
+        .collect();
+    let failed = report(&rows, &backends, wall_seconds, out, publish.as_ref());
+    if failed {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(outcomes
+        .iter()
+        .find_map(|o| o.stopped_by)
+        .or_else(|| stop_signals.received())
+        .map_or(ExitCode::SUCCESS, signals::exit_code))
+}
+
+/// What a run of several streams (or a service) sets up before its first stream: the output
+/// folder checked, the broker connection, the stop signals and one backend per device.
+pub struct Begun {
+    /// The run's broker connection (`run --publish`).
+    pub publisher: Option<Publisher>,
+    /// SIGINT and SIGTERM.
+    pub stop_signals: StopSignals,
+    /// One backend per device of `pipeline.devices`.
+    pub backends: Vec<Backend>,
+}
+
+/// Checks `out`, starts the broker connection, installs the stop signals, picks the backends.
+pub fn begin(common: &CommonArgs, settings: &Settings, out: &Path) -> anyhow::Result<Begun> {
+    RunSink::prepare(out)?;
+    let publisher = match settings.publish.url.as_str() {
+        "" => None,
+        _ => Some(Publisher::start(&settings.publish)?),
+    };
+    let stop_signals = StopSignals::install()?;
+    let backends = common.backends(settings)?;
+    Ok(Begun {
+        publisher,
+        stop_signals,
+        backends,
+    })
+}
+
+/// Every stream has sent its last status: what is queued gets `publish.flush_seconds` to
+/// arrive, unless a stop signal comes while the broker is waited for.
+pub fn finish_broker(
+    publisher: Option<Publisher>,
+    settings: &Settings,
+    stop_signals: &StopSignals,
+) -> Option<PublishReport> {
+    publisher.map(|p| {
         let asked_before = stop_signals.received().is_some();
         p.finish(
             Duration::from_secs(u64::from(settings.publish.flush_seconds)),
@@ -126,40 +177,36 @@ pub fn run_streams(
                 }
             },
         )
-    });
-    let rows: Vec<SummaryRow<'_>> = outcomes
-        .iter()
-        .enumerate()
-        .map(|(i, outcome)| SummaryRow {
-            stream: i.to_string(),
-            device: backends[i % backends.len()].device_label(),
-            outcome,
-        })
-        .collect();
-    print_summary(&rows, &backends, wall_seconds, out);
-    if let Some(report) = &publish {
+    })
+}
+
+/// Prints the summary, the publisher's line and an `error:` line per failed stream (and for a
+/// refused broker login); true when anything failed.
+pub fn report(
+    rows: &[SummaryRow<'_>],
+    backends: &[Backend],
+    wall_seconds: f64,
+    out: &Path,
+    publish: Option<&PublishReport>,
+) -> bool {
+    print_summary(rows, backends, wall_seconds, out);
+    if let Some(report) = publish {
         stream::print_publish_summary(report);
     }
     let mut failed = false;
-    for (i, o) in outcomes.iter().enumerate() {
+    for row in rows {
+        let o = row.outcome;
         if let Some(e) = &o.error {
-            let line = format!("error: stream {i} ({}): {e}", o.source);
+            let line = format!("error: stream {} ({}): {e}", row.stream, o.source);
             eprintln!("{}", morphoscope::redact::text(&line));
             failed = true;
         }
     }
-    if let Some(e) = publish.as_ref().and_then(login_refused) {
+    if let Some(e) = publish.and_then(login_refused) {
         eprintln!("error: {e}");
         failed = true;
     }
-    if failed {
-        return Ok(ExitCode::from(1));
-    }
-    Ok(outcomes
-        .iter()
-        .find_map(|o| o.stopped_by)
-        .or_else(|| stop_signals.received())
-        .map_or(ExitCode::SUCCESS, signals::exit_code))
+    failed
 }
 
 /// One stream from its SOURCE string to its outcome (errors become the outcome's error).
@@ -253,7 +300,7 @@ pub struct SummaryRow<'a> {
 }
 
 /// A row per stream, then the totals.
-pub fn print_summary(rows: &[SummaryRow<'_>], backends: &[Backend], wall_seconds: f64, out: &Path) {
+fn print_summary(rows: &[SummaryRow<'_>], backends: &[Backend], wall_seconds: f64, out: &Path) {
     println!("morphoscope run: {} streams", rows.len());
     for b in backends {
         println!("backend {}: {}", b.device_label(), b.describe());
