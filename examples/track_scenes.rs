@@ -13,7 +13,8 @@
 use std::path::PathBuf;
 
 use morphoscope::image::Image;
-use morphoscope::output::encoder::{EncoderChoice, choose_encoder, installed_encoder};
+use morphoscope::config::EncoderChoice;
+use morphoscope::output::encoder::{choose_encoder, installed_encoder};
 use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::source::FrameRate;
 use morphoscope::track::scenes::catalogue::{held_out, tuning};

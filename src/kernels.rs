@@ -4,7 +4,16 @@
 //! at start; the CI compile check (`tests/kernels_compile.rs`) compiles them for each target
 //! architecture. Add a module here when adding a `.cu` file.
 
-use crate::gpu::KernelSource;
+/// A kernel module's embedded source.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource {
+    /// Module name: the file stem in `kernels/` (`maxtree` for `kernels/maxtree.cu`).
+    pub name: &'static str,
+    /// The `.cu` text.
+    pub source: &'static str,
+    /// Entry points that must resolve at load time.
+    pub functions: &'static [&'static str],
+}
 
 /// Shared headers, by the name `#include` uses.
 pub const HEADERS: &[(&str, &str)] = &[
@@ -72,37 +81,111 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         name: "preprocess",
         source: include_str!("../kernels/preprocess.cu"),
-        functions: crate::ops::preprocess::FUNCTIONS,
+        functions: &[
+    "preprocess_rgb_to_gray",
+    "preprocess_gray16_to_gray8",
+    "preprocess_downscale",
+    "preprocess_histogram",
+],
     },
     KernelSource {
         name: "nv12",
         source: include_str!("../kernels/nv12.cu"),
-        functions: crate::ops::nv12::gpu::FUNCTIONS,
+        functions: &["nv12_to_rgb"],
     },
     KernelSource {
         name: "maxtree",
         source: include_str!("../kernels/maxtree.cu"),
-        functions: crate::ops::maxtree::gpu::FUNCTIONS,
+        functions: &[
+    "maxtree_local_u8",
+    "maxtree_local_u16",
+    "maxtree_merge",
+    "maxtree_flatten",
+    "maxtree_nodes",
+    "maxtree_pixels",
+    "maxtree_double",
+    "maxtree_attr",
+    "maxtree_amax_init",
+    "maxtree_amax",
+    "maxtree_amax_fold",
+    "maxtree_keep",
+    "maxtree_jump",
+    "maxtree_restitute_u8",
+    "maxtree_restitute_u16",
+    "maxtree_residue_stats_u8",
+    "maxtree_residue_stats_u16",
+],
     },
     KernelSource {
         name: "cca",
         source: include_str!("../kernels/cca.cu"),
-        functions: crate::ops::cca::gpu::FUNCTIONS,
+        functions: &[
+    "cca_hist",
+    "cca_otsu",
+    "cca_binarize",
+    "cca_strip",
+    "cca_merge",
+    "cca_count_roots",
+    "cca_scan_rows",
+    "cca_label_roots",
+    "cca_relabel",
+    "cca_features",
+],
     },
     KernelSource {
         name: "blur",
         source: include_str!("../kernels/blur.cu"),
-        functions: crate::ops::blur::gpu::FUNCTIONS,
+        functions: &[
+    "blur_vertical",
+    "blur_horizontal",
+    "blur_vertical_f64",
+    "blur_horizontal_f64",
+],
     },
     KernelSource {
         name: "segmentation",
         source: include_str!("../kernels/segmentation.cu"),
-        functions: crate::ops::segmentation::gpu::FUNCTIONS,
+        functions: &[
+    "segment_init",
+    "segment_edges",
+    "segment_blur_edges",
+    "segment_least",
+    "segment_targets_trees",
+    "segment_exits",
+    "segment_core",
+    "segment_alloc",
+    "segment_cat_block",
+    "segment_cat_block_g",
+    "segment_cat_giant",
+    "segment_cat_mid",
+    "segment_cat_small",
+    "segment_cat_small_mid",
+    "segment_reset_done",
+    "segment_final",
+    "segment_minpix",
+    "segment_scan_count",
+    "segment_scan_blocks",
+    "segment_scan_label",
+    "segment_labels",
+    "segment_level_threshold",
+    "segment_level_comp",
+    "segment_stamp",
+    "segment_finish",
+    "segment_finish_grid",
+    "segment_tiles",
+],
     },
     KernelSource {
         name: "compose",
         source: include_str!("../kernels/compose.cu"),
-        functions: crate::compose::gpu::FUNCTIONS,
+        functions: &[
+    "compose_segment_sums",
+    "compose_segment_fill",
+    "compose_shapes",
+    "compose_rgb",
+    "compose_rgba",
+    "compose_i420",
+],
     },
     KernelSource {
         name: "orientation",

@@ -25,6 +25,7 @@ pub mod publish;
 pub mod redact;
 pub mod service;
 pub mod source;
+pub mod stats;
 pub mod stream_label;
 pub mod track;
 #[cfg(feature = "viewer")]

@@ -76,7 +76,7 @@ fn a_broken_kernel_reports_the_nvrtc_log() {
         return;
     }
     let arch = supported_archs().unwrap().pop().unwrap();
-    let bad = morphoscope::gpu::KernelSource {
+    let bad = morphoscope::kernels::KernelSource {
         name: "broken",
         source: "extern \"C\" __global__ void k() { undeclared_thing = 1; }",
         functions: &["k"],

@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
-    Payload, Shape, TrackInfo,
+    Payload, TrackInfo,
 };
+use crate::compose::Shape;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::cca::gpu::GpuBackground;

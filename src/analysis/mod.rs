@@ -10,6 +10,7 @@
 pub mod cca;
 pub mod maxtree;
 pub mod orientation;
+pub mod overlay;
 pub mod preprocess;
 pub mod segmentation;
 pub mod types;
@@ -20,7 +21,7 @@ use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
 pub use types::{
-    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, Shape, TrackInfo,
+    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, TrackInfo,
 };
 
 use crate::compose::DeviceRaster;

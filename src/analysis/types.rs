@@ -2,38 +2,11 @@
 
 use std::sync::Arc;
 
-use crate::compose::{LayerKind, Picture};
+use crate::compose::{LayerKind, Picture, Shape};
 use crate::image::Image;
 
 /// An overlay raster in host memory (CPU backend), as the compose step takes it.
 pub use crate::compose::HostRaster as Raster;
-
-/// A vector overlay element in image coordinates (pixels, origin top-left).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub enum Shape {
-    /// An axis-aligned box with an optional label (e.g. a track id).
-    Rect {
-        /// Left edge.
-        left: f32,
-        /// Top edge.
-        top: f32,
-        /// Width.
-        width: f32,
-        /// Height.
-        height: f32,
-        /// RGBA.
-        color: [u8; 4],
-        /// Text drawn at the top-left corner.
-        label: Option<String>,
-    },
-    /// A polyline (e.g. a track trail).
-    Polyline {
-        /// Points (x, y).
-        points: Vec<[f32; 2]>,
-        /// RGBA.
-        color: [u8; 4],
-    },
-}
 
 /// One overlay layer of an analysis.
 #[derive(Clone, Debug, Default)]

@@ -23,7 +23,8 @@ use morphoscope::config::{BackendChoice, Settings};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::output::encoder::{choose_encoder, installed_encoder};
 use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
-use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary};
+use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
+use morphoscope::stats::Summary;
 use morphoscope::source::spec::{CONVERTER_THREADS, SINK_TAIL};
 use morphoscope::source::{Frame, FrameFormat, FrameRate, Source, SourceSpec};
 

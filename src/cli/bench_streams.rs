@@ -21,10 +21,9 @@ use std::time::Duration;
 use anyhow::bail;
 use morphoscope::backend::Backend;
 use morphoscope::config::Settings;
-use morphoscope::pipeline::{
-    CounterSnapshot, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent, Summary,
-};
+use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
 use morphoscope::source::Frame;
+use morphoscope::stats::{CounterSnapshot, Summary};
 
 /// What a trial runs.
 pub struct StreamsPlan<'a> {

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use morphoscope::pipeline::CounterSnapshot;
+use morphoscope::stats::CounterSnapshot;
 
 /// How often the status line is printed when stderr is not a terminal.
 const LINE_EVERY: Duration = Duration::from_secs(5);

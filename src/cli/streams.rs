@@ -26,7 +26,7 @@ use morphoscope::lifecycle::{
     StreamStatus, fps, login_refused,
 };
 use morphoscope::output::RunSink;
-use morphoscope::pipeline::CounterSnapshot;
+use morphoscope::stats::CounterSnapshot;
 use morphoscope::publish::{PublishReport, Publisher};
 use morphoscope::source::SourceSpec;
 

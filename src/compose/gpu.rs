@@ -28,16 +28,6 @@ use crate::gpu::launch::{alloc_zeroed, blocks_for, grid2d};
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, Readback};
 use crate::ops::segmentation::OverlayMode;
 
-/// Entry points of `kernels/compose.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &[
-    "compose_segment_sums",
-    "compose_segment_fill",
-    "compose_shapes",
-    "compose_rgb",
-    "compose_rgba",
-    "compose_i420",
-];
-
 /// Most visible raster layers one picture takes (keep in sync with `COMPOSE_MAX_RASTERS`).
 pub const MAX_RASTERS: usize = 8;
 

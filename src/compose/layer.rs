@@ -14,7 +14,7 @@ use cudarc::driver::CudaSlice;
 
 use super::ComposeError;
 use super::style::LayerKind;
-use crate::analysis::Shape;
+use super::shapes::Shape;
 use crate::image::Image;
 use crate::ops::segmentation::OverlayMode;
 

@@ -40,6 +40,7 @@ pub use layer::{
     DeviceRaster, DeviceRasterLayer, HostBase, HostLayers, HostRaster, RasterLayer, SegmentCount,
     Segments, ShapeLayer,
 };
+pub use shapes::Shape;
 pub use style::{ComposeStyle, LayerKind, LayerStyle, ORIGINAL, RASTER_ALPHA};
 
 /// Errors of the compose step.

@@ -208,7 +208,7 @@ mod proptests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::analysis::Shape;
+    use crate::compose::Shape;
     use crate::compose::{LayerStyle, RasterLayer, Segments, ShapeLayer, compose_cpu};
 
     /// SplitMix64, so one seed makes a whole case.

@@ -1,5 +1,5 @@
 //! Shapes as drawing primitives. Boxes, their numeric labels and polylines
-//! ([`crate::analysis::Shape`]) are expanded on the host into [`Primitive`]s — line segments
+//! ([`Shape`]) are expanded on the host into [`Primitive`]s — line segments
 //! and filled rectangles in integer pixel coordinates — which the CPU twin rasterises directly
 //! and the GPU path uploads per frame (`compose_shapes` in `kernels/compose.cu`).
 //!
@@ -21,7 +21,33 @@
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 use super::style::{Blend, ComposeStyle, LayerKind};
-use crate::analysis::Shape;
+
+/// A vector overlay element in image coordinates (pixels, origin top-left).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub enum Shape {
+    /// An axis-aligned box with an optional label (e.g. a track id).
+    Rect {
+        /// Left edge.
+        left: f32,
+        /// Top edge.
+        top: f32,
+        /// Width.
+        width: f32,
+        /// Height.
+        height: f32,
+        /// RGBA.
+        color: [u8; 4],
+        /// Text drawn at the top-left corner.
+        label: Option<String>,
+    },
+    /// A polyline (e.g. a track trail).
+    Polyline {
+        /// Points (x, y).
+        points: Vec<[f32; 2]>,
+        /// RGBA.
+        color: [u8; 4],
+    },
+}
 
 /// Coordinates are clamped to `-COORD_LIMIT..=COORD_LIMIT`: a line has at most `2 * COORD_LIMIT
 /// + 1` pixels, whatever the shape's numbers.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::naive::naive_i420;
 use super::*;
-use crate::analysis::Shape;
+use crate::compose::Shape;
 use crate::image::Image;
 use crate::ops::segmentation::OverlayMode;
 use crate::ops::segmentation::overlay::label_colour;

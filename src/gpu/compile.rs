@@ -16,17 +16,7 @@ use std::path::PathBuf;
 use cudarc::nvrtc::{CompileError, CompileOptions};
 
 use super::error::GpuError;
-
-/// A kernel module's embedded source.
-#[derive(Clone, Copy, Debug)]
-pub struct KernelSource {
-    /// Module name: the file stem in `kernels/` (`maxtree` for `kernels/maxtree.cu`).
-    pub name: &'static str,
-    /// The `.cu` text.
-    pub source: &'static str,
-    /// Entry points that must resolve at load time.
-    pub functions: &'static [&'static str],
-}
+use crate::kernels::KernelSource;
 
 /// FNV-1a, 64 bit: a stable hash for cache keys (no dependency, stable across Rust versions).
 #[must_use]

@@ -110,7 +110,7 @@ pub fn open_context(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), Gp
 static PROCESS_PTX: Mutex<Vec<(&'static str, String, String)>> = Mutex::new(Vec::new());
 
 /// PTX of `src` for `arch`: from this process' memory, else the disk cache, else compiled.
-fn module_ptx(src: &super::KernelSource, arch: &str) -> Result<(String, PtxOrigin), GpuError> {
+fn module_ptx(src: &crate::kernels::KernelSource, arch: &str) -> Result<(String, PtxOrigin), GpuError> {
     let known = PROCESS_PTX.lock().ok().and_then(|m| {
         m.iter()
             .find(|(n, a, _)| *n == src.name && a == arch)
@@ -127,7 +127,7 @@ fn module_ptx(src: &super::KernelSource, arch: &str) -> Result<(String, PtxOrigi
 }
 
 /// Forgets `src`'s PTX for `arch` in this process (the driver rejected it).
-fn forget_ptx(src: &super::KernelSource, arch: &str) {
+fn forget_ptx(src: &crate::kernels::KernelSource, arch: &str) {
     if let Ok(mut m) = PROCESS_PTX.lock() {
         m.retain(|(n, a, _)| !(*n == src.name && a == arch));
     }

@@ -15,7 +15,6 @@ pub mod readback;
 pub mod timer;
 
 pub use capture_lock::{CaptureExclusion, capture_exclusion};
-pub use compile::KernelSource;
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;
 pub use frame::{DeviceImage, HostPixel, Uploaded, round_trip, upload_view};

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 
 use crate::analysis::AnalysedFrame;
-use crate::pipeline::{Command, CounterSnapshot, Counters};
+use crate::pipeline::Command;
+use crate::stats::{CounterSnapshot, Counters};
 
 use super::State;
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::output::Finished;
-use crate::pipeline::CounterSnapshot;
+use crate::stats::CounterSnapshot;
 use crate::publish::PublishReport;
 use crate::source::{SourceSpec, StreamInfo};
 

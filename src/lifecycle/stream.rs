@@ -14,11 +14,11 @@ use crate::config::Settings;
 use crate::output::events::StreamEvent;
 use crate::output::{Finished, OutputError, RunEnd, RunSink, SinkOptions};
 use crate::pipeline::{
-    Command, CounterSnapshot, Counters, Delivery, FrameSource, Mailbox, PictureWant, Pipeline,
-    PipelineEvent,
+    Command, Delivery, FrameSource, Mailbox, PictureWant, Pipeline, PipelineEvent,
 };
 use crate::publish::{PublishReport, Publisher, StatusClock, StreamPublisher};
 use crate::source::SourceSpec;
+use crate::stats::{CounterSnapshot, Counters};
 use crate::source::reconnect::SourceChange;
 
 use super::outcome::{SelfEnded, end_of_stream_error};
@@ -209,7 +209,7 @@ fn start(
         encoder: settings.output.encoder,
         source: spec.to_string(),
         backend: pipeline.backend.clone(),
-        segments: settings.output.segment_policy(live),
+        segments: crate::output::segments::SegmentPolicy::of(&settings.output, live),
     };
     let (mut sink, removed) = match RunSink::create(out, opts) {
         Ok(s) => s,

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use crate::output::encoder::EncoderChoice;
+use crate::config::EncoderChoice;
 use crate::output::{OutputError, RunEnd, RunSink, SinkOptions};
-use crate::pipeline::CounterSnapshot;
+use crate::stats::CounterSnapshot;
 
 /// Writes the files of stream `index` (SOURCE `source`, as shown) that ended before it ran
 /// (`ended`: `error: …` or the stop's name) into `out`; the first write error, if any.

@@ -15,14 +15,6 @@ use crate::gpu::{DeviceImage, GpuContext, KernelTimer, Readback, launch, round_t
 use crate::image::{Image, ImageView, rgb_to_gray_pixel};
 use crate::ops::OpError;
 
-/// Entry points of `kernels/preprocess.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &[
-    "preprocess_rgb_to_gray",
-    "preprocess_gray16_to_gray8",
-    "preprocess_downscale",
-    "preprocess_histogram",
-];
-
 /// Bins of the grey-level histogram: one per 8-bit level.
 pub const GRAY_BINS: usize = 256;
 

@@ -6,23 +6,9 @@
 //! choice is tested without the elements; `properties` sets each one up by the names its
 //! versions use.
 
+use crate::config::EncoderChoice;
 use gstreamer as gst;
 use gstreamer::prelude::*;
-
-/// Which H.264 encoder writes the overlay video (`[output] encoder`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum EncoderChoice {
-    /// The fastest present that accepts the frame size.
-    #[default]
-    Auto,
-    /// NVENC only.
-    Nvenc,
-    /// x264 only.
-    X264,
-    /// OpenH264 only.
-    Openh264,
-}
 
 /// NVENC encoder elements, preferred first: nvcodec's (desktop and data-centre GPUs), then
 /// Jetson's V4L2 one.

@@ -13,7 +13,6 @@
 //! Each frame's line is serialised once; a hook ([`RunSink::on_frame_line`]) gets the same text
 //! after it is in the file (the broker publisher of `run --publish` sends it as it is).
 
-pub mod compose;
 pub mod encoder;
 pub mod events;
 pub mod file_set;
@@ -26,11 +25,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::analysis::AnalysedFrame;
-use crate::pipeline::CounterSnapshot;
+use crate::stats::CounterSnapshot;
 use crate::publish::PublishReport;
 use crate::source::StreamInfo;
 use crate::source::reconnect::SourceChange;
-use encoder::EncoderChoice;
+use crate::config::EncoderChoice;
 use events::StreamEvent;
 use file_set::FileSet;
 use files::LineFile;

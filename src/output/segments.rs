@@ -29,6 +29,17 @@ pub struct SegmentPolicy {
 }
 
 impl SegmentPolicy {
+    /// The segments and retention that `[output]` sets for a stream (`live` or not).
+    #[must_use]
+    pub fn of(output: &crate::config::OutputSettings, live: bool) -> Self {
+        let positive = |v: f64| (v > 0.0).then_some(v);
+        Self {
+            seconds: output.segment_seconds_for(live),
+            keep_for: positive(output.keep_hours).map(|h| Duration::from_secs_f64(h * 3600.0)),
+            keep_bytes: positive(output.keep_gb).map(|gb| (gb * 1e9) as u64),
+        }
+    }
+
     /// Whether retention deletes segments at all (then a full disk deletes one too).
     #[must_use]
     pub fn retains(&self) -> bool {

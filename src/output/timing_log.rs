@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::analysis::AnalysedFrame;
-use crate::pipeline::{Series, Summary};
+use crate::stats::{Series, Summary};
 
 /// Per-region timing samples, in first-seen order, in bounded memory ([`Series`]: exact count,
 /// mean and max; median and p95 from a reservoir on runs past 8192 frames).

@@ -401,9 +401,8 @@ impl Timestamps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::encoder::{
-        EncoderChoice, NVENC_ENCODERS, choose_encoder, installed_encoder,
-    };
+    use crate::config::EncoderChoice;
+    use crate::output::encoder::{NVENC_ENCODERS, choose_encoder, installed_encoder};
     use crate::source::{FrameFormat, Source, SourceSpec, TestSourceOptions};
 
     #[test]

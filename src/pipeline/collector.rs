@@ -15,7 +15,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::ring::Slot;
 use super::worker::{InFlight, ToCollector, Work};
-use super::{Counters, Delivery, PictureWant, PipelineEvent};
+use super::{Delivery, PictureWant, PipelineEvent};
+use crate::stats::Counters;
 use crate::analysis::{AnalysedFrame, Analysis, FrameMeta, FrameTimings, OpOutput, OpSettings};
 use crate::compose::{
     ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, Picture, PictureFormat, ShapeLayer,
@@ -309,6 +310,6 @@ fn compose_host(
     style: &ComposeStyle,
     format: PictureFormat,
 ) -> Result<Picture, OpError> {
-    compose_cpu(&crate::output::compose::layers_of(frame), style, format)
+    compose_cpu(&crate::analysis::overlay::layers_of(frame), style, format)
         .map_err(|e| OpError::Unsupported(format!("compose: {e}")))
 }

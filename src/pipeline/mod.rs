@@ -33,7 +33,6 @@ mod collector;
 pub mod cpu_gate;
 pub mod mailbox;
 pub mod ring;
-pub mod stats;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +43,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded, unbounded};
 
 pub use mailbox::Mailbox;
-pub use stats::{CounterSnapshot, Counters, Series, Summary};
+use crate::stats::Counters;
 
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;

@@ -13,7 +13,8 @@ use cudarc::driver::CudaEvent;
 
 use super::collector::{self, Collector};
 use super::ring::{self, Slot};
-use super::{Arrived, Command, Counters, Delivery, PictureWant, PipelineError, PipelineEvent};
+use super::{Arrived, Command, Delivery, PictureWant, PipelineError, PipelineEvent};
+use crate::stats::Counters;
 use crate::analysis::{Analysis, FrameInput, FrameMeta, OpOutput, OpSettings, build_analyses};
 use crate::backend::Backend;
 use crate::compose::ComposeStyle;

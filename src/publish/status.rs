@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::{StreamPublisher, StreamStatus};
-use crate::pipeline::CounterSnapshot;
+use crate::stats::CounterSnapshot;
 
 /// Time between two status messages of a stream.
 pub const STATUS_EVERY: Duration = Duration::from_secs(1);

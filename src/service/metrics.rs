@@ -17,7 +17,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::analysis::AnalysedFrame;
-use crate::pipeline::CounterSnapshot;
+use crate::stats::CounterSnapshot;
 
 /// The `Content-Type` of the OpenMetrics text format (what Prometheus asks for first).
 pub const OPENMETRICS_CONTENT_TYPE: &str =

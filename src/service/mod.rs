@@ -18,7 +18,6 @@ mod admission;
 mod http;
 pub mod metrics;
 mod server;
-pub mod settings;
 mod streams;
 
 use std::net::SocketAddr;
@@ -27,7 +26,7 @@ use std::time::Duration;
 
 pub use admission::Admission;
 pub use metrics::Metrics;
-pub use settings::ServiceSettings;
+use crate::config::service::{ServiceSettings, TOKEN_ENV};
 pub use streams::{
     FinishedStream, Origin, StreamRow, StreamSummary, Streams, StreamsConfig, check_id,
 };
@@ -76,7 +75,7 @@ impl Service {
             return Err(ServiceError::Config(format!(
                 "{address} is not a loopback address: set a token first (service.token in the \
                  config file, or {})",
-                settings::TOKEN_ENV
+                TOKEN_ENV
             )));
         }
         let admission = Admission::new(&service).map_err(ServiceError::Config)?;

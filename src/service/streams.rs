@@ -19,7 +19,7 @@ use crate::lifecycle::{
     StreamOutput, StreamProgress, StreamPublishing, StreamStatus,
 };
 use crate::output::RunSink;
-use crate::pipeline::CounterSnapshot;
+use crate::stats::CounterSnapshot;
 use crate::publish::topic::MAX_STREAM_ID_BYTES;
 use crate::publish::{Publisher, StreamPublisher};
 use crate::source::SourceSpec;

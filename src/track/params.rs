@@ -266,25 +266,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn min_area_takes_every_u64_and_round_trips() {
-        let s = crate::config::Settings::load(None, &[format!("tracker.min_area={}", u64::MAX)])
-            .unwrap();
-        assert_eq!(s.ops.tracker.min_area, u64::MAX);
-        let back = crate::config::Settings::from_toml(&s.to_toml().unwrap(), "").unwrap();
-        assert_eq!(back.ops.tracker.min_area, u64::MAX);
-        let s = crate::config::Settings::load(None, &["tracker.min_area=7".into()]).unwrap();
-        assert_eq!(s.ops.tracker.min_area, 7);
-        let e = crate::config::Settings::load(None, &["tracker.min_area=-1".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("tracker.min_area"), "{e}");
-        let e = crate::config::Settings::load(None, &["tracker.min_area=abc".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("tracker.min_area") && e.contains("`abc`"), "{e}");
-    }
-
-    #[test]
     fn huge_values_are_refused_and_shown_short() {
         let e = TrackerParams {
             process_noise: 1e308,

@@ -9,11 +9,11 @@
 use std::sync::Arc;
 
 use crate::analysis::{
-    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, Shape, TrackInfo,
+    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, TrackInfo,
 };
-use crate::compose::{ComposeStyle, PictureFormat, compose_cpu};
+use crate::compose::{ComposeStyle, PictureFormat, Shape, compose_cpu};
 use crate::image::Image;
-use crate::output::compose::layers_of;
+use crate::analysis::overlay::layers_of;
 
 /// Frame width of the canned frames.
 pub const WIDTH: usize = 320;

@@ -29,7 +29,8 @@ use crate::config::Settings;
 use crate::lifecycle::{
     self, LiveSettings, State, StopRequest, StreamJob, StreamObserver, StreamOutput,
 };
-use crate::pipeline::{Command, Counters, Mailbox, PipelineEvent};
+use crate::pipeline::{Command, Mailbox, PipelineEvent};
+use crate::stats::Counters;
 use crate::source::SourceSpec;
 
 /// What [`Link::poll`] found since the last poll.
@@ -465,7 +466,7 @@ impl TestLink {
         self.read_commands();
         let picture = self.style.lock().ok().map(|style| {
             compose_cpu(
-                &crate::output::compose::layers_of(&f),
+                &crate::analysis::overlay::layers_of(&f),
                 &style,
                 PictureFormat::Rgba,
             )

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream};
-use morphoscope::analysis::Shape;
+use morphoscope::compose::Shape;
 use morphoscope::compose::{
     ComposeGpu, ComposeStyle, DeviceRaster, DeviceRasterLayer, HostBase, HostLayers, HostRaster,
     LayerStyle, ORIGINAL, Picture, PictureFormat, RasterLayer, SegmentCount, Segments, ShapeLayer,

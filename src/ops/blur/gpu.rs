@@ -16,14 +16,6 @@ use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, roun
 use crate::image::ImageView;
 use crate::ops::OpError;
 
-/// Entry points of `kernels/blur.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &[
-    "blur_vertical",
-    "blur_horizontal",
-    "blur_vertical_f64",
-    "blur_horizontal_f64",
-];
-
 /// A half kernel passed by value to the blur kernels: `w[0..=radius]`, centre first, zero beyond
 /// `radius`. Keep in sync with `BlurWeights` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
 #[repr(C)]

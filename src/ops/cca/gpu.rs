@@ -39,20 +39,6 @@ const STRIP_PIECE: usize = 8;
 /// Warps per block of the warp-per-item kernels.
 const WARPS_PER_BLOCK: u32 = 8;
 
-/// Kernel entry points of the `cca` module (for `src/kernels.rs`).
-pub const FUNCTIONS: &[&str] = &[
-    "cca_hist",
-    "cca_otsu",
-    "cca_binarize",
-    "cca_strip",
-    "cca_merge",
-    "cca_count_roots",
-    "cca_scan_rows",
-    "cca_label_roots",
-    "cca_relabel",
-    "cca_features",
-];
-
 /// The running motion background on the device (16.16 fixed point per pixel).
 #[derive(Debug, Default)]
 pub struct GpuBackground {

@@ -40,27 +40,6 @@ const BLOCK: u32 = 256;
 /// Pixels per thread of `maxtree_flatten`. Keep in sync with `MT_FLAT`.
 const FLATTEN_PIXELS: u32 = 8;
 
-/// Every entry point of `kernels/maxtree.cu` (the list for `src/kernels.rs`).
-pub const FUNCTIONS: &[&str] = &[
-    "maxtree_local_u8",
-    "maxtree_local_u16",
-    "maxtree_merge",
-    "maxtree_flatten",
-    "maxtree_nodes",
-    "maxtree_pixels",
-    "maxtree_double",
-    "maxtree_attr",
-    "maxtree_amax_init",
-    "maxtree_amax",
-    "maxtree_amax_fold",
-    "maxtree_keep",
-    "maxtree_jump",
-    "maxtree_restitute_u8",
-    "maxtree_restitute_u16",
-    "maxtree_residue_stats_u8",
-    "maxtree_residue_stats_u16",
-];
-
 /// Grey types the CUDA max-tree accepts (u8 and u16).
 pub trait GpuGray: Gray + HostPixel<Sample = Self> + DeviceRepr + ValidAsZeroBits + Unpin {
     /// `maxtree_local_*` entry point.

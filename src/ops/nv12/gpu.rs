@@ -11,9 +11,6 @@ use crate::gpu::{GpuContext, launch};
 use crate::image::Image;
 use crate::ops::OpError;
 
-/// Entry points of `kernels/nv12.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &["nv12_to_rgb"];
-
 /// Device addresses and pitches of an NV12 frame's planes, e.g. a decoder's CUDA buffers.
 #[derive(Clone, Copy, Debug)]
 pub struct Nv12Planes {

@@ -153,7 +153,8 @@ fn matches_gstreamer_across_the_converters_bands() {
         }
     }
     let hd = nv12_info(1920, 1080, M::Bt709, R::Range16_235, Site::MPEG2);
-    assert_matches_gstreamer(&hd, crate::source::spec::CONVERTER_THREADS, 1);
+    // 4: the thread count of the sources' converter (`source::spec::CONVERTER_THREADS`).
+    assert_matches_gstreamer(&hd, 4, 1);
 }
 
 #[test]

@@ -84,7 +84,6 @@ mod tests;
 mod tuning;
 
 pub use readback::{segment_gpu, segment_gpu_rgb};
-pub use setup::FUNCTIONS;
 pub use tuning::{Finisher, SegmentProfiling, SegmentTuning};
 
 use buffers::FrameBuffers;

@@ -14,37 +14,6 @@ use super::tuning::{Finisher, SegmentTuning};
 use crate::gpu::launch::blocks_for;
 use crate::gpu::{GpuContext, GpuError};
 
-/// Entry points of `kernels/segmentation.cu` (checked by the registry at start).
-pub const FUNCTIONS: &[&str] = &[
-    "segment_init",
-    "segment_edges",
-    "segment_blur_edges",
-    "segment_least",
-    "segment_targets_trees",
-    "segment_exits",
-    "segment_core",
-    "segment_alloc",
-    "segment_cat_block",
-    "segment_cat_block_g",
-    "segment_cat_giant",
-    "segment_cat_mid",
-    "segment_cat_small",
-    "segment_cat_small_mid",
-    "segment_reset_done",
-    "segment_final",
-    "segment_minpix",
-    "segment_scan_count",
-    "segment_scan_blocks",
-    "segment_scan_label",
-    "segment_labels",
-    "segment_level_threshold",
-    "segment_level_comp",
-    "segment_stamp",
-    "segment_finish",
-    "segment_finish_grid",
-    "segment_tiles",
-];
-
 /// The resolved kernels of `kernels/segmentation.cu`, the streams their rounds fork onto and what
 /// the device offers them; fixed for the op's life.
 pub(super) struct Kernels {

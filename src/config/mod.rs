@@ -5,15 +5,16 @@
 //! Unknown sections or keys and values of the wrong type are rejected with the key named
 //! (`#[serde(deny_unknown_fields)]` throughout); each op validates its own ranges.
 
+pub mod service;
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::output::encoder::EncoderChoice;
 use crate::source::{FrameFormat, Pacing, TestSourceOptions};
 
 /// The embedded defaults (also shipped as `config/default.toml`).
-pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 
 /// Errors reading or applying settings.
 #[derive(Debug, thiserror::Error)]
@@ -255,6 +256,21 @@ impl Default for PipelineSettings {
     }
 }
 
+/// Which H.264 encoder writes the overlay video (`[output] encoder`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EncoderChoice {
+    /// The fastest present that accepts the frame size.
+    #[default]
+    Auto,
+    /// NVENC only.
+    Nvenc,
+    /// x264 only.
+    X264,
+    /// OpenH264 only.
+    Openh264,
+}
+
 /// `[output]` (headless `run`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -290,18 +306,6 @@ impl OutputSettings {
         } else {
             0
         })
-    }
-
-    /// Segments and retention of a stream (`live` or not).
-    #[must_use]
-    pub fn segment_policy(&self, live: bool) -> crate::output::segments::SegmentPolicy {
-        let positive = |v: f64| (v > 0.0).then_some(v);
-        crate::output::segments::SegmentPolicy {
-            seconds: self.segment_seconds_for(live),
-            keep_for: positive(self.keep_hours)
-                .map(|h| std::time::Duration::from_secs_f64(h * 3600.0)),
-            keep_bytes: positive(self.keep_gb).map(|gb| (gb * 1e9) as u64),
-        }
     }
 
     /// Checks the ranges of the segment and retention keys, naming the key.
@@ -370,7 +374,7 @@ pub struct Settings {
     /// `[publish]`
     pub publish: crate::publish::PublishSettings,
     /// `[service]`
-    pub service: crate::service::ServiceSettings,
+    pub service: service::ServiceSettings,
     /// The analyses' sections.
     #[serde(flatten)]
     pub ops: crate::analysis::OpSettings,
@@ -589,7 +593,7 @@ fn refuse_secret_on_command_line(set: &str) -> Result<(), ConfigError> {
     let key = set.split_once('=').map_or(set, |(k, _)| k).trim();
     let env = match key {
         "publish.password" => crate::publish::settings::PASSWORD_ENV,
-        "service.token" => crate::service::settings::TOKEN_ENV,
+        "service.token" => service::TOKEN_ENV,
         _ => return Ok(()),
     };
     Err(ConfigError::SetValue {
@@ -693,6 +697,25 @@ fn insert_at(root: &mut toml::Value, key: &str, value: toml::Value) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracker_min_area_takes_every_u64_and_round_trips() {
+        let s = Settings::load(None, &[format!("tracker.min_area={}", u64::MAX)])
+            .unwrap();
+        assert_eq!(s.ops.tracker.min_area, u64::MAX);
+        let back = Settings::from_toml(&s.to_toml().unwrap(), "").unwrap();
+        assert_eq!(back.ops.tracker.min_area, u64::MAX);
+        let s = Settings::load(None, &["tracker.min_area=7".into()]).unwrap();
+        assert_eq!(s.ops.tracker.min_area, 7);
+        let e = Settings::load(None, &["tracker.min_area=-1".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tracker.min_area"), "{e}");
+        let e = Settings::load(None, &["tracker.min_area=abc".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tracker.min_area") && e.contains("`abc`"), "{e}");
+    }
 
     #[test]
     fn defaults_parse_and_equal_the_rust_defaults() {

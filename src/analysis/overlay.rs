@@ -90,7 +90,8 @@ pub fn compose(frame: &AnalysedFrame) -> Image<[u8; 3]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{FrameTimings, Layer, OpData, OpOutput, Raster, Shape};
+    use crate::analysis::{FrameTimings, Layer, OpData, OpOutput, Raster};
+    use crate::compose::Shape;
 
     fn frame(raster: Option<Raster>, shapes: Vec<Shape>) -> AnalysedFrame {
         AnalysedFrame {
