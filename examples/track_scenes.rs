@@ -12,8 +12,8 @@
 
 use std::path::PathBuf;
 
-use morphoscope::image::Image;
 use morphoscope::config::EncoderChoice;
+use morphoscope::image::Image;
 use morphoscope::output::encoder::{choose_encoder, installed_encoder};
 use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::source::FrameRate;

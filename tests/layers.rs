@@ -60,7 +60,10 @@ fn top_level_modules(src: &Path) -> Vec<String> {
 
 /// Every `.rs` file under `dir`.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("a source folder lists").filter_map(Result::ok) {
+    for entry in fs::read_dir(dir)
+        .expect("a source folder lists")
+        .filter_map(Result::ok)
+    {
         let path = entry.path();
         if path.is_dir() {
             rust_files(&path, out);
@@ -101,7 +104,10 @@ fn architecture_lists_every_module_once() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let layers = documented_layers(root);
     let modules = top_level_modules(&root.join("src"));
-    let unplaced: Vec<&String> = modules.iter().filter(|m| !layers.contains_key(*m)).collect();
+    let unplaced: Vec<&String> = modules
+        .iter()
+        .filter(|m| !layers.contains_key(*m))
+        .collect();
     assert!(
         unplaced.is_empty(),
         "modules with no layer in ARCHITECTURE.md: {unplaced:?}"

@@ -19,16 +19,67 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
+use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
     Payload, TrackInfo,
 };
-use crate::compose::Shape;
+use crate::compose::{LayerKind, Shape};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::cca::gpu::GpuBackground;
 use crate::ops::cca::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
 use crate::track::{TrackState, Tracker};
+
+/// The `cca` analysis, described (see [`super::descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "cca",
+    title: "components + tracks",
+    legend: "Boxes: connected components of the binarized frame; the number is the track id (stable \
+              across frames), the line is the track's recent path. Click a box or a row of the Tracks \
+              panel to highlight a track.",
+    layer: Some(LayerLook {
+        kind: LayerKind::Shapes,
+        additive: false,
+        hue_wheel: false,
+    }),
+    properties: &[
+        Property {
+            name: "cca",
+            key: "cca.enabled",
+            blurb: "Connected components of the binarized frame, tracked across frames (region-of-interest metas)",
+            kind: PropertyKind::Bool(true),
+        },
+        Property {
+            name: "cca-threshold",
+            key: "cca.threshold",
+            blurb: "Binarization threshold: otsu, or a grey level (0..=65535)",
+            kind: PropertyKind::Text("30"),
+        },
+        Property {
+            name: "cca-source",
+            key: "cca.source",
+            blurb: "What is thresholded: frame (the grey frame) or motion (|frame - running background|)",
+            kind: PropertyKind::Text("motion"),
+        },
+        Property {
+            name: "min-area",
+            key: "tracker.min_area",
+            blurb: "Components smaller than this (pixels) are not tracked",
+            kind: PropertyKind::UInt {
+                min: 0,
+                max: u32::MAX,
+                default: 25,
+            },
+        },
+    ],
+    enabled: |s| s.cca.enabled,
+    validate: |s| {
+        in_section(DESCRIPTOR.name, s.cca.params().validate())?;
+        in_section("tracker", s.tracker.validate())
+    },
+    build: |s| Ok(Box::new(Cca::new(s)?)),
+};
 
 /// `[cca]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -119,7 +170,7 @@ struct Labeled {
 
 fn payload_output(table: ComponentTable) -> OpOutput {
     OpOutput {
-        op: "cca",
+        op: DESCRIPTOR.name,
         payload: Some(Payload::new(Labeled { table })),
         ..Default::default()
     }
@@ -127,7 +178,7 @@ fn payload_output(table: ComponentTable) -> OpOutput {
 
 impl Analysis for Cca {
     fn name(&self) -> &'static str {
-        "cca"
+        DESCRIPTOR.name
     }
     fn enabled(&self) -> bool {
         self.settings.enabled
@@ -255,7 +306,7 @@ impl Analysis for Cca {
         }
         records.push(("components.jsonl", line.to_string()));
         OpOutput {
-            op: "cca",
+            op: DESCRIPTOR.name,
             summary: serde_json::json!({
                 "components": table.components.len(),
                 "threshold": table.threshold,

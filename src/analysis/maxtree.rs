@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
+use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
     Raster,
@@ -16,6 +17,47 @@ use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
 use crate::ops::maxtree::{MaxTree, MaxtreeGpu, MaxtreeOutput, MaxtreeParams};
+
+/// The `maxtree` analysis, described (see [`super::descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "maxtree",
+    title: "max-tree filter",
+    legend: "Highlight: the residue of the attribute filter (|frame - filtered|, a top-hat): the \
+              small bright (max-tree) or dark (min-tree) structures the filter removed glow yellow, \
+              the more the stronger the residue; nothing where nothing was removed.",
+    layer: Some(LayerLook {
+        kind: LayerKind::Residue,
+        additive: true,
+        hue_wheel: false,
+    }),
+    properties: &[
+        Property {
+            name: "maxtree",
+            key: "maxtree.enabled",
+            blurb: "Max-tree attribute filtering (overlay: the residue |frame - filtered|)",
+            kind: PropertyKind::Bool(true),
+        },
+        Property {
+            name: "maxtree-attribute",
+            key: "maxtree.attribute",
+            blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height or diameter",
+            kind: PropertyKind::Text("area"),
+        },
+        Property {
+            name: "maxtree-threshold",
+            key: "maxtree.threshold",
+            blurb: "Nodes whose attribute is at least this are kept",
+            kind: PropertyKind::Double {
+                min: 0.0,
+                max: 1e12,
+                default: 64.0,
+            },
+        },
+    ],
+    enabled: |s| s.maxtree.enabled,
+    validate: |s| in_section(DESCRIPTOR.name, s.maxtree.validate()),
+    build: |s| Ok(Box::new(Maxtree::new(s)?)),
+};
 
 /// `[maxtree]` is the op's own parameter struct.
 pub type MaxtreeSettings = MaxtreeParams;
@@ -27,7 +69,7 @@ fn output(out: &MaxtreeOutput) -> OpOutput {
         _ => None,
     };
     OpOutput {
-        op: "maxtree",
+        op: DESCRIPTOR.name,
         summary: out.summary(),
         layer: Layer {
             raster,
@@ -55,7 +97,7 @@ impl Maxtree {
 
 impl Analysis for Maxtree {
     fn name(&self) -> &'static str {
-        "maxtree"
+        DESCRIPTOR.name
     }
     fn enabled(&self) -> bool {
         self.settings.enabled
@@ -116,7 +158,7 @@ impl GpuStage for MaxtreeStage {
             ..Default::default()
         };
         Ok(OpOutput {
-            op: "maxtree",
+            op: DESCRIPTOR.name,
             summary,
             layer,
             ..Default::default()

@@ -4,10 +4,14 @@
 //! numbers for `frames.jsonl`, an overlay [`Layer`] (a raster and/or vector shapes in image
 //! coordinates) and typed [`OpData`] for the viewer's panels.
 //!
-//! Adding an analysis: a settings struct in [`OpSettings`], an `impl Analysis`, one line in
-//! [`build_analyses`]. The pipeline, sinks and viewer need no change: they iterate the outputs.
+//! Adding an analysis: its op in `src/ops/<name>/`, its kernels in `kernels/<name>.cu` (a line
+//! in `crate::kernels`), a file here with its settings struct, its `impl Analysis` and its
+//! [`Descriptor`], a field in [`OpSettings`] with its section in `config/default.toml`, and a
+//! line in [`ANALYSES`]. The pipeline, sinks, viewer, service and element need no change: they
+//! iterate the descriptors and the outputs.
 
 pub mod cca;
+pub mod descriptor;
 pub mod maxtree;
 pub mod orientation;
 pub mod overlay;
@@ -20,9 +24,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
-pub use types::{
-    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, TrackInfo,
-};
+pub use descriptor::{Descriptor, LayerLook, Property, PropertyKind};
+pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, TrackInfo};
 
 use crate::compose::DeviceRaster;
 
@@ -52,39 +55,28 @@ impl OpSettings {
     /// Whether analysis `name` (its settings section) is enabled.
     #[must_use]
     pub fn is_enabled(&self, name: &str) -> bool {
-        match name {
-            "preprocess" => self.preprocess.enabled,
-            "maxtree" => self.maxtree.enabled,
-            "cca" => self.cca.enabled,
-            "orientation" => self.orientation.enabled,
-            "segmentation" => self.segmentation.enabled,
-            _ => false,
-        }
+        descriptor(name).is_some_and(|d| (d.enabled)(self))
     }
 
-    /// Range checks; `Err((key, message))`.
+    /// Range checks of every analysis' sections; `Err((key, message))`.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        self.preprocess
-            .validate()
-            .map_err(|m| ("preprocess".to_owned(), m))?;
-        self.maxtree
-            .validate()
-            .map_err(|e| ("maxtree".to_owned(), e.to_string()))?;
-        self.cca
-            .params()
-            .validate()
-            .map_err(|e| ("cca".to_owned(), e.to_string()))?;
-        self.tracker
-            .validate()
-            .map_err(|e| ("tracker".to_owned(), e.to_string()))?;
-        self.orientation
-            .validate()
-            .map_err(|e| ("orientation".to_owned(), e.to_string()))?;
-        self.segmentation
-            .validate()
-            .map_err(|e| ("segmentation".to_owned(), e.to_string()))?;
-        Ok(())
+        ANALYSES.iter().try_for_each(|d| (d.validate)(self))
     }
+}
+
+/// Every analysis, in the order they run on a frame.
+pub const ANALYSES: &[&Descriptor] = &[
+    &preprocess::DESCRIPTOR,
+    &maxtree::DESCRIPTOR,
+    &cca::DESCRIPTOR,
+    &orientation::DESCRIPTOR,
+    &segmentation::DESCRIPTOR,
+];
+
+/// The analysis named `name`.
+#[must_use]
+pub fn descriptor(name: &str) -> Option<&'static Descriptor> {
+    ANALYSES.iter().copied().find(|d| d.name == name)
 }
 
 /// What every analysis sees of a frame on the CPU.
@@ -202,15 +194,12 @@ pub trait GpuStage: Send {
     }
 }
 
-/// Every analysis, in the order they run on a frame.
+/// Every analysis, built from `settings`, in the order they run on a frame.
 pub fn build_analyses(settings: &OpSettings) -> Result<Vec<Box<dyn Analysis>>, OpError> {
-    let mut v: Vec<Box<dyn Analysis>> = vec![
-        Box::new(preprocess::Preprocess::new(&settings.preprocess)),
-        Box::new(maxtree::Maxtree::new(settings)?),
-        Box::new(cca::Cca::new(settings)?),
-        Box::new(orientation::Orientation::new(settings)?),
-        Box::new(segmentation::Segmentation::new(settings)?),
-    ];
+    let mut v = ANALYSES
+        .iter()
+        .map(|d| (d.build)(settings))
+        .collect::<Result<Vec<_>, _>>()?;
     for a in &mut v {
         a.update(settings)?;
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
+use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
     Raster,
@@ -16,6 +17,50 @@ use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::orientation::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
+
+/// The `orientation` analysis, described (see [`super::descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "orientation",
+    title: "orientation map",
+    legend: "Colour = orientation of the strongest linear opening at each pixel (hue, see the wheel), \
+              brightness = its strength (dark = no linear structure).",
+    layer: Some(LayerLook {
+        kind: LayerKind::Colour,
+        additive: true,
+        hue_wheel: true,
+    }),
+    properties: &[
+        Property {
+            name: "orientation",
+            key: "orientation.enabled",
+            blurb: "Orientation maps: supremum of linear openings over evenly spaced angles",
+            kind: PropertyKind::Bool(true),
+        },
+        Property {
+            name: "orientation-length",
+            key: "orientation.length",
+            blurb: "Length of the linear structuring element, pixels (odd)",
+            kind: PropertyKind::UInt {
+                min: 1,
+                max: 1023,
+                default: 31,
+            },
+        },
+        Property {
+            name: "orientation-angles",
+            key: "orientation.angles",
+            blurb: "Number of directions in [0, 180) degrees",
+            kind: PropertyKind::UInt {
+                min: 1,
+                max: 360,
+                default: 36,
+            },
+        },
+    ],
+    enabled: |s| s.orientation.enabled,
+    validate: |s| in_section(DESCRIPTOR.name, s.orientation.validate()),
+    build: |s| Ok(Box::new(Orientation::new(s)?)),
+};
 
 /// `[orientation]` is the op's own parameter struct.
 pub type OrientationSettings = OrientationParams;
@@ -32,7 +77,7 @@ fn output(
         .map(|(&a, &s)| (a as f32, s))
         .collect();
     OpOutput {
-        op: "orientation",
+        op: DESCRIPTOR.name,
         summary: spectrum_summary(angles_deg, spectrum, closing),
         layer: Layer {
             raster: colour.map(|c| Raster::Colour(Arc::new(c))),
@@ -60,7 +105,7 @@ impl Orientation {
 
 impl Analysis for Orientation {
     fn name(&self) -> &'static str {
-        "orientation"
+        DESCRIPTOR.name
     }
     fn enabled(&self) -> bool {
         self.settings.enabled

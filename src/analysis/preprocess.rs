@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
+use super::descriptor::{Descriptor, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
 };
@@ -15,6 +16,23 @@ use crate::gpu::GpuContext;
 use crate::gpu::KernelTimer;
 use crate::ops::OpError;
 use crate::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram};
+
+/// The `preprocess` analysis, described (see [`super::descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "preprocess",
+    title: "grey statistics",
+    legend: "",
+    layer: None,
+    properties: &[Property {
+        name: "preprocess",
+        key: "preprocess.enabled",
+        blurb: "Grey-level statistics of each frame (in the frame summary)",
+        kind: PropertyKind::Bool(true),
+    }],
+    enabled: |s| s.preprocess.enabled,
+    validate: |s| in_section(DESCRIPTOR.name, s.preprocess.validate()),
+    build: |s| Ok(Box::new(Preprocess::new(&s.preprocess))),
+};
 
 /// `[preprocess]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,7 +73,7 @@ impl Preprocess {
 
 impl Analysis for Preprocess {
     fn name(&self) -> &'static str {
-        "preprocess"
+        DESCRIPTOR.name
     }
     fn enabled(&self) -> bool {
         self.settings.enabled
@@ -83,7 +101,7 @@ impl Analysis for Preprocess {
 
 fn output(stats: &GrayStats) -> OpOutput {
     OpOutput {
-        op: "preprocess",
+        op: DESCRIPTOR.name,
         summary: stats.summary(),
         layer: Layer::default(),
         data: OpData::None,

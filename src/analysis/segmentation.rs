@@ -24,6 +24,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use serde::{Deserialize, Serialize};
 
+use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
     Payload, Raster,
@@ -40,6 +41,50 @@ use crate::ops::preprocess::{
 use crate::ops::segmentation::boruvka::felzenszwalb_boruvka;
 use crate::ops::segmentation::cpu::felzenszwalb_interleaved;
 use crate::ops::segmentation::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
+
+/// The `segmentation` analysis, described (see [`super::descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "segmentation",
+    title: "segmentation",
+    legend: "Each segment of the graph-based (Felzenszwalb) segmentation filled with its mean colour \
+              or a random colour, with its boundary drawn.",
+    layer: Some(LayerLook {
+        kind: LayerKind::Segments,
+        additive: false,
+        hue_wheel: false,
+    }),
+    properties: &[
+        Property {
+            name: "segmentation",
+            key: "segmentation.enabled",
+            blurb: "Felzenszwalb graph segmentation",
+            kind: PropertyKind::Bool(true),
+        },
+        Property {
+            name: "segmentation-scale",
+            key: "segmentation.scale",
+            blurb: "Observation scale k: higher gives fewer, larger segments",
+            kind: PropertyKind::Double {
+                min: 0.0,
+                max: 1e9,
+                default: 100.0,
+            },
+        },
+        Property {
+            name: "segmentation-min-size",
+            key: "segmentation.min_size",
+            blurb: "Segments smaller than this (pixels) are merged into a neighbour",
+            kind: PropertyKind::UInt {
+                min: 0,
+                max: u32::MAX,
+                default: 20,
+            },
+        },
+    ],
+    enabled: |s| s.segmentation.enabled,
+    validate: |s| in_section(DESCRIPTOR.name, s.segmentation.validate()),
+    build: |s| Ok(Box::new(Segmentation::new(s)?)),
+};
 
 /// Colour of the segment boundaries in the overlay.
 const BOUNDARY: [u8; 3] = [255, 255, 0];
@@ -208,7 +253,7 @@ struct Segmented {
 fn output(seg: Segmented) -> OpOutput {
     let raster = seg.raster.clone();
     OpOutput {
-        op: "segmentation",
+        op: DESCRIPTOR.name,
         summary: seg.summary.clone(),
         layer: Layer {
             raster,
@@ -223,7 +268,7 @@ fn output(seg: Segmented) -> OpOutput {
 /// The output of a frame that `every` skips (filled in by `finish`).
 fn skipped() -> OpOutput {
     OpOutput {
-        op: "segmentation",
+        op: DESCRIPTOR.name,
         summary: serde_json::json!({ "skipped": true }),
         ..Default::default()
     }
@@ -309,7 +354,7 @@ fn colour_input<'a>(
 
 impl Analysis for Segmentation {
     fn name(&self) -> &'static str {
-        "segmentation"
+        DESCRIPTOR.name
     }
     fn enabled(&self) -> bool {
         self.settings.enabled
@@ -441,7 +486,7 @@ impl Analysis for Segmentation {
             m.insert("from_frame".into(), last.index.into());
         }
         OpOutput {
-            op: "segmentation",
+            op: DESCRIPTOR.name,
             summary,
             layer: Layer {
                 raster: last.raster.clone(),

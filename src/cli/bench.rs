@@ -24,9 +24,9 @@ use morphoscope::image::{DynImage, Image};
 use morphoscope::output::encoder::{choose_encoder, installed_encoder};
 use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
-use morphoscope::stats::Summary;
 use morphoscope::source::spec::{CONVERTER_THREADS, SINK_TAIL};
 use morphoscope::source::{Frame, FrameFormat, FrameRate, Source, SourceSpec};
+use morphoscope::stats::Summary;
 
 use super::CommonArgs;
 

@@ -26,9 +26,9 @@ use morphoscope::lifecycle::{
     StreamStatus, fps, login_refused,
 };
 use morphoscope::output::RunSink;
-use morphoscope::stats::CounterSnapshot;
 use morphoscope::publish::{PublishReport, Publisher};
 use morphoscope::source::SourceSpec;
+use morphoscope::stats::CounterSnapshot;
 
 use super::CommonArgs;
 use super::signals::{self, StopSignals};

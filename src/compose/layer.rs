@@ -13,8 +13,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use super::ComposeError;
-use super::style::LayerKind;
 use super::shapes::Shape;
+use super::style::LayerKind;
 use crate::image::Image;
 use crate::ops::segmentation::OverlayMode;
 

@@ -233,7 +233,7 @@ mod proptests {
         }
     }
 
-    const NAMES: [&str; 5] = ["maxtree", "orientation", "segmentation", "cca", "extra"];
+    const NAMES: [&str; 5] = ["residue", "angles", "segments", "boxes", "extra"];
 
     /// A random case: frame, layers, shapes, style and format.
     pub fn case(w: usize, h: usize, seed: u64) -> (HostLayers, ComposeStyle, PictureFormat) {

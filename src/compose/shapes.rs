@@ -324,7 +324,7 @@ mod tests {
 
     fn layer(shapes: Vec<Shape>) -> Vec<ShapeLayer> {
         vec![ShapeLayer {
-            name: "cca",
+            name: "boxes",
             shapes: Arc::new(shapes),
         }]
     }
@@ -366,7 +366,7 @@ mod tests {
             color: [9, 9, 9, 128],
             label: Some("71".into()),
         };
-        let style = ComposeStyle::default().with("cca", LayerStyle::added(0.5));
+        let style = ComposeStyle::default().with("boxes", LayerStyle::added(0.5));
         let p = primitives(&layer(vec![rect]), &style);
         let text: Vec<Primitive> = p
             .iter()
@@ -465,7 +465,7 @@ mod tests {
         assert_eq!((p[0].x0, p[0].y0, p[0].x1, p[0].y1), (0, 1, 4, 1));
         assert_eq!((p[1].x1, p[1].y1), (0, COORD_LIMIT));
         assert!(p[1].steps() <= 2 * i64::from(COORD_LIMIT));
-        let hidden = ComposeStyle::default().with("cca", LayerStyle::HIDDEN);
+        let hidden = ComposeStyle::default().with("boxes", LayerStyle::HIDDEN);
         assert!(primitives(&layer(vec![poly]), &hidden).is_empty());
     }
 }

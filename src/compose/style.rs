@@ -130,21 +130,13 @@ pub struct ComposeStyle {
 }
 
 impl Default for ComposeStyle {
-    /// The overlay video's look: the frame opaque, the max-tree residue as a highlight with its
-    /// own alpha rule, the orientation map and the segments mixed at [`RASTER_ALPHA`], the
-    /// components' boxes and trails opaque.
+    /// The overlay video's look: every layer with its kind's default (the frame opaque, a
+    /// residue as a highlight with its own alpha rule, colour pictures and segments mixed at
+    /// [`RASTER_ALPHA`], boxes and trails opaque).
     fn default() -> Self {
-        let layers = [
-            (ORIGINAL, LayerKind::Base),
-            ("maxtree", LayerKind::Residue),
-            ("orientation", LayerKind::Colour),
-            ("segmentation", LayerKind::Segments),
-            ("cca", LayerKind::Shapes),
-        ]
-        .into_iter()
-        .map(|(name, kind)| (name.to_owned(), kind.default_style()))
-        .collect();
-        Self { layers }
+        Self {
+            layers: BTreeMap::new(),
+        }
     }
 }
 
@@ -198,28 +190,28 @@ mod tests {
         let s = ComposeStyle::default();
         assert_eq!(s.base_alpha(), 255);
         assert_eq!(
-            s.blend("maxtree", LayerKind::Residue),
+            s.blend("residue", LayerKind::Residue),
             Some(Blend {
                 alpha: 230,
                 additive: false
             })
         );
         assert_eq!(
-            s.blend("orientation", LayerKind::Colour),
+            s.blend("angles", LayerKind::Colour),
             Some(Blend {
                 alpha: 102,
                 additive: false
             })
         );
         assert_eq!(
-            s.blend("segmentation", LayerKind::Segments),
+            s.blend("segments", LayerKind::Segments),
             Some(Blend {
                 alpha: 102,
                 additive: false
             })
         );
         assert_eq!(
-            s.blend("cca", LayerKind::Shapes),
+            s.blend("boxes", LayerKind::Shapes),
             Some(Blend {
                 alpha: 255,
                 additive: false
@@ -239,16 +231,16 @@ mod tests {
     fn hidden_and_transparent_layers_draw_nothing() {
         let s = ComposeStyle::default()
             .with(ORIGINAL, LayerStyle::HIDDEN)
-            .with("orientation", LayerStyle::added(0.0))
-            .with("cca", LayerStyle::added(0.001))
-            .with("segmentation", LayerStyle::mixed(f32::NAN));
+            .with("angles", LayerStyle::added(0.0))
+            .with("boxes", LayerStyle::added(0.001))
+            .with("segments", LayerStyle::mixed(f32::NAN));
         assert_eq!(s.base_alpha(), 0);
-        assert_eq!(s.blend("orientation", LayerKind::Colour), None);
-        assert_eq!(s.blend("cca", LayerKind::Shapes), None);
-        assert_eq!(s.blend("segmentation", LayerKind::Segments), None);
-        let s = s.with("cca", LayerStyle::added(2.0));
+        assert_eq!(s.blend("angles", LayerKind::Colour), None);
+        assert_eq!(s.blend("boxes", LayerKind::Shapes), None);
+        assert_eq!(s.blend("segments", LayerKind::Segments), None);
+        let s = s.with("boxes", LayerStyle::added(2.0));
         assert_eq!(
-            s.blend("cca", LayerKind::Shapes),
+            s.blend("boxes", LayerKind::Shapes),
             Some(Blend {
                 alpha: 255,
                 additive: true

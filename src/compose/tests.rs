@@ -86,7 +86,7 @@ fn the_base_is_the_frame_with_its_style() {
 fn residues_glow_with_their_value() {
     let residue = Arc::new(Image::from_vec(4, 1, vec![0u8, 10, 64, 255]).unwrap());
     let base = HostBase::Gray(Arc::new(Image::new(4, 1, 100u8)));
-    let layers = with_raster(base, "maxtree", HostRaster::Residue(residue));
+    let layers = with_raster(base, "residue", HostRaster::Residue(residue));
     let img = rgb(&layers, &ComposeStyle::default());
     let peak = u32::from(style::quantise(style::RESIDUE_PEAK));
     let a10 = (40 * peak + 127) / 255;
@@ -103,12 +103,12 @@ fn residues_glow_with_their_value() {
     // Additive at full opacity: the frame plus the highlight, clamped; opacity 0 or hidden: nothing.
     let added = rgb(
         &layers,
-        &ComposeStyle::default().with("maxtree", LayerStyle::added(1.0)),
+        &ComposeStyle::default().with("residue", LayerStyle::added(1.0)),
     );
     assert_eq!(added.get(2, 0), [255, 255, 100]);
     for off in [LayerStyle::mixed(0.0), LayerStyle::HIDDEN] {
         assert_eq!(
-            rgb(&layers, &ComposeStyle::default().with("maxtree", off)).data(),
+            rgb(&layers, &ComposeStyle::default().with("residue", off)).data(),
             &[[100; 3]; 4]
         );
     }
@@ -188,17 +188,14 @@ fn segments_take_their_mean_colour_upsampled() {
         segments: segments(labels.clone(), 3, OverlayMode::Mean, boundary),
         count: 2,
     };
-    let opaque = ComposeStyle::default().with("segmentation", LayerStyle::mixed(1.0));
-    let img = rgb(
-        &with_raster(base.clone(), "segmentation", seg(None)),
-        &opaque,
-    );
+    let opaque = ComposeStyle::default().with("segments", LayerStyle::mixed(1.0));
+    let img = rgb(&with_raster(base.clone(), "segments", seg(None)), &opaque);
     // r = 10 x + y. Label 1 (x 0..=2, 9 pixels): sum 99, (99 + 4) / 9 = 11; label 0: 216 / 6 = 36.
     assert_eq!(img.get(0, 0), [11, 100, 7]);
     assert_eq!(img.get(2, 2), [11, 100, 7]);
     assert_eq!(img.get(3, 1), [36, 100, 7]);
     let img = rgb(
-        &with_raster(base.clone(), "segmentation", seg(Some([1, 2, 3]))),
+        &with_raster(base.clone(), "segments", seg(Some([1, 2, 3]))),
         &opaque,
     );
     assert_eq!(img.get(2, 0), [1, 2, 3], "left of another label: boundary");
@@ -206,7 +203,7 @@ fn segments_take_their_mean_colour_upsampled() {
     assert_eq!(img.get(4, 2), [36, 100, 7]);
     // Default opacity mixes the fill; labels at or above the count are black.
     let img = rgb(
-        &with_raster(base.clone(), "segmentation", seg(None)),
+        &with_raster(base.clone(), "segments", seg(None)),
         &ComposeStyle::default(),
     );
     assert_eq!(img.get(0, 0), [mix(0, 11, 102), 100, 7]);
@@ -215,14 +212,14 @@ fn segments_take_their_mean_colour_upsampled() {
         count: 1,
     };
     assert_eq!(
-        rgb(&with_raster(base.clone(), "segmentation", few), &opaque).get(0, 0),
+        rgb(&with_raster(base.clone(), "segments", few), &opaque).get(0, 0),
         [0, 0, 0]
     );
     let random = HostRaster::Segments {
         segments: segments(labels, 3, OverlayMode::Random, None),
         count: 2,
     };
-    let img = rgb(&with_raster(base, "segmentation", random), &opaque);
+    let img = rgb(&with_raster(base, "segments", random), &opaque);
     assert_eq!(
         (img.get(0, 0), img.get(4, 0)),
         (label_colour(1), label_colour(0))
@@ -243,7 +240,7 @@ fn segments_equal_the_segmentation_overlay() {
         min_size: 5,
         ..SegmentParams::default()
     };
-    let opaque = ComposeStyle::default().with("segmentation", LayerStyle::mixed(1.0));
+    let opaque = ComposeStyle::default().with("segments", LayerStyle::mixed(1.0));
     for factor in [1, 2] {
         let small = Image::from_fn(41 / factor, 29 / factor, |x, y| {
             img.get(x * factor, y * factor)
@@ -258,7 +255,7 @@ fn segments_equal_the_segmentation_overlay() {
                         segments: segments(seg.labels.clone(), factor, mode, boundary),
                         count: seg.segment_count,
                     };
-                    with_raster(base, "segmentation", raster)
+                    with_raster(base, "segments", raster)
                 };
                 let want = overlay_segments_rgb(img.view(), &big, mode, boundary).unwrap();
                 assert_eq!(
@@ -292,7 +289,7 @@ fn boxed(color: [u8; 4], left: f32, label: Option<&str>) -> Shape {
 fn the_last_primitive_wins_once() {
     let base = HostBase::Gray(Arc::new(Image::new(24, 20, 50u8)));
     let first = ShapeLayer {
-        name: "cca",
+        name: "boxes",
         shapes: Arc::new(vec![boxed([255, 0, 0, 255], 2.0, Some("8"))]),
     };
     // A half-transparent box over the first one's right edge, in a later layer.
@@ -320,10 +317,10 @@ fn the_last_primitive_wins_once() {
     );
     // Hidden, transparent and additive shape layers.
     let hidden = ComposeStyle::default()
-        .with("cca", LayerStyle::HIDDEN)
+        .with("boxes", LayerStyle::HIDDEN)
         .with("other", LayerStyle::mixed(0.0));
     assert!(rgb(&layers, &hidden).data().iter().all(|&p| p == [50; 3]));
-    let added = ComposeStyle::default().with("cca", LayerStyle::added(1.0));
+    let added = ComposeStyle::default().with("boxes", LayerStyle::added(1.0));
     assert_eq!(rgb(&layers, &added).get(2, 13), [255, 50, 50]);
 }
 
@@ -354,7 +351,7 @@ fn tiny_and_odd_sizes() {
         base: HostBase::Gray(Arc::new(Image::new(1, 6, 0u8))),
         rasters: Vec::new(),
         shapes: vec![ShapeLayer {
-            name: "cca",
+            name: "boxes",
             shapes: Arc::new(vec![Shape::Rect {
                 left: -3.0,
                 top: 1.0,
@@ -378,7 +375,7 @@ fn i420_is_the_rgb_picture_converted() {
         let layers = HostLayers {
             base: rgb_frame(w, h),
             rasters: vec![RasterLayer {
-                name: "orientation",
+                name: "angles",
                 raster: HostRaster::Colour(Arc::new(Image::from_fn(w, h, |x, y| {
                     [(x * 70) as u8, 255, (y * 50) as u8]
                 }))),
@@ -397,12 +394,12 @@ fn i420_is_the_rgb_picture_converted() {
 fn layers_of_the_wrong_size_are_errors() {
     let bad = with_raster(
         rgb_frame(4, 4),
-        "maxtree",
+        "residue",
         HostRaster::Residue(Arc::new(Image::new(4, 3, 0u8))),
     );
     let e = compose_cpu(&bad, &ComposeStyle::default(), PictureFormat::Rgb).unwrap_err();
     assert!(
-        e.to_string().contains("maxtree") && e.to_string().contains("4x3"),
+        e.to_string().contains("residue") && e.to_string().contains("4x3"),
         "{e}"
     );
     let labels = Image::new(5, 2, 0u32);
@@ -477,15 +474,15 @@ pub(crate) fn busy_layers(w: usize, h: usize) -> HostLayers {
         base: HostBase::Rgb(Arc::new(frame)),
         rasters: vec![
             RasterLayer {
-                name: "maxtree",
+                name: "residue",
                 raster: HostRaster::Residue(Arc::new(residue)),
             },
             RasterLayer {
-                name: "orientation",
+                name: "angles",
                 raster: HostRaster::Colour(Arc::new(colour)),
             },
             RasterLayer {
-                name: "segmentation",
+                name: "segments",
                 raster: HostRaster::Segments {
                     segments: seg,
                     count,
@@ -493,7 +490,7 @@ pub(crate) fn busy_layers(w: usize, h: usize) -> HostLayers {
             },
         ],
         shapes: vec![ShapeLayer {
-            name: "cca",
+            name: "boxes",
             shapes: Arc::new(shapes),
         }],
     }

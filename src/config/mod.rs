@@ -700,8 +700,7 @@ mod tests {
 
     #[test]
     fn tracker_min_area_takes_every_u64_and_round_trips() {
-        let s = Settings::load(None, &[format!("tracker.min_area={}", u64::MAX)])
-            .unwrap();
+        let s = Settings::load(None, &[format!("tracker.min_area={}", u64::MAX)]).unwrap();
         assert_eq!(s.ops.tracker.min_area, u64::MAX);
         let back = Settings::from_toml(&s.to_toml().unwrap(), "").unwrap();
         assert_eq!(back.ops.tracker.min_area, u64::MAX);

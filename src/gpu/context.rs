@@ -110,7 +110,10 @@ pub fn open_context(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), Gp
 static PROCESS_PTX: Mutex<Vec<(&'static str, String, String)>> = Mutex::new(Vec::new());
 
 /// PTX of `src` for `arch`: from this process' memory, else the disk cache, else compiled.
-fn module_ptx(src: &crate::kernels::KernelSource, arch: &str) -> Result<(String, PtxOrigin), GpuError> {
+fn module_ptx(
+    src: &crate::kernels::KernelSource,
+    arch: &str,
+) -> Result<(String, PtxOrigin), GpuError> {
     let known = PROCESS_PTX.lock().ok().and_then(|m| {
         m.iter()
             .find(|(n, a, _)| *n == src.name && a == arch)

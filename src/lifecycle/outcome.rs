@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use crate::output::Finished;
-use crate::stats::CounterSnapshot;
 use crate::publish::PublishReport;
 use crate::source::{SourceSpec, StreamInfo};
+use crate::stats::CounterSnapshot;
 
 /// How a stream ended.
 pub struct StreamOutcome {

@@ -18,8 +18,8 @@ use crate::pipeline::{
 };
 use crate::publish::{PublishReport, Publisher, StatusClock, StreamPublisher};
 use crate::source::SourceSpec;
-use crate::stats::{CounterSnapshot, Counters};
 use crate::source::reconnect::SourceChange;
+use crate::stats::{CounterSnapshot, Counters};
 
 use super::outcome::{SelfEnded, end_of_stream_error};
 use super::unstarted::record_not_started;

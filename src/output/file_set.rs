@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::encoder::{self, NoEncoder};
-use crate::config::EncoderChoice;
 use super::files::LineFile;
 use super::video::{InputLayout, VideoSpec, VideoWriter};
 use super::{OutputError, TRACKS_CSV_HEADER};
 use crate::analysis::AnalysedFrame;
 use crate::compose::PictureFormat;
+use crate::config::EncoderChoice;
 use crate::source::StreamInfo;
 
 /// The overlay video's state.
@@ -144,7 +144,9 @@ impl FileSet {
         }
         let pushed = match (&mut self.video, i420) {
             (Video::Open(v), Some(p)) => v.push_i420(&p.data, p.width, p.height, f.pts_nanos),
-            (Video::Open(v), None) => v.push_rgb(&crate::analysis::overlay::compose(f), f.pts_nanos),
+            (Video::Open(v), None) => {
+                v.push_rgb(&crate::analysis::overlay::compose(f), f.pts_nanos)
+            }
             _ => Ok(()),
         };
         if let Err(e) = pushed {

@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::analysis::AnalysedFrame;
-use crate::stats::CounterSnapshot;
+use crate::config::EncoderChoice;
 use crate::publish::PublishReport;
 use crate::source::StreamInfo;
 use crate::source::reconnect::SourceChange;
-use crate::config::EncoderChoice;
+use crate::stats::CounterSnapshot;
 use events::StreamEvent;
 use file_set::FileSet;
 use files::LineFile;

@@ -16,7 +16,6 @@ use crossbeam_channel::{Receiver, Sender};
 use super::ring::Slot;
 use super::worker::{InFlight, ToCollector, Work};
 use super::{Delivery, PictureWant, PipelineEvent};
-use crate::stats::Counters;
 use crate::analysis::{AnalysedFrame, Analysis, FrameMeta, FrameTimings, OpOutput, OpSettings};
 use crate::compose::{
     ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, Picture, PictureFormat, ShapeLayer,
@@ -25,6 +24,7 @@ use crate::compose::{
 use crate::gpu::GpuContext;
 use crate::image::Image;
 use crate::ops::OpError;
+use crate::stats::Counters;
 
 /// The collector's state.
 pub(super) struct Collector {

@@ -42,8 +42,8 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded, unbounded};
 
-pub use mailbox::Mailbox;
 use crate::stats::Counters;
+pub use mailbox::Mailbox;
 
 use crate::analysis::{AnalysedFrame, OpSettings};
 use crate::backend::Backend;

@@ -14,7 +14,6 @@ use cudarc::driver::CudaEvent;
 use super::collector::{self, Collector};
 use super::ring::{self, Slot};
 use super::{Arrived, Command, Delivery, PictureWant, PipelineError, PipelineEvent};
-use crate::stats::Counters;
 use crate::analysis::{Analysis, FrameInput, FrameMeta, OpOutput, OpSettings, build_analyses};
 use crate::backend::Backend;
 use crate::compose::ComposeStyle;
@@ -23,6 +22,7 @@ use crate::gpu::GpuContext;
 use crate::image::{DynImage, Image};
 use crate::ops::{OpError, preprocess};
 use crate::source::{Frame, Pixels};
+use crate::stats::Counters;
 
 /// A frame on its way from the worker to the collector.
 pub(super) struct InFlight {

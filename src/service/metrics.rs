@@ -342,7 +342,7 @@ mod tests {
             picture: None,
             timings: FrameTimings {
                 backend: "cpu",
-                regions: vec![("cca".into(), 2.0), ("maxtree".into(), 3.0)],
+                regions: vec![("boxes".into(), 2.0), ("residue".into(), 3.0)],
                 latency_ms,
                 ..FrameTimings::default()
             },
@@ -376,7 +376,7 @@ mod tests {
             "morphoscope_stream_up{stream=\"door-1\"} 0",
             "morphoscope_latency_seconds_count{stream=\"door-1\"} 2",
             "morphoscope_latency_seconds_bucket{stream=\"door-1\",le=\"0.016\"} 1",
-            "morphoscope_region_seconds_count{stream=\"door-1\",region=\"cca\"} 2",
+            "morphoscope_region_seconds_count{stream=\"door-1\",region=\"boxes\"} 2",
             "morphoscope_gpu_memory_used_bytes{device=\"cuda:0\"} 1073741824",
             "morphoscope_build_info{version=\"0.1.0\",backend=\"cuda\",device=\"cuda:0\"} 1",
         ] {

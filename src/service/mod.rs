@@ -24,9 +24,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::service::{ServiceSettings, TOKEN_ENV};
 pub use admission::Admission;
 pub use metrics::Metrics;
-use crate::config::service::{ServiceSettings, TOKEN_ENV};
 pub use streams::{
     FinishedStream, Origin, StreamRow, StreamSummary, Streams, StreamsConfig, check_id,
 };

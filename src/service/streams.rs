@@ -19,10 +19,10 @@ use crate::lifecycle::{
     StreamOutput, StreamProgress, StreamPublishing, StreamStatus,
 };
 use crate::output::RunSink;
-use crate::stats::CounterSnapshot;
 use crate::publish::topic::MAX_STREAM_ID_BYTES;
 use crate::publish::{Publisher, StreamPublisher};
 use crate::source::SourceSpec;
+use crate::stats::CounterSnapshot;
 
 use super::ServiceError;
 use super::admission::Admission;

@@ -8,12 +8,10 @@
 
 use std::sync::Arc;
 
-use crate::analysis::{
-    AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, TrackInfo,
-};
+use crate::analysis::overlay::layers_of;
+use crate::analysis::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, TrackInfo};
 use crate::compose::{ComposeStyle, PictureFormat, Shape, compose_cpu};
 use crate::image::Image;
-use crate::analysis::overlay::layers_of;
 
 /// Frame width of the canned frames.
 pub const WIDTH: usize = 320;
@@ -226,35 +224,35 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         picture: None,
         outputs: vec![
             output(
-                "preprocess",
+                crate::analysis::preprocess::DESCRIPTOR.name,
                 None,
                 vec![],
                 OpData::None,
                 serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 }),
             ),
             output(
-                "maxtree",
+                crate::analysis::maxtree::DESCRIPTOR.name,
                 Some(Raster::Residue(Arc::new(residue))),
                 vec![],
                 OpData::None,
                 serde_json::json!({ "nodes": 1832, "kept": 3 }),
             ),
             output(
-                "cca",
+                crate::analysis::cca::DESCRIPTOR.name,
                 None,
                 shapes,
                 OpData::Tracks(tracks),
                 serde_json::json!({ "components": 3, "tracks": 3 }),
             ),
             output(
-                "orientation",
+                crate::analysis::orientation::DESCRIPTOR.name,
                 Some(Raster::Colour(Arc::new(orientation))),
                 vec![],
                 OpData::Spectrum(spectrum),
                 serde_json::json!({ "dominant_deg": 45.0 }),
             ),
             output(
-                "segmentation",
+                crate::analysis::segmentation::DESCRIPTOR.name,
                 Some(Raster::Colour(Arc::new(segments))),
                 vec![],
                 OpData::None,

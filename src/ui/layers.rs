@@ -2,8 +2,8 @@
 //! on the host or on the device, shapes, or both), keyed by the `op` name of its [`OpOutput`].
 //! Each layer has a toggle, an opacity, an additive switch (rasters) and a legend; a layer
 //! appears the first time its op sends something to draw, so a new analysis needs no change
-//! here. Known op names get a hand-written legend; any other op gets a generic one from what it
-//! sends.
+//! here: titles, legends and default looks come from each analysis' [`Descriptor`]; an op no
+//! descriptor names gets a generic legend from what it sends.
 //!
 //! The layers are not drawn here: their states become a [`ComposeStyle`] (keyed by op name and
 //! [`ORIGINAL`]) that the viewer sends to the pipeline, whose compose step draws every layer
@@ -11,7 +11,7 @@
 
 use eframe::egui::{self, Color32};
 
-use crate::analysis::{OpOutput, Raster};
+use crate::analysis::{Descriptor, LayerLook, OpOutput, Raster, descriptor};
 use crate::compose::{ComposeStyle, LayerKind, LayerStyle};
 
 pub use crate::compose::ORIGINAL;
@@ -69,11 +69,15 @@ pub fn default_opacity(key: &str, has_raster: bool) -> f32 {
     }
 }
 
-/// Whether a layer blends additively by default: pictures that are black where nothing was found
-/// (the max-tree residue, the orientation map) would otherwise darken the whole frame.
+/// The default look of layer `key`, from its analysis' descriptor.
+fn look(key: &str) -> Option<LayerLook> {
+    descriptor(key).and_then(|d| d.layer)
+}
+
+/// Whether a layer blends additively by default ([`LayerLook::additive`]).
 #[must_use]
 pub fn default_add(key: &str) -> bool {
-    has_hue_legend(key) || key.to_ascii_lowercase().contains("maxtree")
+    look(key).is_some_and(|l| l.additive)
 }
 
 /// Default opacity of additive layers.
@@ -84,9 +88,9 @@ pub const ADD_OPACITY: f32 = 0.6;
 #[must_use]
 pub fn default_style() -> ComposeStyle {
     let mut style = ComposeStyle::default();
-    for (key, s) in &mut style.layers {
-        if default_add(key) {
-            *s = LayerStyle::added(ADD_OPACITY);
+    for d in crate::analysis::ANALYSES {
+        if d.layer.is_some_and(|l| l.additive) {
+            style.set(d.name, LayerStyle::added(ADD_OPACITY));
         }
     }
     style
@@ -170,62 +174,28 @@ pub fn draws(o: &OpOutput) -> bool {
     raster_kind(o).is_some() || !o.layer.shapes.is_empty()
 }
 
-/// A readable name for a layer key.
+/// A readable name for a layer key: its analysis' title, followed by the key (the settings
+/// section) where the title does not say it; else the key.
 #[must_use]
 pub fn title(key: &str) -> String {
-    let k = key.to_ascii_lowercase();
-    let known = if k == ORIGINAL {
-        "original frame"
-    } else if k.contains("maxtree") {
-        "max-tree filter"
-    } else if k.contains("cca")
-        || k.contains("cca")
-        || k.contains("component")
-        || k.contains("track")
-    {
-        "components + tracks"
-    } else if k.contains("orient") || k.contains("linear") {
-        "orientation map"
-    } else if k.contains("segment") || k.contains("felzen") {
-        "segmentation"
-    } else {
-        return key.to_owned();
-    };
-    if k == ORIGINAL || known.contains(&k) {
-        known.to_owned()
-    } else {
-        format!("{known} ({key})")
+    if key == ORIGINAL {
+        return "original frame".into();
+    }
+    match descriptor(key) {
+        Some(d) if d.title.contains(key) => d.title.to_owned(),
+        Some(d) => format!("{} ({key})", d.title),
+        None => key.to_owned(),
     }
 }
 
 /// The legend of a layer: what its colours and marks mean.
 #[must_use]
 pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
-    let k = key.to_ascii_lowercase();
-    if k == ORIGINAL {
+    if key == ORIGINAL {
         return "The source frame (colour, or grey for grey sources). Turn it off to see the overlays on black.".into();
     }
-    if k.contains("maxtree") {
-        return "Highlight: the residue of the attribute filter (|frame - filtered|, a top-hat): the \
-                small bright (max-tree) or dark (min-tree) structures the filter removed glow yellow, \
-                the more the stronger the residue; nothing where nothing was removed."
-            .into();
-    }
-    if k.contains("cca") || k.contains("cca") || k.contains("component") || k.contains("track") {
-        return "Boxes: connected components of the binarized frame; the number is the track id (stable \
-                across frames), the line is the track's recent path. Click a box or a row of the Tracks \
-                panel to highlight a track."
-            .into();
-    }
-    if k.contains("orient") || k.contains("linear") {
-        return "Colour = orientation of the strongest linear opening at each pixel (hue, see the wheel), \
-                brightness = its strength (dark = no linear structure)."
-            .into();
-    }
-    if k.contains("segment") || k.contains("felzen") {
-        return "Each segment of the graph-based (Felzenszwalb) segmentation filled with its mean colour \
-                or a random colour, with its boundary drawn."
-            .into();
+    if let Some(d) = descriptor(key).filter(|d: &&Descriptor| !d.legend.is_empty()) {
+        return d.legend.to_owned();
     }
     match output {
         Some(o) => {
@@ -250,11 +220,10 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
     }
 }
 
-/// True when the legend should show the hue wheel of angles.
+/// True when the legend should show the hue wheel of angles ([`LayerLook::hue_wheel`]).
 #[must_use]
 pub fn has_hue_legend(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    k.contains("orient") || k.contains("linear")
+    look(key).is_some_and(|l| l.hue_wheel)
 }
 
 /// The colour of an angle in degrees on the orientation maps' hue scale (0° and 180° are the same

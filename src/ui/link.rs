@@ -30,8 +30,8 @@ use crate::lifecycle::{
     self, LiveSettings, State, StopRequest, StreamJob, StreamObserver, StreamOutput,
 };
 use crate::pipeline::{Command, Mailbox, PipelineEvent};
-use crate::stats::Counters;
 use crate::source::SourceSpec;
+use crate::stats::Counters;
 
 /// What [`Link::poll`] found since the last poll.
 #[derive(Debug, Default)]

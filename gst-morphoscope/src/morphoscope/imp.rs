@@ -46,7 +46,7 @@ use morphoscope::source::{DeviceNv12, Pixels};
 use super::convert::{self, ToRgb};
 use super::cuda_memory::{self, SharedContext};
 use super::engine::{Engine, EngineError, Held, frame_image};
-use super::settings::{KEY_PROPERTIES, PropValue, Settings};
+use super::settings::{PropValue, Settings, key_property};
 use super::{BackendChoice, QosPolicy};
 use crate::metadata;
 

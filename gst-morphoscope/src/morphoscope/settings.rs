@@ -10,197 +10,72 @@ use std::path::PathBuf;
 
 use gstreamer::prelude::*;
 
+use morphoscope::analysis::{ANALYSES, Property, PropertyKind};
+
 use super::{BackendChoice, QosPolicy};
 
-/// The type and range of an analysis property.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Kind {
-    /// On/off.
-    Bool(bool),
-    /// An unsigned integer in `min..=max`.
-    UInt { min: u32, max: u32, default: u32 },
-    /// A double in `min..=max`.
-    Double { min: f64, max: f64, default: f64 },
-    /// A word (the values are listed in the property's doc).
-    Text(&'static str),
+/// The ring size, the one pipeline setting with a property.
+static RING_SIZE: Property = Property {
+    name: "ring-size",
+    key: "pipeline.ring_size",
+    blurb: "Frames in flight (slots of the ring of CUDA streams); behind a live source the element delays its output by this many frames",
+    kind: PropertyKind::UInt {
+        min: 1,
+        max: 8,
+        default: 3,
+    },
+};
+
+/// Every property that overrides one settings key: the ring size, then each analysis' own
+/// (from its descriptor; their defaults are those of `config/default.toml`).
+pub(super) fn key_properties() -> impl Iterator<Item = &'static Property> {
+    std::iter::once(&RING_SIZE).chain(ANALYSES.iter().flat_map(|d| d.properties))
 }
 
-/// One property that overrides one key of the settings file.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct KeyProperty {
-    /// Property name.
-    pub name: &'static str,
-    /// `section.key` in the settings file.
-    pub key: &'static str,
-    /// Doc shown by gst-inspect.
-    pub blurb: &'static str,
-    /// Type, range and built-in default.
-    pub kind: Kind,
+/// The settings-key property named `name`.
+pub(super) fn key_property(name: &str) -> Option<&'static Property> {
+    key_properties().find(|p| p.name == name)
 }
 
-/// Properties mapped to settings keys (their defaults are those of `config/default.toml`).
-pub(super) const KEY_PROPERTIES: &[KeyProperty] = &[
-    KeyProperty {
-        name: "ring-size",
-        key: "pipeline.ring_size",
-        blurb: "Frames in flight (slots of the ring of CUDA streams); behind a live source the element delays its output by this many frames",
-        kind: Kind::UInt {
-            min: 1,
-            max: 8,
-            default: 3,
-        },
-    },
-    KeyProperty {
-        name: "preprocess",
-        key: "preprocess.enabled",
-        blurb: "Grey-level statistics of each frame (in the frame summary)",
-        kind: Kind::Bool(true),
-    },
-    KeyProperty {
-        name: "maxtree",
-        key: "maxtree.enabled",
-        blurb: "Max-tree attribute filtering (overlay: the residue |frame - filtered|)",
-        kind: Kind::Bool(true),
-    },
-    KeyProperty {
-        name: "maxtree-attribute",
-        key: "maxtree.attribute",
-        blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height or diameter",
-        kind: Kind::Text("area"),
-    },
-    KeyProperty {
-        name: "maxtree-threshold",
-        key: "maxtree.threshold",
-        blurb: "Nodes whose attribute is at least this are kept",
-        kind: Kind::Double {
-            min: 0.0,
-            max: 1e12,
-            default: 64.0,
-        },
-    },
-    KeyProperty {
-        name: "cca",
-        key: "cca.enabled",
-        blurb: "Connected components of the binarized frame, tracked across frames (region-of-interest metas)",
-        kind: Kind::Bool(true),
-    },
-    KeyProperty {
-        name: "cca-threshold",
-        key: "cca.threshold",
-        blurb: "Binarization threshold: otsu, or a grey level (0..=65535)",
-        kind: Kind::Text("30"),
-    },
-    KeyProperty {
-        name: "cca-source",
-        key: "cca.source",
-        blurb: "What is thresholded: frame (the grey frame) or motion (|frame - running background|)",
-        kind: Kind::Text("motion"),
-    },
-    KeyProperty {
-        name: "min-area",
-        key: "tracker.min_area",
-        blurb: "Components smaller than this (pixels) are not tracked",
-        kind: Kind::UInt {
-            min: 0,
-            max: u32::MAX,
-            default: 25,
-        },
-    },
-    KeyProperty {
-        name: "orientation",
-        key: "orientation.enabled",
-        blurb: "Orientation maps: supremum of linear openings over evenly spaced angles",
-        kind: Kind::Bool(true),
-    },
-    KeyProperty {
-        name: "orientation-length",
-        key: "orientation.length",
-        blurb: "Length of the linear structuring element, pixels (odd)",
-        kind: Kind::UInt {
-            min: 1,
-            max: 1023,
-            default: 31,
-        },
-    },
-    KeyProperty {
-        name: "orientation-angles",
-        key: "orientation.angles",
-        blurb: "Number of directions in [0, 180) degrees",
-        kind: Kind::UInt {
-            min: 1,
-            max: 360,
-            default: 36,
-        },
-    },
-    KeyProperty {
-        name: "segmentation",
-        key: "segmentation.enabled",
-        blurb: "Felzenszwalb graph segmentation",
-        kind: Kind::Bool(true),
-    },
-    KeyProperty {
-        name: "segmentation-scale",
-        key: "segmentation.scale",
-        blurb: "Observation scale k: higher gives fewer, larger segments",
-        kind: Kind::Double {
-            min: 0.0,
-            max: 1e9,
-            default: 100.0,
-        },
-    },
-    KeyProperty {
-        name: "segmentation-min-size",
-        key: "segmentation.min_size",
-        blurb: "Segments smaller than this (pixels) are merged into a neighbour",
-        kind: Kind::UInt {
-            min: 0,
-            max: u32::MAX,
-            default: 20,
-        },
-    },
-];
-
-impl KeyProperty {
-    /// The property's spec: settable in every state (the ring size only before the stream
-    /// starts: it sizes the ring).
-    pub(super) fn spec(&self) -> glib::ParamSpec {
-        if self.key == "pipeline.ring_size"
-            && let Kind::UInt { min, max, default } = self.kind
-        {
-            return glib::ParamSpecUInt::builder(self.name)
-                .blurb(self.blurb)
-                .minimum(min)
-                .maximum(max)
-                .default_value(default)
-                .mutable_ready()
-                .build();
-        }
-        match self.kind {
-            Kind::Bool(d) => glib::ParamSpecBoolean::builder(self.name)
-                .blurb(self.blurb)
-                .default_value(d)
-                .mutable_playing()
-                .build(),
-            Kind::UInt { min, max, default } => glib::ParamSpecUInt::builder(self.name)
-                .blurb(self.blurb)
-                .minimum(min)
-                .maximum(max)
-                .default_value(default)
-                .mutable_playing()
-                .build(),
-            Kind::Double { min, max, default } => glib::ParamSpecDouble::builder(self.name)
-                .blurb(self.blurb)
-                .minimum(min)
-                .maximum(max)
-                .default_value(default)
-                .mutable_playing()
-                .build(),
-            Kind::Text(d) => glib::ParamSpecString::builder(self.name)
-                .blurb(self.blurb)
-                .default_value(Some(d))
-                .mutable_playing()
-                .build(),
-        }
+/// The spec of property `p`: settable in every state (the ring size only before the stream
+/// starts: it sizes the ring).
+pub(super) fn spec(p: &Property) -> glib::ParamSpec {
+    if p.key == RING_SIZE.key
+        && let PropertyKind::UInt { min, max, default } = p.kind
+    {
+        return glib::ParamSpecUInt::builder(p.name)
+            .blurb(p.blurb)
+            .minimum(min)
+            .maximum(max)
+            .default_value(default)
+            .mutable_ready()
+            .build();
+    }
+    match p.kind {
+        PropertyKind::Bool(d) => glib::ParamSpecBoolean::builder(p.name)
+            .blurb(p.blurb)
+            .default_value(d)
+            .mutable_playing()
+            .build(),
+        PropertyKind::UInt { min, max, default } => glib::ParamSpecUInt::builder(p.name)
+            .blurb(p.blurb)
+            .minimum(min)
+            .maximum(max)
+            .default_value(default)
+            .mutable_playing()
+            .build(),
+        PropertyKind::Double { min, max, default } => glib::ParamSpecDouble::builder(p.name)
+            .blurb(p.blurb)
+            .minimum(min)
+            .maximum(max)
+            .default_value(default)
+            .mutable_playing()
+            .build(),
+        PropertyKind::Text(d) => glib::ParamSpecString::builder(p.name)
+            .blurb(p.blurb)
+            .default_value(Some(d))
+            .mutable_playing()
+            .build(),
     }
 }
 
@@ -239,8 +114,7 @@ impl Settings {
     pub(super) fn engine_settings(
         &self,
     ) -> Result<morphoscope::config::Settings, morphoscope::config::ConfigError> {
-        let mut sets: Vec<String> = KEY_PROPERTIES
-            .iter()
+        let mut sets: Vec<String> = key_properties()
             .filter_map(|p| {
                 self.overrides
                     .get(p.name)
@@ -257,7 +131,7 @@ impl Settings {
     }
 
     /// The value of analysis property `p`: the one set, else its built-in default.
-    pub(super) fn key_value(&self, p: &KeyProperty, spec: &glib::ParamSpec) -> glib::Value {
+    pub(super) fn key_value(&self, p: &Property, spec: &glib::ParamSpec) -> glib::Value {
         self.overrides
             .get(p.name)
             .map_or_else(|| spec.default_value().clone(), PropValue::to_value)
@@ -277,7 +151,7 @@ fn named_property(e: morphoscope::config::ConfigError) -> morphoscope::config::C
         ConfigError::Range { key, message } => (key, None, message),
         _ => return e,
     };
-    let Some(p) = KEY_PROPERTIES.iter().find(|p| p.key == key) else {
+    let Some(p) = key_properties().find(|p| p.key == key) else {
         return e;
     };
     ConfigError::Named {
@@ -304,12 +178,12 @@ pub(super) enum PropValue {
 
 impl PropValue {
     /// The value of a property of kind `kind`.
-    pub(super) fn from_value(kind: Kind, v: &glib::Value) -> Option<Self> {
+    pub(super) fn from_value(kind: PropertyKind, v: &glib::Value) -> Option<Self> {
         match kind {
-            Kind::Bool(_) => v.get::<bool>().ok().map(Self::Bool),
-            Kind::UInt { .. } => v.get::<u32>().ok().map(Self::UInt),
-            Kind::Double { .. } => v.get::<f64>().ok().map(Self::Double),
-            Kind::Text(_) => v
+            PropertyKind::Bool(_) => v.get::<bool>().ok().map(Self::Bool),
+            PropertyKind::UInt { .. } => v.get::<u32>().ok().map(Self::UInt),
+            PropertyKind::Double { .. } => v.get::<f64>().ok().map(Self::Double),
+            PropertyKind::Text(_) => v
                 .get::<Option<String>>()
                 .ok()
                 .flatten()
@@ -393,10 +267,10 @@ mod tests {
         gstreamer::init().unwrap();
         // Setting every property to the default gst-inspect shows must change nothing.
         let mut s = Settings::default();
-        for p in KEY_PROPERTIES {
+        for p in key_properties() {
             s.overrides.insert(
                 p.name,
-                PropValue::from_value(p.kind, p.spec().default_value()).unwrap(),
+                PropValue::from_value(p.kind, spec(p).default_value()).unwrap(),
             );
         }
         let e = s.engine_settings().unwrap();

@@ -35,9 +35,8 @@ impl ObjectImpl for Morphoscope {
                 glib::ParamSpecUInt64::builder("dropped").blurb("Frames dropped so far (qos=drop)").read_only().build(),
             ];
             p.extend(
-                KEY_PROPERTIES
-                    .iter()
-                    .map(crate::morphoscope::settings::KeyProperty::spec),
+                crate::morphoscope::settings::key_properties()
+                    .map(crate::morphoscope::settings::spec),
             );
             p
         });
@@ -60,7 +59,7 @@ impl ObjectImpl for Morphoscope {
             "draw" => s.draw = value.get::<bool>().unwrap_or(false),
             "qos" => s.qos = value.get::<QosPolicy>().unwrap_or(QosPolicy::Analyse),
             name => {
-                if let Some(p) = KEY_PROPERTIES.iter().find(|p| p.name == name)
+                if let Some(p) = key_property(name)
                     && let Some(v) = PropValue::from_value(p.kind, value)
                 {
                     s.overrides.insert(p.name, v);
@@ -83,7 +82,7 @@ impl ObjectImpl for Morphoscope {
             "draw" => s.draw.to_value(),
             "qos" => s.qos.to_value(),
             "dropped" => self.dropped.load(Ordering::Relaxed).to_value(),
-            name => match KEY_PROPERTIES.iter().find(|p| p.name == name) {
+            name => match key_property(name) {
                 Some(p) => s.key_value(p, pspec),
                 None => pspec.default_value().clone(),
             },
