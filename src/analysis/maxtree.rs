@@ -10,9 +10,8 @@ use cudarc::driver::CudaStream;
 use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
-    Raster,
 };
-use crate::compose::{DeviceRaster, LayerKind};
+use crate::compose::{DeviceRaster, HostRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
@@ -64,8 +63,8 @@ pub type MaxtreeSettings = MaxtreeParams;
 
 fn output(out: &MaxtreeOutput) -> OpOutput {
     let raster = match &out.residue {
-        DynImage::Gray8(r) => Some(Raster::Residue(Arc::new(r.clone()))),
-        DynImage::Gray16(r) => Some(Raster::Residue(Arc::new(r.map(|v| (v >> 8) as u8)))),
+        DynImage::Gray8(r) => Some(HostRaster::Residue(Arc::new(r.clone()))),
+        DynImage::Gray16(r) => Some(HostRaster::Residue(Arc::new(r.map(|v| (v >> 8) as u8)))),
         _ => None,
     };
     OpOutput {

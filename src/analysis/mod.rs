@@ -25,7 +25,7 @@ use cudarc::driver::CudaStream;
 use serde::{Deserialize, Serialize};
 
 pub use descriptor::{Descriptor, LayerLook, Property, PropertyKind};
-pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, Raster, TrackInfo};
+pub use types::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Payload, TrackInfo};
 
 use crate::compose::DeviceRaster;
 

@@ -10,9 +10,8 @@ use cudarc::driver::CudaStream;
 use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
-    Raster,
 };
-use crate::compose::{DeviceRaster, LayerKind};
+use crate::compose::{DeviceRaster, HostRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::Image;
 use crate::ops::OpError;
@@ -80,7 +79,7 @@ fn output(
         op: DESCRIPTOR.name,
         summary: spectrum_summary(angles_deg, spectrum, closing),
         layer: Layer {
-            raster: colour.map(|c| Raster::Colour(Arc::new(c))),
+            raster: colour.map(|c| HostRaster::Colour(Arc::new(c))),
             ..Default::default()
         },
         data: OpData::Spectrum(panel),

@@ -90,10 +90,10 @@ pub fn compose(frame: &AnalysedFrame) -> Image<[u8; 3]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{FrameTimings, Layer, OpData, OpOutput, Raster};
+    use crate::analysis::{FrameTimings, Layer, OpData, OpOutput};
     use crate::compose::Shape;
 
-    fn frame(raster: Option<Raster>, shapes: Vec<Shape>) -> AnalysedFrame {
+    fn frame(raster: Option<HostRaster>, shapes: Vec<Shape>) -> AnalysedFrame {
         AnalysedFrame {
             index: 0,
             pts_nanos: None,
@@ -138,16 +138,22 @@ mod tests {
         // A grey raster is a residue highlight, a colour raster is mixed at RASTER_ALPHA.
         let mut residue = Image::new(20, 20, 0u8);
         residue.set(3, 4, 200);
-        let img = compose(&frame(Some(Raster::Residue(Arc::new(residue))), Vec::new()));
+        let img = compose(&frame(
+            Some(HostRaster::Residue(Arc::new(residue))),
+            Vec::new(),
+        ));
         assert_eq!(img.get(0, 0), [10, 10, 10]);
         // Peak alpha 230 of 255 (0.9): (10 * 25 + 255 * 230 + 127) / 255 = 231, then 208 and 1.
         assert_eq!(img.get(3, 4), [231, 208, 1]);
         let colour = Image::new(20, 20, [200u8, 100, 0]);
-        let img = compose(&frame(Some(Raster::Colour(Arc::new(colour))), Vec::new()));
+        let img = compose(&frame(
+            Some(HostRaster::Colour(Arc::new(colour))),
+            Vec::new(),
+        ));
         assert_eq!(img.get(5, 5), [86, 46, 6]);
         // A raster of another size is left out rather than failing the frame.
         let img = compose(&frame(
-            Some(Raster::Colour(Arc::new(Image::new(3, 3, [255u8; 3])))),
+            Some(HostRaster::Colour(Arc::new(Image::new(3, 3, [255u8; 3])))),
             Vec::new(),
         ));
         assert_eq!(img.get(1, 1), [10, 10, 10]);

@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use super::descriptor::{Descriptor, LayerLook, Property, PropertyKind, in_section};
 use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
-    Payload, Raster,
+    Payload,
 };
-use crate::compose::{DeviceRaster, LayerKind, SegmentCount, Segments};
+use crate::compose::{DeviceRaster, HostRaster, LayerKind, SegmentCount, Segments};
 use crate::gpu::launch::alloc_zeroed;
 use crate::gpu::{DeviceImage, GpuContext, KernelTimer};
 use crate::image::Image;
@@ -205,7 +205,7 @@ fn raster(
     labels: Arc<Image<u32>>,
     width: usize,
     settings: &SegmentationSettings,
-) -> Raster {
+) -> HostRaster {
     let factor = if labels.width() == width {
         1
     } else {
@@ -220,7 +220,7 @@ fn raster(
         fill: settings.fill,
         boundary: settings.boundary(),
     };
-    Raster::Segments {
+    HostRaster::Segments {
         segments,
         count: out.segment_count,
     }
@@ -244,7 +244,7 @@ struct Segmented {
     index: u64,
     width: usize,
     height: usize,
-    raster: Option<Raster>,
+    raster: Option<HostRaster>,
     summary: serde_json::Value,
 }
 
@@ -636,7 +636,7 @@ mod tests {
     /// The segmentation layer of `out` drawn over `input` as the compose step draws it: labels
     /// scaled back to the frame, segments filled from the frame's pixels, boundaries.
     fn draw(out: &OpOutput, input: &FrameInput) -> Option<Image<[u8; 3]>> {
-        let Some(Raster::Segments { segments: r, count }) = &out.layer.raster else {
+        let Some(HostRaster::Segments { segments: r, count }) = &out.layer.raster else {
             return None;
         };
         let (w, h) = (input.gray.width(), input.gray.height());
@@ -703,7 +703,7 @@ mod tests {
             let mut a = Segmentation::new(&settings).unwrap();
             let out = a.run_cpu(&input, &mut Vec::new()).unwrap();
             assert_eq!(out.summary["downscale"], 2);
-            let Some(Raster::Segments { segments: r, .. }) = &out.layer.raster else {
+            let Some(HostRaster::Segments { segments: r, .. }) = &out.layer.raster else {
                 panic!("no segmentation layer")
             };
             assert_eq!(

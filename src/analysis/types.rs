@@ -2,17 +2,14 @@
 
 use std::sync::Arc;
 
-use crate::compose::{LayerKind, Picture, Shape};
+use crate::compose::{HostRaster, LayerKind, Picture, Shape};
 use crate::image::Image;
-
-/// An overlay raster in host memory (CPU backend), as the compose step takes it.
-pub use crate::compose::HostRaster as Raster;
 
 /// One overlay layer of an analysis.
 #[derive(Clone, Debug, Default)]
 pub struct Layer {
     /// Picture blended over the frame.
-    pub raster: Option<Raster>,
+    pub raster: Option<HostRaster>,
     /// Shapes drawn over it.
     pub shapes: Vec<Shape>,
     /// The kind of raster the analysis left on the device for the compose step (GPU backend,

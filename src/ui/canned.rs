@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use crate::analysis::overlay::layers_of;
-use crate::analysis::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, Raster, TrackInfo};
-use crate::compose::{ComposeStyle, PictureFormat, Shape, compose_cpu};
+use crate::analysis::{AnalysedFrame, FrameTimings, Layer, OpData, OpOutput, TrackInfo};
+use crate::compose::{ComposeStyle, HostRaster, PictureFormat, Shape, compose_cpu};
 use crate::image::Image;
 
 /// Frame width of the canned frames.
@@ -200,7 +200,7 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         compute_ms,
     };
     let output = |op: &'static str,
-                  raster: Option<Raster>,
+                  raster: Option<HostRaster>,
                   shapes: Vec<Shape>,
                   data: OpData,
                   summary: serde_json::Value| OpOutput {
@@ -232,7 +232,7 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             ),
             output(
                 crate::analysis::maxtree::DESCRIPTOR.name,
-                Some(Raster::Residue(Arc::new(residue))),
+                Some(HostRaster::Residue(Arc::new(residue))),
                 vec![],
                 OpData::None,
                 serde_json::json!({ "nodes": 1832, "kept": 3 }),
@@ -246,14 +246,14 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             ),
             output(
                 crate::analysis::orientation::DESCRIPTOR.name,
-                Some(Raster::Colour(Arc::new(orientation))),
+                Some(HostRaster::Colour(Arc::new(orientation))),
                 vec![],
                 OpData::Spectrum(spectrum),
                 serde_json::json!({ "dominant_deg": 45.0 }),
             ),
             output(
                 crate::analysis::segmentation::DESCRIPTOR.name,
-                Some(Raster::Colour(Arc::new(segments))),
+                Some(HostRaster::Colour(Arc::new(segments))),
                 vec![],
                 OpData::None,
                 serde_json::json!({ "segments": 7 }),
@@ -302,7 +302,7 @@ pub fn unknown_op_frame(index: u64) -> AnalysedFrame {
         op: "future_op",
         summary: serde_json::json!({ "rings": 1 }),
         layer: Layer {
-            raster: Some(Raster::Residue(Arc::new(ring))),
+            raster: Some(HostRaster::Residue(Arc::new(ring))),
             shapes: vec![Shape::Rect {
                 left: 90.0,
                 top: 50.0,

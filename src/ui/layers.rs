@@ -11,8 +11,8 @@
 
 use eframe::egui::{self, Color32};
 
-use crate::analysis::{Descriptor, LayerLook, OpOutput, Raster, descriptor};
-use crate::compose::{ComposeStyle, LayerKind, LayerStyle};
+use crate::analysis::{Descriptor, LayerLook, OpOutput, descriptor};
+use crate::compose::{ComposeStyle, HostRaster, LayerKind, LayerStyle};
 
 pub use crate::compose::ORIGINAL;
 
@@ -164,7 +164,7 @@ pub fn raster_kind(o: &OpOutput) -> Option<LayerKind> {
     o.layer
         .raster
         .as_ref()
-        .map(Raster::kind)
+        .map(HostRaster::kind)
         .or(o.layer.device_raster)
 }
 
