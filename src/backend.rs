@@ -57,6 +57,20 @@ impl Backend {
 }
 
 /// Picks the backend; returns it with the reason for the choice (logged by the caller).
+/// `auto` takes CUDA where the driver, NVRTC, the device and every kernel load, else the CPU;
+/// `cuda` fails instead.
+///
+/// ```
+/// use morphoscope::backend::{Backend, select};
+/// use morphoscope::config::BackendChoice;
+///
+/// let (backend, why) = select(BackendChoice::Auto, 0)?;
+/// println!("{why}");
+/// let (cpu, _) = select(BackendChoice::Cpu, 0)?;
+/// assert!(matches!(cpu, Backend::Cpu));
+/// # let _ = backend;
+/// # Ok::<(), morphoscope::gpu::GpuError>(())
+/// ```
 pub fn select(choice: BackendChoice, device: usize) -> Result<(Backend, String), GpuError> {
     match choice {
         BackendChoice::Cpu => Ok((Backend::Cpu, "cpu backend (requested)".to_owned())),

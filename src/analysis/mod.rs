@@ -65,6 +65,17 @@ impl OpSettings {
 }
 
 /// Every analysis, in the order they run on a frame.
+///
+/// ```
+/// use morphoscope::analysis::ANALYSES;
+///
+/// let names: Vec<&str> = ANALYSES.iter().map(|d| d.name).collect();
+/// assert!(names.iter().all(|n| morphoscope::analysis::descriptor(n).is_some()));
+/// // Each names the settings section that switches it on.
+/// let s = morphoscope::config::Settings::defaults()?;
+/// assert!(ANALYSES.iter().all(|d| (d.enabled)(&s.ops)));
+/// # Ok::<(), morphoscope::config::ConfigError>(())
+/// ```
 pub const ANALYSES: &[&Descriptor] = &[
     &preprocess::DESCRIPTOR,
     &maxtree::DESCRIPTOR,

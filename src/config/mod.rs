@@ -457,6 +457,16 @@ impl Settings {
     /// Defaults, then `file`, then each `section.key=value` of `sets`. An error names the key:
     /// the file is checked on its own first (TOML's message gives the line and key), then each
     /// `--set` is checked as it is applied.
+    ///
+    /// ```
+    /// use morphoscope::config::Settings;
+    ///
+    /// let s = Settings::load(None, &["cca.threshold=otsu".into(), "segmentation.enabled=false".into()])?;
+    /// assert!(!s.ops.is_enabled("segmentation"));
+    /// let bad = Settings::load(None, &["orientation.length=0".into()]).unwrap_err();
+    /// assert!(bad.to_string().contains("orientation"));
+    /// # Ok::<(), morphoscope::config::ConfigError>(())
+    /// ```
     pub fn load(file: Option<&Path>, sets: &[String]) -> Result<Self, ConfigError> {
         let mut value = parse_toml(DEFAULT_TOML, " (built-in defaults)")?;
         let mut where_ = String::new();
