@@ -374,6 +374,12 @@ impl ComposeGpu {
         };
         params.out = write_ptr(out, stream, &mut guards);
         let mut tables = tables.iter_mut();
+        let frame = FrameArgs {
+            base: params.base,
+            channels: params.channels,
+            width: params.width,
+            height: params.height,
+        };
         for (desc, (layer, blend)) in params.rasters.iter_mut().zip(visible) {
             desc.alpha = u32::from(blend.alpha);
             desc.additive = u32::from(blend.additive);
@@ -416,48 +422,18 @@ impl ComposeGpu {
                     desc.fill = write_ptr(&mut table.fill, stream, &mut guards);
                     let mean = segments.fill == OverlayMode::Mean;
                     if mean {
-                        let runs = blocks_for(base.width, t.sum_run) as usize * base.height;
-                        let cfg = LaunchConfig {
-                            grid_dim: (blocks_for(runs, t.block), 1, 1),
-                            block_dim: (t.block, 1, 1),
-                            shared_mem_bytes: 0,
-                        };
-                        let mut b = stream.launch_builder(f_sums);
-                        b.arg(&params.base)
-                            .arg(&params.channels)
-                            .arg(&params.width)
-                            .arg(&params.height);
-                        b.arg(&desc.data)
-                            .arg(&desc.label_width)
-                            .arg(&desc.label_height)
-                            .arg(&desc.factor);
-                        b.arg(&desc.count_ptr)
-                            .arg(&desc.count)
-                            .arg(&t.sum_run)
-                            .arg(&sums);
-                        // SAFETY: arguments match compose_segment_sums; the frame holds width *
-                        // height * channels samples, the labels label_width * label_height
-                        // (checked), the sums 4 per label below the clamped count.
-                        unsafe { b.launch(cfg) }?;
+                        launch_segment_sums(stream, f_sums, &t, frame, desc, sums)?;
                     }
-                    let cap_blocks = blocks_for(table.capacity, t.block).min(t.fill_blocks);
-                    let cfg = LaunchConfig {
-                        grid_dim: (cap_blocks, 1, 1),
-                        block_dim: (t.block, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
                     let table_capacity = u32_of(table.capacity, "table capacity")?.min(capacity);
-                    let mean = u32::from(mean);
-                    let mut b = stream.launch_builder(f_fill);
-                    b.arg(&sums)
-                        .arg(&desc.fill)
-                        .arg(&desc.count_ptr)
-                        .arg(&desc.count)
-                        .arg(&table_capacity);
-                    b.arg(&mean).arg(&params.channels);
-                    // SAFETY: arguments match compose_segment_fill; it touches labels below the
-                    // count clamped to the tables' capacity.
-                    unsafe { b.launch(cfg) }?;
+                    let blocks = blocks_for(table.capacity, t.block).min(t.fill_blocks);
+                    launch_segment_fill(
+                        stream,
+                        f_fill,
+                        (blocks, t.block),
+                        (frame, desc),
+                        (sums, table_capacity),
+                        mean,
+                    )?;
                 }
             }
         }
@@ -467,21 +443,7 @@ impl ComposeGpu {
             };
             params.marks = write_ptr(marks, stream, &mut guards);
             params.prims = write_ptr(prim_buf, stream, &mut guards);
-            let warps_per_block = (t.block / 32).max(1);
-            let cfg = LaunchConfig {
-                grid_dim: (blocks_for(prims.len(), warps_per_block), 1, 1),
-                block_dim: (warps_per_block * 32, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut b = stream.launch_builder(f_shapes);
-            b.arg(&params.prims)
-                .arg(&params.prim_count)
-                .arg(&params.marks)
-                .arg(&params.out_width)
-                .arg(&params.out_height);
-            // SAFETY: arguments match compose_shapes; the marks hold out_width * out_height words
-            // and every mark is clipped to the picture.
-            unsafe { b.launch(cfg) }?;
+            launch_shapes(stream, f_shapes, &t, &params, prims.len())?;
         }
         let (f, cfg) = match format {
             PictureFormat::Rgb => (&*f_rgb, grid2d(pw, ph, 32, t.block_rows)),
@@ -561,4 +523,107 @@ fn check_rasters<'a>(
         });
     }
     Ok(visible)
+}
+/// The frame as the segment kernels read it.
+#[derive(Clone, Copy)]
+struct FrameArgs {
+    /// Device pointer of the frame's samples.
+    base: u64,
+    /// Samples a pixel (1 grey, 3 RGB).
+    channels: u32,
+    /// Width in pixels.
+    width: u32,
+    /// Height in pixels.
+    height: u32,
+}
+
+/// Enqueues `compose_segment_sums`: each segment's colour sums over the frame (the mean fill).
+fn launch_segment_sums(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    t: &ComposeTuning,
+    params: FrameArgs,
+    desc: &RasterDesc,
+    sums: u64,
+) -> Result<(), GpuError> {
+    let runs = blocks_for(params.width as usize, t.sum_run) as usize * params.height as usize;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks_for(runs, t.block), 1, 1),
+        block_dim: (t.block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&params.base)
+        .arg(&params.channels)
+        .arg(&params.width)
+        .arg(&params.height);
+    b.arg(&desc.data)
+        .arg(&desc.label_width)
+        .arg(&desc.label_height)
+        .arg(&desc.factor);
+    b.arg(&desc.count_ptr)
+        .arg(&desc.count)
+        .arg(&t.sum_run)
+        .arg(&sums);
+    // SAFETY: arguments match compose_segment_sums; the frame holds width * height * channels
+    // samples, the labels label_width * label_height (checked), the sums 4 per label below the
+    // clamped count.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// Enqueues `compose_segment_fill`: each segment's fill colour (its mean from `sums`, or a
+/// colour from its label), for the labels below the count clamped to the table's capacity.
+fn launch_segment_fill(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    (blocks, threads): (u32, u32),
+    (frame, desc): (FrameArgs, &RasterDesc),
+    (sums, table_capacity): (u64, u32),
+    mean: bool,
+) -> Result<(), GpuError> {
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mean = u32::from(mean);
+    let mut b = stream.launch_builder(f);
+    b.arg(&sums)
+        .arg(&desc.fill)
+        .arg(&desc.count_ptr)
+        .arg(&desc.count)
+        .arg(&table_capacity);
+    b.arg(&mean).arg(&frame.channels);
+    // SAFETY: arguments match compose_segment_fill; it touches labels below the count clamped
+    // to the tables' capacity.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// Enqueues `compose_shapes`: each primitive's pixels marked in the picture's marks (one warp a
+/// primitive).
+fn launch_shapes(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    t: &ComposeTuning,
+    params: &ComposeParams,
+    count: usize,
+) -> Result<(), GpuError> {
+    let warps_per_block = (t.block / 32).max(1);
+    let cfg = LaunchConfig {
+        grid_dim: (blocks_for(count, warps_per_block), 1, 1),
+        block_dim: (warps_per_block * 32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&params.prims)
+        .arg(&params.prim_count)
+        .arg(&params.marks)
+        .arg(&params.out_width)
+        .arg(&params.out_height);
+    // SAFETY: arguments match compose_shapes; the marks hold out_width * out_height words and
+    // every mark is clipped to the picture.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
 }
