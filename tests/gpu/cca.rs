@@ -345,6 +345,49 @@ fn cca_percolation_and_structured_worst_cases() {
 }
 
 #[test]
+fn cca_other_launch_shapes_give_the_same_table() {
+    let Some(g) = gpu() else { return };
+    let Some(img) = tiled_gray("fruits.jpg", 1023, 777) else {
+        return;
+    };
+    let mut rig = Rig::new(g);
+    let d = CcaTuning::default();
+    for tuning in [
+        CcaTuning {
+            warps_per_block: 1,
+            hist_threads: 32,
+            hist_pixels_per_thread: 1,
+            ..d
+        },
+        CcaTuning {
+            warps_per_block: 32,
+            feature_rows: 64,
+            hist_threads: 1024,
+            hist_max_blocks: 3,
+            ..d
+        },
+    ] {
+        rig.op.set_tuning(tuning).expect("tuning");
+        for conn in [4u8, 8] {
+            let p = CclParams {
+                threshold: Threshold::Otsu,
+                connectivity: conn,
+                ..CclParams::default()
+            };
+            check(&mut rig, &img, &p, &format!("conn {conn} {tuning:?}"));
+        }
+    }
+    assert!(
+        rig.op
+            .set_tuning(CcaTuning {
+                warps_per_block: 0,
+                ..d
+            })
+            .is_err()
+    );
+}
+
+#[test]
 fn cca_real_frames_otsu_both_polarities() {
     let Some(g) = gpu() else { return };
     let mut rig = Rig::new(g);
