@@ -20,9 +20,10 @@
 //
 // Pipeline (one stream, no host sync):
 //  maxtree_local_{u8,u16}  (§5.1, Alg. 2, Fig. 8) one block per MT_TW x tile_h tile (tile_h is a
-//      launch parameter: 16 by default, up to 128; local indices must fit 16 bits), one thread per
-//      column. (a) load the tile into shared records; (b) 1D max-tree of each column (Menotti's
-//      algorithm, the stack threaded through the not-yet-set parent fields, so no extra storage);
+//      launch parameter, MaxtreeTuning::tile_height: 16 by default, up to 128; local indices must
+//      fit 16 bits), one thread per column. (a) load the tile into shared records; (b) 1D
+//      max-tree of each column (Menotti's algorithm, the stack threaded through the not-yet-set
+//      parent fields, so no extra storage);
 //      (c) each thread but the last merges its column with the next one by concurrent lock-free
 //      CONNECT (Alg. 6, atomicMax on shared records) over the simplified edge set (§5.2);
 //      (d) flatten in shared memory; (e) write 64-bit global records with global indices.
@@ -64,21 +65,16 @@
 //   free. maxtree_flatten: 8 bytes (block counter and base).
 // The min-tree is the max-tree of f ^ inv (inv = 0xFF / 0xFFFF), applied on every image read.
 //
-// Host emulation: with MT_HOST_EMU defined the file compiles as C++20 with a shim of CUDA
-// built-ins (one OS thread per CUDA thread) for a host harness (not part of this repository);
-// the GPU build never defines it.
 #include "common/util.cuh"
 
 #define MT_TW 64
 #define MT_NONE 0xFFFFFFFFu
 
-#ifndef MT_HOST_EMU
 extern __shared__ u64 mt_smem[];
 __device__ __forceinline__ u32 ld_vol(const u32* p) { return *(const volatile u32*)p; }
 __device__ __forceinline__ u64 ld_vol(const u64* p) { return *(const volatile u64*)p; }
 __device__ __forceinline__ void st_vol(u32* p, u32 v) { *(volatile u32*)p = v; }
 __device__ __forceinline__ void st_vol(u64* p, u64 v) { *(volatile u64*)p = v; }
-#endif
 
 // ---- packed records -----------------------------------------------------------------------
 template <typename R> struct Rec;
@@ -136,13 +132,12 @@ __device__ void connect(R* S, u32 a, u32 b) {
 // ---- grid simplification (§5.2) ------------------------------------------------------------
 // For position k of a border sequence (u_k | v_k), k = 0..n-1, with levels fu[0..2] / fv[0..2] of
 // positions k-1, k, k+1 (entries outside 0..n-1 are ignored), returns the one edge to connect as
-// (du, dv) offsets in {-1, 0} of u and v, or false. `full` disables the simplification.
-__device__ __forceinline__ bool border_edge(const u32* fu, const u32* fv, u32 k, u32 n, int eight, int full,
-                                            int* du, int* dv) {
+// (du, dv) offsets in {-1, 0} of u and v, or false.
+__device__ __forceinline__ bool border_edge(const u32* fu, const u32* fv, u32 k, u32 n, int eight, int* du,
+                                            int* dv) {
     *du = 0; *dv = 0;
     const bool has_prev = k > 0, has_next = k + 1 < n;
     if (!eight) {
-        if (full) return true;
         const u32 w = umin(fu[1], fv[1]);
         if (has_prev && umin(fu[0], fv[0]) >= w) return false;
         if (has_next && umin(fu[2], fv[2]) > w) return false;
@@ -156,16 +151,6 @@ __device__ __forceinline__ bool border_edge(const u32* fu, const u32* fv, u32 k,
     if (!up && vp) { *du = -1; return true; }                               // (u_{k-1}, v_k)
     if (up && !vp) { *dv = -1; return true; }                               // (u_k, v_{k-1})
     return false;
-}
-
-// The full 8-connected set, for the unsimplified variant: the 3 edges of position k.
-template <typename R>
-__device__ __forceinline__ void connect_full8(R* S, u32 uk, u32 vk, u32 uprev, u32 vprev, bool has_prev) {
-    connect(S, uk, vk);
-    if (has_prev) {
-        connect(S, uprev, vk);
-        connect(S, uk, vprev);
-    }
 }
 
 // ---- local trees (§5.1) ----------------------------------------------------------------------
@@ -247,7 +232,7 @@ __device__ __forceinline__ u64 flattened_global(const u64* S, u64 r) {
 }
 
 template <typename T, typename R>
-__device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight, int full) {
+__device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight) {
     typedef Rec<R> F;
     R* S = (R*)mt_smem;
     const u32 lx = threadIdx.x;
@@ -279,13 +264,9 @@ __device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 tile_h, u3
                 fv[2] = F::lv(ld_vol(S + (k + 1) * MT_TW + lx + 1));
             }
             const u32 u = k * MT_TW + lx, v = u + 1;
-            if (eight && full) {
-                connect_full8(S, u, v, u - MT_TW, v - MT_TW, k > 0);
-            } else {
-                int du, dv;
-                if (border_edge(fu, fv, k, th, eight, full, &du, &dv)) {
-                    connect(S, (u32)((int)u + du * MT_TW), (u32)((int)v + dv * MT_TW));
-                }
+            int du, dv;
+            if (border_edge(fu, fv, k, th, eight, &du, &dv)) {
+                connect(S, (u32)((int)u + du * MT_TW), (u32)((int)v + dv * MT_TW));
             }
             fu[0] = fu[1]; fu[1] = fu[2];
             fv[0] = fv[1]; fv[1] = fv[2];
@@ -310,20 +291,20 @@ __device__ void local_tree(const T* img, u64* grec, u32 W, u32 H, u32 tile_h, u3
 }
 
 // Grid (ceil(W / MT_TW), ceil(H / tile_h)), MT_TW threads, MT_TW * tile_h records of shared memory.
-extern "C" __global__ void maxtree_local_u8(const u8* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight,
-                                           int full) {
-    local_tree<u8, u32>(img, grec, W, H, tile_h, inv, eight, full);
+extern "C" __global__ void maxtree_local_u8(const u8* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv,
+                                           int eight) {
+    local_tree<u8, u32>(img, grec, W, H, tile_h, inv, eight);
 }
-extern "C" __global__ void maxtree_local_u16(const u16* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv, int eight,
-                                            int full) {
-    local_tree<u16, u64>(img, grec, W, H, tile_h, inv, eight, full);
+extern "C" __global__ void maxtree_local_u16(const u16* img, u64* grec, u32 W, u32 H, u32 tile_h, u32 inv,
+                                            int eight) {
+    local_tree<u16, u64>(img, grec, W, H, tile_h, inv, eight);
 }
 
 // ---- tile-border merge (§4.3) -----------------------------------------------------------------
 // Threads [0, nv): vertical borders, t = b*H + y (border b between tile columns b and b+1).
 // Threads [nv, nv+nh): horizontal borders, t = b*W + x (between tile rows b and b+1).
 // Threads [nv+nh, nv+nh+nc): tile corners (8-connectivity), t = j*(ntx-1) + i.
-extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, int eight, int full) {
+extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, int eight) {
     const u32 ntx = (W + MT_TW - 1) / MT_TW, nty = (H + tile_h - 1) / tile_h;
     const u32 nv = (ntx - 1) * H, nh = (nty - 1) * W, nc = eight ? (ntx - 1) * (nty - 1) : 0;
     u32 t = global_tid();
@@ -332,10 +313,6 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, in
         const u32 xu = (b + 1) * MT_TW - 1;
         const u32 ty0 = (y / tile_h) * tile_h, n = umin(tile_h, H - ty0), k = y - ty0;
         const u32 u = y * W + xu, v = u + 1;
-        if (eight && full) {
-            connect_full8(grec, u, v, u - W, v - W, k > 0);
-            return;
-        }
         u32 fu[3], fv[3];
         for (int d = -1; d <= 1; ++d) {
             const int kk = (int)k + d;
@@ -344,7 +321,7 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, in
             fv[d + 1] = G::lv(ld_vol(grec + (u64)ok * W + xu + 1));
         }
         int du, dv;
-        if (border_edge(fu, fv, k, n, eight, full, &du, &dv)) {
+        if (border_edge(fu, fv, k, n, eight, &du, &dv)) {
             connect(grec, (u32)((int)u + du * (int)W), (u32)((int)v + dv * (int)W));
         }
         return;
@@ -355,10 +332,6 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, in
         const u32 yu = (b + 1) * tile_h - 1;
         const u32 tx0 = (x / MT_TW) * MT_TW, n = umin(MT_TW, W - tx0), k = x - tx0;
         const u32 u = yu * W + x, v = u + W;
-        if (eight && full) {
-            connect_full8(grec, u, v, u - 1, v - 1, k > 0);
-            return;
-        }
         u32 fu[3], fv[3];
         for (int d = -1; d <= 1; ++d) {
             const int kk = (int)k + d;
@@ -367,7 +340,7 @@ extern "C" __global__ void maxtree_merge(u64* grec, u32 W, u32 H, u32 tile_h, in
             fv[d + 1] = G::lv(ld_vol(grec + (u64)(yu + 1) * W + ox));
         }
         int du, dv;
-        if (border_edge(fu, fv, k, n, eight, full, &du, &dv)) {
+        if (border_edge(fu, fv, k, n, eight, &du, &dv)) {
             connect(grec, (u32)((int)u + du), (u32)((int)v + dv));
         }
         return;

@@ -35,8 +35,6 @@
 //   behind. The next input sample is loaded one step ahead. The spectrum (sum of each opening)
 //   is accumulated per thread in 64 bits and added with one atomicAdd per thread (integer:
 //   deterministic).
-//   Host emulation: the device functions compile as C++ with LO_HOST_EMULATION defined (the
-//   kernels are then left out); a harness can run lo_setup / lo_run lane by lane.
 // orientation_transpose_*: dst (cols x rows) = src (rows x cols) transposed, 32x32 tiles in
 //   shared memory (tile[32][33]), blocks of 32x8 threads, 4 pixels per thread; optional
 //   inversion (MAX - v) on the way.
@@ -270,15 +268,6 @@ __device__ __forceinline__ void lo_advance(LoCursor& k, int aq, int r) {
     }
 }
 
-template <typename T>
-__device__ __forceinline__ T lo_load(const T* p) {
-#ifdef LO_HOST_EMULATION
-    return *p;
-#else
-    return __ldg(p);
-#endif
-}
-
 // Runs one thread's streaming opening over the lockstep range [a_lo, a_hi) of its warp.
 // flags: bit 0 inverts the input (closings), bit 1 inverts the output written.
 template <typename T, bool SPILL>
@@ -296,7 +285,7 @@ __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi
     int aw = ln.zo0;  // next output position
     // The next sample is loaded one step ahead (its latency overlaps the FIFO work).
     u32 x_next = 0;
-    if (ln.zr0 < ln.zr1) x_next = (u32)lo_load(src + (size_t)ln.zr0 * B + (ln.c + sg * rd.base));
+    if (ln.zr0 < ln.zr1) x_next = (u32)__ldg(src + (size_t)ln.zr0 * B + (ln.c + sg * rd.base));
     for (int a = a_lo; a < a_hi; ++a) {
         if (a < ln.start || a >= ln.end) continue;
         u32 x;
@@ -304,7 +293,7 @@ __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi
             x = x_next;
             if (flags & 1) x = maxv - x;
             lo_advance(rd, aq, r);
-            if (a + 1 < ln.zr1) x_next = (u32)lo_load(src + (size_t)(a + 1) * B + (ln.c + sg * rd.base));
+            if (a + 1 < ln.zr1) x_next = (u32)__ldg(src + (size_t)(a + 1) * B + (ln.c + sg * rd.base));
         } else {
             x = a < ln.zr1 + r ? maxv : 0u;
         }
@@ -353,8 +342,6 @@ __device__ __forceinline__ void lo_hsv(u32 hue, u32 v, u8* rgb) {
     rgb[1] = (u8)G;
     rgb[2] = (u8)Bc;
 }
-
-#ifndef LO_HOST_EMULATION
 
 template <typename T, bool SPILL>
 __device__ void lo_lines(const T* __restrict__ img, const T* __restrict__ img_t, int W, int H, int r,
@@ -528,5 +515,3 @@ extern "C" __global__ void orientation_finish_u16(const u16* __restrict__ best, 
                                                      u8* __restrict__ rgb, u32 n, int closing) {
     lo_finish<u16>(best, index, hue, strength, rgb, n, closing ? 65535u : 0u, 8u);
 }
-
-#endif // LO_HOST_EMULATION

@@ -14,10 +14,10 @@
 //   `preprocess` analysis; src/ops/preprocess.rs gray_histogram is its CPU twin). Privatised:
 //   each block counts into its own 256 counters in shared memory (shared atomics only), then adds
 //   its non-zero bins to the global histogram (at most 256 global atomics a block). Thread
-//   mapping: blocks of 256 threads, grid-stride over the frame as 4-byte words (`src` is the
-//   start of a device allocation, 256-byte aligned: a DeviceImage's buffer is a whole
-//   CudaSlice), then over the n % 4 trailing bytes. The host zeroes
-//   `bins` first and caps the grid (src/ops/preprocess.rs HISTOGRAM_MAX_BLOCKS).
+//   mapping: blocks of any multiple of 32 threads (256 by default), grid-stride over the frame
+//   as 4-byte words (`src` is the start of a device allocation, 256-byte aligned: a
+//   DeviceImage's buffer is a whole CudaSlice), then over the n % 4 trailing bytes. The host
+//   zeroes `bins` first and sets the launch shape (src/ops/preprocess.rs PreprocessTuning).
 #include "common/util.cuh"
 
 extern "C" __global__ void preprocess_rgb_to_gray(const u8* __restrict__ src, u32 src_stride,

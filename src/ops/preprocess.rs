@@ -3,7 +3,8 @@
 //! and the grey-level histogram the `preprocess` analysis' statistics ([`GrayStats`]: mean,
 //! minimum, maximum) are read from, on the CPU (rayon over rows) and the GPU
 //! (`kernels/preprocess.cu`), bit-identical. On the GPU only the 256 bins of the histogram come
-//! back to the host, never the frame.
+//! back to the host, never the frame. The histogram's launch shape is [`PreprocessTuning`]
+//! (chosen per device); the per-pixel kernels run 32x8 blocks (a warp along a row) everywhere.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -11,20 +12,64 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
-use crate::gpu::{DeviceImage, GpuContext, KernelTimer, Readback, launch, round_trip};
+use crate::gpu::{DeviceImage, DeviceInfo, GpuContext, KernelTimer, Readback, launch, round_trip};
 use crate::image::{Image, ImageView, rgb_to_gray_pixel};
 use crate::ops::OpError;
 
 /// Bins of the grey-level histogram: one per 8-bit level.
 pub const GRAY_BINS: usize = 256;
 
-/// Threads per block of `preprocess_histogram` (keep in sync with the kernel's header).
-const HISTOGRAM_THREADS: u32 = 256;
-/// Four-byte words each histogram thread reads at least: few enough blocks that their 256
-/// global atomics each stay negligible, enough to fill the GPU at 720p.
-const HISTOGRAM_WORDS_PER_THREAD: usize = 16;
-/// Most blocks of `preprocess_histogram` (grid-stride beyond: 4K frames need about 540).
-const HISTOGRAM_MAX_BLOCKS: u32 = 1024;
+/// Launch shape of [`GrayHistogramGpu`]. Every field changes speed only: the bins are exact
+/// integer counts for every valid value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreprocessTuning {
+    /// Threads per block of `preprocess_histogram` (a multiple of 32, at most 1024).
+    pub histogram_threads: u32,
+    /// Four-byte words each histogram thread reads at least (sets the grid).
+    pub histogram_words_per_thread: u32,
+    /// Most blocks of `preprocess_histogram` (grid-stride beyond).
+    pub histogram_max_blocks: u32,
+}
+
+impl PreprocessTuning {
+    /// The defaults for `device`: the same on every device.
+    #[must_use]
+    pub fn for_device(_device: &DeviceInfo) -> Self {
+        Self::default()
+    }
+
+    /// Checks the values the kernel can run with.
+    pub fn validate(&self) -> Result<(), OpError> {
+        let t = self.histogram_threads;
+        if !(32..=1024).contains(&t) || !t.is_multiple_of(32) {
+            return Err(OpError::InvalidParam(format!(
+                "preprocess histogram_threads = {t}: must be a multiple of 32 in 32..=1024"
+            )));
+        }
+        if self.histogram_words_per_thread == 0 || self.histogram_max_blocks == 0 {
+            return Err(OpError::InvalidParam(format!(
+                "preprocess histogram_words_per_thread = {}, histogram_max_blocks = {}: must be \
+                 at least 1",
+                self.histogram_words_per_thread, self.histogram_max_blocks
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for PreprocessTuning {
+    /// The defaults of a compute capability 9.0 device (the H100).
+    fn default() -> Self {
+        Self {
+            // One thread per bin: the block clears and flushes its shared bins in one step.
+            histogram_threads: 256,
+            // Few enough blocks that their 256 global atomics stay negligible, enough for 720p.
+            histogram_words_per_thread: 16,
+            // Grid-stride beyond: 4K frames need about 540 blocks.
+            histogram_max_blocks: 1024,
+        }
+    }
+}
 
 /// RGB to grey on the CPU; output packed.
 #[must_use]
@@ -271,6 +316,7 @@ pub fn gray_histogram(img: ImageView<'_, u8>) -> [u64; GRAY_BINS] {
 /// readback of the 256 bins (1 KiB) through a pinned buffer.
 pub struct GrayHistogramGpu {
     func: CudaFunction,
+    tuning: PreprocessTuning,
     bins: Option<CudaSlice<u32>>,
     readback: RefCell<Readback<u32>>,
     /// Whether the last enqueued frame had pixels (an empty frame's histogram is all zeros).
@@ -286,14 +332,28 @@ impl std::fmt::Debug for GrayHistogramGpu {
 }
 
 impl GrayHistogramGpu {
-    /// Resolves the kernel (the bins are allocated on the first frame).
+    /// Resolves the kernel (the bins are allocated on the first frame), with the tuning's
+    /// defaults for this device.
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        Self::with_tuning(gpu, PreprocessTuning::for_device(gpu.info()))
+    }
+
+    /// Resolves the kernel, with `tuning` (checked: [`PreprocessTuning::validate`]).
+    pub fn with_tuning(gpu: &GpuContext, tuning: PreprocessTuning) -> Result<Self, OpError> {
+        tuning.validate()?;
         Ok(Self {
             func: gpu.function("preprocess", "preprocess_histogram")?,
+            tuning,
             bins: None,
             readback: RefCell::new(Readback::new(gpu.cuda())),
             counted: false,
         })
+    }
+
+    /// The tuning in use.
+    #[must_use]
+    pub fn tuning(&self) -> &PreprocessTuning {
+        &self.tuning
     }
 
     /// Enqueues the histogram of a packed grey image (timer region `preprocess_histogram`).
@@ -323,17 +383,18 @@ impl GrayHistogramGpu {
         };
         let n32 = u32::try_from(n)
             .map_err(|_| OpError::Unsupported(format!("{n} pixels exceed 32 bits")))?;
+        let t = self.tuning;
         let cfg = LaunchConfig {
             grid_dim: (
                 launch::blocks_for(
                     n.div_ceil(4),
-                    HISTOGRAM_THREADS * HISTOGRAM_WORDS_PER_THREAD as u32,
+                    t.histogram_threads * t.histogram_words_per_thread,
                 )
-                .min(HISTOGRAM_MAX_BLOCKS),
+                .min(t.histogram_max_blocks),
                 1,
                 1,
             ),
-            block_dim: (HISTOGRAM_THREADS, 1, 1),
+            block_dim: (t.histogram_threads, 1, 1),
             shared_mem_bytes: 0,
         };
         let func = &self.func;

@@ -17,7 +17,9 @@ use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer, round_trip, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::cca::gpu::CclGpu;
-use morphoscope::ops::cca::{CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, cca_cpu};
+use morphoscope::ops::cca::{
+    CcaTuning, CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, cca_cpu,
+};
 
 use crate::common::{Rng, gpu, median, sample_gray, samples_dir, tiled_gray};
 
@@ -34,6 +36,15 @@ impl Rig {
             stream: g.new_stream().expect("stream"),
             timer: KernelTimer::new(),
         }
+    }
+    /// Sets the rows per feature warp (the other tuning values stay the defaults).
+    fn feature_rows(&mut self, rows: u32) {
+        self.op
+            .set_tuning(CcaTuning {
+                feature_rows: rows,
+                ..CcaTuning::default()
+            })
+            .expect("tuning");
     }
     /// Median milliseconds (CUDA events) of `iters` runs of `f` after 20 warm-up runs, and the
     /// median of each timer region.
@@ -334,6 +345,49 @@ fn cca_percolation_and_structured_worst_cases() {
 }
 
 #[test]
+fn cca_other_launch_shapes_give_the_same_table() {
+    let Some(g) = gpu() else { return };
+    let Some(img) = tiled_gray("fruits.jpg", 1023, 777) else {
+        return;
+    };
+    let mut rig = Rig::new(g);
+    let d = CcaTuning::default();
+    for tuning in [
+        CcaTuning {
+            warps_per_block: 1,
+            hist_threads: 32,
+            hist_pixels_per_thread: 1,
+            ..d
+        },
+        CcaTuning {
+            warps_per_block: 32,
+            feature_rows: 64,
+            hist_threads: 1024,
+            hist_max_blocks: 3,
+            ..d
+        },
+    ] {
+        rig.op.set_tuning(tuning).expect("tuning");
+        for conn in [4u8, 8] {
+            let p = CclParams {
+                threshold: Threshold::Otsu,
+                connectivity: conn,
+                ..CclParams::default()
+            };
+            check(&mut rig, &img, &p, &format!("conn {conn} {tuning:?}"));
+        }
+    }
+    assert!(
+        rig.op
+            .set_tuning(CcaTuning {
+                warps_per_block: 0,
+                ..d
+            })
+            .is_err()
+    );
+}
+
+#[test]
 fn cca_real_frames_otsu_both_polarities() {
     let Some(g) = gpu() else { return };
     let mut rig = Rig::new(g);
@@ -362,8 +416,8 @@ fn cca_real_frames_otsu_both_polarities() {
                         ..CclParams::default()
                     };
                     // Cover every feature_rows variant across the cases.
-                    rig.op.feature_rows = [1, 2, 4, 3][(w + conn as usize + pol as usize) % 4];
-                    let rows = rig.op.feature_rows;
+                    let rows = [1, 2, 4, 3][(w + conn as usize + pol as usize) % 4];
+                    rig.feature_rows(rows);
                     check(
                         &mut rig,
                         &img,
@@ -372,7 +426,7 @@ fn cca_real_frames_otsu_both_polarities() {
                     );
                 }
             }
-            rig.op.feature_rows = 2;
+            rig.feature_rows(CcaTuning::default().feature_rows);
         }
         // The untiled sample, fixed levels.
         let Some(img) = sample_gray(name) else { return };
@@ -632,7 +686,7 @@ fn bench_ccl() {
             });
             let mut variants = Vec::new();
             for rows in [1u32, 2, 4] {
-                rig.op.feature_rows = rows;
+                rig.feature_rows(rows);
                 rig.timer.reset();
                 rig.op
                     .enqueue_labeling(&rig.stream, &mut rig.timer, conn, Some(input.data))
@@ -648,7 +702,7 @@ fn bench_ccl() {
                         .expect("labels+features");
                 }));
             }
-            rig.op.feature_rows = 2;
+            rig.feature_rows(CcaTuning::default().feature_rows);
             let (all_ms, regions) = variants[1].clone();
             let mut cpu_ms = Vec::new();
             for _ in 0..5 {

@@ -11,8 +11,8 @@
 use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::maxtree::{
-    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeParams, MaxtreeSummary, Rule,
-    TreeKind, maxtree_gpu, maxtree_parent_gpu,
+    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeParams, MaxtreeSummary,
+    MaxtreeTuning, Rule, TreeKind, maxtree_gpu, maxtree_parent_gpu,
 };
 
 use crate::common::{Rng, gpu, random_gray, tiled_gray, tiled_gray16};
@@ -62,7 +62,8 @@ fn as_u32(d: &DynImage) -> Vec<u32> {
 }
 
 /// Every attribute and rule through `MaxtreeGpu` on one tree per (kind, connectivity), two
-/// thresholds each (the second through `enqueue_filter`, without rebuilding), vs the CPU.
+/// thresholds each (the second through `enqueue_filter`, without rebuilding), vs the CPU, with
+/// the device's default tuning.
 fn check_filters<T: GpuGray>(
     g: &GpuContext,
     img: &Image<T>,
@@ -70,10 +71,23 @@ fn check_filters<T: GpuGray>(
     conns: &[Connectivity],
     what: &str,
 ) {
+    let tuning = MaxtreeTuning::for_device(g.info());
+    check_filters_tuned(g, img, kinds, conns, tuning, what);
+}
+
+/// [`check_filters`] with `tuning`.
+fn check_filters_tuned<T: GpuGray>(
+    g: &GpuContext,
+    img: &Image<T>,
+    kinds: &[TreeKind],
+    conns: &[Connectivity],
+    tuning: MaxtreeTuning,
+    what: &str,
+) {
     let stream = g.new_stream().unwrap();
     let uploaded = upload_view(&stream, img.view()).unwrap();
     let input = uploaded.image();
-    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut mt = MaxtreeGpu::with_tuning(g, tuning).unwrap();
     let mut timer = KernelTimer::new();
     for &kind in kinds {
         for &c in conns {
@@ -187,29 +201,6 @@ fn parent_matches_cpu_on_real_frames() {
 }
 
 #[test]
-fn parent_without_grid_simplification_is_the_same() {
-    let Some(g) = gpu() else { return };
-    let Some(img) = tiled_gray("text_motion.jpg", 700, 333) else {
-        return;
-    };
-    let stream = g.new_stream().unwrap();
-    let input = upload_view(&stream, img.view()).unwrap();
-    let mut mt = MaxtreeGpu::new(g).unwrap();
-    mt.grid_simplification = false;
-    let mut timer = KernelTimer::new();
-    for c in CONNS {
-        mt.enqueue_tree(&mut timer, input.image(), TreeKind::Max, c)
-            .unwrap();
-        let cpu = MaxTree::build(img.view(), TreeKind::Max, c).unwrap();
-        assert_eq!(
-            mt.download_parent(&stream).unwrap().data(),
-            cpu.parent(),
-            "{c:?}"
-        );
-    }
-}
-
-#[test]
 fn every_tile_height_gives_the_cpu_tree() {
     let Some(g) = gpu() else { return };
     let Some(img) = tiled_gray("fruits.jpg", 1001, 517) else {
@@ -227,7 +218,11 @@ fn every_tile_height_gives_the_cpu_tree() {
         let cpu = MaxTree::build(img.view(), TreeKind::Min, c).unwrap();
         let cpu16 = MaxTree::build(img16.view(), TreeKind::Max, c).unwrap();
         for th in [16, 32, 64, 128] {
-            mt.tile_height = th;
+            mt.set_tuning(MaxtreeTuning {
+                tile_height: th,
+                ..MaxtreeTuning::default()
+            })
+            .unwrap();
             mt.enqueue_tree(&mut timer, input.image(), TreeKind::Min, c)
                 .unwrap();
             assert_eq!(
@@ -250,6 +245,36 @@ fn every_tile_height_gives_the_cpu_tree() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn other_launch_shapes_give_the_same_pictures() {
+    let Some(g) = gpu() else { return };
+    let Some(img) = tiled_gray("fruits.jpg", 641, 479) else {
+        return;
+    };
+    let d = MaxtreeTuning::default();
+    for tuning in [
+        MaxtreeTuning {
+            block_threads: 64,
+            node_blocks_per_sm: 1,
+            ..d
+        },
+        MaxtreeTuning {
+            tile_height: 64,
+            block_threads: 1024,
+            ..d
+        },
+    ] {
+        check_filters_tuned(
+            g,
+            &img,
+            &[TreeKind::Max],
+            &CONNS,
+            tuning,
+            &format!("fruits 641x479 {tuning:?}"),
+        );
     }
 }
 

@@ -16,7 +16,7 @@ use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::maxtree::{
-    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, Rule, TreeKind,
+    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeTuning, Rule, TreeKind,
 };
 
 fn env(name: &str, d: usize) -> usize {
@@ -26,27 +26,24 @@ fn env(name: &str, d: usize) -> usize {
         .unwrap_or(d)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn gpu_case<T: GpuGray>(
     g: &GpuContext,
     img: &Image<T>,
     c: Connectivity,
     full: bool,
-    simplify: bool,
     label: &str,
     out: &mut String,
 ) {
-    gpu_case_th(g, img, c, full, simplify, 0, label, out)
+    gpu_case_th(g, img, c, full, None, label, out)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One timed case; `th`: a tile height other than the device's default.
 fn gpu_case_th<T: GpuGray>(
     g: &GpuContext,
     img: &Image<T>,
     c: Connectivity,
     full: bool,
-    simplify: bool,
-    th: usize,
+    th: Option<usize>,
     label: &str,
     out: &mut String,
 ) {
@@ -54,9 +51,12 @@ fn gpu_case_th<T: GpuGray>(
     let stream = g.new_stream().unwrap();
     let uploaded = upload_view(&stream, img.view()).unwrap();
     let input = uploaded.image();
-    let mut mt = MaxtreeGpu::new(g).unwrap();
-    mt.grid_simplification = simplify;
-    mt.tile_height = th;
+    let default = MaxtreeTuning::for_device(g.info());
+    let tuning = MaxtreeTuning {
+        tile_height: th.unwrap_or(default.tile_height),
+        ..default
+    };
+    let mut mt = MaxtreeGpu::with_tuning(g, tuning).unwrap();
     let mut timer = KernelTimer::new();
     let (warm, iters) = (env("WARMUP", 5), env("ITERS", 60));
     let mut totals = Vec::new();
@@ -102,18 +102,10 @@ fn gpu_case_th<T: GpuGray>(
         );
     }
     let line = format!(
-        "| {label} | {w}x{h} | {} | {} | {} | {:.3} | {:.0} | {parts}| {nodes} |",
+        "| {label} | {w}x{h} | {} | {}{} | {:.3} | {:.0} | {parts}| {nodes} |",
         if full { "area opening λ=100" } else { "tree" },
-        if simplify { "on" } else { "off" },
-        if th == 0 {
-            if T::BITS == 8 {
-                "16 (auto)".to_string()
-            } else {
-                "32 (auto)".to_string()
-            }
-        } else {
-            th.to_string()
-        },
+        tuning.tile_height,
+        if th.is_none() { " (default)" } else { "" },
         t,
         mpix / (t / 1e3),
     );
@@ -196,9 +188,9 @@ fn bench_maxtree() {
             return;
         }
         println!(
-            "| frame | size | work | grid simpl. | tile h | median ms | MPix/s | regions (median ms) | nodes |"
+            "| frame | size | work | tile h | median ms | MPix/s | regions (median ms) | nodes |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
         for &(w, h) in &sizes {
             for name in names {
                 let Some(img) = common::tiled_gray(name, w, h) else {
@@ -206,26 +198,9 @@ fn bench_maxtree() {
                 };
                 for (c, cs) in [(Connectivity::Four, "4"), (Connectivity::Eight, "8")] {
                     for full in [false, true] {
-                        gpu_case(
-                            g,
-                            &img,
-                            c,
-                            full,
-                            true,
-                            &format!("{name} u8 {cs}-conn"),
-                            &mut out,
-                        );
+                        gpu_case(g, &img, c, full, &format!("{name} u8 {cs}-conn"), &mut out);
                     }
                 }
-                gpu_case(
-                    g,
-                    &img,
-                    Connectivity::Four,
-                    false,
-                    false,
-                    &format!("{name} u8 4-conn"),
-                    &mut out,
-                );
                 if w > 2000 {
                     for th in [32, 64] {
                         gpu_case_th(
@@ -233,8 +208,7 @@ fn bench_maxtree() {
                             &img,
                             Connectivity::Four,
                             false,
-                            true,
-                            th,
+                            Some(th),
                             &format!("{name} u8 4-conn"),
                             &mut out,
                         );
@@ -249,7 +223,6 @@ fn bench_maxtree() {
                         &img16,
                         Connectivity::Four,
                         full,
-                        true,
                         &format!("{name} u16 4-conn"),
                         &mut out,
                     );
@@ -259,17 +232,7 @@ fn bench_maxtree() {
                     &img16,
                     Connectivity::Eight,
                     false,
-                    true,
                     &format!("{name} u16 8-conn"),
-                    &mut out,
-                );
-                gpu_case(
-                    g,
-                    &img16,
-                    Connectivity::Four,
-                    false,
-                    false,
-                    &format!("{name} u16 4-conn"),
                     &mut out,
                 );
                 if w > 2000 {
@@ -278,8 +241,7 @@ fn bench_maxtree() {
                         &img16,
                         Connectivity::Four,
                         false,
-                        true,
-                        16,
+                        Some(32),
                         &format!("{name} u16 4-conn"),
                         &mut out,
                     );

@@ -13,7 +13,8 @@ use cudarc::driver::{CudaStream, sys::CUevent_flags};
 use morphoscope::gpu::{GpuContext, KernelTimer, Uploaded, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::orientation::{
-    self as lo, GpuTuning, LinearOpeningGpu, LinearOpeningParams, OrientationGpu, OrientationParams,
+    self as lo, LinearOpeningGpu, LinearOpeningParams, OrientationGpu, OrientationParams,
+    OrientationTuning,
 };
 
 use crate::common::{Rng, gpu, median, random_gray, tiled_gray};
@@ -40,7 +41,7 @@ fn check_openings<T: lo::GpuSample>(
     img: &Image<T>,
     angles: &[f64],
     lengths: &[u32],
-    tuning: GpuTuning,
+    tuning: OrientationTuning,
     what: &str,
 ) -> usize {
     let stream = g.new_stream().unwrap();
@@ -97,7 +98,7 @@ fn openings_every_angle_random_small() {
             &img,
             &every_degree(),
             &[1, 3, 5, 9, 21, 41],
-            GpuTuning::default(),
+            OrientationTuning::default(),
             "u8",
         );
     }
@@ -107,7 +108,7 @@ fn openings_every_angle_random_small() {
         &img16,
         &every_degree(),
         &[5, 31],
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "u16",
     );
     eprintln!("{n} openings equal the CPU");
@@ -123,36 +124,36 @@ fn openings_every_tuning() {
         0.0, 13.0, 44.0, 45.0, 77.0, 90.0, 100.0, 135.0, 169.0, 179.5, -30.0,
     ];
     let tunings = [
-        GpuTuning::default(),
-        GpuTuning {
+        OrientationTuning::default(),
+        OrientationTuning {
             zones: Some(1),
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             zones: Some(7),
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             zones: Some(150),
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             shared_entries: 4,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             shared_entries: 1,
             zones: Some(3),
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             block: 64,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             block: 256,
             shared_entries: 32,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
     ];
     for t in tunings {
@@ -173,7 +174,7 @@ fn openings_real_images_up_to_4k() {
         &b4k,
         &angles,
         &[31],
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "building 4096x2160 u8",
     );
     check_openings(
@@ -181,7 +182,7 @@ fn openings_real_images_up_to_4k() {
         &to_u16(&b4k, 1),
         &[0.0, 33.0, 90.0, 121.0],
         &[31, 61],
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "building 4K u16",
     );
     let Some(hd) = tiled_gray("baboon.jpg", 1920, 1080) else {
@@ -192,7 +193,7 @@ fn openings_real_images_up_to_4k() {
         &hd,
         &angles,
         &[15, 41],
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "baboon 1080p u8",
     );
     let Some(txt) = tiled_gray("text_motion.jpg", 641, 479) else {
@@ -203,7 +204,7 @@ fn openings_real_images_up_to_4k() {
         &txt,
         &every_degree(),
         &[11],
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "text 641x479 u8",
     );
 }
@@ -212,7 +213,7 @@ fn check_orientation<T: lo::GpuSample>(
     g: &GpuContext,
     img: &Image<T>,
     p: &OrientationParams,
-    tuning: GpuTuning,
+    tuning: OrientationTuning,
     what: &str,
 ) {
     let stream = g.new_stream().unwrap();
@@ -288,20 +289,20 @@ fn orientation_random_and_tunings() {
         ..Default::default()
     };
     for t in [
-        GpuTuning::default(),
-        GpuTuning {
+        OrientationTuning::default(),
+        OrientationTuning {
             dedup: false,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             stack_bytes: 77 * 53 * 2 * 3,
             zones: Some(2),
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
-        GpuTuning {
+        OrientationTuning {
             shared_entries: 2,
             block: 64,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
     ] {
         check_orientation(g, &img, &all, t, "u8");
@@ -323,7 +324,7 @@ fn orientation_random_and_tunings() {
         angles: 3,
         ..Default::default()
     };
-    check_orientation(g, &img, &one, GpuTuning::default(), "L=1");
+    check_orientation(g, &img, &one, OrientationTuning::default(), "L=1");
 }
 
 #[test]
@@ -337,7 +338,7 @@ fn orientation_real_images() {
         angles: 36,
         ..Default::default()
     };
-    check_orientation(g, &hd, &p36, GpuTuning::default(), "building 1080p");
+    check_orientation(g, &hd, &p36, OrientationTuning::default(), "building 1080p");
     check_orientation(
         g,
         &to_u16(&hd, 2),
@@ -345,7 +346,7 @@ fn orientation_real_images() {
             closing: true,
             ..p36.clone()
         },
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "building 1080p u16",
     );
     let Some(sq) = tiled_gray("baboon.jpg", 640, 640) else {
@@ -356,14 +357,14 @@ fn orientation_real_images() {
         angles: 180,
         ..Default::default()
     };
-    check_orientation(g, &sq, &p180, GpuTuning::default(), "baboon 640");
+    check_orientation(g, &sq, &p180, OrientationTuning::default(), "baboon 640");
     check_orientation(
         g,
         &sq,
         &p180,
-        GpuTuning {
+        OrientationTuning {
             dedup: false,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         },
         "baboon 640 no dedup",
     );
@@ -379,7 +380,7 @@ fn orientation_real_images() {
         g,
         &to_u16(&b4k, 4),
         &p8,
-        GpuTuning::default(),
+        OrientationTuning::default(),
         "building 4K u16",
     );
 }
@@ -485,7 +486,7 @@ fn bench_opening(
     img: &Image<u8>,
     angle: f64,
     length: u32,
-    tuning: GpuTuning,
+    tuning: OrientationTuning,
 ) -> (f64, String) {
     let stream = g.new_stream().unwrap();
     let input = upload(&stream, img);
@@ -511,7 +512,7 @@ fn bench_orientation<T: lo::GpuSample>(
     g: &GpuContext,
     img: &Image<T>,
     p: &OrientationParams,
-    tuning: GpuTuning,
+    tuning: OrientationTuning,
 ) -> (f64, String) {
     let stream = g.new_stream().unwrap();
     let input = upload(&stream, img);
@@ -563,7 +564,7 @@ fn bench_linear_opening() {
             .unwrap();
         }
     }
-    let d = GpuTuning::default();
+    let d = OrientationTuning::default();
     println!("\n== one opening, u8, L = 31 (ms, median of {RUNS}) ==");
     for (name, img) in [("1920x1080", &hd), ("4096x2160", &k4)] {
         for angle in [0.0, 30.0, 45.0, 90.0] {
@@ -592,8 +593,8 @@ fn bench_linear_opening() {
         angles: 180,
         ..Default::default()
     };
-    let nodedup = GpuTuning { dedup: false, ..d };
-    let cases: Vec<(&str, &Image<u8>, &OrientationParams, GpuTuning)> = vec![
+    let nodedup = OrientationTuning { dedup: false, ..d };
+    let cases: Vec<(&str, &Image<u8>, &OrientationParams, OrientationTuning)> = vec![
         ("1080p x 36 x L31", &hd, &p36, d),
         ("640x640 x 180 x L31 dedup", &sq, &p180, d),
         ("640x640 x 180 x L31 all 180", &sq, &p180, nodedup),
@@ -635,7 +636,7 @@ fn bench_linear_opening() {
     for (name, img, p) in [("1080p x 36", &hd, &p36), ("640^2 x 180 all", &sq, &p180)] {
         for block in [128u32, 256] {
             for zones in [None, Some(2), Some(4), Some(6), Some(8), Some(12)] {
-                let t = GpuTuning {
+                let t = OrientationTuning {
                     block,
                     zones,
                     dedup: !name.contains("all"),
@@ -648,7 +649,7 @@ fn bench_linear_opening() {
     }
     for zones in [None, Some(16), Some(32), Some(64)] {
         for angle in [0.0, 30.0, 90.0] {
-            let (ms, _) = bench_opening(g, &hd, angle, 31, GpuTuning { zones, ..d });
+            let (ms, _) = bench_opening(g, &hd, angle, 31, OrientationTuning { zones, ..d });
             println!("sweep opening 1080p angle {angle}: zones {zones:?}: {ms:.3} ms");
         }
     }

@@ -13,7 +13,8 @@ use morphoscope::compose::PictureFormat;
 use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::preprocess::{
-    GrayHistogramGpu, GrayStats, gray_histogram, gray_histogram_gpu, rgb_to_gray, rgb_to_gray_gpu,
+    GrayHistogramGpu, GrayStats, PreprocessTuning, gray_histogram, gray_histogram_gpu, rgb_to_gray,
+    rgb_to_gray_gpu,
 };
 use morphoscope::pipeline::{PictureWant, run_frames};
 use morphoscope::source::Frame;
@@ -419,6 +420,39 @@ fn gray_histogram_op_is_reused_across_frames() {
             .check(1, "test")
             .is_err()
     );
+}
+
+#[test]
+fn gray_histogram_is_the_same_for_other_launch_shapes() {
+    let Some(g) = gpu() else { return };
+    let stream = g.new_stream().unwrap();
+    let mut rng = Rng(31);
+    let img = crate::common::random_gray(&mut rng, 333, 97, 256);
+    let want = gray_histogram(img.view());
+    let input = upload_view(&stream, img.view()).unwrap();
+    let mut timer = KernelTimer::new();
+    let d = PreprocessTuning::default();
+    for tuning in [
+        PreprocessTuning {
+            histogram_threads: 32,
+            histogram_words_per_thread: 1,
+            ..d
+        },
+        PreprocessTuning {
+            histogram_threads: 1024,
+            histogram_max_blocks: 1,
+            ..d
+        },
+    ] {
+        let mut op = GrayHistogramGpu::with_tuning(g, tuning).unwrap();
+        op.enqueue(&mut timer, input.image()).unwrap();
+        assert!(op.download(&stream).unwrap() == want, "{tuning:?}");
+    }
+    let bad = PreprocessTuning {
+        histogram_threads: 100,
+        ..d
+    };
+    assert!(GrayHistogramGpu::with_tuning(g, bad).is_err());
 }
 
 /// The grey statistics' cost at 1080p and 4K (run with `--ignored --nocapture` on the GPU

@@ -13,7 +13,8 @@
 //! first). The motion background is a [`GpuBackground`] owned by the `CclGpu`; a ring that
 //! processes consecutive frames on different slots must hand it from slot to slot
 //! (`std::mem::swap` of `CclGpu::background`) so frames update it in order — cudarc's
-//! per-buffer events then order the streams.
+//! per-buffer events then order the streams. Launch shapes come from [`CcaTuning`]
+//! (`tuning.rs`), chosen per device.
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::ops::OpError;
 
 use super::cpu::check_sum_range;
 use super::features::{ComponentSums, ComponentTable};
+use super::tuning::CcaTuning;
 use super::{CclOutput, CclParams, Polarity, Source, Threshold};
 
 /// Rows per strip of `cca_strip` (keep in sync with `STRIP_H` in cca.cu).
@@ -36,8 +38,6 @@ const FEAT_WORDS: usize = 9;
 const FEAT_PIECE: usize = 8;
 /// Words per block piece of `cca_strip` (keep in sync with `STRIP_PIECE`).
 const STRIP_PIECE: usize = 8;
-/// Warps per block of the warp-per-item kernels.
-const WARPS_PER_BLOCK: u32 = 8;
 
 /// The running motion background on the device (16.16 fixed point per pixel).
 #[derive(Debug, Default)]
@@ -112,9 +112,7 @@ pub struct CclGpu {
     produced: Option<Produced>,
     /// The motion background (see the module docs about rings of streams).
     pub background: GpuBackground,
-    /// Rows per warp of `cca_features` (1..=64, default 2): more rows merge more runs of large
-    /// components before their atomic flush, fewer rows give more warps. A tuning knob.
-    pub feature_rows: u32,
+    tuning: CcaTuning,
 }
 
 impl std::fmt::Debug for CclGpu {
@@ -125,11 +123,11 @@ impl std::fmt::Debug for CclGpu {
     }
 }
 
-/// Warps covering `items` items, in blocks of [`WARPS_PER_BLOCK`] warps.
-fn warp_cfg(items: usize) -> LaunchConfig {
+/// Warps covering `items` items, in blocks of `warps_per_block` warps.
+fn warp_cfg(items: usize, warps_per_block: u32) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (blocks_for(items, WARPS_PER_BLOCK), 1, 1),
-        block_dim: (32 * WARPS_PER_BLOCK, 1, 1),
+        grid_dim: (blocks_for(items, warps_per_block), 1, 1),
+        block_dim: (32 * warps_per_block, 1, 1),
         shared_mem_bytes: 0,
     }
 }
@@ -141,8 +139,15 @@ fn i32_of(v: usize, what: &str) -> Result<i32, OpError> {
 }
 
 impl CclGpu {
-    /// Resolves the kernels (buffers are allocated on the first frame).
+    /// Resolves the kernels (buffers are allocated on the first frame), with the tuning's
+    /// defaults for this device.
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        Self::with_tuning(gpu, CcaTuning::for_device(gpu.info()))
+    }
+
+    /// Resolves the kernels, with `tuning` (checked: [`CcaTuning::validate`]).
+    pub fn with_tuning(gpu: &GpuContext, tuning: CcaTuning) -> Result<Self, OpError> {
+        tuning.validate()?;
         let f = |name: &str| gpu.function("cca", name);
         Ok(Self {
             f_hist: f("cca_hist")?,
@@ -158,8 +163,21 @@ impl CclGpu {
             bufs: None,
             produced: None,
             background: GpuBackground::default(),
-            feature_rows: 2,
+            tuning,
         })
+    }
+
+    /// The tuning in use.
+    #[must_use]
+    pub fn tuning(&self) -> &CcaTuning {
+        &self.tuning
+    }
+
+    /// Changes the tuning from the next enqueue on (checked: [`CcaTuning::validate`]).
+    pub fn set_tuning(&mut self, tuning: CcaTuning) -> Result<(), OpError> {
+        tuning.validate()?;
+        self.tuning = tuning;
+        Ok(())
     }
 
     fn ensure_buffers(
@@ -222,6 +240,7 @@ impl CclGpu {
     ) -> Result<(), OpError> {
         params.validate()?;
         input.check(1, "labeling")?;
+        let tuning = self.tuning;
         let DeviceImage {
             stream,
             data: input,
@@ -284,9 +303,10 @@ impl CclGpu {
         let (f_hist, f_otsu, f_bin) = (&self.f_hist, &self.f_otsu, &self.f_binarize);
         timer.time(stream, "cca_binarize", || {
             if use_otsu != 0 {
+                let per_block = tuning.hist_threads * tuning.hist_pixels_per_thread;
                 let cfg = LaunchConfig {
-                    grid_dim: (blocks_for(n, 256 * 16).min(1024), 1, 1),
-                    block_dim: (256, 1, 1),
+                    grid_dim: (blocks_for(n, per_block).min(tuning.hist_max_blocks), 1, 1),
+                    block_dim: (tuning.hist_threads, 1, 1),
                     shared_mem_bytes: 0,
                 };
                 let mut l = stream.launch_builder(f_hist);
@@ -320,7 +340,7 @@ impl CclGpu {
                 .arg(&alpha);
             // SAFETY: one warp per bitmask word (height * wpr words allocated); pixel reads and
             // background writes are guarded by x < width.
-            unsafe { l.launch(warp_cfg(b.wpr * b.height)) }?;
+            unsafe { l.launch(warp_cfg(b.wpr * b.height, tuning.warps_per_block)) }?;
             Ok(())
         })?;
         Ok(())
@@ -336,6 +356,7 @@ impl CclGpu {
         connectivity: u8,
         frame: Option<&CudaSlice<u8>>,
     ) -> Result<(), OpError> {
+        let tuning = self.tuning;
         let Some(prod) = self.produced.as_mut() else {
             return Err(OpError::InvalidParam(
                 "enqueue_labeling needs a binarized frame (call enqueue_binarize)".into(),
@@ -407,7 +428,12 @@ impl CclGpu {
                     .arg(&conn8);
                 // SAFETY: grid-stride loops over (border row, word) warps and (row, piece
                 // border) threads, bounded in the kernel.
-                unsafe { l.launch(warp_cfg((borders * b.wpr).max(piece_borders.div_ceil(32)))) }?;
+                unsafe {
+                    l.launch(warp_cfg(
+                        (borders * b.wpr).max(piece_borders.div_ceil(32)),
+                        tuning.warps_per_block,
+                    ))
+                }?;
                 Ok(())
             })?;
         }
@@ -421,7 +447,7 @@ impl CclGpu {
                 .arg(&h)
                 .arg(&wpr);
             // SAFETY: one warp per row; roots holds height * wpr words.
-            unsafe { l.launch(warp_cfg(height)) }?;
+            unsafe { l.launch(warp_cfg(height, tuning.warps_per_block)) }?;
             let mut l = stream.launch_builder(&self.f_scan);
             l.arg(&b.rowcount)
                 .arg(&mut b.rowoff)
@@ -439,7 +465,7 @@ impl CclGpu {
                 .arg(&wpr)
                 .arg(&init_feats);
             // SAFETY: labels are at most ceil(n/2) <= capacity - 1, so records stay in bounds.
-            unsafe { l.launch(warp_cfg(height)) }?;
+            unsafe { l.launch(warp_cfg(height, tuning.warps_per_block)) }?;
             Ok(())
         })?;
         timer.time(stream, "cca_relabel", || {
@@ -451,11 +477,11 @@ impl CclGpu {
                 .arg(&h)
                 .arg(&wpr);
             // SAFETY: one warp per word; writes guarded by x < width.
-            unsafe { l.launch(warp_cfg(words)) }?;
+            unsafe { l.launch(warp_cfg(words, tuning.warps_per_block)) }?;
             Ok(())
         })?;
         if let Some(frame) = frame {
-            let rows = self.feature_rows.clamp(1, 64);
+            let rows = tuning.feature_rows;
             let warps = b.wpr.div_ceil(FEAT_PIECE) * height.div_ceil(rows as usize);
             let rows_i = rows as i32;
             timer.time(stream, "cca_features", || {
@@ -470,7 +496,7 @@ impl CclGpu {
                     .arg(&rows_i);
                 // SAFETY: one warp per (band of rows, piece); records indexed by final labels
                 // <= n < capacity.
-                unsafe { l.launch(warp_cfg(warps)) }?;
+                unsafe { l.launch(warp_cfg(warps, tuning.warps_per_block)) }?;
                 Ok(())
             })?;
         }

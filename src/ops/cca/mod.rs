@@ -33,6 +33,7 @@ pub mod cpu;
 pub mod features;
 pub mod gpu;
 pub mod naive;
+mod tuning;
 
 #[cfg(test)]
 mod emulate;
@@ -48,6 +49,7 @@ pub use binarize::{BackgroundModel, binarize, otsu_threshold};
 pub use cpu::{CclCpu, cca_cpu, label, label_with_stats};
 pub use features::{Component, ComponentSums, ComponentTable, Moments};
 pub use gpu::{CclGpu, cca_gpu};
+pub use tuning::CcaTuning;
 
 /// How the threshold level is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

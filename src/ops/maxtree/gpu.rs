@@ -2,7 +2,7 @@
 //! algorithm, the paper sections and the memory layout).
 //!
 //! Per frame, on one stream and without a host sync: `maxtree_local` (tiles of
-//! [`TILE_WIDTH`] x [`MaxtreeGpu::tile_height`]: 1D column trees + concurrent CONNECT in shared
+//! [`TILE_WIDTH`] x [`MaxtreeTuning::tile_height`]: 1D column trees + concurrent CONNECT in shared
 //! memory), `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node
 //! numbering), `maxtree_attributes` (per-node init, per-pixel contributions, subtree
 //! accumulation by doubling, attribute) and `maxtree_restitute` (rule flags, pointer jumping,
@@ -13,8 +13,12 @@
 //! numbers, [`MaxtreeGpu::residue`] hands the residue buffer to the compose step in place, and
 //! [`MaxtreeGpu::download`] reads both pictures back (the CLI, the tests): `gpu/readback.rs`.
 //! [`MaxtreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
+//! Launch shapes come from [`MaxtreeTuning`] (`gpu/tuning.rs`), chosen per device.
 
 mod readback;
+mod tuning;
+
+pub use tuning::MaxtreeTuning;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -32,11 +36,8 @@ use crate::ops::OpError;
 
 /// Tile width of the local kernel (threads per block). Keep in sync with `MT_TW` in maxtree.cu.
 pub const TILE_WIDTH: usize = 64;
-/// Tile height used when [`MaxtreeGpu::tile_height`] is 0.
-pub const DEFAULT_TILE_HEIGHT: usize = 16;
 /// Row chunk (threads per block) of `maxtree_pixels`. Keep in sync with the 256 in maxtree.cu.
 const PIXEL_CHUNK: u32 = 256;
-const BLOCK: u32 = 256;
 /// Pixels per thread of `maxtree_flatten`. Keep in sync with `MT_FLAT`.
 const FLATTEN_PIXELS: u32 = 8;
 
@@ -197,13 +198,9 @@ pub struct MaxtreeGpu {
     frame: Option<Frame>,
     outputs: Outputs,
     state: Option<State>,
-    node_blocks: u32,
-    /// Grid simplification of §5.2 on column and tile borders (default on; off calls CONNECT on
-    /// every edge — for benchmarks).
-    pub grid_simplification: bool,
-    /// Tile height of the local kernel: 16, 32, 64 or 128 (128: 8-bit only); 0 (the default)
-    /// picks [`DEFAULT_TILE_HEIGHT`] (the fastest on the H100 for 8 and 16 bits, BENCHMARKS.md).
-    pub tile_height: usize,
+    /// Multiprocessors of the device (the node kernels' grid is per SM).
+    multiprocessors: u32,
+    tuning: MaxtreeTuning,
     /// Pinned buffers for the per-frame readback of the filtered image and the residue.
     readbacks: RefCell<Readbacks>,
 }
@@ -231,8 +228,15 @@ fn cfg(grid: u32, block: u32, shared: u32) -> LaunchConfig {
 }
 
 impl MaxtreeGpu {
-    /// Resolves every kernel (the registry compiled the module at start).
+    /// Resolves every kernel (the registry compiled the module at start), with the tuning's
+    /// defaults for this device.
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
+        Self::with_tuning(gpu, MaxtreeTuning::for_device(gpu.info()))
+    }
+
+    /// Resolves every kernel, with `tuning` (checked: [`MaxtreeTuning::validate`]).
+    pub fn with_tuning(gpu: &GpuContext, tuning: MaxtreeTuning) -> Result<Self, OpError> {
+        tuning.validate()?;
         let f = |name: &str| gpu.function("maxtree", name);
         Ok(Self {
             f: Functions {
@@ -257,16 +261,36 @@ impl MaxtreeGpu {
             frame: None,
             outputs: Outputs::default(),
             state: None,
-            // Node kernels loop over the node count (known only on the device): a grid of 16
-            // blocks of 256 threads per multiprocessor.
-            node_blocks: u32::try_from(gpu.info().multiprocessors.max(1) * 16).unwrap_or(2048),
-            grid_simplification: true,
-            tile_height: 0,
+            multiprocessors: u32::try_from(gpu.info().multiprocessors.max(1)).unwrap_or(1),
+            tuning,
             readbacks: RefCell::new(Readbacks {
                 u8: (Readback::new(gpu.cuda()), Readback::new(gpu.cuda())),
                 u16: (Readback::new(gpu.cuda()), Readback::new(gpu.cuda())),
             }),
         })
+    }
+
+    /// The tuning in use.
+    #[must_use]
+    pub fn tuning(&self) -> &MaxtreeTuning {
+        &self.tuning
+    }
+
+    /// Changes the tuning from the next enqueue on (checked: [`MaxtreeTuning::validate`]).
+    pub fn set_tuning(&mut self, tuning: MaxtreeTuning) -> Result<(), OpError> {
+        tuning.validate()?;
+        self.tuning = tuning;
+        Ok(())
+    }
+
+    /// The launch of the node kernels over at most `n` nodes: grid-stride loops over the node
+    /// count (known only on the device), [`MaxtreeTuning::node_blocks_per_sm`] blocks per SM.
+    fn node_launch(&self, n: usize) -> LaunchConfig {
+        let block = self.tuning.block_threads;
+        let blocks = self
+            .multiprocessors
+            .saturating_mul(self.tuning.node_blocks_per_sm);
+        cfg(blocks.min(launch::blocks_for(n, block)), block, 0)
     }
 
     /// Enqueues the whole analysis of a packed grey image: tree, the attribute of `params`,
@@ -300,13 +324,8 @@ impl MaxtreeGpu {
             height,
             ..
         } = input;
-        let th = if self.tile_height == 0 {
-            DEFAULT_TILE_HEIGHT
-        } else {
-            self.tile_height
-        };
-        let allowed = matches!(th, 16 | 32 | 64) || (th == 128 && T::BITS == 8);
-        if !allowed {
+        let th = self.tuning.tile_height;
+        if th == 128 && T::BITS != 8 {
             return Err(OpError::InvalidParam(format!(
                 "maxtree tile_height = {th}: allowed values are 16, 32, 64 (and 128 for 8-bit images)"
             )));
@@ -336,6 +355,7 @@ impl MaxtreeGpu {
             self.frame = None; // free the old buffers first
             self.frame = Some(Frame::new(stream, width, height)?);
         }
+        let block = self.tuning.block_threads;
         let (f, fr) = (
             &self.f,
             self.frame
@@ -344,7 +364,6 @@ impl MaxtreeGpu {
         );
         let (w, h, n32, th32) = (width as u32, height as u32, n as u32, th as u32);
         let eight = i32::from(connectivity == Connectivity::Eight);
-        let full = i32::from(!self.grid_simplification);
         let (ntx, nty) = (
             width.div_ceil(TILE_WIDTH) as u32,
             height.div_ceil(th) as u32,
@@ -362,8 +381,7 @@ impl MaxtreeGpu {
                 .arg(&h)
                 .arg(&th32)
                 .arg(&inv)
-                .arg(&eight)
-                .arg(&full);
+                .arg(&eight);
             let c = LaunchConfig {
                 grid_dim: (ntx, nty, 1),
                 block_dim: (TILE_WIDTH as u32, 1, 1),
@@ -380,15 +398,10 @@ impl MaxtreeGpu {
         timer.time(stream, "maxtree_merge", || {
             if merges > 0 {
                 let mut b = stream.launch_builder(&f.merge);
-                b.arg(&mut fr.grec)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&th32)
-                    .arg(&eight)
-                    .arg(&full);
+                b.arg(&mut fr.grec).arg(&w).arg(&h).arg(&th32).arg(&eight);
                 // SAFETY: one thread per border position; the kernel derives every index from
                 // w, h and the tile size and stays inside the width*height records.
-                unsafe { b.launch(cfg(launch::blocks_for(merges as usize, BLOCK), BLOCK, 0)) }?;
+                unsafe { b.launch(cfg(launch::blocks_for(merges as usize, block), block, 0)) }?;
             }
             Ok(())
         })?;
@@ -403,7 +416,7 @@ impl MaxtreeGpu {
                 .arg(&n32);
             // SAFETY: FLATTEN_PIXELS pixels per thread (p < N checked in the kernel); node ids are
             // < N, the size of node_pix; 8 bytes of shared memory hold the block counter and base.
-            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK * FLATTEN_PIXELS), BLOCK, 8)) }?;
+            unsafe { b.launch(cfg(launch::blocks_for(n, block * FLATTEN_PIXELS), block, 8)) }?;
             Ok(())
         })?;
         Ok(())
@@ -428,6 +441,7 @@ impl MaxtreeGpu {
         if n == 0 {
             return Ok(());
         }
+        let nodes = self.node_launch(n);
         let (f, fr) = (
             &self.f,
             self.frame
@@ -442,7 +456,6 @@ impl MaxtreeGpu {
             .as_mut()
             .ok_or_else(|| OpError::Unsupported("no q64".into()))?;
         let (w, h, n32) = (width as u32, height as u32, n as u32);
-        let nodes = cfg(self.node_blocks.min(launch::blocks_for(n, BLOCK)), BLOCK, 0);
         let fin = ((bits - 1) % 3) as i32;
         timer.time(stream, "maxtree_attributes", || {
             let mut b = stream.launch_builder(&f.nodes);
@@ -562,6 +575,8 @@ impl MaxtreeGpu {
             let r = launch::alloc_zeroed::<T>(stream, n, "max-tree residue", width, height)?;
             *T::outputs(&mut self.outputs) = Some((o, r));
         }
+        let nodes = self.node_launch(n);
+        let block = self.tuning.block_threads;
         let f = &self.f;
         let fr = self
             .frame
@@ -578,7 +593,6 @@ impl MaxtreeGpu {
         // Path lengths are at most the number of grey levels: 2^BITS nodes, BITS doublings.
         let rounds = T::BITS as i32;
         let fin = ((T::BITS - 1) % 3) as i32;
-        let nodes = cfg(self.node_blocks.min(launch::blocks_for(n, BLOCK)), BLOCK, 0);
         timer.time(stream, "maxtree_restitute", || {
             if need_amax {
                 let mut b = stream.launch_builder(&f.amax_init);
@@ -650,7 +664,7 @@ impl MaxtreeGpu {
                 .arg(&n32)
                 .arg(&inv);
             // SAFETY: one thread per pixel (p < N checked); all buffers hold N entries.
-            unsafe { b.launch(cfg(launch::blocks_for(n, BLOCK), BLOCK, 0)) }?;
+            unsafe { b.launch(cfg(launch::blocks_for(n, block), block, 0)) }?;
             Ok(())
         })?;
         timer.time(stream, "maxtree_stats", || {

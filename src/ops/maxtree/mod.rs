@@ -60,7 +60,7 @@ use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
 pub use cpu::MaxTree;
-pub use gpu::{GpuGray, MaxtreeGpu, maxtree_gpu, maxtree_parent_gpu};
+pub use gpu::{GpuGray, MaxtreeGpu, MaxtreeTuning, maxtree_gpu, maxtree_parent_gpu};
 pub use output::{MaxtreeOutput, MaxtreeSummary};
 
 /// Which component tree: of the upper level sets (max-tree, filters bright structures) or of the

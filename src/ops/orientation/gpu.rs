@@ -7,12 +7,13 @@
 //! into a stack of planes and accumulates each angle's spectrum; `orientation_reduce` folds
 //! the planes into the strength and first-argmax maps; `orientation_finish` writes the
 //! strength in the input domain and the colour picture. Angles whose line family coincides are
-//! computed once (`GpuTuning::dedup`). When the stack of planes would exceed
-//! `GpuTuning::stack_bytes`, the angles are processed in several launches (chunks) and the reduce
-//! carries the running maps over. Device buffers are allocated on first use and kept while the
-//! frame size and parameters stay the same. Segments longer than the FIFO's shared-memory part
-//! (`GpuTuning::shared_entries`, 64 by default: L ≤ 63) use the `orientation_lines_spill_*`
-//! variant, whose older FIFO entries live in global memory.
+//! computed once ([`OrientationTuning::dedup`]). When the stack of planes would exceed
+//! [`OrientationTuning::stack_bytes`], the angles are processed in several launches (chunks) and
+//! the reduce carries the running maps over. Device buffers are allocated on first use and kept
+//! while the frame size and parameters stay the same. Segments longer than the FIFO's
+//! shared-memory part ([`OrientationTuning::shared_entries`], 64 by default: L ≤ 63) use the
+//! `orientation_lines_spill_*` variant, whose older FIFO entries live in global memory. Launch
+//! shapes come from [`OrientationTuning`] (`tuning.rs`), chosen per device.
 //!
 //! Timer regions: `orientation_transpose`, `orientation_lines`, `orientation_reduce`,
 //! `orientation_finish`.
@@ -29,7 +30,8 @@ use crate::gpu::{DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Read
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
-use super::plan::{GpuTuning, Plan, to_i32};
+use super::plan::{Plan, to_i32};
+use super::tuning::OrientationTuning;
 use super::{LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hue_of_angle};
 
 /// Pixel types of the CUDA path (u8 and u16).
@@ -54,7 +56,7 @@ struct Engine<T: GpuSample> {
     reduce: CudaFunction,
     finish: CudaFunction,
     sm_count: usize,
-    tuning: GpuTuning,
+    tuning: OrientationTuning,
     plan: Option<Plan>,
     img_t: Option<CudaSlice<T>>,
     planes: Option<CudaSlice<T>>,
@@ -90,7 +92,7 @@ impl<T: GpuSample> Engine<T> {
             sm_count: usize::try_from(gpu.info().multiprocessors)
                 .unwrap_or(1)
                 .max(1),
-            tuning: GpuTuning::default(),
+            tuning: OrientationTuning::for_device(gpu.info()),
             plan: None,
             img_t: None,
             planes: None,
@@ -343,8 +345,14 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         })
     }
 
-    /// Sets the launch tuning (benches).
-    pub fn set_tuning(&mut self, tuning: GpuTuning) {
+    /// The tuning in use.
+    #[must_use]
+    pub fn tuning(&self) -> &OrientationTuning {
+        &self.engine.tuning
+    }
+
+    /// Changes the tuning from the next frame on (checked when the next frame is planned).
+    pub fn set_tuning(&mut self, tuning: OrientationTuning) {
         self.engine.tuning = tuning;
     }
 
@@ -433,8 +441,14 @@ impl<T: GpuSample> OrientationGpu<T> {
         })
     }
 
-    /// Sets the launch tuning (benches).
-    pub fn set_tuning(&mut self, tuning: GpuTuning) {
+    /// The tuning in use.
+    #[must_use]
+    pub fn tuning(&self) -> &OrientationTuning {
+        &self.engine.tuning
+    }
+
+    /// Changes the tuning from the next frame on (checked when the next frame is planned).
+    pub fn set_tuning(&mut self, tuning: OrientationTuning) {
         self.engine.tuning = tuning;
     }
 

@@ -66,6 +66,7 @@ pub mod gpu;
 pub mod naive;
 mod plan;
 pub mod stream;
+mod tuning;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +79,7 @@ pub use cpu::{
 };
 pub use geometry::{LineFamily, segment_end, segment_offsets};
 pub use gpu::{GpuSample, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, orientation_gpu};
-pub use plan::GpuTuning;
+pub use tuning::OrientationTuning;
 
 /// Largest structuring-element length accepted (odd).
 pub const MAX_LENGTH: u32 = 1023;

@@ -1,43 +1,15 @@
 //! The launch plan of the CUDA linear openings ([`super::gpu`]): for one frame size and one
 //! set of parameters, the distinct line families (angles whose families coincide share one
-//! plane, [`GpuTuning::dedup`]), each family's zones (section 5.4 of the paper), the chunks of
-//! planes one launch computes within [`GpuTuning::stack_bytes`], and the FIFO's split between
-//! shared and global memory. Pure host arithmetic, tested here; the engine uploads it as a table
-//! of [`AngleInfo`] records.
+//! plane, [`OrientationTuning::dedup`]), each family's zones (section 5.4 of the paper), the
+//! chunks of planes one launch computes within [`OrientationTuning::stack_bytes`], and the
+//! FIFO's split between shared and global memory. Pure host arithmetic, tested here; the engine
+//! uploads it as a table of [`AngleInfo`] records.
 
 use crate::gpu::launch::{blocks_for, check_frame_size};
 use crate::ops::OpError;
 
 use super::geometry::LineFamily;
-
-/// Launch tuning (the defaults are the heuristics of the paper's section 5.4; benches sweep them).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GpuTuning {
-    /// Threads per block of the lines kernel (a multiple of 32).
-    pub block: u32,
-    /// Zones per line; `None`: enough for about 2048 threads per multiprocessor, at most one
-    /// zone per `max(2L, 64)` samples (rules 2 and 3 of section 5.4).
-    pub zones: Option<u32>,
-    /// FIFO entries per thread kept in shared memory (rounded down to a power of two); entries
-    /// beyond spill to global memory.
-    pub shared_entries: u32,
-    /// Compute angles with identical line families once.
-    pub dedup: bool,
-    /// Largest stack of opening planes of one launch, in bytes.
-    pub stack_bytes: usize,
-}
-
-impl Default for GpuTuning {
-    fn default() -> Self {
-        Self {
-            block: 128,
-            zones: None,
-            shared_entries: 64,
-            dedup: true,
-            stack_bytes: 512 << 20,
-        }
-    }
-}
+use super::tuning::OrientationTuning;
 
 /// One angle's launch parameters. Keep in sync with `LoAngle` in kernels/orientation.cu.
 #[repr(C)]
@@ -76,7 +48,7 @@ pub(super) struct Plan {
     pub(super) height: usize,
     pub(super) length: u32,
     pub(super) angles_deg: Vec<f64>,
-    pub(super) tuning: GpuTuning,
+    pub(super) tuning: OrientationTuning,
     /// The distinct families (all of them without dedup), in increasing first-angle order.
     pub(super) planes: Vec<AngleInfo>,
     /// For each plane, the first angle index using its family.
@@ -108,7 +80,7 @@ impl Plan {
         height: usize,
         length: u32,
         angles_deg: &[f64],
-        tuning: GpuTuning,
+        tuning: OrientationTuning,
         sm_count: usize,
         elem_bytes: usize,
     ) -> Result<Self, OpError> {
@@ -156,7 +128,7 @@ impl Plan {
         // Zones (section 5.4): about four resident waves of threads for load balance, but zones
         // of at least 4(L-1) samples (the 2(L-1) overlap costs at most half); when that leaves
         // the GPU under-filled (few lines: one opening), smaller zones down to max(L, 16).
-        let capacity = sm_count.max(1) * 1536;
+        let capacity = sm_count.max(1) * tuning.resident_threads_per_sm;
         let overlap = 4 * (length as usize).saturating_sub(1);
         let mut chunks = Vec::new();
         let mut start = 0;
@@ -242,7 +214,7 @@ mod tests {
     #[test]
     fn plan_dedups_and_zones() {
         let angles: Vec<f64> = (0..180).map(f64::from).collect();
-        let p = Plan::new(640, 640, 31, &angles, GpuTuning::default(), 132, 1).unwrap();
+        let p = Plan::new(640, 640, 31, &angles, OrientationTuning::default(), 132, 1).unwrap();
         assert_eq!(p.angle_plane.len(), 180);
         assert!(
             p.planes.len() <= 60,
@@ -265,32 +237,32 @@ mod tests {
             assert!(a.zones >= 1 && a.zone_len as usize * a.zones as usize >= 640);
             assert_eq!(a.lines_pad % 32, 0);
         }
-        let nodedup = GpuTuning {
+        let nodedup = OrientationTuning {
             dedup: false,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         };
         let p = Plan::new(640, 640, 31, &angles, nodedup, 132, 1).unwrap();
         assert_eq!(p.planes.len(), 180);
         // A long segment spills; a small stack budget makes several launches.
-        let small = GpuTuning {
+        let small = OrientationTuning {
             stack_bytes: 640 * 640 * 7,
             shared_entries: 16,
-            ..GpuTuning::default()
+            ..OrientationTuning::default()
         };
         let p = Plan::new(640, 640, 101, &angles, small, 132, 1).unwrap();
         assert!(p.chunks.len() > 1 && p.chunks.iter().all(|c| c.1 <= 7));
         assert_eq!(p.sh_mask, 15);
         assert_eq!(p.gl_mask, 127);
         assert!(p.spill_len > 0);
-        assert!(Plan::new(0, 5, 3, &angles, GpuTuning::default(), 132, 1).is_err());
+        assert!(Plan::new(0, 5, 3, &angles, OrientationTuning::default(), 132, 1).is_err());
     }
 
     #[test]
     fn zone_heuristic_on_the_bench_cases() {
         let zones = |w: usize, h: usize, l: u32, angles: &[f64], dedup: bool| -> Vec<(i32, i32)> {
-            let t = GpuTuning {
+            let t = OrientationTuning {
                 dedup,
-                ..GpuTuning::default()
+                ..OrientationTuning::default()
             };
             let p = Plan::new(w, h, l, angles, t, 132, 1).unwrap();
             p.planes.iter().map(|a| (a.zones, a.zone_len)).collect()
