@@ -3,6 +3,7 @@
 
 pub mod blur;
 pub mod cca;
+pub mod connectivity;
 pub mod error;
 pub mod maxtree;
 pub mod nv12;
@@ -10,4 +11,5 @@ pub mod orientation;
 pub mod preprocess;
 pub mod segmentation;
 
+pub use connectivity::Connectivity;
 pub use error::OpError;

@@ -230,7 +230,7 @@ pub fn label_with_stats(
     let table = ComponentTable::from_sums(
         binary.width(),
         binary.height(),
-        connectivity.as_u8(),
+        connectivity.neighbors(),
         0,
         &sums,
     );
@@ -288,7 +288,8 @@ impl CclCpu {
         let (labels, mut sums) =
             label_sums(src, move |v: T| is_foreground(v.to_u32(), t, pol), conn)?;
         add_grey_sums(&mut sums, &labels, img);
-        let table = ComponentTable::from_sums(img.width(), img.height(), conn.as_u8(), t, &sums);
+        let table =
+            ComponentTable::from_sums(img.width(), img.height(), conn.neighbors(), t, &sums);
         Ok(CclOutput { labels, table })
     }
 }

@@ -35,7 +35,7 @@ fn otsu_and_components_match_opencv() {
         };
         let mask = binarize(img.view(), t, pol);
         for conn in [Connectivity::Four, Connectivity::Eight] {
-            let gold = load(&format!("{stem}_c{}.npy", conn.as_u8()));
+            let gold = load(&format!("{stem}_c{}.npy", conn.neighbors()));
             let n = gold.shape[0];
             let (labels, table) = label_with_stats(mask.view(), conn).expect("labels");
             assert_eq!(table.len(), n, "{stem} {conn:?}: component count");

@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use crate::image::Image;
 use crate::ops::OpError;
 
+pub use super::Connectivity;
 pub use binarize::{BackgroundModel, binarize, otsu_threshold};
 pub use cpu::{CclCpu, cca_cpu, label, label_with_stats};
 pub use features::{Component, ComponentSums, ComponentTable, Moments};
@@ -190,26 +191,6 @@ impl CclParams {
     #[must_use]
     pub fn learning_rate_fixed(&self) -> u32 {
         ((self.learning_rate * 65536.0).round() as u32).clamp(1, 65536)
-    }
-}
-
-/// Pixel adjacency.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Connectivity {
-    /// Edge neighbours (N, S, E, W).
-    Four,
-    /// Edge and corner neighbours.
-    Eight,
-}
-
-impl Connectivity {
-    /// 4 or 8.
-    #[must_use]
-    pub fn as_u8(self) -> u8 {
-        match self {
-            Self::Four => 4,
-            Self::Eight => 8,
-        }
     }
 }
 

@@ -59,6 +59,7 @@ use serde::{Deserialize, Serialize};
 use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
+pub use super::Connectivity;
 pub use cpu::MaxTree;
 pub use gpu::{GpuGray, MaxtreeGpu, MaxtreeTuning, maxtree_gpu, maxtree_parent_gpu};
 pub use output::{MaxtreeOutput, MaxtreeSummary};
@@ -73,37 +74,6 @@ pub enum TreeKind {
     Max,
     /// Min-tree: closings (dark basins are filled).
     Min,
-}
-
-/// Pixel adjacency.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Connectivity {
-    /// 4 neighbours (scikit-image `connectivity=1`).
-    #[default]
-    Four,
-    /// 8 neighbours (scikit-image `connectivity=2`).
-    Eight,
-}
-
-impl Connectivity {
-    /// From the neighbour count (4 or 8).
-    pub fn from_neighbors(n: u32) -> Result<Self, OpError> {
-        match n {
-            4 => Ok(Self::Four),
-            8 => Ok(Self::Eight),
-            _ => Err(OpError::InvalidParam(format!(
-                "connectivity = {n}: allowed values are 4 and 8"
-            ))),
-        }
-    }
-    /// The neighbour count (4 or 8).
-    #[must_use]
-    pub fn neighbors(self) -> u32 {
-        match self {
-            Self::Four => 4,
-            Self::Eight => 8,
-        }
-    }
 }
 
 /// Node attribute a filter thresholds (all are increasing: a node's value is at least its
