@@ -532,30 +532,8 @@ impl MaxtreeGpu {
             .state
             .as_mut()
             .ok_or_else(|| OpError::Unsupported("enqueue_filter before enqueue_tree".into()))?;
-        if st.attribute.is_none() {
-            return Err(OpError::Unsupported(
-                "enqueue_filter before enqueue_attribute".into(),
-            ));
-        }
-        if st.bits != T::BITS {
-            return Err(OpError::Unsupported(format!(
-                "tree built from {}-bit pixels, filter given {}-bit",
-                st.bits,
-                T::BITS
-            )));
-        }
-        if !threshold.is_finite() || threshold < 0.0 {
-            return Err(OpError::InvalidParam(format!(
-                "maxtree.threshold = {threshold}: must be a finite number >= 0"
-            )));
-        }
+        check_filter::<T>(st, (input.width, input.height), threshold)?;
         let (width, height, inv) = (st.width, st.height, st.inv);
-        if (input.width, input.height) != (width, height) {
-            return Err(OpError::Unsupported(format!(
-                "tree built from a {width}x{height} image, filter given {}x{}",
-                input.width, input.height
-            )));
-        }
         st.filtered = true;
         let need_amax = rule == Rule::Max && !st.amax_ready;
         if rule == Rule::Max {
@@ -595,26 +573,14 @@ impl MaxtreeGpu {
         let fin = ((T::BITS - 1) % 3) as i32;
         timer.time(stream, "maxtree_restitute", || {
             if need_amax {
-                let mut b = stream.launch_builder(&f.amax_init);
-                b.arg(&fr.count).arg(&mut *q64).arg(&n32);
-                // SAFETY: grid-stride over node ids < *count; q64 holds 4N entries.
-                unsafe { b.launch(nodes) }?;
-                for round in 0..rounds {
-                    let mut b = stream.launch_builder(&f.amax);
-                    b.arg(&fr.count)
-                        .arg(&fr.npar)
-                        .arg(&fr.attr)
-                        .arg(&mut fr.jb)
-                        .arg(&mut *q64)
-                        .arg(&n32)
-                        .arg(&round);
-                    // SAFETY: as maxtree_double.
-                    unsafe { b.launch(nodes) }?;
-                }
-                let mut b = stream.launch_builder(&f.amax_fold);
-                b.arg(&fr.count).arg(&mut *q64).arg(&n32).arg(&fin);
-                // SAFETY: grid-stride over node ids < *count; slots 0 and 1 + fin < 4.
-                unsafe { b.launch(nodes) }?;
+                enqueue_ancestor_max(
+                    stream,
+                    f,
+                    (&fr.count, &fr.npar, &fr.attr, &mut fr.jb),
+                    q64,
+                    nodes,
+                    (n32, rounds, fin),
+                )?;
             }
             stream.memset_zeros(&mut fr.active)?;
             let amax = q64.slice(0..n);
@@ -714,4 +680,74 @@ pub fn maxtree_parent_gpu<T: GpuGray>(
         |mt, timer, input| mt.enqueue_tree(timer, input, tree, connectivity),
         |mt, stream| mt.download_parent(stream),
     )
+}
+/// Checks a filter request against the tree it runs on: attributes computed, the pixel depth
+/// and size the tree was built from, a finite threshold >= 0.
+fn check_filter<T: GpuGray>(
+    st: &State,
+    (width, height): (usize, usize),
+    threshold: f64,
+) -> Result<(), OpError> {
+    if st.attribute.is_none() {
+        return Err(OpError::Unsupported(
+            "enqueue_filter before enqueue_attribute".into(),
+        ));
+    }
+    if st.bits != T::BITS {
+        return Err(OpError::Unsupported(format!(
+            "tree built from {}-bit pixels, filter given {}-bit",
+            st.bits,
+            T::BITS
+        )));
+    }
+    if !threshold.is_finite() || threshold < 0.0 {
+        return Err(OpError::InvalidParam(format!(
+            "maxtree.threshold = {threshold}: must be a finite number >= 0"
+        )));
+    }
+    if (width, height) != (st.width, st.height) {
+        return Err(OpError::Unsupported(format!(
+            "tree built from a {}x{} image, filter given {width}x{height}",
+            st.width, st.height
+        )));
+    }
+    Ok(())
+}
+
+/// Enqueues the largest attribute on each node's path to the root (the `max` rule's
+/// criterion): initialise, `rounds` pointer-jumping doublings, fold the last round's slot.
+fn enqueue_ancestor_max(
+    stream: &CudaStream,
+    f: &Functions,
+    (count, npar, attr, jb): (
+        &CudaSlice<u32>,
+        &CudaSlice<u32>,
+        &CudaSlice<f64>,
+        &mut CudaSlice<u32>,
+    ),
+    q64: &mut CudaSlice<u64>,
+    nodes: LaunchConfig,
+    (n32, rounds, fin): (u32, i32, i32),
+) -> Result<(), GpuError> {
+    let mut b = stream.launch_builder(&f.amax_init);
+    b.arg(count).arg(&mut *q64).arg(&n32);
+    // SAFETY: grid-stride over node ids < *count; q64 holds 4N entries.
+    unsafe { b.launch(nodes) }?;
+    for round in 0..rounds {
+        let mut b = stream.launch_builder(&f.amax);
+        b.arg(count)
+            .arg(npar)
+            .arg(attr)
+            .arg(&mut *jb)
+            .arg(&mut *q64)
+            .arg(&n32)
+            .arg(&round);
+        // SAFETY: as maxtree_double.
+        unsafe { b.launch(nodes) }?;
+    }
+    let mut b = stream.launch_builder(&f.amax_fold);
+    b.arg(count).arg(&mut *q64).arg(&n32).arg(&fin);
+    // SAFETY: grid-stride over node ids < *count; slots 0 and 1 + fin < 4.
+    unsafe { b.launch(nodes) }?;
+    Ok(())
 }
