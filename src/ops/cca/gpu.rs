@@ -362,20 +362,8 @@ impl CclGpu {
                 "enqueue_labeling needs a binarized frame (call enqueue_binarize)".into(),
             ));
         };
-        if connectivity != 4 && connectivity != 8 {
-            return Err(OpError::InvalidParam(format!(
-                "connectivity must be 4 or 8, got {connectivity}"
-            )));
-        }
         let (width, height) = (prod.width, prod.height);
-        if let Some(f) = frame
-            && f.len() < width * height
-        {
-            return Err(OpError::InvalidParam(format!(
-                "the frame for the features has {} pixels, the bitmask {width}x{height}",
-                f.len()
-            )));
-        }
+        check_labeling(connectivity, frame.map(CudaSlice::len), (width, height))?;
         let features = frame.is_some();
         prod.connectivity = connectivity;
         prod.features = features;
@@ -605,6 +593,28 @@ pub fn cca_gpu(
         |op, timer, input| op.enqueue(timer, input, params),
         |op, stream| op.download(stream),
     )
+}
+
+/// Checks a labelling request: 4 or 8 neighbours, and a features frame (its pixel count) at
+/// least the bitmask's size.
+fn check_labeling(
+    connectivity: u8,
+    frame_pixels: Option<usize>,
+    (width, height): (usize, usize),
+) -> Result<(), OpError> {
+    if connectivity != 4 && connectivity != 8 {
+        return Err(OpError::InvalidParam(format!(
+            "connectivity must be 4 or 8, got {connectivity}"
+        )));
+    }
+    if let Some(n) = frame_pixels
+        && n < width * height
+    {
+        return Err(OpError::InvalidParam(format!(
+            "the frame for the features has {n} pixels, the bitmask {width}x{height}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
