@@ -13,11 +13,13 @@ use cudarc::driver::CudaStream;
 use morphoscope::gpu::{DeviceImage, GpuContext, KernelTimer};
 use morphoscope::image::Image;
 use morphoscope::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
+#[cfg(feature = "profiling")]
+use morphoscope::ops::segmentation::SegmentProfiling;
 use morphoscope::ops::segmentation::boruvka::{edge_weights, felzenszwalb_boruvka};
 use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
 use morphoscope::ops::segmentation::{
-    SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentProfiling, SegmentTuning,
-    asa, check_labels, undersegmentation_error,
+    SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentTuning, asa, check_labels,
+    undersegmentation_error,
 };
 
 use crate::common::{Rng, gpu, sample_rgb};
@@ -160,13 +162,21 @@ pub(crate) fn op_with(g: &GpuContext, change: impl FnOnce(&mut SegmentTuning)) -
     SegmentGpu::with_tuning(g, tuning).unwrap()
 }
 
-/// `op`'s per-round list counts of its last frame, summed over the rounds (its round stamps
-/// must be on): frontier, roots, trees, members, small, large, cursor, tiny, mid-size, giant.
-fn summed_counts(op: &SegmentGpu, stream: &Arc<CudaStream>) -> Vec<u64> {
+/// `op`'s last frame (its round stamps on: the `profiling` feature) had large trees for
+/// `segment_cat_block` and giant ones: its per-round list counts (frontier, roots, trees,
+/// members, small, large, cursor, tiny, mid-size, giant) summed over the rounds.
+#[cfg(feature = "profiling")]
+fn assert_large_and_giant_trees(op: &SegmentGpu, stream: &Arc<CudaStream>, what: &str) {
     let profile = op.round_profile(stream).unwrap();
-    (0..10)
+    let counts: Vec<u64> = (0..10)
         .map(|k| profile.iter().map(|(_, _, c)| u64::from(c[k])).sum())
-        .collect()
+        .collect();
+    assert!(
+        counts[5] > 0,
+        "{what}: no tree for segment_cat_block, nothing sorted"
+    );
+    // Trees above 8 192 core members, counted by whichever kernel walked them.
+    assert!(counts[9] > 0, "{what}: no giant tree counted");
 }
 
 pub(crate) fn params(scale: f64) -> SegmentParams {
@@ -427,18 +437,14 @@ fn large_trees_equal_cpu_model() {
         let p = params(scale);
         for (what, change) in setups {
             let mut op = op_with(g, change);
+            #[cfg(feature = "profiling")]
             op.set_profiling(SegmentProfiling {
                 round_stamps: true,
                 ..SegmentProfiling::default()
             });
             let out = run(&mut op, &stream, &f, &p);
-            let counts = summed_counts(&op, &stream);
-            assert!(
-                counts[5] > 0,
-                "k={scale} {what}: no tree for segment_cat_block, nothing sorted"
-            );
-            // Trees above 8 192 core members, counted by whichever kernel walked them.
-            assert!(counts[9] > 0, "k={scale} {what}: no giant tree counted");
+            #[cfg(feature = "profiling")]
+            assert_large_and_giant_trees(&op, &stream, &format!("k={scale} {what}"));
             let grid = op.tuning().giant_grid && op.grid_finish_blocks() > 0;
             assert_eq!(
                 op.giant_blocks() > 0,
