@@ -24,6 +24,8 @@ mod network;
 mod outputs;
 #[path = "cli/reconnect.rs"]
 mod reconnect;
+#[path = "common/samples.rs"]
+mod samples;
 #[path = "cli/secrets.rs"]
 mod secrets;
 #[path = "cli/segments.rs"]
@@ -40,6 +42,7 @@ mod topics;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use samples::samples_dir;
 
 fn bin() -> Command {
     let mut c = Command::cargo_bin("morphoscope").unwrap();
@@ -50,13 +53,9 @@ fn bin() -> Command {
     c
 }
 
-fn samples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/samples")
-}
-
 /// The sample clip, or None (a failure when MORPHOSCOPE_REQUIRE_SAMPLES=1, as in CI).
 fn clip() -> Option<PathBuf> {
-    let p = samples().join("vtest.avi");
+    let p = samples_dir().join("vtest.avi");
     if p.is_file() {
         return Some(p);
     }
@@ -508,7 +507,7 @@ fn devices_always_succeeds() {
 #[test]
 fn image_gray_and_its_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let input = samples().join("fruits.jpg");
+    let input = samples_dir().join("fruits.jpg");
     if input.is_file() {
         let o = dir.path().join("g.png");
         let out = bin()
@@ -613,7 +612,7 @@ fn image_area_ops_equal_scikit_image_through_the_cli() {
 
 #[test]
 fn image_label_orientation_and_linear_opening_write_their_outputs() {
-    let input = samples().join("fruits.jpg");
+    let input = samples_dir().join("fruits.jpg");
     if !input.is_file() {
         assert!(std::env::var("MORPHOSCOPE_REQUIRE_SAMPLES").as_deref() != Ok("1"));
         return;

@@ -24,6 +24,8 @@ mod nv12;
 mod orientation;
 #[path = "gpu/preprocess.rs"]
 mod preprocess;
+#[path = "common/samples.rs"]
+mod samples;
 #[cfg(feature = "profiling")]
 #[path = "gpu/segment_bench.rs"]
 mod segment_bench;

@@ -5,7 +5,6 @@
 //! the GPU machine by `.device/run.sh`) a missing GPU is a failure instead.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use morphoscope::gpu::GpuContext;
@@ -28,19 +27,7 @@ pub fn gpu() -> Option<&'static GpuContext> {
     .as_ref()
 }
 
-/// Folder holding the sample media: `$MORPHOSCOPE_DATA/samples` on the device machine, else
-/// `assets/samples` of the checkout.
-pub fn samples_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("MORPHOSCOPE_DATA") {
-        let p = PathBuf::from(d).join("samples");
-        if p.is_dir() {
-            return p;
-        }
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("assets")
-        .join("samples")
-}
+pub use crate::samples::samples_dir;
 
 /// A real grey image from the samples (decoded with the `image` crate), or `None` when the
 /// samples are absent (a failure when `MORPHOSCOPE_REQUIRE_SAMPLES=1`).
@@ -80,14 +67,7 @@ pub fn tiled_gray(
     width: usize,
     height: usize,
 ) -> Option<morphoscope::image::Image<u8>> {
-    let src = sample_gray(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(morphoscope::image::Image::from_fn(width, height, |x, y| {
-        let (tx, ty) = ((x / sw) % 2, (y / sh) % 2);
-        let sx = if tx == 0 { x % sw } else { sw - 1 - x % sw };
-        let sy = if ty == 0 { y % sh } else { sh - 1 - y % sh };
-        src.get(sx, sy)
-    }))
+    Some(sample_gray(name)?.mirror_tiled(width, height))
 }
 
 /// Deterministic pseudo-random generator (SplitMix64) for test images.
@@ -129,20 +109,7 @@ pub fn random_gray(
 /// A real 16-bit frame: the luminance `0.2126 R + 0.7152 G + 0.0722 B` of a tiled (mirrored)
 /// sample quantised on 16 bits (the max-tree paper's §6.3 protocol).
 pub fn tiled_gray16(name: &str, w: usize, h: usize) -> Option<morphoscope::image::Image<u16>> {
-    let src = sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(morphoscope::image::Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        let [r, g, b] = src.get(sx, sy);
+    Some(sample_rgb(name)?.mirror_tiled(w, h).map(|[r, g, b]| {
         let l = 0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b);
         (l / 255.0 * 65535.0).round() as u16
     }))

@@ -476,24 +476,6 @@ fn layers_that_do_not_fit_the_frame_are_errors() {
     );
 }
 
-/// A photograph mirrored to fill `w` x `h` (real content at any size).
-fn tiled_rgb(src: &Image<[u8; 3]>, w: usize, h: usize) -> Image<[u8; 3]> {
-    let (sw, sh) = (src.width(), src.height());
-    Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        src.get(sx, sy)
-    })
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -526,7 +508,7 @@ fn bench_compose() {
     );
     println!("size | labels | format | GPU compose ms (events) | readback ms (wall) | CPU twin ms");
     for (w, h) in [(1920, 1080), (3840, 2160)] {
-        let img = tiled_rgb(&photo, w, h);
+        let img = photo.mirror_tiled(w, h);
         for factor in [1, 2] {
             let (layers, _) = real_layers(&img, w, h, factor);
             let host_shapes = vec![ShapeLayer {

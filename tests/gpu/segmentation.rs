@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use cudarc::driver::CudaStream;
 use morphoscope::gpu::{DeviceImage, GpuContext, KernelTimer};
-use morphoscope::image::Image;
 use morphoscope::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 #[cfg(feature = "profiling")]
 use morphoscope::ops::segmentation::SegmentProfiling;
@@ -46,14 +45,7 @@ fn colour_and_grey(samples: &[(&str, usize, usize)]) -> Vec<Frame> {
 }
 
 pub(crate) fn tiled(name: &str, width: usize, height: usize, channels: usize) -> Option<Frame> {
-    let src = sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    let img = Image::from_fn(width, height, |x, y| {
-        let (tx, ty) = ((x / sw) % 2, (y / sh) % 2);
-        let sx = if tx == 0 { x % sw } else { sw - 1 - x % sw };
-        let sy = if ty == 0 { y % sh } else { sh - 1 - y % sh };
-        src.get(sx, sy)
-    });
+    let img = sample_rgb(name)?.mirror_tiled(width, height);
     let data = if channels == 3 {
         pack_rgb(img.view())
     } else {
