@@ -129,7 +129,7 @@ impl<T: Copy> Image<T> {
             };
         }
         let mirror = |i: usize, n: usize| {
-            if (i / n) % 2 == 0 {
+            if (i / n).is_multiple_of(2) {
                 i % n
             } else {
                 n - 1 - i % n
