@@ -70,23 +70,9 @@ pub fn tiled_gray(
     Some(sample_gray(name)?.mirror_tiled(width, height))
 }
 
-/// Deterministic pseudo-random generator (SplitMix64) for test images.
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
+/// Deterministic pseudo-random generator (SplitMix64) for test images: the scene
+/// generator's.
+pub use morphoscope::track::scenes::Rng;
 
 /// A random grey image with `levels` distinct values spread over 0..=255.
 pub fn random_gray(
@@ -97,7 +83,7 @@ pub fn random_gray(
 ) -> morphoscope::image::Image<u8> {
     let levels = levels.clamp(1, 256);
     morphoscope::image::Image::from_fn(width, height, |_, _| {
-        let l = rng.below(u64::from(levels)) as u32;
+        let l = rng.below(levels as usize) as u32;
         if levels == 1 {
             0
         } else {

@@ -363,11 +363,8 @@ fn random_layers_at_tiny_and_odd_sizes() {
                     rng.below(256) as u8,
                 ]
             });
-            let factor = 1 + rng.below(3) as usize;
-            let (lw, lh) = (
-                1 + rng.below(w as u64) as usize,
-                1 + rng.below(h as u64) as usize,
-            );
+            let factor = 1 + rng.below(3);
+            let (lw, lh) = (1 + rng.below(w), 1 + rng.below(h));
             let kinds = 1 + rng.below(9);
             let labels = Image::from_fn(lw, lh, |_, _| rng.below(kinds) as u32);
             let fill = if round % 3 == 0 {
@@ -384,7 +381,7 @@ fn random_layers_at_tiny_and_odd_sizes() {
                 fill,
                 boundary,
             };
-            let count = rng.below(kinds + 2) as usize;
+            let count = rng.below(kinds + 2);
             let layers = HostLayers {
                 base,
                 rasters: vec![

@@ -68,7 +68,7 @@ pub(crate) fn random_frame(
     levels: u64,
 ) -> Frame {
     let data = (0..width * height * channels)
-        .map(|_| (rng.below(levels) * 255 / (levels - 1).max(1)) as u8)
+        .map(|_| (rng.below(levels as usize) as u64 * 255 / (levels - 1).max(1)) as u8)
         .collect();
     Frame {
         name: format!("random{levels} {width}x{height}x{channels}"),
@@ -91,7 +91,7 @@ pub(crate) fn blocky_frame(
 ) -> Frame {
     let (bw, bh) = (width.div_ceil(block), height.div_ceil(block));
     let colours: Vec<u8> = (0..bw * bh * channels)
-        .map(|_| (rng.below(levels) * 255 / (levels - 1).max(1)) as u8)
+        .map(|_| (rng.below(levels as usize) as u64 * 255 / (levels - 1).max(1)) as u8)
         .collect();
     let mut data = Vec::with_capacity(width * height * channels);
     for y in 0..height {
