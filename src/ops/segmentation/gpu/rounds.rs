@@ -82,6 +82,15 @@ impl PhaseArgs {
     }
 }
 
+/// Where a phase's launches go: the caller's stream, the timer (a region a launch with
+/// per-kernel timing, else `None`) and the phase's arguments; one value the launch helpers
+/// share instead of three parameters each.
+struct Cx<'c, 't> {
+    stream: &'c Arc<CudaStream>,
+    timer: &'c mut Option<&'t mut KernelTimer>,
+    a: &'c PhaseArgs,
+}
+
 /// One launched round's numbers and list addresses: its global number, the round its gate
 /// reads, its input and output lists (double-buffered by parity) and the counts each step
 /// writes. Derived once a round so that the five steps' helpers pass the same addresses.
@@ -217,14 +226,19 @@ impl SegmentGpu {
             // events sit between them).
             pdl: ph.pdl && timer.is_none(),
         };
+        let mut cx = Cx {
+            stream,
+            timer,
+            a: &a,
+        };
         if ms {
-            self.enqueue_reset_done(stream, timer, &a)?;
+            self.enqueue_reset_done(&mut cx)?;
         }
         for i in 0..ph.count {
-            self.enqueue_round(stream, timer, &a, ph, i)?;
+            self.enqueue_round(&mut cx, ph, i)?;
         }
         if ph.finish > 0 {
-            self.enqueue_finisher(stream, timer, &a, ph)?;
+            self.enqueue_finisher(&mut cx, ph)?;
         }
         Ok(())
     }
@@ -233,14 +247,10 @@ impl SegmentGpu {
     /// (the pixels and roots of components below min_size), which it counts in the unused slot
     /// of round 0 (zeroed by segment_init) and writes where the first round reads its input
     /// (flist[1], rlist[1]: the lists of "the previous round").
-    fn enqueue_reset_done(
-        &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
-    ) -> Result<(), GpuError> {
+    fn enqueue_reset_done(&self, cx: &mut Cx<'_, '_>) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(timer, stream, "segment_minsize", || {
+        timed(cx.timer, stream, "segment_minsize", || {
             let mut l = ExLaunch::new(stream, &self.kernels.reset_done, a.pdl);
             l.arg(&p.done)
                 .arg(&p.order)
@@ -259,41 +269,30 @@ impl SegmentGpu {
 
     /// Launched round `i` of phase `ph`, its five dependent steps in order: least edges;
     /// targets and trees; the trees' ranges beside the exits; core; the caterpillars.
-    fn enqueue_round(
-        &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
-        ph: &Phase,
-        i: u32,
-    ) -> Result<(), GpuError> {
-        let ra = RoundArgs::new(a, ph, i, self.launch.giant_blocks);
-        self.enqueue_least_edges(stream, timer, a, &ra)?;
-        self.enqueue_targets_trees(stream, timer, a, &ra)?;
+    fn enqueue_round(&self, cx: &mut Cx<'_, '_>, ph: &Phase, i: u32) -> Result<(), GpuError> {
+        let ra = RoundArgs::new(cx.a, ph, i, self.launch.giant_blocks);
+        self.enqueue_least_edges(cx, &ra)?;
+        self.enqueue_targets_trees(cx, &ra)?;
         // With per-launch timing everything stays on `stream` (the timer's events are there);
         // else the side streams run beside it.
-        let concurrent = timer.is_none();
-        self.enqueue_alloc_exits(stream, timer, a, &ra, concurrent)?;
-        self.enqueue_core(stream, timer, a, &ra)?;
-        self.enqueue_caterpillars(stream, timer, a, &ra, concurrent)?;
+        let concurrent = cx.timer.is_none();
+        self.enqueue_alloc_exits(cx, &ra, concurrent)?;
+        self.enqueue_core(cx, &ra)?;
+        self.enqueue_caterpillars(cx, &ra, concurrent)?;
         #[cfg(feature = "profiling")]
         if ph.stamps {
-            self.stamp(stream, if a.ms { "min_size" } else { "merge" }, Some(ra.r))?;
+            let label = if cx.a.ms { "min_size" } else { "merge" };
+            self.stamp(cx.stream, label, Some(ra.r))?;
         }
         Ok(())
     }
 
     /// Step 1: `segment_least`, every frontier pixel's least alive edge, over the previous
     /// round's frontier (or every pixel in merge round 2); it lists this round's frontier.
-    fn enqueue_least_edges(
-        &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
-        ra: &RoundArgs,
-    ) -> Result<(), GpuError> {
+    fn enqueue_least_edges(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(timer, stream, a.name("segment_minedge"), || {
+        timed(cx.timer, stream, a.name("segment_minedge"), || {
             let mut l = ExLaunch::new(stream, &self.kernels.least, a.pdl);
             l.arg(&p.comp)
                 .arg(&p.link)
@@ -320,15 +319,10 @@ impl SegmentGpu {
 
     /// Step 2: targets and trees in one launch, over a list of roots (the previous round's, or
     /// the lists of segment_tiles and segment_reset_done that start a phase).
-    fn enqueue_targets_trees(
-        &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
-        ra: &RoundArgs,
-    ) -> Result<(), GpuError> {
+    fn enqueue_targets_trees(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(timer, stream, a.name("segment_targets_trees"), || {
+        timed(cx.timer, stream, a.name("segment_targets_trees"), || {
             let mut l = ExLaunch::new(stream, &self.kernels.targets_trees, a.pdl);
             l.arg(&p.comp)
                 .arg(&p.link)
@@ -364,12 +358,11 @@ impl SegmentGpu {
     /// `stream`; the two touch disjoint buffers.
     fn enqueue_alloc_exits(
         &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
+        cx: &mut Cx<'_, '_>,
         ra: &RoundArgs,
         concurrent: bool,
     ) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let kn = &self.kernels;
         let p = &a.p;
         if concurrent {
@@ -377,7 +370,7 @@ impl SegmentGpu {
             kn.side[0].wait(&kn.fork)?;
         }
         let on = if concurrent { &kn.side[0] } else { stream };
-        timed(timer, stream, a.name("segment_alloc"), || {
+        timed(cx.timer, stream, a.name("segment_alloc"), || {
             let mut l = ExLaunch::new(on, &kn.alloc, a.pdl);
             l.arg(&p.tcnt).arg(&p.joff).arg(&ra.cursor);
             l.arg(&p.done).arg(&a.mode).arg(&p.jarr).arg(&p.tkey);
@@ -388,7 +381,7 @@ impl SegmentGpu {
             unsafe { l.launch(a.cfg) }?;
             Ok(())
         })?;
-        timed(timer, stream, a.name("segment_exits"), || {
+        timed(cx.timer, stream, a.name("segment_exits"), || {
             let mut l = ExLaunch::new(stream, &kn.exits, a.pdl);
             l.arg(&p.comp)
                 .arg(&p.link)
@@ -418,15 +411,10 @@ impl SegmentGpu {
 
     /// Step 4: `segment_core`, each tree's core members counted into its range and the trees
     /// listed by size (tiny, small, mid-size, large) for the caterpillars.
-    fn enqueue_core(
-        &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
-        ra: &RoundArgs,
-    ) -> Result<(), GpuError> {
+    fn enqueue_core(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(timer, stream, a.name("segment_core"), || {
+        timed(cx.timer, stream, a.name("segment_core"), || {
             let mut l = ExLaunch::new(stream, &self.kernels.core, a.pdl);
             l.arg(&p.target)
                 .arg(&p.tree)
@@ -526,12 +514,11 @@ impl SegmentGpu {
     /// joined back), `segment_cat_giant` after `segment_cat_block_g` on the same stream.
     fn enqueue_caterpillars(
         &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
+        cx: &mut Cx<'_, '_>,
         ra: &RoundArgs,
         concurrent: bool,
     ) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let kn = &self.kernels;
         let p = &a.p;
         let cats = self.cat_launches(a, ra);
@@ -556,7 +543,7 @@ impl SegmentGpu {
                 Some(side) if concurrent => &kn.side[side],
                 _ => stream,
             };
-            timed(timer, stream, a.name(cat.region), || {
+            timed(cx.timer, stream, a.name(cat.region), || {
                 let mut l = ExLaunch::new(on, cat.kernel, a.pdl);
                 cat_args(&mut l, a, ra, &cat.list, &cat.count);
                 if cat.fused {
@@ -585,7 +572,7 @@ impl SegmentGpu {
             } else {
                 stream
             };
-            self.enqueue_cat_giant(stream, timer, a, ra, on)?;
+            self.enqueue_cat_giant(cx, ra, on)?;
         }
         if concurrent {
             for &j in &sides_used {
@@ -600,14 +587,13 @@ impl SegmentGpu {
     /// cooperative grid (timer region on `stream`).
     fn enqueue_cat_giant(
         &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
+        cx: &mut Cx<'_, '_>,
         ra: &RoundArgs,
         on: &Arc<CudaStream>,
     ) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(timer, stream, a.name("segment_cat_giant"), || {
+        timed(cx.timer, stream, a.name("segment_cat_giant"), || {
             let mut l = ExLaunch::new(on, &self.kernels.cat_giant, false).cooperative();
             cat_args(&mut l, a, ra, &p.blist, &ra.bcount);
             l.arg(&p.giant);
@@ -630,13 +616,8 @@ impl SegmentGpu {
     /// The finisher after phase `ph`'s launched rounds: up to `ph.finish` more rounds without
     /// launches, over a cooperative grid (`segment_finish_grid`) handing its smallest rounds on
     /// to one block (`segment_finish`), or in that one block alone.
-    fn enqueue_finisher(
-        &self,
-        stream: &Arc<CudaStream>,
-        timer: &mut Option<&mut KernelTimer>,
-        a: &PhaseArgs,
-        ph: &Phase,
-    ) -> Result<(), GpuError> {
+    fn enqueue_finisher(&self, cx: &mut Cx<'_, '_>, ph: &Phase) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
         let (kn, launch) = (&self.kernels, &self.launch);
         let fin = launch.finisher;
         let grid = fin.grid && launch.grid_finish_blocks > 0;
@@ -660,7 +641,7 @@ impl SegmentGpu {
             solo: fin.solo_frontier,
             resume: 0,
         };
-        timed(timer, stream, a.name("segment_finish"), || {
+        timed(cx.timer, stream, a.name("segment_finish"), || {
             if grid {
                 let mut l = ExLaunch::new(stream, &kn.finish_grid, false).cooperative();
                 l.arg(&args);
