@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What a GPU machine runs to check and measure the project: the GPU test suite, headless runs of
 # the sample clip, and the pipeline benchmarks, logs under $OUT. Prepared on a build machine:
-#   ../shared/device/pack.sh --bin --test gpu        (binaries and the GStreamer runtime)
+#   ../shared/device/pack.sh --bin --test gpu        (binaries and the GStreamer runtime; the
+#   segmentation benchmark of `kernels` and the GPU checks that read per-launch timer regions
+#   and round stamps are in a `gpu` binary built with `--features profiling` only)
 #   mkdir -p .device/data/samples && cp assets/samples/*.{jpg,png} .device/data/samples/
 #   plus an H.264 constrained-baseline copy of the clip as .device/data/samples/vtest.mp4 and
 #   one of its frames scaled to 1920x1080 as vtest_1080.png, and for `element` a 1080p H.264

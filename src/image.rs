@@ -114,6 +114,30 @@ impl<T: Copy> Image<T> {
         })
     }
 
+    /// This image mirrored to fill `width` x `height`: copies side by side, every other one
+    /// flipped, so that the edges meet without a seam (real content at any frame size, for
+    /// benchmarks and tests). An empty image gives an empty one.
+    #[must_use]
+    pub fn mirror_tiled(&self, width: usize, height: usize) -> Self {
+        let (sw, sh) = (self.width, self.height);
+        if sw == 0 || sh == 0 {
+            return Self {
+                width: 0,
+                height: 0,
+                stride: 0,
+                data: Vec::new(),
+            };
+        }
+        let mirror = |i: usize, n: usize| {
+            if (i / n).is_multiple_of(2) {
+                i % n
+            } else {
+                n - 1 - i % n
+            }
+        };
+        Self::from_fn(width, height, |x, y| self.get(mirror(x, sw), mirror(y, sh)))
+    }
+
     /// A packed image whose pixel `(x, y)` is `f(x, y)`.
     #[must_use]
     pub fn from_fn(width: usize, height: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
@@ -457,6 +481,14 @@ mod tests {
         assert_eq!(img.to_packed_vec(), vec![1, 2, 3, 4, 5, 6]);
         assert!(!img.is_packed());
         assert_eq!(img.to_packed().data(), &[1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn mirror_tiling_flips_every_other_copy() {
+        let img = Image::from_vec(2, 1, vec![1u8, 2]).unwrap();
+        let tiled = img.mirror_tiled(5, 2);
+        assert_eq!(tiled.to_packed_vec(), vec![1, 2, 2, 1, 1, 1, 2, 2, 1, 1]);
+        assert_eq!(Image::<u8>::new(0, 0, 0).mirror_tiled(3, 3).width(), 0);
     }
 
     #[test]

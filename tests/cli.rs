@@ -24,6 +24,8 @@ mod network;
 mod outputs;
 #[path = "cli/reconnect.rs"]
 mod reconnect;
+#[path = "common/samples.rs"]
+mod samples;
 #[path = "cli/secrets.rs"]
 mod secrets;
 #[path = "cli/segments.rs"]
@@ -40,6 +42,7 @@ mod topics;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use samples::samples_dir;
 
 fn bin() -> Command {
     let mut c = Command::cargo_bin("morphoscope").unwrap();
@@ -50,13 +53,9 @@ fn bin() -> Command {
     c
 }
 
-fn samples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/samples")
-}
-
 /// The sample clip, or None (a failure when MORPHOSCOPE_REQUIRE_SAMPLES=1, as in CI).
 fn clip() -> Option<PathBuf> {
-    let p = samples().join("vtest.avi");
+    let p = samples_dir().join("vtest.avi");
     if p.is_file() {
         return Some(p);
     }
@@ -148,6 +147,31 @@ fn gst_video(path: &Path, pipeline_head: &[&str]) -> Option<()> {
         path.display()
     );
     Some(())
+}
+
+/// An H.264 MP4 at `path` with its index first (faststart, as files meant for streaming are):
+/// `source` (a `videotestsrc` and its properties) in the raw `caps`, encoded by x264; `None`
+/// (skip) without gst-launch-1.0.
+fn faststart_h264(path: &Path, source: &[&str], caps: &str) -> Option<()> {
+    let tail = [
+        "!",
+        caps,
+        "!",
+        "videoconvert",
+        "!",
+        "video/x-raw,format=I420",
+        "!",
+        "x264enc",
+        "!",
+        "h264parse",
+        "!",
+        "mp4mux",
+        "faststart=true",
+        "!",
+        "filesink",
+    ];
+    let pipeline: Vec<&str> = source.iter().copied().chain(tail).collect();
+    gst_video(path, &pipeline)
 }
 
 fn assert_clean_failure(out: &std::process::Output, needle: &str) {
@@ -382,34 +406,16 @@ fn truncated_video_yields_the_decodable_frames_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     // Make a 120-frame MP4 with the index first (as streaming files are), then cut it in half.
     let full = dir.path().join("full.mp4");
-    let status = std::process::Command::new("gst-launch-1.0")
-        .args([
-            "-q",
-            "videotestsrc",
-            "num-buffers=120",
-            "!",
-            "video/x-raw,width=320,height=240,framerate=30/1",
-            "!",
-            "videoconvert",
-            "!",
-            "video/x-raw,format=I420",
-            "!",
-            "x264enc",
-            "!",
-            "h264parse",
-            "!",
-            "mp4mux",
-            "faststart=true",
-            "!",
-            "filesink",
-        ])
-        .arg(format!("location={}", full.display()))
-        .status();
-    let Ok(status) = status else {
-        eprintln!("gst-launch-1.0 not installed (scripts/setup.sh); skipped");
+    let source = ["videotestsrc", "num-buffers=120"];
+    if faststart_h264(
+        &full,
+        &source,
+        "video/x-raw,width=320,height=240,framerate=30/1",
+    )
+    .is_none()
+    {
         return;
-    };
-    assert!(status.success());
+    }
     let bytes = std::fs::read(&full).unwrap();
     let cut = dir.path().join("cut.mp4");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
@@ -508,7 +514,7 @@ fn devices_always_succeeds() {
 #[test]
 fn image_gray_and_its_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let input = samples().join("fruits.jpg");
+    let input = samples_dir().join("fruits.jpg");
     if input.is_file() {
         let o = dir.path().join("g.png");
         let out = bin()
@@ -613,7 +619,7 @@ fn image_area_ops_equal_scikit_image_through_the_cli() {
 
 #[test]
 fn image_label_orientation_and_linear_opening_write_their_outputs() {
-    let input = samples().join("fruits.jpg");
+    let input = samples_dir().join("fruits.jpg");
     if !input.is_file() {
         assert!(std::env::var("MORPHOSCOPE_REQUIRE_SAMPLES").as_deref() != Ok("1"));
         return;

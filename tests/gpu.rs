@@ -1,6 +1,8 @@
 //! Every GPU parity test, in one test binary (so one small binary travels to the GPU machine).
 //! Each module compares the CUDA backend with the CPU reference; see `gpu/common.rs` for the
-//! skip/fail rule.
+//! skip/fail rule. The segmentation benchmark and the checks that look inside a segmentation
+//! frame (per-launch timer regions, round stamps) need the crate's `profiling` feature:
+//! `cargo test --release --features profiling --test gpu`.
 
 #[path = "gpu/blur.rs"]
 mod blur;
@@ -22,6 +24,9 @@ mod nv12;
 mod orientation;
 #[path = "gpu/preprocess.rs"]
 mod preprocess;
+#[path = "common/samples.rs"]
+mod samples;
+#[cfg(feature = "profiling")]
 #[path = "gpu/segment_bench.rs"]
 mod segment_bench;
 #[path = "gpu/segment_launch.rs"]

@@ -5,7 +5,7 @@
 // Everything segment_finish touches (SegFinish in src/ops/segmentation/gpu/mod.rs, the same layout:
 // device addresses, then k and zlim, then the u32 scalars).
 // The buffers' addresses (Ptrs in src/ops/segmentation/gpu/mod.rs, #[repr(C)]: the same fields in the
-// same order; segment_finish reads all but the relabelling's and the stamps).
+// same order; segment_finish reads all but the relabelling's).
 struct SegPtrs {
     const double* w4;
     u32* comp;
@@ -41,7 +41,6 @@ struct SegPtrs {
     u32* flist[2];
     u32* rlist[2];
     u32* info;
-    u64* stamps;
 };
 
 struct SegFinish {

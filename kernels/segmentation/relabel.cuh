@@ -128,8 +128,8 @@ extern "C" __global__ void segment_level_comp(u32* comp, const u32* __restrict__
     }
 }
 
-// Profiling (SegmentProfiling::round_stamps): the global timer after everything before it on the
-// stream, in stamps[i].
+// Profiling (SegmentProfiling::round_stamps, the crate's `profiling` feature): the global timer
+// after everything before it on the stream, in stamps[i].
 extern "C" __global__ void segment_stamp(u64* stamps, u32 i) {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use morphoscope::backend::{self, Backend};
 use morphoscope::compose::PictureFormat;
 use morphoscope::config::{BackendChoice, Settings};
-use morphoscope::image::{DynImage, Image};
+use morphoscope::image::DynImage;
 use morphoscope::output::encoder::{choose_encoder, installed_encoder};
 use morphoscope::output::video::{InputLayout, VideoSpec, VideoWriter};
 use morphoscope::pipeline::{Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
@@ -132,20 +132,7 @@ fn tiled_sample(w: u32, h: u32) -> anyhow::Result<Vec<Frame>> {
     let DynImage::Rgb8(src) = morphoscope::io::read_image(&path)? else {
         bail!("sample image is not RGB")
     };
-    let (sw, sh) = (src.width(), src.height());
-    let img = Image::from_fn(w as usize, h as usize, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        src.get(sx, sy)
-    });
+    let img = src.mirror_tiled(w as usize, h as usize);
     Ok(vec![Frame {
         index: 0,
         pts_nanos: None,

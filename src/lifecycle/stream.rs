@@ -397,22 +397,7 @@ fn finish(
     let (r, ending) = match end {
         End::Ran(r, ending) => (*r, ending),
         End::NotStarted(error) => {
-            // Nothing was published: the connection is closed without waiting for the broker.
-            let publish =
-                connection.map(|(p, _)| p.finish(Duration::ZERO, &mut |_| ControlFlow::Break(())));
-            let folder = out.is_some();
-            let mut o =
-                StreamOutcome::not_started(spec.to_string(), out.unwrap_or_default(), error);
-            if let Some(cause) = stop.asked() {
-                o.ended = cause_name(cause).to_owned();
-                o.error = None;
-                o.stopped_by = Some(cause);
-            }
-            o.publish = publish;
-            if folder && let Some(e) = record_not_started(index, &o.source, &o.out, &o.ended) {
-                log::warn!("{e}");
-            }
-            return o;
+            return finish_not_started(index, spec, out, error, connection, stop);
         }
     };
     let Running {
@@ -466,14 +451,7 @@ fn finish(
         }),
         _ => None,
     };
-    let ended = match (&ending, stopped_by, &early_end) {
-        (Ending::WriteError(e), _, _) => format!("error: {e}"),
-        (Ending::SourceError(e), _, _) => format!("error: {e}"),
-        (Ending::Stream, Some(cause), _) => cause_name(cause).to_owned(),
-        (Ending::Stream, None, Some(e)) => format!("error: {e}"),
-        (Ending::Stream, None, None) if limit_reached => "--max-frames".to_owned(),
-        (Ending::Stream, None, None) => "end of stream".to_owned(),
-    };
+    let ended = ended_text(&ending, stopped_by, early_end.as_deref(), limit_reached);
     if let Some(clock) = &mut status_clock {
         clock.tick(
             &counters,
@@ -481,24 +459,13 @@ fn finish(
             true,
         );
     }
-    let mut finished = sink.map(|mut sink| {
-        // Changes the source reported up to its end (a give-up comes after its last attempts).
-        let mut event_error = None;
-        // (`finished` is the last event: RunSink::finish writes it after the last segment's.)
-        for event in pipeline_changes.try_iter().map(StreamEvent::Source) {
-            if let Err(e) = sink.event(&event) {
-                event_error.get_or_insert(e);
-            }
-        }
-        let mut finished = sink.finish(&RunEnd {
+    let mut finished = sink.map(|sink| {
+        let end = RunEnd {
             counters,
             wall_seconds,
             ended: ended.clone(),
-        });
-        if let Some(e) = event_error {
-            finished.error.get_or_insert(e);
-        }
-        finished
+        };
+        finish_files(sink, &pipeline_changes, &end)
     });
     observer.status(&StreamStatus {
         counters,
@@ -512,20 +479,7 @@ fn finish(
         (Some((p, _)), None) => Some(p.finish(Duration::ZERO, &mut |_| ControlFlow::Break(()))),
         (None, _) => None,
     };
-    let error = match ending {
-        Ending::WriteError(e) => Some(format!(
-            "{e} (after {written} frames; the files hold the frames before it)"
-        )),
-        Ending::SourceError(e) if written == 0 => Some(e),
-        Ending::SourceError(e) => Some(format!(
-            "{e} (after {written} frames; outputs hold the frames analysed before it)"
-        )),
-        Ending::Stream => finished
-            .as_ref()
-            .and_then(|f| f.error.as_ref())
-            .map(ToString::to_string)
-            .or_else(|| publish.as_ref().and_then(login_refused)),
-    };
+    let error = outcome_error(ending, written, finished.as_ref(), publish.as_ref());
     let error = error.or(early_end);
     StreamOutcome {
         source: spec.to_string(),
@@ -539,6 +493,96 @@ fn finish(
         stopped_by: stop.asked(),
         error,
         publish,
+    }
+}
+
+/// Finishing a stream that never ran: the connection is closed without waiting for the broker
+/// (nothing was published), a stop asked meanwhile is the end rather than the error, and a
+/// folder records why it holds no run.
+fn finish_not_started(
+    index: usize,
+    spec: SourceSpec,
+    out: Option<PathBuf>,
+    error: String,
+    connection: Option<(Publisher, Duration)>,
+    stop: &StopRequest,
+) -> StreamOutcome {
+    let publish =
+        connection.map(|(p, _)| p.finish(Duration::ZERO, &mut |_| ControlFlow::Break(())));
+    let folder = out.is_some();
+    let mut o = StreamOutcome::not_started(spec.to_string(), out.unwrap_or_default(), error);
+    if let Some(cause) = stop.asked() {
+        o.ended = cause_name(cause).to_owned();
+        o.error = None;
+        o.stopped_by = Some(cause);
+    }
+    o.publish = publish;
+    if folder && let Some(e) = record_not_started(index, &o.source, &o.out, &o.ended) {
+        log::warn!("{e}");
+    }
+    o
+}
+
+/// How a stream that ran ended, in words (`timings.json`'s `ended`): the error that ended it,
+/// the stop's cause, an early end's error, the frame limit, or the end of the stream.
+fn ended_text(
+    ending: &Ending,
+    stopped_by: Option<i32>,
+    early_end: Option<&str>,
+    limit_reached: bool,
+) -> String {
+    match (ending, stopped_by, early_end) {
+        (Ending::WriteError(e), _, _) => format!("error: {e}"),
+        (Ending::SourceError(e), _, _) => format!("error: {e}"),
+        (Ending::Stream, Some(cause), _) => cause_name(cause).to_owned(),
+        (Ending::Stream, None, Some(e)) => format!("error: {e}"),
+        (Ending::Stream, None, None) if limit_reached => "--max-frames".to_owned(),
+        (Ending::Stream, None, None) => "end of stream".to_owned(),
+    }
+}
+
+/// Finishes the folder's files: the changes the source reported up to its end go to the
+/// events first (a give-up comes after its last attempts; `finished` is the last event,
+/// written by [`RunSink::finish`]); the first event that could not be written is the
+/// finish's error unless it has one.
+fn finish_files(
+    mut sink: RunSink,
+    changes: &crossbeam_channel::Receiver<SourceChange>,
+    end: &RunEnd,
+) -> Finished {
+    let mut event_error = None;
+    for event in changes.try_iter().map(StreamEvent::Source) {
+        if let Err(e) = sink.event(&event) {
+            event_error.get_or_insert(e);
+        }
+    }
+    let mut finished = sink.finish(end);
+    if let Some(e) = event_error {
+        finished.error.get_or_insert(e);
+    }
+    finished
+}
+
+/// The error of a stream that ran: a write error or a source error (with the frames written
+/// before it), else the finished files' error or a broker's refusal of the login.
+fn outcome_error(
+    ending: Ending,
+    written: u64,
+    finished: Option<&Finished>,
+    publish: Option<&PublishReport>,
+) -> Option<String> {
+    match ending {
+        Ending::WriteError(e) => Some(format!(
+            "{e} (after {written} frames; the files hold the frames before it)"
+        )),
+        Ending::SourceError(e) if written == 0 => Some(e),
+        Ending::SourceError(e) => Some(format!(
+            "{e} (after {written} frames; outputs hold the frames analysed before it)"
+        )),
+        Ending::Stream => finished
+            .and_then(|f| f.error.as_ref())
+            .map(ToString::to_string)
+            .or_else(|| publish.and_then(login_refused)),
     }
 }
 

@@ -208,122 +208,22 @@ impl Pipeline {
         let stream = Arc::new(Mutex::new(StreamInfo::default()));
         // Only a SOURCE's live source reports changes; for the others the sender just goes.
         let (changes_tx, source_changes) = unbounded::<SourceChange>();
-        let (mut next, estimated_frames, live): (NextFrame, _, _) = match source {
+        let Reader {
+            mut next,
+            estimated_frames,
+            live,
+        } = match source {
             FrameSource::Spec(spec) => {
-                let realtime = match settings.source.pacing {
-                    Pacing::Auto => viewer,
-                    Pacing::Realtime => true,
-                    Pacing::Fast => false,
-                };
-                let opts = SourceOptions {
-                    format: settings.source.format,
-                    test: settings.source.test.clone(),
-                    realtime,
-                    timeout: std::time::Duration::from_secs(u64::from(
-                        settings.source.timeout_seconds,
-                    )),
-                    interrupt: Some(stop_input.clone()),
-                };
-                let policy = settings.source.reconnect.policy();
-                let (mut src, estimated, live) = match Source::open_with(&spec, &opts) {
-                    Ok(src) => {
-                        let estimated = match &spec {
-                            SourceSpec::Test(_) if settings.source.test.frames > 0 => {
-                                Some(u64::from(settings.source.test.frames))
-                            }
-                            _ => src.estimated_frames(),
-                        };
-                        if let Ok(mut i) = stream.lock() {
-                            *i = src.stream_info();
-                        }
-                        let live = src.stream_info().live;
-                        (
-                            Reconnecting::new(src, opts, policy, changes_tx),
-                            estimated,
-                            live,
-                        )
-                    }
-                    // A stream server that is down at the start is waited for, as after a loss.
-                    Err(e) => match policy {
-                        Some(p) if e.may_pass() && spec.awaited_at_start() => (
-                            Reconnecting::unopened(spec, opts, p, changes_tx, &e),
-                            None,
-                            true,
-                        ),
-                        _ => return Err(e.into()),
-                    },
-                };
-                // In the viewer every source is treated as live: frames the analyses cannot keep
-                // up with are dropped before analysis instead of queueing up latency.
-                let live = live || viewer;
-                let info = stream.clone();
-                let next = move || {
-                    let f = src.next_frame();
-                    // What the stream reports is complete once the first frame was decoded.
-                    if let Ok(Some(f)) = &f
-                        && f.index == 0
-                        && let Ok(mut i) = info.lock()
-                    {
-                        *i = src.stream_info();
-                    }
-                    f
-                };
-                (Box::new(next), estimated, live)
+                spec_reader(spec, settings, viewer, &stream, changes_tx, &stop_input)?
             }
-            FrameSource::Memory { frames, count } => {
-                let mut k = 0u64;
-                let next = move || {
-                    if k >= count || frames.is_empty() {
-                        return Ok(None);
-                    }
-                    let mut f = frames[(k % frames.len() as u64) as usize].clone();
-                    f.index = k;
-                    k += 1;
-                    Ok(Some(f))
-                };
-                (Box::new(next), Some(count), false)
-            }
+            FrameSource::Memory { frames, count } => memory_reader(frames, count),
             FrameSource::Paced {
                 frames,
                 first,
                 fps,
                 count,
-            } => {
-                let period_nanos = 1e9 / fps.max(1e-3);
-                let mut k = 0u64;
-                let mut started: Option<Instant> = None;
-                let next = move || {
-                    if k >= count || frames.is_empty() {
-                        return Ok(None);
-                    }
-                    let t0 = *started.get_or_insert_with(Instant::now);
-                    let due =
-                        t0 + std::time::Duration::from_nanos((k as f64 * period_nanos) as u64);
-                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                        std::thread::sleep(wait);
-                    }
-                    // A copy of the held frame, as a decoder would hand over a new buffer.
-                    let mut f = frames[(first + k as usize) % frames.len()].clone();
-                    f.index = k;
-                    f.pts_nanos = Some((k as f64 * period_nanos) as u64);
-                    k += 1;
-                    Ok(Some(f))
-                };
-                (Box::new(next), Some(count), true)
-            }
-            FrameSource::Channel(frames) => {
-                let stop = stop_input.clone();
-                let next = move || {
-                    loop {
-                        match frames.recv_timeout(std::time::Duration::from_millis(50)) {
-                            Ok(f) => return Ok(Some(f)),
-                            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {}
-                            Err(_) => return Ok(None),
-                        }
-                    }
-                };
-                (Box::new(next), None, false)
-            }
+            } => paced_reader(frames, first, fps, count),
+            FrameSource::Channel(frames) => channel_reader(frames, stop_input.clone()),
         };
         log::debug!("estimated frames: {estimated_frames:?}");
         let counters = Arc::new(Counters::default());
@@ -448,6 +348,157 @@ fn source_loop(
 
 /// The worker's frame supply: the next frame, `None` at the end of input.
 type NextFrame = Box<dyn FnMut() -> Result<Option<Frame>, SourceError> + Send>;
+
+/// How the source thread reads a [`FrameSource`]: the next frame (`None` at its end), the frames
+/// it expects when known, and whether it is live (frames the analyses cannot keep up with are
+/// dropped before analysis instead of queueing up latency).
+struct Reader {
+    next: NextFrame,
+    estimated_frames: Option<u64>,
+    live: bool,
+}
+
+/// Opens source `spec` (paced in real time where the settings or the viewer ask for it; a
+/// stream server that is down at the start is waited for, as after a loss) behind its
+/// reconnection policy; `stream` gets what the source reports, completed at its first frame,
+/// and `changes_tx` its losses and reopenings.
+fn spec_reader(
+    spec: SourceSpec,
+    settings: &Settings,
+    viewer: bool,
+    stream: &Arc<Mutex<StreamInfo>>,
+    changes_tx: Sender<SourceChange>,
+    stop_input: &Arc<AtomicBool>,
+) -> Result<Reader, PipelineError> {
+    let realtime = match settings.source.pacing {
+        Pacing::Auto => viewer,
+        Pacing::Realtime => true,
+        Pacing::Fast => false,
+    };
+    let opts = SourceOptions {
+        format: settings.source.format,
+        test: settings.source.test.clone(),
+        realtime,
+        timeout: std::time::Duration::from_secs(u64::from(settings.source.timeout_seconds)),
+        interrupt: Some(stop_input.clone()),
+    };
+    let policy = settings.source.reconnect.policy();
+    let (mut src, estimated, live) = match Source::open_with(&spec, &opts) {
+        Ok(src) => {
+            let estimated = match &spec {
+                SourceSpec::Test(_) if settings.source.test.frames > 0 => {
+                    Some(u64::from(settings.source.test.frames))
+                }
+                _ => src.estimated_frames(),
+            };
+            if let Ok(mut i) = stream.lock() {
+                *i = src.stream_info();
+            }
+            let live = src.stream_info().live;
+            (
+                Reconnecting::new(src, opts, policy, changes_tx),
+                estimated,
+                live,
+            )
+        }
+        // A stream server that is down at the start is waited for, as after a loss.
+        Err(e) => match policy {
+            Some(p) if e.may_pass() && spec.awaited_at_start() => (
+                Reconnecting::unopened(spec, opts, p, changes_tx, &e),
+                None,
+                true,
+            ),
+            _ => return Err(e.into()),
+        },
+    };
+    // In the viewer every source is treated as live: frames the analyses cannot keep
+    // up with are dropped before analysis instead of queueing up latency.
+    let live = live || viewer;
+    let info = stream.clone();
+    let next = move || {
+        let f = src.next_frame();
+        // What the stream reports is complete once the first frame was decoded.
+        if let Ok(Some(f)) = &f
+            && f.index == 0
+            && let Ok(mut i) = info.lock()
+        {
+            *i = src.stream_info();
+        }
+        f
+    };
+    Ok(Reader {
+        next: Box::new(next),
+        estimated_frames: estimated,
+        live,
+    })
+}
+
+/// `count` frames from memory as fast as they are taken, cycling through `frames`.
+fn memory_reader(frames: Arc<Vec<Frame>>, count: u64) -> Reader {
+    let mut k = 0u64;
+    let next = move || {
+        if k >= count || frames.is_empty() {
+            return Ok(None);
+        }
+        let mut f = frames[(k % frames.len() as u64) as usize].clone();
+        f.index = k;
+        k += 1;
+        Ok(Some(f))
+    };
+    Reader {
+        next: Box::new(next),
+        estimated_frames: Some(count),
+        live: false,
+    }
+}
+
+/// `count` frames from memory at `fps` in real time (a live source), cycling through `frames`
+/// from `first`, with timestamps of that rate.
+fn paced_reader(frames: Arc<Vec<Frame>>, first: usize, fps: f64, count: u64) -> Reader {
+    let period_nanos = 1e9 / fps.max(1e-3);
+    let mut k = 0u64;
+    let mut started: Option<Instant> = None;
+    let next = move || {
+        if k >= count || frames.is_empty() {
+            return Ok(None);
+        }
+        let t0 = *started.get_or_insert_with(Instant::now);
+        let due = t0 + std::time::Duration::from_nanos((k as f64 * period_nanos) as u64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        // A copy of the held frame, as a decoder would hand over a new buffer.
+        let mut f = frames[(first + k as usize) % frames.len()].clone();
+        f.index = k;
+        f.pts_nanos = Some((k as f64 * period_nanos) as u64);
+        k += 1;
+        Ok(Some(f))
+    };
+    Reader {
+        next: Box::new(next),
+        estimated_frames: Some(count),
+        live: true,
+    }
+}
+
+/// Frames sent on a channel, until it closes or `stop` is set (checked every 50 ms while none
+/// arrives).
+fn channel_reader(frames: Receiver<Frame>, stop: Arc<AtomicBool>) -> Reader {
+    let next = move || {
+        loop {
+            match frames.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(f) => return Ok(Some(f)),
+                Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {}
+                Err(_) => return Ok(None),
+            }
+        }
+    };
+    Reader {
+        next: Box::new(next),
+        estimated_frames: None,
+        live: false,
+    }
+}
 
 /// Runs `frames` (indices as given) through a whole pipeline on `backend` with `ops` and a ring
 /// of `ring_size` slots, and returns every analysed frame in order (tests and tools).

@@ -148,17 +148,7 @@ impl Slot {
     ) -> Result<Enqueued, OpError> {
         let (w, h) = image.size();
         launch::check_frame_size(w, h)?;
-        let upload = match image {
-            Pixels::Host(DynImage::Rgb8(img)) => Upload::Rgb(Arc::new(img.into_packed())),
-            Pixels::Host(DynImage::Gray8(img)) => Upload::Gray(img.into_packed()),
-            Pixels::Host(DynImage::Gray16(img)) => {
-                Upload::Gray(preprocess::gray16_to_gray8(img.view()))
-            }
-            Pixels::Host(DynImage::F32(img)) => {
-                Upload::Gray(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8))
-            }
-            Pixels::Device(frame) => Upload::Device(frame),
-        };
+        let upload = Upload::of(image);
         let format = SlotFormat {
             width: w,
             height: h,
@@ -173,56 +163,7 @@ impl Slot {
         };
         self.timer.reset();
         let stream = self.stream.clone();
-        match &upload {
-            Upload::Rgb(_) | Upload::Gray(_) => {
-                // Copy into the write-combined pinned buffer (its previous upload finished long
-                // ago: the slot's previous frame was collected before the slot came back).
-                let staging = bufs.upload.as_mut_slice()?;
-                let n = match &upload {
-                    Upload::Rgb(img) => copy_into(staging, img.data().as_flattened()),
-                    Upload::Gray(g) => copy_into(staging, g.data()),
-                    Upload::Device(_) => 0,
-                };
-                if !bufs.mapped {
-                    self.timer.time(&stream, "upload", || {
-                        stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
-                        Ok(())
-                    })?;
-                }
-            }
-            Upload::Device(frame) => {
-                self.timer.time(&stream, "preprocess_nv12_to_rgb", || {
-                    // SAFETY: the planes are device memory of this context holding the whole
-                    // frame (`DeviceNv12`'s contract: a decoder's buffer in the backend's
-                    // context, written before it was handed over), kept allocated by
-                    // `keep_alive` until the collector has synchronised this slot's stream.
-                    unsafe {
-                        nv12::gpu::enqueue_nv12_to_rgb(
-                            gpu,
-                            &stream,
-                            &frame.planes,
-                            &frame.conversion,
-                            &mut bufs.input,
-                            w,
-                            h,
-                        )
-                    }
-                    .map_err(to_gpu)
-                })?;
-            }
-        }
-        if format.rgb {
-            let rgb = DeviceImage::new(&stream, &bufs.input, w, h, 3)?;
-            self.timer.time(&stream, "preprocess_rgb_to_gray", || {
-                preprocess::enqueue_rgb_to_gray(gpu, &stream, rgb.data, &mut bufs.gray, w, h)
-                    .map_err(to_gpu)
-            })?;
-        } else {
-            stream.memcpy_dtod(
-                &bufs.input.slice(0..w * h),
-                &mut bufs.gray.slice_mut(0..w * h),
-            )?;
-        }
+        enqueue_input(gpu, &stream, &mut self.timer, bufs, &upload)?;
         if let Some(ev) = after {
             stream.wait(ev)?;
         }
@@ -235,24 +176,14 @@ impl Slot {
             },
             index,
         };
-        // Ordered stages (device state across frames) first, then the event the next frame waits
-        // for, then the others: a long stage (segmentation) of frame k overlaps that of k+1.
-        let mut ordered_done = None;
-        for ordered in [true, false] {
-            for (name, stage) in analyses.iter().zip(self.stages.iter_mut()) {
-                if let (true, Some(stage)) = (settings.is_enabled(name), stage.as_mut())
-                    && stage.ordered() == ordered
-                {
-                    stage.enqueue(&frame, &mut self.timer, settings)?;
-                }
-            }
-            if ordered {
-                ordered_done =
-                    Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
-            }
-        }
-        let ordered_done =
-            ordered_done.ok_or_else(|| GpuError::Unsupported("ordered event missing".into()))?;
+        let ordered_done = enqueue_stages(
+            &stream,
+            &mut self.stages,
+            &mut self.timer,
+            analyses,
+            &frame,
+            settings,
+        )?;
         Ok(Enqueued {
             device_input: match &upload {
                 Upload::Device(frame) => Some(frame.keep_alive.clone()),
@@ -265,7 +196,118 @@ impl Slot {
             ordered_done,
         })
     }
+}
 
+impl Upload {
+    /// What a frame's pixels are uploaded as: colour frames packed, grey levels of 16 bits or
+    /// floats (0..1) brought to 8 bits on the host, device frames as they are.
+    fn of(image: Pixels) -> Self {
+        match image {
+            Pixels::Host(DynImage::Rgb8(img)) => Upload::Rgb(Arc::new(img.into_packed())),
+            Pixels::Host(DynImage::Gray8(img)) => Upload::Gray(img.into_packed()),
+            Pixels::Host(DynImage::Gray16(img)) => {
+                Upload::Gray(preprocess::gray16_to_gray8(img.view()))
+            }
+            Pixels::Host(DynImage::F32(img)) => {
+                Upload::Gray(img.map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8))
+            }
+            Pixels::Device(frame) => Upload::Device(frame),
+        }
+    }
+}
+
+/// The frame's input on the device (`bufs.input`) and its grey levels (`bufs.gray`): a host
+/// frame copied through the pinned buffer (no copy when it is mapped), a decoder's NV12 frame
+/// converted to RGB; colour converted to grey, a grey frame copied.
+fn enqueue_input(
+    gpu: &GpuContext,
+    stream: &Arc<CudaStream>,
+    timer: &mut KernelTimer,
+    bufs: &mut Buffers,
+    upload: &Upload,
+) -> Result<(), OpError> {
+    let (w, h) = (bufs.format.width, bufs.format.height);
+    match upload {
+        Upload::Rgb(_) | Upload::Gray(_) => {
+            // Copy into the write-combined pinned buffer (its previous upload finished long
+            // ago: the slot's previous frame was collected before the slot came back).
+            let staging = bufs.upload.as_mut_slice()?;
+            let n = match upload {
+                Upload::Rgb(img) => copy_into(staging, img.data().as_flattened()),
+                Upload::Gray(g) => copy_into(staging, g.data()),
+                Upload::Device(_) => 0,
+            };
+            if !bufs.mapped {
+                timer.time(stream, "upload", || {
+                    stream.memcpy_htod(&bufs.upload, &mut bufs.input.slice_mut(0..n))?;
+                    Ok(())
+                })?;
+            }
+        }
+        Upload::Device(frame) => {
+            timer.time(stream, "preprocess_nv12_to_rgb", || {
+                // SAFETY: the planes are device memory of this context holding the whole
+                // frame (`DeviceNv12`'s contract: a decoder's buffer in the backend's
+                // context, written before it was handed over), kept allocated by
+                // `keep_alive` until the collector has synchronised this slot's stream.
+                unsafe {
+                    nv12::gpu::enqueue_nv12_to_rgb(
+                        gpu,
+                        stream,
+                        &frame.planes,
+                        &frame.conversion,
+                        &mut bufs.input,
+                        w,
+                        h,
+                    )
+                }
+                .map_err(to_gpu)
+            })?;
+        }
+    }
+    if bufs.format.rgb {
+        let rgb = DeviceImage::new(stream, &bufs.input, w, h, 3)?;
+        timer.time(stream, "preprocess_rgb_to_gray", || {
+            preprocess::enqueue_rgb_to_gray(gpu, stream, rgb.data, &mut bufs.gray, w, h)
+                .map_err(to_gpu)
+        })?;
+    } else {
+        stream.memcpy_dtod(
+            &bufs.input.slice(0..w * h),
+            &mut bufs.gray.slice_mut(0..w * h),
+        )?;
+    }
+    Ok(())
+}
+
+/// Enqueues the enabled stages on `frame`: the ordered ones (device state across frames)
+/// first, then the event the next frame waits for (returned), then the others, so that a long
+/// stage (segmentation) of frame k overlaps that of k+1.
+fn enqueue_stages(
+    stream: &Arc<CudaStream>,
+    stages: &mut [Option<Box<dyn GpuStage>>],
+    timer: &mut KernelTimer,
+    analyses: &[&'static str],
+    frame: &DeviceFrame<'_>,
+    settings: &OpSettings,
+) -> Result<CudaEvent, OpError> {
+    let mut ordered_done = None;
+    for ordered in [true, false] {
+        for (name, stage) in analyses.iter().zip(stages.iter_mut()) {
+            if let (true, Some(stage)) = (settings.is_enabled(name), stage.as_mut())
+                && stage.ordered() == ordered
+            {
+                stage.enqueue(frame, timer, settings)?;
+            }
+        }
+        if ordered {
+            ordered_done = Some(stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
+        }
+    }
+    Ok(ordered_done.ok_or_else(|| GpuError::Unsupported("ordered event missing".into()))?)
+}
+
+impl Slot {
     /// The slot's parts for the completion side: the frame as the compose step draws it (the
     /// colour frame, else the grey one), the stages and the timer.
     pub fn parts(&mut self) -> SlotParts<'_> {

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use super::appearance::Appearance;
 use super::kalman::BoxFilter;
-use super::merge::{clip_box, place_members};
+use super::merge::{Group, clip_box, place_members};
 use super::params::{FrameClock, TrackerParams};
 use super::rounds::{self, Det};
 use super::tuning::TUNING;
@@ -144,31 +144,12 @@ impl Tracker {
         let q = p.process_noise * p.process_noise;
         let frame = self.frame;
         self.frame += 1;
-        let dets: Vec<Det> = table
-            .components
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.area >= p.min_area)
-            .map(|(ci, c)| Det {
-                ci,
-                label: c.label,
-                bbox: c.bbox(),
-                centroid: c.centroid,
-                look: Appearance::of(c, grey.get(ci).copied().flatten()),
-                area: c.area,
-            })
-            .collect();
+        let dets = detections(table, grey, p.min_area);
         let boxes: Vec<[f64; 4]> = dets.iter().map(|d| d.bbox).collect();
         self.grids
             .all
             .rebuild(table.width, table.height, p.max_distance, &boxes);
-        for t in &mut self.tracks {
-            t.filter.predict(q, step);
-            if t.unseen > 0.0 {
-                t.filter.hold_size(t.size);
-            }
-            t.age += 1;
-        }
+        self.predict(q, step);
         let n = self.tracks.len();
         let assoc = rounds::associate(
             &mut self.tracks,
@@ -178,15 +159,107 @@ impl Tracker {
             &p,
             lost_gate,
         );
-        let (matched, owner, dropped) = (&assoc.matched, &assoc.owner, &assoc.dropped);
-        let (in_group, det_merged, groups) = (&assoc.in_group, &assoc.det_merged, &assoc.groups);
 
         // Updates.
-        let mut out_table = table.clone();
-        for c in &mut out_table.components {
+        let mut out = FrameOut {
+            table: table.clone(),
+            reports: Vec::new(),
+            backfill: Vec::new(),
+        };
+        for c in &mut out.table.components {
             c.track_id = None;
         }
-        let mut backfill = Vec::new();
+        let merged_box = self.place_groups(&dets, &assoc.groups, n, step, p.measurement_noise);
+        let merges = self.merges(&dets, &assoc.groups);
+        let rounds::Association {
+            matched,
+            owner,
+            dropped,
+            inherited,
+            in_group,
+            det_merged,
+            ..
+        } = assoc;
+        self.inherit_rows(inherited, &mut out.backfill);
+        let fs = FrameStep {
+            frame,
+            step,
+            confirm,
+            lost_max,
+            r: p.measurement_noise * p.measurement_noise,
+            fps: self.clock.fps(),
+            trail_len: self.clock.frames(p.trail_seconds, 1) as usize,
+            size: (table.width as f64, table.height as f64),
+        };
+        for (ti, t) in self.tracks.iter_mut().enumerate() {
+            if dropped[ti] {
+                continue;
+            }
+            if let Some(di) = matched[ti] {
+                advance_matched(t, &dets[di], &fs, &mut self.next_id, &mut out);
+            } else if !in_group[ti] {
+                advance_unmatched(t, &fs);
+            }
+            while t.trail.len() > fs.trail_len {
+                t.trail.pop_front();
+            }
+            let component = matched[ti].map(|di| dets[di].label);
+            out.reports
+                .extend(report(t, &fs, merged_box[ti], component));
+        }
+        let mut ti = 0;
+        self.tracks.retain(|t| {
+            ti += 1;
+            !dropped[ti - 1] && t.state != TrackState::Removed
+        });
+
+        // New tentative tracks from detections no track took.
+        let var_vel = (0.5 * p.max_distance).powi(2);
+        for (di, d) in dets.iter().enumerate() {
+            if owner[di].is_some() || det_merged[di] {
+                continue;
+            }
+            let t = self.start_track(d, &fs, var_vel, &mut out);
+            self.tracks.push(t);
+        }
+        let FrameOut {
+            table: out_table,
+            mut reports,
+            mut backfill,
+        } = out;
+        reports.sort_by_key(|r| r.id);
+        backfill.sort_by_key(|r| (r.frame, r.id));
+        TrackedFrame {
+            frame,
+            table: out_table,
+            tracks: reports,
+            merges,
+            backfill,
+        }
+    }
+
+    /// Every track's filter one step ahead (an unseen track keeps its size), one frame older.
+    fn predict(&mut self, q: f64, step: f64) {
+        for t in &mut self.tracks {
+            t.filter.predict(q, step);
+            if t.unseen > 0.0 {
+                t.filter.hold_size(t.size);
+            }
+            t.age += 1;
+        }
+    }
+
+    /// Places the members of each merge group in its component ([`place_members`]) and folds
+    /// the placement into their filters as a loose measurement; per track of the `n`, the box
+    /// (clipped to the component) and component label of the group it is in.
+    fn place_groups(
+        &mut self,
+        dets: &[Det],
+        groups: &[Group],
+        n: usize,
+        step: f64,
+        measurement_noise: f64,
+    ) -> Vec<Option<([f64; 4], u32)>> {
         let mut merged_box: Vec<Option<([f64; 4], u32)>> = vec![None; n];
         for g in groups {
             let d = &dets[g.det];
@@ -209,7 +282,7 @@ impl Tracker {
                 }
                 t.filter.update_centroid(
                     z,
-                    TUNING.merged_noise * p.measurement_noise * p.measurement_noise,
+                    TUNING.merged_noise * measurement_noise * measurement_noise,
                 );
                 t.filter.axes[0].x[0] = z[0];
                 t.filter.axes[1].x[0] = z[1];
@@ -220,6 +293,12 @@ impl Tracker {
                 merged_box[m] = Some((clip_box(t.filter.bbox(), d.bbox), d.label));
             }
         }
+        merged_box
+    }
+
+    /// The merges of this frame: each group holding at least two confirmed tracks, by
+    /// component label.
+    fn merges(&self, dets: &[Det], groups: &[Group]) -> Vec<Merge> {
         let mut merges: Vec<Merge> = groups
             .iter()
             .filter_map(|g| {
@@ -236,166 +315,202 @@ impl Tracker {
             })
             .collect();
         merges.sort_by_key(|m| m.label);
-        for (ti, rows) in assoc.inherited {
+        merges
+    }
+
+    /// Rows a confirmed track inherits from a dropped tentative track, under its id, into
+    /// `backfill` (frames it has rows for already, from being merged then, keep those).
+    fn inherit_rows(&self, inherited: Vec<(usize, Vec<TrackRow>)>, backfill: &mut Vec<TrackRow>) {
+        for (ti, rows) in inherited {
             let t = &self.tracks[ti];
             if let Some(id) = t.id {
-                // Frames it has rows for already (it was merged then) keep those.
                 let after = |r: &TrackRow| t.last_row.is_none_or(|l| r.frame > l);
                 backfill.extend(rows.into_iter().filter(after).map(|r| TrackRow { id, ..r }));
             }
         }
-        let fps = self.clock.fps();
-        let trail_len = self.clock.frames(p.trail_seconds, 1) as usize;
-        let r = p.measurement_noise * p.measurement_noise;
-        let (w, h) = (table.width as f64, table.height as f64);
-        let mut reports = Vec::new();
-        for (ti, t) in self.tracks.iter_mut().enumerate() {
-            if dropped[ti] {
-                continue;
-            }
-            if let Some(di) = matched[ti] {
-                let d = &dets[di];
-                measure(t, d, r);
-                t.streak += if t.streak == 0.0 { 1.0 } else { step };
-                let row = TrackRow {
-                    frame,
-                    id: t.id.unwrap_or(0),
-                    label: d.label,
-                    bbox: d.bbox,
-                };
-                if t.id.is_none() && t.streak >= confirm {
-                    let id = self.next_id;
-                    self.next_id += 1;
-                    t.id = Some(id);
-                    backfill.extend(t.pending.drain(..).map(|r| TrackRow { id, ..r }));
-                }
-                match t.id {
-                    Some(id) => {
-                        t.state = TrackState::Confirmed;
-                        out_table.components[d.ci].track_id = Some(id);
-                    }
-                    None => t.pending.push(row),
-                }
-            } else if !in_group[ti] {
-                t.streak = 0.0;
-                t.state = match t.state {
-                    TrackState::Tentative => TrackState::Removed,
-                    _ => {
-                        if t.unseen == 0.0 {
-                            t.filter.hold_size(t.size);
-                        }
-                        t.unseen += step;
-                        t.lost += step;
-                        let c = t.filter.centroid();
-                        let left = c[0] < 0.0 || c[1] < 0.0 || c[0] > w - 1.0 || c[1] > h - 1.0;
-                        if t.lost > lost_max || left {
-                            TrackState::Removed
-                        } else {
-                            TrackState::Lost
-                        }
-                    }
-                };
-            }
-            while t.trail.len() > trail_len {
-                t.trail.pop_front();
-            }
-            if let Some(id) = t.id {
-                if matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
-                    t.last_row = Some(frame);
-                }
-                let (bbox, component) = match (merged_box[ti], matched[ti]) {
-                    (Some((b, label)), _) => (b, Some(label)),
-                    (None, Some(di)) => (t.filter.bbox(), Some(dets[di].label)),
-                    (None, None) => (t.filter.bbox(), None),
-                };
-                reports.push(TrackReport {
-                    id,
-                    state: t.state,
-                    bbox,
-                    centroid: t.filter.centroid(),
-                    velocity: t.filter.velocity().map(|v| v * fps),
-                    component,
-                    area: t.area,
-                    age: t.age,
-                    hits: t.hits,
-                    misses: t.unseen.round() as u32,
-                    trail: t.trail.iter().copied().collect(),
-                });
-            }
-        }
-        let mut ti = 0;
-        self.tracks.retain(|t| {
-            ti += 1;
-            !dropped[ti - 1] && t.state != TrackState::Removed
-        });
-
-        // New tentative tracks from detections no track took.
-        let var_vel = (0.5 * p.max_distance).powi(2);
-        for (di, d) in dets.iter().enumerate() {
-            if owner[di].is_some() || det_merged[di] {
-                continue;
-            }
-            let size = [d.bbox[2], d.bbox[3]];
-            let mut t = Track {
-                id: None,
-                state: TrackState::Tentative,
-                filter: BoxFilter::new(
-                    [d.centroid[0], d.centroid[1], size[0], size[1]],
-                    r,
-                    var_vel,
-                ),
-                size,
-                look: d.look,
-                area: d.area,
-                hits: 1,
-                streak: 1.0,
-                unseen: 0.0,
-                lost: 0.0,
-                age: 0,
-                pending: Vec::new(),
-                last_row: None,
-                trail: VecDeque::from([point(d.centroid)]),
-            };
-            if confirm <= 1.0 {
-                let id = self.next_id;
-                self.next_id += 1;
-                t.id = Some(id);
-                t.state = TrackState::Confirmed;
-                t.last_row = Some(frame);
-                out_table.components[d.ci].track_id = Some(id);
-                reports.push(TrackReport {
-                    id,
-                    state: t.state,
-                    bbox: t.filter.bbox(),
-                    centroid: d.centroid,
-                    velocity: [0.0, 0.0],
-                    component: Some(d.label),
-                    area: d.area,
-                    age: 0,
-                    hits: 1,
-                    misses: 0,
-                    trail: vec![point(d.centroid)],
-                });
-            } else {
-                t.pending.push(TrackRow {
-                    frame,
-                    id: 0,
-                    label: d.label,
-                    bbox: d.bbox,
-                });
-            }
-            self.tracks.push(t);
-        }
-        reports.sort_by_key(|r| r.id);
-        backfill.sort_by_key(|r| (r.frame, r.id));
-        TrackedFrame {
-            frame,
-            table: out_table,
-            tracks: reports,
-            merges,
-            backfill,
-        }
     }
+
+    /// A tentative track for detection `d` that no track took; confirmed at once (with its
+    /// report and the component's track id) when confirmation takes a single frame.
+    fn start_track(&mut self, d: &Det, fs: &FrameStep, var_vel: f64, out: &mut FrameOut) -> Track {
+        let size = [d.bbox[2], d.bbox[3]];
+        let mut t = Track {
+            id: None,
+            state: TrackState::Tentative,
+            filter: BoxFilter::new(
+                [d.centroid[0], d.centroid[1], size[0], size[1]],
+                fs.r,
+                var_vel,
+            ),
+            size,
+            look: d.look,
+            area: d.area,
+            hits: 1,
+            streak: 1.0,
+            unseen: 0.0,
+            lost: 0.0,
+            age: 0,
+            pending: Vec::new(),
+            last_row: None,
+            trail: VecDeque::from([point(d.centroid)]),
+        };
+        if fs.confirm <= 1.0 {
+            let id = self.next_id;
+            self.next_id += 1;
+            t.id = Some(id);
+            t.state = TrackState::Confirmed;
+            t.last_row = Some(fs.frame);
+            out.table.components[d.ci].track_id = Some(id);
+            out.reports.push(TrackReport {
+                id,
+                state: t.state,
+                bbox: t.filter.bbox(),
+                centroid: d.centroid,
+                velocity: [0.0, 0.0],
+                component: Some(d.label),
+                area: d.area,
+                age: 0,
+                hits: 1,
+                misses: 0,
+                trail: vec![point(d.centroid)],
+            });
+        } else {
+            t.pending.push(TrackRow {
+                frame: fs.frame,
+                id: 0,
+                label: d.label,
+                bbox: d.bbox,
+            });
+        }
+        t
+    }
+}
+
+/// What one frame's step derives once from the clock and the settings and hands to each
+/// track's update: the frame number and time step, the confirmation and loss durations in
+/// frames, the measurement variance, the frame rate, the trail length and the frame size.
+struct FrameStep {
+    frame: u64,
+    step: f64,
+    confirm: f64,
+    lost_max: f64,
+    r: f64,
+    fps: f64,
+    trail_len: usize,
+    size: (f64, f64),
+}
+
+/// What a frame's step writes as it goes: the table with track ids, the track reports and the
+/// rows written late (confirmed tracks' tentative frames, inherited rows).
+struct FrameOut {
+    table: ComponentTable,
+    reports: Vec<TrackReport>,
+    backfill: Vec<TrackRow>,
+}
+
+/// The frame's detections: the components of at least `min_area` pixels, with their
+/// appearance (`grey[i]`: component `i`'s mean grey level, when known).
+fn detections(table: &ComponentTable, grey: &[Option<f64>], min_area: u64) -> Vec<Det> {
+    table
+        .components
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.area >= min_area)
+        .map(|(ci, c)| Det {
+            ci,
+            label: c.label,
+            bbox: c.bbox(),
+            centroid: c.centroid,
+            look: Appearance::of(c, grey.get(ci).copied().flatten()),
+            area: c.area,
+        })
+        .collect()
+}
+
+/// Track `t` took detection `d` alone: the measurement folded in, the streak grown, the track
+/// confirmed (a new id from `next_id`, its tentative rows written) once the streak reaches the
+/// confirmation time; a confirmed track's id goes to the component, a tentative one keeps the
+/// row for later.
+fn advance_matched(t: &mut Track, d: &Det, fs: &FrameStep, next_id: &mut u64, out: &mut FrameOut) {
+    measure(t, d, fs.r);
+    t.streak += if t.streak == 0.0 { 1.0 } else { fs.step };
+    let row = TrackRow {
+        frame: fs.frame,
+        id: t.id.unwrap_or(0),
+        label: d.label,
+        bbox: d.bbox,
+    };
+    if t.id.is_none() && t.streak >= fs.confirm {
+        let id = *next_id;
+        *next_id += 1;
+        t.id = Some(id);
+        out.backfill
+            .extend(t.pending.drain(..).map(|r| TrackRow { id, ..r }));
+    }
+    match t.id {
+        Some(id) => {
+            t.state = TrackState::Confirmed;
+            out.table.components[d.ci].track_id = Some(id);
+        }
+        None => t.pending.push(row),
+    }
+}
+
+/// Track `t` took no detection and is in no merge: a tentative track is removed; another is
+/// lost (its size held) until it has been lost longer than the loss time or its centre left
+/// the frame.
+fn advance_unmatched(t: &mut Track, fs: &FrameStep) {
+    let (w, h) = fs.size;
+    t.streak = 0.0;
+    t.state = match t.state {
+        TrackState::Tentative => TrackState::Removed,
+        _ => {
+            if t.unseen == 0.0 {
+                t.filter.hold_size(t.size);
+            }
+            t.unseen += fs.step;
+            t.lost += fs.step;
+            let c = t.filter.centroid();
+            let left = c[0] < 0.0 || c[1] < 0.0 || c[0] > w - 1.0 || c[1] > h - 1.0;
+            if t.lost > fs.lost_max || left {
+                TrackState::Removed
+            } else {
+                TrackState::Lost
+            }
+        }
+    };
+}
+
+/// A confirmed track's report of this frame (`None` while tentative): its box is its merge
+/// group's clipped box when it is in one (`merged`), else its filter's; `component`: the label
+/// of the detection it took alone. A track matched or merged this frame has a row in it.
+fn report(
+    t: &mut Track,
+    fs: &FrameStep,
+    merged: Option<([f64; 4], u32)>,
+    component: Option<u32>,
+) -> Option<TrackReport> {
+    let id = t.id?;
+    if matches!(t.state, TrackState::Confirmed | TrackState::Merged) {
+        t.last_row = Some(fs.frame);
+    }
+    let (bbox, component) = match merged {
+        Some((b, label)) => (b, Some(label)),
+        None => (t.filter.bbox(), component),
+    };
+    Some(TrackReport {
+        id,
+        state: t.state,
+        bbox,
+        centroid: t.filter.centroid(),
+        velocity: t.filter.velocity().map(|v| v * fs.fps),
+        component,
+        area: t.area,
+        age: t.age,
+        hits: t.hits,
+        misses: t.unseen.round() as u32,
+        trail: t.trail.iter().copied().collect(),
+    })
 }
 
 /// A trail point (the overlay draws in `f32`).

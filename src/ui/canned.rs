@@ -88,7 +88,62 @@ fn hsv(angle_deg: f32, v: f32) -> [u8; 3] {
 #[must_use]
 pub fn canned_frame(index: u64) -> AnalysedFrame {
     let bl = blobs(index);
-    let rgb = Image::from_fn(WIDTH, HEIGHT, |x, y| {
+    let rgb = scene_rgb(&bl);
+    let gray = rgb.map(crate::image::rgb_to_gray_pixel);
+    let (shapes, tracks) = boxes_and_tracks(&bl, index);
+    let frame = AnalysedFrame {
+        index,
+        pts_nanos: Some(index * 33_333_333),
+        width: gray.width(),
+        height: gray.height(),
+        gray: Some(Arc::new(gray)),
+        rgb: Some(Arc::new(rgb)),
+        picture: None,
+        outputs: vec![
+            output(
+                crate::analysis::preprocess::DESCRIPTOR.name,
+                None,
+                vec![],
+                OpData::None,
+                serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 }),
+            ),
+            output(
+                crate::analysis::maxtree::DESCRIPTOR.name,
+                Some(HostRaster::Residue(Arc::new(residue(&bl)))),
+                vec![],
+                OpData::None,
+                serde_json::json!({ "nodes": 1832, "kept": 3 }),
+            ),
+            output(
+                crate::analysis::cca::DESCRIPTOR.name,
+                None,
+                shapes,
+                OpData::Tracks(tracks),
+                serde_json::json!({ "components": 3, "tracks": 3 }),
+            ),
+            output(
+                crate::analysis::orientation::DESCRIPTOR.name,
+                Some(HostRaster::Colour(Arc::new(orientation_map()))),
+                vec![],
+                OpData::Spectrum(spectrum()),
+                serde_json::json!({ "dominant_deg": 45.0 }),
+            ),
+            output(
+                crate::analysis::segmentation::DESCRIPTOR.name,
+                Some(HostRaster::Colour(Arc::new(segments(&bl)))),
+                vec![],
+                OpData::None,
+                serde_json::json!({ "segments": 7 }),
+            ),
+        ],
+        timings: timings(index),
+    };
+    with_picture(frame, &super::layers::default_style())
+}
+
+/// The scene's colour picture: light blobs, the stripes, a gradient sky and darker ground.
+fn scene_rgb(bl: &[Blob]) -> Image<[u8; 3]> {
+    Image::from_fn(WIDTH, HEIGHT, |x, y| {
         let (xf, yf) = (x as f32, y as f32);
         if bl.iter().any(|b| inside(b, xf, yf)) {
             return [235, 225, 200];
@@ -102,21 +157,32 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         } else {
             [g, g + 10, g + 25]
         }
-    });
-    let gray = rgb.map(crate::image::rgb_to_gray_pixel);
-    let residue = Image::from_fn(WIDTH, HEIGHT, |x, y| {
+    })
+}
+
+/// The max-tree filter's residue: the blobs bright, nothing else.
+fn residue(bl: &[Blob]) -> Image<u8> {
+    Image::from_fn(WIDTH, HEIGHT, |x, y| {
         if bl.iter().any(|b| inside(b, x as f32, y as f32)) {
             220
         } else {
             0
         }
-    });
-    let orientation = Image::from_fn(WIDTH, HEIGHT, |x, y| match stripes(x, y) {
+    })
+}
+
+/// The orientation map: the stripes' 45° hue, a weaker 0° on the ground.
+fn orientation_map() -> Image<[u8; 3]> {
+    Image::from_fn(WIDTH, HEIGHT, |x, y| match stripes(x, y) {
         Some(_) => hsv(45.0, 0.9),
         None if y > 190 => hsv(0.0, 0.5),
         None => [0, 0, 0],
-    });
-    let segments = Image::from_fn(WIDTH, HEIGHT, |x, y| {
+    })
+}
+
+/// The segmentation's mean colours: blobs, stripes, ground and the sky's two halves.
+fn segments(bl: &[Blob]) -> Image<[u8; 3]> {
+    Image::from_fn(WIDTH, HEIGHT, |x, y| {
         if bl.iter().any(|b| inside(b, x as f32, y as f32)) {
             [230, 220, 196]
         } else if stripes(x, y).is_some() {
@@ -128,11 +194,14 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         } else {
             [90, 100, 115]
         }
-    });
+    })
+}
 
+/// Each blob's labelled box and trail (the tracking layer's shapes) and its track.
+fn boxes_and_tracks(bl: &[Blob], index: u64) -> (Vec<Shape>, Vec<TrackInfo>) {
     let mut shapes = Vec::new();
     let mut tracks = Vec::new();
-    for b in &bl {
+    for b in bl {
         let color = match b.id {
             3 => [80, 220, 255, 255],
             7 => [255, 120, 80, 255],
@@ -165,7 +234,12 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
             bbox: [b.x, b.y, b.w, b.h],
         });
     }
-    let spectrum: Vec<(f32, f64)> = (0..12)
+    (shapes, tracks)
+}
+
+/// The orientation spectrum: a peak at 45° (the stripes) and a bump at 90°.
+fn spectrum() -> Vec<(f32, f64)> {
+    (0..12)
         .map(|k| {
             let a = k as f32 * 15.0;
             let d = ((a - 45.0 + 90.0).rem_euclid(180.0) - 90.0) / 30.0;
@@ -174,7 +248,12 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
                 1.0e5 * (0.15 + (-(d * d)).exp() as f64) + if a == 90.0 { 4.0e4 } else { 0.0 },
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Frame `index`'s timings: a region per analysis kernel that wobbles from frame to frame, so
+/// that the timing history has a shape.
+fn timings(index: u64) -> FrameTimings {
     let wobble = |k: f64| 1.0 + 0.15 * ((index as f64) * 0.7 + k).sin();
     let regions: Vec<(String, f64)> = [
         ("preprocess_rgb_to_gray", 0.05),
@@ -190,7 +269,7 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
     .map(|(k, (n, v))| ((*n).to_owned(), v * wobble(k as f64)))
     .collect();
     let compute_ms = regions.iter().map(|(_, v)| v).sum::<f64>();
-    let timings = FrameTimings {
+    FrameTimings {
         backend: "cuda",
         regions,
         upload_ms: 0.08,
@@ -198,12 +277,18 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         queue_wait_ms: 0.10,
         latency_ms: compute_ms + 1.9,
         compute_ms,
-    };
-    let output = |op: &'static str,
-                  raster: Option<HostRaster>,
-                  shapes: Vec<Shape>,
-                  data: OpData,
-                  summary: serde_json::Value| OpOutput {
+    }
+}
+
+/// One analysis's output with its host raster and shapes (no device raster).
+fn output(
+    op: &'static str,
+    raster: Option<HostRaster>,
+    shapes: Vec<Shape>,
+    data: OpData,
+    summary: serde_json::Value,
+) -> OpOutput {
+    OpOutput {
         op,
         summary,
         layer: Layer {
@@ -213,55 +298,7 @@ pub fn canned_frame(index: u64) -> AnalysedFrame {
         },
         data,
         ..Default::default()
-    };
-    let frame = AnalysedFrame {
-        index,
-        pts_nanos: Some(index * 33_333_333),
-        width: gray.width(),
-        height: gray.height(),
-        gray: Some(Arc::new(gray)),
-        rgb: Some(Arc::new(rgb)),
-        picture: None,
-        outputs: vec![
-            output(
-                crate::analysis::preprocess::DESCRIPTOR.name,
-                None,
-                vec![],
-                OpData::None,
-                serde_json::json!({ "mean_gray": 92.4, "min_gray": 31, "max_gray": 235 }),
-            ),
-            output(
-                crate::analysis::maxtree::DESCRIPTOR.name,
-                Some(HostRaster::Residue(Arc::new(residue))),
-                vec![],
-                OpData::None,
-                serde_json::json!({ "nodes": 1832, "kept": 3 }),
-            ),
-            output(
-                crate::analysis::cca::DESCRIPTOR.name,
-                None,
-                shapes,
-                OpData::Tracks(tracks),
-                serde_json::json!({ "components": 3, "tracks": 3 }),
-            ),
-            output(
-                crate::analysis::orientation::DESCRIPTOR.name,
-                Some(HostRaster::Colour(Arc::new(orientation))),
-                vec![],
-                OpData::Spectrum(spectrum),
-                serde_json::json!({ "dominant_deg": 45.0 }),
-            ),
-            output(
-                crate::analysis::segmentation::DESCRIPTOR.name,
-                Some(HostRaster::Colour(Arc::new(segments))),
-                vec![],
-                OpData::None,
-                serde_json::json!({ "segments": 7 }),
-            ),
-        ],
-        timings,
-    };
-    with_picture(frame, &super::layers::default_style())
+    }
 }
 
 /// `frame` with its picture composed from its host layers in `style` (RGBA, as the viewer asks

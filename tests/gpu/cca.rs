@@ -142,11 +142,13 @@ fn mask_params(conn: u8) -> CclParams {
 }
 
 fn random_mask(rng: &mut Rng, w: usize, h: usize, per_mille: u64) -> Image<u8> {
-    Image::from_fn(
-        w,
-        h,
-        |_, _| if rng.below(1000) < per_mille { 255 } else { 0 },
-    )
+    Image::from_fn(w, h, |_, _| {
+        if (rng.below(1000) as u64) < per_mille {
+            255
+        } else {
+            0
+        }
+    })
 }
 
 fn check(rig: &mut Rig, img: &Image<u8>, p: &CclParams, what: &str) {

@@ -5,7 +5,6 @@
 //! the GPU machine by `.device/run.sh`) a missing GPU is a failure instead.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use morphoscope::gpu::GpuContext;
@@ -28,19 +27,7 @@ pub fn gpu() -> Option<&'static GpuContext> {
     .as_ref()
 }
 
-/// Folder holding the sample media: `$MORPHOSCOPE_DATA/samples` on the device machine, else
-/// `assets/samples` of the checkout.
-pub fn samples_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("MORPHOSCOPE_DATA") {
-        let p = PathBuf::from(d).join("samples");
-        if p.is_dir() {
-            return p;
-        }
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("assets")
-        .join("samples")
-}
+pub use crate::samples::samples_dir;
 
 /// A real grey image from the samples (decoded with the `image` crate), or `None` when the
 /// samples are absent (a failure when `MORPHOSCOPE_REQUIRE_SAMPLES=1`).
@@ -80,33 +67,12 @@ pub fn tiled_gray(
     width: usize,
     height: usize,
 ) -> Option<morphoscope::image::Image<u8>> {
-    let src = sample_gray(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(morphoscope::image::Image::from_fn(width, height, |x, y| {
-        let (tx, ty) = ((x / sw) % 2, (y / sh) % 2);
-        let sx = if tx == 0 { x % sw } else { sw - 1 - x % sw };
-        let sy = if ty == 0 { y % sh } else { sh - 1 - y % sh };
-        src.get(sx, sy)
-    }))
+    Some(sample_gray(name)?.mirror_tiled(width, height))
 }
 
-/// Deterministic pseudo-random generator (SplitMix64) for test images.
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
+/// Deterministic pseudo-random generator (SplitMix64) for test images: the scene
+/// generator's.
+pub use morphoscope::track::scenes::Rng;
 
 /// A random grey image with `levels` distinct values spread over 0..=255.
 pub fn random_gray(
@@ -117,7 +83,7 @@ pub fn random_gray(
 ) -> morphoscope::image::Image<u8> {
     let levels = levels.clamp(1, 256);
     morphoscope::image::Image::from_fn(width, height, |_, _| {
-        let l = rng.below(u64::from(levels)) as u32;
+        let l = rng.below(levels as usize) as u32;
         if levels == 1 {
             0
         } else {
@@ -129,20 +95,7 @@ pub fn random_gray(
 /// A real 16-bit frame: the luminance `0.2126 R + 0.7152 G + 0.0722 B` of a tiled (mirrored)
 /// sample quantised on 16 bits (the max-tree paper's §6.3 protocol).
 pub fn tiled_gray16(name: &str, w: usize, h: usize) -> Option<morphoscope::image::Image<u16>> {
-    let src = sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    Some(morphoscope::image::Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        let [r, g, b] = src.get(sx, sy);
+    Some(sample_rgb(name)?.mirror_tiled(w, h).map(|[r, g, b]| {
         let l = 0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b);
         (l / 255.0 * 65535.0).round() as u16
     }))

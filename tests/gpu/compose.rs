@@ -363,11 +363,8 @@ fn random_layers_at_tiny_and_odd_sizes() {
                     rng.below(256) as u8,
                 ]
             });
-            let factor = 1 + rng.below(3) as usize;
-            let (lw, lh) = (
-                1 + rng.below(w as u64) as usize,
-                1 + rng.below(h as u64) as usize,
-            );
+            let factor = 1 + rng.below(3);
+            let (lw, lh) = (1 + rng.below(w), 1 + rng.below(h));
             let kinds = 1 + rng.below(9);
             let labels = Image::from_fn(lw, lh, |_, _| rng.below(kinds) as u32);
             let fill = if round % 3 == 0 {
@@ -384,7 +381,7 @@ fn random_layers_at_tiny_and_odd_sizes() {
                 fill,
                 boundary,
             };
-            let count = rng.below(kinds + 2) as usize;
+            let count = rng.below(kinds + 2);
             let layers = HostLayers {
                 base,
                 rasters: vec![
@@ -476,24 +473,6 @@ fn layers_that_do_not_fit_the_frame_are_errors() {
     );
 }
 
-/// A photograph mirrored to fill `w` x `h` (real content at any size).
-fn tiled_rgb(src: &Image<[u8; 3]>, w: usize, h: usize) -> Image<[u8; 3]> {
-    let (sw, sh) = (src.width(), src.height());
-    Image::from_fn(w, h, |x, y| {
-        let sx = if (x / sw) % 2 == 0 {
-            x % sw
-        } else {
-            sw - 1 - x % sw
-        };
-        let sy = if (y / sh) % 2 == 0 {
-            y % sh
-        } else {
-            sh - 1 - y % sh
-        };
-        src.get(sx, sy)
-    })
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -526,7 +505,7 @@ fn bench_compose() {
     );
     println!("size | labels | format | GPU compose ms (events) | readback ms (wall) | CPU twin ms");
     for (w, h) in [(1920, 1080), (3840, 2160)] {
-        let img = tiled_rgb(&photo, w, h);
+        let img = photo.mirror_tiled(w, h);
         for factor in [1, 2] {
             let (layers, _) = real_layers(&img, w, h, factor);
             let host_shapes = vec![ShapeLayer {

@@ -23,7 +23,7 @@ const RULES: [Rule; 4] = [Rule::Direct, Rule::Min, Rule::Max, Rule::Subtractive]
 /// 16-bit random image with `levels` distinct values (65536: arbitrary values).
 fn random_gray16(rng: &mut Rng, w: usize, h: usize, levels: u64) -> Image<u16> {
     Image::from_fn(w, h, |_, _| {
-        let l = rng.below(levels);
+        let l = rng.below(levels as usize) as u64;
         if levels >= 65536 {
             l as u16
         } else {

@@ -34,7 +34,7 @@ fn nv12_to_rgb_matches_cpu_exactly() {
             if w * h > 1_000_000 && i > 0 {
                 continue;
             }
-            let pad = rng.below(5) as usize;
+            let pad = rng.below(5);
             let (y_stride, uv_stride) = (w + pad, 2 * w.div_ceil(2) + pad);
             let y_plane: Vec<u8> = (0..y_stride * h).map(|_| rng.next_u64() as u8).collect();
             let uv: Vec<u8> = (0..uv_stride * h.div_ceil(2))

@@ -1,9 +1,14 @@
-//! `#[ignore]`d benchmarks of the segmentation (run with `--ignored` on the GPU machine):
+//! `#[ignore]`d benchmarks of the segmentation (run with `--ignored` on the GPU machine; built
+//! only with the `profiling` feature, whose per-launch timing and round stamps they read):
 //! `bench_segment` (whole-op GPU time with captured graphs, the first frame, direct launches,
 //! per-phase and per-kernel regions, optionally each round's stamped time) and
 //! `bench_segment_tuning` (a few [`SegmentTuning`] fields swept around the device's defaults).
 //! `SEG_BENCH_RUNS` (30), `SEG_BENCH_ONLY` (a frame name substring), `SEG_BENCH_KERNELS=1`,
-//! `SEG_BENCH_PROFILE=1`.
+//! `SEG_BENCH_PROFILE=1`:
+//!
+//! ```sh
+//! SEG_BENCH_RUNS=21 cargo test --release --features profiling --test gpu -- --ignored bench_segment --nocapture --test-threads=1
+//! ```
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns (clippy.toml allows it inside)
 
 use std::sync::Arc;

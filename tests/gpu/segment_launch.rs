@@ -9,9 +9,10 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use morphoscope::gpu::KernelTimer;
 use morphoscope::image::Image;
+#[cfg(feature = "profiling")]
+use morphoscope::ops::segmentation::SegmentProfiling;
 use morphoscope::ops::segmentation::{
-    Finisher, SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentProfiling,
-    SegmentTuning,
+    Finisher, SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentTuning,
 };
 
 use crate::common::{Rng, gpu};
@@ -155,8 +156,9 @@ fn assert_runs_equal(
 
 /// Programmatic dependent launches and the caterpillar kernels on side streams (the defaults on
 /// an H100) give the same labels and hierarchy as plain launches one after another on one
-/// stream ([`SegmentTuning::pdl`] off, per-kernel timing), on a photograph and on smooth video
-/// with large trees.
+/// stream ([`SegmentTuning::pdl`] off, per-kernel timing: the `profiling` feature), on a
+/// photograph and on smooth video with large trees.
+#[cfg(feature = "profiling")]
 #[test]
 fn programmatic_and_side_stream_launches_change_nothing() {
     let Some(g) = gpu() else { return };
@@ -176,8 +178,8 @@ fn programmatic_and_side_stream_launches_change_nothing() {
 /// The mid-size trees walked in the launch of the tiny and small ones (`segment_cat_small_mid`)
 /// from round 2, from round 4 (the default), from round 9, or never
 /// ([`SegmentTuning::mid_trees_fused_from`]) give the same labels and hierarchy, in direct
-/// launches and graph replays; per-launch timing of a first frame (every round launched) shows
-/// which kernels ran.
+/// launches and graph replays; with the `profiling` feature, per-launch timing of a first frame
+/// (every round launched) shows which kernels ran.
 #[test]
 fn mid_size_trees_fused_from_any_round_change_nothing() {
     let Some(g) = gpu() else { return };
@@ -196,37 +198,53 @@ fn mid_size_trees_fused_from_any_round_change_nothing() {
             let what = format!("mid-size trees fused from {from:?}");
             let mut op = op_with(g, |t| t.mid_trees_fused_from = from);
             assert_runs_equal(&mut op, &stream, &f, &p, 3, &want, &what);
-            // Timed launch by launch: the kernels that ran.
-            let mut timed = op_with(g, |t| t.mid_trees_fused_from = from);
-            timed.set_profiling(SegmentProfiling {
-                per_kernel_timing: true,
-                ..SegmentProfiling::default()
-            });
-            let mut timer = KernelTimer::new();
-            let input = upload(&stream, &f);
-            enqueue(&mut timed, &stream, &input, &f, &p, &mut timer);
-            let got = timed.download(&stream).unwrap();
-            assert_eq!(got, want.0, "{} k={} {what}, timed", f.name, p.scale);
-            let regions: Vec<&str> = timer
-                .read()
-                .unwrap()
-                .iter()
-                .map(|(name, _)| *name)
-                .collect();
-            let ran = |kernel: &str| regions.contains(&kernel);
-            assert!(
-                ran("segment_cat_small"),
-                "{} {what}: no segment_cat_small in {regions:?}",
-                f.name
-            );
-            assert_eq!(
-                ran("segment_cat_mid"),
-                from != Some(2),
-                "{} {what}: segment_cat_mid",
-                f.name
-            );
+            #[cfg(feature = "profiling")]
+            assert_kernels_ran(g, &stream, &f, &p, from, &want.0, &what);
         }
     }
+}
+
+/// A first frame timed launch by launch (the `profiling` feature) with the mid-size trees fused
+/// from round `from`: the labels are `want`'s, `segment_cat_small` ran, and `segment_cat_mid`
+/// ran unless the mid-size trees are fused from round 2.
+#[cfg(feature = "profiling")]
+fn assert_kernels_ran(
+    g: &morphoscope::gpu::GpuContext,
+    stream: &Arc<CudaStream>,
+    f: &Frame,
+    p: &SegmentParams,
+    from: Option<u32>,
+    want: &SegmentOutput,
+    what: &str,
+) {
+    let mut timed = op_with(g, |t| t.mid_trees_fused_from = from);
+    timed.set_profiling(SegmentProfiling {
+        per_kernel_timing: true,
+        ..SegmentProfiling::default()
+    });
+    let mut timer = KernelTimer::new();
+    let input = upload(stream, f);
+    enqueue(&mut timed, stream, &input, f, p, &mut timer);
+    let got = timed.download(stream).unwrap();
+    assert_eq!(&got, want, "{} k={} {what}, timed", f.name, p.scale);
+    let regions: Vec<&str> = timer
+        .read()
+        .unwrap()
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    let ran = |kernel: &str| regions.contains(&kernel);
+    assert!(
+        ran("segment_cat_small"),
+        "{} {what}: no segment_cat_small in {regions:?}",
+        f.name
+    );
+    assert_eq!(
+        ran("segment_cat_mid"),
+        from != Some(2),
+        "{} {what}: segment_cat_mid",
+        f.name
+    );
 }
 
 /// The rounds the finisher runs after the launched ones (`segment_finish`, one block, and

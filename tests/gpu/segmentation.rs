@@ -11,13 +11,14 @@ use std::time::Instant;
 
 use cudarc::driver::CudaStream;
 use morphoscope::gpu::{DeviceImage, GpuContext, KernelTimer};
-use morphoscope::image::Image;
 use morphoscope::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
+#[cfg(feature = "profiling")]
+use morphoscope::ops::segmentation::SegmentProfiling;
 use morphoscope::ops::segmentation::boruvka::{edge_weights, felzenszwalb_boruvka};
 use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
 use morphoscope::ops::segmentation::{
-    SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentProfiling, SegmentTuning,
-    asa, check_labels, undersegmentation_error,
+    SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentTuning, asa, check_labels,
+    undersegmentation_error,
 };
 
 use crate::common::{Rng, gpu, sample_rgb};
@@ -44,14 +45,7 @@ fn colour_and_grey(samples: &[(&str, usize, usize)]) -> Vec<Frame> {
 }
 
 pub(crate) fn tiled(name: &str, width: usize, height: usize, channels: usize) -> Option<Frame> {
-    let src = sample_rgb(name)?;
-    let (sw, sh) = (src.width(), src.height());
-    let img = Image::from_fn(width, height, |x, y| {
-        let (tx, ty) = ((x / sw) % 2, (y / sh) % 2);
-        let sx = if tx == 0 { x % sw } else { sw - 1 - x % sw };
-        let sy = if ty == 0 { y % sh } else { sh - 1 - y % sh };
-        src.get(sx, sy)
-    });
+    let img = sample_rgb(name)?.mirror_tiled(width, height);
     let data = if channels == 3 {
         pack_rgb(img.view())
     } else {
@@ -74,7 +68,7 @@ pub(crate) fn random_frame(
     levels: u64,
 ) -> Frame {
     let data = (0..width * height * channels)
-        .map(|_| (rng.below(levels) * 255 / (levels - 1).max(1)) as u8)
+        .map(|_| (rng.below(levels as usize) as u64 * 255 / (levels - 1).max(1)) as u8)
         .collect();
     Frame {
         name: format!("random{levels} {width}x{height}x{channels}"),
@@ -97,7 +91,7 @@ pub(crate) fn blocky_frame(
 ) -> Frame {
     let (bw, bh) = (width.div_ceil(block), height.div_ceil(block));
     let colours: Vec<u8> = (0..bw * bh * channels)
-        .map(|_| (rng.below(levels) * 255 / (levels - 1).max(1)) as u8)
+        .map(|_| (rng.below(levels as usize) as u64 * 255 / (levels - 1).max(1)) as u8)
         .collect();
     let mut data = Vec::with_capacity(width * height * channels);
     for y in 0..height {
@@ -160,13 +154,21 @@ pub(crate) fn op_with(g: &GpuContext, change: impl FnOnce(&mut SegmentTuning)) -
     SegmentGpu::with_tuning(g, tuning).unwrap()
 }
 
-/// `op`'s per-round list counts of its last frame, summed over the rounds (its round stamps
-/// must be on): frontier, roots, trees, members, small, large, cursor, tiny, mid-size, giant.
-fn summed_counts(op: &SegmentGpu, stream: &Arc<CudaStream>) -> Vec<u64> {
+/// `op`'s last frame (its round stamps on: the `profiling` feature) had large trees for
+/// `segment_cat_block` and giant ones: its per-round list counts (frontier, roots, trees,
+/// members, small, large, cursor, tiny, mid-size, giant) summed over the rounds.
+#[cfg(feature = "profiling")]
+fn assert_large_and_giant_trees(op: &SegmentGpu, stream: &Arc<CudaStream>, what: &str) {
     let profile = op.round_profile(stream).unwrap();
-    (0..10)
+    let counts: Vec<u64> = (0..10)
         .map(|k| profile.iter().map(|(_, _, c)| u64::from(c[k])).sum())
-        .collect()
+        .collect();
+    assert!(
+        counts[5] > 0,
+        "{what}: no tree for segment_cat_block, nothing sorted"
+    );
+    // Trees above 8 192 core members, counted by whichever kernel walked them.
+    assert!(counts[9] > 0, "{what}: no giant tree counted");
 }
 
 pub(crate) fn params(scale: f64) -> SegmentParams {
@@ -427,18 +429,14 @@ fn large_trees_equal_cpu_model() {
         let p = params(scale);
         for (what, change) in setups {
             let mut op = op_with(g, change);
+            #[cfg(feature = "profiling")]
             op.set_profiling(SegmentProfiling {
                 round_stamps: true,
                 ..SegmentProfiling::default()
             });
             let out = run(&mut op, &stream, &f, &p);
-            let counts = summed_counts(&op, &stream);
-            assert!(
-                counts[5] > 0,
-                "k={scale} {what}: no tree for segment_cat_block, nothing sorted"
-            );
-            // Trees above 8 192 core members, counted by whichever kernel walked them.
-            assert!(counts[9] > 0, "k={scale} {what}: no giant tree counted");
+            #[cfg(feature = "profiling")]
+            assert_large_and_giant_trees(&op, &stream, &format!("k={scale} {what}"));
             let grid = op.tuning().giant_grid && op.grid_finish_blocks() > 0;
             assert_eq!(
                 op.giant_blocks() > 0,

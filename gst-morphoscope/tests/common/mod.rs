@@ -257,19 +257,9 @@ pub fn tracked_in_line(line: &str) -> Vec<(u64, [u32; 4], u64)> {
         .collect()
 }
 
-/// The sample folder (`$MORPHOSCOPE_DATA/samples` on the device machine, else the checkout's).
-pub fn samples_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("MORPHOSCOPE_DATA") {
-        let p = PathBuf::from(d).join("samples");
-        if p.is_dir() {
-            return p;
-        }
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("assets")
-        .join("samples")
-}
+#[path = "../../../tests/common/samples.rs"]
+mod samples;
+pub use samples::samples_dir;
 
 /// `name` in the samples, or `None` (skip) — a failure with `MORPHOSCOPE_REQUIRE_SAMPLES=1`.
 pub fn sample(name: &str) -> Option<PathBuf> {

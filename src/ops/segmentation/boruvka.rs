@@ -339,24 +339,7 @@ impl State<'_> {
             self.target[v] = self.other_end(key, v) as u32;
         }
         // 3. Trees: follow targets to the mutual pair; the tree is named by its smaller id.
-        for &v in &roots {
-            if self.target[v] == NONE {
-                continue;
-            }
-            let mut x = v;
-            loop {
-                let t = self.target[x] as usize;
-                if self.sink(mode, t) {
-                    self.tree[v] = t as u32;
-                    break;
-                }
-                if self.target[t] as usize == x {
-                    self.tree[v] = x.min(t) as u32;
-                    break;
-                }
-                x = t;
-            }
-        }
+        self.trees(mode, &roots);
         // 4. Exits: the least alive edge from each tree to another tree.
         let mut exit = std::mem::take(&mut self.exit);
         self.least_per_component(&mut exit, |p, c| {
@@ -381,33 +364,82 @@ impl State<'_> {
             }
         }
         self.exit = exit;
-        // Merge round 1 decides only the trees inside one tile, of at most TILE_TREE members
-        // (`segment_tiles` works on a tile in shared memory); the others wait for round 2.
-        let mut local = Vec::new();
-        if mode == Mode::Merge && r == 1 {
-            let tile = |v: usize| ((v % w) / TILE_W, (v / w) / TILE_H);
-            let mut members = vec![0usize; n];
-            local = vec![true; n];
-            for &v in &roots {
-                if self.target[v] != NONE {
-                    let t = self.tree[v] as usize;
-                    members[t] += 1;
-                    local[t] &= tile(v) == tile(t);
-                }
+        // Merge round 1 decides only the trees inside one tile (the others wait for round 2).
+        let local = if mode == Mode::Merge && r == 1 {
+            self.tile_local_trees(&roots)
+        } else {
+            Vec::new()
+        };
+        // 5. Caterpillars: each tree's core in key order.
+        let core = self.cores(mode, &roots, &tree_exit, &local);
+        for members in core.chunk_by(|a, b| a.0 == b.0) {
+            let c = self.caterpillar(mode, members, r);
+            counts.events += c.events;
+            counts.merges += c.merges;
+        }
+        counts
+    }
+
+    /// Step 3 of a round: each root with a target gets its tree, found by following targets to
+    /// a sink or the mutual pair (named by the pair's smaller id).
+    fn trees(&mut self, mode: Mode, roots: &[usize]) {
+        for &v in roots {
+            if self.target[v] == NONE {
+                continue;
             }
-            for (t, l) in local.iter_mut().enumerate() {
-                *l &= members[t] <= TILE_TREE;
+            let mut x = v;
+            loop {
+                let t = self.target[x] as usize;
+                if self.sink(mode, t) {
+                    self.tree[v] = t as u32;
+                    break;
+                }
+                if self.target[t] as usize == x {
+                    self.tree[v] = x.min(t) as u32;
+                    break;
+                }
+                x = t;
             }
         }
-        // 5. Caterpillars: each tree's core in key order.
+    }
+
+    /// Per tree id, whether merge round 1 decides it: all its members in its tile and at most
+    /// TILE_TREE of them (`segment_tiles` works on a tile in shared memory).
+    fn tile_local_trees(&self, roots: &[usize]) -> Vec<bool> {
+        let (n, w) = (self.comp.len(), self.width);
+        let tile = |v: usize| ((v % w) / TILE_W, (v / w) / TILE_H);
+        let mut members = vec![0usize; n];
+        let mut local = vec![true; n];
+        for &v in roots {
+            if self.target[v] != NONE {
+                let t = self.tree[v] as usize;
+                members[t] += 1;
+                local[t] &= tile(v) == tile(t);
+            }
+        }
+        for (t, l) in local.iter_mut().enumerate() {
+            *l &= members[t] <= TILE_TREE;
+        }
+        local
+    }
+
+    /// The round's core members as `(tree, key, id)`, sorted: the roots whose least edge is
+    /// below their tree's exit (`tree_exit`), of the trees `local` allows (empty: all). A
+    /// sink's tree has no exit (the sink is at least min_size all along, so when its members
+    /// join does not matter); the sink leads its caterpillar with key 0.
+    fn cores(
+        &self,
+        mode: Mode,
+        roots: &[usize],
+        tree_exit: &[u64],
+        local: &[bool],
+    ) -> Vec<(u32, u64, u32)> {
         let mut core: Vec<(u32, u64, u32)> = roots
             .iter()
             .filter(|&&v| self.target[v] != NONE && self.tkey[v] < tree_exit[self.tree[v] as usize])
             .filter(|&&v| local.is_empty() || local[self.tree[v] as usize])
             .map(|&v| (self.tree[v], self.tkey[v], v as u32))
             .collect();
-        // A sink's tree has no exit (the sink is at least min_size all along, so when its
-        // members join does not matter); the sink leads its caterpillar with key 0.
         let mut sinks: Vec<u32> = core
             .iter()
             .map(|m| m.0)
@@ -417,12 +449,7 @@ impl State<'_> {
         sinks.dedup();
         core.extend(sinks.into_iter().map(|t| (t, 0, t)));
         core.sort_unstable();
-        for members in core.chunk_by(|a, b| a.0 == b.0) {
-            let c = self.caterpillar(mode, members, r);
-            counts.events += c.events;
-            counts.merges += c.merges;
-        }
-        counts
+        core
     }
 
     /// Merges one tree's core (`(tree, key, id)` sorted by key then id: the pair first, the

@@ -62,9 +62,9 @@ use crate::ops::blur::BlurParams;
 
 pub use boruvka::felzenszwalb_boruvka;
 pub use cpu::{felzenszwalb, felzenszwalb_rgb};
-pub use gpu::{
-    Finisher, SegmentGpu, SegmentProfiling, SegmentTuning, segment_gpu, segment_gpu_rgb,
-};
+#[cfg(feature = "profiling")]
+pub use gpu::SegmentProfiling;
+pub use gpu::{Finisher, SegmentGpu, SegmentTuning, segment_gpu, segment_gpu_rgb};
 pub use metrics::{LabelCheck, asa, check_labels, undersegmentation_error};
 pub use overlay::{
     OverlayMode, overlay_gray, overlay_rgb, overlay_segments_gray, overlay_segments_rgb,

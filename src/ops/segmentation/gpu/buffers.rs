@@ -35,7 +35,11 @@ pub(super) struct FrameBuffers {
     /// Per-round list counts ([`NCOUNTS`] rows of [`NCTL`]).
     pub counts: CudaSlice<u32>,
     /// `%globaltimer` stamps of the round profile.
+    #[cfg(feature = "profiling")]
     pub stamps: CudaSlice<u64>,
+    /// Their device address (what `segment_stamp` is given).
+    #[cfg(feature = "profiling")]
+    pub stamps_ptr: u64,
 }
 
 /// The device address of `s` (the launches pass plain addresses, see [`Ptrs`]).
@@ -92,6 +96,7 @@ impl FrameBuffers {
         }
         u32s.push(a(blocks_for(n, SCAN_BLOCK) as usize, "scan blocks")?);
         let counts = a(NCOUNTS * NCTL, "per-round list counts")?;
+        #[cfg(feature = "profiling")]
         let stamps = a64(NCTL + 4, "round stamps")?;
         let mut u64s = Vec::with_capacity(6);
         for what in [
@@ -133,7 +138,6 @@ impl FrameBuffers {
             mlist: r32(17),
             blocksum: r32(18),
             counts: raw(&counts, stream),
-            stamps: raw(&stamps, stream),
             scr_i: r32(19),
             scr_k: r64(4),
             giant: r64(6),
@@ -162,6 +166,9 @@ impl FrameBuffers {
             mctl,
             info,
             counts,
+            #[cfg(feature = "profiling")]
+            stamps_ptr: raw(&stamps, stream),
+            #[cfg(feature = "profiling")]
             stamps,
         })
     }

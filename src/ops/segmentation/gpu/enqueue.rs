@@ -1,7 +1,7 @@
 //! Enqueueing a frame: the edge graph, then everything after it ([`Body`]) either captured once
 //! as a CUDA graph and replayed, or launched directly (first frames, per-kernel timing): the
 //! round counters' reset, merge round 1 in tiles, the two phases of rounds, the relabelling;
-//! and the round profile's stamps.
+//! and (the `profiling` feature) the round profile's stamps.
 
 use std::sync::Arc;
 
@@ -15,7 +15,9 @@ use super::layout::{
 use super::rounds::Phase;
 use super::setup::stride_within;
 use super::{SegmentGpu, SegmentParams, TILE_H, TILE_W, eid_bits};
-use crate::gpu::launch::{ExLaunch, one_block};
+use crate::gpu::launch::ExLaunch;
+#[cfg(feature = "profiling")]
+use crate::gpu::launch::one_block;
 use crate::gpu::{DeviceImage, GpuError, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::blur::gpu::BlurWeightsF64;
@@ -36,6 +38,7 @@ pub(super) struct Body {
     /// Programmatic dependent launches.
     pub pdl: bool,
     /// The round profile's stamps.
+    #[cfg(feature = "profiling")]
     pub stamps: bool,
     /// The finisher after the launched rounds of each phase, up to `full` rounds.
     pub finish: bool,
@@ -128,6 +131,7 @@ impl SegmentGpu {
             min_size: params.min_size as u32,
             max_rounds: params.max_rounds,
             pdl: self.launch.pdl,
+            #[cfg(feature = "profiling")]
             stamps: self.profiling.round_stamps,
             finish: adaptive,
             full,
@@ -136,8 +140,11 @@ impl SegmentGpu {
         if adaptive {
             history.last_body.set(Some(Body { caps: full, ..body }));
         }
-        let per_kernel = self.profiling.per_kernel_timing;
-        if adaptive && self.tuning.graphs && !history.graphs_failed.get() && !per_kernel {
+        let graphs = adaptive && self.tuning.graphs && !history.graphs_failed.get();
+        // Per-kernel timing launches every kernel directly (its events between them).
+        #[cfg(feature = "profiling")]
+        let graphs = graphs && !self.profiling.per_kernel_timing;
+        if graphs {
             let key = GraphKey {
                 stream: stream.cu_stream() as usize,
                 body,
@@ -260,6 +267,7 @@ impl SegmentGpu {
         let n = body.width * body.height;
         let nn = n as u32;
         let (nctl, ncounts) = (NCTL as u32, (NCOUNTS * NCTL) as u32);
+        #[cfg(feature = "profiling")]
         if body.stamps {
             self.history.stamp_labels.borrow_mut().clear();
             self.stamp(stream, "start", None)?;
@@ -276,6 +284,7 @@ impl SegmentGpu {
             unsafe { l.launch(self.launch.stride(NCOUNTS * NCTL)) }?;
             Ok(())
         })?;
+        #[cfg(feature = "profiling")]
         if body.stamps {
             self.stamp(stream, "graph", None)?;
         }
@@ -310,6 +319,7 @@ impl SegmentGpu {
                 timed(timer, stream, "segment_tiles", || {
                     self.enqueue_tiles(stream, body)
                 })?;
+                #[cfg(feature = "profiling")]
                 if body.stamps {
                     self.stamp(stream, "merge", Some(1))?;
                 }
@@ -325,19 +335,23 @@ impl SegmentGpu {
                 k,
                 min_size: body.min_size,
                 pdl: body.pdl,
+                #[cfg(feature = "profiling")]
                 stamps: body.stamps,
                 finish,
                 giant: body.giant[slot],
                 info_slot: 2 + slot as u32,
             };
-            match timer {
-                Some(t) if self.profiling.per_kernel_timing => {
-                    self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?
-                }
-                _ => timed(timer, stream, name, || {
-                    self.enqueue_phase(stream, &mut None, &ph)
-                })?,
+            // Per-kernel timing: a timer region for every launch of the phase.
+            #[cfg(feature = "profiling")]
+            if self.profiling.per_kernel_timing
+                && let Some(t) = timer
+            {
+                self.enqueue_phase(stream, &mut Some(&mut **t), &ph)?;
+                continue;
             }
+            timed(timer, stream, name, || {
+                self.enqueue_phase(stream, &mut None, &ph)
+            })?;
         }
         // The relabelling kernels wait for the kernel before them themselves (grid_dep_wait).
         let pdl = body.pdl && timer.is_none();
@@ -349,6 +363,7 @@ impl SegmentGpu {
             Ok(())
         })?;
         self.enqueue_numbering(stream, timer, pdl)?;
+        #[cfg(feature = "profiling")]
         if body.stamps {
             self.stamp(stream, "relabel", None)?;
         }
@@ -406,6 +421,7 @@ impl SegmentGpu {
 
     /// Launches `segment_stamp` (the next entry of the stamp buffer) after what `stream` holds;
     /// `round`: the global number of the round it follows.
+    #[cfg(feature = "profiling")]
     pub(super) fn stamp(
         &self,
         stream: &Arc<CudaStream>,
@@ -421,17 +437,18 @@ impl SegmentGpu {
             return Ok(());
         }
         let mut l = stream.launch_builder(&self.kernels.stamp);
-        l.arg(&b.p.stamps).arg(&i);
+        l.arg(&b.stamps_ptr).arg(&i);
         // SAFETY: one thread writes stamps[i], i < NCTL + 4 (the buffer's length).
         unsafe { l.launch(one_block(1)) }?;
         labels.push((label, round));
         Ok(())
     }
 
-    /// With [`super::SegmentProfiling::round_stamps`]: each interval of the last frame (setup,
+    /// With [`super::SegmentProfiling::round_stamps`] (the `profiling` feature): each interval of the last frame (setup,
     /// every round, relabelling) in microseconds, with the round's list counts (frontier, active
     /// roots, trees, members, small, large, cursor, tiny, mid-size, giant; zeros elsewhere).
     /// Labels: `graph`, `merge N`, `min_size N` (N the global round number), `relabel`.
+    #[cfg(feature = "profiling")]
     pub fn round_profile(
         &self,
         stream: &Arc<CudaStream>,

@@ -62,6 +62,7 @@ pub(super) struct History {
     /// A capture or graph launch failed (a driver without graph support): launch directly.
     pub graphs_failed: Cell<bool>,
     /// What each round-profile stamp follows (setup, a round, relabelling).
+    #[cfg(feature = "profiling")]
     pub stamp_labels: RefCell<Vec<(&'static str, Option<u32>)>>,
 }
 
@@ -75,6 +76,7 @@ impl History {
             hint: Cell::new(None),
             graphs: RefCell::new(GraphCache::new(tuning.graph_cache)),
             graphs_failed: Cell::new(false),
+            #[cfg(feature = "profiling")]
             stamp_labels: RefCell::new(Vec::new()),
         }
     }

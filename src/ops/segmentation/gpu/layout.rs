@@ -53,8 +53,6 @@ pub(super) struct Ptrs {
     pub flist: [u64; 2],
     pub rlist: [u64; 2],
     pub info: u64,
-    /// `%globaltimer` stamps of [`super::SegmentProfiling::round_stamps`].
-    pub stamps: u64,
 }
 
 /// The parameter block of `segment_finish` (`SegFinish` in segment/grid.cuh, the same layout:
@@ -91,9 +89,9 @@ pub(super) struct SegFinish {
 }
 
 // SAFETY: plain old data with the C layout of the kernel's struct (8-byte fields first, then
-// 4-byte ones; 368 bytes, a multiple of 8), passed by value as a kernel parameter.
+// 4-byte ones; 360 bytes, a multiple of 8), passed by value as a kernel parameter.
 unsafe impl cudarc::driver::DeviceRepr for SegFinish {}
-const _: () = assert!(std::mem::size_of::<SegFinish>() == 37 * 8 + 8 + 8 + 14 * 4);
+const _: () = assert!(std::mem::size_of::<SegFinish>() == 36 * 8 + 8 + 8 + 14 * 4);
 
 /// Entries of the per-round counters (`ctl[0]` is the always-on gate; merge rounds are
 /// `1..=max_rounds`, `min_size` rounds follow).

@@ -50,8 +50,8 @@
 //!
 //! Timer regions: `segment_graph` (`segment_blur` before it for large radii), then with a
 //! graph one region, `segment_rounds`; with direct launches `segment_init`, `segment_tiles`,
-//! `segment_merge`, `segment_minsize`, `segment_relabel`, or with
-//! [`SegmentProfiling::per_kernel_timing`] one region per launch, named after its kernel
+//! `segment_merge`, `segment_minsize`, `segment_relabel`, or (the `profiling` feature's
+//! `SegmentProfiling::per_kernel_timing`) one region per launch, named after its kernel
 //! (`segment_minedge` for the least edges).
 //!
 //! # Layout
@@ -84,7 +84,9 @@ mod tests;
 mod tuning;
 
 pub use readback::{segment_gpu, segment_gpu_rgb};
-pub use tuning::{Finisher, SegmentProfiling, SegmentTuning};
+#[cfg(feature = "profiling")]
+pub use tuning::SegmentProfiling;
+pub use tuning::{Finisher, SegmentTuning};
 
 use buffers::FrameBuffers;
 use history::History;
@@ -100,6 +102,7 @@ pub struct SegmentGpu {
     tuning: SegmentTuning,
     launch: Launch,
     /// Measurement modes.
+    #[cfg(feature = "profiling")]
     profiling: SegmentProfiling,
     /// Buffers of the current frame size.
     buffers: Option<FrameBuffers>,
@@ -135,6 +138,7 @@ impl SegmentGpu {
             kernels,
             history: History::new(&tuning),
             tuning,
+            #[cfg(feature = "profiling")]
             profiling: SegmentProfiling::default(),
             buffers: None,
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
@@ -160,12 +164,14 @@ impl SegmentGpu {
     }
 
     /// The measurement modes in use.
+    #[cfg(feature = "profiling")]
     #[must_use]
     pub fn profiling(&self) -> SegmentProfiling {
         self.profiling
     }
 
     /// Sets the measurement modes from the next frame on.
+    #[cfg(feature = "profiling")]
     pub fn set_profiling(&mut self, profiling: SegmentProfiling) {
         self.profiling = profiling;
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
+use super::buffers::FrameBuffers;
 use super::enqueue::{Body, timed};
 use super::history::{Produced, Recent, RoundsUsed, giant_masks, read_rounds};
 use super::layout::{C_GIANT, NCTL, SCAN_BLOCK};
@@ -193,6 +194,9 @@ impl SegmentGpu {
         }
     }
 
+    /// The last frame's results: its counters read back (the frame run again first when it hit
+    /// its adaptive caps), the labels when `with_labels` (else a 0x0 image), the hierarchy into
+    /// `hier` when given; the next frames' round caps learn from what it used.
     fn download_with(
         &self,
         stream: &Arc<CudaStream>,
@@ -221,68 +225,14 @@ impl SegmentGpu {
                 has_rounds: true,
             });
         };
-        let hand = self.launch.finisher.handoff_frontier;
-        // Round counters, each round's frontier (C_FRONTIER is the counts' first row), the
-        // rounds with a giant tree ([`Body::giant`]) and the info words (the segment count).
-        let read = |p: &Produced| -> Result<FrameCounts, OpError> {
-            let ctl = stream.clone_dtoh(&b.ctl)?;
-            let mctl = stream.clone_dtoh(&b.mctl)?;
-            let frontier = stream.clone_dtoh(&b.counts.slice(0..NCTL))?;
-            let giants = stream.clone_dtoh(
-                &b.counts
-                    .slice(C_GIANT as usize * NCTL..(C_GIANT as usize + 1) * NCTL),
-            )?;
-            let info = stream.clone_dtoh(&b.info)?;
-            stream.synchronize()?;
-            let (levels, used) = read_rounds(&ctl, &mctl, &frontier, &info, p, hand);
-            Ok(FrameCounts {
-                levels,
-                used,
-                giant: giant_masks(&giants, p.max_rounds),
-                info,
-            })
-        };
         let max_rounds = p.max_rounds;
+        let counts = self.read_counts(stream, b, &p)?;
         let FrameCounts {
-            mut levels,
-            mut used,
-            giant: mut giants,
-            mut info,
-        } = read(&p)?;
-        // A frame that hit its adaptive caps (video that changed) is run again with larger caps
-        // (doubled, up to the parameters'), so every frame is the exact result.
-        let mut rerun = false;
-        while p.level.is_none() && (used.capped[0] || used.capped[1]) {
-            let Some(full) = history.last_body.get() else {
-                break;
-            };
-            let mut caps = p.caps;
-            for ((c, &capped), &most) in caps.iter_mut().zip(&used.capped).zip(&full.caps) {
-                if capped {
-                    *c = c.saturating_mul(2).max(self.tuning.round_step).min(most);
-                }
-            }
-            if caps == p.caps {
-                break;
-            }
-            if !rerun {
-                history.reruns.set(history.reruns.get() + 1);
-                rerun = true;
-            }
-            log::debug!(
-                "segmentation: frame needed more rounds than {:?}, running it again with {caps:?}",
-                p.caps
-            );
-            self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
-            p.caps = caps;
-            history.produced.set(Some(p));
-            FrameCounts {
-                levels,
-                used,
-                giant: giants,
-                info,
-            } = read(&p)?;
-        }
+            levels,
+            used,
+            giant: giants,
+            info,
+        } = self.rerun_capped(stream, b, &mut p, counts)?;
         let labels = if with_labels {
             Some(
                 self.labels_readback
@@ -294,22 +244,7 @@ impl SegmentGpu {
         };
         history.hint.set(Some(used));
         if p.level.is_none() {
-            // What this frame wants launched: the rounds before the hand-off to the finisher,
-            // or the rounds it used plus a margin; the rounds that walked a giant tree.
-            let rounds = std::array::from_fn(|i| {
-                if p.finish {
-                    used.handoff[i].max(1)
-                } else {
-                    used.used[i] + self.tuning.adaptive_margin
-                }
-            });
-            history.remember(
-                Recent {
-                    rounds,
-                    giant: giants,
-                },
-                self.tuning.adaptive_history,
-            );
+            self.remember_rounds(&p, &used, giants);
         }
         let ms_first = max_rounds + 1;
         let ms = levels.iter().filter(|&&r| u32::from(r) >= ms_first).count() as u32;
@@ -339,6 +274,94 @@ impl SegmentGpu {
             level: p.level.map_or(top, |l| l.min(top)),
             has_rounds: true,
         })
+    }
+
+    /// Reads back frame `p`'s round counters, each round's frontier (C_FRONTIER is the counts'
+    /// first row), the rounds with a giant tree ([`Body::giant`]) and the info words (the
+    /// segment count), waiting for the stream.
+    fn read_counts(
+        &self,
+        stream: &Arc<CudaStream>,
+        b: &FrameBuffers,
+        p: &Produced,
+    ) -> Result<FrameCounts, OpError> {
+        let hand = self.launch.finisher.handoff_frontier;
+        let ctl = stream.clone_dtoh(&b.ctl)?;
+        let mctl = stream.clone_dtoh(&b.mctl)?;
+        let frontier = stream.clone_dtoh(&b.counts.slice(0..NCTL))?;
+        let giants = stream.clone_dtoh(
+            &b.counts
+                .slice(C_GIANT as usize * NCTL..(C_GIANT as usize + 1) * NCTL),
+        )?;
+        let info = stream.clone_dtoh(&b.info)?;
+        stream.synchronize()?;
+        let (levels, used) = read_rounds(&ctl, &mctl, &frontier, &info, p, hand);
+        Ok(FrameCounts {
+            levels,
+            used,
+            giant: giant_masks(&giants, p.max_rounds),
+            info,
+        })
+    }
+
+    /// A frame that hit its adaptive caps (video that changed) is run again with larger caps
+    /// (doubled, up to the parameters'), so every frame is the exact result; `p` gets the caps
+    /// it ran with last, and the counters of that run are returned (`counts` when it ran once).
+    fn rerun_capped(
+        &self,
+        stream: &Arc<CudaStream>,
+        b: &FrameBuffers,
+        p: &mut Produced,
+        mut counts: FrameCounts,
+    ) -> Result<FrameCounts, OpError> {
+        let history = &self.history;
+        let mut rerun = false;
+        while p.level.is_none() && (counts.used.capped[0] || counts.used.capped[1]) {
+            let Some(full) = history.last_body.get() else {
+                break;
+            };
+            let mut caps = p.caps;
+            for ((c, &capped), &most) in caps.iter_mut().zip(&counts.used.capped).zip(&full.caps) {
+                if capped {
+                    *c = c.saturating_mul(2).max(self.tuning.round_step).min(most);
+                }
+            }
+            if caps == p.caps {
+                break;
+            }
+            if !rerun {
+                history.reruns.set(history.reruns.get() + 1);
+                rerun = true;
+            }
+            log::debug!(
+                "segmentation: frame needed more rounds than {:?}, running it again with {caps:?}",
+                p.caps
+            );
+            self.enqueue_body(stream, &mut None, &Body { caps, ..full })?;
+            p.caps = caps;
+            history.produced.set(Some(*p));
+            counts = self.read_counts(stream, b, p)?;
+        }
+        Ok(counts)
+    }
+
+    /// Remembers what frame `p` wants its successors to launch: the rounds before the hand-off
+    /// to the finisher, or the rounds it used plus a margin; the rounds that walked a giant tree.
+    fn remember_rounds(&self, p: &Produced, used: &RoundsUsed, giants: [u64; 2]) {
+        let rounds = std::array::from_fn(|i| {
+            if p.finish {
+                used.handoff[i].max(1)
+            } else {
+                used.used[i] + self.tuning.adaptive_margin
+            }
+        });
+        self.history.remember(
+            Recent {
+                rounds,
+                giant: giants,
+            },
+            self.tuning.adaptive_history,
+        );
     }
 }
 

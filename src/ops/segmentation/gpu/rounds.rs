@@ -9,7 +9,7 @@ use super::enqueue::timed;
 use super::history::zero_key_limit;
 use super::layout::{
     ALL, C_CURSOR, C_FRONTIER, C_GIANT, C_LARGE, C_MEMBERS, C_MID, C_ROOTS, C_SMALL, C_TINY,
-    C_TREES, CAT_THREADS, LIST, MODE_MIN_SIZE, NCTL, SegFinish,
+    C_TREES, CAT_THREADS, LIST, MODE_MIN_SIZE, NCTL, Ptrs, SegFinish,
 };
 use super::{SegmentGpu, eid_bits};
 use crate::gpu::launch::{ExLaunch, one_block};
@@ -25,6 +25,8 @@ pub(super) struct Phase {
     pub k: f64,
     pub min_size: u32,
     pub pdl: bool,
+    /// The round profile's stamps after each round and the finisher.
+    #[cfg(feature = "profiling")]
     pub stamps: bool,
     /// Rounds the finisher may run after the launched ones (0: none).
     pub finish: u32,
@@ -45,6 +47,152 @@ struct CatLaunch<'a> {
     fused: bool,
 }
 
+/// What every launch of one phase passes besides its round's lists: the frame's buffers and
+/// size, the phase's mode and parameters, the grid-stride shape and whether launches are
+/// programmatic. Built once a phase so that each launch helper reads the same values.
+struct PhaseArgs {
+    p: Ptrs,
+    w: u32,
+    h: u32,
+    nn: u32,
+    eb: u32,
+    mode: u32,
+    k: f64,
+    min_size: u32,
+    /// The `min_size` phase (its timer regions, stamps and first lists differ).
+    ms: bool,
+    /// `segment_core`'s weight-0 key limit.
+    zlim: u64,
+    /// The grid-stride launch over the frame's pixels.
+    cfg: LaunchConfig,
+    /// Programmatic dependent launches (off when every launch is timed).
+    pdl: bool,
+}
+
+impl PhaseArgs {
+    /// Address of list count `kind` of round `r`.
+    fn count_of(&self, kind: u64, r: u32) -> u64 {
+        self.p.counts + 4 * (kind * NCTL as u64 + u64::from(r))
+    }
+
+    /// The timer region of a round kernel: `merge` (the kernel's own name) in the merge phase,
+    /// `segment_minsize` for every kernel of the min_size phase.
+    fn name(&self, merge: &'static str) -> &'static str {
+        if self.ms { "segment_minsize" } else { merge }
+    }
+}
+
+/// Where a phase's launches go: the caller's stream, the timer (a region a launch with
+/// per-kernel timing, else `None`) and the phase's arguments; one value the launch helpers
+/// share instead of three parameters each.
+struct Cx<'c, 't> {
+    stream: &'c Arc<CudaStream>,
+    timer: &'c mut Option<&'t mut KernelTimer>,
+    a: &'c PhaseArgs,
+}
+
+/// One launched round's numbers and list addresses: its global number, the round its gate
+/// reads, its input and output lists (double-buffered by parity) and the counts each step
+/// writes. Derived once a round so that the five steps' helpers pass the same addresses.
+struct RoundArgs {
+    r: u32,
+    gate: u32,
+    /// Whether `segment_cat_giant` runs this round (after `segment_cat_block_g`).
+    giant_here: bool,
+    gcnt: u64,
+    least_iterates: u32,
+    fin: u64,
+    fout: u64,
+    rin: u64,
+    rout: u64,
+    fcin: u64,
+    fcout: u64,
+    rcin: u64,
+    rcout: u64,
+    hcount: u64,
+    xcount: u64,
+    scount: u64,
+    bcount: u64,
+    cursor: u64,
+    tcount: u64,
+    mcount: u64,
+}
+
+impl RoundArgs {
+    /// Round `i` (from 0) of phase `ph`; `giant_blocks`: the grid of `segment_cat_giant` (0:
+    /// never launched).
+    fn new(a: &PhaseArgs, ph: &Phase, i: u32, giant_blocks: u32) -> Self {
+        let p = &a.p;
+        let r = ph.first + i;
+        // Round r's index in its phase's giant mask (merge rounds count from 1, min_size rounds
+        // from the phase's first).
+        let phase_first = if a.ms { ph.first } else { 1 };
+        let gi = r - phase_first;
+        let giant_here = giant_blocks > 0 && (gi >= 64 || (ph.giant >> gi) & 1 == 1);
+        // A phase's first round reads the lists that start it (segment_reset_done's; for
+        // merge round 2 the roots segment_tiles listed, while its least edges scan every
+        // pixel); later rounds the previous round's.
+        let from_lists = i == 0 && a.ms;
+        let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
+        let input = if from_lists { 0 } else { r - 1 };
+        Self {
+            r,
+            gate: if i == 0 { 0 } else { r - 1 },
+            giant_here,
+            gcnt: a.count_of(C_GIANT, r),
+            least_iterates: if i == 0 && !a.ms { ALL } else { LIST },
+            fin: p.flist[prev],
+            fout: p.flist[cur],
+            rin: p.rlist[prev],
+            rout: p.rlist[cur],
+            fcin: a.count_of(C_FRONTIER, input),
+            fcout: a.count_of(C_FRONTIER, r),
+            rcin: a.count_of(C_ROOTS, input),
+            rcout: a.count_of(C_ROOTS, r),
+            hcount: a.count_of(C_TREES, r),
+            xcount: a.count_of(C_MEMBERS, r),
+            scount: a.count_of(C_SMALL, r),
+            bcount: a.count_of(C_LARGE, r),
+            cursor: a.count_of(C_CURSOR, r),
+            tcount: a.count_of(C_TINY, r),
+            mcount: a.count_of(C_MID, r),
+        }
+    }
+}
+
+/// The caterpillar kernels' parameters (SEG_CAT_ARGS) for tree list `list` counted at `count`:
+/// every caterpillar launch (and `segment_cat_giant`) starts with these.
+fn cat_args<'a>(
+    l: &mut ExLaunch<'a>,
+    a: &'a PhaseArgs,
+    ra: &'a RoundArgs,
+    list: &'a u64,
+    count: &'a u64,
+) {
+    let p = &a.p;
+    l.arg(&p.link)
+        .arg(&p.done)
+        .arg(&p.size)
+        .arg(&p.cint)
+        .arg(&p.tkey)
+        .arg(&p.tcnt)
+        .arg(&p.joff);
+    l.arg(&p.jarr)
+        .arg(&p.round)
+        .arg(&p.w4)
+        .arg(&a.eb)
+        .arg(&a.mode)
+        .arg(&a.min_size);
+    l.arg(&a.k)
+        .arg(&p.ctl)
+        .arg(&p.mctl)
+        .arg(&ra.gate)
+        .arg(&ra.r)
+        .arg(list)
+        .arg(count);
+    l.arg(&p.scr_k).arg(&p.scr_i).arg(&a.nn).arg(&ra.gcnt);
+}
+
 impl SegmentGpu {
     /// `ph.count` rounds of `ph.mode` with global numbers `ph.first..`, each gated on the
     /// previous, then the finisher.
@@ -54,420 +202,483 @@ impl SegmentGpu {
         timer: &mut Option<&mut KernelTimer>,
         ph: &Phase,
     ) -> Result<(), GpuError> {
-        let (mode, first, count, k, min_size) = (ph.mode, ph.first, ph.count, ph.k, ph.min_size);
         let Some(b) = self.buffers.as_ref() else {
             return Ok(());
         };
-        let (kn, launch) = (&self.kernels, &self.launch);
-        let p = b.p;
-        let (w, h) = (b.width as u32, b.height as u32);
         let n = b.width * b.height;
         let nn = n as u32;
         let eb = eid_bits(n);
-        let cfg = launch.stride(n);
-        let ms = mode == MODE_MIN_SIZE;
-        let zlim = zero_key_limit(ms, k, nn, eb);
-        // Every round kernel starts while the one before it drains (programmatic dependent
-        // launch; each waits on the device first) unless every launch is timed (the timer's
-        // events sit between them).
-        let pdl = ph.pdl && timer.is_none();
-        let name = |merge: &'static str| if ms { "segment_minsize" } else { merge };
-        // Address of list count `kind` of round `r`.
-        let count_of = |kind: u64, r: u32| p.counts + 4 * (kind * NCTL as u64 + u64::from(r));
-        // The min_size phase's first round runs over lists segment_reset_done makes (the pixels
-        // and roots of components below min_size), which it counts in the unused slot of
-        // round 0 (zeroed by segment_init) and writes where the first round reads its input
-        // (flist[1], rlist[1]: the lists of "the previous round").
+        let ms = ph.mode == MODE_MIN_SIZE;
+        let a = PhaseArgs {
+            p: b.p,
+            w: b.width as u32,
+            h: b.height as u32,
+            nn,
+            eb,
+            mode: ph.mode,
+            k: ph.k,
+            min_size: ph.min_size,
+            ms,
+            zlim: zero_key_limit(ms, ph.k, nn, eb),
+            cfg: self.launch.stride(n),
+            // Every round kernel starts while the one before it drains (programmatic dependent
+            // launch; each waits on the device first) unless every launch is timed (the timer's
+            // events sit between them).
+            pdl: ph.pdl && timer.is_none(),
+        };
+        let mut cx = Cx {
+            stream,
+            timer,
+            a: &a,
+        };
         if ms {
-            timed(timer, stream, "segment_minsize", || {
-                let mut l = ExLaunch::new(stream, &kn.reset_done, pdl);
-                l.arg(&p.done)
-                    .arg(&p.order)
-                    .arg(&p.size)
-                    .arg(&min_size)
-                    .arg(&nn);
-                let (fc0, rc0) = (count_of(C_FRONTIER, 0), count_of(C_ROOTS, 0));
-                l.arg(&p.comp).arg(&p.link);
-                l.arg(&p.flist[1]).arg(&fc0).arg(&p.rlist[1]).arg(&rc0);
-                // SAFETY: block-uniform grid-stride over pixels < n; link chains end at roots
-                // < n; each list gets at most n entries (one a pixel), counts NCOUNTS * NCTL.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
+            self.enqueue_reset_done(&mut cx)?;
         }
-        // Round r's index in its phase's giant mask (merge rounds count from 1, min_size rounds
-        // from the phase's first).
-        let phase_first = if ms { first } else { 1 };
-        for i in 0..count {
-            let r = first + i;
-            let gi = r - phase_first;
-            let giant_here = launch.giant_blocks > 0 && (gi >= 64 || (ph.giant >> gi) & 1 == 1);
-            let gcnt = count_of(C_GIANT, r);
-            let gate = if i == 0 { 0 } else { r - 1 };
-            // The caterpillar kernels' parameters (SEG_CAT_ARGS) for tree list `$list`.
-            macro_rules! cat_args {
-                ($l:ident, $list:expr, $lcount:expr) => {
-                    $l.arg(&p.link)
-                        .arg(&p.done)
-                        .arg(&p.size)
-                        .arg(&p.cint)
-                        .arg(&p.tkey)
-                        .arg(&p.tcnt)
-                        .arg(&p.joff);
-                    $l.arg(&p.jarr)
-                        .arg(&p.round)
-                        .arg(&p.w4)
-                        .arg(&eb)
-                        .arg(&mode)
-                        .arg(&min_size);
-                    $l.arg(&k)
-                        .arg(&p.ctl)
-                        .arg(&p.mctl)
-                        .arg(&gate)
-                        .arg(&r)
-                        .arg($list)
-                        .arg($lcount);
-                    $l.arg(&p.scr_k).arg(&p.scr_i).arg(&nn).arg(&gcnt);
-                };
-            }
-            // A phase's first round reads the lists that start it (segment_reset_done's; for
-            // merge round 2 the roots segment_tiles listed, while its least edges scan every
-            // pixel); later rounds the previous round's.
-            let from_lists = i == 0 && ms;
-            let least_iterates = if i == 0 && !ms { ALL } else { LIST };
-            let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
-            let (fin, fout) = (p.flist[prev], p.flist[cur]);
-            let (rin, rout) = (p.rlist[prev], p.rlist[cur]);
-            let input = if from_lists { 0 } else { r - 1 };
-            let (fcin, fcout) = (count_of(C_FRONTIER, input), count_of(C_FRONTIER, r));
-            let (rcin, rcout) = (count_of(C_ROOTS, input), count_of(C_ROOTS, r));
-            let (hcount, xcount) = (count_of(C_TREES, r), count_of(C_MEMBERS, r));
-            let (scount, bcount, cursor) = (
-                count_of(C_SMALL, r),
-                count_of(C_LARGE, r),
-                count_of(C_CURSOR, r),
-            );
-            let (tcount, mcount) = (count_of(C_TINY, r), count_of(C_MID, r));
-            timed(timer, stream, name("segment_minedge"), || {
-                let mut l = ExLaunch::new(stream, &kn.least, pdl);
-                l.arg(&p.comp)
-                    .arg(&p.link)
-                    .arg(&p.w4)
-                    .arg(&p.best)
-                    .arg(&p.done)
-                    .arg(&p.target)
-                    .arg(&p.tkey);
-                l.arg(&p.order)
-                    .arg(&w)
-                    .arg(&h)
-                    .arg(&eb)
-                    .arg(&mode)
-                    .arg(&p.ctl)
-                    .arg(&gate)
-                    .arg(&least_iterates);
-                l.arg(&fin).arg(&fcin).arg(&fout).arg(&fcout);
-                // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
-                // hold pixel ids); neighbours are bounds-checked; lists hold n entries.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            // Targets and trees in one launch, over a list of roots (the previous round's, or the
-            // lists of segment_tiles and segment_reset_done that start a phase).
-            timed(timer, stream, name("segment_targets_trees"), || {
-                let mut l = ExLaunch::new(stream, &kn.targets_trees, pdl);
-                l.arg(&p.comp)
-                    .arg(&p.link)
-                    .arg(&p.best)
-                    .arg(&p.tkey)
-                    .arg(&p.target)
-                    .arg(&p.tree);
-                l.arg(&p.exitk)
-                    .arg(&p.done)
-                    .arg(&w)
-                    .arg(&eb)
-                    .arg(&mode)
-                    .arg(&p.ctl)
-                    .arg(&p.mctl);
-                l.arg(&gate)
-                    .arg(&r)
-                    .arg(&rin)
-                    .arg(&rcin)
-                    .arg(&rout)
-                    .arg(&rcout)
-                    .arg(&p.tcnt);
-                l.arg(&p.hlist).arg(&hcount);
-                // SAFETY: grid-stride over the previous round's roots (list entries < its
-                // count, ids < n); edge ids decode to pixels < n; each walk follows targets
-                // to a mutual pair or a sink; a tree is listed once; r < NCTL.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            // With per-launch timing everything stays on `stream` (the timer's events are there);
-            // else the trees' ranges are allocated on a side stream while the exits are scanned.
-            let concurrent = timer.is_none();
-            if concurrent {
-                kn.fork.record(stream)?;
-                kn.side[0].wait(&kn.fork)?;
-            }
-            let on = if concurrent { &kn.side[0] } else { stream };
-            timed(timer, stream, name("segment_alloc"), || {
-                let mut l = ExLaunch::new(on, &kn.alloc, pdl);
-                l.arg(&p.tcnt).arg(&p.joff).arg(&cursor);
-                l.arg(&p.done).arg(&mode).arg(&p.jarr).arg(&p.tkey);
-                l.arg(&p.ctl).arg(&gate).arg(&p.hlist).arg(&hcount);
-                // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
-                // to the round's active roots plus one slot per sink tree (the sink, a root
-                // outside them), at most n. It reads and writes nothing segment_exits touches.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            timed(timer, stream, name("segment_exits"), || {
-                let mut l = ExLaunch::new(stream, &kn.exits, pdl);
-                l.arg(&p.comp)
-                    .arg(&p.link)
-                    .arg(&p.w4)
-                    .arg(&p.done)
-                    .arg(&p.target)
-                    .arg(&p.tree)
-                    .arg(&p.order);
-                l.arg(&p.exitk)
-                    .arg(&w)
-                    .arg(&eb)
-                    .arg(&mode)
-                    .arg(&p.ctl)
-                    .arg(&gate);
-                l.arg(&fout).arg(&fcout);
-                // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
-                // words only name in-image neighbours; tree ids are roots < n.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            if concurrent {
-                kn.joins[0].record(&kn.side[0])?;
-                stream.wait(&kn.joins[0])?;
-            }
-            timed(timer, stream, name("segment_core"), || {
-                let mut l = ExLaunch::new(stream, &kn.core, pdl);
-                l.arg(&p.target)
-                    .arg(&p.tree)
-                    .arg(&p.best)
-                    .arg(&p.tkey)
-                    .arg(&p.exitk)
-                    .arg(&p.done)
-                    .arg(&mode);
-                l.arg(&p.tcnt).arg(&p.joff).arg(&p.jarr).arg(&xcount);
-                l.arg(&p.tlist)
-                    .arg(&tcount)
-                    .arg(&p.slist)
-                    .arg(&scount)
-                    .arg(&p.mlist)
-                    .arg(&mcount);
-                l.arg(&p.blist)
-                    .arg(&bcount)
-                    .arg(&p.ctl)
-                    .arg(&p.mctl)
-                    .arg(&gate)
-                    .arg(&rout)
-                    .arg(&rcout);
-                l.arg(&p.link).arg(&p.size).arg(&p.round).arg(&r).arg(&zlim);
-                // SAFETY: grid-stride over the active roots (ids < n); a weight-0 member joins
-                // its tree's id (< n) directly; r < NCTL; a core member's slot is
-                // below its tree's member count (its range's length, from segment_alloc, which
-                // this stream has waited for), so it lands in the tree's range inside jarr; each
-                // tree is listed once (by the group that counts its members off to 0), at most
-                // n trees.
-                unsafe { l.launch(cfg) }?;
-                Ok(())
-            })?;
-            // The tiny and small (and from `mid_trees_fused_from` the mid-size) trees share one
-            // launch on `stream`; the mid-size trees' kernel before that and the large trees'
-            // get a side stream each.
-            let with_mid = self
-                .tuning
-                .mid_trees_fused_from
-                .is_some_and(|from| r >= from);
-            let mut cats = Vec::with_capacity(3);
-            cats.push(if with_mid {
-                CatLaunch {
-                    kernel: &kn.cat_small_mid,
-                    list: p.tlist,
-                    count: tcount,
-                    cfg: launch.small_mid,
-                    region: "segment_cat_small",
-                    fused: true,
-                }
-            } else {
-                CatLaunch {
-                    kernel: &kn.cat_small,
-                    list: p.tlist,
-                    count: tcount,
-                    cfg: launch.small,
-                    region: "segment_cat_small",
-                    fused: true,
-                }
-            });
-            if !with_mid {
-                cats.push(CatLaunch {
-                    kernel: &kn.cat_mid,
-                    list: p.mlist,
-                    count: mcount,
-                    cfg: launch.mid,
-                    region: "segment_cat_mid",
-                    fused: false,
-                });
-            }
-            // segment_cat_block (and segment_cat_giant after it) last, on the last side stream;
-            // the first kernel on `stream`, the others on the side streams in order.
-            cats.push(CatLaunch {
-                kernel: if giant_here {
-                    &kn.cat_block_g
-                } else {
-                    &kn.cat_block
-                },
-                list: p.blist,
-                count: bcount,
-                cfg: launch.block,
-                region: "segment_cat_block",
-                fused: false,
-            });
-            let block_side = kn.side.len() - 1;
-            let last = cats.len() - 1;
-            let side_of = |j: usize| match j {
-                0 => None,
-                j if j == last => Some(block_side),
-                j => Some(j - 1),
-            };
-            let sides_used: Vec<usize> = (0..cats.len()).filter_map(side_of).collect();
-            if concurrent {
-                kn.fork.record(stream)?;
-                for &j in &sides_used {
-                    kn.side[j].wait(&kn.fork)?;
-                }
-            }
-            for (j, cat) in cats.into_iter().enumerate() {
-                let on = match side_of(j) {
-                    Some(side) if concurrent => &kn.side[side],
-                    _ => stream,
-                };
-                timed(timer, stream, name(cat.region), || {
-                    let mut l = ExLaunch::new(on, cat.kernel, pdl);
-                    cat_args!(l, &cat.list, &cat.count);
-                    if cat.fused {
-                        l.arg(&p.slist).arg(&scount).arg(&p.mlist).arg(&mcount);
-                    }
-                    // SAFETY: one warp lane group (block) per listed tree, each tree listed once,
-                    // the four lists disjoint (so the kernels may run at once); a member is in one
-                    // tree's range, so its link/round and the tree root's size/Int/done are
-                    // written by that group (block) only, as is the tree's range of the sort
-                    // scratch (2n keys and ids: [off, off + count) and n past it); the block
-                    // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads;
-                    // segment_cat_block stages a whole tree only when it fits the dynamic shared
-                    // memory given here (its capacity read from %dynamic_smem_size);
-                    // segment_cat_small takes the small and mid-size lists after its own.
-                    unsafe { l.launch(cat.cfg) }?;
-                    Ok(())
-                })?;
-            }
-            if giant_here {
-                // After segment_cat_block_g on its stream (a branch of its own cost more).
-                let on = if concurrent {
-                    &kn.side[block_side]
-                } else {
-                    stream
-                };
-                timed(timer, stream, name("segment_cat_giant"), || {
-                    let mut l = ExLaunch::new(on, &kn.cat_giant, false).cooperative();
-                    cat_args!(l, &p.blist, &bcount);
-                    l.arg(&p.giant);
-                    let gcfg = LaunchConfig {
-                        grid_dim: (launch.giant_blocks, 1, 1),
-                        block_dim: (CAT_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    // SAFETY: the large trees' list, of which it takes the trees above
-                    // SEG_CAT_GIANT members and segment_cat_block_g the others (a tree's count is
-                    // zeroed by the one that walked it, and both read a zero as "not mine"); a
-                    // cooperative grid of at most the blocks the device holds at once, so its
-                    // barriers (in the GIANT_WORDS scratch, zero between trees) complete; the
-                    // scratch ranges of its trees are theirs alone.
-                    unsafe { l.launch(gcfg) }?;
-                    Ok(())
-                })?;
-            }
-            if concurrent {
-                for &j in &sides_used {
-                    kn.joins[j].record(&kn.side[j])?;
-                    stream.wait(&kn.joins[j])?;
-                }
-            }
-            if ph.stamps {
-                self.stamp(stream, if ms { "min_size" } else { "merge" }, Some(r))?;
-            }
+        for i in 0..ph.count {
+            self.enqueue_round(&mut cx, ph, i)?;
         }
         if ph.finish > 0 {
-            let fin = launch.finisher;
-            let grid = fin.grid && launch.grid_finish_blocks > 0;
-            let from = first + count;
-            let a = SegFinish {
-                p,
-                k,
-                zlim,
-                width: w,
-                height: h,
-                n: nn,
-                eb,
-                mode,
-                min_size,
-                nctl: NCTL as u32,
-                first,
-                from,
-                last: from + ph.finish - 1,
-                limit: fin.frontier_limit,
-                info_slot: ph.info_slot,
-                solo: fin.solo_frontier,
-                resume: 0,
+            self.enqueue_finisher(&mut cx, ph)?;
+        }
+        Ok(())
+    }
+
+    /// The min_size phase's start: its first round runs over lists `segment_reset_done` makes
+    /// (the pixels and roots of components below min_size), which it counts in the unused slot
+    /// of round 0 (zeroed by segment_init) and writes where the first round reads its input
+    /// (flist[1], rlist[1]: the lists of "the previous round").
+    fn enqueue_reset_done(&self, cx: &mut Cx<'_, '_>) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let p = &a.p;
+        timed(cx.timer, stream, "segment_minsize", || {
+            let mut l = ExLaunch::new(stream, &self.kernels.reset_done, a.pdl);
+            l.arg(&p.done)
+                .arg(&p.order)
+                .arg(&p.size)
+                .arg(&a.min_size)
+                .arg(&a.nn);
+            let (fc0, rc0) = (a.count_of(C_FRONTIER, 0), a.count_of(C_ROOTS, 0));
+            l.arg(&p.comp).arg(&p.link);
+            l.arg(&p.flist[1]).arg(&fc0).arg(&p.rlist[1]).arg(&rc0);
+            // SAFETY: block-uniform grid-stride over pixels < n; link chains end at roots
+            // < n; each list gets at most n entries (one a pixel), counts NCOUNTS * NCTL.
+            unsafe { l.launch(a.cfg) }?;
+            Ok(())
+        })
+    }
+
+    /// Launched round `i` of phase `ph`, its five dependent steps in order: least edges;
+    /// targets and trees; the trees' ranges beside the exits; core; the caterpillars.
+    fn enqueue_round(&self, cx: &mut Cx<'_, '_>, ph: &Phase, i: u32) -> Result<(), GpuError> {
+        let ra = RoundArgs::new(cx.a, ph, i, self.launch.giant_blocks);
+        self.enqueue_least_edges(cx, &ra)?;
+        self.enqueue_targets_trees(cx, &ra)?;
+        // With per-launch timing everything stays on `stream` (the timer's events are there);
+        // else the side streams run beside it.
+        let concurrent = cx.timer.is_none();
+        self.enqueue_alloc_exits(cx, &ra, concurrent)?;
+        self.enqueue_core(cx, &ra)?;
+        self.enqueue_caterpillars(cx, &ra, concurrent)?;
+        #[cfg(feature = "profiling")]
+        if ph.stamps {
+            let label = if cx.a.ms { "min_size" } else { "merge" };
+            self.stamp(cx.stream, label, Some(ra.r))?;
+        }
+        Ok(())
+    }
+
+    /// Step 1: `segment_least`, every frontier pixel's least alive edge, over the previous
+    /// round's frontier (or every pixel in merge round 2); it lists this round's frontier.
+    fn enqueue_least_edges(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let p = &a.p;
+        timed(cx.timer, stream, a.name("segment_minedge"), || {
+            let mut l = ExLaunch::new(stream, &self.kernels.least, a.pdl);
+            l.arg(&p.comp)
+                .arg(&p.link)
+                .arg(&p.w4)
+                .arg(&p.best)
+                .arg(&p.done)
+                .arg(&p.target)
+                .arg(&p.tkey);
+            l.arg(&p.order)
+                .arg(&a.w)
+                .arg(&a.h)
+                .arg(&a.eb)
+                .arg(&a.mode)
+                .arg(&p.ctl)
+                .arg(&ra.gate)
+                .arg(&ra.least_iterates);
+            l.arg(&ra.fin).arg(&ra.fcin).arg(&ra.fout).arg(&ra.fcout);
+            // SAFETY: grid-stride over pixels < n (or list entries < the list's count, which
+            // hold pixel ids); neighbours are bounds-checked; lists hold n entries.
+            unsafe { l.launch(a.cfg) }?;
+            Ok(())
+        })
+    }
+
+    /// Step 2: targets and trees in one launch, over a list of roots (the previous round's, or
+    /// the lists of segment_tiles and segment_reset_done that start a phase).
+    fn enqueue_targets_trees(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let p = &a.p;
+        timed(cx.timer, stream, a.name("segment_targets_trees"), || {
+            let mut l = ExLaunch::new(stream, &self.kernels.targets_trees, a.pdl);
+            l.arg(&p.comp)
+                .arg(&p.link)
+                .arg(&p.best)
+                .arg(&p.tkey)
+                .arg(&p.target)
+                .arg(&p.tree);
+            l.arg(&p.exitk)
+                .arg(&p.done)
+                .arg(&a.w)
+                .arg(&a.eb)
+                .arg(&a.mode)
+                .arg(&p.ctl)
+                .arg(&p.mctl);
+            l.arg(&ra.gate)
+                .arg(&ra.r)
+                .arg(&ra.rin)
+                .arg(&ra.rcin)
+                .arg(&ra.rout)
+                .arg(&ra.rcout)
+                .arg(&p.tcnt);
+            l.arg(&p.hlist).arg(&ra.hcount);
+            // SAFETY: grid-stride over the previous round's roots (list entries < its
+            // count, ids < n); edge ids decode to pixels < n; each walk follows targets
+            // to a mutual pair or a sink; a tree is listed once; r < NCTL.
+            unsafe { l.launch(a.cfg) }?;
+            Ok(())
+        })
+    }
+
+    /// Step 3: the trees' ranges (`segment_alloc`), on the first side stream when `concurrent`
+    /// (forked from `stream` and joined back), while `segment_exits` scans the exits on
+    /// `stream`; the two touch disjoint buffers.
+    fn enqueue_alloc_exits(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        ra: &RoundArgs,
+        concurrent: bool,
+    ) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let kn = &self.kernels;
+        let p = &a.p;
+        if concurrent {
+            kn.fork.record(stream)?;
+            kn.side[0].wait(&kn.fork)?;
+        }
+        let on = if concurrent { &kn.side[0] } else { stream };
+        timed(cx.timer, stream, a.name("segment_alloc"), || {
+            let mut l = ExLaunch::new(on, &kn.alloc, a.pdl);
+            l.arg(&p.tcnt).arg(&p.joff).arg(&ra.cursor);
+            l.arg(&p.done).arg(&a.mode).arg(&p.jarr).arg(&p.tkey);
+            l.arg(&p.ctl).arg(&ra.gate).arg(&p.hlist).arg(&ra.hcount);
+            // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
+            // to the round's active roots plus one slot per sink tree (the sink, a root
+            // outside them), at most n. It reads and writes nothing segment_exits touches.
+            unsafe { l.launch(a.cfg) }?;
+            Ok(())
+        })?;
+        timed(cx.timer, stream, a.name("segment_exits"), || {
+            let mut l = ExLaunch::new(stream, &kn.exits, a.pdl);
+            l.arg(&p.comp)
+                .arg(&p.link)
+                .arg(&p.w4)
+                .arg(&p.done)
+                .arg(&p.target)
+                .arg(&p.tree)
+                .arg(&p.order);
+            l.arg(&p.exitk)
+                .arg(&a.w)
+                .arg(&a.eb)
+                .arg(&a.mode)
+                .arg(&p.ctl)
+                .arg(&ra.gate);
+            l.arg(&ra.fout).arg(&ra.fcout);
+            // SAFETY: grid-stride over this round's frontier (pixel ids < n); the order
+            // words only name in-image neighbours; tree ids are roots < n.
+            unsafe { l.launch(a.cfg) }?;
+            Ok(())
+        })?;
+        if concurrent {
+            kn.joins[0].record(&kn.side[0])?;
+            stream.wait(&kn.joins[0])?;
+        }
+        Ok(())
+    }
+
+    /// Step 4: `segment_core`, each tree's core members counted into its range and the trees
+    /// listed by size (tiny, small, mid-size, large) for the caterpillars.
+    fn enqueue_core(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let p = &a.p;
+        timed(cx.timer, stream, a.name("segment_core"), || {
+            let mut l = ExLaunch::new(stream, &self.kernels.core, a.pdl);
+            l.arg(&p.target)
+                .arg(&p.tree)
+                .arg(&p.best)
+                .arg(&p.tkey)
+                .arg(&p.exitk)
+                .arg(&p.done)
+                .arg(&a.mode);
+            l.arg(&p.tcnt).arg(&p.joff).arg(&p.jarr).arg(&ra.xcount);
+            l.arg(&p.tlist)
+                .arg(&ra.tcount)
+                .arg(&p.slist)
+                .arg(&ra.scount)
+                .arg(&p.mlist)
+                .arg(&ra.mcount);
+            l.arg(&p.blist)
+                .arg(&ra.bcount)
+                .arg(&p.ctl)
+                .arg(&p.mctl)
+                .arg(&ra.gate)
+                .arg(&ra.rout)
+                .arg(&ra.rcout);
+            l.arg(&p.link)
+                .arg(&p.size)
+                .arg(&p.round)
+                .arg(&ra.r)
+                .arg(&a.zlim);
+            // SAFETY: grid-stride over the active roots (ids < n); a weight-0 member joins
+            // its tree's id (< n) directly; r < NCTL; a core member's slot is
+            // below its tree's member count (its range's length, from segment_alloc, which
+            // this stream has waited for), so it lands in the tree's range inside jarr; each
+            // tree is listed once (by the group that counts its members off to 0), at most
+            // n trees.
+            unsafe { l.launch(a.cfg) }?;
+            Ok(())
+        })
+    }
+
+    /// The caterpillar launches of round `ra`, in launch order: the tiny and small (and from
+    /// `mid_trees_fused_from` the mid-size) trees in one launch, else the mid-size trees'
+    /// kernel, and last `segment_cat_block` (`segment_cat_block_g` when the giant trees are
+    /// left to `segment_cat_giant`).
+    fn cat_launches(&self, a: &PhaseArgs, ra: &RoundArgs) -> Vec<CatLaunch<'_>> {
+        let (kn, launch, p) = (&self.kernels, &self.launch, &a.p);
+        let with_mid = self
+            .tuning
+            .mid_trees_fused_from
+            .is_some_and(|from| ra.r >= from);
+        let mut cats = Vec::with_capacity(3);
+        cats.push(if with_mid {
+            CatLaunch {
+                kernel: &kn.cat_small_mid,
+                list: p.tlist,
+                count: ra.tcount,
+                cfg: launch.small_mid,
+                region: "segment_cat_small",
+                fused: true,
+            }
+        } else {
+            CatLaunch {
+                kernel: &kn.cat_small,
+                list: p.tlist,
+                count: ra.tcount,
+                cfg: launch.small,
+                region: "segment_cat_small",
+                fused: true,
+            }
+        });
+        if !with_mid {
+            cats.push(CatLaunch {
+                kernel: &kn.cat_mid,
+                list: p.mlist,
+                count: ra.mcount,
+                cfg: launch.mid,
+                region: "segment_cat_mid",
+                fused: false,
+            });
+        }
+        cats.push(CatLaunch {
+            kernel: if ra.giant_here {
+                &kn.cat_block_g
+            } else {
+                &kn.cat_block
+            },
+            list: p.blist,
+            count: ra.bcount,
+            cfg: launch.block,
+            region: "segment_cat_block",
+            fused: false,
+        });
+        cats
+    }
+
+    /// Step 5: the caterpillars. The tiny and small (and from `mid_trees_fused_from` the
+    /// mid-size) trees share one launch on `stream`; the mid-size trees' kernel before that and
+    /// the large trees' get a side stream each when `concurrent` (forked from `stream` and
+    /// joined back), `segment_cat_giant` after `segment_cat_block_g` on the same stream.
+    fn enqueue_caterpillars(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        ra: &RoundArgs,
+        concurrent: bool,
+    ) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let kn = &self.kernels;
+        let p = &a.p;
+        let cats = self.cat_launches(a, ra);
+        // segment_cat_block (and segment_cat_giant after it) last, on the last side stream;
+        // the first kernel on `stream`, the others on the side streams in order.
+        let block_side = kn.side.len() - 1;
+        let last = cats.len() - 1;
+        let side_of = |j: usize| match j {
+            0 => None,
+            j if j == last => Some(block_side),
+            j => Some(j - 1),
+        };
+        let sides_used: Vec<usize> = (0..cats.len()).filter_map(side_of).collect();
+        if concurrent {
+            kn.fork.record(stream)?;
+            for &j in &sides_used {
+                kn.side[j].wait(&kn.fork)?;
+            }
+        }
+        for (j, cat) in cats.into_iter().enumerate() {
+            let on = match side_of(j) {
+                Some(side) if concurrent => &kn.side[side],
+                _ => stream,
             };
-            timed(timer, stream, name("segment_finish"), || {
-                if grid {
-                    let mut l = ExLaunch::new(stream, &kn.finish_grid, false).cooperative();
-                    l.arg(&a);
-                    let cfg = LaunchConfig {
-                        grid_dim: (launch.grid_finish_blocks, 1, 1),
-                        block_dim: (CAT_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    // SAFETY: as below over a cooperative grid of at most the blocks the device
-                    // holds at once (so its barriers, info[4], complete); info has 8 entries.
-                    unsafe { l.launch(cfg) }?;
-                    if fin.solo_frontier == 0 {
-                        return Ok(());
-                    }
+            timed(cx.timer, stream, a.name(cat.region), || {
+                let mut l = ExLaunch::new(on, cat.kernel, a.pdl);
+                cat_args(&mut l, a, ra, &cat.list, &cat.count);
+                if cat.fused {
+                    l.arg(&p.slist)
+                        .arg(&ra.scount)
+                        .arg(&p.mlist)
+                        .arg(&ra.mcount);
                 }
-                // After the grid: the rounds it left, from the one it recorded in info[6].
-                let a = SegFinish {
-                    resume: u32::from(grid),
-                    ..a
-                };
-                // A programmatic launch where allowed: segment_finish starts with grid_dep_wait.
-                let mut l = ExLaunch::new(stream, &kn.finish, pdl);
-                l.arg(&a);
-                // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)
-                // over this frame's buffers, the same accesses as the round kernels (each step's
-                // grid-stride loops over one block); info has 8 entries (info_slot 2 or 3).
-                unsafe { l.launch(one_block(CAT_THREADS)) }?;
+                // SAFETY: one warp lane group (block) per listed tree, each tree listed once,
+                // the four lists disjoint (so the kernels may run at once); a member is in one
+                // tree's range, so its link/round and the tree root's size/Int/done are
+                // written by that group (block) only, as is the tree's range of the sort
+                // scratch (2n keys and ids: [off, off + count) and n past it); the block
+                // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads;
+                // segment_cat_block stages a whole tree only when it fits the dynamic shared
+                // memory given here (its capacity read from %dynamic_smem_size);
+                // segment_cat_small takes the small and mid-size lists after its own.
+                unsafe { l.launch(cat.cfg) }?;
                 Ok(())
             })?;
-            if ph.stamps {
-                self.stamp(
-                    stream,
-                    if ms {
-                        "min_size finish"
-                    } else {
-                        "merge finish"
-                    },
-                    None,
-                )?;
+        }
+        if ra.giant_here {
+            // After segment_cat_block_g on its stream (a branch of its own cost more).
+            let on = if concurrent {
+                &kn.side[block_side]
+            } else {
+                stream
+            };
+            self.enqueue_cat_giant(cx, ra, on)?;
+        }
+        if concurrent {
+            for &j in &sides_used {
+                kn.joins[j].record(&kn.side[j])?;
+                stream.wait(&kn.joins[j])?;
             }
+        }
+        Ok(())
+    }
+
+    /// `segment_cat_giant` on `on`: the large trees above SEG_CAT_GIANT members over a
+    /// cooperative grid (timer region on `stream`).
+    fn enqueue_cat_giant(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        ra: &RoundArgs,
+        on: &Arc<CudaStream>,
+    ) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let p = &a.p;
+        timed(cx.timer, stream, a.name("segment_cat_giant"), || {
+            let mut l = ExLaunch::new(on, &self.kernels.cat_giant, false).cooperative();
+            cat_args(&mut l, a, ra, &p.blist, &ra.bcount);
+            l.arg(&p.giant);
+            let gcfg = LaunchConfig {
+                grid_dim: (self.launch.giant_blocks, 1, 1),
+                block_dim: (CAT_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the large trees' list, of which it takes the trees above
+            // SEG_CAT_GIANT members and segment_cat_block_g the others (a tree's count is
+            // zeroed by the one that walked it, and both read a zero as "not mine"); a
+            // cooperative grid of at most the blocks the device holds at once, so its
+            // barriers (in the GIANT_WORDS scratch, zero between trees) complete; the
+            // scratch ranges of its trees are theirs alone.
+            unsafe { l.launch(gcfg) }?;
+            Ok(())
+        })
+    }
+
+    /// The finisher after phase `ph`'s launched rounds: up to `ph.finish` more rounds without
+    /// launches, over a cooperative grid (`segment_finish_grid`) handing its smallest rounds on
+    /// to one block (`segment_finish`), or in that one block alone.
+    fn enqueue_finisher(&self, cx: &mut Cx<'_, '_>, ph: &Phase) -> Result<(), GpuError> {
+        let (stream, a) = (cx.stream, cx.a);
+        let (kn, launch) = (&self.kernels, &self.launch);
+        let fin = launch.finisher;
+        let grid = fin.grid && launch.grid_finish_blocks > 0;
+        let from = ph.first + ph.count;
+        let args = SegFinish {
+            p: a.p,
+            k: a.k,
+            zlim: a.zlim,
+            width: a.w,
+            height: a.h,
+            n: a.nn,
+            eb: a.eb,
+            mode: a.mode,
+            min_size: a.min_size,
+            nctl: NCTL as u32,
+            first: ph.first,
+            from,
+            last: from + ph.finish - 1,
+            limit: fin.frontier_limit,
+            info_slot: ph.info_slot,
+            solo: fin.solo_frontier,
+            resume: 0,
+        };
+        timed(cx.timer, stream, a.name("segment_finish"), || {
+            if grid {
+                let mut l = ExLaunch::new(stream, &kn.finish_grid, false).cooperative();
+                l.arg(&args);
+                let cfg = LaunchConfig {
+                    grid_dim: (launch.grid_finish_blocks, 1, 1),
+                    block_dim: (CAT_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: as below over a cooperative grid of at most the blocks the device
+                // holds at once (so its barriers, info[4], complete); info has 8 entries.
+                unsafe { l.launch(cfg) }?;
+                if fin.solo_frontier == 0 {
+                    return Ok(());
+                }
+            }
+            // After the grid: the rounds it left, from the one it recorded in info[6].
+            let args = SegFinish {
+                resume: u32::from(grid),
+                ..args
+            };
+            // A programmatic launch where allowed: segment_finish starts with grid_dep_wait.
+            let mut l = ExLaunch::new(stream, &kn.finish, a.pdl);
+            l.arg(&args);
+            // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)
+            // over this frame's buffers, the same accesses as the round kernels (each step's
+            // grid-stride loops over one block); info has 8 entries (info_slot 2 or 3).
+            unsafe { l.launch(one_block(CAT_THREADS)) }?;
+            Ok(())
+        })?;
+        #[cfg(feature = "profiling")]
+        if ph.stamps {
+            let label = if a.ms {
+                "min_size finish"
+            } else {
+                "merge finish"
+            };
+            self.stamp(stream, label, None)?;
         }
         Ok(())
     }

@@ -41,6 +41,8 @@ pub(super) struct Kernels {
     pub labels: CudaFunction,
     pub level_threshold: CudaFunction,
     pub level_comp: CudaFunction,
+    /// `segment_stamp`: the round profile's `%globaltimer` stamps.
+    #[cfg(feature = "profiling")]
     pub stamp: CudaFunction,
     pub finish: CudaFunction,
     pub finish_grid: CudaFunction,
@@ -91,6 +93,7 @@ impl Kernels {
             labels: f("segment_labels")?,
             level_threshold: f("segment_level_threshold")?,
             level_comp: f("segment_level_comp")?,
+            #[cfg(feature = "profiling")]
             stamp: f("segment_stamp")?,
             finish: f("segment_finish")?,
             finish_grid: f("segment_finish_grid")?,
