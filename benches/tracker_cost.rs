@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use morphoscope::ops::cca::{CclCpu, CclParams, ComponentTable, Source, Threshold};
+use morphoscope::ops::cca::{CcaCpu, CcaParams, ComponentTable, Source, Threshold};
 use morphoscope::track::appearance::mean_grey_levels;
 use morphoscope::track::scenes::random::RandomSpec;
 use morphoscope::track::scenes::{FOREGROUND_THRESHOLD, Noise};
@@ -66,12 +66,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let scene = spec.build();
     let params = TrackerParams::default();
-    let cca = CclParams {
+    let cca = CcaParams {
         source: Source::Frame,
         threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)),
-        ..CclParams::default()
+        ..CcaParams::default()
     };
-    let mut labeler = CclCpu::new();
+    let mut labeler = CcaCpu::new();
     let mut frames: Vec<(ComponentTable, Vec<Option<f64>>)> = Vec::with_capacity(FRAMES);
     let mut grey_ms = Vec::new();
     for f in 0..scene.frames {

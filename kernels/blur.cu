@@ -17,15 +17,15 @@
 #include "common/blur.cuh"
 
 // Half kernel w[0..=radius], centre first, rounded to f32 on the host. Passed by value.
-// Keep in sync with BlurWeights in src/ops/blur/gpu.rs.
-struct BlurWeights {
+// Keep in sync with BlurWeightsF32 in src/ops/blur/gpu.rs.
+struct BlurWeightsF32 {
     float half[BLUR_MAX_RADIUS + 1];
     int radius;
     int pad[3];
 };
-static_assert(sizeof(BlurWeights) == 528, "BlurWeights layout");
+static_assert(sizeof(BlurWeightsF32) == 528, "BlurWeightsF32 layout");
 
-extern "C" __global__ void blur_vertical(const u8* __restrict__ src, float* __restrict__ dst, BlurWeights wt,
+extern "C" __global__ void blur_vertical(const u8* __restrict__ src, float* __restrict__ dst, BlurWeightsF32 wt,
                                          u32 row, u32 height, float inv255) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
     u32 y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -42,7 +42,7 @@ extern "C" __global__ void blur_vertical(const u8* __restrict__ src, float* __re
     dst[(size_t)y * row + e] = t;
 }
 
-extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float* __restrict__ dst, BlurWeights wt,
+extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float* __restrict__ dst, BlurWeightsF32 wt,
                                            u32 width, u32 height, u32 channels) {
     u32 row = width * channels;
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
@@ -64,7 +64,7 @@ extern "C" __global__ void blur_horizontal(const float* __restrict__ src, float*
 
 // f64 variants (what scikit-image computes; src/ops/blur/cpu.rs blur_f64 is bit-identical,
 // and on the sample images so is SciPy): the same sums with __dmul_rn / __dadd_rn, written in
-// common/blur.cuh (the segmentation's segment_blur_edges computes them the same way).
+// common/blur.cuh (the segmentation's segmentation_blur_edges computes them the same way).
 extern "C" __global__ void blur_vertical_f64(const u8* __restrict__ src, double* __restrict__ dst,
                                              BlurWeightsF64 wt, u32 row, u32 height, double inv255) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;

@@ -12,7 +12,7 @@
 //   L      u32 per pixel: the equivalence forest of HA4 (label = linear address y*W + x). Only
 //          segment starts are ever written or read. Roots are the minimum address of their tree,
 //          i.e. the component's first pixel in raster order. After renumbering, a root holds
-//          CCL_FLAG | final_label.
+//          CCA_FLAG | final_label.
 //   labels u32 per pixel: the output label image (0 background, 1..n raster order).
 //   feats  9 x u64 per component (index label-1): area, Σx, Σy, Σx², Σxy, Σy², then u32
 //          min_x, max_x, min_y, max_y, then Σg, the frame's grey level over the component
@@ -52,7 +52,7 @@
 //                        two diagonals across it inside strips.
 //   cca_count_roots      one warp per row, lane per word: root bitmask and count per row.
 //   cca_scan_rows        one block: exclusive scan of the row counts (row label offsets), n.
-//   cca_label_roots      one warp per row, lane per word: roots get CCL_FLAG | (offset + rank),
+//   cca_label_roots      one warp per row, lane per word: roots get CCA_FLAG | (offset + rank),
 //                        and initialise their feature record (no memset of the table).
 //   cca_relabel          one warp per word: the chunk start's lane finds its root label and
 //                        __shfl_sync's it to the lanes of its segment (Alg. 5).
@@ -66,8 +66,8 @@
 // Border policy: pixels outside the image are background. No pixel indexing past W x H.
 #include "common/util.cuh"
 
-#define CCL_FLAG 0x80000000u
-#define CCL_NONE 0xffffffffu
+#define CCA_FLAG 0x80000000u
+#define CCA_NONE 0xffffffffu
 #define STRIP_H 4
 #define FEAT_WORDS 9
 #define FEAT_PIECE 8
@@ -250,7 +250,7 @@ __device__ __forceinline__ u32 segment_at(u64 w, u64 prev, u32 k0, int p) {
 }
 
 // The segment of row word `o` (previous word `op`, bit-0 address `ko`) that a start at p of
-// the other row touches, or CCL_NONE.
+// the other row touches, or CCA_NONE.
 __device__ __forceinline__ u32 touching(u64 o, u64 op, u32 ko, int p, int conn8) {
     if ((o >> p) & 1ull) return segment_at(o, op, ko, p);
     if (conn8) {
@@ -260,7 +260,7 @@ __device__ __forceinline__ u32 touching(u64 o, u64 op, u32 ko, int p, int conn8)
             return segment_at(o, op, ko, -1);
         }
     }
-    return CCL_NONE;
+    return CCA_NONE;
 }
 
 // Merges the runs of chunk c of rows y (word wl, previous word pl) and y-1 (wu, pu).
@@ -280,13 +280,13 @@ __device__ __forceinline__ void merge_chunk(u32* L, u64 wl, u64 wu, u64 pl, u64 
     if (sbl) {
         const int p = pair_pos(p0, sbl);
         const u32 other = touching(wu, pu, ku0, p, conn8);
-        if (other != CCL_NONE) merge(L, kl0 + (u32)p, other);
+        if (other != CCA_NONE) merge(L, kl0 + (u32)p, other);
     }
     if (sbu) {
         const int p = pair_pos(p0, sbu);
         if (!((tl >> p) & 1ull)) {  // a start in both rows at p was merged above
             const u32 other = touching(wl, pl, kl0, p, conn8);
-            if (other != CCL_NONE) merge(L, ku0 + (u32)p, other);
+            if (other != CCA_NONE) merge(L, ku0 + (u32)p, other);
         }
     }
 }
@@ -448,7 +448,7 @@ extern "C" __global__ void cca_label_roots(const u64* __restrict__ roots, const 
                 const int p = __ffsll((long long)r) - 1;
                 r &= r - 1ull;
                 ++lab;
-                L[k0 + p] = CCL_FLAG | lab;
+                L[k0 + p] = CCA_FLAG | lab;
                 if (init_feats) {
                     u64* rec = feats + (size_t)(lab - 1u) * FEAT_WORDS;
                     const u64 x = (u64)c * 64ull + (u64)p;
@@ -480,12 +480,12 @@ extern "C" __global__ void cca_relabel(const u64* __restrict__ bits, const u32* 
         const u32 sb = (u32)(chunk_starts(w) >> p0) & 3u;
         if (sb) {
             u32 v = L[k0 + (u32)pair_pos(p0, sb)];
-            while (!(v & CCL_FLAG)) {
+            while (!(v & CCA_FLAG)) {
                 const u32 nv = L[v];
                 if (nv == v) break;  // unflagged root: cannot happen; label 0 rather than hang
                 v = nv;
             }
-            lab = (v & CCL_FLAG) ? (v & ~CCL_FLAG) : 0u;
+            lab = (v & CCA_FLAG) ? (v & ~CCA_FLAG) : 0u;
         }
         int src = 0;
         if (pr) {

@@ -53,7 +53,7 @@
 #define RESIDUE_B 0u
 #define RESIDUE_GAIN 4u
 
-// One raster layer (keep in sync with RasterDesc in src/compose/gpu.rs).
+// One raster layer (keep in sync with ComposeRaster in src/compose/gpu.rs).
 struct ComposeRaster {
     u64 data;          // residue / colour pixels, or segment labels
     u64 fill;          // segments: fill table

@@ -20,7 +20,7 @@
 //
 // Pipeline (one stream, no host sync):
 //  maxtree_local_{u8,u16}  (§5.1, Alg. 2, Fig. 8) one block per MT_TW x tile_h tile (tile_h is a
-//      launch parameter, MaxtreeTuning::tile_height: 16 by default, up to 128; local indices must
+//      launch parameter, MaxTreeTuning::tile_height: 16 by default, up to 128; local indices must
 //      fit 16 bits), one thread per column. (a) load the tile into shared records; (b) 1D
 //      max-tree of each column (Menotti's algorithm, the stack threaded through the not-yet-set
 //      parent fields, so no extra storage);

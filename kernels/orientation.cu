@@ -48,12 +48,12 @@
 // Values are handled as u32 in [0, MAX] (MAX = 255 or 65535); +inf is MAX, the sentinel 0.
 #include "common/util.cuh"
 
-#define LO_NONE 0xffffffffu
-#define LO_INT_MAX 0x7fffffff
-#define LO_INT_MIN (-LO_INT_MAX - 1)
+#define ORIENTATION_NONE 0xffffffffu
+#define ORIENTATION_INT_MAX 0x7fffffff
+#define ORIENTATION_INT_MIN (-ORIENTATION_INT_MAX - 1)
 
-// Keep in sync with gpu.rs `AngleInfo` (8 x i32).
-struct LoAngle {
+// Keep in sync with plan.rs `OrientationAngle` (8 x i32).
+struct OrientationAngle {
     int q;          // minor rise per r major steps (|q| <= r)
     int transposed; // 1: column-major family, working image I^T (major = x)
     int nlines;     // lines meeting the image
@@ -65,7 +65,7 @@ struct LoAngle {
 };
 
 // What one thread does: its line c and its ranges along the major axis.
-struct LoLine {
+struct OrientationLine {
     int active;    // 0: no output in this zone
     int c;         // line index
     int zr0, zr1;  // samples read: [zr0, zr1)
@@ -74,7 +74,7 @@ struct LoLine {
     int start, end; // stream steps [start, end) along a
 };
 
-struct LoFifo {
+struct OrientationFifo {
     u32* sh;        // this thread's shared ring (stride sh_stride)
     u32 sh_stride;
     u32 sh_mask;    // shared ring capacity - 1 (power of two)
@@ -88,13 +88,13 @@ struct LoFifo {
 };
 
 template <bool SPILL>
-__device__ __forceinline__ u32 lo_get(const LoFifo& f, u32 i) {
+__device__ __forceinline__ u32 orientation_get(const OrientationFifo& f, u32 i) {
     return !SPILL || i >= f.split ? f.sh[(size_t)(i & f.sh_mask) * f.sh_stride]
                         : f.gl[(size_t)(i & f.gl_mask) * f.gl_stride];
 }
 
 template <bool SPILL>
-__device__ __forceinline__ void lo_set(LoFifo& f, u32 i, u32 e) {
+__device__ __forceinline__ void orientation_set(OrientationFifo& f, u32 i, u32 e) {
     if (!SPILL || i >= f.split) {
         f.sh[(size_t)(i & f.sh_mask) * f.sh_stride] = e;
     } else {
@@ -103,7 +103,7 @@ __device__ __forceinline__ void lo_set(LoFifo& f, u32 i, u32 e) {
 }
 
 template <bool SPILL>
-__device__ __forceinline__ void lo_push(LoFifo& f, u32 e) {
+__device__ __forceinline__ void orientation_push(OrientationFifo& f, u32 e) {
     if (SPILL && f.tail - f.split == f.sh_mask + 1u) {
         // Shared ring full: move its oldest entry to the global ring.
         f.gl[(size_t)(f.split & f.gl_mask) * f.gl_stride] = f.sh[(size_t)(f.split & f.sh_mask) * f.sh_stride];
@@ -119,29 +119,29 @@ __device__ __forceinline__ void lo_push(LoFifo& f, u32 e) {
 
 // The entry before the back (size >= 2), from the registers when it is the front or second.
 template <bool SPILL>
-__device__ __forceinline__ u32 lo_before_back(const LoFifo& f) {
+__device__ __forceinline__ u32 orientation_before_back(const OrientationFifo& f) {
     const u32 size = f.tail - f.head;
     if (size == 2u) return f.front;
     if (size == 3u) return f.second;
-    return lo_get<SPILL>(f, f.tail - 2u);
+    return orientation_get<SPILL>(f, f.tail - 2u);
 }
 
 // Pops the back; `prev` is the entry before it (any value when the queue had one entry).
 template <bool SPILL>
-__device__ __forceinline__ void lo_pop_back(LoFifo& f, u32 prev) {
+__device__ __forceinline__ void orientation_pop_back(OrientationFifo& f, u32 prev) {
     f.tail--;
     if (SPILL && f.split > f.tail) f.split = f.tail;
     f.back = prev;
 }
 
 template <bool SPILL>
-__device__ __forceinline__ void lo_pop_front(LoFifo& f) {
+__device__ __forceinline__ void orientation_pop_front(OrientationFifo& f) {
     f.head++;
     if (SPILL && f.split < f.head) f.split = f.head;
     const u32 size = f.tail - f.head; // after the pop, >= 1 (the caller keeps two entries)
     f.front = f.second;
     if (size >= 3u) {
-        f.second = lo_get<SPILL>(f, f.head + 1u);
+        f.second = orientation_get<SPILL>(f, f.head + 1u);
     } else if (size == 2u) {
         f.second = f.back;
     }
@@ -149,8 +149,8 @@ __device__ __forceinline__ void lo_pop_front(LoFifo& f) {
 
 // Alg. 2's loop body for sample x at stream position rp (mod 2^16); see stream.rs `step`.
 template <bool SPILL>
-__device__ __forceinline__ void lo_step(LoFifo& f, u32 x, u32 rp16, u32 len) {
-    u32 erased = LO_NONE;
+__device__ __forceinline__ void orientation_step(OrientationFifo& f, u32 x, u32 rp16, u32 len) {
+    u32 erased = ORIENTATION_NONE;
     while (f.tail != f.head) {
         const u32 b = f.back;
         const u32 bv = b & 0xffffu;
@@ -158,46 +158,46 @@ __device__ __forceinline__ void lo_step(LoFifo& f, u32 x, u32 rp16, u32 len) {
         const u32 bs = b >> 16;
         if (((rp16 - bs) & 0xffffu) >= len) break; // a wide peak: passed
         const bool single = f.tail - f.head < 2u;
-        const u32 prev = single ? 0u : lo_before_back<SPILL>(f);
+        const u32 prev = single ? 0u : orientation_before_back<SPILL>(f);
         if (!single && (prev & 0xffffu) >= bv) break; // its level starts before bs: wide
-        lo_pop_back<SPILL>(f, prev);
+        orientation_pop_back<SPILL>(f, prev);
         erased = bs;
     }
     if (f.tail != f.head) {
         const u32 bv = f.back & 0xffffu;
         if (bv == x) return;
         if (bv > x) {
-            lo_push<SPILL>(f, (rp16 << 16) | x);
+            orientation_push<SPILL>(f, (rp16 << 16) | x);
             return;
         }
     }
-    lo_push<SPILL>(f, ((erased != LO_NONE ? erased : rp16) << 16) | x);
+    orientation_push<SPILL>(f, ((erased != ORIENTATION_NONE ? erased : rp16) << 16) | x);
 }
 
 // Drops the front entries ending before wp and returns the value at wp; see stream.rs `front_at`.
 template <bool SPILL>
-__device__ __forceinline__ u32 lo_front(LoFifo& f, u32 wp16) {
+__device__ __forceinline__ u32 orientation_front(OrientationFifo& f, u32 wp16) {
     while (f.tail - f.head >= 2u) {
         const u32 s1 = f.second >> 16;
         if (((wp16 - s1) & 0x8000u) != 0u) break; // s1 > wp (16-bit signed difference < 0)
-        lo_pop_front<SPILL>(f);
+        orientation_pop_front<SPILL>(f);
     }
     const u32 e = f.front;
     if (((wp16 - (e >> 16)) & 0xffffu) >= 0x4000u) {
         // Keep the front's start within 2^14 of the output position (16-bit arithmetic).
         const u32 c = (wp16 << 16) | (e & 0xffffu);
-        lo_set<SPILL>(f, f.head, c);
+        orientation_set<SPILL>(f, f.head, c);
         f.front = c;
         if (f.tail - f.head == 1u) f.back = c;
     }
     return e & 0xffffu;
 }
 
-__device__ __forceinline__ long long lo_ceil_div(long long n, long long d) { return (n + d - 1) / d; }
+__device__ __forceinline__ long long orientation_ceil_div(long long n, long long d) { return (n + d - 1) / d; }
 
 // The ranges of line `li` in zone `z` of an angle (A: major extent, B: minor extent).
-__device__ __forceinline__ LoLine lo_setup(const LoAngle& ang, int li, int z, int A, int B, int r) {
-    LoLine ln;
+__device__ __forceinline__ OrientationLine orientation_setup(const OrientationAngle& ang, int li, int z, int A, int B, int r) {
+    OrientationLine ln;
     ln.active = 0;
     ln.c = 0;
     ln.zr0 = ln.zr1 = ln.zo0 = ln.zo1 = ln.line_end = ln.start = ln.end = 0;
@@ -221,8 +221,8 @@ __device__ __forceinline__ LoLine lo_setup(const LoAngle& ang, int li, int z, in
             hi = c;
         }
         if (hi < 0) return ln;
-        const long long a0l = lo <= 0 ? 0 : lo_ceil_div(rr * (2 * lo - 1), 2 * aq);
-        long long a1l = lo_ceil_div(rr * (2 * hi + 1), 2 * aq) - 1;
+        const long long a0l = lo <= 0 ? 0 : orientation_ceil_div(rr * (2 * lo - 1), 2 * aq);
+        long long a1l = orientation_ceil_div(rr * (2 * hi + 1), 2 * aq) - 1;
         if (a1l > A - 1) a1l = A - 1;
         if (a0l > a1l) return ln;
         a0 = (int)a0l;
@@ -243,12 +243,12 @@ __device__ __forceinline__ LoLine lo_setup(const LoAngle& ang, int li, int z, in
 }
 
 // An incremental phi: base = floor((2|q|a + r) / 2r), num = the remainder.
-struct LoCursor {
+struct OrientationCursor {
     int base, num;
 };
 
-__device__ __forceinline__ LoCursor lo_cursor(int aq, int r, int a) {
-    LoCursor k;
+__device__ __forceinline__ OrientationCursor orientation_cursor(int aq, int r, int a) {
+    OrientationCursor k;
     if (aq == 0) {
         k.base = 0;
         k.num = 0;
@@ -260,7 +260,7 @@ __device__ __forceinline__ LoCursor lo_cursor(int aq, int r, int a) {
     return k;
 }
 
-__device__ __forceinline__ void lo_advance(LoCursor& k, int aq, int r) {
+__device__ __forceinline__ void orientation_advance(OrientationCursor& k, int aq, int r) {
     k.num += 2 * aq;
     if (k.num >= 2 * r && aq != 0) {
         k.num -= 2 * r;
@@ -271,17 +271,17 @@ __device__ __forceinline__ void lo_advance(LoCursor& k, int aq, int r) {
 // Runs one thread's streaming opening over the lockstep range [a_lo, a_hi) of its warp.
 // flags: bit 0 inverts the input (closings), bit 1 inverts the output written.
 template <typename T, bool SPILL>
-__device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi,
+__device__ unsigned long long orientation_run(const OrientationLine& ln, int q, int a_lo, int a_hi,
                                      const T* __restrict__ src, T* __restrict__ dst, int B, int r,
-                                     u32 maxv, int flags, LoFifo& f) {
+                                     u32 maxv, int flags, OrientationFifo& f) {
     const u32 len = 2u * (u32)r + 1u;
     const int aq = q < 0 ? -q : q;
     const int sg = q < 0 ? -1 : 1;
-    LoCursor rd = lo_cursor(aq, r, ln.zr0);
-    LoCursor wr = lo_cursor(aq, r, ln.zo0);
+    OrientationCursor rd = orientation_cursor(aq, r, ln.zr0);
+    OrientationCursor wr = orientation_cursor(aq, r, ln.zo0);
     const u32 out_inv = (flags & 2) ? maxv : 0u;
     unsigned long long sum = 0;
-    lo_push<SPILL>(f, maxv); // (MAX, position 0): the r samples of left padding
+    orientation_push<SPILL>(f, maxv); // (MAX, position 0): the r samples of left padding
     int aw = ln.zo0;  // next output position
     // The next sample is loaded one step ahead (its latency overlaps the FIFO work).
     u32 x_next = 0;
@@ -292,20 +292,20 @@ __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi
         if (a < ln.zr1) {
             x = x_next;
             if (flags & 1) x = maxv - x;
-            lo_advance(rd, aq, r);
+            orientation_advance(rd, aq, r);
             if (a + 1 < ln.zr1) x_next = (u32)__ldg(src + (size_t)(a + 1) * B + (ln.c + sg * rd.base));
         } else {
             x = a < ln.zr1 + r ? maxv : 0u;
         }
         const u32 rp = (u32)(a - ln.zr0 + r);
-        lo_step<SPILL>(f, x, rp & 0xffffu, len);
+        orientation_step<SPILL>(f, x, rp & 0xffffu, len);
         if (rp >= 2u * (u32)r) {
-            const u32 v = lo_front<SPILL>(f, (rp - 2u * (u32)r) & 0xffffu);
+            const u32 v = orientation_front<SPILL>(f, (rp - 2u * (u32)r) & 0xffffu);
             if (a - 2 * r == aw && aw < ln.zo1) {
                 const int b = ln.c + sg * wr.base;
                 dst[(size_t)aw * B + b] = (T)(v ^ out_inv);
                 sum += v;
-                lo_advance(wr, aq, r);
+                orientation_advance(wr, aq, r);
                 aw++;
             }
         }
@@ -313,18 +313,18 @@ __device__ unsigned long long lo_run(const LoLine& ln, int q, int a_lo, int a_hi
     if (ln.line_end) {
         // After the sentinel every pending value is final.
         for (; aw < ln.zo1; ++aw) {
-            const u32 v = lo_front<SPILL>(f, (u32)(aw - ln.zr0 + r) & 0xffffu);
+            const u32 v = orientation_front<SPILL>(f, (u32)(aw - ln.zr0 + r) & 0xffffu);
             const int b = ln.c + sg * wr.base;
             dst[(size_t)aw * B + b] = (T)(v ^ out_inv);
             sum += v;
-            lo_advance(wr, aq, r);
+            orientation_advance(wr, aq, r);
         }
     }
     return sum;
 }
 
 // Integer HSV (full saturation) to RGB; the same as mod.rs `hsv_to_rgb`.
-__device__ __forceinline__ void lo_hsv(u32 hue, u32 v, u8* rgb) {
+__device__ __forceinline__ void orientation_hsv(u32 hue, u32 v, u8* rgb) {
     const u32 sextant = (hue >> 8) % 6u;
     const u32 frac = hue & 255u;
     const u32 rising = v * frac / 255u;
@@ -344,30 +344,30 @@ __device__ __forceinline__ void lo_hsv(u32 hue, u32 v, u8* rgb) {
 }
 
 template <typename T, bool SPILL>
-__device__ void lo_lines(const T* __restrict__ img, const T* __restrict__ img_t, int W, int H, int r,
-                         const LoAngle* __restrict__ angles, T* __restrict__ planes,
+__device__ void orientation_lines(const T* __restrict__ img, const T* __restrict__ img_t, int W, int H, int r,
+                         const OrientationAngle* __restrict__ angles, T* __restrict__ planes,
                          u32* __restrict__ spill, u32 gl_mask, u32 sh_mask,
                          unsigned long long* __restrict__ spectrum, u32 maxv, int flags) {
-    extern __shared__ u32 lo_sh[];
-    const LoAngle ang = angles[blockIdx.y];
+    extern __shared__ u32 orientation_sh[];
+    const OrientationAngle ang = angles[blockIdx.y];
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= ang.zones * ang.lines_pad) return; // whole warps: lines_pad is a multiple of 32
     const int z = t / ang.lines_pad;
     const int li = t - z * ang.lines_pad;
     const int A = ang.transposed ? W : H;
     const int B = ang.transposed ? H : W;
-    const LoLine ln = lo_setup(ang, li, z, A, B, r);
+    const OrientationLine ln = orientation_setup(ang, li, z, A, B, r);
     // Lockstep range of the warp: the union of its lanes' ranges.
-    int lo = ln.active ? ln.start : LO_INT_MAX;
-    int hi = ln.active ? ln.end : LO_INT_MIN;
+    int lo = ln.active ? ln.start : ORIENTATION_INT_MAX;
+    int hi = ln.active ? ln.end : ORIENTATION_INT_MIN;
     for (int off = 16; off > 0; off >>= 1) {
         lo = imin(lo, __shfl_xor_sync(FULL_MASK, lo, off));
         hi = imax(hi, __shfl_xor_sync(FULL_MASK, hi, off));
     }
     if (!ln.active) return;
     const u32 gid = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-    LoFifo f;
-    f.sh = lo_sh + threadIdx.x;
+    OrientationFifo f;
+    f.sh = orientation_sh + threadIdx.x;
     f.sh_stride = blockDim.x;
     f.sh_mask = sh_mask;
     f.gl = gl_mask ? spill + gid : (u32*)0; // gl_mask == 0: no spill (sh_cap >= L+1)
@@ -377,27 +377,27 @@ __device__ void lo_lines(const T* __restrict__ img, const T* __restrict__ img_t,
     f.front = f.second = f.back = 0;
     const T* src = ang.transposed ? img_t : img;
     T* dst = planes + (size_t)ang.plane * (size_t)W * (size_t)H;
-    const unsigned long long sum = lo_run<T, SPILL>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, f);
+    const unsigned long long sum = orientation_run<T, SPILL>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, f);
     if (spectrum && sum) atomicAdd(spectrum + ang.plane, sum);
 }
 
-#define LO_LINES(T, SPILL, NAME, MAXV)                                                              \
+#define ORIENTATION_LINES(T, SPILL, NAME, MAXV)                                                              \
     extern "C" __global__ void NAME(const T* __restrict__ img, const T* __restrict__ img_t, int W,  \
-                                    int H, int r, const LoAngle* __restrict__ angles,              \
+                                    int H, int r, const OrientationAngle* __restrict__ angles,              \
                                     T* __restrict__ planes, u32* __restrict__ spill, u32 gl_mask,   \
                                     u32 sh_mask, unsigned long long* __restrict__ spectrum,         \
                                     int flags) {                                                    \
-        lo_lines<T, SPILL>(img, img_t, W, H, r, angles, planes, spill, gl_mask, sh_mask, spectrum,  \
+        orientation_lines<T, SPILL>(img, img_t, W, H, r, angles, planes, spill, gl_mask, sh_mask, spectrum,  \
                            MAXV, flags);                                                            \
     }
 // Without spill (L+1 <= shared entries: the common case, fewer registers) and with.
-LO_LINES(u8, false, orientation_lines_u8, 255u)
-LO_LINES(u16, false, orientation_lines_u16, 65535u)
-LO_LINES(u8, true, orientation_lines_spill_u8, 255u)
-LO_LINES(u16, true, orientation_lines_spill_u16, 65535u)
+ORIENTATION_LINES(u8, false, orientation_lines_u8, 255u)
+ORIENTATION_LINES(u16, false, orientation_lines_u16, 65535u)
+ORIENTATION_LINES(u8, true, orientation_lines_spill_u8, 255u)
+ORIENTATION_LINES(u16, true, orientation_lines_spill_u16, 65535u)
 
 template <typename T>
-__device__ void lo_transpose(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols, u32 inv) {
+__device__ void orientation_transpose(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols, u32 inv) {
     __shared__ T tile[32][33];
     int x = blockIdx.x * 32 + threadIdx.x;
     int y = blockIdx.y * 32 + threadIdx.y;
@@ -414,17 +414,17 @@ __device__ void lo_transpose(const T* __restrict__ src, T* __restrict__ dst, int
 
 extern "C" __global__ void orientation_transpose_u8(const u8* __restrict__ src, u8* __restrict__ dst, int rows,
                                                        int cols, int invert) {
-    lo_transpose<u8>(src, dst, rows, cols, invert ? 255u : 0u);
+    orientation_transpose<u8>(src, dst, rows, cols, invert ? 255u : 0u);
 }
 extern "C" __global__ void orientation_transpose_u16(const u16* __restrict__ src, u16* __restrict__ dst,
                                                         int rows, int cols, int invert) {
-    lo_transpose<u16>(src, dst, rows, cols, invert ? 65535u : 0u);
+    orientation_transpose<u16>(src, dst, rows, cols, invert ? 65535u : 0u);
 }
 
 // planes: nplanes planes of W*H; transposed[p] = 1 when plane p is stored as I^T (W rows of H);
 // angle_index[p] = the angle index reported for plane p. init = 1 for the first launch.
 template <typename T>
-__device__ void lo_reduce(const T* __restrict__ planes, const int* __restrict__ transposed,
+__device__ void orientation_reduce(const T* __restrict__ planes, const int* __restrict__ transposed,
                           const int* __restrict__ angle_index, int nplanes, T* __restrict__ best,
                           u16* __restrict__ index, int W, int H, int init) {
     __shared__ T tile[32][33];
@@ -440,7 +440,7 @@ __device__ void lo_reduce(const T* __restrict__ planes, const int* __restrict__ 
             bi[j] = index[(size_t)y * W + x];
         } else {
             bv[j] = 0;
-            bi[j] = LO_NONE;
+            bi[j] = ORIENTATION_NONE;
         }
     }
     for (int p = 0; p < nplanes; ++p) {
@@ -464,7 +464,7 @@ __device__ void lo_reduce(const T* __restrict__ planes, const int* __restrict__ 
             }
         }
         for (int j = 0; j < 4; ++j) {
-            if (bi[j] == LO_NONE || v[j] > bv[j]) {
+            if (bi[j] == ORIENTATION_NONE || v[j] > bv[j]) {
                 bv[j] = v[j];
                 bi[j] = k;
             }
@@ -483,35 +483,35 @@ extern "C" __global__ void orientation_reduce_u8(const u8* __restrict__ planes, 
                                                     const int* __restrict__ angle_index, int nplanes,
                                                     u8* __restrict__ best, u16* __restrict__ index, int W, int H,
                                                     int init) {
-    lo_reduce<u8>(planes, transposed, angle_index, nplanes, best, index, W, H, init);
+    orientation_reduce<u8>(planes, transposed, angle_index, nplanes, best, index, W, H, init);
 }
 extern "C" __global__ void orientation_reduce_u16(const u16* __restrict__ planes,
                                                      const int* __restrict__ transposed,
                                                      const int* __restrict__ angle_index, int nplanes,
                                                      u16* __restrict__ best, u16* __restrict__ index, int W,
                                                      int H, int init) {
-    lo_reduce<u16>(planes, transposed, angle_index, nplanes, best, index, W, H, init);
+    orientation_reduce<u16>(planes, transposed, angle_index, nplanes, best, index, W, H, init);
 }
 
 // best: sup of the openings (of the inverted image for closings); strength = best, or MAX - best
 // for closings; rgb = HSV(hue[index], 8-bit best).
 template <typename T>
-__device__ void lo_finish(const T* __restrict__ best, const u16* __restrict__ index, const u16* __restrict__ hue,
+__device__ void orientation_finish(const T* __restrict__ best, const u16* __restrict__ index, const u16* __restrict__ hue,
                           T* __restrict__ strength, u8* __restrict__ rgb, u32 n, u32 inv, u32 shift) {
     const u32 i = global_tid();
     if (i >= n) return;
     const u32 b = best[i];
     strength[i] = (T)(b ^ inv);
-    lo_hsv(hue[index[i]], b >> shift, rgb + 3u * (size_t)i);
+    orientation_hsv(hue[index[i]], b >> shift, rgb + 3u * (size_t)i);
 }
 
 extern "C" __global__ void orientation_finish_u8(const u8* __restrict__ best, const u16* __restrict__ index,
                                                     const u16* __restrict__ hue, u8* __restrict__ strength,
                                                     u8* __restrict__ rgb, u32 n, int closing) {
-    lo_finish<u8>(best, index, hue, strength, rgb, n, closing ? 255u : 0u, 0u);
+    orientation_finish<u8>(best, index, hue, strength, rgb, n, closing ? 255u : 0u, 0u);
 }
 extern "C" __global__ void orientation_finish_u16(const u16* __restrict__ best, const u16* __restrict__ index,
                                                      const u16* __restrict__ hue, u16* __restrict__ strength,
                                                      u8* __restrict__ rgb, u32 n, int closing) {
-    lo_finish<u16>(best, index, hue, strength, rgb, n, closing ? 65535u : 0u, 8u);
+    orientation_finish<u16>(best, index, hue, strength, rgb, n, closing ? 65535u : 0u, 8u);
 }

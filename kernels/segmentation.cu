@@ -33,38 +33,38 @@
 //
 // A frame (src/ops/segmentation/gpu/ launches it; from the counters' reset on, a captured CUDA graph
 // on video):
-//   segment_blur_edges  the blur, the weights and every pixel's sorted edges in one tiled pass
+//   segmentation_blur_edges  the blur, the weights and every pixel's sorted edges in one tiled pass
 //                       from the frame's bytes (blur radius <= 4; else kernels/blur.cu's two f64
-//                       passes and segment_edges)
-//   segment_init        the round counters (ctl[0], the always-open gate, to 1; the rest to 0)
-//   segment_tiles       merge round 1 for the trees inside one 32x16 tile, decided in shared
+//                       passes and segmentation_edges)
+//   segmentation_init        the round counters (ctl[0], the always-open gate, to 1; the rest to 0)
+//   segmentation_tiles       merge round 1 for the trees inside one 32x16 tile, decided in shared
 //                       memory; it sets up every pixel's words as it reads them and lists the
 //                       roots it leaves (round 2's roots)
 //   merge rounds 2..    each gated on the previous round of its phase (every kernel first reads
 //                       ctl[gate], the events of that round, and returns when it is 0, so a phase
 //                       stops by itself and nothing is read back by the host):
-//     segment_least          least alive key of every active component (frontier pixels;
+//     segmentation_least          least alive key of every active component (frontier pixels;
 //                            Algorithms 2-3); a component outside its tree's core last round
 //                            keeps its key (SEG_KEEP_BIT)
-//     segment_targets_trees  each root's target (the far component, Algorithm 5) and its tree
+//     segmentation_targets_trees  each root's target (the far component, Algorithm 5) and its tree
 //                            (the walk along targets to the mutual pair or a sink, Algorithms
 //                            4 and 6); members counted per tree, each tree listed once
-//     segment_exits          least alive key from a tree to another tree (frontier pixels), and
-//     segment_alloc          beside it on a forked stream: each tree's range for its members
-//     segment_core           members below their tree's exit take a slot in its range (weight-0
+//     segmentation_exits          least alive key from a tree to another tree (frontier pixels), and
+//     segmentation_alloc          beside it on a forked stream: each tree's range for its members
+//     segmentation_core           members below their tree's exit take a slot in its range (weight-0
 //                            members join at once); each tree is listed by its core's size
-//     segment_cat_small(_mid) the tiny and small trees by lanes (and the mid-size ones by
-//                            blocks), beside segment_cat_mid and segment_cat_block(_g) on side
-//                            streams, and segment_cat_giant (a cooperative grid) after _g: the
+//     segmentation_cat_small(_mid) the tiny and small trees by lanes (and the mid-size ones by
+//                            blocks), beside segmentation_cat_mid and segmentation_cat_block(_g) on side
+//                            streams, and segmentation_cat_giant (a cooperative grid) after _g: the
 //                            caterpillars (predicate, merges up to the first failing step,
 //                            freezes; steps 5-8 of section 3.1)
-//   segment_finish_grid / segment_finish  the phase's remaining rounds without launches (over a
+//   segmentation_finish_grid / segmentation_finish  the phase's remaining rounds without launches (over a
 //                       cooperative grid, then one block), from where the launched ones stop
-//   segment_reset_done  the min_size phase's start (flags, cursors, its first lists); then the
+//   segmentation_reset_done  the min_size phase's start (flags, cursors, its first lists); then the
 //                       same rounds in SEG_MODE_MIN_SIZE (an edge merges while either side is
 //                       smaller than min_size; nothing freezes; a component of at least min_size
 //                       is a sink)
-//   segment_final, segment_minpix, segment_scan_*, segment_labels  raster-order labels (the
+//   segmentation_final, segmentation_minpix, segment_scan_*, segmentation_labels  raster-order labels (the
 //                       first pixel of each segment, a block scan of those flags)
 //   segment_level_*     any hierarchy level from (link, round): link is only ever written when a
 //                       component joins another (seg_join), so it is the hierarchy's parent
@@ -81,7 +81,7 @@
 // flag's joined bit is clear). Rounds after the first of their phase run over two compacted
 // lists rebuilt every round: the frontier (pixels of an active component with an alive edge) and
 // the active roots. comp[] of pixels off the frontier goes stale; seg_find follows link to the
-// root (link never changes inside a kernel that reads it this way) and segment_final resolves
+// root (link never changes inside a kernel that reads it this way) and segmentation_final resolves
 // every pixel at the end. A tree's members are written by the one lane group, block or grid of
 // that tree. Per-round counters: ctl (events), mctl (merges), counts (list lengths, SEG_C_*).
 // Border policy: neighbours outside the image are skipped (their +inf weights are never read).

@@ -79,7 +79,7 @@ fi
 if want kernels; then
   echo "== kernel benchmarks (compose, segmentation)"
   timeout 200 bash .device/run.sh gpu --ignored --nocapture --test-threads=1 bench_compose > "$OUT/bench_compose.log" 2>&1; tail -25 "$OUT/bench_compose.log"
-  SEG_BENCH_RUNS=21 timeout 240 bash .device/run.sh gpu --ignored --nocapture --test-threads=1 bench_segment > "$OUT/bench_segment.log" 2>&1; grep -vE "^\s*$" "$OUT/bench_segment.log" | tail -25
+  SEGMENTATION_BENCH_RUNS=21 timeout 240 bash .device/run.sh gpu --ignored --nocapture --test-threads=1 bench_segmentation > "$OUT/bench_segmentation.log" 2>&1; grep -vE "^\s*$" "$OUT/bench_segmentation.log" | tail -25
 fi
 if want soak; then
   n=${ARGS[-1]}

@@ -125,7 +125,7 @@ for g in "$data"/cca/*_gray.npy; do
       --labels @DIR@/labels.npy "$g"
   done
 done
-for g in "$data"/linear_opening/*_input.npy; do
+for g in "$data"/orientation/*_input.npy; do
   stem=$(basename "$g" _input.npy)
   check "linear-opening-$stem" out.npy --op linear-opening --length 15 --angle 30 "$g"
   check "linear-closing-$stem" out.npy --op linear-opening --length 21 --angle 120 --closing "$g"

@@ -618,7 +618,7 @@ fn image_area_ops_equal_scikit_image_through_the_cli() {
 }
 
 #[test]
-fn image_label_orientation_and_linear_opening_write_their_outputs() {
+fn image_cca_orientation_and_linear_opening_write_their_outputs() {
     let input = samples_dir().join("fruits.jpg");
     if !input.is_file() {
         assert!(std::env::var("MORPHOSCOPE_REQUIRE_SAMPLES").as_deref() != Ok("1"));
@@ -755,7 +755,7 @@ fn image_label_orientation_and_linear_opening_write_their_outputs() {
 }
 
 #[test]
-fn image_felzenszwalb_equals_scikit_image_through_the_cli() {
+fn image_segmentation_equals_scikit_image_through_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let (npy, png) = (dir.path().join("seg.npy"), dir.path().join("seg.png"));
     let out = bin()

@@ -26,12 +26,12 @@ mod orientation;
 mod preprocess;
 #[path = "common/samples.rs"]
 mod samples;
-#[cfg(feature = "profiling")]
-#[path = "gpu/segment_bench.rs"]
-mod segment_bench;
-#[path = "gpu/segment_launch.rs"]
-mod segment_launch;
 #[path = "gpu/segmentation.rs"]
 mod segmentation;
+#[cfg(feature = "profiling")]
+#[path = "gpu/segmentation_bench.rs"]
+mod segmentation_bench;
+#[path = "gpu/segmentation_launch.rs"]
+mod segmentation_launch;
 #[path = "gpu/streams.rs"]
 mod streams;

@@ -88,7 +88,7 @@ fn a_broken_kernel_reports_the_nvrtc_log() {
     );
 }
 
-/// `segment_finish` (and `segment_finish_grid`) runs every step of a round in one kernel and reads what earlier steps wrote,
+/// `segmentation_finish` (and `segmentation_finish_grid`) runs every step of a round in one kernel and reads what earlier steps wrote,
 /// so it must not use the non-coherent load path (`ld.global.nc`, which the round kernels'
 /// `const __restrict__` parameters allow): its pointers come from a plain struct, and this
 /// checks that the compiler kept it that way, for every target.
@@ -107,7 +107,7 @@ fn the_segmentation_finisher_uses_no_non_coherent_loads() {
     };
     for arch in wanted_archs().into_iter().filter(|a| supported.contains(a)) {
         let ptx = compile_ptx(module, HEADERS, &arch).unwrap();
-        for kernel in ["segment_finish", "segment_finish_grid"] {
+        for kernel in ["segmentation_finish", "segmentation_finish_grid"] {
             let start = ptx
                 .find(&format!(".entry {kernel}("))
                 .unwrap_or_else(|| panic!("{kernel} in the PTX"));

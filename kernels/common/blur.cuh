@@ -1,6 +1,6 @@
 // The f64 Gaussian blur's arithmetic (scikit-image's felzenszwalb smoothing), shared by
 // kernels/blur.cu (blur_vertical_f64 / blur_horizontal_f64, a pass each over the frame) and
-// the segmentation's segment_blur_edges (both passes and the edge graph in one tile): the same
+// the segmentation's segmentation_blur_edges (both passes and the edge graph in one tile): the same
 // operations in the same order, so every copy of a smoothed sample has the same bits.
 // SciPy gaussian_filter(mode='reflect'): out = x[0] * w[0], then out += (x[-j] + x[+j]) * w[j]
 // for j = radius..1, each operation rounded on its own (__dmul_rn / __dadd_rn, no contraction);

@@ -1,25 +1,25 @@
 // Step 6 for trees of more than 32 core members, a block a tree (seg_cat_blocks: 256 threads a
-// mid-size tree in segment_cat_mid and segment_cat_small_mid, 1024 a large tree in
-// segment_cat_block and _g and in the finishers): the core in chunks of at most 2048 members in
+// mid-size tree in segmentation_cat_mid and segmentation_cat_small_mid, 1024 a large tree in
+// segmentation_cat_block and _g and in the finishers): the core in chunks of at most 2048 members in
 // key order, each chunk evaluated at once with |R| and Int carried from the chunk before; then
-// segment_cat_small(_mid), the fused launch of the tiny, small (and mid-size) trees.
+// segmentation_cat_small(_mid), the fused launch of the tiny, small (and mid-size) trees.
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
 
 // Step 6, trees of more than 32 members: a block per tree (mlist up to SEG_CAT_MID_CAP members,
 // blist above), the caterpillar in chunks of at most SEG_CAT_CAP members in key order
-// (segment_cat_block and _g: from a whole-tree sort, see seg_whole_sort, else from a radix
+// (segmentation_cat_block and _g: from a whole-tree sort, see seg_whole_sort, else from a radix
 // sort; the finishers: up to SEG_CAT_SORT members each chunk is selected (seg_select_range: a
 // prefix of the remaining keys of at most SEG_CAT_CAP members; seg_select, the exact next
 // SEG_CAT_CAP, where it cannot bound one), gathered into shared memory and sorted by a bitonic
 // network sized to it; a larger tree is sorted once into scratch (seg_sort_tree: stable LSD
 // radix passes over the digits where its keys differ) and read a chunk at a time. Each chunk is
-// evaluated as by the lanes of segment_cat_small (a block scan for |R|, a shared minimum for
+// evaluated as by the lanes of segmentation_cat_small (a block scan for |R|, a shared minimum for
 // the first failing step) with |R| and Int carried over from the previous chunk; the tree stops
 // at its first failing step, so one round covers the whole core exactly as the CPU model does.
 // The caterpillars of the trees in `list` by blocks of CAP / 2 threads (chunks of CAP
 // members). LARGE: trees may exceed CAP (chunks selected or the tree sorted, see above); else
 // every tree fits one chunk (the mid-size trees). PROLOGUE: the kernel's own gate
-// (seg_round_start); SKIP_GIANT: leave the trees above SEG_CAT_GIANT to segment_cat_giant;
+// (seg_round_start); SKIP_GIANT: leave the trees above SEG_CAT_GIANT to segmentation_cat_giant;
 // BUCKET: the bucket gather (seg_bucket_gather); WHOLE: the whole-tree sort; REVERSE: blocks take
 // the trees from the grid's end.
 template <u32 CAP, bool LARGE, bool PROLOGUE = true, bool SKIP_GIANT = false, bool BUCKET = true, bool WHOLE = false,
@@ -48,14 +48,14 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     constexpr bool WHOLE_ONLY = WHOLE && LARGE;
     u32 tid = threadIdx.x;
     u32 ev = 0, mg = 0;
-    // REVERSE (segment_cat_small_mid): the grid's last block takes the first tree (the lanes
+    // REVERSE (segmentation_cat_small_mid): the grid's last block takes the first tree (the lanes
     // there take the tiny and small trees from the grid's first warps).
     for (u32 i = REVERSE ? gridDim.x - 1u - blockIdx.x : blockIdx.x; i < nb; i += gridDim.x) {
         u32 t = list[i];
         u32 cnt = (u32)tcnt[t], off = joff[t];
-        // segment_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
+        // segmentation_cat_giant's trees (it zeroes their counts when it is done: 0 is one of its).
         if (SKIP_GIANT && (cnt > SEG_CAT_GIANT || cnt == 0)) continue;
-        // A sink's tree (min_size rounds, SEG_SINK; of any size here, segment_core): every
+        // A sink's tree (min_size rounds, SEG_SINK; of any size here, segmentation_core): every
         // member merges into the sink whatever the order, so no sort. The sink is the range's
         // first member (key 0, the least there is: a member with key 0 would be the far end of
         // edge 0, which always merges before any sink exists).
@@ -79,7 +79,7 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
             continue;
         }
         // The pair's smaller root, or the sink: first in key order, the component R grows from.
-        // (the lanes of segment_cat_small take the first sorted member instead; they differ only if a sink
+        // (the lanes of segmentation_cat_small take the first sorted member instead; they differ only if a sink
         // tree's member had key 0 like the sink, i.e. edge 0 at weight 0, which merges before any
         // sink exists: first of all edges in the merge rounds at any scale above 0, and in the
         // first min_size round, as a mutual pair of singletons, at scale 0.)
@@ -260,19 +260,19 @@ __device__ __forceinline__ void seg_cat_blocks(SEG_CAT_ARGS) {
     seg_count(ctl, mctl, r, ev, mg);
 }
 
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block(SEG_CAT_ARGS) {
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segmentation_cat_block(SEG_CAT_ARGS) {
     seg_cat_blocks<SEG_CAT_CAP, true, true, false, true, true>(SEG_CAT_PASS);
 }
 
-// segment_cat_block beside segment_cat_giant: the trees above SEG_CAT_GIANT members are its.
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_block_g(SEG_CAT_ARGS) {
+// segmentation_cat_block beside segmentation_cat_giant: the trees above SEG_CAT_GIANT members are its.
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segmentation_cat_block_g(SEG_CAT_ARGS) {
     seg_cat_blocks<SEG_CAT_CAP, true, true, true, true, true>(SEG_CAT_PASS);
 }
 
 // Trees of 33..SEG_CAT_MID_CAP members: one chunk each, by blocks a quarter the size, so four
 // times as many trees are under way at once (rounds 4-6 of a 1080p photograph have ~600 such
 // trees, ~100 members each).
-extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mid(SEG_CAT_ARGS) {
+extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segmentation_cat_mid(SEG_CAT_ARGS) {
     seg_cat_blocks<SEG_CAT_MID_CAP, false>(SEG_CAT_PASS);
 }
 
@@ -289,8 +289,8 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS) segment_cat_mi
 #define SEG_C_GIANT 9u
 
 // The tiny, small and (MID) mid-size trees' caterpillars in one launch of SEG_CAT_MID_THREADS
-// threads a block (segment_cat_small in every launched round; segment_cat_small_mid from the
-// round SegmentTuning::mid_trees_fused_from on): the mid-size trees by blocks from the grid's
+// threads a block (segmentation_cat_small in every launched round; segmentation_cat_small_mid from the
+// round SegmentationTuning::mid_trees_fused_from on): the mid-size trees by blocks from the grid's
 // end, then the tiny and small ones by the lanes of every warp from the grid's start. One
 // launch and one branch a round instead of three. Its own list (SEG_CAT_ARGS) is the tiny
 // trees'. (Leaving the blocks that walked mid-size trees out of the lanes' share was slower.)
@@ -308,17 +308,17 @@ __device__ __forceinline__ void seg_cat_small_body(SEG_CAT_ARGS, const u32* __re
     seg_cat_lanes_tasks(SEG_CAT_PASS, nt, slist, *scount);
 }
 
-// Blocks an SM keeps of segment_cat_small (and _mid), which bounds the registers ptxas may use:
+// Blocks an SM keeps of segmentation_cat_small (and _mid), which bounds the registers ptxas may use:
 // 4 (64 registers, no spills); 6 (40 registers) spilled in _mid and was slower, 5 the same.
 #define SEG_SMALL_BLOCKS 4
 extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS, SEG_SMALL_BLOCKS)
-    segment_cat_small(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
+    segmentation_cat_small(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
                       const u32* __restrict__ mlist, const u32* __restrict__ mcount) {
     seg_cat_small_body<false>(SEG_CAT_PASS, slist, scount, mlist, mcount);
 }
 
 extern "C" __global__ void __launch_bounds__(SEG_CAT_MID_THREADS, SEG_SMALL_BLOCKS)
-    segment_cat_small_mid(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
+    segmentation_cat_small_mid(SEG_CAT_ARGS, const u32* __restrict__ slist, const u32* __restrict__ scount,
                           const u32* __restrict__ mlist, const u32* __restrict__ mcount) {
     seg_cat_small_body<true>(SEG_CAT_PASS, slist, scount, mlist, mcount);
 }

@@ -2,7 +2,7 @@
 // of up to 32 core members: a tree per group of 8 lanes (tiny trees) or per warp (small trees),
 // sorted by a bitonic network across the lanes, |R| by a group scan, the first failing step by
 // a ballot. The two lists are one list of warp tasks (seg_cat_lanes_tasks), walked by
-// segment_cat_small(_mid) and the finishers. Memory: a tree's members are jarr[joff[t] ..
+// segmentation_cat_small(_mid) and the finishers. Memory: a tree's members are jarr[joff[t] ..
 // joff[t] + tcnt[t]), their keys tkey[member].
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
 
@@ -11,9 +11,9 @@
 // thread per tree, its 8 members sorted in registers, holds 86 registers and walks its loads
 // member by member: slower.)
 // The parameters of the four caterpillar kernels (the host launches them alike): the tree list
-// and its count, the sort scratch (used by segment_cat_block only), n, and the round's count of
-// giant trees (more than SEG_CAT_GIANT core members: segment_cat_block and segment_cat_giant
-// count those they walk, so the host launches segment_cat_giant in the rounds that had some).
+// and its count, the sort scratch (used by segmentation_cat_block only), n, and the round's count of
+// giant trees (more than SEG_CAT_GIANT core members: segmentation_cat_block and segmentation_cat_giant
+// count those they walk, so the host launches segmentation_cat_giant in the rounds that had some).
 #define SEG_CAT_ARGS                                                                                  \
     u32 *link, seg_done_t *done, u32 *size, double *cint, const u64 *__restrict__ tkey, u64 *tcnt,                   \
         const u32 *__restrict__ joff, const u32 *__restrict__ jarr, u16 *round,                \
@@ -98,7 +98,7 @@ __device__ __forceinline__ void seg_cat_lanes_group(SEG_CAT_ARGS, u32 ns, u32 ba
 }
 
 // The tiny trees (`list`, nt of them) and the small ones (slist, ns) by the lanes of every warp
-// (segment_cat_small and the finishers): one list of warp tasks, four tiny trees (8 lanes each)
+// (segmentation_cat_small and the finishers): one list of warp tasks, four tiny trees (8 lanes each)
 // or one small tree (a warp) each, the tiny ones first, so a warp's first task is one or the
 // other and the two lists are under way at once (rather than every warp's tiny trees before
 // its small ones).

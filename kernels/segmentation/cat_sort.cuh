@@ -11,7 +11,7 @@
 // SEG_CAT_CAP), the sort O(members), but most trees of a few thousand members stop in their
 // first chunk, which a select serves at once.
 #define SEG_CAT_SORT 8192   // members above which a tree is sorted once rather than selected chunk by chunk
-#define SEG_CAT_GIANT 8192  // core members above which segment_cat_giant's grid walks a tree (where launched)
+#define SEG_CAT_GIANT 8192  // core members above which segmentation_cat_giant's grid walks a tree (where launched)
 
 // Members m0 + u * blockDim.x (u < 4) of a tree's range: ids, then keys (SEG_NO_EDGE past
 // cnt). The four loads of each kind are independent, so a pass over a large tree keeps four
@@ -487,7 +487,7 @@ __device__ bool seg_bucket_gather(const u64* __restrict__ tkey, const u32* __res
     return ok;
 }
 
-// The whole-tree sort (seg_cat_blocks' WHOLE): segment_cat_block (and _g) sort a large tree of
+// The whole-tree sort (seg_cat_blocks' WHOLE): segmentation_cat_block (and _g) sort a large tree of
 // at most W members once, in the dynamic shared memory its launch brings (W = seg_whole_cap():
 // 16 bytes a member; the host gives up to 8 192 members' worth where the device allows it),
 // and then walk its chunks from there, instead of reading every member from global memory three

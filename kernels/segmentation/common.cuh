@@ -18,31 +18,31 @@
 #define SEG_MODE_MERGE 0u
 #define SEG_MODE_MIN_SIZE 1u
 
-// What segment_least iterates (its use_list argument): the previous round's list (or the lists
-// that start a phase), or every pixel, in whatever components segment_tiles left (merge round 2).
+// What segmentation_least iterates (its use_list argument): the previous round's list (or the lists
+// that start a phase), or every pixel, in whatever components segmentation_tiles left (merge round 2).
 #define SEG_LIST 1u
 #define SEG_ALL 2u
 
 #define SEG_CAT_CAP 2048      // members a block sorts at once (a chunk of the caterpillar)
 #define SEG_CAT_THREADS 1024  // one compare-exchange a thread per step of a full chunk
-#define SEG_CAT_MID_CAP 512   // segment_cat_mid: trees of up to this many members, one chunk
+#define SEG_CAT_MID_CAP 512   // segmentation_cat_mid: trees of up to this many members, one chunk
 #define SEG_CAT_MID_THREADS 256
 
 // A component's flag byte, per pixel id (`done`; the whole array, 2 MB at 1080p, stays in L2 for
 // the frontier scans' per-edge lookups). Bit 0: frozen in merge rounds; "at least min_size" in
-// min_size rounds (set by segment_reset_done and the caterpillars, so no size word is read per
+// min_size rounds (set by segmentation_reset_done and the caterpillars, so no size word is read per
 // lookup). Bit 1 (SEG_JOINED): the component joined another, so it is no longer a root
 // (seg_join sets it, nothing clears it): the scans learn "root or not" and "frozen" from one
 // byte load and follow link (8 MB) only for stale entries.
 typedef u8 seg_done_t;
 #define SEG_JOINED 2u
 // Bit 2 (SEG_KEEP_BIT, merge rounds): the root was an active component outside its tree's core in
-// the last round that listed it (segment_core writes it for every active root), so it neither
+// the last round that listed it (segmentation_core writes it for every active root), so it neither
 // merged nor absorbed anything then: its least alive edge is still the key the targets step took
-// (tkey) unless the far side's root has frozen since. segment_least checks that root once per
+// (tkey) unless the far side's root has frozen since. segmentation_least checks that root once per
 // pixel and then skips the pixel's walk and its atomicMin (the pixel stays on the frontier);
 // the targets step makes the same check once per root and takes tkey as the key. Nothing else
-// tests this bit; freezing, joining and segment_reset_done clear it.
+// tests this bit; freezing, joining and segmentation_reset_done clear it.
 #define SEG_KEEP_BIT 4u
 // min_size rounds: a component of at least min_size pixels (flag bit 0) takes no
 // edge of its own; it is a sink that absorbs, in one round, every tree whose targets lead into
@@ -50,7 +50,7 @@ typedef u8 seg_done_t;
 // the sink is at least min_size all along, so the tree needs no exit). Every edge a large
 // component could merge along is the least edge of the small component on its other side, or
 // dead by the time Kruskal reaches it. Sink trees list the sink as an extra member with key 0
-// (segment_alloc), so the caterpillars merge into it unchanged. Sink trees of more than 32
+// (segmentation_alloc), so the caterpillars merge into it unchanged. Sink trees of more than 32
 // members, of any size, are merged by the mid-size kernel without a sort (seg_cat_blocks).
 // Whether root c (flag fc) is a sink (min_size rounds).
 #define SEG_SINK(mode, fc) ((mode) == SEG_MODE_MIN_SIZE && ((fc) & 1u) != 0)
@@ -138,7 +138,7 @@ __device__ __forceinline__ void seg_cswap2(u64& ka, u32& ia, u64& kb, u32& ib) {
 
 // Orders a pixel's (key, direction) pairs by key alone: a pixel's keys are distinct (each holds
 // its edge id) except SEG_NO_EDGE, whose directions rank past the edge count and are never read.
-// Fewer instructions in an issue-bound kernel (segment_blur_edges) than a (key, direction) order.
+// Fewer instructions in an issue-bound kernel (segmentation_blur_edges) than a (key, direction) order.
 __device__ __forceinline__ void seg_cswap_key(u64& ka, u32& ia, u64& kb, u32& ib) {
     if (kb < ka) seg_swap2(ka, ia, kb, ib);
 }

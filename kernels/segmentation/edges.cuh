@@ -1,8 +1,8 @@
 // The edge graph (Baranwal et al. section 3.1 step 1's input; Felzenszwalb & Huttenlocher
 // section 5: the 8-neighbour grid graph of the blurred image): every pixel's 4 own weights
 // (w4[4p + dir]) and its up to 8 incident edges sorted by key into one word (order[p]), either
-// from a blurred image (segment_edges: grid-stride, a pixel a thread) or from the frame's bytes
-// with scikit-image's f64 Gaussian in the same kernel (segment_blur_edges: a 32x16 tile a
+// from a blurred image (segmentation_edges: grid-stride, a pixel a thread) or from the frame's bytes
+// with scikit-image's f64 Gaussian in the same kernel (segmentation_blur_edges: a 32x16 tile a
 // block of 512 threads, everything in shared memory). Both write the same bits as the CPU model.
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
 
@@ -15,9 +15,9 @@
 // order and stop at the first alive one: the pixel's least alive edge, usually after one or two
 // neighbour lookups instead of eight. An edge that is dead (both ends in one component, or the
 // far side done, or in min_size rounds both sides large) stays dead for the rest of its phase,
-// so the cursor only moves forward (segment_reset_done rewinds it for the min_size phase, which
+// so the cursor only moves forward (segmentation_reset_done rewinds it for the min_size phase, which
 // revives edges to done components).
-extern "C" __global__ void segment_edges(const double* __restrict__ s, double* __restrict__ w4, u32* order,
+extern "C" __global__ void segmentation_edges(const double* __restrict__ s, double* __restrict__ w4, u32* order,
                                          u32 width, u32 height, u32 channels, u32 eb) {
     u32 n = width * height;
     const double inf = __longlong_as_double(0x7ff0000000000000ll);
@@ -40,17 +40,17 @@ extern "C" __global__ void segment_edges(const double* __restrict__ s, double* _
     }
 }
 
-// segment_blur_edges: the blur (common/blur.cuh, the arithmetic of kernels/blur.cu's f64 passes)
-// and segment_edges in one kernel, from the frame's bytes, a 32x16 tile of pixels a block of 512
+// segmentation_blur_edges: the blur (common/blur.cuh, the arithmetic of kernels/blur.cu's f64 passes)
+// and segmentation_edges in one kernel, from the frame's bytes, a 32x16 tile of pixels a block of 512
 // threads, everything in shared memory: (A1) the samples of the rows and columns the tile's blur
 // reaches, scaled to [0, 1] once each, at their reflected positions (row and column i of the
 // window hold the image's reflect(first + i), so no tap reflects again); (A2) vertical sums of
 // the tile's rows and one above and below; (B) horizontal sums of the tile plus the one-pixel
 // ring its edges need (one more column either side for the down-left / down-right neighbours);
 // (C) the 4 own weights of each pixel of the tile, the row above and the columns either side
-// (the owners of the tile's up / left edges); (D) per pixel what segment_edges writes: its own
+// (the owners of the tile's up / left edges); (D) per pixel what segmentation_edges writes: its own
 // weights and its 8 edges sorted by key. Every sample, sum and weight is the same operation
-// sequence as blur_vertical_f64 -> blur_horizontal_f64 -> segment_edges (a tap of the window at
+// sequence as blur_vertical_f64 -> blur_horizontal_f64 -> segmentation_edges (a tap of the window at
 // i - j reads the value blur_reflect would), so the bits are the same; the smoothed image never
 // reaches global memory. Window entries outside the image (rows or columns past the border of
 // (A2) / (B)) hold reflected sums nothing reads.
@@ -183,7 +183,7 @@ __device__ __forceinline__ void seg_blur_edges_body(const u8* __restrict__ src, 
 }
 
 extern "C" __global__ void __launch_bounds__(SEG_GT_THREADS, 3)
-    segment_blur_edges(const u8* __restrict__ src, BlurWeightsF64 wt, double* __restrict__ w4, u32* order,
+    segmentation_blur_edges(const u8* __restrict__ src, BlurWeightsF64 wt, double* __restrict__ w4, u32* order,
                        u32 width, u32 height, u32 channels, u32 eb, double inv255) {
     __shared__ double s_a[SEG_GT_AR * SEG_GT_RS];
     __shared__ double s_b[SEG_GT_SR * SEG_GT_RS];

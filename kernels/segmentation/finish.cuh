@@ -1,9 +1,9 @@
 // The finishers: a phase's last rounds without launches, every step of a round as the device
-// function the round kernels use, in one block of 1024 threads (segment_finish) or over a
-// cooperative grid of every SM (segment_finish_grid), with a barrier between steps.
+// function the round kernels use, in one block of 1024 threads (segmentation_finish) or over a
+// cooperative grid of every SM (segmentation_finish_grid), with a barrier between steps.
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
 
-// The last rounds of a phase (segment_finish, segment_finish_grid): every step of a round (the
+// The last rounds of a phase (segmentation_finish, segmentation_finish_grid): every step of a round (the
 // same device functions as the round kernels, their grid-stride loops running over this grid),
 // a barrier between steps (the block's, or with GRID the grid's), until a round changes nothing
 // or its frontier exceeds `limit`. The caterpillars of the four sizes touch disjoint trees, so
@@ -13,10 +13,10 @@
 // that the round kernels' const __restrict__ parameters allow: its pointers come from a plain
 // struct, and tests/kernels_compile.rs checks the PTX of both kernels has no ld.global.nc.
 // The tiny and small trees are one list of warp tasks (seg_cat_lanes_tasks), as in
-// segment_cat_small; the larger ones are walked without the bucket gather (BUCKET false: the
+// segmentation_cat_small; the larger ones are walked without the bucket gather (BUCKET false: the
 // finishers' registers spill more with it).
 template <bool GRID>
-__device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
+__device__ __forceinline__ void seg_finish_rounds(const SegmentationFinish& a) {
     const u32 N = a.nctl;
     u32* C = a.p.counts;
     u32* bar = a.p.info + SEG_INFO_BAR;
@@ -32,7 +32,7 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
         u32 gate = r - 1;
         if (a.p.ctl[gate] == 0) break;                          // the phase converged
         if (C[SEG_C_FRONTIER * N + gate] > a.limit) break;    // left to the launched rounds
-        if (GRID && C[SEG_C_FRONTIER * N + gate] <= a.solo) break;  // left to segment_finish
+        if (GRID && C[SEG_C_FRONTIER * N + gate] <= a.solo) break;  // left to segmentation_finish
         u32 cur = (r - a.first) & 1u;
         u32 *fin = cur ? a.p.flist[0] : a.p.flist[1], *fout = cur ? a.p.flist[1] : a.p.flist[0];
         u32 *rin = cur ? a.p.rlist[0] : a.p.rlist[1], *rout = cur ? a.p.rlist[1] : a.p.rlist[0];
@@ -102,8 +102,8 @@ __device__ __forceinline__ void seg_finish_rounds(const SegFinish& a) {
 // launched rounds before it are the adaptive caps (src/ops/segmentation/gpu/), so the tail of
 // small rounds costs no launches and no gated empty rounds, and a frame that needs a few more
 // rounds than its caps is finished here instead of run again. One block is sure to be resident
-// wherever it runs; segment_finish_grid is the same over a whole cooperative grid.
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(SegFinish a) {
+// wherever it runs; segmentation_finish_grid is the same over a whole cooperative grid.
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segmentation_finish(SegmentationFinish a) {
     grid_dep_wait();
     seg_finish_rounds<false>(a);
 }
@@ -111,7 +111,7 @@ extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish(Seg
 // The same rounds over a cooperative grid (every block resident, seg_grid_sync between steps):
 // 8 grid barriers a round instead of 11 launches, and a whole GPU instead of one block's serial
 // loops. It stops at the first round with at most `solo` frontier pixels, which it leaves to
-// segment_finish launched after it with `resume` (one block's barriers are cheaper there).
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_finish_grid(SegFinish a) {
+// segmentation_finish launched after it with `resume` (one block's barriers are cheaper there).
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segmentation_finish_grid(SegmentationFinish a) {
     seg_finish_rounds<true>(a);
 }

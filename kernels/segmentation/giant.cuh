@@ -1,5 +1,5 @@
 // Step 6 for giant trees (more than SEG_CAT_GIANT core members) over a cooperative grid of 1024-
-// thread blocks (segment_cat_giant): a bucket sort across the blocks, six grid barriers a tree.
+// thread blocks (segmentation_cat_giant): a bucket sort across the blocks, six grid barriers a tree.
 // Memory: the tree's members staged and sorted in its scratch ranges (scr_k / scr_i, halves A
 // and B), the grid's counts and sums in `gs` (SEG_GIANT_WORDS).
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
@@ -19,7 +19,7 @@
 // half A; every step is then evaluated at once (|R| = the bucket's carry + the stash), the
 // least failing step ends the caterpillar, the members before it join and its side(s) freeze,
 // as in seg_cat_blocks. Six grid barriers a tree. Trees are taken from the large-tree list
-// (segment_cat_block_g leaves them); the grid returns at once without one.
+// (segmentation_cat_block_g leaves them); the grid returns at once without one.
 // gs: SEG_GIANT_WORDS u64 of scratch, zero between trees: [0] the barrier, [1] ~least key,
 // [2] greatest key, [3] members - first failing step (atomicMax), then as u32 the parts' counts
 // and the buckets' size sums (SEG_GIANT_BINS each).
@@ -29,7 +29,7 @@
 #define SEG_XS_FAIL 0x80000000u
 #define SEG_GIANT_RANK_MAX 256u     // most keys a part may hold for its members to rank themselves
 #define SEG_GIANT_FIT SEG_CAT_CAP   // most members of a bucket sorted in shared memory
-extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segment_cat_giant(SEG_CAT_ARGS, u64* gs) {
+extern "C" __global__ void __launch_bounds__(SEG_CAT_THREADS) segmentation_cat_giant(SEG_CAT_ARGS, u64* gs) {
     __shared__ u64 s_raw[2 * SEG_CAT_CAP];  // a bucket's keys and ids; part starts; bucket carries
     __shared__ u32 s_bs[SEG_GIANT_BINS + 1];  // bucket starts (positions), s_bs[nbk] = members
     __shared__ u64 sred[64];

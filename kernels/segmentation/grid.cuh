@@ -1,12 +1,12 @@
 // The finishers' parameter structs (mirrored by src/ops/segmentation/gpu/layout.rs, #[repr(C)]) and
-// the grid-wide barrier of the cooperative kernels (segment_finish_grid, segment_cat_giant).
+// the grid-wide barrier of the cooperative kernels (segmentation_finish_grid, segmentation_cat_giant).
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
 
-// Everything segment_finish touches (SegFinish in src/ops/segmentation/gpu/mod.rs, the same layout:
+// Everything segmentation_finish touches (SegmentationFinish in src/ops/segmentation/gpu/layout.rs, the same layout:
 // device addresses, then k and zlim, then the u32 scalars).
-// The buffers' addresses (Ptrs in src/ops/segmentation/gpu/mod.rs, #[repr(C)]: the same fields in the
-// same order; segment_finish reads all but the relabelling's).
-struct SegPtrs {
+// The buffers' addresses (SegmentationPtrs in src/ops/segmentation/gpu/layout.rs, #[repr(C)]: the same fields in the
+// same order; segmentation_finish reads all but the relabelling's).
+struct SegmentationPtrs {
     const double* w4;
     u32* comp;
     u32* link;
@@ -43,8 +43,8 @@ struct SegPtrs {
     u32* info;
 };
 
-struct SegFinish {
-    SegPtrs p;
+struct SegmentationFinish {
+    SegmentationPtrs p;
     double k;
     u64 zlim;  // seg_core_body's weight-0 key limit
     u32 width, height, n, eb, mode, min_size, nctl;
@@ -53,12 +53,12 @@ struct SegFinish {
     u32 last;       // last round allowed (the parameters' cap)
     u32 limit;      // most frontier pixels a round here may start with
     u32 info_slot;  // info[info_slot] = 1 when a round was left with work (frontier above limit)
-    u32 solo;       // segment_finish_grid: a round starting with at most this many frontier pixels
-                    // is left to segment_finish (one block), which follows it
-    u32 resume;     // segment_finish: start at info[SEG_INFO_RESUME] (where the grid stopped), not from
+    u32 solo;       // segmentation_finish_grid: a round starting with at most this many frontier pixels
+                    // is left to segmentation_finish (one block), which follows it
+    u32 resume;     // segmentation_finish: start at info[SEG_INFO_RESUME] (where the grid stopped), not from
 };
 
-// Grid-wide barrier of a cooperative launch (segment_finish_grid, segment_cat_giant: every
+// Grid-wide barrier of a cooperative launch (segmentation_finish_grid, segmentation_cat_giant: every
 // block resident at once). Every block adds to bar[0] once a barrier, block 0 2^31 - (blocks -
 // 1) and the others 1, so the word grows by exactly 2^31 a barrier: its top bit flips when the
 // last block arrives, and each block spins until the bit differs from the value its own add
@@ -82,7 +82,7 @@ __device__ __forceinline__ void seg_grid_sync(u32* bar) {
     __syncthreads();
 }
 
-// Word of `info` that holds segment_finish_grid's barrier, and the first round it left to
-// segment_finish.
+// Word of `info` that holds segmentation_finish_grid's barrier, and the first round it left to
+// segmentation_finish.
 #define SEG_INFO_BAR 4u
 #define SEG_INFO_RESUME 6u

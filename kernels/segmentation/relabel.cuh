@@ -1,4 +1,4 @@
-// Between and after the phases: segment_reset_done (the min_size phase's start), the
+// Between and after the phases: segmentation_reset_done (the min_size phase's start), the
 // raster-order relabelling (the first pixel of each segment flagged, a block scan of the flags
 // in 1024-pixel blocks, then every pixel's label), hierarchy levels (Baranwal et al. sections
 // 2.2 and 3.2.3: a level is the merges of the rounds up to one, read from link and round) and
@@ -13,8 +13,8 @@
 // lists: it scans the few pixels that can merge instead of all of them (a component of at
 // least min_size takes no edge, SEG_SINK).
 // The roots left off the root list keep their last target (read nowhere: a walk stops at a sink
-// before its target) and an unset tree (segment_core clears every tree it saw set).
-extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
+// before its target) and an unset tree (segmentation_core clears every tree it saw set).
+extern "C" __global__ void segmentation_reset_done(seg_done_t* done, u32* order, const u32* __restrict__ size,
                                               u32 min_size, u32 n, u32* comp, const u32* __restrict__ link,
                                               u32* flist, u32* fcount, u32* rlist, u32* rcount) {
     grid_dep_launch();
@@ -36,10 +36,10 @@ extern "C" __global__ void segment_reset_done(seg_done_t* done, u32* order, cons
     }
 }
 
-// The relabelling kernels (and segment_reset_done) start with grid_dep_launch / grid_dep_wait:
+// The relabelling kernels (and segmentation_reset_done) start with grid_dep_launch / grid_dep_wait:
 // the host launches them as programmatic dependent launches like the round kernels, so each
 // one's blocks are scheduled while the kernel before it drains.
-extern "C" __global__ void segment_final(u32* comp, const u32* __restrict__ link, u32* minpix, u32 n) {
+extern "C" __global__ void segmentation_final(u32* comp, const u32* __restrict__ link, u32* minpix, u32 n) {
     grid_dep_launch();
     grid_dep_wait();
     for (u32 p = global_tid(); p < n; p += global_threads()) {
@@ -48,7 +48,7 @@ extern "C" __global__ void segment_final(u32* comp, const u32* __restrict__ link
     }
 }
 
-extern "C" __global__ void segment_minpix(const u32* __restrict__ comp, u32* minpix, u32 width, u32 n) {
+extern "C" __global__ void segmentation_minpix(const u32* __restrict__ comp, u32* minpix, u32 width, u32 n) {
     grid_dep_launch();
     grid_dep_wait();
     for (u32 p = global_tid(); p < n; p += global_threads()) {
@@ -58,7 +58,7 @@ extern "C" __global__ void segment_minpix(const u32* __restrict__ comp, u32* min
     }
 }
 
-extern "C" __global__ void segment_scan_count(const u32* __restrict__ comp, const u32* __restrict__ minpix,
+extern "C" __global__ void segmentation_scan_count(const u32* __restrict__ comp, const u32* __restrict__ minpix,
                                               u32* blocksum, u32 n) {
     grid_dep_launch();
     grid_dep_wait();
@@ -68,7 +68,7 @@ extern "C" __global__ void segment_scan_count(const u32* __restrict__ comp, cons
     if (threadIdx.x == 0) blocksum[blockIdx.x] = (u32)c;
 }
 
-extern "C" __global__ void segment_scan_blocks(u32* blocksum, u32 nblocks, u32* info) {
+extern "C" __global__ void segmentation_scan_blocks(u32* blocksum, u32 nblocks, u32* info) {
     grid_dep_launch();
     grid_dep_wait();
     u32 carry = 0;
@@ -83,7 +83,7 @@ extern "C" __global__ void segment_scan_blocks(u32* blocksum, u32 nblocks, u32* 
     if (threadIdx.x == 0) info[0] = carry;
 }
 
-extern "C" __global__ void segment_scan_label(const u32* __restrict__ comp, const u32* __restrict__ minpix,
+extern "C" __global__ void segmentation_scan_label(const u32* __restrict__ comp, const u32* __restrict__ minpix,
                                               const u32* __restrict__ blocksum, u32* rootlabel, u32 n) {
     grid_dep_launch();
     grid_dep_wait();
@@ -94,7 +94,7 @@ extern "C" __global__ void segment_scan_label(const u32* __restrict__ comp, cons
     if (flag) rootlabel[comp[p]] = blocksum[blockIdx.x] + ex;
 }
 
-extern "C" __global__ void segment_labels(const u32* __restrict__ comp, const u32* __restrict__ rootlabel,
+extern "C" __global__ void segmentation_labels(const u32* __restrict__ comp, const u32* __restrict__ rootlabel,
                                           u32* labels, u32 n) {
     grid_dep_launch();
     grid_dep_wait();
@@ -103,7 +103,7 @@ extern "C" __global__ void segment_labels(const u32* __restrict__ comp, const u3
 
 // Global round number of hierarchy level `level` (rounds that merged; 0: none; past the last
 // level: the last) into info[1].
-extern "C" __global__ void segment_level_threshold(const u32* __restrict__ mctl, u32 rounds_total, u32 level,
+extern "C" __global__ void segmentation_level_threshold(const u32* __restrict__ mctl, u32 rounds_total, u32 level,
                                                    u32* info) {
     if (global_tid() != 0) return;
     u32 k = 0, thr = 0;
@@ -116,7 +116,7 @@ extern "C" __global__ void segment_level_threshold(const u32* __restrict__ mctl,
     info[1] = thr;
 }
 
-extern "C" __global__ void segment_level_comp(u32* comp, const u32* __restrict__ link,
+extern "C" __global__ void segmentation_level_comp(u32* comp, const u32* __restrict__ link,
                                               const u16* __restrict__ round, u32* minpix,
                                               const u32* __restrict__ info, u32 n) {
     u32 thr = info[1];
@@ -128,9 +128,9 @@ extern "C" __global__ void segment_level_comp(u32* comp, const u32* __restrict__
     }
 }
 
-// Profiling (SegmentProfiling::round_stamps, the crate's `profiling` feature): the global timer
+// Profiling (SegmentationProfiling::round_stamps, the crate's `profiling` feature): the global timer
 // after everything before it on the stream, in stamps[i].
-extern "C" __global__ void segment_stamp(u64* stamps, u32 i) {
+extern "C" __global__ void segmentation_stamp(u64* stamps, u32 i) {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     stamps[i] = t;

@@ -1,5 +1,5 @@
 // The list appends every round kernel uses (a block's entries with one atomicAdd), the round
-// counters' reset (segment_init), the frontier scans' batched edge walks, and steps 1-2 of a
+// counters' reset (segmentation_init), the frontier scans' batched edge walks, and steps 1-2 of a
 // round (Baranwal et al. section 3.1 steps 1-2, Algorithms 2-3: the least alive edge of every
 // active component, by an atomicMin of its pixels' keys; step 2 (Algorithm 5, the targets) as
 // the finishers run it; the launched rounds fuse it with step 3, see trees.cuh). Thread
@@ -17,7 +17,7 @@ __device__ __forceinline__ bool seg_alive(u32 mode, u32 c, u32 e, bool big, u32 
     return !(big && (fe & 1u) != 0);
 }
 
-// Pixel i as a component of its own, before the merge rounds (segment_tiles, as it reads the
+// Pixel i as a component of its own, before the merge rounds (segmentation_tiles, as it reads the
 // pixel).
 __device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done,
                                                u64* best, u32* target, u32* tree, u64* tcnt, u16* round, u32 i) {
@@ -34,9 +34,9 @@ __device__ __forceinline__ void seg_init_pixel(u32* comp, u32* link, u32* size, 
 }
 
 // The round counters back to their start: the gate ctl[0] open, every round's events, merges and
-// list counts zero. (Every pixel's words, its cursor included, are set up by segment_tiles as it
+// list counts zero. (Every pixel's words, its cursor included, are set up by segmentation_tiles as it
 // reads the pixel: a frame run again starts from the cursors its first run left.)
-extern "C" __global__ void segment_init(u32* ctl, u32* mctl, u32* counters, u32 nctl, u32 ncounters) {
+extern "C" __global__ void segmentation_init(u32* ctl, u32* mctl, u32* counters, u32 nctl, u32 ncounters) {
     for (u32 i = global_tid(); i < nctl || i < ncounters; i += global_threads()) {
         if (i < ncounters) counters[i] = 0;
         if (i < nctl) {
@@ -194,10 +194,10 @@ __device__ __forceinline__ void seg_batch_resolve(u32* comp, const u32* __restri
 }
 
 // Speculative loads: issued before the pixel's (or root's) own lookups decide whether they are
-// needed, in the launched kernels: segment_exits' first batch of neighbour entries and the
+// needed, in the launched kernels: segmentation_exits' first batch of neighbour entries and the
 // weight of the edge at the cursor, beside the pixel's target and tree. Only for lists of at most SEG_SPEC_MAX entries:
 // there a kernel waits on its chain of dependent loads, while the dense rounds are bound by
-// their traffic, which unused loads would add to. Not in segment_least (its 32 registers would
+// their traffic, which unused loads would add to. Not in segmentation_least (its 32 registers would
 // spill) nor in the finishers (their spills grow by half).
 #define SEG_SPEC_MAX 131072u  // longest list the launched scans load speculatively for
 
@@ -224,9 +224,9 @@ __device__ __forceinline__ u32 seg_root_flag(const u32* __restrict__ link, const
 // no atomic when the stored key is already at most `key` (same-address atomics from many
 // pixels, not the lookups, were the scans' hidden cost).
 // A tree's counts in one word (tcnt[tree], 0 between rounds): the low half counts its core
-// members (their slots: segment_core; a sink's tree starts at 1, its slot 0 is the sink:
-// segment_alloc), the high half its members not yet counted off (the tree walk counts them in,
-// segment_core out). One atomicAdd a warp and tree in segment_core takes the warp's slots and
+// members (their slots: segmentation_core; a sink's tree starts at 1, its slot 0 is the sink:
+// segmentation_alloc), the high half its members not yet counted off (the tree walk counts them in,
+// segmentation_core out). One atomicAdd a warp and tree in segmentation_core takes the warp's slots and
 // counts its members off at once, so the group that takes the high half to 0 knows the core's
 // size from the same atomic.
 #define SEG_TCNT_MEMBER (1ull << 32)
@@ -238,7 +238,7 @@ __device__ __forceinline__ void seg_atomic_min(u64* slot, u64 key) {
 
 // Whether root c (flag fc) keeps last round's least edge (SEG_KEEP_BIT): it was outside its tree's
 // core then, and the far side's root has not frozen since (it cannot be c: c absorbed nothing).
-// segment_least and the targets step decide alike: nothing between them changes flags or links.
+// segmentation_least and the targets step decide alike: nothing between them changes flags or links.
 // The far side's half of seg_kept, from c's last target t.
 __device__ __forceinline__ bool seg_kept_far(const u32* __restrict__ link, const seg_done_t* __restrict__ done,
                                              u32 t) {
@@ -255,7 +255,7 @@ __device__ __forceinline__ bool seg_kept(const u32* __restrict__ link, const seg
 
 // Step 1: relabel, then the least alive key of every active component (atomicMin; the paper's
 // Algorithms 2 and 3). Iterates all pixels (use_list SEG_ALL: merge round 2, after
-// segment_tiles) or in_list[0..*in_count] (SEG_LIST); writes the frontier of this round (pixels
+// segmentation_tiles) or in_list[0..*in_count] (SEG_LIST); writes the frontier of this round (pixels
 // with an alive edge) to out_list / *out_count.
 template <u32 B>
 __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4,
@@ -286,7 +286,7 @@ __device__ __forceinline__ void seg_least_body(u32* comp, const u32* __restrict_
             }
             if (active && !kept) {
                 // The first alive edge from the cursor in key order is the pixel's least; dead
-                // ones before it are skipped for good (see segment_edges).
+                // ones before it are skipped for good (see segmentation_edges).
                 bool big = mode == SEG_MODE_MIN_SIZE && fc != 0;
                 u32 hit_id = SEG_NONE;
                 for (; cur < cnt; cur += B) {
@@ -345,11 +345,11 @@ __device__ __forceinline__ bool seg_round_start(const u32* ctl, u32 gate, const 
     return seg_gate(ctl, gate, count, cnt) != 0;
 }
 
-// Blocks an SM keeps of segment_least: 8 caps it at 32 registers, the whole SM's 64 warps (the
+// Blocks an SM keeps of segmentation_least: 8 caps it at 32 registers, the whole SM's 64 warps (the
 // kept-edge path would otherwise take 40 registers and 48 warps an SM; 40 measured slower).
 #define SEG_LEAST_BLOCKS 8
 extern "C" __global__ void __launch_bounds__(256, SEG_LEAST_BLOCKS)
-    segment_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
+    segmentation_least(u32* comp, const u32* __restrict__ link, const double* __restrict__ w4, u64* best,
                   const seg_done_t* __restrict__ done, const u32* __restrict__ target, const u64* __restrict__ tkey,
                   u32* order, u32 width, u32 height, u32 eb, u32 mode,
                   const u32* __restrict__ ctl, u32 gate, u32 use_list,
@@ -397,11 +397,11 @@ __device__ __forceinline__ u32 seg_far_root(const u32* __restrict__ comp, const 
     return ra == v ? rb : ra;
 }
 
-// Step 2 in the finishers (the launched rounds fuse it with step 3: segment_targets_trees):
+// Step 2 in the finishers (the launched rounds fuse it with step 3: segmentation_targets_trees):
 // targets of the previous round's active roots: the far component of the least alive edge (the
 // paper's Algorithm 5 'sources'); a root without alive edges is done in merge rounds. Resets the
-// root's exit (its tree and least key are clear already: segment_core clears them after their
-// last use, segment_tiles sets them up); the roots that stay active go to out_list / *out_count.
+// root's exit (its tree and least key are clear already: segmentation_core clears them after their
+// last use, segmentation_tiles sets them up); the roots that stay active go to out_list / *out_count.
 __device__ __forceinline__ void seg_targets_body(const u32* __restrict__ comp, const u32* __restrict__ link, u64* best,
                                                  u64* tkey, u32* target, u64* exitk, seg_done_t* done, u32 width,
                                                  u32 eb, u32 mode, u32* ctl, u32* mctl, u32 r,

@@ -1,4 +1,4 @@
-// Merge round 1 in 32x16 tiles (segment_tiles): the round on singletons for the trees inside one
+// Merge round 1 in 32x16 tiles (segmentation_tiles): the round on singletons for the trees inside one
 // tile, decided in shared memory by one block of 512 threads (a pixel a thread); blocks stride
 // over the tiles. It also writes every pixel's starting words as it reads the pixel.
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
@@ -6,7 +6,7 @@
 // Round 1 of the merge phase in tiles (one block of SEG_TILE_W x SEG_TILE_H threads a tile, a
 // pixel each, everything in shared memory): the global round 1 (every pixel its own component)
 // for the trees that lie inside one tile, in one kernel instead of ten. A pixel's least edge is
-// the first of its order word (segment_edges); targets, trees (follow targets to the mutual
+// the first of its order word (segmentation_edges); targets, trees (follow targets to the mutual
 // pair, named by its smaller pixel), exits (the first edge in key order leaving the tree), the
 // core (members below the exit) and the caterpillar (the core in (key, id) order: step j merges
 // a singleton into a component of j pixels whose Int is the previous step's weight, up to the
@@ -30,7 +30,7 @@ __device__ __forceinline__ u32 seg_tile_local(u32 q, u32 width, u32 x0, u32 y0, 
 }
 
 extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
-    segment_tiles(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u16* round,
+    segmentation_tiles(u32* comp, u32* link, u32* size, double* cint, seg_done_t* done, u16* round,
                   const double* __restrict__ w4, u32* order, u32 width, u32 height, u32 eb,
                   double k, u32* ctl, u32* mctl, u32* frontier_count, u64* best, u32* target, u32* tree,
                   u64* tcnt, u32* root_list, u32* root_count) {
@@ -209,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(SEG_TILE_PX, 3)
                 cint[p] = slast[t];
             }
         }
-        // The roots round 1 leaves: round 2's root list (segment_targets_trees).
+        // The roots round 1 leaves: round 2's root list (segmentation_targets_trees).
         seg_append_block(root_list, root_count, in && !joined, p);
     }
     seg_count(ctl, mctl, 1, ev, mg);

@@ -1,6 +1,6 @@
 // Steps 3-5 of a round: trees (the walk along targets to the mutual pair, Baranwal et al.
 // Algorithms 4 and 6, or to a sink), exits (each tree's least edge to another tree), the trees'
-// ranges (segment_alloc) and the core (the members below the exit, in their tree's range, each
+// ranges (segmentation_alloc) and the core (the members below the exit, in their tree's range, each
 // tree listed by its core's size); the caterpillar's predicate (Felzenszwalb & Huttenlocher
 // section 3.1), joins and freezes. Thread mapping: grid-stride loops of 256-thread blocks over
 // the round's roots or frontier; lanes of a warp that share a tree add to it with one atomic.
@@ -8,7 +8,7 @@
 // tcnt[tree] its counts, jarr[joff[tree] ..] its members.
 // Part of kernels/segmentation.cu (included in order; see the notes at its top).
 
-// The walk to a tree (seg_trees_body, segment_targets_trees) from root x (its target tx) to its tree: at each root y reached, its
+// The walk to a tree (seg_trees_body, segmentation_targets_trees) from root x (its target tx) to its tree: at each root y reached, its
 // flag (`flags`, or in min_size rounds, for the sink test), its tree (another thread may have
 // written it: SEG_NONE or final) and its target (target_of(y, fy); EAGER: loaded beside the other
 // two, else only once they have not ended the walk) decide; the walk ends at a sink, at a known
@@ -35,9 +35,9 @@ __device__ __forceinline__ u32 seg_walk(const seg_done_t* done, const u32* tree,
 // (see SEG_SINK); the tree is named by the pair's smaller root or the sink. A walk stops early at
 // a root whose tree another thread already wrote (a benign race: tree[x] is either SEG_NONE or
 // final). Every root counts itself in its tree (tcnt, one atomicAdd per warp and tree), and
-// the first to count lists the tree (hlist), so segment_alloc can give each tree its range
-// while segment_exits runs. The finishers' step 3 (the launched rounds fuse it with step 2:
-// segment_targets_trees).
+// the first to count lists the tree (hlist), so segmentation_alloc can give each tree its range
+// while segmentation_exits runs. The finishers' step 3 (the launched rounds fuse it with step 2:
+// segmentation_targets_trees).
 __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u32* tree,
                                                const seg_done_t* __restrict__ done, u32 mode, u64* tcnt, u32* hlist,
                                                u32* hcount, const u32* __restrict__ rlist, u32 nr) {
@@ -59,12 +59,12 @@ __device__ __forceinline__ void seg_trees_body(const u32* __restrict__ target, u
     }
 }
 
-// Steps 2 and 3 in one launch (segment_targets_trees, every launched round, over the previous
-// round's roots, or the lists of segment_tiles and segment_reset_done that start a phase): a
+// Steps 2 and 3 in one launch (segmentation_targets_trees, every launched round, over the previous
+// round's roots, or the lists of segmentation_tiles and segmentation_reset_done that start a phase): a
 // root takes its target as seg_targets_body does, then walks to its tree as seg_trees_body
 // does, computing each root's target on the way from that root's least key (seg_target_of)
 // instead of reading what another thread may not have written yet. Needs every root's tree
-// unset and least key intact when it starts: segment_core clears both after its last use, and
+// unset and least key intact when it starts: segmentation_core clears both after its last use, and
 // here a root's target is written once, with its final value. One dependent step a round fewer.
 __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const u32* __restrict__ link,
                                              const u64* best, const u64* tkey, const u32* target,
@@ -74,7 +74,7 @@ __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const
     // A kept root's least key is last round's (SEG_KEEP_BIT). Its own thread tells as seg_kept does,
     // from its last target (read before it writes the new one). A walker cannot read that word
     // (its thread may be rewriting it), but every root a walk reaches has an alive edge (to the
-    // root it came from), so there "kept" is "no pixel of it posted a key": segment_least skips
+    // root it came from), so there "kept" is "no pixel of it posted a key": segmentation_least skips
     // exactly the kept components' pixels, and any other pixel with an alive edge posts one.
     if (mode == SEG_MODE_MERGE && (fy & 1u) == 0 && (fy & SEG_KEEP_BIT)) {
         bool kept = own ? seg_kept_far(link, done, target[y]) : key == SEG_NO_EDGE;
@@ -85,7 +85,7 @@ __device__ __forceinline__ u32 seg_target_of(const u32* __restrict__ comp, const
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    segment_targets_trees(const u32* __restrict__ comp, const u32* __restrict__ link, const u64* best, u64* tkey,
+    segmentation_targets_trees(const u32* __restrict__ comp, const u32* __restrict__ link, const u64* best, u64* tkey,
                           u32* target, u32* tree, u64* exitk, seg_done_t* done, u32 width, u32 eb, u32 mode,
                           u32* ctl, u32* mctl, u32 gate, u32 r, const u32* __restrict__ in_list,
                           const u32* __restrict__ in_count, u32* out_list, u32* out_count, u64* tcnt, u32* hlist,
@@ -149,7 +149,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
     const bool spec = allow_spec && nf <= SEG_SPEC_MAX;
     for (u32 i = global_tid(); i < nf; i += global_threads()) {
         u32 p = flist[i];
-        u32 c = comp[p];  // current: segment_least resolved it this round
+        u32 c = comp[p];  // current: segmentation_least resolved it this round
         u32 o = order[p];
         u32 start = SEG_ORD_CUR(o), cnt = SEG_ORD_CNT(o);
         u32 q[B], id[B], cq[B];
@@ -160,7 +160,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
         }
         u32 id0 = spec ? id[0] : SEG_NONE;
         // Inactive roots have neither a target nor a tree (the targets step writes SEG_NONE,
-        // segment_core clears trees; ids are below 2^30): testing the two words together loads
+        // segmentation_core clears trees; ids are below 2^30): testing the two words together loads
         // them together.
         u32 tc = target[c], t = tree[c];
         if ((tc | t) == SEG_NONE || SEG_SINK(mode, (u32)done[t])) continue;  // a sink's tree has no exit
@@ -186,7 +186,7 @@ __device__ __forceinline__ void seg_exits_body(u32* comp, const u32* __restrict_
     }
 }
 
-extern "C" __global__ void segment_exits(u32* comp, const u32* __restrict__ link,
+extern "C" __global__ void segmentation_exits(u32* comp, const u32* __restrict__ link,
                                          const double* __restrict__ w4, const seg_done_t* __restrict__ done,
                                          const u32* __restrict__ target, const u32* __restrict__ tree,
                                          const u32* __restrict__ order, u64* exitk, u32 width, u32 eb, u32 mode,
@@ -210,7 +210,7 @@ __device__ __forceinline__ void seg_join(u32* link, seg_done_t* done, u16* round
 }
 
 // Step 5: the core: an active root whose least edge is below its tree's exit takes a slot in
-// its tree and writes itself there, into the tree's range that segment_alloc gave it (its
+// its tree and writes itself there, into the tree's range that segmentation_alloc gave it (its
 // members before the exit are at most its member count); *xcount counts the round's core
 // members. The lanes of a warp that belong to one tree (the active roots are listed in pixel
 // order, so a warp's roots are mostly of one tree) take their slots and count themselves off
@@ -240,7 +240,7 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
         bool in = i < nr;
         u32 v = in ? rlist[i] : 0u;
         u32 t = in ? tree[v] : 0u;
-        // The next round's targets (segment_targets_trees, whose walks read other roots' trees
+        // The next round's targets (segmentation_targets_trees, whose walks read other roots' trees
         // and keys, or the finishers' seg_targets_body) need every root's tree unset and its least key cleared
         // before they start: nothing reads them after this step.
         if (in) {
@@ -289,7 +289,7 @@ __device__ __forceinline__ void seg_core_body(const u32* __restrict__ target, u3
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    segment_core(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
+    segmentation_core(const u32* __restrict__ target, u32* tree, u64* best, const u64* __restrict__ tkey,
                  const u64* __restrict__ exitk, seg_done_t* done, u32 mode, u64* tcnt,
                  const u32* __restrict__ joff, u32* jarr, u32* xcount, u32* tlist, u32* tcount, u32* slist,
                  u32* scount, u32* mlist, u32* mcount, u32* blist, u32* bcount, u32* ctl, u32* mctl,
@@ -301,8 +301,8 @@ extern "C" __global__ void __launch_bounds__(256)
                   mlist, mcount, blist, bcount, ctl, mctl, gate, rlist, nr, link, size, round, r, zlim);
 }
 
-// Step 4b (beside segment_exits, which it does not touch): every tree takes a contiguous range of
-// jarr (joff) for all its members (the tree walk counted them in tcnt; segment_core fills the
+// Step 4b (beside segmentation_exits, which it does not touch): every tree takes a contiguous range of
+// jarr (joff) for all its members (the tree walk counted them in tcnt; segmentation_core fills the
 // range's first slots with the core and lists the tree by the core's size), off the round's
 // critical path.
 __device__ __forceinline__ void seg_alloc_body(u64* tcnt, u32* joff, u32* cursor,
@@ -331,7 +331,7 @@ __device__ __forceinline__ void seg_alloc_body(u64* tcnt, u32* joff, u32* cursor
     }
 }
 
-extern "C" __global__ void segment_alloc(u64* tcnt, u32* joff, u32* cursor,
+extern "C" __global__ void segmentation_alloc(u64* tcnt, u32* joff, u32* cursor,
                                          const seg_done_t* __restrict__ done, u32 mode, u32* jarr,
                                          u64* tkey, const u32* __restrict__ ctl, u32 gate,
                                          const u32* __restrict__ hlist, const u32* __restrict__ hcount) {

@@ -28,7 +28,7 @@ use crate::compose::{LayerKind, Shape};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::cca::gpu::GpuBackground;
-use crate::ops::cca::{CclCpu, CclGpu, CclParams, ComponentTable, Polarity, Source, Threshold};
+use crate::ops::cca::{CcaCpu, CcaGpu, CcaParams, ComponentTable, Polarity, Source, Threshold};
 use crate::track::{TrackState, Tracker};
 
 /// The `cca` analysis, described (see [`super::descriptor`]).
@@ -115,8 +115,8 @@ impl Default for CcaSettings {
 impl CcaSettings {
     /// The op parameters.
     #[must_use]
-    pub fn params(&self) -> CclParams {
-        CclParams {
+    pub fn params(&self) -> CcaParams {
+        CcaParams {
             threshold: self.threshold,
             polarity: self.polarity,
             connectivity: self.connectivity,
@@ -129,7 +129,7 @@ impl CcaSettings {
 /// Labeling + tracking.
 pub struct Cca {
     settings: CcaSettings,
-    cpu: CclCpu,
+    cpu: CcaCpu,
     tracker: Tracker,
     background: Arc<Mutex<GpuBackground>>,
 }
@@ -140,7 +140,7 @@ impl Cca {
         settings.cca.params().validate()?;
         Ok(Self {
             settings: settings.cca.clone(),
-            cpu: CclCpu::new(),
+            cpu: CcaCpu::new(),
             tracker: Tracker::new(settings.tracker.clone())?,
             background: Arc::new(Mutex::new(GpuBackground::default())),
         })
@@ -215,7 +215,7 @@ impl Analysis for Cca {
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(CcaStage {
-            cca: CclGpu::new(gpu)?,
+            cca: CcaGpu::new(gpu)?,
             background: self.background.clone(),
         })))
     }
@@ -328,7 +328,7 @@ impl Analysis for Cca {
 
 /// One ring slot's labeling buffers.
 struct CcaStage {
-    cca: CclGpu,
+    cca: CcaGpu,
     background: Arc<Mutex<GpuBackground>>,
 }
 

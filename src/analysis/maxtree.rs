@@ -15,7 +15,7 @@ use crate::compose::{DeviceRaster, HostRaster, LayerKind};
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::image::DynImage;
 use crate::ops::OpError;
-use crate::ops::maxtree::{MaxTree, MaxtreeGpu, MaxtreeOutput, MaxtreeParams};
+use crate::ops::maxtree::{MaxTree, MaxTreeGpu, MaxTreeOutput, MaxTreeParams};
 
 /// The `maxtree` analysis, described (see [`super::descriptor`]).
 pub const DESCRIPTOR: Descriptor = Descriptor {
@@ -55,13 +55,13 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     ],
     enabled: |s| s.maxtree.enabled,
     validate: |s| in_section(DESCRIPTOR.name, s.maxtree.validate()),
-    build: |s| Ok(Box::new(Maxtree::new(s)?)),
+    build: |s| Ok(Box::new(MaxTreeFilter::new(s)?)),
 };
 
 /// `[maxtree]` is the op's own parameter struct.
-pub type MaxtreeSettings = MaxtreeParams;
+pub type MaxTreeSettings = MaxTreeParams;
 
-fn output(out: &MaxtreeOutput) -> OpOutput {
+fn output(out: &MaxTreeOutput) -> OpOutput {
     let raster = match &out.residue {
         DynImage::Gray8(r) => Some(HostRaster::Residue(Arc::new(r.clone()))),
         DynImage::Gray16(r) => Some(HostRaster::Residue(Arc::new(r.map(|v| (v >> 8) as u8)))),
@@ -80,11 +80,11 @@ fn output(out: &MaxtreeOutput) -> OpOutput {
 }
 
 /// Max-tree attribute filter of each frame.
-pub struct Maxtree {
-    settings: MaxtreeParams,
+pub struct MaxTreeFilter {
+    settings: MaxTreeParams,
 }
 
-impl Maxtree {
+impl MaxTreeFilter {
     /// From settings.
     pub fn new(settings: &OpSettings) -> Result<Self, OpError> {
         settings.maxtree.validate()?;
@@ -94,7 +94,7 @@ impl Maxtree {
     }
 }
 
-impl Analysis for Maxtree {
+impl Analysis for MaxTreeFilter {
     fn name(&self) -> &'static str {
         DESCRIPTOR.name
     }
@@ -116,7 +116,7 @@ impl Analysis for Maxtree {
         let tree = MaxTree::build(input.gray.view(), p.tree, p.connectivity()?)?;
         let f = tree.filter(p.attribute, p.threshold, p.rule);
         let node_count = u32::try_from(tree.node_count()).unwrap_or(u32::MAX);
-        let out = MaxtreeOutput {
+        let out = MaxTreeOutput {
             filtered: DynImage::Gray8(f.filtered),
             residue: DynImage::Gray8(f.residue),
             node_count,
@@ -125,17 +125,17 @@ impl Analysis for Maxtree {
         Ok(output(&out))
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
-        Ok(Some(Box::new(MaxtreeStage {
-            gpu: MaxtreeGpu::new(gpu)?,
+        Ok(Some(Box::new(MaxTreeStage {
+            gpu: MaxTreeGpu::new(gpu)?,
         })))
     }
 }
 
-struct MaxtreeStage {
-    gpu: MaxtreeGpu,
+struct MaxTreeStage {
+    gpu: MaxTreeGpu,
 }
 
-impl GpuStage for MaxtreeStage {
+impl GpuStage for MaxTreeStage {
     fn enqueue(
         &mut self,
         frame: &DeviceFrame<'_>,

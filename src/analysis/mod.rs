@@ -40,7 +40,7 @@ pub struct OpSettings {
     /// `[preprocess]`
     pub preprocess: preprocess::PreprocessSettings,
     /// `[maxtree]`
-    pub maxtree: maxtree::MaxtreeSettings,
+    pub maxtree: maxtree::MaxTreeSettings,
     /// `[cca]`
     pub cca: cca::CcaSettings,
     /// `[tracker]`

@@ -40,7 +40,9 @@ use crate::ops::preprocess::{
 };
 use crate::ops::segmentation::boruvka::felzenszwalb_boruvka;
 use crate::ops::segmentation::cpu::felzenszwalb_interleaved;
-use crate::ops::segmentation::{OverlayMode, SegmentGpu, SegmentOutput, SegmentParams};
+use crate::ops::segmentation::{
+    OverlayMode, SegmentationGpu, SegmentationOutput, SegmentationParams,
+};
 
 /// The `segmentation` analysis, described (see [`super::descriptor`]).
 pub const DESCRIPTOR: Descriptor = Descriptor {
@@ -112,7 +114,7 @@ pub struct SegmentationSettings {
     pub fill: OverlayMode,
     /// Draw segment boundaries in the overlay.
     pub boundaries: bool,
-    /// GPU: cap on the merge rounds per frame (see `SegmentParams::max_rounds`).
+    /// GPU: cap on the merge rounds per frame (see `SegmentationParams::max_rounds`).
     pub max_rounds: u32,
     /// GPU: cap on the `min_size` rounds per frame.
     pub max_min_size_rounds: u32,
@@ -128,7 +130,7 @@ pub struct SegmentationSettings {
 
 impl Default for SegmentationSettings {
     fn default() -> Self {
-        let p = SegmentParams::default();
+        let p = SegmentationParams::default();
         Self {
             enabled: true,
             scale: p.scale,
@@ -150,8 +152,8 @@ impl Default for SegmentationSettings {
 impl SegmentationSettings {
     /// The op parameters.
     #[must_use]
-    pub fn params(&self) -> SegmentParams {
-        SegmentParams {
+    pub fn params(&self) -> SegmentationParams {
+        SegmentationParams {
             scale: self.scale,
             sigma: self.sigma,
             min_size: self.min_size,
@@ -201,7 +203,7 @@ impl SegmentationSettings {
 /// The overlay raster of a segmentation of a `width` x `height` frame: its labels (possibly
 /// downscaled: the compose step upsamples them and fills each segment from the frame's pixels).
 fn raster(
-    out: &SegmentOutput,
+    out: &SegmentationOutput,
     labels: Arc<Image<u32>>,
     width: usize,
     settings: &SegmentationSettings,
@@ -227,7 +229,7 @@ fn raster(
 }
 
 /// The summary of a segmentation (with its `downscale`).
-fn summary(out: &SegmentOutput, settings: &SegmentationSettings) -> serde_json::Value {
+fn summary(out: &SegmentationOutput, settings: &SegmentationSettings) -> serde_json::Value {
     let mut summary = out.summary();
     if settings.downscale > 1
         && let Some(m) = summary.as_object_mut()
@@ -312,8 +314,8 @@ impl Segmentation {
         &self,
         input: &FrameInput,
         colour: Option<&Image<[u8; 3]>>,
-        params: &SegmentParams,
-    ) -> Result<SegmentOutput, OpError> {
+        params: &SegmentationParams,
+    ) -> Result<SegmentationOutput, OpError> {
         let (w, h) = (input.gray.width(), input.gray.height());
         let (data, channels) = match colour {
             Some(rgb) => (pack_rgb(rgb.view()), 3),
@@ -332,7 +334,7 @@ impl Segmentation {
                 let (out, hierarchy) = felzenszwalb_boruvka(&small, sw, sh, channels, params)?;
                 let level = level.min(out.levels() - 1);
                 let (labels, segment_count) = hierarchy.labels_at(level)?;
-                SegmentOutput {
+                SegmentationOutput {
                     labels,
                     segment_count,
                     level,
@@ -389,7 +391,7 @@ impl Analysis for Segmentation {
     }
     fn gpu_stage(&self, gpu: &GpuContext) -> Result<Option<Box<dyn GpuStage>>, OpError> {
         Ok(Some(Box::new(SegmentationStage {
-            gpu: SegmentGpu::new(gpu)?,
+            gpu: SegmentationGpu::new(gpu)?,
             f_downscale: downscale_function(gpu)?,
             captures: 0,
             settings: self.settings.clone(),
@@ -499,7 +501,7 @@ impl Analysis for Segmentation {
 }
 
 struct SegmentationStage {
-    gpu: SegmentGpu,
+    gpu: SegmentationGpu,
     /// The settings of the frame last enqueued (for the overlay in `collect`).
     settings: SegmentationSettings,
     /// The frame last enqueued is one `every` skips (nothing was enqueued).
@@ -640,7 +642,7 @@ mod tests {
             return None;
         };
         let (w, h) = (input.gray.width(), input.gray.height());
-        let seg = SegmentOutput {
+        let seg = SegmentationOutput {
             labels: (*r.labels).clone(),
             segment_count: *count,
             rounds: 0,

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Image};
 use morphoscope::io::{self, OutKind};
-use morphoscope::ops::{cca, maxtree as mt, orientation as lo, preprocess, segmentation};
+use morphoscope::ops::{cca, maxtree, orientation, preprocess, segmentation};
 
 use super::CommonArgs;
 
@@ -100,13 +100,13 @@ pub struct ImageArgs {
     /// Area threshold in pixels (area-opening, area-closing).
     #[arg(long)]
     pub area: Option<u64>,
-    /// 4 or 8 (default: 4 for the max-tree ops, 8 for label).
+    /// 4 or 8 (default: 4 for the max-tree ops, 8 for cca).
     #[arg(long)]
     pub connectivity: Option<u32>,
     /// Attribute of attribute-filter.
     #[arg(long)]
     pub attribute: Option<String>,
-    /// Threshold: attribute value (attribute-filter), grey level or `otsu` (label).
+    /// Threshold: attribute value (attribute-filter), grey level or `otsu` (cca).
     #[arg(long)]
     pub threshold: Option<String>,
     /// Restitution rule of attribute-filter.
@@ -118,10 +118,10 @@ pub struct ImageArgs {
     /// Write the residue (|input − filtered|) instead of the filtered image.
     #[arg(long)]
     pub residue: bool,
-    /// label: foreground is `f <= T` instead of `f > T`.
+    /// cca: foreground is `f <= T` instead of `f > T`.
     #[arg(long)]
     pub dark: bool,
-    /// label: also write the label image (.npy, int32).
+    /// cca: also write the label image (.npy, int32).
     #[arg(long)]
     pub labels: Option<PathBuf>,
     /// Segment length in pixels (odd).
@@ -136,16 +136,16 @@ pub struct ImageArgs {
     /// Closing instead of opening (linear-opening, orientation).
     #[arg(long)]
     pub closing: bool,
-    /// felzenszwalb: observation scale (higher: larger segments).
+    /// segmentation: observation scale (higher: larger segments).
     #[arg(long, default_value_t = 100.0)]
     pub scale: f64,
-    /// felzenszwalb: Gaussian smoothing before the graph is built.
+    /// segmentation: Gaussian smoothing before the graph is built.
     #[arg(long, default_value_t = 0.8)]
     pub sigma: f64,
-    /// felzenszwalb: smallest segment in pixels.
+    /// segmentation: smallest segment in pixels.
     #[arg(long, default_value_t = 20)]
     pub min_size: usize,
-    /// felzenszwalb: also write the segments filled with their mean colour (PNG).
+    /// segmentation: also write the segments filled with their mean colour (PNG).
     #[arg(long)]
     pub overlay: Option<PathBuf>,
 }
@@ -326,36 +326,36 @@ fn run_op(
     }
 }
 
-fn maxtree_params(op: &str, a: &ImageArgs) -> anyhow::Result<mt::MaxtreeParams> {
+fn maxtree_params(op: &str, a: &ImageArgs) -> anyhow::Result<maxtree::MaxTreeParams> {
     let connectivity = a.connectivity.unwrap_or(4);
     let p = match op {
-        "area-opening" | "area-closing" => mt::MaxtreeParams {
+        "area-opening" | "area-closing" => maxtree::MaxTreeParams {
             enabled: true,
             tree: if op == "area-opening" {
-                mt::TreeKind::Max
+                maxtree::TreeKind::Max
             } else {
-                mt::TreeKind::Min
+                maxtree::TreeKind::Min
             },
-            attribute: mt::Attribute::Area,
+            attribute: maxtree::Attribute::Area,
             threshold: need(a.area, "--area N", op)? as f64,
-            rule: mt::Rule::Direct,
+            rule: maxtree::Rule::Direct,
             connectivity,
         },
         _ => {
             let toml_str = |s: &str| toml::Value::String(s.to_owned());
-            let attribute: mt::Attribute = need(a.attribute.as_deref(), "--attribute", op)
+            let attribute: maxtree::Attribute = need(a.attribute.as_deref(), "--attribute", op)
                 .and_then(|s| toml_str(s).try_into().with_context(|| format!("--attribute {s}: one of area, height, volume, bbox_width, bbox_height, diameter")))?;
-            let rule: mt::Rule = toml_str(&a.rule).try_into().with_context(|| {
+            let rule: maxtree::Rule = toml_str(&a.rule).try_into().with_context(|| {
                 format!("--rule {}: one of direct, min, max, subtractive", a.rule)
             })?;
-            let tree: mt::TreeKind = toml_str(&a.tree)
+            let tree: maxtree::TreeKind = toml_str(&a.tree)
                 .try_into()
                 .with_context(|| format!("--tree {}: max or min", a.tree))?;
             let t = need(a.threshold.as_deref(), "--threshold T", op)?;
             let threshold: f64 = t
                 .parse()
                 .with_context(|| format!("--threshold {t}: a number"))?;
-            mt::MaxtreeParams {
+            maxtree::MaxTreeParams {
                 enabled: true,
                 tree,
                 attribute,
@@ -379,19 +379,19 @@ fn maxtree_op(
     let p = maxtree_params(op, a)?;
     let (filtered, residue) = match (g, backend) {
         (Gray::U8(i), Backend::Cuda(gpu)) => {
-            let o = mt::maxtree_gpu(gpu, i.view(), &p)?;
+            let o = maxtree::maxtree_gpu(gpu, i.view(), &p)?;
             (o.filtered, o.residue)
         }
         (Gray::U16(i), Backend::Cuda(gpu)) => {
-            let o = mt::maxtree_gpu(gpu, i.view(), &p)?;
+            let o = maxtree::maxtree_gpu(gpu, i.view(), &p)?;
             (o.filtered, o.residue)
         }
         (Gray::U8(i), Backend::Cpu) => {
-            let o = mt::attribute_filter(i.view(), &p)?;
+            let o = maxtree::attribute_filter(i.view(), &p)?;
             (DynImage::Gray8(o.filtered), DynImage::Gray8(o.residue))
         }
         (Gray::U16(i), Backend::Cpu) => {
-            let o = mt::attribute_filter(i.view(), &p)?;
+            let o = maxtree::attribute_filter(i.view(), &p)?;
             (DynImage::Gray16(o.filtered), DynImage::Gray16(o.residue))
         }
         (Gray::F32(_), _) => bail!("op {op}: float input is not supported (8 or 16-bit)"),
@@ -404,7 +404,7 @@ fn cca_op(backend: &Backend, out_path: &Path, a: &ImageArgs, g: Gray) -> anyhow:
         Some(t) => t.parse()?,
         None => cca::Threshold::Otsu,
     };
-    let p = cca::CclParams {
+    let p = cca::CcaParams {
         threshold,
         polarity: if a.dark {
             cca::Polarity::Dark
@@ -422,7 +422,7 @@ fn cca_op(backend: &Backend, out_path: &Path, a: &ImageArgs, g: Gray) -> anyhow:
         (Gray::U16(i), backend) => {
             if matches!(backend, Backend::Cuda(_)) {
                 log::info!(
-                    "label: 16-bit input runs on the CPU (the GPU labeling takes 8-bit frames)"
+                    "cca: 16-bit input runs on the CPU (the GPU labeling takes 8-bit frames)"
                 );
             }
             cca::cca_cpu(i.view(), &p)?
@@ -448,7 +448,7 @@ fn linear_opening_op(
     a: &ImageArgs,
     g: Gray,
 ) -> anyhow::Result<()> {
-    let p = lo::LinearOpeningParams {
+    let p = orientation::LinearOpeningParams {
         length: need(a.length, "--length L", "linear-opening")?,
         angle: need(a.angle, "--angle DEG", "linear-opening")?,
         closing: a.closing,
@@ -456,20 +456,22 @@ fn linear_opening_op(
     p.validate()?;
     let out = match (g, backend) {
         (Gray::U8(i), Backend::Cuda(gpu)) => {
-            DynImage::Gray8(lo::linear_opening_gpu(gpu, i.view(), &p)?)
+            DynImage::Gray8(orientation::linear_opening_gpu(gpu, i.view(), &p)?)
         }
         (Gray::U16(i), Backend::Cuda(gpu)) => {
-            DynImage::Gray16(lo::linear_opening_gpu(gpu, i.view(), &p)?)
+            DynImage::Gray16(orientation::linear_opening_gpu(gpu, i.view(), &p)?)
         }
-        (Gray::U8(i), Backend::Cpu) => DynImage::Gray8(lo::linear_opening(i.view(), &p)?),
-        (Gray::U16(i), Backend::Cpu) => DynImage::Gray16(lo::linear_opening(i.view(), &p)?),
-        (Gray::F32(i), _) => DynImage::F32(lo::linear_opening(i.view(), &p)?),
+        (Gray::U8(i), Backend::Cpu) => DynImage::Gray8(orientation::linear_opening(i.view(), &p)?),
+        (Gray::U16(i), Backend::Cpu) => {
+            DynImage::Gray16(orientation::linear_opening(i.view(), &p)?)
+        }
+        (Gray::F32(i), _) => DynImage::F32(orientation::linear_opening(i.view(), &p)?),
     };
     write_filter_out(out_path, out)
 }
 
 fn orientation_op(backend: &Backend, out: &Path, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
-    let p = lo::OrientationParams {
+    let p = orientation::OrientationParams {
         enabled: true,
         length: need(a.length, "--length L", "orientation")?,
         angles: need(a.angles, "--angles K", "orientation")?,
@@ -481,27 +483,27 @@ fn orientation_op(backend: &Backend, out: &Path, a: &ImageArgs, g: Gray) -> anyh
     let d = out;
     let (colour, angle, spectrum, dominant) = match (g, backend) {
         (Gray::U8(i), Backend::Cuda(gpu)) => {
-            let o = lo::orientation_gpu(gpu, i.view(), &p)?;
+            let o = orientation::orientation_gpu(gpu, i.view(), &p)?;
             io::write_npy(&d.join("strength.npy"), &o.strength)?;
             (o.colour(), o.angle_map_deg(), o.spectrum_csv(), o.summary())
         }
         (Gray::U16(i), Backend::Cuda(gpu)) => {
-            let o = lo::orientation_gpu(gpu, i.view(), &p)?;
+            let o = orientation::orientation_gpu(gpu, i.view(), &p)?;
             io::write_npy(&d.join("strength.npy"), &o.strength)?;
             (o.colour(), o.angle_map_deg(), o.spectrum_csv(), o.summary())
         }
         (Gray::U8(i), Backend::Cpu) => {
-            let o = lo::orientation(i.view(), &p)?;
+            let o = orientation::orientation(i.view(), &p)?;
             io::write_npy(&d.join("strength.npy"), &o.strength)?;
             (o.colour(), o.angle_map_deg(), o.spectrum_csv(), o.summary())
         }
         (Gray::U16(i), Backend::Cpu) => {
-            let o = lo::orientation(i.view(), &p)?;
+            let o = orientation::orientation(i.view(), &p)?;
             io::write_npy(&d.join("strength.npy"), &o.strength)?;
             (o.colour(), o.angle_map_deg(), o.spectrum_csv(), o.summary())
         }
         (Gray::F32(i), _) => {
-            let o = lo::orientation(i.view(), &p)?;
+            let o = orientation::orientation(i.view(), &p)?;
             io::write_npy(&d.join("strength.npy"), &o.strength)?;
             (o.colour(), o.angle_map_deg(), o.spectrum_csv(), o.summary())
         }
@@ -519,7 +521,7 @@ fn segmentation_op(
     a: &ImageArgs,
     img: DynImage,
 ) -> anyhow::Result<()> {
-    let p = segmentation::SegmentParams {
+    let p = segmentation::SegmentationParams {
         scale: a.scale,
         sigma: a.sigma,
         min_size: a.min_size,
@@ -529,7 +531,7 @@ fn segmentation_op(
     let img = match img {
         DynImage::Gray16(g) => {
             log::info!(
-                "felzenszwalb: 16-bit input is reduced to 8 bits (high byte) before segmenting"
+                "segmentation: 16-bit input is reduced to 8 bits (high byte) before segmenting"
             );
             DynImage::Gray8(preprocess::gray16_to_gray8(g.view()))
         }

@@ -72,7 +72,7 @@ impl Default for ComposeTuning {
 /// One raster layer as the kernel reads it. Keep in sync with `ComposeRaster` in compose.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct RasterDesc {
+struct ComposeRaster {
     data: u64,
     fill: u64,
     count_ptr: u64,
@@ -102,14 +102,14 @@ struct ComposeParams {
     base_alpha: u32,
     raster_count: u32,
     prim_count: u32,
-    rasters: [RasterDesc; MAX_RASTERS],
+    rasters: [ComposeRaster; MAX_RASTERS],
 }
 
-const _: () = assert!(std::mem::size_of::<RasterDesc>() == 56);
+const _: () = assert!(std::mem::size_of::<ComposeRaster>() == 56);
 const _: () = assert!(std::mem::size_of::<ComposeParams>() == 512);
 
 // SAFETY: plain-old-data, `#[repr(C)]`, layouts asserted above and in compose.cu.
-unsafe impl DeviceRepr for RasterDesc {}
+unsafe impl DeviceRepr for ComposeRaster {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for ComposeParams {}
 
@@ -410,7 +410,7 @@ impl ComposeGpu {
                         return Err(GpuError::Unsupported("segment tables missing".into()));
                     };
                     let capacity = u32_of(segments.label_width * segments.label_height, "labels")?;
-                    *desc = RasterDesc {
+                    *desc = ComposeRaster {
                         kind: RASTER_SEGMENTS,
                         data: read_ptr(segments.labels, stream, &mut guards),
                         label_width: u32_of(segments.label_width, "label width")?,
@@ -556,7 +556,7 @@ fn launch_segment_sums(
     f: &CudaFunction,
     t: &ComposeTuning,
     params: FrameArgs,
-    desc: &RasterDesc,
+    desc: &ComposeRaster,
     sums: u64,
 ) -> Result<(), GpuError> {
     let runs = blocks_for(params.width as usize, t.sum_run) as usize * params.height as usize;
@@ -591,7 +591,7 @@ fn launch_segment_fill(
     stream: &CudaStream,
     f: &CudaFunction,
     (blocks, threads): (u32, u32),
-    (frame, desc): (FrameArgs, &RasterDesc),
+    (frame, desc): (FrameArgs, &ComposeRaster),
     (sums, table_capacity): (u64, u32),
     mean: bool,
 ) -> Result<(), GpuError> {

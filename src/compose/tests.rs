@@ -229,16 +229,16 @@ fn segments_take_their_mean_colour_upsampled() {
 #[test]
 fn segments_equal_the_segmentation_overlay() {
     use crate::ops::segmentation::{
-        SegmentParams, felzenszwalb_rgb, overlay_segments_gray, overlay_segments_rgb,
+        SegmentationParams, felzenszwalb_rgb, overlay_segments_gray, overlay_segments_rgb,
         upsample_labels,
     };
     let img = Image::from_fn(41, 29, |x, y| {
         [(x * 6) as u8, (y * 8) as u8, ((x * y) % 256) as u8]
     });
     let gray = img.map(|p| p[1]);
-    let params = SegmentParams {
+    let params = SegmentationParams {
         min_size: 5,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
     let opaque = ComposeStyle::default().with("segments", LayerStyle::mixed(1.0));
     for factor in [1, 2] {

@@ -4,7 +4,7 @@
 //! chunk-border diagonals), real frames up to 4096x2160 with Otsu's level in both polarities,
 //! the OpenCV golden crops, and motion sequences (background kept on the device).
 //!
-//! `bench_ccl` (ignored) times the kernels with CUDA events on real frames and writes the masks
+//! `bench_cca` (ignored) times the kernels with CUDA events on real frames and writes the masks
 //! for `src/ops/cca/bench_opencv.py` (OpenCV on the CPU of the same machine).
 
 // Helpers outside `#[test]` functions unwrap and panic as the tests do.
@@ -16,15 +16,15 @@ use cudarc::driver::CudaStream;
 use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer, round_trip, upload_view};
 use morphoscope::image::Image;
-use morphoscope::ops::cca::gpu::CclGpu;
+use morphoscope::ops::cca::gpu::CcaGpu;
 use morphoscope::ops::cca::{
-    CcaTuning, CclCpu, CclOutput, CclParams, Polarity, Source, Threshold, cca_cpu,
+    CcaCpu, CcaOutput, CcaParams, CcaTuning, Polarity, Source, Threshold, cca_cpu,
 };
 
 use crate::common::{Rng, gpu, median, sample_gray, samples_dir, tiled_gray};
 
 struct Rig {
-    op: CclGpu,
+    op: CcaGpu,
     stream: Arc<CudaStream>,
     timer: KernelTimer,
 }
@@ -32,7 +32,7 @@ struct Rig {
 impl Rig {
     fn new(g: &GpuContext) -> Self {
         Self {
-            op: CclGpu::new(g).expect("cca kernels"),
+            op: CcaGpu::new(g).expect("cca kernels"),
             stream: g.new_stream().expect("stream"),
             timer: KernelTimer::new(),
         }
@@ -86,7 +86,7 @@ impl Rig {
         (median(&mut totals), regions)
     }
 
-    fn run(&mut self, img: &Image<u8>, p: &CclParams) -> CclOutput {
+    fn run(&mut self, img: &Image<u8>, p: &CcaParams) -> CcaOutput {
         round_trip(
             &self.stream,
             img.view(),
@@ -98,7 +98,7 @@ impl Rig {
     }
 }
 
-fn assert_same(cpu: &CclOutput, gpu: &CclOutput, what: &str) {
+fn assert_same(cpu: &CcaOutput, gpu: &CcaOutput, what: &str) {
     assert_eq!(
         cpu.table.threshold, gpu.table.threshold,
         "{what}: threshold"
@@ -133,11 +133,11 @@ fn assert_same(cpu: &CclOutput, gpu: &CclOutput, what: &str) {
     assert_eq!(cpu.table, gpu.table, "{what}: table");
 }
 
-fn mask_params(conn: u8) -> CclParams {
-    CclParams {
+fn mask_params(conn: u8) -> CcaParams {
+    CcaParams {
         threshold: Threshold::Fixed(127),
         connectivity: conn,
-        ..CclParams::default()
+        ..CcaParams::default()
     }
 }
 
@@ -151,7 +151,7 @@ fn random_mask(rng: &mut Rng, w: usize, h: usize, per_mille: u64) -> Image<u8> {
     })
 }
 
-fn check(rig: &mut Rig, img: &Image<u8>, p: &CclParams, what: &str) {
+fn check(rig: &mut Rig, img: &Image<u8>, p: &CcaParams, what: &str) {
     let cpu = cca_cpu(img.view(), p).expect("cpu cca");
     let gpu = rig.run(img, p);
     assert_same(&cpu, &gpu, what);
@@ -169,11 +169,11 @@ fn cca_mean_grey_matches_cpu() {
     for (w, h) in [(67usize, 13usize), (129, 40), (1001, 77)] {
         let img = Image::from_fn(w, h, |_, _| rng.below(256) as u8);
         for (polarity, conn) in [(Polarity::Bright, 8u8), (Polarity::Dark, 4)] {
-            let p = CclParams {
+            let p = CcaParams {
                 threshold: Threshold::Fixed(140),
                 polarity,
                 connectivity: conn,
-                ..CclParams::default()
+                ..CcaParams::default()
             };
             let what = format!("{w}x{h} {polarity:?} {conn}-conn");
             let cpu = cca_cpu(img.view(), &p).expect("cpu cca");
@@ -211,10 +211,10 @@ fn table_readback_is_the_full_readbacks_table() {
         };
         let uploaded = upload_view(&rig.stream, img.view()).expect("upload");
         for (conn, polarity) in [(4u8, Polarity::Bright), (8, Polarity::Dark)] {
-            let p = CclParams {
+            let p = CcaParams {
                 connectivity: conn,
                 polarity,
-                ..CclParams::default()
+                ..CcaParams::default()
             };
             rig.op
                 .enqueue(&mut rig.timer, uploaded.image(), &p)
@@ -371,10 +371,10 @@ fn cca_other_launch_shapes_give_the_same_table() {
     ] {
         rig.op.set_tuning(tuning).expect("tuning");
         for conn in [4u8, 8] {
-            let p = CclParams {
+            let p = CcaParams {
                 threshold: Threshold::Otsu,
                 connectivity: conn,
-                ..CclParams::default()
+                ..CcaParams::default()
             };
             check(&mut rig, &img, &p, &format!("conn {conn} {tuning:?}"));
         }
@@ -411,11 +411,11 @@ fn cca_real_frames_otsu_both_polarities() {
             };
             for pol in [Polarity::Bright, Polarity::Dark] {
                 for conn in [4u8, 8] {
-                    let p = CclParams {
+                    let p = CcaParams {
                         threshold: Threshold::Otsu,
                         polarity: pol,
                         connectivity: conn,
-                        ..CclParams::default()
+                        ..CcaParams::default()
                     };
                     // Cover every feature_rows variant across the cases.
                     let rows = [1, 2, 4, 3][(w + conn as usize + pol as usize) % 4];
@@ -436,9 +436,9 @@ fn cca_real_frames_otsu_both_polarities() {
             check(
                 &mut rig,
                 &img,
-                &CclParams {
+                &CcaParams {
                     threshold: Threshold::Fixed(t),
-                    ..CclParams::default()
+                    ..CcaParams::default()
                 },
                 &format!("{name} T={t}"),
             );
@@ -473,7 +473,7 @@ fn cca_opencv_golden_crops() {
         let t_cv = t[0] as u32;
         let dark = t[1] != 0.0;
         for conn in [4u8, 8] {
-            let p = CclParams {
+            let p = CcaParams {
                 threshold: Threshold::Otsu,
                 polarity: if dark {
                     Polarity::Dark
@@ -481,7 +481,7 @@ fn cca_opencv_golden_crops() {
                     Polarity::Bright
                 },
                 connectivity: conn,
-                ..CclParams::default()
+                ..CcaParams::default()
             };
             let out = rig.run(&img, &p);
             assert_eq!(out.table.threshold, t_cv, "{stem}: Otsu level vs OpenCV");
@@ -533,14 +533,14 @@ fn cca_motion_sequence_matches_cpu() {
         (Threshold::Otsu, Polarity::Bright),
         (Threshold::Fixed(3), Polarity::Dark),
     ] {
-        let p = CclParams {
+        let p = CcaParams {
             source: Source::Motion,
             threshold,
             polarity: pol,
             learning_rate: 0.1,
             connectivity: 8,
         };
-        let mut cpu = CclCpu::new();
+        let mut cpu = CcaCpu::new();
         rig.op.background.reset();
         for k in 0..6usize {
             // A bright square walking over the real texture, and the texture drifting a little.
@@ -606,17 +606,17 @@ fn write_npy_u8(path: &std::path::Path, img: &Image<u8>) {
     std::fs::write(path, bytes).expect("write npy");
 }
 
-/// Kernel timings with CUDA events (median of `CCL_BENCH_ITERS`, default 200, after 20 warm-up
+/// Kernel timings with CUDA events (median of `CCA_BENCH_RUNS`, default 200, after 20 warm-up
 /// runs) on real frames; prints one row per case.
 #[test]
 #[ignore]
-fn bench_ccl() {
+fn bench_cca() {
     let Some(g) = gpu() else { return };
-    let iters: usize = std::env::var("CCL_BENCH_ITERS")
+    let iters: usize = std::env::var("CCA_BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
-    let out_dir = std::env::var_os("CCL_BENCH_DIR").map(std::path::PathBuf::from);
+    let out_dir = std::env::var_os("CCA_BENCH_DIR").map(std::path::PathBuf::from);
     if let Some(d) = &out_dir {
         std::fs::create_dir_all(d).expect("bench dir");
     }
@@ -647,7 +647,7 @@ fn bench_ccl() {
         };
         let uploaded = upload_view(&rig.stream, img.view()).expect("upload");
         let input = uploaded.image();
-        let p = CclParams::default();
+        let p = CcaParams::default();
         for conn in [4u8, 8] {
             rig.timer.reset();
             rig.op
@@ -657,8 +657,8 @@ fn bench_ccl() {
                 .enqueue_labeling(&rig.stream, &mut rig.timer, conn, Some(input.data))
                 .expect("label");
             let out = rig.op.download(&rig.stream).expect("download");
-            let mut cpu_out = CclCpu::new();
-            let pc = CclParams {
+            let mut cpu_out = CcaCpu::new();
+            let pc = CcaParams {
                 connectivity: conn,
                 ..p.clone()
             };
@@ -674,7 +674,7 @@ fn bench_ccl() {
                     &mask,
                 );
             }
-            let pf = CclParams {
+            let pf = CcaParams {
                 threshold: Threshold::Fixed(out.table.threshold),
                 ..p.clone()
             };

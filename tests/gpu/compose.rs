@@ -21,11 +21,11 @@ use morphoscope::compose::{
 };
 use morphoscope::gpu::{DeviceImage, KernelTimer};
 use morphoscope::image::Image;
-use morphoscope::ops::maxtree::{MaxtreeParams, attribute_filter};
+use morphoscope::ops::maxtree::{MaxTreeParams, attribute_filter};
 use morphoscope::ops::orientation::{OrientationParams, orientation, orientation_colour};
 use morphoscope::ops::preprocess::{downscale_box, downscaled_size, rgb_to_gray};
 use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
-use morphoscope::ops::segmentation::{OverlayMode, SegmentParams};
+use morphoscope::ops::segmentation::{OverlayMode, SegmentationParams};
 
 use crate::common::{Rng, gpu, sample_rgb};
 
@@ -190,7 +190,7 @@ fn real_layers(
 ) -> (HostLayers, HostLayers) {
     let img = Image::from_fn(w, h, |x, y| rgb.get(x, y));
     let gray = rgb_to_gray(img.view());
-    let residue = attribute_filter(gray.view(), &MaxtreeParams::default())
+    let residue = attribute_filter(gray.view(), &MaxTreeParams::default())
         .unwrap()
         .residue;
     let params = OrientationParams {
@@ -207,9 +207,9 @@ fn real_layers(
         sw,
         sh,
         3,
-        &SegmentParams {
+        &SegmentationParams {
             min_size: 20,
-            ..SegmentParams::default()
+            ..SegmentationParams::default()
         },
     )
     .unwrap();
@@ -482,7 +482,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[ignore = "timing: run on the GPU machine with --ignored --nocapture"]
 fn bench_compose() {
     let Some(g) = gpu() else { return };
-    let iters: usize = std::env::var("COMPOSE_BENCH_ITERS")
+    let iters: usize = std::env::var("COMPOSE_BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);

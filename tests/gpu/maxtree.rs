@@ -11,8 +11,8 @@
 use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::maxtree::{
-    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeParams, MaxtreeSummary,
-    MaxtreeTuning, Rule, TreeKind, maxtree_gpu, maxtree_parent_gpu,
+    Attribute, Connectivity, GpuGray, MaxTree, MaxTreeGpu, MaxTreeParams, MaxTreeSummary,
+    MaxTreeTuning, Rule, TreeKind, maxtree_gpu, maxtree_parent_gpu,
 };
 
 use crate::common::{Rng, gpu, random_gray, tiled_gray, tiled_gray16};
@@ -61,7 +61,7 @@ fn as_u32(d: &DynImage) -> Vec<u32> {
     }
 }
 
-/// Every attribute and rule through `MaxtreeGpu` on one tree per (kind, connectivity), two
+/// Every attribute and rule through `MaxTreeGpu` on one tree per (kind, connectivity), two
 /// thresholds each (the second through `enqueue_filter`, without rebuilding), vs the CPU, with
 /// the device's default tuning.
 fn check_filters<T: GpuGray>(
@@ -71,7 +71,7 @@ fn check_filters<T: GpuGray>(
     conns: &[Connectivity],
     what: &str,
 ) {
-    let tuning = MaxtreeTuning::for_device(g.info());
+    let tuning = MaxTreeTuning::for_device(g.info());
     check_filters_tuned(g, img, kinds, conns, tuning, what);
 }
 
@@ -81,13 +81,13 @@ fn check_filters_tuned<T: GpuGray>(
     img: &Image<T>,
     kinds: &[TreeKind],
     conns: &[Connectivity],
-    tuning: MaxtreeTuning,
+    tuning: MaxTreeTuning,
     what: &str,
 ) {
     let stream = g.new_stream().unwrap();
     let uploaded = upload_view(&stream, img.view()).unwrap();
     let input = uploaded.image();
-    let mut mt = MaxtreeGpu::with_tuning(g, tuning).unwrap();
+    let mut mt = MaxTreeGpu::with_tuning(g, tuning).unwrap();
     let mut timer = KernelTimer::new();
     for &kind in kinds {
         for &c in conns {
@@ -212,15 +212,15 @@ fn every_tile_height_gives_the_cpu_tree() {
     let stream = g.new_stream().unwrap();
     let input = upload_view(&stream, img.view()).unwrap();
     let input16 = upload_view(&stream, img16.view()).unwrap();
-    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut mt = MaxTreeGpu::new(g).unwrap();
     let mut timer = KernelTimer::new();
     for c in CONNS {
         let cpu = MaxTree::build(img.view(), TreeKind::Min, c).unwrap();
         let cpu16 = MaxTree::build(img16.view(), TreeKind::Max, c).unwrap();
         for th in [16, 32, 64, 128] {
-            mt.set_tuning(MaxtreeTuning {
+            mt.set_tuning(MaxTreeTuning {
                 tile_height: th,
-                ..MaxtreeTuning::default()
+                ..MaxTreeTuning::default()
             })
             .unwrap();
             mt.enqueue_tree(&mut timer, input.image(), TreeKind::Min, c)
@@ -254,14 +254,14 @@ fn other_launch_shapes_give_the_same_pictures() {
     let Some(img) = tiled_gray("fruits.jpg", 641, 479) else {
         return;
     };
-    let d = MaxtreeTuning::default();
+    let d = MaxTreeTuning::default();
     for tuning in [
-        MaxtreeTuning {
+        MaxTreeTuning {
             block_threads: 64,
             node_blocks_per_sm: 1,
             ..d
         },
-        MaxtreeTuning {
+        MaxTreeTuning {
             tile_height: 64,
             block_threads: 1024,
             ..d
@@ -335,11 +335,11 @@ fn area_opening_matches_cpu_on_large_real_frames() {
             return;
         };
         for (tree, c) in [(TreeKind::Max, 4), (TreeKind::Min, 8)] {
-            let p = MaxtreeParams {
+            let p = MaxTreeParams {
                 tree,
                 threshold: 100.0,
                 connectivity: c,
-                ..MaxtreeParams::default()
+                ..MaxTreeParams::default()
             };
             let out = maxtree_gpu(g, img.view(), &p).unwrap();
             let cpu = morphoscope::ops::maxtree::attribute_filter(img.view(), &p).unwrap();
@@ -358,10 +358,10 @@ fn area_opening_matches_cpu_on_large_real_frames() {
         let Some(img16) = tiled_gray16(name, w, h) else {
             return;
         };
-        let p = MaxtreeParams {
+        let p = MaxTreeParams {
             threshold: 50.0,
             connectivity: 8,
-            ..MaxtreeParams::default()
+            ..MaxTreeParams::default()
         };
         let out = maxtree_gpu(g, img16.view(), &p).unwrap();
         let cpu = morphoscope::ops::maxtree::attribute_filter(img16.view(), &p).unwrap();
@@ -378,9 +378,9 @@ fn strided_and_empty_inputs() {
     let Some(g) = gpu() else { return };
     let img =
         Image::from_strided(5, 3, 8, (0..24u8).map(|v| v.wrapping_mul(37)).collect()).unwrap();
-    let p = MaxtreeParams {
+    let p = MaxTreeParams {
         threshold: 3.0,
-        ..MaxtreeParams::default()
+        ..MaxTreeParams::default()
     };
     let out = maxtree_gpu(g, img.view(), &p).unwrap();
     let cpu = morphoscope::ops::maxtree::attribute_filter(img.view(), &p).unwrap();
@@ -404,7 +404,7 @@ fn check_summary<T: GpuGray>(
     let stream = g.new_stream().unwrap();
     let uploaded = upload_view(&stream, img.view()).unwrap();
     let input = uploaded.image();
-    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut mt = MaxTreeGpu::new(g).unwrap();
     let mut timer = KernelTimer::new();
     let cpu = MaxTree::build(img.view(), kind, c).unwrap();
     mt.enqueue_tree(&mut timer, input, kind, c).unwrap();
@@ -426,7 +426,7 @@ fn check_summary<T: GpuGray>(
             .iter()
             .map(|v| u64::from(v.to_u32()))
             .collect();
-        let expected = MaxtreeSummary {
+        let expected = MaxTreeSummary {
             node_count: cpu.node_count() as u32,
             changed_pixels: residue.iter().filter(|&&v| v > 0).count() as u64,
             residue_sum: residue.iter().sum(),
@@ -531,11 +531,11 @@ fn summary_json_is_the_full_readbacks() {
         return;
     };
     let stream = g.new_stream().unwrap();
-    let mut mt = MaxtreeGpu::new(g).unwrap();
+    let mut mt = MaxTreeGpu::new(g).unwrap();
     let mut timer = KernelTimer::new();
-    let p = MaxtreeParams {
+    let p = MaxTreeParams {
         threshold: 64.0,
-        ..MaxtreeParams::default()
+        ..MaxTreeParams::default()
     };
     // Two frames through one op: the statistics of the second do not include the first's.
     for frame in [img.clone(), img.map(|v| 255 - v)] {
@@ -553,7 +553,7 @@ fn summary_json_is_the_full_readbacks() {
     mt.enqueue(&mut timer, uploaded.image(), &p).unwrap();
     assert_eq!(
         mt.download_summary(&stream).unwrap(),
-        MaxtreeSummary::default()
+        MaxTreeSummary::default()
     );
     assert!(mt.residue().is_none());
 }

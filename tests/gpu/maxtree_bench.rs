@@ -1,8 +1,8 @@
-//! Max-tree timings (run with --ignored --nocapture): GPU (CUDA events, median of ITERS runs after
-//! WARMUP) per kernel region and total, for tree construction and the full area opening, on real
+//! Max-tree timings (run with --ignored --nocapture): GPU (CUDA events, median of MAXTREE_BENCH_RUNS runs after
+//! MAXTREE_BENCH_WARMUP) per kernel region and total, for tree construction and the full area opening, on real
 //! 1080p and 4K frames (tiled samples), 8-bit 4/8-conn and 16-bit (paper §6.3 luminance
-//! protocol); and the CPU backend (median of CPU_ITERS) in the same run. Results as markdown rows
-//! on stdout and in $BENCH_OUT (if set).
+//! protocol); and the CPU backend (median of MAXTREE_BENCH_CPU_RUNS) in the same run. Results as markdown rows
+//! on stdout and in $MAXTREE_BENCH_OUT (if set).
 
 // Helpers outside `#[test]` functions unwrap and panic as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -16,7 +16,7 @@ use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::maxtree::{
-    Attribute, Connectivity, GpuGray, MaxTree, MaxtreeGpu, MaxtreeTuning, Rule, TreeKind,
+    Attribute, Connectivity, GpuGray, MaxTree, MaxTreeGpu, MaxTreeTuning, Rule, TreeKind,
 };
 
 fn env(name: &str, d: usize) -> usize {
@@ -51,14 +51,17 @@ fn gpu_case_th<T: GpuGray>(
     let stream = g.new_stream().unwrap();
     let uploaded = upload_view(&stream, img.view()).unwrap();
     let input = uploaded.image();
-    let default = MaxtreeTuning::for_device(g.info());
-    let tuning = MaxtreeTuning {
+    let default = MaxTreeTuning::for_device(g.info());
+    let tuning = MaxTreeTuning {
         tile_height: th.unwrap_or(default.tile_height),
         ..default
     };
-    let mut mt = MaxtreeGpu::with_tuning(g, tuning).unwrap();
+    let mut mt = MaxTreeGpu::with_tuning(g, tuning).unwrap();
     let mut timer = KernelTimer::new();
-    let (warm, iters) = (env("WARMUP", 5), env("ITERS", 60));
+    let (warm, iters) = (
+        env("MAXTREE_BENCH_WARMUP", 5),
+        env("MAXTREE_BENCH_RUNS", 60),
+    );
     let mut totals = Vec::new();
     let mut regions: Vec<(&'static str, Vec<f64>)> = Vec::new();
     for i in 0..warm + iters {
@@ -120,7 +123,7 @@ fn cpu_case<T: morphoscope::image::Gray>(
     label: &str,
     out: &mut String,
 ) {
-    let iters = env("CPU_ITERS", 5);
+    let iters = env("MAXTREE_BENCH_CPU_RUNS", 5);
     let (mut tb, mut tf) = (Vec::new(), Vec::new());
     for _ in 0..iters {
         let t0 = Instant::now();
@@ -161,12 +164,12 @@ fn bench_maxtree() {
             g.info().name,
             g.info().compute_capability
         );
-        if let Ok(p) = std::env::var("PROFILE") {
+        if let Ok(p) = std::env::var("MAXTREE_BENCH_PROFILE") {
             // For ncu: the same work twice (the profiler skips the first, warm-up, run).
             let img = common::tiled_gray("baboon.jpg", 3840, 2160).unwrap();
             let img16 = common::tiled_gray16("baboon.jpg", 3840, 2160).unwrap();
             let stream = g.new_stream().unwrap();
-            let mut mt = MaxtreeGpu::new(g).unwrap();
+            let mut mt = MaxTreeGpu::new(g).unwrap();
             let mut timer = KernelTimer::new();
             for _ in 0..2 {
                 timer.reset();
@@ -249,7 +252,7 @@ fn bench_maxtree() {
             }
         }
     }
-    if env("CPU", 1) == 1 {
+    if env("MAXTREE_BENCH_CPU", 1) == 1 {
         for &(w, h) in &sizes {
             let Some(img) = common::tiled_gray("building.jpg", w, h) else {
                 return;
@@ -262,7 +265,7 @@ fn bench_maxtree() {
             cpu_case(&img16, Connectivity::Four, "building u16 4-conn", &mut out);
         }
     }
-    if let Ok(p) = std::env::var("BENCH_OUT") {
+    if let Ok(p) = std::env::var("MAXTREE_BENCH_OUT") {
         std::fs::write(p, out).unwrap();
     }
 }

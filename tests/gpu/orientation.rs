@@ -1,7 +1,7 @@
 //! GPU parity of linear openings and orientation maps: the CUDA results must equal the CPU's
 //! bit for bit (u8 and u16) for every angle, on random and real images up to 4096x2160, for
 //! every launch tuning (zones, FIFO spill, block size, dedup, chunked launches). Plus the timing
-//! bench (`--ignored bench_linear_opening`), which prints a table.
+//! bench (`--ignored bench_orientation`), which prints a table.
 
 // Helpers outside `#[test]` functions unwrap and panic as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,7 +13,7 @@ use cudarc::driver::{CudaStream, sys::CUevent_flags};
 use morphoscope::gpu::{GpuContext, KernelTimer, Uploaded, upload_view};
 use morphoscope::image::Image;
 use morphoscope::ops::orientation::{
-    self as lo, LinearOpeningGpu, LinearOpeningParams, OrientationGpu, OrientationParams,
+    self, LinearOpeningGpu, LinearOpeningParams, OrientationGpu, OrientationParams,
     OrientationTuning,
 };
 
@@ -31,12 +31,12 @@ fn to_u16(img: &Image<u8>, salt: u64) -> Image<u16> {
     })
 }
 
-fn upload<T: lo::GpuSample>(stream: &Arc<CudaStream>, img: &Image<T>) -> Uploaded<T> {
+fn upload<T: orientation::GpuSample>(stream: &Arc<CudaStream>, img: &Image<T>) -> Uploaded<T> {
     upload_view(stream, img.view()).unwrap()
 }
 
 /// One reused `LinearOpeningGpu` per image: checks `angles` x `lengths` (closing on odd angles).
-fn check_openings<T: lo::GpuSample>(
+fn check_openings<T: orientation::GpuSample>(
     g: &GpuContext,
     img: &Image<T>,
     angles: &[f64],
@@ -61,7 +61,7 @@ fn check_openings<T: lo::GpuSample>(
             timer.reset();
             op.enqueue(&mut timer, input.image(), &p).unwrap();
             let got = op.download(&stream).unwrap();
-            let want = lo::linear_opening(img.view(), &p).unwrap();
+            let want = orientation::linear_opening(img.view(), &p).unwrap();
             if got != want {
                 let diff = got
                     .data()
@@ -73,7 +73,7 @@ fn check_openings<T: lo::GpuSample>(
                     "{what}: {}x{} L={length} angle={angle} closing={closing} {:?}: {diff} pixels differ",
                     img.width(),
                     img.height(),
-                    lo::LineFamily::new(angle, length)
+                    orientation::LineFamily::new(angle, length)
                 );
             }
             n += 1;
@@ -209,7 +209,7 @@ fn openings_real_images_up_to_4k() {
     );
 }
 
-fn check_orientation<T: lo::GpuSample>(
+fn check_orientation<T: orientation::GpuSample>(
     g: &GpuContext,
     img: &Image<T>,
     p: &OrientationParams,
@@ -227,7 +227,7 @@ fn check_orientation<T: lo::GpuSample>(
         op.enqueue(&mut timer, input.image(), p).unwrap();
     }
     let got = op.download(&stream).unwrap();
-    let want = lo::orientation(img.view(), p).unwrap();
+    let want = orientation::orientation(img.view(), p).unwrap();
     let tag = format!(
         "{what} {}x{} L={} K={} closing={}",
         img.width(),
@@ -395,12 +395,12 @@ fn empty_and_strided_inputs() {
     };
     let empty = Image::<u8>::from_vec(0, 7, vec![]).unwrap();
     assert_eq!(
-        lo::linear_opening_gpu(g, empty.view(), &p)
+        orientation::linear_opening_gpu(g, empty.view(), &p)
             .unwrap()
             .height(),
         7
     );
-    let o = lo::orientation_gpu(g, empty.view(), &OrientationParams::default()).unwrap();
+    let o = orientation::orientation_gpu(g, empty.view(), &OrientationParams::default()).unwrap();
     assert_eq!(o.spectrum, vec![0.0; 36]);
     let mut rng = Rng(0x5eed_0004);
     let packed = random_nonzero(&mut rng, 30, 20, 4);
@@ -411,17 +411,17 @@ fn empty_and_strided_inputs() {
     }
     let strided = Image::from_strided(30, 20, 35, data).unwrap();
     assert_eq!(
-        lo::linear_opening_gpu(g, strided.view(), &p).unwrap(),
-        lo::linear_opening(packed.view(), &p).unwrap()
+        orientation::linear_opening_gpu(g, strided.view(), &p).unwrap(),
+        orientation::linear_opening(packed.view(), &p).unwrap()
     );
     let bad = LinearOpeningParams { length: 4, ..p };
-    assert!(lo::linear_opening_gpu(g, packed.view(), &bad).is_err());
+    assert!(orientation::linear_opening_gpu(g, packed.view(), &bad).is_err());
 }
 
 // ---------------------------------------------------------------------------------------------
-// Timing bench: `gpu --ignored bench_linear_opening --nocapture`. CUDA events around the
+// Timing bench: `gpu --ignored bench_orientation --nocapture`. CUDA events around the
 // enqueue of one frame's work, median of `RUNS` after `WARM` warm-up runs, real images (tiled
-// samples). With LO_BENCH_INPUTS=DIR it also writes the inputs as raw u8 files there, for the
+// samples). With ORIENTATION_BENCH_DIR=DIR it also writes the inputs as raw u8 files there, for the
 // OpenCV script to time the same pixels.
 
 const WARM: usize = 5;
@@ -481,7 +481,7 @@ fn fmt_regions(r: &[(&'static str, f64)]) -> String {
         .join(" ")
 }
 
-fn bench_opening(
+fn time_opening(
     g: &GpuContext,
     img: &Image<u8>,
     angle: f64,
@@ -503,12 +503,12 @@ fn bench_opening(
     });
     assert_eq!(
         op.download(&stream).unwrap(),
-        lo::linear_opening(img.view(), &p).unwrap()
+        orientation::linear_opening(img.view(), &p).unwrap()
     );
     (ms, fmt_regions(&regions))
 }
 
-fn bench_orientation<T: lo::GpuSample>(
+fn time_orientation<T: orientation::GpuSample>(
     g: &GpuContext,
     img: &Image<T>,
     p: &OrientationParams,
@@ -539,7 +539,7 @@ fn cpu_ms(runs: usize, mut f: impl FnMut()) -> f64 {
 
 #[test]
 #[ignore = "timing bench: run explicitly on the GPU machine"]
-fn bench_linear_opening() {
+fn bench_orientation() {
     let Some(g) = gpu() else { return };
     let info = g.info();
     println!(
@@ -553,7 +553,7 @@ fn bench_linear_opening() {
     let hd = tiled_gray("building.jpg", 1920, 1080).expect("samples");
     let k4 = tiled_gray("building.jpg", 4096, 2160).expect("samples");
     let sq = tiled_gray("building.jpg", 640, 640).expect("samples");
-    if let Some(dir) = std::env::var_os("LO_BENCH_INPUTS") {
+    if let Some(dir) = std::env::var_os("ORIENTATION_BENCH_DIR") {
         let dir = std::path::PathBuf::from(dir);
         std::fs::create_dir_all(&dir).unwrap();
         for (name, img) in [("hd", &hd), ("k4", &k4), ("sq", &sq)] {
@@ -568,14 +568,14 @@ fn bench_linear_opening() {
     println!("\n== one opening, u8, L = 31 (ms, median of {RUNS}) ==");
     for (name, img) in [("1920x1080", &hd), ("4096x2160", &k4)] {
         for angle in [0.0, 30.0, 45.0, 90.0] {
-            let (ms, regions) = bench_opening(g, img, angle, 31, d);
+            let (ms, regions) = time_opening(g, img, angle, 31, d);
             let p = LinearOpeningParams {
                 length: 31,
                 angle,
                 closing: false,
             };
             let cpu = cpu_ms(5, || {
-                let _ = lo::linear_opening(img.view(), &p).unwrap();
+                let _ = orientation::linear_opening(img.view(), &p).unwrap();
             });
             println!(
                 "opening {name} angle {angle:>4}: gpu {ms:.3} ms [{regions}]  cpu(rayon) {cpu:.1} ms"
@@ -601,34 +601,34 @@ fn bench_linear_opening() {
         ("4096x2160 x 36 x L31", &k4, &p36, d),
     ];
     for (name, img, p, t) in &cases {
-        let (ms, regions) = bench_orientation(g, *img, p, *t);
+        let (ms, regions) = time_orientation(g, *img, p, *t);
         println!("orientation {name}: gpu {ms:.3} ms [{regions}]");
     }
     let hd16 = to_u16(&hd, 0);
-    let (ms, regions) = bench_orientation(g, &hd16, &p36, d);
+    let (ms, regions) = time_orientation(g, &hd16, &p36, d);
     println!("orientation 1080p x 36 x L31 u16: gpu {ms:.3} ms [{regions}]");
     let p180_41 = OrientationParams {
         length: 41,
         angles: 180,
         ..Default::default()
     };
-    let (ms, regions) = bench_orientation(g, &sq, &p180_41, nodedup);
+    let (ms, regions) = time_orientation(g, &sq, &p180_41, nodedup);
     println!("orientation 640x640 x 180 x L41 all 180: gpu {ms:.3} ms [{regions}]");
     let p36_101 = OrientationParams {
         length: 101,
         angles: 36,
         ..Default::default()
     };
-    let (ms, regions) = bench_orientation(g, &hd, &p36_101, d);
+    let (ms, regions) = time_orientation(g, &hd, &p36_101, d);
     println!("orientation 1080p x 36 x L101 (spill): gpu {ms:.3} ms [{regions}]");
 
     println!("\n== CPU orientation (rayon) ==");
     let cpu = cpu_ms(2, || {
-        let _ = lo::orientation(hd.view(), &p36).unwrap();
+        let _ = orientation::orientation(hd.view(), &p36).unwrap();
     });
     println!("cpu orientation 1080p x 36 x L31: {cpu:.1} ms");
     let cpu = cpu_ms(2, || {
-        let _ = lo::orientation(sq.view(), &p180).unwrap();
+        let _ = orientation::orientation(sq.view(), &p180).unwrap();
     });
     println!("cpu orientation 640x640 x 180 x L31 (dedup): {cpu:.1} ms");
 
@@ -642,22 +642,22 @@ fn bench_linear_opening() {
                     dedup: !name.contains("all"),
                     ..d
                 };
-                let (ms, _) = bench_orientation(g, img, p, t);
+                let (ms, _) = time_orientation(g, img, p, t);
                 println!("sweep {name}: block {block} zones {zones:?}: {ms:.3} ms");
             }
         }
     }
     for zones in [None, Some(16), Some(32), Some(64)] {
         for angle in [0.0, 30.0, 90.0] {
-            let (ms, _) = bench_opening(g, &hd, angle, 31, OrientationTuning { zones, ..d });
+            let (ms, _) = time_opening(g, &hd, angle, 31, OrientationTuning { zones, ..d });
             println!("sweep opening 1080p angle {angle}: zones {zones:?}: {ms:.3} ms");
         }
     }
     println!("\n== repeat of the two targets (noise) ==");
     for _ in 0..3 {
-        let (a, _) = bench_orientation(g, &hd, &p36, d);
-        let (b, _) = bench_orientation(g, &sq, &p180, nodedup);
-        let (c, _) = bench_orientation(g, &sq, &p180, d);
+        let (a, _) = time_orientation(g, &hd, &p36, d);
+        let (b, _) = time_orientation(g, &sq, &p180, nodedup);
+        let (c, _) = time_orientation(g, &sq, &p180, d);
         println!("repeat: 1080p x 36 {a:.3} ms, 640^2 x 180 all {b:.3} ms, dedup {c:.3} ms");
     }
 }

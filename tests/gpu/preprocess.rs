@@ -461,7 +461,7 @@ fn gray_histogram_is_the_same_for_other_launch_shapes() {
 /// medians of 50 runs after 10 warm-up runs.
 #[test]
 #[ignore = "timing bench: run explicitly on the GPU machine"]
-fn bench_gray_statistics() {
+fn bench_preprocess() {
     let Some(g) = gpu() else { return };
     println!("device: {}", g.info().name);
     println!(

@@ -2,8 +2,8 @@
 //! hierarchy, edge weights), against the scikit-image-exact CPU reference (ASA >= 0.95, UE <=
 //! 0.05 per the ETH report §4.2, at scale 100 and 500), label invariants on random and real
 //! frames up to 4096x2160, and hierarchy levels; the test frames and helpers the other
-//! segmentation modules share (`segment_launch`: frame sequences and tuning values;
-//! `segment_bench`: the benchmarks).
+//! segmentation modules share (`segmentation_launch`: frame sequences and tuning values;
+//! `segmentation_bench`: the benchmarks).
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns (clippy.toml allows it inside)
 
 use std::sync::Arc;
@@ -13,12 +13,12 @@ use cudarc::driver::CudaStream;
 use morphoscope::gpu::{DeviceImage, GpuContext, KernelTimer};
 use morphoscope::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 #[cfg(feature = "profiling")]
-use morphoscope::ops::segmentation::SegmentProfiling;
+use morphoscope::ops::segmentation::SegmentationProfiling;
 use morphoscope::ops::segmentation::boruvka::{edge_weights, felzenszwalb_boruvka};
 use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
 use morphoscope::ops::segmentation::{
-    SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentTuning, asa, check_labels,
-    undersegmentation_error,
+    SegmentationGpu, SegmentationHierarchy, SegmentationOutput, SegmentationParams,
+    SegmentationTuning, asa, check_labels, undersegmentation_error,
 };
 
 use crate::common::{Rng, gpu, sample_rgb};
@@ -120,11 +120,11 @@ pub(crate) fn upload(stream: &Arc<CudaStream>, f: &Frame) -> cudarc::driver::Cud
 
 /// Enqueues an uploaded frame on `op`.
 pub(crate) fn enqueue(
-    op: &mut SegmentGpu,
+    op: &mut SegmentationGpu,
     stream: &Arc<CudaStream>,
     input: &cudarc::driver::CudaSlice<u8>,
     f: &Frame,
-    p: &SegmentParams,
+    p: &SegmentationParams,
     timer: &mut KernelTimer,
 ) {
     op.enqueue(
@@ -137,52 +137,55 @@ pub(crate) fn enqueue(
 
 /// Uploads and segments a frame on a given op (so hierarchy and levels can be read after).
 pub(crate) fn run(
-    op: &mut SegmentGpu,
+    op: &mut SegmentationGpu,
     stream: &Arc<CudaStream>,
     f: &Frame,
-    p: &SegmentParams,
-) -> SegmentOutput {
+    p: &SegmentationParams,
+) -> SegmentationOutput {
     let input = upload(stream, f);
     enqueue(op, stream, &input, f, p, &mut KernelTimer::new());
     op.download(stream).unwrap()
 }
 
 /// A fresh op with the device's tuning changed by `change`.
-pub(crate) fn op_with(g: &GpuContext, change: impl FnOnce(&mut SegmentTuning)) -> SegmentGpu {
-    let mut tuning = SegmentTuning::for_device(g.info());
+pub(crate) fn op_with(
+    g: &GpuContext,
+    change: impl FnOnce(&mut SegmentationTuning),
+) -> SegmentationGpu {
+    let mut tuning = SegmentationTuning::for_device(g.info());
     change(&mut tuning);
-    SegmentGpu::with_tuning(g, tuning).unwrap()
+    SegmentationGpu::with_tuning(g, tuning).unwrap()
 }
 
 /// `op`'s last frame (its round stamps on: the `profiling` feature) had large trees for
-/// `segment_cat_block` and giant ones: its per-round list counts (frontier, roots, trees,
+/// `segmentation_cat_block` and giant ones: its per-round list counts (frontier, roots, trees,
 /// members, small, large, cursor, tiny, mid-size, giant) summed over the rounds.
 #[cfg(feature = "profiling")]
-fn assert_large_and_giant_trees(op: &SegmentGpu, stream: &Arc<CudaStream>, what: &str) {
+fn assert_large_and_giant_trees(op: &SegmentationGpu, stream: &Arc<CudaStream>, what: &str) {
     let profile = op.round_profile(stream).unwrap();
     let counts: Vec<u64> = (0..10)
         .map(|k| profile.iter().map(|(_, _, c)| u64::from(c[k])).sum())
         .collect();
     assert!(
         counts[5] > 0,
-        "{what}: no tree for segment_cat_block, nothing sorted"
+        "{what}: no tree for segmentation_cat_block, nothing sorted"
     );
     // Trees above 8 192 core members, counted by whichever kernel walked them.
     assert!(counts[9] > 0, "{what}: no giant tree counted");
 }
 
-pub(crate) fn params(scale: f64) -> SegmentParams {
-    SegmentParams {
+pub(crate) fn params(scale: f64) -> SegmentationParams {
+    SegmentationParams {
         scale,
         adaptive_rounds: false,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     }
 }
 
 /// Where two hierarchies first differ: (global round, differing entries, examples).
 pub(crate) fn hierarchy_diff(
-    a: &SegmentHierarchy,
-    b: &SegmentHierarchy,
+    a: &SegmentationHierarchy,
+    b: &SegmentationHierarchy,
 ) -> Option<(u16, usize, Vec<String>)> {
     let mut first = u16::MAX;
     let mut count = 0;
@@ -208,7 +211,7 @@ pub(crate) fn hierarchy_diff(
 
 /// The CPU model's edge weights of a frame (its f64 blur, then `edge_weights`), flattened as
 /// the GPU's `w4`.
-fn cpu_edge_weights(f: &Frame, p: &SegmentParams) -> Vec<f64> {
+fn cpu_edge_weights(f: &Frame, p: &SegmentationParams) -> Vec<f64> {
     let smooth = blur_f64(&f.data, f.width, f.height, f.channels, &p.blur()).unwrap();
     edge_weights(&smooth, f.width, f.height, f.channels)
         .into_iter()
@@ -227,8 +230,8 @@ fn same_bits(a: &[f64], b: &[f64]) -> usize {
         .count()
 }
 
-/// The edge graph's weights, built by `segment_blur_edges` (blur and edges in one tiled pass,
-/// radius <= 4) or by the blur's two passes and `segment_edges` (larger radii), have the CPU
+/// The edge graph's weights, built by `segmentation_blur_edges` (blur and edges in one tiled pass,
+/// radius <= 4) or by the blur's two passes and `segmentation_edges` (larger radii), have the CPU
 /// model's bits: tiles cut off at every image edge, lines shorter than the blur radius
 /// (reflected more than once), grey and RGB, radius 1 to 8.
 #[test]
@@ -253,12 +256,12 @@ fn edge_weights_equal_cpu_model() {
     for f in &frames {
         // Radii 1, 3, 4 (the fused kernel's largest) and 8 (two passes).
         for sigma in [0.3, 0.8, 1.0, 1.9] {
-            let p = SegmentParams {
+            let p = SegmentationParams {
                 sigma,
                 ..params(100.0)
             };
             let cpu = cpu_edge_weights(f, &p);
-            let mut op = SegmentGpu::new(g).unwrap();
+            let mut op = SegmentationGpu::new(g).unwrap();
             run(&mut op, &stream, f, &p);
             let gpu = op.download_weights(&stream).unwrap();
             let same = same_bits(&gpu, &cpu);
@@ -305,7 +308,7 @@ fn equals_cpu_model_bit_for_bit() {
         };
         for &scale in scales {
             let p = params(scale);
-            let mut op = SegmentGpu::new(g).unwrap();
+            let mut op = SegmentationGpu::new(g).unwrap();
             let out = run(&mut op, &stream, f, &p);
             let (_, hier) = op.download_hierarchy(&stream).unwrap();
             let weights = op.download_weights(&stream).unwrap();
@@ -354,7 +357,7 @@ fn equals_cpu_model_bit_for_bit() {
     );
 }
 
-/// Flat regions: `segment_core` joins the weight-0 members of a tree at once instead of
+/// Flat regions: `segmentation_core` joins the weight-0 members of a tree at once instead of
 /// listing them for the caterpillars (except at scale 0, where a weight-0 step fails). The
 /// labels, counts and hierarchy equal the CPU model's.
 #[test]
@@ -372,7 +375,7 @@ fn weight_zero_members_join_in_core() {
             let p = params(scale);
             let (model, mhier) =
                 felzenszwalb_boruvka(&f.data, f.width, f.height, f.channels, &p).unwrap();
-            let mut op = SegmentGpu::new(g).unwrap();
+            let mut op = SegmentationGpu::new(g).unwrap();
             let out = run(&mut op, &stream, f, &p);
             let (_, hier) = op.download_hierarchy(&stream).unwrap();
             let diff = out
@@ -405,9 +408,9 @@ fn weight_zero_members_join_in_core() {
 }
 
 /// Smooth video at 1080p grows trees of thousands to tens of thousands of members (the clip
-/// frame: 9 000-15 000 at k = 100, up to 36 754 at k = 500), which `segment_cat_giant` walks over a
-/// cooperative grid (or, with [`SegmentTuning::giant_grid`] off, `segment_cat_block` radix-sorts
-/// with `seg_sort_tree`; with [`SegmentTuning::whole_tree_members`] 0 every large tree of more
+/// frame: 9 000-15 000 at k = 100, up to 36 754 at k = 500), which `segmentation_cat_giant` walks over a
+/// cooperative grid (or, with [`SegmentationTuning::giant_grid`] off, `segmentation_cat_block` radix-sorts
+/// with `seg_sort_tree`; with [`SegmentationTuning::whole_tree_members`] 0 every large tree of more
 /// than one chunk is radix-sorted): labels, counts and hierarchy still equal the CPU model's.
 #[test]
 fn large_trees_equal_cpu_model() {
@@ -416,10 +419,10 @@ fn large_trees_equal_cpu_model() {
     let Some(f) = tiled("vtest_1080.png", 1920, 1080, 3) else {
         return;
     };
-    // The device's tuning; the giant trees walked by segment_cat_block (no cooperative grid,
+    // The device's tuning; the giant trees walked by segmentation_cat_block (no cooperative grid,
     // as on devices without cooperative launch); large trees radix-sorted, not sorted whole in
     // shared memory (as on devices with less of it).
-    type Change = fn(&mut SegmentTuning);
+    type Change = fn(&mut SegmentationTuning);
     let setups: [(&str, Change); 3] = [
         ("default", |_| {}),
         ("giant_grid off", |t| t.giant_grid = false),
@@ -430,9 +433,9 @@ fn large_trees_equal_cpu_model() {
         for (what, change) in setups {
             let mut op = op_with(g, change);
             #[cfg(feature = "profiling")]
-            op.set_profiling(SegmentProfiling {
+            op.set_profiling(SegmentationProfiling {
                 round_stamps: true,
-                ..SegmentProfiling::default()
+                ..SegmentationProfiling::default()
             });
             let out = run(&mut op, &stream, &f, &p);
             #[cfg(feature = "profiling")]
@@ -493,7 +496,7 @@ fn quality_against_scikit_image_reference() {
                 continue;
             }
             let p = params(scale);
-            let mut op = SegmentGpu::new(g).unwrap();
+            let mut op = SegmentationGpu::new(g).unwrap();
             let out = run(&mut op, &stream, f, &p);
             let t = Instant::now();
             let cpu = felzenszwalb_interleaved(&f.data, f.width, f.height, f.channels, &p).unwrap();
@@ -541,12 +544,12 @@ fn invariants_on_random_and_real_frames() {
     let mut failures = Vec::new();
     for (f, configs) in &cases {
         for &(scale, min_size) in configs {
-            let p = SegmentParams {
+            let p = SegmentationParams {
                 scale,
                 min_size,
                 ..params(scale)
             };
-            let mut op = SegmentGpu::new(g).unwrap();
+            let mut op = SegmentationGpu::new(g).unwrap();
             let out = run(&mut op, &stream, f, &p);
             match check_labels(out.labels.view(), out.segment_count) {
                 Err(e) => failures.push(format!("{} k={scale}: {e}", f.name)),
@@ -580,7 +583,7 @@ fn invariants_on_random_and_real_frames() {
             height: h,
             channels: 1,
         };
-        let mut op = SegmentGpu::new(g).unwrap();
+        let mut op = SegmentationGpu::new(g).unwrap();
         let out = run(&mut op, &stream, &f, &params(100.0));
         assert_eq!(
             (out.segment_count, out.labels.width(), out.labels.height()),
@@ -598,14 +601,14 @@ fn capped_runs_still_partition() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
     let f = random_frame(&mut Rng(9), 1024, 768, 1, 16);
-    let p = SegmentParams {
+    let p = SegmentationParams {
         scale: 500.0,
         min_size: 50,
         max_rounds: 4,
         max_min_size_rounds: 2,
         ..params(500.0)
     };
-    let mut op = SegmentGpu::new(g).unwrap();
+    let mut op = SegmentationGpu::new(g).unwrap();
     let out = run(&mut op, &stream, &f, &p);
     let c = check_labels(out.labels.view(), out.segment_count).unwrap();
     eprintln!(
@@ -623,7 +626,7 @@ fn hierarchy_levels_without_recomputing() {
         return;
     };
     let p = params(300.0);
-    let mut op = SegmentGpu::new(g).unwrap();
+    let mut op = SegmentationGpu::new(g).unwrap();
     let out = run(&mut op, &stream, &f, &p);
     let (_, hier) = op.download_hierarchy(&stream).unwrap();
     assert_eq!(hier.levels(), out.levels());

@@ -1,7 +1,7 @@
 //! CUDA Gaussian blur (`kernels/blur.cu`): a vertical pass from the packed `u8` frame to an
 //! `f32` scratch buffer, then a horizontal pass to the output buffer, both over interleaved
 //! samples (1 or 3 channels). The kernel weights travel by value in the launch parameters
-//! ([`BlurWeights`]), so changing `sigma` needs no upload and no host synchronisation.
+//! ([`BlurWeightsF32`]), so changing `sigma` needs no upload and no host synchronisation.
 //! No tuning: one thread per sample in 32x8 blocks (a warp along a row) on every device.
 
 use std::sync::Arc;
@@ -18,10 +18,10 @@ use crate::image::ImageView;
 use crate::ops::OpError;
 
 /// A half kernel passed by value to the blur kernels: `w[0..=radius]`, centre first, zero beyond
-/// `radius`. Keep in sync with `BlurWeights` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
+/// `radius`. Keep in sync with `BlurWeightsF32` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct HalfKernel<T> {
+pub struct BlurWeights<T> {
     /// The weights, centre first.
     pub half: [T; MAX_RADIUS + 1],
     /// Kernel radius.
@@ -30,19 +30,19 @@ pub struct HalfKernel<T> {
 }
 
 /// The `f32` weights of the 8-bit blur.
-pub type BlurWeights = HalfKernel<f32>;
+pub type BlurWeightsF32 = BlurWeights<f32>;
 /// The `f64` weights of the segmentation's blur (scikit-image's arithmetic).
-pub type BlurWeightsF64 = HalfKernel<f64>;
+pub type BlurWeightsF64 = BlurWeights<f64>;
 
-const _: () = assert!(std::mem::size_of::<BlurWeights>() == 528);
+const _: () = assert!(std::mem::size_of::<BlurWeightsF32>() == 528);
 const _: () = assert!(std::mem::size_of::<BlurWeightsF64>() == 1040);
 
 // SAFETY: plain-old-data, `#[repr(C)]`, layouts asserted above and in blur.cu.
-unsafe impl DeviceRepr for BlurWeights {}
+unsafe impl DeviceRepr for BlurWeightsF32 {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for BlurWeightsF64 {}
 
-impl<T: Copy + Default> HalfKernel<T> {
+impl<T: Copy + Default> BlurWeights<T> {
     fn from_half(k: &[T]) -> Self {
         let mut half = [T::default(); MAX_RADIUS + 1];
         half[..k.len()].copy_from_slice(k);
@@ -54,7 +54,7 @@ impl<T: Copy + Default> HalfKernel<T> {
     }
 }
 
-impl BlurWeights {
+impl BlurWeightsF32 {
     /// The weights of validated `params`, rounded to `f32`.
     pub fn new(params: &BlurParams) -> Result<Self, OpError> {
         params.validate()?;
@@ -93,7 +93,7 @@ struct Passes<T: DeviceRepr> {
 
 impl<T: DeviceRepr + ValidAsZeroBits> Passes<T>
 where
-    HalfKernel<T>: DeviceRepr,
+    BlurWeights<T>: DeviceRepr,
 {
     fn new(gpu: &GpuContext, vertical: &str, horizontal: &str) -> Result<Self, OpError> {
         Ok(Self {
@@ -110,7 +110,7 @@ where
         &mut self,
         timer: &mut KernelTimer,
         input: DeviceImage<'_, u8>,
-        weights: &HalfKernel<T>,
+        weights: &BlurWeights<T>,
         inv255: T,
         regions: &[&'static str],
     ) -> Result<(), OpError> {
@@ -224,7 +224,7 @@ impl BlurGpu {
         params: &BlurParams,
     ) -> Result<(), OpError> {
         check_input(input.data, input.width, input.height, input.channels)?;
-        let weights = BlurWeights::new(params)?;
+        let weights = BlurWeightsF32::new(params)?;
         self.produced = Some((input.width, input.height, input.channels));
         self.f32.enqueue(
             timer,
@@ -342,9 +342,9 @@ mod tests {
 
     #[test]
     fn weights_are_padded_with_zeros() {
-        let w = BlurWeights::new(&BlurParams::with_sigma(0.8)).unwrap();
+        let w = BlurWeightsF32::new(&BlurParams::with_sigma(0.8)).unwrap();
         assert_eq!(w.radius, 3);
         assert!(w.half[4..].iter().all(|&v| v == 0.0));
-        assert!(BlurWeights::new(&BlurParams::with_sigma(-1.0)).is_err());
+        assert!(BlurWeightsF32::new(&BlurParams::with_sigma(-1.0)).is_err());
     }
 }

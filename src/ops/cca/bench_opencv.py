@@ -1,4 +1,4 @@
-"""OpenCV CPU timings on the masks `bench_ccl` wrote (same frames as the GPU figures).
+"""OpenCV CPU timings on the masks `bench_cca` wrote (same frames as the GPU figures).
 
 Usage: python3 bench_opencv.py DIR   (DIR holds <size>_<image>.npy, 0/1 uint8 masks)
 Times cv2.connectedComponents (labels) and cv2.connectedComponentsWithStats (labels + stats),

@@ -22,7 +22,7 @@ use crate::ops::OpError;
 
 use super::binarize::{BackgroundModel, histogram, is_foreground, otsu_from_histogram};
 use super::features::{ComponentSums, ComponentTable};
-use super::{CclOutput, CclParams, Connectivity, Source, Threshold};
+use super::{CcaOutput, CcaParams, Connectivity, Source, Threshold};
 
 /// Checks that the integer sums of any component fit in u64 (`Σx² <= N·W²`).
 pub fn check_sum_range(width: usize, height: usize) -> Result<(), OpError> {
@@ -240,11 +240,11 @@ pub fn label_with_stats(
 /// The CPU pipeline of one frame: source value, threshold, labels and features. Holds the
 /// motion background between frames.
 #[derive(Clone, Debug, Default)]
-pub struct CclCpu {
+pub struct CcaCpu {
     background: BackgroundModel,
 }
 
-impl CclCpu {
+impl CcaCpu {
     /// A fresh pipeline (unseeded background).
     #[must_use]
     pub fn new() -> Self {
@@ -266,8 +266,8 @@ impl CclCpu {
     pub fn process<T: Gray>(
         &mut self,
         img: ImageView<'_, T>,
-        params: &CclParams,
-    ) -> Result<CclOutput, OpError> {
+        params: &CcaParams,
+    ) -> Result<CcaOutput, OpError> {
         params.validate()?;
         let diff;
         let src = match params.source {
@@ -290,7 +290,7 @@ impl CclCpu {
         add_grey_sums(&mut sums, &labels, img);
         let table =
             ComponentTable::from_sums(img.width(), img.height(), conn.neighbors(), t, &sums);
-        Ok(CclOutput { labels, table })
+        Ok(CcaOutput { labels, table })
     }
 }
 
@@ -308,10 +308,10 @@ fn add_grey_sums<T: Gray>(sums: &mut [ComponentSums], labels: &Image<u32>, img: 
     }
 }
 
-/// One image through a fresh [`CclCpu`] (for `source = "motion"` this only seeds the
+/// One image through a fresh [`CcaCpu`] (for `source = "motion"` this only seeds the
 /// background, so the result is empty).
-pub fn cca_cpu<T: Gray>(img: ImageView<'_, T>, params: &CclParams) -> Result<CclOutput, OpError> {
-    CclCpu::new().process(img, params)
+pub fn cca_cpu<T: Gray>(img: ImageView<'_, T>, params: &CcaParams) -> Result<CcaOutput, OpError> {
+    CcaCpu::new().process(img, params)
 }
 
 #[cfg(test)]
@@ -387,15 +387,15 @@ mod tests {
         let g16 = Image::from_fn(37, 23, |x, y| {
             u16::from(g.view().row(y)[x]) * 256 + (x as u16 % 200)
         });
-        let p = CclParams {
+        let p = CcaParams {
             threshold: Threshold::Fixed(200),
             connectivity: 8,
-            ..CclParams::default()
+            ..CcaParams::default()
         };
         let out = cca_cpu(g.view(), &p).unwrap();
         let out16 = cca_cpu(
             g16.view(),
-            &CclParams {
+            &CcaParams {
                 threshold: Threshold::Fixed(200 * 256 + 255),
                 ..p
             },
@@ -422,26 +422,26 @@ mod tests {
     #[test]
     fn process_threshold_polarity_motion() {
         let g = Image::from_fn(8, 4, |x, _| if x % 4 == 0 { 200u8 } else { 20 });
-        let p = CclParams {
+        let p = CcaParams {
             threshold: Threshold::Fixed(100),
             connectivity: 4,
-            ..CclParams::default()
+            ..CcaParams::default()
         };
         let out = cca_cpu(g.view(), &p).unwrap();
         assert_eq!(out.table.len(), 2);
         assert_eq!(out.table.threshold, 100);
-        let dark = CclParams {
+        let dark = CcaParams {
             polarity: Polarity::Dark,
             ..p.clone()
         };
         assert_eq!(cca_cpu(g.view(), &dark).unwrap().table.len(), 2);
-        let otsu = CclParams {
+        let otsu = CcaParams {
             threshold: Threshold::Otsu,
             ..p.clone()
         };
         assert_eq!(cca_cpu(g.view(), &otsu).unwrap().table.threshold, 20);
-        let mut m = CclCpu::new();
-        let mot = CclParams {
+        let mut m = CcaCpu::new();
+        let mot = CcaParams {
             source: Source::Motion,
             threshold: Threshold::Fixed(30),
             ..p

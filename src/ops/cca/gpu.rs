@@ -4,15 +4,15 @@
 //! `cca_otsu` for Otsu's level, all on the device), then `cca_strip`, `cca_merge`,
 //! `cca_count_roots` + `cca_scan_rows` + `cca_label_roots` (raster-order renumbering),
 //! `cca_relabel` and `cca_features`. The component table stays on the device until
-//! [`CclGpu::download_table`] reads the count, the threshold and the `n` feature records (72
-//! bytes each) — nothing frame-sized — or [`CclGpu::download`] reads the label image too (the
+//! [`CcaGpu::download_table`] reads the count, the threshold and the `n` feature records (72
+//! bytes each) — nothing frame-sized — or [`CcaGpu::download`] reads the label image too (the
 //! CLI, the tests). The feature records are exact integer sums, decoded here into the
 //! same [`ComponentSums`] the CPU produces, so tables are bit-identical across backends.
 //!
 //! The input is a packed 8-bit frame (convert 16-bit frames with `preprocess_gray16_to_gray8`
-//! first). The motion background is a [`GpuBackground`] owned by the `CclGpu`; a ring that
+//! first). The motion background is a [`GpuBackground`] owned by the `CcaGpu`; a ring that
 //! processes consecutive frames on different slots must hand it from slot to slot
-//! (`std::mem::swap` of `CclGpu::background`) so frames update it in order — cudarc's
+//! (`std::mem::swap` of `CcaGpu::background`) so frames update it in order — cudarc's
 //! per-buffer events then order the streams. Launch shapes come from [`CcaTuning`]
 //! (`tuning.rs`), chosen per device.
 
@@ -28,7 +28,7 @@ use crate::ops::OpError;
 use super::cpu::check_sum_range;
 use super::features::{ComponentSums, ComponentTable};
 use super::tuning::CcaTuning;
-use super::{CclOutput, CclParams, Polarity, Source, Threshold};
+use super::{CcaOutput, CcaParams, Polarity, Source, Threshold};
 
 /// Rows per strip of `cca_strip` (keep in sync with `STRIP_H` in cca.cu).
 const STRIP_H: u32 = 4;
@@ -97,7 +97,7 @@ struct Produced {
 }
 
 /// GPU connected-component labeling and analysis with buffers for one frame size.
-pub struct CclGpu {
+pub struct CcaGpu {
     f_hist: CudaFunction,
     f_otsu: CudaFunction,
     f_binarize: CudaFunction,
@@ -115,9 +115,9 @@ pub struct CclGpu {
     tuning: CcaTuning,
 }
 
-impl std::fmt::Debug for CclGpu {
+impl std::fmt::Debug for CcaGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CclGpu")
+        f.debug_struct("CcaGpu")
             .field("produced", &self.produced)
             .finish_non_exhaustive()
     }
@@ -138,7 +138,7 @@ fn i32_of(v: usize, what: &str) -> Result<i32, OpError> {
     })
 }
 
-impl CclGpu {
+impl CcaGpu {
     /// Resolves the kernels (buffers are allocated on the first frame), with the tuning's
     /// defaults for this device.
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
@@ -224,7 +224,7 @@ impl CclGpu {
         &mut self,
         timer: &mut KernelTimer,
         input: DeviceImage<'_, u8>,
-        params: &CclParams,
+        params: &CcaParams,
     ) -> Result<(), OpError> {
         self.enqueue_binarize(timer, input, params)?;
         self.enqueue_labeling(input.stream, timer, params.connectivity, Some(input.data))
@@ -236,7 +236,7 @@ impl CclGpu {
         &mut self,
         timer: &mut KernelTimer,
         input: DeviceImage<'_, u8>,
-        params: &CclParams,
+        params: &CcaParams,
     ) -> Result<(), OpError> {
         params.validate()?;
         input.check(1, "labeling")?;
@@ -493,7 +493,7 @@ impl CclGpu {
 
     /// Blocking readback of the last enqueued frame: label image and component table (empty
     /// table when the frame was labelled without features).
-    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<CclOutput, OpError> {
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<CcaOutput, OpError> {
         self.download_with(stream, true)
     }
 
@@ -507,7 +507,7 @@ impl CclGpu {
         &self,
         stream: &Arc<CudaStream>,
         with_labels: bool,
-    ) -> Result<CclOutput, OpError> {
+    ) -> Result<CcaOutput, OpError> {
         let Some(p) = self.produced else {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
         };
@@ -518,7 +518,7 @@ impl CclGpu {
         } else {
             (0, 0)
         };
-        let empty = |t: u32| CclOutput {
+        let empty = |t: u32| CcaOutput {
             labels: Image::new(lw, lh, 0),
             table: ComponentTable {
                 width: p.width,
@@ -580,16 +580,16 @@ fn decode_record(r: &[u64; FEAT_WORDS]) -> ComponentSums {
 
 /// Uploads one 8-bit image, labels it on the GPU and downloads the result (CLI and tests).
 /// Stateless: with `source = "motion"` this only seeds a fresh background (run frames through
-/// one [`CclGpu`] with [`round_trip`] to keep it).
+/// one [`CcaGpu`] with [`round_trip`] to keep it).
 pub fn cca_gpu(
     gpu: &GpuContext,
     img: ImageView<'_, u8>,
-    params: &CclParams,
-) -> Result<CclOutput, OpError> {
+    params: &CcaParams,
+) -> Result<CcaOutput, OpError> {
     round_trip(
         &gpu.new_stream()?,
         img,
-        &mut CclGpu::new(gpu)?,
+        &mut CcaGpu::new(gpu)?,
         |op, timer, input| op.enqueue(timer, input, params),
         |op, stream| op.download(stream),
     )

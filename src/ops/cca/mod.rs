@@ -7,7 +7,7 @@
 //!    fixed point and updated after each frame as `bg += ((f << 16) - bg) * a >> 16`
 //!    (`a = round(learning_rate * 65536)`, arithmetic shift). Integer arithmetic makes the CPU
 //!    and GPU backgrounds bit-identical. The first frame (or the first after a size change or
-//!    [`CclCpu::reset_background`]) only seeds the background, so its foreground is empty.
+//!    [`CcaCpu::reset_background`]) only seeds the background, so its foreground is empty.
 //! 2. **Threshold** `T`: fixed, or Otsu's on the histogram of `s` (between-class variance
 //!    evaluated per level from exact integer prefix sums, first maximum wins, as OpenCV's
 //!    `THRESH_OTSU` on real images).
@@ -47,9 +47,9 @@ use crate::ops::OpError;
 
 pub use super::Connectivity;
 pub use binarize::{BackgroundModel, binarize, otsu_threshold};
-pub use cpu::{CclCpu, cca_cpu, label, label_with_stats};
+pub use cpu::{CcaCpu, cca_cpu, label, label_with_stats};
 pub use features::{Component, ComponentSums, ComponentTable, Moments};
-pub use gpu::{CclGpu, cca_gpu};
+pub use gpu::{CcaGpu, cca_gpu};
 pub use tuning::CcaTuning;
 
 /// How the threshold level is chosen.
@@ -126,7 +126,7 @@ pub enum Source {
 /// Parameters of binarization + labeling (the `[cca]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct CclParams {
+pub struct CcaParams {
     /// `"otsu"` or a fixed level (default `"otsu"`).
     pub threshold: Threshold,
     /// `"bright"` (`s > T`, default) or `"dark"` (`s <= T`).
@@ -140,7 +140,7 @@ pub struct CclParams {
     pub learning_rate: f64,
 }
 
-impl Default for CclParams {
+impl Default for CcaParams {
     fn default() -> Self {
         Self {
             threshold: Threshold::Otsu,
@@ -152,7 +152,7 @@ impl Default for CclParams {
     }
 }
 
-impl CclParams {
+impl CcaParams {
     /// Checks every field; the error names the field and its allowed values.
     pub fn validate(&self) -> Result<(), OpError> {
         if self.connectivity != 4 && self.connectivity != 8 {
@@ -196,14 +196,14 @@ impl CclParams {
 
 /// The result of one frame: label image and component table.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CclOutput {
+pub struct CcaOutput {
     /// Packed `width x height` labels: 0 background, `1..=n` components in raster order.
     pub labels: Image<u32>,
     /// One row per component, label `i + 1` at index `i`.
     pub table: ComponentTable,
 }
 
-impl CclOutput {
+impl CcaOutput {
     /// Per-frame summary numbers for `frames.jsonl`.
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn params_serde_round_trip_and_validate() {
-        let p: CclParams =
+        let p: CcaParams =
             serde_json::from_str(r#"{"threshold": 40, "polarity": "dark", "connectivity": 4}"#)
                 .unwrap();
         assert_eq!(p.threshold, Threshold::Fixed(40));
@@ -238,16 +238,16 @@ mod tests {
         assert_eq!(p.conn(), Connectivity::Four);
         assert_eq!(p.source, Source::Frame);
         p.validate().unwrap();
-        let q: CclParams =
+        let q: CcaParams =
             serde_json::from_str(r#"{"threshold": "otsu", "source": "motion"}"#).unwrap();
         assert_eq!(q.threshold, Threshold::Otsu);
-        let back: CclParams = serde_json::from_str(&serde_json::to_string(&q).unwrap()).unwrap();
+        let back: CcaParams = serde_json::from_str(&serde_json::to_string(&q).unwrap()).unwrap();
         assert_eq!(back, q);
-        assert!(serde_json::from_str::<CclParams>(r#"{"threshold": "median"}"#).is_err());
-        assert!(serde_json::from_str::<CclParams>(r#"{"thresh": 3}"#).is_err());
-        let bad = CclParams {
+        assert!(serde_json::from_str::<CcaParams>(r#"{"threshold": "median"}"#).is_err());
+        assert!(serde_json::from_str::<CcaParams>(r#"{"thresh": 3}"#).is_err());
+        let bad = CcaParams {
             connectivity: 6,
-            ..CclParams::default()
+            ..CcaParams::default()
         };
         assert!(
             bad.validate()
@@ -255,9 +255,9 @@ mod tests {
                 .to_string()
                 .contains("connectivity")
         );
-        let bad = CclParams {
+        let bad = CcaParams {
             learning_rate: 0.0,
-            ..CclParams::default()
+            ..CcaParams::default()
         };
         assert!(
             bad.validate()
@@ -269,13 +269,13 @@ mod tests {
         assert_eq!("17".parse::<Threshold>().unwrap(), Threshold::Fixed(17));
         assert!("x".parse::<Threshold>().is_err());
         assert_eq!(
-            CclParams {
+            CcaParams {
                 learning_rate: 1.0,
-                ..CclParams::default()
+                ..CcaParams::default()
             }
             .learning_rate_fixed(),
             65536
         );
-        assert_eq!(CclParams::default().learning_rate_fixed(), 3277);
+        assert_eq!(CcaParams::default().learning_rate_fixed(), 3277);
     }
 }

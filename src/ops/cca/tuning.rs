@@ -7,7 +7,7 @@
 use crate::gpu::DeviceInfo;
 use crate::ops::OpError;
 
-/// Launch shapes of [`super::CclGpu`]. Every field changes speed only: the labels and the
+/// Launch shapes of [`super::CcaGpu`]. Every field changes speed only: the labels and the
 /// component table are the same for every valid value (the GPU tests vary `feature_rows`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CcaTuning {

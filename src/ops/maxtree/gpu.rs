@@ -2,23 +2,23 @@
 //! algorithm, the paper sections and the memory layout).
 //!
 //! Per frame, on one stream and without a host sync: `maxtree_local` (tiles of
-//! [`TILE_WIDTH`] x [`MaxtreeTuning::tile_height`]: 1D column trees + concurrent CONNECT in shared
+//! [`TILE_WIDTH`] x [`MaxTreeTuning::tile_height`]: 1D column trees + concurrent CONNECT in shared
 //! memory), `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node
 //! numbering), `maxtree_attributes` (per-node init, per-pixel contributions, subtree
 //! accumulation by doubling, attribute) and `maxtree_restitute` (rule flags, pointer jumping,
 //! per-pixel output), then `maxtree_residue_stats` (region `maxtree_stats`: the residue's
 //! changed-pixel count and sum). Each group is one [`KernelTimer`] region. Buffers are sized
 //! for one frame on first use and reused; the tree, the attribute and the outputs stay on the
-//! device. [`MaxtreeGpu::download_summary`] reads back only the node count and the two residue
-//! numbers, [`MaxtreeGpu::residue`] hands the residue buffer to the compose step in place, and
-//! [`MaxtreeGpu::download`] reads both pictures back (the CLI, the tests): `gpu/readback.rs`.
-//! [`MaxtreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
-//! Launch shapes come from [`MaxtreeTuning`] (`gpu/tuning.rs`), chosen per device.
+//! device. [`MaxTreeGpu::download_summary`] reads back only the node count and the two residue
+//! numbers, [`MaxTreeGpu::residue`] hands the residue buffer to the compose step in place, and
+//! [`MaxTreeGpu::download`] reads both pictures back (the CLI, the tests): `gpu/readback.rs`.
+//! [`MaxTreeGpu::enqueue_filter`] re-filters with another threshold or rule without rebuilding.
+//! Launch shapes come from [`MaxTreeTuning`] (`gpu/tuning.rs`), chosen per device.
 
 mod readback;
 mod tuning;
 
-pub use tuning::MaxtreeTuning;
+pub use tuning::MaxTreeTuning;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 
-use super::{Attribute, Connectivity, MaxtreeOutput, MaxtreeParams, Rule, TreeKind};
+use super::{Attribute, Connectivity, MaxTreeOutput, MaxTreeParams, Rule, TreeKind};
 use crate::gpu::{
     DeviceImage, GpuContext, GpuError, HostPixel, KernelTimer, Readback, launch, round_trip,
 };
@@ -193,14 +193,14 @@ struct State {
 }
 
 /// The CUDA max-tree: resolved kernels and device buffers for one frame size.
-pub struct MaxtreeGpu {
+pub struct MaxTreeGpu {
     f: Functions,
     frame: Option<Frame>,
     outputs: Outputs,
     state: Option<State>,
     /// Multiprocessors of the device (the node kernels' grid is per SM).
     multiprocessors: u32,
-    tuning: MaxtreeTuning,
+    tuning: MaxTreeTuning,
     /// Pinned buffers for the per-frame readback of the filtered image and the residue.
     readbacks: RefCell<Readbacks>,
 }
@@ -211,9 +211,9 @@ struct Readbacks {
     u16: (Readback<u16>, Readback<u16>),
 }
 
-impl std::fmt::Debug for MaxtreeGpu {
+impl std::fmt::Debug for MaxTreeGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MaxtreeGpu")
+        f.debug_struct("MaxTreeGpu")
             .field("state", &self.state)
             .finish_non_exhaustive()
     }
@@ -227,15 +227,15 @@ fn cfg(grid: u32, block: u32, shared: u32) -> LaunchConfig {
     }
 }
 
-impl MaxtreeGpu {
+impl MaxTreeGpu {
     /// Resolves every kernel (the registry compiled the module at start), with the tuning's
     /// defaults for this device.
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
-        Self::with_tuning(gpu, MaxtreeTuning::for_device(gpu.info()))
+        Self::with_tuning(gpu, MaxTreeTuning::for_device(gpu.info()))
     }
 
-    /// Resolves every kernel, with `tuning` (checked: [`MaxtreeTuning::validate`]).
-    pub fn with_tuning(gpu: &GpuContext, tuning: MaxtreeTuning) -> Result<Self, OpError> {
+    /// Resolves every kernel, with `tuning` (checked: [`MaxTreeTuning::validate`]).
+    pub fn with_tuning(gpu: &GpuContext, tuning: MaxTreeTuning) -> Result<Self, OpError> {
         tuning.validate()?;
         let f = |name: &str| gpu.function("maxtree", name);
         Ok(Self {
@@ -272,19 +272,19 @@ impl MaxtreeGpu {
 
     /// The tuning in use.
     #[must_use]
-    pub fn tuning(&self) -> &MaxtreeTuning {
+    pub fn tuning(&self) -> &MaxTreeTuning {
         &self.tuning
     }
 
-    /// Changes the tuning from the next enqueue on (checked: [`MaxtreeTuning::validate`]).
-    pub fn set_tuning(&mut self, tuning: MaxtreeTuning) -> Result<(), OpError> {
+    /// Changes the tuning from the next enqueue on (checked: [`MaxTreeTuning::validate`]).
+    pub fn set_tuning(&mut self, tuning: MaxTreeTuning) -> Result<(), OpError> {
         tuning.validate()?;
         self.tuning = tuning;
         Ok(())
     }
 
     /// The launch of the node kernels over at most `n` nodes: grid-stride loops over the node
-    /// count (known only on the device), [`MaxtreeTuning::node_blocks_per_sm`] blocks per SM.
+    /// count (known only on the device), [`MaxTreeTuning::node_blocks_per_sm`] blocks per SM.
     fn node_launch(&self, n: usize) -> LaunchConfig {
         let block = self.tuning.block_threads;
         let blocks = self
@@ -299,7 +299,7 @@ impl MaxtreeGpu {
         &mut self,
         timer: &mut KernelTimer,
         input: DeviceImage<'_, T>,
-        params: &MaxtreeParams,
+        params: &MaxTreeParams,
     ) -> Result<(), OpError> {
         params.validate()?;
         self.enqueue_tree(timer, input, params.tree, params.connectivity()?)?;
@@ -308,7 +308,7 @@ impl MaxtreeGpu {
     }
 
     /// Enqueues the tree construction only (regions `maxtree_local`, `maxtree_merge`,
-    /// `maxtree_flatten`): the canonical parent image, see [`MaxtreeGpu::download_parent`].
+    /// `maxtree_flatten`): the canonical parent image, see [`MaxTreeGpu::download_parent`].
     pub fn enqueue_tree<T: GpuGray>(
         &mut self,
         timer: &mut KernelTimer,
@@ -655,12 +655,12 @@ impl MaxtreeGpu {
 pub fn maxtree_gpu<T: GpuGray>(
     gpu: &GpuContext,
     img: ImageView<'_, T>,
-    params: &MaxtreeParams,
-) -> Result<MaxtreeOutput, OpError> {
+    params: &MaxTreeParams,
+) -> Result<MaxTreeOutput, OpError> {
     round_trip(
         &gpu.new_stream()?,
         img,
-        &mut MaxtreeGpu::new(gpu)?,
+        &mut MaxTreeGpu::new(gpu)?,
         |mt, timer, input| mt.enqueue(timer, input, params),
         |mt, stream| mt.download(stream),
     )
@@ -676,7 +676,7 @@ pub fn maxtree_parent_gpu<T: GpuGray>(
     round_trip(
         &gpu.new_stream()?,
         img,
-        &mut MaxtreeGpu::new(gpu)?,
+        &mut MaxTreeGpu::new(gpu)?,
         |mt, timer, input| mt.enqueue_tree(timer, input, tree, connectivity),
         |mt, stream| mt.download_parent(stream),
     )

@@ -41,7 +41,7 @@
 //! memory (§4.3), flattening; the 8-connectivity grid simplification (§5.2, Props. 1-2, and a
 //! corrected Prop. 3 for 4-connectivity); 64-bit records for 16-bit images (§5.3). Attributes
 //! (subtree accumulation by doubling along ancestor pointers, `BITS` rounds) and restitution
-//! (pointer jumping) stay on the GPU, and so does the residue: its summary ([`MaxtreeSummary`])
+//! (pointer jumping) stay on the GPU, and so does the residue: its summary ([`MaxTreeSummary`])
 //! is reduced on the device, and the compose step reads the buffer where it is.
 //!
 //! [`area_opening`] / [`area_closing`] are scikit-image's `area_opening(image, area_threshold=N,
@@ -61,8 +61,8 @@ use crate::ops::OpError;
 
 pub use super::Connectivity;
 pub use cpu::MaxTree;
-pub use gpu::{GpuGray, MaxtreeGpu, MaxtreeTuning, maxtree_gpu, maxtree_parent_gpu};
-pub use output::{MaxtreeOutput, MaxtreeSummary};
+pub use gpu::{GpuGray, MaxTreeGpu, MaxTreeTuning, maxtree_gpu, maxtree_parent_gpu};
+pub use output::{MaxTreeOutput, MaxTreeSummary};
 
 /// Which component tree: of the upper level sets (max-tree, filters bright structures) or of the
 /// lower level sets (min-tree, filters dark structures; built as the max-tree of the inverse).
@@ -165,7 +165,7 @@ impl Rule {
 /// The `[maxtree]` config section and the CLI's attribute-filter options.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct MaxtreeParams {
+pub struct MaxTreeParams {
     /// Run the analysis in the frame pipeline.
     pub enabled: bool,
     /// `max` (openings) or `min` (closings).
@@ -180,7 +180,7 @@ pub struct MaxtreeParams {
     pub connectivity: u32,
 }
 
-impl Default for MaxtreeParams {
+impl Default for MaxTreeParams {
     fn default() -> Self {
         Self {
             enabled: true,
@@ -193,7 +193,7 @@ impl Default for MaxtreeParams {
     }
 }
 
-impl MaxtreeParams {
+impl MaxTreeParams {
     /// Checks every field, naming the bad one and the allowed values.
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.threshold.is_finite() || self.threshold < 0.0 {
@@ -211,7 +211,7 @@ impl MaxtreeParams {
         Ok(())
     }
 
-    /// The connectivity as an enum (after [`MaxtreeParams::validate`]).
+    /// The connectivity as an enum (after [`MaxTreeParams::validate`]).
     pub fn connectivity(&self) -> Result<Connectivity, OpError> {
         Connectivity::from_neighbors(self.connectivity)
     }
@@ -257,7 +257,7 @@ pub fn area_closing<T: Gray>(
 /// Attribute filter on the max- or min-tree as `params` say: filtered image and residue.
 pub fn attribute_filter<T: Gray>(
     img: ImageView<'_, T>,
-    params: &MaxtreeParams,
+    params: &MaxTreeParams,
 ) -> Result<FilterOutput<T>, OpError> {
     params.validate()?;
     let tree = MaxTree::build(img, params.tree, params.connectivity()?)?;
@@ -270,22 +270,22 @@ mod tests {
 
     #[test]
     fn params_round_trip_and_validate() {
-        let p = MaxtreeParams::default();
+        let p = MaxTreeParams::default();
         p.validate().unwrap();
         let s = serde_json::to_string(&p).unwrap();
-        let q: MaxtreeParams = serde_json::from_str(&s).unwrap();
+        let q: MaxTreeParams = serde_json::from_str(&s).unwrap();
         assert_eq!(p, q);
-        let q: MaxtreeParams = serde_json::from_str(
+        let q: MaxTreeParams = serde_json::from_str(
             r#"{"tree":"min","attribute":"bbox_width","rule":"subtractive","connectivity":8}"#,
         )
         .unwrap();
         assert_eq!(q.tree, TreeKind::Min);
         assert_eq!(q.attribute, Attribute::BboxWidth);
         assert_eq!(q.rule, Rule::Subtractive);
-        assert!(serde_json::from_str::<MaxtreeParams>(r#"{"bogus":1}"#).is_err());
-        let bad = MaxtreeParams {
+        assert!(serde_json::from_str::<MaxTreeParams>(r#"{"bogus":1}"#).is_err());
+        let bad = MaxTreeParams {
             connectivity: 6,
-            ..MaxtreeParams::default()
+            ..MaxTreeParams::default()
         };
         assert!(
             bad.validate()
@@ -293,9 +293,9 @@ mod tests {
                 .to_string()
                 .contains("connectivity")
         );
-        let bad = MaxtreeParams {
+        let bad = MaxTreeParams {
             threshold: f64::NAN,
-            ..MaxtreeParams::default()
+            ..MaxTreeParams::default()
         };
         assert!(
             bad.validate()

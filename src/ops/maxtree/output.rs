@@ -1,14 +1,14 @@
-//! What the max-tree analysis hands on. [`MaxtreeOutput`] is the filtered image and the residue
-//! in full (the CLI's `image` command, the CPU path, the parity tests); [`MaxtreeSummary`] is
+//! What the max-tree analysis hands on. [`MaxTreeOutput`] is the filtered image and the residue
+//! in full (the CLI's `image` command, the CPU path, the parity tests); [`MaxTreeSummary`] is
 //! the three numbers of frames.jsonl, which the GPU reduces on the device
-//! ([`super::MaxtreeGpu::download_summary`]) so that a frame's summary is a 24-byte readback
+//! ([`super::MaxTreeGpu::download_summary`]) so that a frame's summary is a 24-byte readback
 //! instead of two frame-sized ones.
 
 use crate::image::{DynImage, Image};
 
 /// The filtered image and residue of one frame, with the tree's node count.
 #[derive(Clone, Debug, PartialEq)]
-pub struct MaxtreeOutput {
+pub struct MaxTreeOutput {
     /// The filtered image (input type).
     pub filtered: DynImage,
     /// `|input − filtered|` (input type).
@@ -17,16 +17,16 @@ pub struct MaxtreeOutput {
     pub node_count: u32,
 }
 
-impl MaxtreeOutput {
-    /// The counts of [`MaxtreeSummary`], taken from the residue image.
+impl MaxTreeOutput {
+    /// The counts of [`MaxTreeSummary`], taken from the residue image.
     #[must_use]
-    pub fn stats(&self) -> MaxtreeSummary {
+    pub fn stats(&self) -> MaxTreeSummary {
         let (changed_pixels, residue_sum, pixels) = match &self.residue {
             DynImage::Gray8(r) => residue_counts(r),
             DynImage::Gray16(r) => residue_counts(r),
             _ => (0, 0, 0),
         };
-        MaxtreeSummary {
+        MaxTreeSummary {
             node_count: self.node_count,
             changed_pixels,
             residue_sum,
@@ -34,7 +34,7 @@ impl MaxtreeOutput {
         }
     }
 
-    /// Per-frame numbers for frames.jsonl (see [`MaxtreeSummary::summary`]).
+    /// Per-frame numbers for frames.jsonl (see [`MaxTreeSummary::summary`]).
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
         self.stats().summary()
@@ -54,7 +54,7 @@ fn residue_counts<T: Copy + Into<u64>>(residue: &Image<T>) -> (u64, u64, u64) {
 
 /// The small result of a frame: what frames.jsonl reports of the max-tree analysis.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MaxtreeSummary {
+pub struct MaxTreeSummary {
     /// Number of nodes of the tree.
     pub node_count: u32,
     /// Pixels the filter changed (non-zero residue).
@@ -65,7 +65,7 @@ pub struct MaxtreeSummary {
     pub pixels: u64,
 }
 
-impl MaxtreeSummary {
+impl MaxTreeSummary {
     /// Per-frame numbers for frames.jsonl: nodes, pixels changed, mean residue.
     #[must_use]
     pub fn summary(&self) -> serde_json::Value {
@@ -90,7 +90,7 @@ mod tests {
     fn summary_of_a_residue_image() {
         // A strided residue: the padding (99) must not count.
         let residue = Image::from_strided(3, 2, 4, vec![0u8, 2, 0, 99, 4, 0, 6, 99]).unwrap();
-        let out = MaxtreeOutput {
+        let out = MaxTreeOutput {
             filtered: DynImage::Gray8(Image::new(3, 2, 0)),
             residue: DynImage::Gray8(residue),
             node_count: 7,
@@ -98,7 +98,7 @@ mod tests {
         let s = out.stats();
         assert_eq!(
             s,
-            MaxtreeSummary {
+            MaxTreeSummary {
                 node_count: 7,
                 changed_pixels: 3,
                 residue_sum: 12,
@@ -110,7 +110,7 @@ mod tests {
             serde_json::json!({ "maxtree_nodes": 7, "maxtree_changed_pixels": 3, "maxtree_residue_mean": 2.0 })
         );
         assert_eq!(
-            MaxtreeSummary::default().summary()["maxtree_residue_mean"],
+            MaxTreeSummary::default().summary()["maxtree_residue_mean"],
             0.0
         );
     }

@@ -1,4 +1,4 @@
-//! Golden tests against OpenCV (`tests/data/linear_opening/`, made by `make_goldens.py` there):
+//! Golden tests against OpenCV (`tests/data/orientation/`, made by `make_goldens.py` there):
 //! `morphologyEx(MORPH_OPEN / MORPH_CLOSE)` with the segment of the definition at 0°, 45°, 90°
 //! and 135° on crops of real images, u8, u16 and f32. Equality is exact.
 
@@ -61,10 +61,8 @@ fn plane<T: FromLe>(npy: &Npy, i: usize) -> Image<T> {
 }
 
 fn check_set<T: FromLe + Sample + PartialEq>(name: &str, input: &[u8], cases: &[u8]) -> usize {
-    let index: serde_json::Value = serde_json::from_str(include_str!(
-        "../../../tests/data/linear_opening/goldens.json"
-    ))
-    .unwrap();
+    let index: serde_json::Value =
+        serde_json::from_str(include_str!("../../../tests/data/orientation/goldens.json")).unwrap();
     let set = index["sets"]
         .as_array()
         .unwrap()
@@ -103,23 +101,23 @@ fn opencv_goldens() {
     let mut n = 0;
     n += check_set::<u8>(
         "building_u8",
-        include_bytes!("../../../tests/data/linear_opening/building_u8_input.npy"),
-        include_bytes!("../../../tests/data/linear_opening/building_u8_cases.npy"),
+        include_bytes!("../../../tests/data/orientation/building_u8_input.npy"),
+        include_bytes!("../../../tests/data/orientation/building_u8_cases.npy"),
     );
     n += check_set::<u8>(
         "baboon_u8",
-        include_bytes!("../../../tests/data/linear_opening/baboon_u8_input.npy"),
-        include_bytes!("../../../tests/data/linear_opening/baboon_u8_cases.npy"),
+        include_bytes!("../../../tests/data/orientation/baboon_u8_input.npy"),
+        include_bytes!("../../../tests/data/orientation/baboon_u8_cases.npy"),
     );
     n += check_set::<u16>(
         "building_u16",
-        include_bytes!("../../../tests/data/linear_opening/building_u16_input.npy"),
-        include_bytes!("../../../tests/data/linear_opening/building_u16_cases.npy"),
+        include_bytes!("../../../tests/data/orientation/building_u16_input.npy"),
+        include_bytes!("../../../tests/data/orientation/building_u16_cases.npy"),
     );
     n += check_set::<f32>(
         "fruits_f32",
-        include_bytes!("../../../tests/data/linear_opening/fruits_f32_input.npy"),
-        include_bytes!("../../../tests/data/linear_opening/fruits_f32_cases.npy"),
+        include_bytes!("../../../tests/data/orientation/fruits_f32_input.npy"),
+        include_bytes!("../../../tests/data/orientation/fruits_f32_cases.npy"),
     );
     assert_eq!(n, 16 + 8 + 8 + 4);
 }

@@ -3,7 +3,7 @@
 //! plane, [`OrientationTuning::dedup`]), each family's zones (section 5.4 of the paper), the
 //! chunks of planes one launch computes within [`OrientationTuning::stack_bytes`], and the
 //! FIFO's split between shared and global memory. Pure host arithmetic, tested here; the engine
-//! uploads it as a table of [`AngleInfo`] records.
+//! uploads it as a table of [`OrientationAngle`] records.
 
 use crate::gpu::launch::{blocks_for, check_frame_size};
 use crate::ops::OpError;
@@ -11,10 +11,10 @@ use crate::ops::OpError;
 use super::geometry::LineFamily;
 use super::tuning::OrientationTuning;
 
-/// One angle's launch parameters. Keep in sync with `LoAngle` in kernels/orientation.cu.
+/// One angle's launch parameters. Keep in sync with `OrientationAngle` in kernels/orientation.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct AngleInfo {
+pub(super) struct OrientationAngle {
     pub(super) q: i32,
     pub(super) transposed: i32,
     pub(super) nlines: i32,
@@ -24,9 +24,9 @@ pub(super) struct AngleInfo {
     pub(super) lines_pad: i32,
     pub(super) plane: i32,
 }
-const _: () = assert!(std::mem::size_of::<AngleInfo>() == 32);
+const _: () = assert!(std::mem::size_of::<OrientationAngle>() == 32);
 
-impl AngleInfo {
+impl OrientationAngle {
     pub(super) fn to_words(self) -> [i32; 8] {
         [
             self.q,
@@ -50,7 +50,7 @@ pub(super) struct Plan {
     pub(super) angles_deg: Vec<f64>,
     pub(super) tuning: OrientationTuning,
     /// The distinct families (all of them without dedup), in increasing first-angle order.
-    pub(super) planes: Vec<AngleInfo>,
+    pub(super) planes: Vec<OrientationAngle>,
     /// For each plane, the first angle index using its family.
     pub(super) plane_angle: Vec<i32>,
     /// For each angle, its plane.
@@ -94,7 +94,7 @@ impl Plan {
                 tuning.block
             )));
         }
-        let mut planes: Vec<AngleInfo> = Vec::new();
+        let mut planes: Vec<OrientationAngle> = Vec::new();
         let mut families: Vec<LineFamily> = Vec::new();
         let mut plane_angle = Vec::new();
         let mut angle_plane = Vec::with_capacity(angles_deg.len());
@@ -110,13 +110,13 @@ impl Plan {
             }
             let (major, minor) = f.extents(width, height);
             let nlines = f.line_count(major, minor);
-            planes.push(AngleInfo {
+            planes.push(OrientationAngle {
                 q: f.q,
                 transposed: i32::from(f.x_major),
                 nlines: to_i32(nlines, "lines")?,
                 cmin: i32::try_from(f.first_line(major)).map_err(|_| zero_sized("first line"))?,
                 lines_pad: to_i32(nlines.div_ceil(32) * 32, "lines")?,
-                ..AngleInfo::default()
+                ..OrientationAngle::default()
             });
             families.push(f);
             plane_angle.push(to_i32(k, "angle index")?);

@@ -1,4 +1,4 @@
-"""Times scikit-image's felzenszwalb on the frames the GPU benchmark uses (bench_segment in
+"""Times scikit-image's felzenszwalb on the frames the GPU benchmark uses (bench_segmentation in
 tests/gpu/segmentation.rs): real samples mirrored to 1920x1080 and 4096x2160 (decoded here with
 PIL, so a few JPEG pixels may differ by one level from the Rust decoder; irrelevant for time).
 

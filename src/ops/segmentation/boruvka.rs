@@ -49,7 +49,7 @@
 //!
 //! **Merge round 1** (every component a single pixel) decides only the trees that lie inside
 //! one [`TILE_W`] x [`TILE_H`] tile and have at most [`TILE_TREE`] members: the GPU decides
-//! them in one kernel from shared memory (`segment_tiles`); the others wait for round 2. That
+//! them in one kernel from shared memory (`segmentation_tiles`); the others wait for round 2. That
 //! keeps the result exact: whichever trees a round decides, every component it leaves is
 //! Kruskal's just before its least alive edge, which is all the next round needs. When round 1
 //! decides nothing (every tree crosses a tile), round 2 still runs.
@@ -77,14 +77,14 @@
 use rayon::prelude::*;
 
 use super::cpu::{colour_distance_f64, threshold_f32};
-use super::{SegmentHierarchy, SegmentOutput, SegmentParams, raster_relabel};
+use super::{SegmentationHierarchy, SegmentationOutput, SegmentationParams, raster_relabel};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 
 /// No edge.
 pub const NO_EDGE: u64 = u64::MAX;
-/// Tile width of merge round 1 (`SEG_TILE_W` of `segment_tiles`).
+/// Tile width of merge round 1 (`SEG_TILE_W` of `segmentation_tiles`).
 pub const TILE_W: usize = 32;
 /// Tile height of merge round 1 (`SEG_TILE_H`).
 pub const TILE_H: usize = 16;
@@ -404,7 +404,7 @@ impl State<'_> {
     }
 
     /// Per tree id, whether merge round 1 decides it: all its members in its tile and at most
-    /// TILE_TREE of them (`segment_tiles` works on a tile in shared memory).
+    /// TILE_TREE of them (`segmentation_tiles` works on a tile in shared memory).
     fn tile_local_trees(&self, roots: &[usize]) -> Vec<bool> {
         let (n, w) = (self.comp.len(), self.width);
         let tile = |v: usize| ((v % w) / TILE_W, (v / w) / TILE_H);
@@ -511,8 +511,8 @@ pub fn boruvka_from_smoothed(
     width: usize,
     height: usize,
     channels: usize,
-    params: &SegmentParams,
-) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
+    params: &SegmentationParams,
+) -> Result<(SegmentationOutput, SegmentationHierarchy), OpError> {
     params.validate()?;
     let n = width * height;
     if n >= (1 << 30) {
@@ -576,7 +576,7 @@ pub fn boruvka_from_smoothed(
         .map(|p| st.find(st.comp[p] as usize) as u32)
         .collect();
     let (labels, count) = raster_relabel(&comp);
-    let out = SegmentOutput {
+    let out = SegmentationOutput {
         labels: Image::from_vec(width, height, labels)?,
         segment_count: count,
         rounds,
@@ -585,7 +585,7 @@ pub fn boruvka_from_smoothed(
         level: rounds + ms_rounds,
         has_rounds: true,
     };
-    let hier = SegmentHierarchy {
+    let hier = SegmentationHierarchy {
         width,
         height,
         parent: st.parent,
@@ -602,8 +602,8 @@ pub fn felzenszwalb_boruvka(
     width: usize,
     height: usize,
     channels: usize,
-    params: &SegmentParams,
-) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
+    params: &SegmentationParams,
+) -> Result<(SegmentationOutput, SegmentationHierarchy), OpError> {
     params.validate()?;
     let s = blur_f64(data, width, height, channels, &params.blur())?;
     boruvka_from_smoothed(&s, width, height, channels, params)
@@ -612,16 +612,16 @@ pub fn felzenszwalb_boruvka(
 /// [`felzenszwalb_boruvka`] of a grey view.
 pub fn felzenszwalb_boruvka_gray(
     img: ImageView<'_, u8>,
-    params: &SegmentParams,
-) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
+    params: &SegmentationParams,
+) -> Result<(SegmentationOutput, SegmentationHierarchy), OpError> {
     felzenszwalb_boruvka(&pack_gray(img), img.width(), img.height(), 1, params)
 }
 
 /// [`felzenszwalb_boruvka`] of an RGB view.
 pub fn felzenszwalb_boruvka_rgb(
     img: ImageView<'_, [u8; 3]>,
-    params: &SegmentParams,
-) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
+    params: &SegmentationParams,
+) -> Result<(SegmentationOutput, SegmentationHierarchy), OpError> {
     felzenszwalb_boruvka(&pack_rgb(img), img.width(), img.height(), 3, params)
 }
 
@@ -710,11 +710,11 @@ mod tests {
     #[test]
     fn two_halves_and_hierarchy() {
         let img = Image::from_fn(16, 8, |x, _| if x < 8 { 20u8 } else { 220 });
-        let p = SegmentParams {
+        let p = SegmentationParams {
             scale: 100.0,
             sigma: 0.0,
             min_size: 0,
-            ..SegmentParams::default()
+            ..SegmentationParams::default()
         };
         let (out, hier) = felzenszwalb_boruvka_gray(img.view(), &p).unwrap();
         assert_eq!(out.segment_count, 2);
@@ -735,11 +735,11 @@ mod tests {
     #[test]
     fn min_size_is_enforced_and_segments_connect() {
         let img = Image::from_fn(24, 20, |x, y| ((x * 53 + y * 97 + x * y) % 256) as u8);
-        let p = SegmentParams {
+        let p = SegmentationParams {
             scale: 10.0,
             sigma: 0.5,
             min_size: 10,
-            ..SegmentParams::default()
+            ..SegmentationParams::default()
         };
         let (out, _) = felzenszwalb_boruvka_gray(img.view(), &p).unwrap();
         let c = check_labels(out.labels.view(), out.segment_count).unwrap();
@@ -750,18 +750,18 @@ mod tests {
     #[test]
     fn capped_rounds_are_flagged_and_refine_the_exact_result() {
         let img = Image::from_fn(40, 30, |x, y| ((x * 37 + y * 11 + (x * y) % 7) % 256) as u8);
-        let full = SegmentParams {
+        let full = SegmentationParams {
             scale: 300.0,
             sigma: 0.5,
             min_size: 0,
-            ..SegmentParams::default()
+            ..SegmentationParams::default()
         };
         let (exact, _) = felzenszwalb_boruvka_gray(img.view(), &full).unwrap();
         assert!(!exact.capped);
         assert!(exact.rounds >= 2, "{exact:?}");
         let (cut, _) = felzenszwalb_boruvka_gray(
             img.view(),
-            &SegmentParams {
+            &SegmentationParams {
                 max_rounds: 1,
                 ..full
             },
@@ -780,7 +780,7 @@ mod tests {
 
     #[test]
     fn empty_and_single_pixel() {
-        let p = SegmentParams::default();
+        let p = SegmentationParams::default();
         let (out, h) = felzenszwalb_boruvka_gray(Image::<u8>::new(0, 0, 0).view(), &p).unwrap();
         assert_eq!((out.segment_count, h.levels()), (0, 1));
         let (out, _) = felzenszwalb_boruvka_gray(Image::new(1, 1, 9u8).view(), &p).unwrap();
@@ -811,7 +811,7 @@ mod proptests {
                 st = st.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                 (((st >> 33) as u32 % levels) * 255 / (levels - 1)) as u8
             }).collect();
-            let p = SegmentParams { scale, sigma, min_size, max_rounds: 4000, max_min_size_rounds: 4000, ..SegmentParams::default() };
+            let p = SegmentationParams { scale, sigma, min_size, max_rounds: 4000, max_min_size_rounds: 4000, ..SegmentationParams::default() };
             let s = blur_f64(&data, w, h, channels, &p.blur()).unwrap();
             let (out, hier) = boruvka_from_smoothed(&s, w, h, channels, &p).unwrap();
             let k = kruskal_keys(&edge_weights(&s, w, h, channels), w, h, p.scale / 255.0, min_size as u32);

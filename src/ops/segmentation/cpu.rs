@@ -9,7 +9,7 @@
 
 use rayon::prelude::*;
 
-use super::{SegmentOutput, SegmentParams, raster_relabel};
+use super::{SegmentationOutput, SegmentationParams, raster_relabel};
 use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 use crate::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
@@ -169,12 +169,12 @@ pub fn felzenszwalb_interleaved(
     width: usize,
     height: usize,
     channels: usize,
-    params: &SegmentParams,
-) -> Result<SegmentOutput, OpError> {
+    params: &SegmentationParams,
+) -> Result<SegmentationOutput, OpError> {
     params.validate()?;
     let n = width * height;
     if n == 0 {
-        return Ok(SegmentOutput {
+        return Ok(SegmentationOutput {
             labels: Image::new(width, height, 0),
             segment_count: 0,
             rounds: 0,
@@ -242,7 +242,7 @@ pub fn felzenszwalb_interleaved(
     }
     let roots: Vec<u32> = (0..n).map(|p| uf.find(p) as u32).collect();
     let (labels, count) = raster_relabel(&roots);
-    Ok(SegmentOutput {
+    Ok(SegmentationOutput {
         labels: Image::from_vec(width, height, labels)?,
         segment_count: count,
         rounds: 0,
@@ -256,16 +256,16 @@ pub fn felzenszwalb_interleaved(
 /// scikit-image's `felzenszwalb(image, scale, sigma, min_size)` of a grey image.
 pub fn felzenszwalb(
     img: ImageView<'_, u8>,
-    params: &SegmentParams,
-) -> Result<SegmentOutput, OpError> {
+    params: &SegmentationParams,
+) -> Result<SegmentationOutput, OpError> {
     felzenszwalb_interleaved(&pack_gray(img), img.width(), img.height(), 1, params)
 }
 
 /// scikit-image's `felzenszwalb(image, scale, sigma, min_size)` of an RGB image.
 pub fn felzenszwalb_rgb(
     img: ImageView<'_, [u8; 3]>,
-    params: &SegmentParams,
-) -> Result<SegmentOutput, OpError> {
+    params: &SegmentationParams,
+) -> Result<SegmentationOutput, OpError> {
     felzenszwalb_interleaved(&pack_rgb(img), img.width(), img.height(), 3, params)
 }
 
@@ -273,12 +273,12 @@ pub fn felzenszwalb_rgb(
 mod tests {
     use super::*;
 
-    fn p(scale: f64, sigma: f64, min_size: usize) -> SegmentParams {
-        SegmentParams {
+    fn p(scale: f64, sigma: f64, min_size: usize) -> SegmentationParams {
+        SegmentationParams {
             scale,
             sigma,
             min_size,
-            ..SegmentParams::default()
+            ..SegmentationParams::default()
         }
     }
 
@@ -337,7 +337,7 @@ mod tests {
     fn tiny_and_odd_sizes() {
         for (w, h) in [(1, 1), (1, 7), (7, 1), (3, 5), (0, 0), (0, 4)] {
             let img = Image::from_fn(w, h, |x, y| ((x * 31 + y * 17) % 256) as u8);
-            let out = felzenszwalb(img.view(), &SegmentParams::default()).unwrap();
+            let out = felzenszwalb(img.view(), &SegmentationParams::default()).unwrap();
             assert_eq!(out.labels.width(), w);
             if w * h > 0 {
                 assert!(out.segment_count >= 1);

@@ -9,7 +9,7 @@ use crate::image::Image;
 use crate::ops::blur::{BlurParams, blur_f64};
 use crate::ops::segmentation::cpu::felzenszwalb_interleaved;
 use crate::ops::segmentation::metrics::asa;
-use crate::ops::segmentation::{SegmentParams, boruvka, metrics};
+use crate::ops::segmentation::{SegmentationParams, boruvka, metrics};
 
 use crate::io::npy::golden::Npy;
 
@@ -34,7 +34,7 @@ pub(crate) struct Case {
     pub width: usize,
     pub height: usize,
     pub channels: usize,
-    pub params: SegmentParams,
+    pub params: SegmentationParams,
     pub labels: Image<u32>,
 }
 
@@ -53,11 +53,11 @@ pub(crate) fn cases() -> Vec<Case> {
                 width,
                 height,
                 channels,
-                params: SegmentParams {
+                params: SegmentationParams {
                     scale: c["scale"].as_f64().expect("scale"),
                     sigma: c["sigma"].as_f64().expect("sigma"),
                     min_size: c["min_size"].as_u64().expect("min_size") as usize,
-                    ..SegmentParams::default()
+                    ..SegmentationParams::default()
                 },
                 labels: Image::from_vec(
                     width,

@@ -39,8 +39,8 @@
 //!
 //! # Hierarchy
 //! Every round records, for each component root it absorbs, the new root and the round
-//! ([`SegmentHierarchy`]): two arrays of one entry per pixel hold all levels, and
-//! [`SegmentHierarchy::labels_at`] (or `SegmentGpu::enqueue_level`) extracts any level without
+//! ([`SegmentationHierarchy`]): two arrays of one entry per pixel hold all levels, and
+//! [`SegmentationHierarchy::labels_at`] (or `SegmentationGpu::enqueue_level`) extracts any level without
 //! recomputing. Level 0 is one segment per pixel; the last level is the final segmentation.
 
 pub mod boruvka;
@@ -63,8 +63,8 @@ use crate::ops::blur::BlurParams;
 pub use boruvka::felzenszwalb_boruvka;
 pub use cpu::{felzenszwalb, felzenszwalb_rgb};
 #[cfg(feature = "profiling")]
-pub use gpu::SegmentProfiling;
-pub use gpu::{Finisher, SegmentGpu, SegmentTuning, segment_gpu, segment_gpu_rgb};
+pub use gpu::SegmentationProfiling;
+pub use gpu::{Finisher, SegmentationGpu, SegmentationTuning, segment_gpu, segment_gpu_rgb};
 pub use metrics::{LabelCheck, asa, check_labels, undersegmentation_error};
 pub use overlay::{
     OverlayMode, overlay_gray, overlay_rgb, overlay_segments_gray, overlay_segments_rgb,
@@ -76,7 +76,7 @@ pub const MAX_ROUNDS_LIMIT: u32 = 4000;
 /// Felzenszwalb segmentation parameters (scikit-image names, plus the GPU round caps).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct SegmentParams {
+pub struct SegmentationParams {
     /// Observation scale `k` (higher: fewer, larger segments). scikit-image's default is 1;
     /// ours is 100, a useful level for video.
     pub scale: f64,
@@ -87,7 +87,7 @@ pub struct SegmentParams {
     /// GPU/rounds: at most this many merge rounds (the device loops without reading back;
     /// rounds after the last one that changed anything return at once). 1080p frames need
     /// about 20 (photographs and video alike, scale 100 to 500); a capped run is a refinement
-    /// of the exact result (fewer merges), flagged in [`SegmentOutput::capped`].
+    /// of the exact result (fewer merges), flagged in [`SegmentationOutput::capped`].
     pub max_rounds: u32,
     /// GPU/rounds: at most this many `min_size` rounds.
     pub max_min_size_rounds: u32,
@@ -99,7 +99,7 @@ pub struct SegmentParams {
     pub adaptive_rounds: bool,
 }
 
-impl Default for SegmentParams {
+impl Default for SegmentationParams {
     fn default() -> Self {
         Self {
             scale: 100.0,
@@ -112,7 +112,7 @@ impl Default for SegmentParams {
     }
 }
 
-impl SegmentParams {
+impl SegmentationParams {
     /// The smoothing step's parameters.
     #[must_use]
     pub fn blur(&self) -> BlurParams {
@@ -159,7 +159,7 @@ impl SegmentParams {
 
 /// A segmentation: labels `0..segment_count` in raster order of first pixel.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SegmentOutput {
+pub struct SegmentationOutput {
     /// One label per pixel.
     pub labels: Image<u32>,
     /// Number of segments.
@@ -177,7 +177,7 @@ pub struct SegmentOutput {
     pub has_rounds: bool,
 }
 
-impl SegmentOutput {
+impl SegmentationOutput {
     /// Hierarchy levels: level 0 (one segment per pixel), one per merging round.
     #[must_use]
     pub fn levels(&self) -> u32 {
@@ -211,11 +211,11 @@ impl SegmentOutput {
 /// segment's first block comes first in the large raster too.
 #[must_use]
 pub fn upsample_labels(
-    out: SegmentOutput,
+    out: SegmentationOutput,
     width: usize,
     height: usize,
     factor: usize,
-) -> SegmentOutput {
+) -> SegmentationOutput {
     let small = out.labels.view();
     let (sw, sh) = (small.width(), small.height());
     if (sw, sh) == (width, height) || sw == 0 || sh == 0 {
@@ -233,7 +233,7 @@ pub fn upsample_labels(
         });
     }
     let labels = Image::from_vec(width, height, data).unwrap_or_else(|_| Image::new(0, 0, 0));
-    SegmentOutput { labels, ..out }
+    SegmentationOutput { labels, ..out }
 }
 
 /// Every level of a round-based segmentation in two per-pixel arrays: when root `v` was
@@ -242,7 +242,7 @@ pub fn upsample_labels(
 /// them; `level_rounds[l-1]` is the round of level `l`
 /// (only rounds that merged something are levels).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SegmentHierarchy {
+pub struct SegmentationHierarchy {
     /// Image width.
     pub width: usize,
     /// Image height.
@@ -255,7 +255,7 @@ pub struct SegmentHierarchy {
     pub level_rounds: Vec<u16>,
 }
 
-impl SegmentHierarchy {
+impl SegmentationHierarchy {
     /// Number of levels (level 0 is one segment per pixel).
     #[must_use]
     pub fn levels(&self) -> u32 {
@@ -345,16 +345,16 @@ mod tests {
 
     #[test]
     fn params_validate_and_roundtrip() {
-        let p = SegmentParams::default();
+        let p = SegmentationParams::default();
         assert!(p.validate().is_ok());
-        let bad = SegmentParams { scale: -1.0, ..p };
+        let bad = SegmentationParams { scale: -1.0, ..p };
         assert!(bad.validate().unwrap_err().to_string().contains("scale"));
-        let bad = SegmentParams {
+        let bad = SegmentationParams {
             sigma: f64::NAN,
             ..p
         };
         assert!(bad.validate().unwrap_err().to_string().contains("sigma"));
-        let bad = SegmentParams { max_rounds: 0, ..p };
+        let bad = SegmentationParams { max_rounds: 0, ..p };
         assert!(
             bad.validate()
                 .unwrap_err()
@@ -362,11 +362,11 @@ mod tests {
                 .contains("max_rounds")
         );
         let j = serde_json::to_string(&p).unwrap();
-        let q: SegmentParams = serde_json::from_str(&j).unwrap();
+        let q: SegmentationParams = serde_json::from_str(&j).unwrap();
         assert_eq!(p, q);
-        let partial: SegmentParams = serde_json::from_str(r#"{"scale": 500}"#).unwrap();
+        let partial: SegmentationParams = serde_json::from_str(r#"{"scale": 500}"#).unwrap();
         assert_eq!(partial.scale, 500.0);
-        assert!(serde_json::from_str::<SegmentParams>(r#"{"k": 5}"#).is_err());
+        assert!(serde_json::from_str::<SegmentationParams>(r#"{"k": 5}"#).is_err());
     }
 
     #[test]
@@ -374,7 +374,7 @@ mod tests {
         // A 3x2 segmentation of a 7x5 frame downscaled by 2 (the trailing column and row take
         // the last block's labels).
         let small = Image::from_vec(3, 2, vec![0, 0, 1, 2, 0, 1]).unwrap();
-        let out = SegmentOutput {
+        let out = SegmentationOutput {
             labels: small,
             segment_count: 3,
             rounds: 4,
@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn hierarchy_levels() {
         // 4 pixels: round 1 joins 1->0 and 3->2, round 5 joins 2->0.
-        let h = SegmentHierarchy {
+        let h = SegmentationHierarchy {
             width: 4,
             height: 1,
             parent: vec![0, 0, 0, 2],

@@ -4,7 +4,7 @@
 //! union (no union-find), the `min_size` pass, and raster-order numbering. Quadratic: for tests
 //! on small images only.
 
-use super::SegmentParams;
+use super::SegmentationParams;
 use super::cpu::threshold_f32;
 use crate::ops::OpError;
 use crate::ops::blur::cpu::blur_f64;
@@ -69,7 +69,7 @@ pub fn felzenszwalb_naive(
     width: usize,
     height: usize,
     channels: usize,
-    params: &SegmentParams,
+    params: &SegmentationParams,
 ) -> Result<(Vec<u32>, usize), OpError> {
     params.validate()?;
     let n = width * height;
@@ -130,11 +130,11 @@ mod tests {
         let data: Vec<u8> = (0..16)
             .map(|i| if (i + i / 4) % 2 == 0 { 0 } else { 255 })
             .collect();
-        let p = SegmentParams {
+        let p = SegmentationParams {
             scale: 0.0,
             sigma: 0.0,
             min_size: 0,
-            ..SegmentParams::default()
+            ..SegmentationParams::default()
         };
         let (l, n) = felzenszwalb_naive(&data, 4, 4, 1, &p).unwrap();
         assert_eq!(n, 16);
@@ -165,7 +165,7 @@ mod proptests {
                 st = st.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                 (((st >> 33) as u32 % levels) * 255 / (levels - 1)) as u8
             }).collect();
-            let p = SegmentParams { scale, sigma, min_size, ..SegmentParams::default() };
+            let p = SegmentationParams { scale, sigma, min_size, ..SegmentationParams::default() };
             let fast = felzenszwalb_interleaved(&data, w, h, channels, &p).unwrap();
             let (l, n) = felzenszwalb_naive(&data, w, h, channels, &p).unwrap();
             prop_assert_eq!(fast.labels.data(), &l[..]);

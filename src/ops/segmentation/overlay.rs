@@ -71,7 +71,7 @@ pub fn overlay_gray(
 /// raster order: no renumbering pass (the pipeline's per-frame path).
 pub fn overlay_segments_rgb(
     img: ImageView<'_, [u8; 3]>,
-    seg: &super::SegmentOutput,
+    seg: &super::SegmentationOutput,
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
@@ -88,7 +88,7 @@ pub fn overlay_segments_rgb(
 /// [`overlay_gray`] of a segmentation's own labels (see [`overlay_segments_rgb`]).
 pub fn overlay_segments_gray(
     img: ImageView<'_, u8>,
-    seg: &super::SegmentOutput,
+    seg: &super::SegmentationOutput,
     mode: OverlayMode,
     boundary: Option<[u8; 3]>,
 ) -> Result<Image<[u8; 3]>, OpError> {
@@ -330,15 +330,15 @@ mod tests {
 
     #[test]
     fn the_segmentation_path_equals_the_general_one() {
-        use crate::ops::segmentation::{SegmentParams, felzenszwalb_rgb};
+        use crate::ops::segmentation::{SegmentationParams, felzenszwalb_rgb};
         let img = Image::from_fn(40, 30, |x, y| {
             [(x * 6) as u8, (y * 8) as u8, ((x * y) % 256) as u8]
         });
         let seg = felzenszwalb_rgb(
             img.view(),
-            &SegmentParams {
+            &SegmentationParams {
                 min_size: 5,
-                ..SegmentParams::default()
+                ..SegmentationParams::default()
             },
         )
         .unwrap();

@@ -79,7 +79,7 @@ fn rendering_is_deterministic() {
     assert_ne!(s.render(17).0, s.render(18).0);
 }
 
-use crate::ops::cca::{CclCpu, CclParams, Source, Threshold};
+use crate::ops::cca::{CcaCpu, CcaParams, Source, Threshold};
 use crate::track::appearance::mean_grey_levels;
 use crate::track::metrics::{FrameBoxes, MotMetrics, evaluate};
 use crate::track::{Tracker, TrackerParams};
@@ -88,12 +88,12 @@ use crate::track::{Tracker, TrackerParams};
 /// `morphoscope run --set cca.source=frame` does, without the video encoding), and scores the
 /// MOT rows at IoU >= 0.5.
 fn track_scene(scene: &Scene, params: &TrackerParams) -> MotMetrics {
-    let cca = CclParams {
+    let cca = CcaParams {
         source: Source::Frame,
         threshold: Threshold::Fixed(u32::from(FOREGROUND_THRESHOLD)),
-        ..CclParams::default()
+        ..CcaParams::default()
     };
-    let mut labeler = CclCpu::new();
+    let mut labeler = CcaCpu::new();
     let mut tracker = Tracker::new(TrackerParams {
         frame_rate: f64::from(scene.fps),
         ..params.clone()

@@ -7,16 +7,16 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::{GpuGray, MaxtreeGpu};
+use super::{GpuGray, MaxTreeGpu};
 use crate::gpu::Readback;
 use crate::image::{DynImage, Image};
 use crate::ops::OpError;
-use crate::ops::maxtree::{MaxtreeOutput, MaxtreeSummary};
+use crate::ops::maxtree::{MaxTreeOutput, MaxTreeSummary};
 
-impl MaxtreeGpu {
+impl MaxTreeGpu {
     /// Node count, changed pixels and residue sum of the last filtered frame: a 24-byte
     /// readback (blocks until the stream's work is done).
-    pub fn download_summary(&self, stream: &Arc<CudaStream>) -> Result<MaxtreeSummary, OpError> {
+    pub fn download_summary(&self, stream: &Arc<CudaStream>) -> Result<MaxTreeSummary, OpError> {
         let st = self
             .state
             .ok_or_else(|| OpError::Unsupported("download_summary before enqueue".into()))?;
@@ -27,12 +27,12 @@ impl MaxtreeGpu {
         }
         let pixels = (st.width * st.height) as u64;
         let Some(fr) = self.frame.as_ref().filter(|_| pixels > 0) else {
-            return Ok(MaxtreeSummary::default());
+            return Ok(MaxTreeSummary::default());
         };
         let v = stream.clone_dtoh(&fr.stats)?;
         stream.synchronize()?;
         let word = |i: usize| v.get(i).copied().unwrap_or(0);
-        Ok(MaxtreeSummary {
+        Ok(MaxTreeSummary {
             node_count: u32::try_from(word(2)).unwrap_or(u32::MAX),
             changed_pixels: word(0),
             residue_sum: word(1),
@@ -83,7 +83,7 @@ impl MaxtreeGpu {
     }
 
     /// Filtered image, residue and node count of the last frame (blocking copies).
-    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<MaxtreeOutput, OpError> {
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<MaxTreeOutput, OpError> {
         let st = self
             .state
             .ok_or_else(|| OpError::Unsupported("download before enqueue".into()))?;
@@ -108,7 +108,7 @@ impl MaxtreeGpu {
                 DynImage::Gray16(Image::from_vec(w, h, r)?),
             )
         };
-        Ok(MaxtreeOutput {
+        Ok(MaxTreeOutput {
             filtered,
             residue,
             node_count,

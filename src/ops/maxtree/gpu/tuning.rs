@@ -1,17 +1,17 @@
 //! The max-tree's tuning: the choices that change its speed, never its tree, attributes or
 //! pictures (the local kernel's tile height, the threads of a block, the node kernels' grid), in
 //! one typed struct with defaults per device. Tests and benchmarks set fields of
-//! [`MaxtreeTuning`]; nothing is read from the environment. The tile width and the pixels a
+//! [`MaxTreeTuning`]; nothing is read from the environment. The tile width and the pixels a
 //! thread flattens are fixed by `kernels/maxtree.cu` (`MT_TW`, `MT_FLAT`), not tuned.
 
 use crate::gpu::DeviceInfo;
 use crate::ops::OpError;
 
-/// Launch shapes of [`super::MaxtreeGpu`]. Every field changes speed only: the parent image, the
+/// Launch shapes of [`super::MaxTreeGpu`]. Every field changes speed only: the parent image, the
 /// attributes, the filtered image and the residue are the same for every valid value (the GPU
 /// tests check that for every tile height).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MaxtreeTuning {
+pub struct MaxTreeTuning {
     /// Rows of a tile of `maxtree_local` (its columns are [`super::TILE_WIDTH`]): 16, 32, 64,
     /// or 128 for 8-bit images (local indices fit 16 bits); taller tiles leave fewer borders to
     /// `maxtree_merge` but run fewer blocks at once.
@@ -23,7 +23,7 @@ pub struct MaxtreeTuning {
     pub node_blocks_per_sm: u32,
 }
 
-impl MaxtreeTuning {
+impl MaxTreeTuning {
     /// The defaults for `device`: the same on every device (the node grid scales with its SMs).
     #[must_use]
     pub fn for_device(_device: &DeviceInfo) -> Self {
@@ -54,7 +54,7 @@ impl MaxtreeTuning {
     }
 }
 
-impl Default for MaxtreeTuning {
+impl Default for MaxTreeTuning {
     /// The defaults of a compute capability 9.0 device (the H100).
     fn default() -> Self {
         Self {
@@ -70,37 +70,37 @@ impl Default for MaxtreeTuning {
 
 #[cfg(test)]
 mod tests {
-    use super::MaxtreeTuning;
+    use super::MaxTreeTuning;
 
     #[test]
     fn defaults_are_valid_and_bad_values_are_refused() {
-        let d = MaxtreeTuning::default();
+        let d = MaxTreeTuning::default();
         assert!(d.validate().is_ok());
         for th in [16, 32, 64, 128] {
-            let t = MaxtreeTuning {
+            let t = MaxTreeTuning {
                 tile_height: th,
                 ..d
             };
             assert!(t.validate().is_ok(), "{t:?}");
         }
         for bad in [
-            MaxtreeTuning {
+            MaxTreeTuning {
                 tile_height: 0,
                 ..d
             },
-            MaxtreeTuning {
+            MaxTreeTuning {
                 tile_height: 256,
                 ..d
             },
-            MaxtreeTuning {
+            MaxTreeTuning {
                 block_threads: 100,
                 ..d
             },
-            MaxtreeTuning {
+            MaxTreeTuning {
                 block_threads: 2048,
                 ..d
             },
-            MaxtreeTuning {
+            MaxTreeTuning {
                 node_blocks_per_sm: 0,
                 ..d
             },

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
-use super::layout::{GIANT_WORDS, INFO_WORDS, NCOUNTS, NCTL, Ptrs, SCAN_BLOCK};
+use super::layout::{GIANT_WORDS, INFO_WORDS, NCOUNTS, NCTL, SCAN_BLOCK, SegmentationPtrs};
 use crate::gpu::GpuError;
 use crate::gpu::launch::{alloc_zeroed, blocks_for};
 
@@ -13,7 +13,7 @@ use crate::gpu::launch::{alloc_zeroed, blocks_for};
 pub(super) struct FrameBuffers {
     pub width: usize,
     pub height: usize,
-    pub p: Ptrs,
+    pub p: SegmentationPtrs,
     // Owners of the memory `p` points into that the host reads only through `p`.
     _u32s: Vec<CudaSlice<u32>>,
     _u64s: Vec<CudaSlice<u64>>,
@@ -37,12 +37,12 @@ pub(super) struct FrameBuffers {
     /// `%globaltimer` stamps of the round profile.
     #[cfg(feature = "profiling")]
     pub stamps: CudaSlice<u64>,
-    /// Their device address (what `segment_stamp` is given).
+    /// Their device address (what `segmentation_stamp` is given).
     #[cfg(feature = "profiling")]
     pub stamps_ptr: u64,
 }
 
-/// The device address of `s` (the launches pass plain addresses, see [`Ptrs`]).
+/// The device address of `s` (the launches pass plain addresses, see [`SegmentationPtrs`]).
 pub(super) fn raw<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
     let (p, _record) = s.device_ptr(stream);
     p
@@ -62,7 +62,7 @@ impl FrameBuffers {
         let round = alloc_zeroed::<u16>(stream, n, "segment hierarchy rounds", width, height)?;
         let link = a(n, "segment links (hierarchy parents)")?;
         // A flag byte per component (frozen / at least min_size, joined, kept): see
-        // segment/common.cuh.
+        // segmentation/common.cuh.
         let flags = alloc_zeroed::<u8>(stream, n, "segment component flags", width, height)?;
         let labels = a(n, "segment labels")?;
         let ctl = a(NCTL, "segment round events")?;
@@ -110,12 +110,12 @@ impl FrameBuffers {
         // Large trees radix-sorted: (key, id) twice over each tree's range.
         u64s.push(a64(2 * n, "large-tree sort keys")?);
         u32s.push(a(2 * n, "large-tree sort ids")?);
-        // Per tree: core members and members not yet counted off (see segment/scan.cuh's tcnt).
+        // Per tree: core members and members not yet counted off (see segmentation/scan.cuh's tcnt).
         u64s.push(a64(n, "tree counts")?);
         u64s.push(a64(GIANT_WORDS, "giant-tree scratch")?);
         let r32 = |i: usize| raw(&u32s[i], stream);
         let r64 = |i: usize| raw(&u64s[i], stream);
-        let p = Ptrs {
+        let p = SegmentationPtrs {
             w4: raw(&w4, stream),
             comp: r32(0),
             link: raw(&link, stream),

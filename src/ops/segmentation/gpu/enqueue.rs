@@ -14,7 +14,7 @@ use super::layout::{
 };
 use super::rounds::Phase;
 use super::setup::stride_within;
-use super::{SegmentGpu, SegmentParams, TILE_H, TILE_W, eid_bits};
+use super::{SegmentationGpu, SegmentationParams, TILE_H, TILE_W, eid_bits};
 use crate::gpu::launch::ExLaunch;
 #[cfg(feature = "profiling")]
 use crate::gpu::launch::one_block;
@@ -43,7 +43,7 @@ pub(super) struct Body {
     /// The finisher after the launched rounds of each phase, up to `full` rounds.
     pub finish: bool,
     pub full: [u32; 2],
-    /// Per phase, the rounds that launch `segment_cat_giant` (bit i: the phase's round i + 1;
+    /// Per phase, the rounds that launch `segmentation_cat_giant` (bit i: the phase's round i + 1;
     /// rounds past 64 always): those where recent frames had a giant tree, every round before
     /// there is a history. Either way exact: without it the large trees' kernel walks them.
     pub giant: [u64; 2],
@@ -69,16 +69,16 @@ pub(super) fn timed(
     }
 }
 
-impl SegmentGpu {
+impl SegmentationGpu {
     /// Enqueues the segmentation of `input` (1 or 3 interleaved channels) on its stream.
-    /// Nothing is read back: [`SegmentGpu::download`] (or [`SegmentGpu::download_summary`])
+    /// Nothing is read back: [`SegmentationGpu::download`] (or [`SegmentationGpu::download_summary`])
     /// waits for the frame and runs it again first if it needed more rounds than its adaptive
     /// caps.
     pub fn enqueue(
         &mut self,
         timer: &mut KernelTimer,
         input: DeviceImage<'_, u8>,
-        params: &SegmentParams,
+        params: &SegmentationParams,
     ) -> Result<(), OpError> {
         let DeviceImage {
             stream,
@@ -174,14 +174,14 @@ impl SegmentGpu {
 
     /// The frame's edge graph (weights `w4` and each pixel's edges sorted by key, `order`) from
     /// its bytes, launched before the rounds (so a frame run again starts from the same graph):
-    /// `segment_blur_edges` (blur and edges in one tiled pass) when the blur's radius is at most
-    /// [`FUSED_BLUR_RADIUS`], else the blur's two passes and `segment_edges` (timer regions
+    /// `segmentation_blur_edges` (blur and edges in one tiled pass) when the blur's radius is at most
+    /// [`FUSED_BLUR_RADIUS`], else the blur's two passes and `segmentation_edges` (timer regions
     /// `segment_blur` and `segment_graph`).
     fn enqueue_edge_graph(
         &mut self,
         timer: &mut KernelTimer,
         input: DeviceImage<'_, u8>,
-        params: &SegmentParams,
+        params: &SegmentationParams,
     ) -> Result<(), OpError> {
         let DeviceImage {
             stream,
@@ -272,7 +272,7 @@ impl SegmentGpu {
             self.history.stamp_labels.borrow_mut().clear();
             self.stamp(stream, "start", None)?;
         }
-        timed(timer, stream, "segment_init", || {
+        timed(timer, stream, "segmentation_init", || {
             let mut l = stream.launch_builder(&self.kernels.init);
             l.arg(&p.ctl)
                 .arg(&p.mctl)
@@ -315,8 +315,8 @@ impl SegmentGpu {
                 0
             };
             if mode == MODE_MERGE {
-                // Merge round 1 is segment_tiles; the launched merge rounds start at 2.
-                timed(timer, stream, "segment_tiles", || {
+                // Merge round 1 is segmentation_tiles; the launched merge rounds start at 2.
+                timed(timer, stream, "segmentation_tiles", || {
                     self.enqueue_tiles(stream, body)
                 })?;
                 #[cfg(feature = "profiling")]
@@ -370,7 +370,7 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Round 1 of the merge phase: `segment_tiles`, blocks of a pixel a thread striding over
+    /// Round 1 of the merge phase: `segmentation_tiles`, blocks of a pixel a thread striding over
     /// the tiles; it sets up every pixel's words as it reads them and lists the roots it leaves
     /// for round 2.
     fn enqueue_tiles(&self, stream: &Arc<CudaStream>, body: &Body) -> Result<(), GpuError> {
@@ -419,7 +419,7 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Launches `segment_stamp` (the next entry of the stamp buffer) after what `stream` holds;
+    /// Launches `segmentation_stamp` (the next entry of the stamp buffer) after what `stream` holds;
     /// `round`: the global number of the round it follows.
     #[cfg(feature = "profiling")]
     pub(super) fn stamp(
@@ -444,7 +444,7 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// With [`super::SegmentProfiling::round_stamps`] (the `profiling` feature): each interval of the last frame (setup,
+    /// With [`super::SegmentationProfiling::round_stamps`] (the `profiling` feature): each interval of the last frame (setup,
     /// every round, relabelling) in microseconds, with the round's list counts (frontier, active
     /// roots, trees, members, small, large, cursor, tiny, mid-size, giant; zeros elsewhere).
     /// Labels: `graph`, `merge N`, `min_size N` (N the global round number), `relabel`.

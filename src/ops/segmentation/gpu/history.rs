@@ -6,8 +6,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use super::enqueue::{Body, GraphKey};
-use super::tuning::SegmentTuning;
-use super::{SegmentParams, threshold_f32};
+use super::tuning::SegmentationTuning;
+use super::{SegmentationParams, threshold_f32};
 use crate::gpu::GraphCache;
 
 /// What the last enqueue produced.
@@ -22,7 +22,7 @@ pub(super) struct Produced {
     pub full: [u32; 2],
     /// `max_rounds` of the parameters (the `min_size` rounds are numbered after it).
     pub max_rounds: u32,
-    /// `Some(level)` after [`super::SegmentGpu::enqueue_level`].
+    /// `Some(level)` after [`super::SegmentationGpu::enqueue_level`].
     pub level: Option<u32>,
 }
 
@@ -67,7 +67,7 @@ pub(super) struct History {
 }
 
 impl History {
-    pub(super) fn new(tuning: &SegmentTuning) -> Self {
+    pub(super) fn new(tuning: &SegmentationTuning) -> Self {
         Self {
             produced: Cell::new(None),
             last_body: Cell::new(None),
@@ -82,10 +82,14 @@ impl History {
     }
 
     /// Round caps for this frame: the parameters' (`false`), or the most rounds recent frames
-    /// wanted launched, the merge phase's rounded up to [`SegmentTuning::round_step`] (`true`). A
+    /// wanted launched, the merge phase's rounded up to [`SegmentationTuning::round_step`] (`true`). A
     /// phase the last frame ran to its caps (only the parameters' caps stay capped after a
     /// rerun) keeps them.
-    pub(super) fn caps(&self, params: &SegmentParams, tuning: &SegmentTuning) -> ([u32; 2], bool) {
+    pub(super) fn caps(
+        &self,
+        params: &SegmentationParams,
+        tuning: &SegmentationTuning,
+    ) -> ([u32; 2], bool) {
         let full = full_caps(params);
         match self.hint.get().filter(|_| params.adaptive_rounds) {
             None => (full, false),
@@ -132,7 +136,7 @@ impl History {
 }
 
 /// Round caps of the parameters: merge rounds, `min_size` rounds (none when `min_size` <= 1).
-pub(super) fn full_caps(params: &SegmentParams) -> [u32; 2] {
+pub(super) fn full_caps(params: &SegmentationParams) -> [u32; 2] {
     let ms = if params.min_size > 1 {
         params.max_min_size_rounds
     } else {
@@ -143,7 +147,7 @@ pub(super) fn full_caps(params: &SegmentParams) -> [u32; 2] {
 
 /// Per phase, bit i set where the phase's round i + 1 walked a giant tree (`counts`: the
 /// per-round giant-tree counts, merge rounds from 1, `min_size` rounds from `max_rounds + 1`);
-/// rounds past 64 are always launched with `segment_cat_giant` and need no bit.
+/// rounds past 64 are always launched with `segmentation_cat_giant` and need no bit.
 pub(super) fn giant_masks(counts: &[u32], max_rounds: u32) -> [u64; 2] {
     let firsts = [1usize, max_rounds as usize + 1];
     std::array::from_fn(|ph| {
@@ -200,7 +204,7 @@ pub(super) fn read_rounds(
     (levels, used)
 }
 
-/// `segment_core`'s weight-0 key limit: `1 << eb` (a key below it is an edge of weight 0,
+/// `segmentation_core`'s weight-0 key limit: `1 << eb` (a key below it is an edge of weight 0,
 /// whose caterpillar step passes whatever the order) in merge rounds where every threshold is
 /// above 0, i.e. `f32(k / n)` does not round to 0 (thresholds are `f32(Int + k/|C|)` with
 /// `Int >= 0`, `|C| <= n`); 0 (no member is joined early) in `min_size` rounds or at scale 0.

@@ -1,6 +1,6 @@
 //! What the host shares with `kernels/segmentation.cu` (keep in sync with it): the buffers'
-//! addresses and the finisher's parameter block (`#[repr(C)]`, the kernels' `SegPtrs` and
-//! `SegFinish`), the per-round counters' layout, kernel modes and block sizes.
+//! addresses and the finisher's parameter block (`#[repr(C)]`, the kernels' `SegmentationPtrs` and
+//! `SegmentationFinish`), the per-round counters' layout, kernel modes and block sizes.
 
 use super::super::MAX_ROUNDS_LIMIT;
 use super::super::boruvka::{TILE_H, TILE_W};
@@ -8,11 +8,11 @@ use super::super::boruvka::{TILE_H, TILE_W};
 /// Raw device addresses of the op's buffers. The kernels of one frame run on one stream in
 /// order, so the launches pass these plain addresses instead of tracked `CudaSlice`s: cudarc's
 /// per-argument event tracking costs ~1 µs per argument and a frame launches hundreds of
-/// kernels with ~20 arguments each. `#[repr(C)]`: `segment_finish` takes the whole struct
-/// (`SegPtrs` in segment/grid.cuh, the same fields in the same order).
+/// kernels with ~20 arguments each. `#[repr(C)]`: `segmentation_finish` takes the whole struct
+/// (`SegmentationPtrs` in segmentation/grid.cuh, the same fields in the same order).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Ptrs {
+pub(super) struct SegmentationPtrs {
     pub w4: u64,
     pub comp: u64,
     pub link: u64,
@@ -48,21 +48,21 @@ pub(super) struct Ptrs {
     /// The large trees' radix sorts: keys and ids, 2n each.
     pub scr_k: u64,
     pub scr_i: u64,
-    /// segment_cat_giant's barrier, range, counts and sums ([`GIANT_WORDS`], zero between trees).
+    /// segmentation_cat_giant's barrier, range, counts and sums ([`GIANT_WORDS`], zero between trees).
     pub giant: u64,
     pub flist: [u64; 2],
     pub rlist: [u64; 2],
     pub info: u64,
 }
 
-/// The parameter block of `segment_finish` (`SegFinish` in segment/grid.cuh, the same layout:
+/// The parameter block of `segmentation_finish` (`SegmentationFinish` in segmentation/grid.cuh, the same layout:
 /// the buffers' addresses, then `k`, then the `u32`s).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub(super) struct SegFinish {
-    pub p: Ptrs,
+pub(super) struct SegmentationFinish {
+    pub p: SegmentationPtrs,
     pub k: f64,
-    /// `segment_core`'s weight-0 key limit ([`super::history::zero_key_limit`]).
+    /// `segmentation_core`'s weight-0 key limit ([`super::history::zero_key_limit`]).
     pub zlim: u64,
     pub width: u32,
     pub height: u32,
@@ -81,24 +81,24 @@ pub(super) struct SegFinish {
     pub limit: u32,
     /// `info[info_slot]` = 1 when a round was left with work (frontier above `limit`).
     pub info_slot: u32,
-    /// `segment_finish_grid` leaves a round with at most this many frontier pixels to
-    /// `segment_finish`.
+    /// `segmentation_finish_grid` leaves a round with at most this many frontier pixels to
+    /// `segmentation_finish`.
     pub solo: u32,
-    /// `segment_finish` starts where `segment_finish_grid` stopped (`info[6]`), not at `from`.
+    /// `segmentation_finish` starts where `segmentation_finish_grid` stopped (`info[6]`), not at `from`.
     pub resume: u32,
 }
 
 // SAFETY: plain old data with the C layout of the kernel's struct (8-byte fields first, then
 // 4-byte ones; 360 bytes, a multiple of 8), passed by value as a kernel parameter.
-unsafe impl cudarc::driver::DeviceRepr for SegFinish {}
-const _: () = assert!(std::mem::size_of::<SegFinish>() == 36 * 8 + 8 + 8 + 14 * 4);
+unsafe impl cudarc::driver::DeviceRepr for SegmentationFinish {}
+const _: () = assert!(std::mem::size_of::<SegmentationFinish>() == 36 * 8 + 8 + 8 + 14 * 4);
 
 /// Entries of the per-round counters (`ctl[0]` is the always-on gate; merge rounds are
 /// `1..=max_rounds`, `min_size` rounds follow).
 pub(super) const NCTL: usize = 2 * MAX_ROUNDS_LIMIT as usize + 2;
 /// Per-round list counts, `NCTL` entries each: frontier, active roots, trees with members,
 /// members, small trees, large trees, range cursor, tiny trees, mid-size trees, giant trees
-/// (`SEG_C_*` in segment/cat_large.cuh).
+/// (`SEG_C_*` in segmentation/cat_large.cuh).
 pub(super) const NCOUNTS: usize = 10;
 pub(super) const C_FRONTIER: u64 = 0;
 pub(super) const C_ROOTS: u64 = 1;
@@ -111,36 +111,36 @@ pub(super) const C_TINY: u64 = 7;
 pub(super) const C_MID: u64 = 8;
 pub(super) const C_GIANT: u64 = 9;
 /// Words of the info buffer: 0 the segment count, 1 the level threshold, 2-3 the phases the
-/// finisher left undone, 4 `segment_finish_grid`'s barrier (zero at allocation), 6 the round it
+/// finisher left undone, 4 `segmentation_finish_grid`'s barrier (zero at allocation), 6 the round it
 /// stopped at.
 pub(super) const INFO_WORDS: usize = 8;
-/// `u64` words of `segment_cat_giant`'s scratch (SEG_GIANT_WORDS: the barrier, the keys' range,
+/// `u64` words of `segmentation_cat_giant`'s scratch (SEG_GIANT_WORDS: the barrier, the keys' range,
 /// the first failing step, then 2048 part counts and 2048 bucket sums as `u32`).
 pub(super) const GIANT_WORDS: usize = 4 + 2048;
 /// Pixels per block of the relabel scan.
 pub(super) const SCAN_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride kernels.
 pub(super) const BLOCK: u32 = 256;
-/// Threads per block of `segment_cat_block`, `_giant` and the finishers (SEG_CAT_THREADS).
+/// Threads per block of `segmentation_cat_block`, `_giant` and the finishers (SEG_CAT_THREADS).
 pub(super) const CAT_THREADS: u32 = 1024;
-/// Threads per block of `segment_cat_mid` and `segment_cat_small` (SEG_CAT_MID_THREADS).
+/// Threads per block of `segmentation_cat_mid` and `segmentation_cat_small` (SEG_CAT_MID_THREADS).
 pub(super) const CAT_MID_THREADS: u32 = 256;
-/// Dynamic shared memory a member takes in `segment_cat_block`'s whole-tree sort (its key, id
+/// Dynamic shared memory a member takes in `segmentation_cat_block`'s whole-tree sort (its key, id
 /// and two 16-bit order entries; see `seg_whole_cap`).
 pub(super) const WHOLE_TREE_BYTES_PER_MEMBER: u32 = 16;
-/// Largest blur radius `segment_blur_edges` handles (SEG_GT_MAXR; sigma < 1.125 with
+/// Largest blur radius `segmentation_blur_edges` handles (SEG_GT_MAXR; sigma < 1.125 with
 /// scikit-image's truncation at 4 sigma, the default 0.8 is radius 3). Larger ones blur in two
 /// passes and build the edge graph after.
 pub(super) const FUSED_BLUR_RADIUS: u32 = 4;
-/// Pixels of a `segment_blur_edges` tile (SEG_GT_W x SEG_GT_H) and its block size.
+/// Pixels of a `segmentation_blur_edges` tile (SEG_GT_W x SEG_GT_H) and its block size.
 pub(super) const FUSED_TILE: (u32, u32) = (32, 16);
 pub(super) const FUSED_THREADS: u32 = 512;
 /// Kernel modes (SEG_MODE_*).
 pub(super) const MODE_MERGE: u32 = 0;
 pub(super) const MODE_MIN_SIZE: u32 = 1;
-/// What `segment_least` iterates: the previous round's lists (SEG_LIST; a phase's first round:
-/// the lists of `segment_tiles` or `segment_reset_done`), or every pixel (SEG_ALL: merge round 2).
+/// What `segmentation_least` iterates: the previous round's lists (SEG_LIST; a phase's first round:
+/// the lists of `segmentation_tiles` or `segmentation_reset_done`), or every pixel (SEG_ALL: merge round 2).
 pub(super) const LIST: u32 = 1;
 pub(super) const ALL: u32 = 2;
-/// Threads of a `segment_tiles` block: a pixel each (SEG_TILE_PX).
+/// Threads of a `segmentation_tiles` block: a pixel each (SEG_TILE_PX).
 pub(super) const TILE_THREADS: u32 = (TILE_W * TILE_H) as u32;

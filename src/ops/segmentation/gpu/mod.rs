@@ -26,38 +26,38 @@
 //! - **Phases**: merge rounds, then `min_size` rounds (edges merge while either side is smaller
 //!   than `min_size`). Every kernel first reads its phase's **gate** (did the previous round
 //!   change anything?) and returns at once after the round that changed nothing, so a phase
-//!   stops by itself and nothing is read back until [`SegmentGpu::download`].
+//!   stops by itself and nothing is read back until [`SegmentationGpu::download`].
 //! - **Round caps**: the rounds launched per phase. With `adaptive_rounds` they come from the
 //!   rounds recent frames needed; the **finisher** runs the rest of a phase without launches
-//!   (`segment_finish_grid` over a cooperative grid, `segment_finish` in one block), and a frame
+//!   (`segmentation_finish_grid` over a cooperative grid, `segmentation_finish` in one block), and a frame
 //!   that still needed more is **run again** with larger caps inside the download (counted by
-//!   [`SegmentGpu::reruns`]), so every frame is exact.
+//!   [`SegmentationGpu::reruns`]), so every frame is exact.
 //!
 //! # A frame
 //!
-//! The edge graph from the frame's bytes (`segment_blur_edges`: the f64 blur, the weights and
+//! The edge graph from the frame's bytes (`segmentation_blur_edges`: the f64 blur, the weights and
 //! each pixel's sorted edges in one tiled pass; above blur radius 4 the blur's two passes and
-//! `segment_edges`); the counters' reset (`segment_init`); merge round 1 in 32x16 tiles in
-//! shared memory (`segment_tiles`, which also sets up every pixel's words); the launched rounds
+//! `segmentation_edges`); the counters' reset (`segmentation_init`); merge round 1 in 32x16 tiles in
+//! shared memory (`segmentation_tiles`, which also sets up every pixel's words); the launched rounds
 //! from 2, each 7-8 launches in 5 dependent steps (least edges; targets and trees; exits, with
 //! the trees' ranges beside them on a side stream; core; the caterpillars, the tiny and small
 //! trees in one launch, the mid-size and large ones on side streams; see `rounds`); the
-//! finisher; then the same for the `min_size` phase (`segment_reset_done` lists its starting
+//! finisher; then the same for the `min_size` phase (`segmentation_reset_done` lists its starting
 //! pixels); finally raster-order labels by a block scan. On compute capability 9.0+ the round
 //! kernels are programmatic dependent launches. Once the round caps come from recent frames,
 //! everything after the edge graph is captured once as a CUDA graph (keyed by buffers, frame
 //! size, parameters, caps and stream) and replayed with one launch.
 //!
 //! Timer regions: `segment_graph` (`segment_blur` before it for large radii), then with a
-//! graph one region, `segment_rounds`; with direct launches `segment_init`, `segment_tiles`,
+//! graph one region, `segment_rounds`; with direct launches `segmentation_init`, `segmentation_tiles`,
 //! `segment_merge`, `segment_minsize`, `segment_relabel`, or (the `profiling` feature's
-//! `SegmentProfiling::per_kernel_timing`) one region per launch, named after its kernel
+//! `SegmentationProfiling::per_kernel_timing`) one region per launch, named after its kernel
 //! (`segment_minedge` for the least edges).
 //!
 //! # Layout
 //!
-//! [`SegmentGpu`] holds, by what changes when: the resolved kernels and the device's facts
-//! (`setup::Kernels`, fixed), the tuning ([`SegmentTuning`], set by the caller) and the launch
+//! [`SegmentationGpu`] holds, by what changes when: the resolved kernels and the device's facts
+//! (`setup::Kernels`, fixed), the tuning ([`SegmentationTuning`], set by the caller) and the launch
 //! shapes derived from both (`setup::Launch`), the buffers of the current frame size
 //! (`buffers`), and what carries over from frame to frame (`history`). `layout` mirrors the
 //! kernels' structs and constants; `enqueue` a frame, `rounds` one phase, `readback` the
@@ -67,7 +67,7 @@ use std::cell::RefCell;
 
 use super::boruvka::{TILE_H, TILE_W, eid_bits};
 use super::cpu::threshold_f32;
-use super::{SegmentHierarchy, SegmentOutput, SegmentParams};
+use super::{SegmentationHierarchy, SegmentationOutput, SegmentationParams};
 use crate::gpu::{GpuContext, Readback};
 use crate::ops::OpError;
 use crate::ops::blur::BlurGpu;
@@ -85,8 +85,8 @@ mod tuning;
 
 pub use readback::{segment_gpu, segment_gpu_rgb};
 #[cfg(feature = "profiling")]
-pub use tuning::SegmentProfiling;
-pub use tuning::{Finisher, SegmentTuning};
+pub use tuning::SegmentationProfiling;
+pub use tuning::{Finisher, SegmentationTuning};
 
 use buffers::FrameBuffers;
 use history::History;
@@ -95,42 +95,42 @@ use setup::{Kernels, Launch};
 /// GPU Felzenszwalb segmentation. Use one per stream: its buffers are ordered by the stream
 /// that enqueues, not by cudarc's event tracking. Buffers are allocated on the first frame of a
 /// size.
-pub struct SegmentGpu {
+pub struct SegmentationGpu {
     /// The kernels, side streams and device facts (fixed).
     kernels: Kernels,
-    /// The caller's tuning and the launch shapes derived from it (see [`SegmentGpu::set_tuning`]).
-    tuning: SegmentTuning,
+    /// The caller's tuning and the launch shapes derived from it (see [`SegmentationGpu::set_tuning`]).
+    tuning: SegmentationTuning,
     launch: Launch,
     /// Measurement modes.
     #[cfg(feature = "profiling")]
-    profiling: SegmentProfiling,
+    profiling: SegmentationProfiling,
     /// Buffers of the current frame size.
     buffers: Option<FrameBuffers>,
     /// Pinned host buffer of the labels' readback (grown as frames need).
     labels_readback: RefCell<Readback<u32>>,
     /// What carries over from frame to frame.
     history: History,
-    /// The blur's two passes (blur radii above what `segment_blur_edges` handles).
+    /// The blur's two passes (blur radii above what `segmentation_blur_edges` handles).
     blur: BlurGpu,
 }
 
-impl std::fmt::Debug for SegmentGpu {
+impl std::fmt::Debug for SegmentationGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SegmentGpu")
+        f.debug_struct("SegmentationGpu")
             .field("tuning", &self.tuning)
             .field("produced", &self.history.produced.get())
             .finish_non_exhaustive()
     }
 }
 
-impl SegmentGpu {
+impl SegmentationGpu {
     /// Resolves the kernels, with the tuning's defaults for this device.
     pub fn new(gpu: &GpuContext) -> Result<Self, OpError> {
-        Self::with_tuning(gpu, SegmentTuning::for_device(gpu.info()))
+        Self::with_tuning(gpu, SegmentationTuning::for_device(gpu.info()))
     }
 
     /// Resolves the kernels, with `tuning`.
-    pub fn with_tuning(gpu: &GpuContext, tuning: SegmentTuning) -> Result<Self, OpError> {
+    pub fn with_tuning(gpu: &GpuContext, tuning: SegmentationTuning) -> Result<Self, OpError> {
         let kernels = Kernels::new(gpu)?;
         let launch = Launch::new(&kernels, &tuning)?;
         Ok(Self {
@@ -139,7 +139,7 @@ impl SegmentGpu {
             history: History::new(&tuning),
             tuning,
             #[cfg(feature = "profiling")]
-            profiling: SegmentProfiling::default(),
+            profiling: SegmentationProfiling::default(),
             buffers: None,
             labels_readback: RefCell::new(Readback::new(gpu.cuda())),
             blur: BlurGpu::new(gpu)?,
@@ -148,13 +148,13 @@ impl SegmentGpu {
 
     /// The tuning in use.
     #[must_use]
-    pub fn tuning(&self) -> &SegmentTuning {
+    pub fn tuning(&self) -> &SegmentationTuning {
         &self.tuning
     }
 
     /// Changes the tuning from the next frame on (the launch shapes are derived again; the
     /// captured graphs are dropped, the round history kept).
-    pub fn set_tuning(&mut self, tuning: SegmentTuning) -> Result<(), OpError> {
+    pub fn set_tuning(&mut self, tuning: SegmentationTuning) -> Result<(), OpError> {
         self.launch = Launch::new(&self.kernels, &tuning)?;
         self.tuning = tuning;
         self.history
@@ -166,13 +166,13 @@ impl SegmentGpu {
     /// The measurement modes in use.
     #[cfg(feature = "profiling")]
     #[must_use]
-    pub fn profiling(&self) -> SegmentProfiling {
+    pub fn profiling(&self) -> SegmentationProfiling {
         self.profiling
     }
 
     /// Sets the measurement modes from the next frame on.
     #[cfg(feature = "profiling")]
-    pub fn set_profiling(&mut self, profiling: SegmentProfiling) {
+    pub fn set_profiling(&mut self, profiling: SegmentationProfiling) {
         self.profiling = profiling;
     }
 
@@ -183,21 +183,21 @@ impl SegmentGpu {
         self.launch.finisher
     }
 
-    /// Blocks `segment_cat_giant` launches with (0: the trees above 8 192 core members stay
-    /// with `segment_cat_block`: no cooperative launch, or [`SegmentTuning::giant_grid`] off).
+    /// Blocks `segmentation_cat_giant` launches with (0: the trees above 8 192 core members stay
+    /// with `segmentation_cat_block`: no cooperative launch, or [`SegmentationTuning::giant_grid`] off).
     #[must_use]
     pub fn giant_blocks(&self) -> u32 {
         self.launch.giant_blocks
     }
 
-    /// Blocks `segment_finish_grid` launches with (0: the device has no cooperative launch).
+    /// Blocks `segmentation_finish_grid` launches with (0: the device has no cooperative launch).
     #[must_use]
     pub fn grid_finish_blocks(&self) -> u32 {
         self.launch.grid_finish_blocks
     }
 
     /// Frames that needed more rounds than their adaptive caps and were run again before their
-    /// download (see [`SegmentParams::adaptive_rounds`]).
+    /// download (see [`SegmentationParams::adaptive_rounds`]).
     #[must_use]
     pub fn reruns(&self) -> u64 {
         self.history.reruns.get()

@@ -10,7 +10,7 @@ use super::buffers::FrameBuffers;
 use super::enqueue::{Body, timed};
 use super::history::{Produced, Recent, RoundsUsed, giant_masks, read_rounds};
 use super::layout::{C_GIANT, NCTL, SCAN_BLOCK};
-use super::{SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams};
+use super::{SegmentationGpu, SegmentationHierarchy, SegmentationOutput, SegmentationParams};
 use crate::gpu::launch::{ExLaunch, blocks_for, one_block};
 use crate::gpu::{GpuContext, GpuError, KernelTimer, upload_view};
 use crate::image::{Image, ImageView};
@@ -35,7 +35,7 @@ fn cfg_scan(n: usize) -> LaunchConfig {
     }
 }
 
-impl SegmentGpu {
+impl SegmentationGpu {
     /// Raster-order numbering of `comp` (minpix must hold `SEG_NONE`); `pdl`: as programmatic
     /// dependent launches (each kernel waits for the one before it itself).
     pub(super) fn enqueue_numbering(
@@ -85,7 +85,7 @@ impl SegmentGpu {
 
     /// Enqueues the labels of hierarchy `level` (0: one segment per pixel; `levels() - 1` or
     /// more: the final segmentation) of the last segmented frame, without recomputing it, into
-    /// the device labels ([`SegmentGpu::device_labels`]); [`SegmentGpu::download`] then returns
+    /// the device labels ([`SegmentationGpu::device_labels`]); [`SegmentationGpu::download`] then returns
     /// that level.
     pub fn enqueue_level(
         &mut self,
@@ -128,10 +128,10 @@ impl SegmentGpu {
     }
 
     /// The device labels of the last enqueued frame (or of the level of
-    /// [`SegmentGpu::enqueue_level`]): raster-order labels `0..segment_count`, one `u32` a
+    /// [`SegmentationGpu::enqueue_level`]): raster-order labels `0..segment_count`, one `u32` a
     /// pixel, with the frame's width and height; `None` before any enqueue or for an empty
     /// frame. They are written on the enqueuing stream: work that reads them must be ordered
-    /// after it. Final once [`SegmentGpu::download`] or [`SegmentGpu::download_summary`] has
+    /// after it. Final once [`SegmentationGpu::download`] or [`SegmentationGpu::download_summary`] has
     /// returned for the frame (a frame that needed more rounds than its adaptive caps is run
     /// again there, into the same buffer). The next enqueue overwrites them.
     #[must_use]
@@ -145,16 +145,19 @@ impl SegmentGpu {
     }
 
     /// Blocking readback of the last enqueued frame (or level).
-    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<SegmentOutput, OpError> {
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<SegmentationOutput, OpError> {
         self.download_with(stream, true, None)
     }
 
     /// Blocking readback of the last enqueued frame's (or level's) small results (segment
-    /// count, rounds, levels, level, capped) without the label image: a [`SegmentOutput`]
+    /// count, rounds, levels, level, capped) without the label image: a [`SegmentationOutput`]
     /// whose `labels` is 0x0, for a caller that reads the labels on the device
-    /// ([`SegmentGpu::device_labels`]). Like [`SegmentGpu::download`] it runs a frame that hit
+    /// ([`SegmentationGpu::device_labels`]). Like [`SegmentationGpu::download`] it runs a frame that hit
     /// its adaptive caps again first and sets the next frame's caps.
-    pub fn download_summary(&self, stream: &Arc<CudaStream>) -> Result<SegmentOutput, OpError> {
+    pub fn download_summary(
+        &self,
+        stream: &Arc<CudaStream>,
+    ) -> Result<SegmentationOutput, OpError> {
         self.download_with(stream, false, None)
     }
 
@@ -162,7 +165,7 @@ impl SegmentGpu {
     pub fn download_hierarchy(
         &self,
         stream: &Arc<CudaStream>,
-    ) -> Result<(SegmentOutput, SegmentHierarchy), OpError> {
+    ) -> Result<(SegmentationOutput, SegmentationHierarchy), OpError> {
         let mut h = None;
         let out = self.download_with(stream, true, Some(&mut h))?;
         let p = self
@@ -170,7 +173,7 @@ impl SegmentGpu {
             .produced
             .get()
             .map_or((0, 0), |p| (p.width, p.height));
-        let hier = h.unwrap_or(SegmentHierarchy {
+        let hier = h.unwrap_or(SegmentationHierarchy {
             width: p.0,
             height: p.1,
             parent: Vec::new(),
@@ -201,8 +204,8 @@ impl SegmentGpu {
         &self,
         stream: &Arc<CudaStream>,
         with_labels: bool,
-        hier: Option<&mut Option<SegmentHierarchy>>,
-    ) -> Result<SegmentOutput, OpError> {
+        hier: Option<&mut Option<SegmentationHierarchy>>,
+    ) -> Result<SegmentationOutput, OpError> {
         let history = &self.history;
         let Some(mut p) = history.produced.get() else {
             return Err(OpError::InvalidParam("download before any enqueue".into()));
@@ -215,7 +218,7 @@ impl SegmentGpu {
             (0, 0)
         };
         let Some(b) = self.buffers.as_ref().filter(|_| n > 0) else {
-            return Ok(SegmentOutput {
+            return Ok(SegmentationOutput {
                 labels: Image::new(lw, lh, 0),
                 segment_count: 0,
                 rounds: 0,
@@ -253,7 +256,7 @@ impl SegmentGpu {
             let parent = stream.clone_dtoh(&b.link.slice(0..n))?;
             let round = stream.clone_dtoh(&b.round.slice(0..n))?;
             stream.synchronize()?;
-            *hs = Some(SegmentHierarchy {
+            *hs = Some(SegmentationHierarchy {
                 width: p.width,
                 height: p.height,
                 parent,
@@ -265,7 +268,7 @@ impl SegmentGpu {
             Some(l) => Image::from_vec(p.width, p.height, l)?,
             None => Image::new(0, 0, 0),
         };
-        Ok(SegmentOutput {
+        Ok(SegmentationOutput {
             labels,
             segment_count: info[0] as usize,
             rounds: top - ms,
@@ -369,9 +372,9 @@ impl SegmentGpu {
 fn run_once<P: crate::gpu::HostPixel<Sample = u8>>(
     gpu: &GpuContext,
     img: ImageView<'_, P>,
-    params: &SegmentParams,
-) -> Result<SegmentOutput, OpError> {
-    let mut op = SegmentGpu::new(gpu)?;
+    params: &SegmentationParams,
+) -> Result<SegmentationOutput, OpError> {
+    let mut op = SegmentationGpu::new(gpu)?;
     let stream = gpu.new_stream()?;
     let mut timer = KernelTimer::new();
     let input = upload_view(&stream, img)?;
@@ -383,8 +386,8 @@ fn run_once<P: crate::gpu::HostPixel<Sample = u8>>(
 pub fn segment_gpu(
     gpu: &GpuContext,
     img: ImageView<'_, u8>,
-    params: &SegmentParams,
-) -> Result<SegmentOutput, OpError> {
+    params: &SegmentationParams,
+) -> Result<SegmentationOutput, OpError> {
     run_once(gpu, img, params)
 }
 
@@ -392,7 +395,7 @@ pub fn segment_gpu(
 pub fn segment_gpu_rgb(
     gpu: &GpuContext,
     img: ImageView<'_, [u8; 3]>,
-    params: &SegmentParams,
-) -> Result<SegmentOutput, OpError> {
+    params: &SegmentationParams,
+) -> Result<SegmentationOutput, OpError> {
     run_once(gpu, img, params)
 }

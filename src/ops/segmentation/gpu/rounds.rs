@@ -9,9 +9,9 @@ use super::enqueue::timed;
 use super::history::zero_key_limit;
 use super::layout::{
     ALL, C_CURSOR, C_FRONTIER, C_GIANT, C_LARGE, C_MEMBERS, C_MID, C_ROOTS, C_SMALL, C_TINY,
-    C_TREES, CAT_THREADS, LIST, MODE_MIN_SIZE, NCTL, Ptrs, SegFinish,
+    C_TREES, CAT_THREADS, LIST, MODE_MIN_SIZE, NCTL, SegmentationFinish, SegmentationPtrs,
 };
-use super::{SegmentGpu, eid_bits};
+use super::{SegmentationGpu, eid_bits};
 use crate::gpu::launch::{ExLaunch, one_block};
 use crate::gpu::{GpuError, KernelTimer};
 
@@ -51,7 +51,7 @@ struct CatLaunch<'a> {
 /// size, the phase's mode and parameters, the grid-stride shape and whether launches are
 /// programmatic. Built once a phase so that each launch helper reads the same values.
 struct PhaseArgs {
-    p: Ptrs,
+    p: SegmentationPtrs,
     w: u32,
     h: u32,
     nn: u32,
@@ -61,7 +61,7 @@ struct PhaseArgs {
     min_size: u32,
     /// The `min_size` phase (its timer regions, stamps and first lists differ).
     ms: bool,
-    /// `segment_core`'s weight-0 key limit.
+    /// `segmentation_core`'s weight-0 key limit.
     zlim: u64,
     /// The grid-stride launch over the frame's pixels.
     cfg: LaunchConfig,
@@ -97,7 +97,7 @@ struct Cx<'c, 't> {
 struct RoundArgs {
     r: u32,
     gate: u32,
-    /// Whether `segment_cat_giant` runs this round (after `segment_cat_block_g`).
+    /// Whether `segmentation_cat_giant` runs this round (after `segmentation_cat_block_g`).
     giant_here: bool,
     gcnt: u64,
     least_iterates: u32,
@@ -119,7 +119,7 @@ struct RoundArgs {
 }
 
 impl RoundArgs {
-    /// Round `i` (from 0) of phase `ph`; `giant_blocks`: the grid of `segment_cat_giant` (0:
+    /// Round `i` (from 0) of phase `ph`; `giant_blocks`: the grid of `segmentation_cat_giant` (0:
     /// never launched).
     fn new(a: &PhaseArgs, ph: &Phase, i: u32, giant_blocks: u32) -> Self {
         let p = &a.p;
@@ -129,8 +129,8 @@ impl RoundArgs {
         let phase_first = if a.ms { ph.first } else { 1 };
         let gi = r - phase_first;
         let giant_here = giant_blocks > 0 && (gi >= 64 || (ph.giant >> gi) & 1 == 1);
-        // A phase's first round reads the lists that start it (segment_reset_done's; for
-        // merge round 2 the roots segment_tiles listed, while its least edges scan every
+        // A phase's first round reads the lists that start it (segmentation_reset_done's; for
+        // merge round 2 the roots segmentation_tiles listed, while its least edges scan every
         // pixel); later rounds the previous round's.
         let from_lists = i == 0 && a.ms;
         let (cur, prev) = ((i & 1) as usize, ((i + 1) & 1) as usize);
@@ -161,7 +161,7 @@ impl RoundArgs {
 }
 
 /// The caterpillar kernels' parameters (SEG_CAT_ARGS) for tree list `list` counted at `count`:
-/// every caterpillar launch (and `segment_cat_giant`) starts with these.
+/// every caterpillar launch (and `segmentation_cat_giant`) starts with these.
 fn cat_args<'a>(
     l: &mut ExLaunch<'a>,
     a: &'a PhaseArgs,
@@ -193,7 +193,7 @@ fn cat_args<'a>(
     l.arg(&p.scr_k).arg(&p.scr_i).arg(&a.nn).arg(&ra.gcnt);
 }
 
-impl SegmentGpu {
+impl SegmentationGpu {
     /// `ph.count` rounds of `ph.mode` with global numbers `ph.first..`, each gated on the
     /// previous, then the finisher.
     pub(super) fn enqueue_phase(
@@ -243,9 +243,9 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// The min_size phase's start: its first round runs over lists `segment_reset_done` makes
+    /// The min_size phase's start: its first round runs over lists `segmentation_reset_done` makes
     /// (the pixels and roots of components below min_size), which it counts in the unused slot
-    /// of round 0 (zeroed by segment_init) and writes where the first round reads its input
+    /// of round 0 (zeroed by segmentation_init) and writes where the first round reads its input
     /// (flist[1], rlist[1]: the lists of "the previous round").
     fn enqueue_reset_done(&self, cx: &mut Cx<'_, '_>) -> Result<(), GpuError> {
         let (stream, a) = (cx.stream, cx.a);
@@ -287,7 +287,7 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Step 1: `segment_least`, every frontier pixel's least alive edge, over the previous
+    /// Step 1: `segmentation_least`, every frontier pixel's least alive edge, over the previous
     /// round's frontier (or every pixel in merge round 2); it lists this round's frontier.
     fn enqueue_least_edges(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
         let (stream, a) = (cx.stream, cx.a);
@@ -318,43 +318,48 @@ impl SegmentGpu {
     }
 
     /// Step 2: targets and trees in one launch, over a list of roots (the previous round's, or
-    /// the lists of segment_tiles and segment_reset_done that start a phase).
+    /// the lists of segmentation_tiles and segmentation_reset_done that start a phase).
     fn enqueue_targets_trees(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
         let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(cx.timer, stream, a.name("segment_targets_trees"), || {
-            let mut l = ExLaunch::new(stream, &self.kernels.targets_trees, a.pdl);
-            l.arg(&p.comp)
-                .arg(&p.link)
-                .arg(&p.best)
-                .arg(&p.tkey)
-                .arg(&p.target)
-                .arg(&p.tree);
-            l.arg(&p.exitk)
-                .arg(&p.done)
-                .arg(&a.w)
-                .arg(&a.eb)
-                .arg(&a.mode)
-                .arg(&p.ctl)
-                .arg(&p.mctl);
-            l.arg(&ra.gate)
-                .arg(&ra.r)
-                .arg(&ra.rin)
-                .arg(&ra.rcin)
-                .arg(&ra.rout)
-                .arg(&ra.rcout)
-                .arg(&p.tcnt);
-            l.arg(&p.hlist).arg(&ra.hcount);
-            // SAFETY: grid-stride over the previous round's roots (list entries < its
-            // count, ids < n); edge ids decode to pixels < n; each walk follows targets
-            // to a mutual pair or a sink; a tree is listed once; r < NCTL.
-            unsafe { l.launch(a.cfg) }?;
-            Ok(())
-        })
+        timed(
+            cx.timer,
+            stream,
+            a.name("segmentation_targets_trees"),
+            || {
+                let mut l = ExLaunch::new(stream, &self.kernels.targets_trees, a.pdl);
+                l.arg(&p.comp)
+                    .arg(&p.link)
+                    .arg(&p.best)
+                    .arg(&p.tkey)
+                    .arg(&p.target)
+                    .arg(&p.tree);
+                l.arg(&p.exitk)
+                    .arg(&p.done)
+                    .arg(&a.w)
+                    .arg(&a.eb)
+                    .arg(&a.mode)
+                    .arg(&p.ctl)
+                    .arg(&p.mctl);
+                l.arg(&ra.gate)
+                    .arg(&ra.r)
+                    .arg(&ra.rin)
+                    .arg(&ra.rcin)
+                    .arg(&ra.rout)
+                    .arg(&ra.rcout)
+                    .arg(&p.tcnt);
+                l.arg(&p.hlist).arg(&ra.hcount);
+                // SAFETY: grid-stride over the previous round's roots (list entries < its
+                // count, ids < n); edge ids decode to pixels < n; each walk follows targets
+                // to a mutual pair or a sink; a tree is listed once; r < NCTL.
+                unsafe { l.launch(a.cfg) }?;
+                Ok(())
+            },
+        )
     }
 
-    /// Step 3: the trees' ranges (`segment_alloc`), on the first side stream when `concurrent`
-    /// (forked from `stream` and joined back), while `segment_exits` scans the exits on
+    /// Step 3: the trees' ranges (`segmentation_alloc`), on the first side stream when `concurrent`
+    /// (forked from `stream` and joined back), while `segmentation_exits` scans the exits on
     /// `stream`; the two touch disjoint buffers.
     fn enqueue_alloc_exits(
         &self,
@@ -370,18 +375,18 @@ impl SegmentGpu {
             kn.side[0].wait(&kn.fork)?;
         }
         let on = if concurrent { &kn.side[0] } else { stream };
-        timed(cx.timer, stream, a.name("segment_alloc"), || {
+        timed(cx.timer, stream, a.name("segmentation_alloc"), || {
             let mut l = ExLaunch::new(on, &kn.alloc, a.pdl);
             l.arg(&p.tcnt).arg(&p.joff).arg(&ra.cursor);
             l.arg(&p.done).arg(&a.mode).arg(&p.jarr).arg(&p.tkey);
             l.arg(&p.ctl).arg(&ra.gate).arg(&p.hlist).arg(&ra.hcount);
             // SAFETY: grid-stride over the listed trees (ids < n, each once); the ranges sum
             // to the round's active roots plus one slot per sink tree (the sink, a root
-            // outside them), at most n. It reads and writes nothing segment_exits touches.
+            // outside them), at most n. It reads and writes nothing segmentation_exits touches.
             unsafe { l.launch(a.cfg) }?;
             Ok(())
         })?;
-        timed(cx.timer, stream, a.name("segment_exits"), || {
+        timed(cx.timer, stream, a.name("segmentation_exits"), || {
             let mut l = ExLaunch::new(stream, &kn.exits, a.pdl);
             l.arg(&p.comp)
                 .arg(&p.link)
@@ -409,12 +414,12 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// Step 4: `segment_core`, each tree's core members counted into its range and the trees
+    /// Step 4: `segmentation_core`, each tree's core members counted into its range and the trees
     /// listed by size (tiny, small, mid-size, large) for the caterpillars.
     fn enqueue_core(&self, cx: &mut Cx<'_, '_>, ra: &RoundArgs) -> Result<(), GpuError> {
         let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(cx.timer, stream, a.name("segment_core"), || {
+        timed(cx.timer, stream, a.name("segmentation_core"), || {
             let mut l = ExLaunch::new(stream, &self.kernels.core, a.pdl);
             l.arg(&p.target)
                 .arg(&p.tree)
@@ -444,7 +449,7 @@ impl SegmentGpu {
                 .arg(&a.zlim);
             // SAFETY: grid-stride over the active roots (ids < n); a weight-0 member joins
             // its tree's id (< n) directly; r < NCTL; a core member's slot is
-            // below its tree's member count (its range's length, from segment_alloc, which
+            // below its tree's member count (its range's length, from segmentation_alloc, which
             // this stream has waited for), so it lands in the tree's range inside jarr; each
             // tree is listed once (by the group that counts its members off to 0), at most
             // n trees.
@@ -455,8 +460,8 @@ impl SegmentGpu {
 
     /// The caterpillar launches of round `ra`, in launch order: the tiny and small (and from
     /// `mid_trees_fused_from` the mid-size) trees in one launch, else the mid-size trees'
-    /// kernel, and last `segment_cat_block` (`segment_cat_block_g` when the giant trees are
-    /// left to `segment_cat_giant`).
+    /// kernel, and last `segmentation_cat_block` (`segmentation_cat_block_g` when the giant trees are
+    /// left to `segmentation_cat_giant`).
     fn cat_launches(&self, a: &PhaseArgs, ra: &RoundArgs) -> Vec<CatLaunch<'_>> {
         let (kn, launch, p) = (&self.kernels, &self.launch, &a.p);
         let with_mid = self
@@ -470,7 +475,7 @@ impl SegmentGpu {
                 list: p.tlist,
                 count: ra.tcount,
                 cfg: launch.small_mid,
-                region: "segment_cat_small",
+                region: "segmentation_cat_small",
                 fused: true,
             }
         } else {
@@ -479,7 +484,7 @@ impl SegmentGpu {
                 list: p.tlist,
                 count: ra.tcount,
                 cfg: launch.small,
-                region: "segment_cat_small",
+                region: "segmentation_cat_small",
                 fused: true,
             }
         });
@@ -489,7 +494,7 @@ impl SegmentGpu {
                 list: p.mlist,
                 count: ra.mcount,
                 cfg: launch.mid,
-                region: "segment_cat_mid",
+                region: "segmentation_cat_mid",
                 fused: false,
             });
         }
@@ -502,7 +507,7 @@ impl SegmentGpu {
             list: p.blist,
             count: ra.bcount,
             cfg: launch.block,
-            region: "segment_cat_block",
+            region: "segmentation_cat_block",
             fused: false,
         });
         cats
@@ -511,7 +516,7 @@ impl SegmentGpu {
     /// Step 5: the caterpillars. The tiny and small (and from `mid_trees_fused_from` the
     /// mid-size) trees share one launch on `stream`; the mid-size trees' kernel before that and
     /// the large trees' get a side stream each when `concurrent` (forked from `stream` and
-    /// joined back), `segment_cat_giant` after `segment_cat_block_g` on the same stream.
+    /// joined back), `segmentation_cat_giant` after `segmentation_cat_block_g` on the same stream.
     fn enqueue_caterpillars(
         &self,
         cx: &mut Cx<'_, '_>,
@@ -522,7 +527,7 @@ impl SegmentGpu {
         let kn = &self.kernels;
         let p = &a.p;
         let cats = self.cat_launches(a, ra);
-        // segment_cat_block (and segment_cat_giant after it) last, on the last side stream;
+        // segmentation_cat_block (and segmentation_cat_giant after it) last, on the last side stream;
         // the first kernel on `stream`, the others on the side streams in order.
         let block_side = kn.side.len() - 1;
         let last = cats.len() - 1;
@@ -558,15 +563,15 @@ impl SegmentGpu {
                 // written by that group (block) only, as is the tree's range of the sort
                 // scratch (2n keys and ids: [off, off + count) and n past it); the block
                 // launches have their kernels' SEG_CAT_THREADS / SEG_CAT_MID_THREADS threads;
-                // segment_cat_block stages a whole tree only when it fits the dynamic shared
+                // segmentation_cat_block stages a whole tree only when it fits the dynamic shared
                 // memory given here (its capacity read from %dynamic_smem_size);
-                // segment_cat_small takes the small and mid-size lists after its own.
+                // segmentation_cat_small takes the small and mid-size lists after its own.
                 unsafe { l.launch(cat.cfg) }?;
                 Ok(())
             })?;
         }
         if ra.giant_here {
-            // After segment_cat_block_g on its stream (a branch of its own cost more).
+            // After segmentation_cat_block_g on its stream (a branch of its own cost more).
             let on = if concurrent {
                 &kn.side[block_side]
             } else {
@@ -583,7 +588,7 @@ impl SegmentGpu {
         Ok(())
     }
 
-    /// `segment_cat_giant` on `on`: the large trees above SEG_CAT_GIANT members over a
+    /// `segmentation_cat_giant` on `on`: the large trees above SEG_CAT_GIANT members over a
     /// cooperative grid (timer region on `stream`).
     fn enqueue_cat_giant(
         &self,
@@ -593,7 +598,7 @@ impl SegmentGpu {
     ) -> Result<(), GpuError> {
         let (stream, a) = (cx.stream, cx.a);
         let p = &a.p;
-        timed(cx.timer, stream, a.name("segment_cat_giant"), || {
+        timed(cx.timer, stream, a.name("segmentation_cat_giant"), || {
             let mut l = ExLaunch::new(on, &self.kernels.cat_giant, false).cooperative();
             cat_args(&mut l, a, ra, &p.blist, &ra.bcount);
             l.arg(&p.giant);
@@ -603,7 +608,7 @@ impl SegmentGpu {
                 shared_mem_bytes: 0,
             };
             // SAFETY: the large trees' list, of which it takes the trees above
-            // SEG_CAT_GIANT members and segment_cat_block_g the others (a tree's count is
+            // SEG_CAT_GIANT members and segmentation_cat_block_g the others (a tree's count is
             // zeroed by the one that walked it, and both read a zero as "not mine"); a
             // cooperative grid of at most the blocks the device holds at once, so its
             // barriers (in the GIANT_WORDS scratch, zero between trees) complete; the
@@ -614,15 +619,15 @@ impl SegmentGpu {
     }
 
     /// The finisher after phase `ph`'s launched rounds: up to `ph.finish` more rounds without
-    /// launches, over a cooperative grid (`segment_finish_grid`) handing its smallest rounds on
-    /// to one block (`segment_finish`), or in that one block alone.
+    /// launches, over a cooperative grid (`segmentation_finish_grid`) handing its smallest rounds on
+    /// to one block (`segmentation_finish`), or in that one block alone.
     fn enqueue_finisher(&self, cx: &mut Cx<'_, '_>, ph: &Phase) -> Result<(), GpuError> {
         let (stream, a) = (cx.stream, cx.a);
         let (kn, launch) = (&self.kernels, &self.launch);
         let fin = launch.finisher;
         let grid = fin.grid && launch.grid_finish_blocks > 0;
         let from = ph.first + ph.count;
-        let args = SegFinish {
+        let args = SegmentationFinish {
             p: a.p,
             k: a.k,
             zlim: a.zlim,
@@ -641,7 +646,7 @@ impl SegmentGpu {
             solo: fin.solo_frontier,
             resume: 0,
         };
-        timed(cx.timer, stream, a.name("segment_finish"), || {
+        timed(cx.timer, stream, a.name("segmentation_finish"), || {
             if grid {
                 let mut l = ExLaunch::new(stream, &kn.finish_grid, false).cooperative();
                 l.arg(&args);
@@ -658,11 +663,11 @@ impl SegmentGpu {
                 }
             }
             // After the grid: the rounds it left, from the one it recorded in info[6].
-            let args = SegFinish {
+            let args = SegmentationFinish {
                 resume: u32::from(grid),
                 ..args
             };
-            // A programmatic launch where allowed: segment_finish starts with grid_dep_wait.
+            // A programmatic launch where allowed: segmentation_finish starts with grid_dep_wait.
             let mut l = ExLaunch::new(stream, &kn.finish, a.pdl);
             l.arg(&args);
             // SAFETY: one block of SEG_CAT_THREADS threads runs rounds from..=last (< NCTL)

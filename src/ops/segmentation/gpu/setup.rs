@@ -10,7 +10,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, LaunchConfig};
 use super::layout::{
     BLOCK, CAT_MID_THREADS, CAT_THREADS, TILE_THREADS, WHOLE_TREE_BYTES_PER_MEMBER,
 };
-use super::tuning::{Finisher, SegmentTuning};
+use super::tuning::{Finisher, SegmentationTuning};
 use crate::gpu::launch::blocks_for;
 use crate::gpu::{GpuContext, GpuError};
 
@@ -29,7 +29,7 @@ pub(super) struct Kernels {
     pub cat_small_mid: CudaFunction,
     pub cat_mid: CudaFunction,
     pub cat_block: CudaFunction,
-    /// `segment_cat_block` leaving the giant trees to `segment_cat_giant`.
+    /// `segmentation_cat_block` leaving the giant trees to `segmentation_cat_giant`.
     pub cat_block_g: CudaFunction,
     pub cat_giant: CudaFunction,
     pub reset_done: CudaFunction,
@@ -41,7 +41,7 @@ pub(super) struct Kernels {
     pub labels: CudaFunction,
     pub level_threshold: CudaFunction,
     pub level_comp: CudaFunction,
-    /// `segment_stamp`: the round profile's `%globaltimer` stamps.
+    /// `segmentation_stamp`: the round profile's `%globaltimer` stamps.
     #[cfg(feature = "profiling")]
     pub stamp: CudaFunction,
     pub finish: CudaFunction,
@@ -70,34 +70,34 @@ impl Kernels {
         let event = || gpu.cuda().new_event(None).map_err(GpuError::from);
         let info = gpu.info();
         Ok(Self {
-            init: f("segment_init")?,
-            edges: f("segment_edges")?,
-            blur_edges: f("segment_blur_edges")?,
-            least: f("segment_least")?,
-            targets_trees: f("segment_targets_trees")?,
-            exits: f("segment_exits")?,
-            core: f("segment_core")?,
-            alloc: f("segment_alloc")?,
-            cat_small: f("segment_cat_small")?,
-            cat_small_mid: f("segment_cat_small_mid")?,
-            cat_mid: f("segment_cat_mid")?,
-            cat_block: f("segment_cat_block")?,
-            cat_block_g: f("segment_cat_block_g")?,
-            cat_giant: f("segment_cat_giant")?,
-            reset_done: f("segment_reset_done")?,
-            final_roots: f("segment_final")?,
-            minpix: f("segment_minpix")?,
-            scan_count: f("segment_scan_count")?,
-            scan_blocks: f("segment_scan_blocks")?,
-            scan_label: f("segment_scan_label")?,
-            labels: f("segment_labels")?,
-            level_threshold: f("segment_level_threshold")?,
-            level_comp: f("segment_level_comp")?,
+            init: f("segmentation_init")?,
+            edges: f("segmentation_edges")?,
+            blur_edges: f("segmentation_blur_edges")?,
+            least: f("segmentation_least")?,
+            targets_trees: f("segmentation_targets_trees")?,
+            exits: f("segmentation_exits")?,
+            core: f("segmentation_core")?,
+            alloc: f("segmentation_alloc")?,
+            cat_small: f("segmentation_cat_small")?,
+            cat_small_mid: f("segmentation_cat_small_mid")?,
+            cat_mid: f("segmentation_cat_mid")?,
+            cat_block: f("segmentation_cat_block")?,
+            cat_block_g: f("segmentation_cat_block_g")?,
+            cat_giant: f("segmentation_cat_giant")?,
+            reset_done: f("segmentation_reset_done")?,
+            final_roots: f("segmentation_final")?,
+            minpix: f("segmentation_minpix")?,
+            scan_count: f("segmentation_scan_count")?,
+            scan_blocks: f("segmentation_scan_blocks")?,
+            scan_label: f("segmentation_scan_label")?,
+            labels: f("segmentation_labels")?,
+            level_threshold: f("segmentation_level_threshold")?,
+            level_comp: f("segmentation_level_comp")?,
             #[cfg(feature = "profiling")]
-            stamp: f("segment_stamp")?,
-            finish: f("segment_finish")?,
-            finish_grid: f("segment_finish_grid")?,
-            tiles: f("segment_tiles")?,
+            stamp: f("segmentation_stamp")?,
+            finish: f("segmentation_finish")?,
+            finish_grid: f("segmentation_finish_grid")?,
+            tiles: f("segmentation_tiles")?,
             side: [stream()?, stream()?, stream()?],
             fork: event()?,
             joins: [event()?, event()?, event()?],
@@ -121,20 +121,20 @@ impl Kernels {
 pub(super) struct Launch {
     /// Blocks of the grid-stride kernels at most.
     pub stride_blocks: u32,
-    /// Blocks of `segment_edges` (pixels) and `segment_tiles` (tiles are strided over).
+    /// Blocks of `segmentation_edges` (pixels) and `segmentation_tiles` (tiles are strided over).
     pub edges_grid: u32,
     pub tiles_grid: u32,
-    /// `segment_cat_small`, `segment_cat_small_mid`, `segment_cat_mid`: blocks striding over
+    /// `segmentation_cat_small`, `segmentation_cat_small_mid`, `segmentation_cat_mid`: blocks striding over
     /// their trees.
     pub small: LaunchConfig,
     pub small_mid: LaunchConfig,
     pub mid: LaunchConfig,
-    /// `segment_cat_block` (and `_g`): 2 blocks of 1024 an SM, or 1 with a whole tree's shared
+    /// `segmentation_cat_block` (and `_g`): 2 blocks of 1024 an SM, or 1 with a whole tree's shared
     /// memory.
     pub block: LaunchConfig,
-    /// Blocks of `segment_cat_giant` (0: the giant trees stay with `segment_cat_block`).
+    /// Blocks of `segmentation_cat_giant` (0: the giant trees stay with `segmentation_cat_block`).
     pub giant_blocks: u32,
-    /// Blocks of `segment_finish_grid` (every one resident at once; 0: no cooperative launch).
+    /// Blocks of `segmentation_finish_grid` (every one resident at once; 0: no cooperative launch).
     pub grid_finish_blocks: u32,
     /// The finisher as it runs here (the one-block finisher where the device has no
     /// cooperative launch).
@@ -144,7 +144,7 @@ pub(super) struct Launch {
 }
 
 impl Launch {
-    pub(super) fn new(k: &Kernels, t: &SegmentTuning) -> Result<Self, GpuError> {
+    pub(super) fn new(k: &Kernels, t: &SegmentationTuning) -> Result<Self, GpuError> {
         let sms = k.sms;
         let whole_members = whole_tree_members(k, t.whole_tree_members)?;
         let grid_finish_blocks = cooperative_blocks(k, &k.finish_grid)?;
@@ -229,7 +229,7 @@ fn cooperative_blocks(k: &Kernels, f: &CudaFunction) -> Result<u32, GpuError> {
     Ok(per_sm.saturating_mul(k.sms))
 }
 
-/// Members a large tree may have for `segment_cat_block` (and `_g`) to sort it whole in shared
+/// Members a large tree may have for `segmentation_cat_block` (and `_g`) to sort it whole in shared
 /// memory: at most `cap`, and what the device's opt-in shared memory holds beside the kernels'
 /// own static shared memory, in multiples of 8; 0 below 1 024. Sets the two kernels' dynamic
 /// shared memory limit to it.

@@ -2,15 +2,18 @@
 //! masks, the rounds read from the counters and the round caps they set.
 
 use super::history::{History, Produced, Recent, RoundsUsed, giant_masks, read_rounds};
-use super::layout::{NCTL, Ptrs, SegFinish};
-use super::{SegmentParams, SegmentTuning};
+use super::layout::{NCTL, SegmentationFinish, SegmentationPtrs};
+use super::{SegmentationParams, SegmentationTuning};
 
 #[test]
 fn finish_parameters_have_the_kernel_layout() {
-    // 36 device addresses (SegPtrs), k, zlim, 14 u32s (SegFinish in segmentation.cu).
-    assert_eq!(std::mem::size_of::<Ptrs>(), 36 * 8);
-    assert_eq!(std::mem::size_of::<SegFinish>(), 36 * 8 + 8 + 8 + 14 * 4);
-    assert_eq!(std::mem::align_of::<SegFinish>(), 8);
+    // 36 device addresses (SegmentationPtrs), k, zlim, 14 u32s (SegmentationFinish in segmentation.cu).
+    assert_eq!(std::mem::size_of::<SegmentationPtrs>(), 36 * 8);
+    assert_eq!(
+        std::mem::size_of::<SegmentationFinish>(),
+        36 * 8 + 8 + 8 + 14 * 4
+    );
+    assert_eq!(std::mem::align_of::<SegmentationFinish>(), 8);
 }
 
 #[test]
@@ -26,12 +29,12 @@ fn giant_masks_mark_the_rounds_with_giant_trees() {
     assert_eq!(giant_masks(&vec![0; NCTL], max_rounds), [0, 0]);
 }
 
-/// `Ptrs` and segmentation.cu's `SegPtrs` name the same fields in the same order (a field added
+/// `SegmentationPtrs` and segmentation.cu's `SegmentationPtrs` name the same fields in the same order (a field added
 /// on one side only shifts every address after it: the grid finisher's barrier then lands
 /// in another buffer and the frame never finishes).
 #[test]
 fn ptrs_fields_match_the_kernel_struct() {
-    let dbg = format!("{:?}", Ptrs::default());
+    let dbg = format!("{:?}", SegmentationPtrs::default());
     let body = &dbg[dbg.find('{').unwrap() + 1..dbg.rfind('}').unwrap()];
     let parts: Vec<&str> = body.split(": ").collect();
     let rust: Vec<&str> = parts[..parts.len() - 1]
@@ -39,7 +42,7 @@ fn ptrs_fields_match_the_kernel_struct() {
         .map(|p| p.rsplit([' ', ',']).next().unwrap())
         .collect();
     let src = include_str!("../../../../kernels/segmentation/grid.cuh");
-    let start = src.find("struct SegPtrs {").unwrap();
+    let start = src.find("struct SegmentationPtrs {").unwrap();
     let end = start + src[start..].find("};").unwrap();
     let kernel: Vec<&str> = src[start..end]
         .lines()
@@ -93,7 +96,7 @@ fn rounds_from_counters() {
     ctl[4] = 1;
     assert!(read(&ctl, &frontier, &info, &prod).1.capped[0]);
     ctl[4] = 0;
-    // segment_finish ran each phase on to the parameters' caps (8 / 4 rounds here): its
+    // segmentation_finish ran each phase on to the parameters' caps (8 / 4 rounds here): its
     // rounds count, and a phase it left undone is capped.
     let fin = Produced {
         caps: [2, 1],
@@ -134,18 +137,18 @@ fn rounds_from_counters() {
 /// caps gets the parameters' caps; without a history (or adaptive rounds) the parameters' caps.
 #[test]
 fn caps_follow_recent_frames() {
-    let tuning = SegmentTuning {
+    let tuning = SegmentationTuning {
         round_step: 4,
         adaptive_margin: 2,
         adaptive_history: 3,
-        ..SegmentTuning::default()
+        ..SegmentationTuning::default()
     };
-    let params = SegmentParams {
+    let params = SegmentationParams {
         adaptive_rounds: true,
         max_rounds: 50,
         max_min_size_rounds: 20,
         min_size: 10,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
     let h = History::new(&tuning);
     assert_eq!(h.caps(&params, &tuning), ([50, 20], false));
@@ -193,7 +196,7 @@ fn caps_follow_recent_frames() {
     // Fixed caps whatever the history.
     assert_eq!(
         h.caps(
-            &SegmentParams {
+            &SegmentationParams {
                 adaptive_rounds: false,
                 ..params
             },
@@ -204,7 +207,7 @@ fn caps_follow_recent_frames() {
     // No min_size phase below min_size 2.
     assert_eq!(
         h.caps(
-            &SegmentParams {
+            &SegmentationParams {
                 min_size: 1,
                 ..params
             },

@@ -1,7 +1,7 @@
 //! The segmentation's tuning: the choices that change its speed, never its labels (launch
 //! shapes, hand-off thresholds, round caps, which cooperative grids run), in one typed struct
 //! with defaults per device, and (with the `profiling` feature) the measurement modes of the
-//! segmentation benchmark. Tests and benchmarks set fields of [`SegmentTuning`]; nothing is read
+//! segmentation benchmark. Tests and benchmarks set fields of [`SegmentationTuning`]; nothing is read
 //! from the environment.
 
 use crate::gpu::DeviceInfo;
@@ -9,9 +9,9 @@ use crate::gpu::DeviceInfo;
 /// How a phase's last rounds run after its launched ones (see the module header: the finisher).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Finisher {
-    /// Run the rounds over a cooperative grid of every SM (`segment_finish_grid`, a grid
-    /// barrier between steps), handing the smallest ones on to `segment_finish` (one block);
-    /// `false`, or a device without cooperative launch: `segment_finish` alone.
+    /// Run the rounds over a cooperative grid of every SM (`segmentation_finish_grid`, a grid
+    /// barrier between steps), handing the smallest ones on to `segmentation_finish` (one block);
+    /// `false`, or a device without cooperative launch: `segmentation_finish` alone.
     pub grid: bool,
     /// The launched rounds end before the first round that, in recent frames, started with at
     /// most this many frontier pixels; the finisher runs the rest.
@@ -20,7 +20,7 @@ pub struct Finisher {
     /// its launched rounds is run again with larger caps.
     pub frontier_limit: u32,
     /// With `grid`: a round that starts with at most this many frontier pixels is left to
-    /// `segment_finish` (0: the grid runs every round).
+    /// `segmentation_finish` (0: the grid runs every round).
     pub solo_frontier: u32,
 }
 
@@ -56,12 +56,12 @@ impl Finisher {
     }
 }
 
-/// Launch shapes, hand-offs and caps of [`super::SegmentGpu`]. Every field changes speed only:
+/// Launch shapes, hand-offs and caps of [`super::SegmentationGpu`]. Every field changes speed only:
 /// the labels and the hierarchy are the same for every value (the GPU tests check that for the
 /// fields that pick kernels). Grids "per SM" are capped by what the SMs hold at once (the
 /// driver's occupancy), so that no second, partial wave of blocks runs after the first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SegmentTuning {
+pub struct SegmentationTuning {
     /// Launch the round kernels as programmatic dependent launches (each starts while the one
     /// before it drains and waits for it on the device); ignored below compute capability 9.0.
     pub pdl: bool,
@@ -70,25 +70,25 @@ pub struct SegmentTuning {
     pub graphs: bool,
     /// Blocks per SM of the grid-stride kernels (256 threads; most round steps).
     pub stride_blocks_per_sm: u32,
-    /// Blocks per SM of `segment_edges` (the edge graph after a two-pass blur).
+    /// Blocks per SM of `segmentation_edges` (the edge graph after a two-pass blur).
     pub edges_blocks_per_sm: u32,
-    /// Blocks per SM of `segment_tiles` (merge round 1; its 512-thread blocks hold 3 an SM).
+    /// Blocks per SM of `segmentation_tiles` (merge round 1; its 512-thread blocks hold 3 an SM).
     pub tiles_blocks_per_sm: u32,
-    /// Blocks per SM of `segment_cat_small` (the tiny and small trees' lanes).
+    /// Blocks per SM of `segmentation_cat_small` (the tiny and small trees' lanes).
     pub small_blocks_per_sm: u32,
-    /// Blocks per SM of `segment_cat_small_mid` and `segment_cat_mid` (a block per mid-size tree).
+    /// Blocks per SM of `segmentation_cat_small_mid` and `segmentation_cat_mid` (a block per mid-size tree).
     pub mid_blocks_per_sm: u32,
     /// From this round on, the mid-size trees are walked in the launch of the tiny and small
-    /// ones (`segment_cat_small_mid`) instead of by `segment_cat_mid` on a side stream of its
+    /// ones (`segmentation_cat_small_mid`) instead of by `segmentation_cat_mid` on a side stream of its
     /// own; `None`: never. The early rounds have few mid-size trees, and a branch of their own
     /// overlaps them with the other caterpillars.
     pub mid_trees_fused_from: Option<u32>,
-    /// Most members of a large tree that `segment_cat_block` sorts whole in dynamic shared
+    /// Most members of a large tree that `segmentation_cat_block` sorts whole in dynamic shared
     /// memory (16 bytes a member; the device's shared memory may allow fewer; below 1 024 none):
     /// one sort instead of reading the members three times a chunk.
     pub whole_tree_members: u32,
     /// Walk the trees above 8 192 core members (smooth video) over a cooperative grid
-    /// (`segment_cat_giant`) where the device has cooperative launch, instead of one block each.
+    /// (`segmentation_cat_giant`) where the device has cooperative launch, instead of one block each.
     pub giant_grid: bool,
     /// Blocks of that grid (at most what the device holds at once): a small grid starts sooner
     /// beside the other caterpillars, a large one sorts more buckets at once.
@@ -108,7 +108,7 @@ pub struct SegmentTuning {
     pub graph_cache: usize,
 }
 
-impl SegmentTuning {
+impl SegmentationTuning {
     /// The defaults for `device` (programmatic launches from compute capability 9.0 on).
     #[must_use]
     pub fn for_device(device: &DeviceInfo) -> Self {
@@ -119,7 +119,7 @@ impl SegmentTuning {
     }
 }
 
-impl Default for SegmentTuning {
+impl Default for SegmentationTuning {
     /// The defaults of a compute capability 9.0 device (the H100).
     fn default() -> Self {
         Self {
@@ -163,11 +163,11 @@ impl Default for SegmentTuning {
 /// (the `profiling` feature; both off by default).
 #[cfg(feature = "profiling")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SegmentProfiling {
+pub struct SegmentationProfiling {
     /// Time every launch of every round in a timer region of its own (an event pair each), all
     /// on the caller's stream and never from a captured graph.
     pub per_kernel_timing: bool,
     /// A one-thread kernel writes `%globaltimer` after the setup, every round and the
-    /// relabelling (inside a captured graph too): [`super::SegmentGpu::round_profile`].
+    /// relabelling (inside a captured graph too): [`super::SegmentationGpu::round_profile`].
     pub round_stamps: bool,
 }

@@ -4,7 +4,7 @@ line structuring element of the module's definition, at 0, 45, 90 and 135 degree
 the real sample images (u8, u16 and f32).
 
 Run from the repository root, in a venv with `pip install numpy opencv-python-headless`:
-    python tests/data/linear_opening/make_goldens.py
+    python tests/data/orientation/make_goldens.py
 (made with opencv-python-headless 5.0.0, numpy 2.4). Writes <name>_input.npy (H, W),
 <name>_cases.npy (n, H, W) and goldens.json listing the cases in order. The Rust test
 (cpu.rs, `opencv_goldens`) reads the inputs from the .npy files, not from the JPEGs, so the

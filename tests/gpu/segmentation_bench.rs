@@ -1,13 +1,13 @@
 //! `#[ignore]`d benchmarks of the segmentation (run with `--ignored` on the GPU machine; built
 //! only with the `profiling` feature, whose per-launch timing and round stamps they read):
-//! `bench_segment` (whole-op GPU time with captured graphs, the first frame, direct launches,
+//! `bench_segmentation` (whole-op GPU time with captured graphs, the first frame, direct launches,
 //! per-phase and per-kernel regions, optionally each round's stamped time) and
-//! `bench_segment_tuning` (a few [`SegmentTuning`] fields swept around the device's defaults).
-//! `SEG_BENCH_RUNS` (30), `SEG_BENCH_ONLY` (a frame name substring), `SEG_BENCH_KERNELS=1`,
-//! `SEG_BENCH_PROFILE=1`:
+//! `bench_segmentation_tuning` (a few [`SegmentationTuning`] fields swept around the device's defaults).
+//! `SEGMENTATION_BENCH_RUNS` (30), `SEGMENTATION_BENCH_ONLY` (a frame name substring), `SEGMENTATION_BENCH_KERNELS=1`,
+//! `SEGMENTATION_BENCH_PROFILE=1`:
 //!
 //! ```sh
-//! SEG_BENCH_RUNS=21 cargo test --release --features profiling --test gpu -- --ignored bench_segment --nocapture --test-threads=1
+//! SEGMENTATION_BENCH_RUNS=21 cargo test --release --features profiling --test gpu -- --ignored bench_segmentation --nocapture --test-threads=1
 //! ```
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns (clippy.toml allows it inside)
 
@@ -19,7 +19,8 @@ use cudarc::driver::sys::CUevent_flags;
 use morphoscope::gpu::{GpuContext, KernelTimer};
 use morphoscope::ops::segmentation::cpu::felzenszwalb_interleaved;
 use morphoscope::ops::segmentation::{
-    Finisher, SegmentGpu, SegmentOutput, SegmentParams, SegmentProfiling, SegmentTuning,
+    Finisher, SegmentationGpu, SegmentationOutput, SegmentationParams, SegmentationProfiling,
+    SegmentationTuning,
 };
 
 use crate::common::gpu;
@@ -38,7 +39,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// Whole-op GPU time (events around one enqueue), host enqueue time, and per-region medians.
 #[test]
 #[ignore = "benchmark: run with --ignored on the GPU machine"]
-fn bench_segment() {
+fn bench_segmentation() {
     let Some(g) = gpu() else { return };
     bench_on(g);
 }
@@ -67,17 +68,17 @@ type Steady = (
     Vec<f64>,
     Vec<f64>,
     Vec<Vec<(&'static str, f64)>>,
-    SegmentOutput,
+    SegmentationOutput,
 );
 
 /// Steady-state GPU time of `op` on one frame: events around each enqueue after 3 warm-up
 /// frames; (GPU ms, host enqueue ms, timer regions) per run, and the last output.
 fn steady(
-    op: &mut SegmentGpu,
+    op: &mut SegmentationGpu,
     stream: &Arc<CudaStream>,
     input: &cudarc::driver::CudaSlice<u8>,
     f: &Frame,
-    p: &SegmentParams,
+    p: &SegmentationParams,
     runs: usize,
 ) -> Steady {
     let ctx = stream.context();
@@ -111,7 +112,7 @@ fn steady(
 }
 
 /// The benchmark's frames: 1080p photographs (RGB and grey), 4K, and a frame of the sample clip
-/// scaled to 1080p by GStreamer (smooth: large and giant trees, the hard case). `SEG_BENCH_ONLY`
+/// scaled to 1080p by GStreamer (smooth: large and giant trees, the hard case). `SEGMENTATION_BENCH_ONLY`
 /// (a substring of the name) keeps some of them.
 fn bench_frames() -> Vec<Frame> {
     let mut frames = Vec::new();
@@ -122,7 +123,7 @@ fn bench_frames() -> Vec<Frame> {
         ("building.jpg", 4096, 2160, 3),
         ("vtest_1080.png", 1920, 1080, 3),
     ] {
-        if std::env::var("SEG_BENCH_ONLY")
+        if std::env::var("SEGMENTATION_BENCH_ONLY")
             .is_ok_and(|o| !format!("{name} {w}x{h}x{ch}").contains(&o))
         {
             continue;
@@ -133,7 +134,7 @@ fn bench_frames() -> Vec<Frame> {
 }
 
 fn bench_runs() -> usize {
-    std::env::var("SEG_BENCH_RUNS")
+    std::env::var("SEGMENTATION_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30)
@@ -142,7 +143,7 @@ fn bench_runs() -> usize {
 fn bench_on(g: &GpuContext) {
     let stream = g.new_stream().unwrap();
     let runs = bench_runs();
-    let probe = SegmentGpu::new(g).unwrap();
+    let probe = SegmentationGpu::new(g).unwrap();
     println!(
         "device: {} ({} SMs); tuning {:?}; finisher as run {:?}, grid {} blocks, giant grid {} blocks",
         g.info().name,
@@ -158,10 +159,10 @@ fn bench_on(g: &GpuContext) {
     for f in bench_frames() {
         let input = upload(&stream, &f);
         for scale in [100.0, 500.0] {
-            let p = SegmentParams {
+            let p = SegmentationParams {
                 scale,
                 adaptive_rounds: true,
-                ..SegmentParams::default()
+                ..SegmentationParams::default()
             };
             let ctx = g.cuda();
             let e0 = ctx
@@ -174,7 +175,7 @@ fn bench_on(g: &GpuContext) {
             // First frame: full round caps (no hint yet).
             let mut first_ms = Vec::new();
             for _ in 0..2 {
-                let mut fresh = SegmentGpu::new(g).unwrap();
+                let mut fresh = SegmentationGpu::new(g).unwrap();
                 enqueue(&mut fresh, &stream, &input, &f, &p, &mut timer);
                 stream.synchronize().unwrap();
                 timer.reset();
@@ -184,7 +185,7 @@ fn bench_on(g: &GpuContext) {
                     &stream,
                     &input,
                     &f,
-                    &SegmentParams {
+                    &SegmentationParams {
                         adaptive_rounds: false,
                         ..p
                     },
@@ -194,11 +195,11 @@ fn bench_on(g: &GpuContext) {
                 e1.synchronize().unwrap();
                 first_ms.push(f64::from(e0.elapsed_ms(&e1).unwrap()));
             }
-            let mut op = SegmentGpu::new(g).unwrap();
+            let mut op = SegmentationGpu::new(g).unwrap();
             let (mut gpu_ms, mut host_ms, phases, out) =
                 steady(&mut op, &stream, &input, &f, &p, runs);
             // The same steady state with direct launches instead of the captured graph.
-            op.set_tuning(SegmentTuning {
+            op.set_tuning(SegmentationTuning {
                 graphs: false,
                 ..*op.tuning()
             })
@@ -206,9 +207,9 @@ fn bench_on(g: &GpuContext) {
             let (mut direct_gpu, mut direct_host, direct_phases, direct_out) =
                 steady(&mut op, &stream, &input, &f, &p, runs);
             assert_eq!(direct_out, out);
-            op.set_profiling(SegmentProfiling {
+            op.set_profiling(SegmentationProfiling {
                 per_kernel_timing: true,
-                ..SegmentProfiling::default()
+                ..SegmentationProfiling::default()
             });
             let mut detailed = Vec::new();
             for _ in 0..runs.min(5) {
@@ -217,9 +218,9 @@ fn bench_on(g: &GpuContext) {
                 stream.synchronize().unwrap();
                 detailed.push(timer.read().unwrap());
             }
-            // SEG_BENCH_KERNELS=1: the last detailed run's launches (events around each, so
+            // SEGMENTATION_BENCH_KERNELS=1: the last detailed run's launches (events around each, so
             // serialised), a line per round (a round starts at its least-edge kernel).
-            if std::env::var("SEG_BENCH_KERNELS").as_deref() == Ok("1") {
+            if std::env::var("SEGMENTATION_BENCH_KERNELS").as_deref() == Ok("1") {
                 println!("kernels {} k={scale}:", f.name);
                 let mut line = String::new();
                 for (n, ms) in detailed.last().map(Vec::as_slice).unwrap_or(&[]) {
@@ -229,23 +230,23 @@ fn bench_on(g: &GpuContext) {
                     }
                     line.push_str(&format!(
                         "{} {:.0} ",
-                        n.trim_start_matches("segment_"),
+                        n.trim_start_matches("segmentation_"),
                         ms * 1e3
                     ));
                 }
                 println!("  {line}");
             }
-            // SEG_BENCH_PROFILE=1: each round's time as the graph replays it (stamped), with its
+            // SEGMENTATION_BENCH_PROFILE=1: each round's time as the graph replays it (stamped), with its
             // list counts, median over the runs.
-            if std::env::var("SEG_BENCH_PROFILE").as_deref() == Ok("1") {
-                op.set_tuning(SegmentTuning {
+            if std::env::var("SEGMENTATION_BENCH_PROFILE").as_deref() == Ok("1") {
+                op.set_tuning(SegmentationTuning {
                     graphs: true,
                     ..*op.tuning()
                 })
                 .unwrap();
-                op.set_profiling(SegmentProfiling {
+                op.set_profiling(SegmentationProfiling {
                     round_stamps: true,
-                    ..SegmentProfiling::default()
+                    ..SegmentationProfiling::default()
                 });
                 let mut per: Vec<(String, Vec<f64>, Vec<u32>)> = Vec::new();
                 for run in 0..runs + 1 {
@@ -305,55 +306,55 @@ fn bench_on(g: &GpuContext) {
 }
 
 /// Sweeps a few tuning fields around the device's defaults: steady-state GPU ms (median of
-/// `SEG_BENCH_RUNS`, graph replays) per frame and scale, every value on one op's fresh copy in
+/// `SEGMENTATION_BENCH_RUNS`, graph replays) per frame and scale, every value on one op's fresh copy in
 /// the same run, each result checked against the defaults'.
 #[test]
 #[ignore = "benchmark: run with --ignored on the GPU machine"]
-fn bench_segment_tuning() {
+fn bench_segmentation_tuning() {
     let Some(g) = gpu() else { return };
     let stream = g.new_stream().unwrap();
     let runs = bench_runs();
-    let base = SegmentTuning::for_device(g.info());
-    let sweeps: Vec<(String, SegmentTuning)> = [
+    let base = SegmentationTuning::for_device(g.info());
+    let sweeps: Vec<(String, SegmentationTuning)> = [
         ("defaults".to_owned(), base),
         (
             "mid_trees_fused_from 2".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 mid_trees_fused_from: Some(2),
                 ..base
             },
         ),
         (
             "mid_trees_fused_from 7".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 mid_trees_fused_from: Some(7),
                 ..base
             },
         ),
         (
             "mid_trees_fused_from none".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 mid_trees_fused_from: None,
                 ..base
             },
         ),
         (
             "giant_blocks 32".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 giant_blocks: 32,
                 ..base
             },
         ),
         (
             "giant_blocks 132".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 giant_blocks: 132,
                 ..base
             },
         ),
         (
             "handoff_frontier 4096".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 finisher: Finisher {
                     handoff_frontier: 4_096,
                     ..base.finisher
@@ -363,7 +364,7 @@ fn bench_segment_tuning() {
         ),
         (
             "handoff_frontier 16384".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 finisher: Finisher {
                     handoff_frontier: 16_384,
                     ..base.finisher
@@ -373,7 +374,7 @@ fn bench_segment_tuning() {
         ),
         (
             "solo_frontier 1024".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 finisher: Finisher {
                     solo_frontier: 1_024,
                     ..base.finisher
@@ -383,14 +384,14 @@ fn bench_segment_tuning() {
         ),
         (
             "small_blocks_per_sm 6".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 small_blocks_per_sm: 6,
                 ..base
             },
         ),
         (
             "round_step 2".to_owned(),
-            SegmentTuning {
+            SegmentationTuning {
                 round_step: 2,
                 ..base
             },
@@ -406,15 +407,15 @@ fn bench_segment_tuning() {
     for f in bench_frames() {
         let input = upload(&stream, &f);
         for scale in [100.0, 500.0] {
-            let p = SegmentParams {
+            let p = SegmentationParams {
                 scale,
                 adaptive_rounds: true,
-                ..SegmentParams::default()
+                ..SegmentationParams::default()
             };
             let mut want = None;
             let mut line = format!("| {} | {scale} |", f.name);
             for (what, tuning) in &sweeps {
-                let mut op = SegmentGpu::with_tuning(g, *tuning).unwrap();
+                let mut op = SegmentationGpu::with_tuning(g, *tuning).unwrap();
                 let (mut gpu_ms, _, _, out) = steady(&mut op, &stream, &input, &f, &p, runs);
                 let want = want.get_or_insert_with(|| out.clone());
                 assert_eq!(

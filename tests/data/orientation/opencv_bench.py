@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""OpenCV CPU timings next to the GPU bench (tests/gpu/orientation.rs, bench_linear_opening).
+"""OpenCV CPU timings next to the GPU bench (tests/gpu/orientation.rs, bench_orientation).
 
-usage: python3 opencv_bench.py DIR   (DIR = LO_BENCH_INPUTS of the bench: raw u8 frames
+usage: python3 opencv_bench.py DIR   (DIR = ORIENTATION_BENCH_DIR of the bench: raw u8 frames
 hd_1920x1080.u8, k4_4096x2160.u8, sq_640x640.u8, the same pixels the GPU bench times).
 Times cv2.morphologyEx(MORPH_OPEN) with the module's segment as the kernel (the 2D opening; equal
 to ours at 0/45/90/135 degrees), all OpenCV threads, median wall time; plus numpy's max/argmax

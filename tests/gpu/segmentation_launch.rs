@@ -1,7 +1,7 @@
 //! How the segmentation launches frames, checked on the GPU: adaptive round caps on repeated
 //! and changing frames (reruns), captured graphs against direct launches, the device labels
 //! and small readback against the full download, and the tuning values that pick other
-//! kernels, streams or hand-offs ([`SegmentTuning`]): the same labels and hierarchy for each.
+//! kernels, streams or hand-offs ([`SegmentationTuning`]): the same labels and hierarchy for each.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns (clippy.toml allows it inside)
 
 use std::sync::Arc;
@@ -10,9 +10,10 @@ use cudarc::driver::CudaStream;
 use morphoscope::gpu::KernelTimer;
 use morphoscope::image::Image;
 #[cfg(feature = "profiling")]
-use morphoscope::ops::segmentation::SegmentProfiling;
+use morphoscope::ops::segmentation::SegmentationProfiling;
 use morphoscope::ops::segmentation::{
-    Finisher, SegmentGpu, SegmentHierarchy, SegmentOutput, SegmentParams, SegmentTuning,
+    Finisher, SegmentationGpu, SegmentationHierarchy, SegmentationOutput, SegmentationParams,
+    SegmentationTuning,
 };
 
 use crate::common::{Rng, gpu};
@@ -25,12 +26,12 @@ fn adaptive_rounds_keep_results_on_repeated_frames() {
     let Some(f) = tiled("building.jpg", 960, 540, 3) else {
         return;
     };
-    let p = SegmentParams {
+    let p = SegmentationParams {
         scale: 500.0,
         adaptive_rounds: true,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
-    let mut op = SegmentGpu::new(g).unwrap();
+    let mut op = SegmentationGpu::new(g).unwrap();
     let first = run(&mut op, &stream, &f, &p);
     for _ in 0..3 {
         let again = run(&mut op, &stream, &f, &p);
@@ -55,17 +56,17 @@ fn adaptive_rounds_rerun_frames_that_need_more() {
         height: 360,
         channels: 3,
     };
-    let p = SegmentParams {
+    let p = SegmentationParams {
         scale: 100.0,
         adaptive_rounds: true,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
-    let mut fixed = SegmentGpu::new(g).unwrap();
+    let mut fixed = SegmentationGpu::new(g).unwrap();
     let want = run(
         &mut fixed,
         &stream,
         &photo,
-        &SegmentParams {
+        &SegmentationParams {
             adaptive_rounds: false,
             ..p
         },
@@ -98,17 +99,17 @@ fn adaptive_rounds_rerun_frames_that_need_more() {
 
 /// A photograph and smooth video (large trees) at `width` x `height`, k = 100 and 500, with
 /// adaptive round caps (the pipeline's settings).
-fn photo_and_video(width: usize, height: usize) -> Vec<(Frame, SegmentParams)> {
+fn photo_and_video(width: usize, height: usize) -> Vec<(Frame, SegmentationParams)> {
     let mut cases = Vec::new();
     for name in ["building.jpg", "vtest_1080.png"] {
         for scale in [100.0, 500.0] {
             if let Some(f) = tiled(name, width, height, 3) {
                 cases.push((
                     f,
-                    SegmentParams {
+                    SegmentationParams {
                         scale,
                         adaptive_rounds: true,
-                        ..SegmentParams::default()
+                        ..SegmentationParams::default()
                     },
                 ));
             }
@@ -119,11 +120,11 @@ fn photo_and_video(width: usize, height: usize) -> Vec<(Frame, SegmentParams)> {
 
 /// Result and hierarchy of `f` on `op`, a fresh op.
 fn reference(
-    mut op: SegmentGpu,
+    mut op: SegmentationGpu,
     stream: &Arc<CudaStream>,
     f: &Frame,
-    p: &SegmentParams,
-) -> (SegmentOutput, SegmentHierarchy) {
+    p: &SegmentationParams,
+) -> (SegmentationOutput, SegmentationHierarchy) {
     let out = run(&mut op, stream, f, p);
     let (_, hier) = op.download_hierarchy(stream).unwrap();
     (out, hier)
@@ -132,12 +133,12 @@ fn reference(
 /// Segments `f` `runs` times on `op` (the later runs replay its graph) and asserts each result
 /// and hierarchy equal the reference's.
 fn assert_runs_equal(
-    op: &mut SegmentGpu,
+    op: &mut SegmentationGpu,
     stream: &Arc<CudaStream>,
     f: &Frame,
-    p: &SegmentParams,
+    p: &SegmentationParams,
     runs: usize,
-    (want, want_h): &(SegmentOutput, SegmentHierarchy),
+    (want, want_h): &(SegmentationOutput, SegmentationHierarchy),
     what: &str,
 ) {
     for i in 0..runs {
@@ -156,7 +157,7 @@ fn assert_runs_equal(
 
 /// Programmatic dependent launches and the caterpillar kernels on side streams (the defaults on
 /// an H100) give the same labels and hierarchy as plain launches one after another on one
-/// stream ([`SegmentTuning::pdl`] off, per-kernel timing: the `profiling` feature), on a
+/// stream ([`SegmentationTuning::pdl`] off, per-kernel timing: the `profiling` feature), on a
 /// photograph and on smooth video with large trees.
 #[cfg(feature = "profiling")]
 #[test]
@@ -165,19 +166,19 @@ fn programmatic_and_side_stream_launches_change_nothing() {
     let stream = g.new_stream().unwrap();
     for (f, p) in photo_and_video(1280, 720) {
         let mut plain = op_with(g, |t| t.pdl = false);
-        plain.set_profiling(SegmentProfiling {
+        plain.set_profiling(SegmentationProfiling {
             per_kernel_timing: true,
-            ..SegmentProfiling::default()
+            ..SegmentationProfiling::default()
         });
         let want = reference(plain, &stream, &f, &p);
-        let mut fast = SegmentGpu::new(g).unwrap();
+        let mut fast = SegmentationGpu::new(g).unwrap();
         assert_runs_equal(&mut fast, &stream, &f, &p, 3, &want, "");
     }
 }
 
-/// The mid-size trees walked in the launch of the tiny and small ones (`segment_cat_small_mid`)
+/// The mid-size trees walked in the launch of the tiny and small ones (`segmentation_cat_small_mid`)
 /// from round 2, from round 4 (the default), from round 9, or never
-/// ([`SegmentTuning::mid_trees_fused_from`]) give the same labels and hierarchy, in direct
+/// ([`SegmentationTuning::mid_trees_fused_from`]) give the same labels and hierarchy, in direct
 /// launches and graph replays; with the `profiling` feature, per-launch timing of a first frame
 /// (every round launched) shows which kernels ran.
 #[test]
@@ -205,22 +206,22 @@ fn mid_size_trees_fused_from_any_round_change_nothing() {
 }
 
 /// A first frame timed launch by launch (the `profiling` feature) with the mid-size trees fused
-/// from round `from`: the labels are `want`'s, `segment_cat_small` ran, and `segment_cat_mid`
+/// from round `from`: the labels are `want`'s, `segmentation_cat_small` ran, and `segmentation_cat_mid`
 /// ran unless the mid-size trees are fused from round 2.
 #[cfg(feature = "profiling")]
 fn assert_kernels_ran(
     g: &morphoscope::gpu::GpuContext,
     stream: &Arc<CudaStream>,
     f: &Frame,
-    p: &SegmentParams,
+    p: &SegmentationParams,
     from: Option<u32>,
-    want: &SegmentOutput,
+    want: &SegmentationOutput,
     what: &str,
 ) {
     let mut timed = op_with(g, |t| t.mid_trees_fused_from = from);
-    timed.set_profiling(SegmentProfiling {
+    timed.set_profiling(SegmentationProfiling {
         per_kernel_timing: true,
-        ..SegmentProfiling::default()
+        ..SegmentationProfiling::default()
     });
     let mut timer = KernelTimer::new();
     let input = upload(stream, f);
@@ -235,21 +236,21 @@ fn assert_kernels_ran(
         .collect();
     let ran = |kernel: &str| regions.contains(&kernel);
     assert!(
-        ran("segment_cat_small"),
-        "{} {what}: no segment_cat_small in {regions:?}",
+        ran("segmentation_cat_small"),
+        "{} {what}: no segmentation_cat_small in {regions:?}",
         f.name
     );
     assert_eq!(
-        ran("segment_cat_mid"),
+        ran("segmentation_cat_mid"),
         from != Some(2),
-        "{} {what}: segment_cat_mid",
+        "{} {what}: segmentation_cat_mid",
         f.name
     );
 }
 
-/// The rounds the finisher runs after the launched ones (`segment_finish`, one block, and
-/// `segment_finish_grid`, a cooperative grid, alone or handing the smallest rounds on to
-/// `segment_finish`) give the labels and hierarchy of launched rounds (a first frame: every
+/// The rounds the finisher runs after the launched ones (`segmentation_finish`, one block, and
+/// `segmentation_finish_grid`, a cooperative grid, alone or handing the smallest rounds on to
+/// `segmentation_finish`) give the labels and hierarchy of launched rounds (a first frame: every
 /// round launched): with the default hand-offs, with early ones, and with every round after the
 /// first few of each phase left to them (a frame's whole tail in the finisher, inside the graph).
 #[test]
@@ -282,11 +283,11 @@ fn finisher_rounds_change_nothing() {
         },
     ];
     for (f, p) in cases {
-        let fixed = SegmentParams {
+        let fixed = SegmentationParams {
             adaptive_rounds: false,
             ..p
         };
-        let want = reference(SegmentGpu::new(g).unwrap(), &stream, &f, &fixed);
+        let want = reference(SegmentationGpu::new(g).unwrap(), &stream, &f, &fixed);
         for finisher in setups {
             let mut op = op_with(g, |t| t.finisher = finisher);
             assert_eq!(
@@ -314,12 +315,12 @@ fn graph_replays_equal_direct_launches() {
     ) else {
         return;
     };
-    let mut graphed = SegmentGpu::new(g).unwrap();
+    let mut graphed = SegmentationGpu::new(g).unwrap();
     let mut direct = op_with(g, |t| t.graphs = false);
-    let p = |scale: f64| SegmentParams {
+    let p = |scale: f64| SegmentationParams {
         scale,
         adaptive_rounds: true,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
     for i in 0..8 {
         let f = if i % 2 == 0 { &a } else { &b };
@@ -370,19 +371,19 @@ fn device_labels_and_summary_equal_the_full_download() {
         height: 360,
         channels: 3,
     };
-    let p = SegmentParams {
+    let p = SegmentationParams {
         scale: 100.0,
         adaptive_rounds: true,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
     // Low finisher limits: the photograph after the flat frame needs a rerun.
-    let tight = |t: &mut SegmentTuning| {
+    let tight = |t: &mut SegmentationTuning| {
         (t.finisher.handoff_frontier, t.finisher.frontier_limit) = (1000, 1000)
     };
     let mut light = op_with(g, tight);
     let mut full = op_with(g, tight);
     let mut timer = KernelTimer::new();
-    let device_labels = |op: &SegmentGpu| -> Image<u32> {
+    let device_labels = |op: &SegmentationGpu| -> Image<u32> {
         let (labels, w, h) = op.device_labels().expect("device labels after a frame");
         let data = stream.clone_dtoh(&labels.slice(0..w * h)).unwrap();
         Image::from_vec(w, h, data).unwrap()
@@ -407,7 +408,7 @@ fn device_labels_and_summary_equal_the_full_download() {
             f.name
         );
         assert_eq!(
-            SegmentOutput {
+            SegmentationOutput {
                 labels: want.labels.clone(),
                 ..summary
             },
@@ -435,7 +436,7 @@ fn device_labels_and_summary_equal_the_full_download() {
         let want = full.download(&stream).unwrap();
         assert_eq!(summary.level, level, "{} frame {i}", f.name);
         assert_eq!(
-            SegmentOutput {
+            SegmentationOutput {
                 labels: want.labels.clone(),
                 ..summary
             },
