@@ -186,7 +186,7 @@ impl<T: Copy> Image<T> {
         &self.data
     }
     /// The raw buffer, padding included.
-    pub fn data_mut(&mut self) -> &mut [T] {
+    pub(crate) fn data_mut(&mut self) -> &mut [T] {
         &mut self.data
     }
     /// Consumes the image, returning its raw buffer (padding included).
@@ -196,7 +196,7 @@ impl<T: Copy> Image<T> {
     }
     /// True when rows are packed (`stride == width`), so `data()` is exactly the pixels.
     #[must_use]
-    pub fn is_packed(&self) -> bool {
+    pub(crate) fn is_packed(&self) -> bool {
         self.stride == self.width || self.height <= 1
     }
     /// Pixel at column `x`, row `y`. Panics when out of bounds (a programming error).

@@ -6,21 +6,21 @@
 //!   the scheme: sources, broker URLs, and URLs GStreamer quotes in its own messages;
 //! - the value of a password property in a pipeline description (`user-pw=…`, `proxy-pw=…`,
 //!   `password=…` show as `user-pw=***`);
-//! - the value of a secret settings key ([`is_secret_key`]: `publish.password`, `service.token`), which config
+//! - the value of a secret settings key (`is_secret_key`: `publish.password`, `service.token`), which config
 //!   errors never quote (see `crate::config`).
 //!
 //! [`url`] masks one URL as the user typed it (with or without a scheme); [`text`] masks every
 //! URL and password property inside free text. Both are idempotent.
 
 /// What a secret is replaced with.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Settings keys (`section.key`) whose values are secrets.
 const SECRET_KEYS: &[&str] = &["publish.password", "service.token"];
 
 /// True when the settings key `section.key` holds a secret (its value is never shown).
 #[must_use]
-pub fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     SECRET_KEYS.contains(&key.trim())
 }
 

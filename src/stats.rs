@@ -93,7 +93,7 @@ impl Summary {
 /// footprint: count, mean and max are exact; the median and p95 come from a uniform random
 /// reservoir of at most [`Series::RESERVOIR`] samples (exact while there are fewer).
 #[derive(Clone, Debug, Default)]
-pub struct Series {
+pub(crate) struct Series {
     count: u64,
     sum: f64,
     max: f64,
@@ -104,7 +104,7 @@ pub struct Series {
 impl Series {
     /// Samples kept for the percentiles (64 KiB a series; the median of 8192 uniform samples is
     /// within about 1 % of ranks of the true one).
-    pub const RESERVOIR: usize = 8192;
+    pub(crate) const RESERVOIR: usize = 8192;
 
     /// Adds a sample.
     pub fn push(&mut self, v: f64) {

@@ -6,6 +6,8 @@
 //! up or sideways, on a top-level module the list does not place, and on a listed module that
 //! does not exist. The binary's command line (`src/cli`, `src/main.rs`) sits above them all.
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns (clippy.toml allows them inside)
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -32,7 +32,7 @@ use crate::ops::cca::{CcaCpu, CcaGpu, CcaParams, ComponentTable, Polarity, Sourc
 use crate::track::{TrackState, Tracker};
 
 /// The `cca` analysis, described (see [`super::descriptor`]).
-pub const DESCRIPTOR: Descriptor = Descriptor {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
     name: "cca",
     title: "components + tracks",
     legend: "Boxes: connected components of the binarized frame; the number is the track id (stable \
@@ -127,7 +127,7 @@ impl CcaSettings {
 }
 
 /// Labeling + tracking.
-pub struct Cca {
+pub(crate) struct Cca {
     settings: CcaSettings,
     cpu: CcaCpu,
     tracker: Tracker,

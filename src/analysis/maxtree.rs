@@ -18,7 +18,7 @@ use crate::ops::OpError;
 use crate::ops::maxtree::{MaxTree, MaxTreeGpu, MaxTreeOutput, MaxTreeParams};
 
 /// The `maxtree` analysis, described (see [`super::descriptor`]).
-pub const DESCRIPTOR: Descriptor = Descriptor {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
     name: "maxtree",
     title: "max-tree filter",
     legend: "Highlight: the residue of the attribute filter (|frame - filtered|, a top-hat): the \
@@ -59,7 +59,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
 };
 
 /// `[maxtree]` is the op's own parameter struct.
-pub type MaxTreeSettings = MaxTreeParams;
+pub(crate) type MaxTreeSettings = MaxTreeParams;
 
 fn output(out: &MaxTreeOutput) -> OpOutput {
     let raster = match &out.residue {
@@ -80,7 +80,7 @@ fn output(out: &MaxTreeOutput) -> OpOutput {
 }
 
 /// Max-tree attribute filter of each frame.
-pub struct MaxTreeFilter {
+pub(crate) struct MaxTreeFilter {
     settings: MaxTreeParams,
 }
 

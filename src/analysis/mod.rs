@@ -17,7 +17,7 @@ pub mod orientation;
 pub mod overlay;
 pub mod preprocess;
 pub mod segmentation;
-pub mod types;
+pub(crate) mod types;
 
 use std::sync::Arc;
 
@@ -54,7 +54,7 @@ pub struct OpSettings {
 impl OpSettings {
     /// Whether analysis `name` (its settings section) is enabled.
     #[must_use]
-    pub fn is_enabled(&self, name: &str) -> bool {
+    pub(crate) fn is_enabled(&self, name: &str) -> bool {
         descriptor(name).is_some_and(|d| (d.enabled)(self))
     }
 
@@ -206,7 +206,7 @@ pub trait GpuStage: Send {
 }
 
 /// Every analysis, built from `settings`, in the order they run on a frame.
-pub fn build_analyses(settings: &OpSettings) -> Result<Vec<Box<dyn Analysis>>, OpError> {
+pub(crate) fn build_analyses(settings: &OpSettings) -> Result<Vec<Box<dyn Analysis>>, OpError> {
     let mut v = ANALYSES
         .iter()
         .map(|d| (d.build)(settings))

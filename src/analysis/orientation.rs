@@ -18,7 +18,7 @@ use crate::ops::OpError;
 use crate::ops::orientation::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
 
 /// The `orientation` analysis, described (see [`super::descriptor`]).
-pub const DESCRIPTOR: Descriptor = Descriptor {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
     name: "orientation",
     title: "orientation map",
     legend: "Colour = orientation of the strongest linear opening at each pixel (hue, see the wheel), \
@@ -62,7 +62,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
 };
 
 /// `[orientation]` is the op's own parameter struct.
-pub type OrientationSettings = OrientationParams;
+pub(crate) type OrientationSettings = OrientationParams;
 
 fn output(
     angles_deg: &[f64],

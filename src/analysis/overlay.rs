@@ -16,7 +16,7 @@ pub use crate::compose::RASTER_ALPHA;
 
 /// The compose layers of an analysed frame. Rasters not of the frame's size are left out.
 #[must_use]
-pub fn layers_of(frame: &AnalysedFrame) -> HostLayers {
+pub(crate) fn layers_of(frame: &AnalysedFrame) -> HostLayers {
     let base = match (&frame.rgb, &frame.gray) {
         (Some(rgb), _) => HostBase::Rgb(rgb.clone()),
         (None, Some(g)) => HostBase::Gray(g.clone()),

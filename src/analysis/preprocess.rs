@@ -18,7 +18,7 @@ use crate::ops::OpError;
 use crate::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram};
 
 /// The `preprocess` analysis, described (see [`super::descriptor`]).
-pub const DESCRIPTOR: Descriptor = Descriptor {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
     name: "preprocess",
     title: "grey statistics",
     legend: "",

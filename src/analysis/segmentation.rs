@@ -45,7 +45,7 @@ use crate::ops::segmentation::{
 };
 
 /// The `segmentation` analysis, described (see [`super::descriptor`]).
-pub const DESCRIPTOR: Descriptor = Descriptor {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
     name: "segmentation",
     title: "segmentation",
     legend: "Each segment of the graph-based (Felzenszwalb) segmentation filled with its mean colour \

@@ -29,7 +29,7 @@ use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, Readback};
 use crate::ops::segmentation::OverlayMode;
 
 /// Most visible raster layers one picture takes (keep in sync with `COMPOSE_MAX_RASTERS`).
-pub const MAX_RASTERS: usize = 8;
+pub(crate) const MAX_RASTERS: usize = 8;
 
 /// Launch shapes of the compose kernels: speed only, the picture is the same for every value
 /// (`bench_compose` measures them).

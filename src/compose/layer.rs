@@ -85,7 +85,7 @@ impl<L> Segments<L> {
     /// The factor the labels are upsampled with for a `width` x `height` frame: 1 when the label
     /// image has the frame's size (as `upsample_labels`, which returns such labels unchanged).
     #[must_use]
-    pub fn effective_factor(&self, width: usize, height: usize) -> usize {
+    pub(crate) fn effective_factor(&self, width: usize, height: usize) -> usize {
         if (self.label_width, self.label_height) == (width, height) {
             1
         } else {
@@ -132,7 +132,7 @@ impl<L> Segments<L> {
 #[derive(Clone, Debug)]
 pub enum HostRaster {
     /// A frame-sized residue (max-tree top-hat), drawn as a highlight
-    /// ([`super::style::RESIDUE_COLOUR`]) whose alpha grows with the value.
+    /// (`super::style::RESIDUE_COLOUR`) whose alpha grows with the value.
     Residue(Arc<Image<u8>>),
     /// A frame-sized colour picture (orientation map).
     Colour(Arc<Image<[u8; 3]>>),

@@ -11,12 +11,12 @@
 //! (`dst*(1-a) + src*a`) or added (`dst + src*a`, clamped) with an opacity `a`.
 //!
 //! All arithmetic is on integers: opacities are quantised to `0..=255` once on the host
-//! ([`style`]), pixels are blended with [`pixel::mix`] / [`pixel::add`], segment means are
+//! ([`style`]), pixels are blended with `pixel::mix` / [`pixel::add`], segment means are
 //! rounded integer divisions, and line pixels have a closed form ([`shapes`]). That is what
 //! makes the CPU and GPU pictures identical, which the parity tests check byte for byte.
 //!
 //! The picture comes out as RGBA (the viewer), RGB (PNG files) or I420 (the video encoder,
-//! BT.601 limited range, [`pixel::luma`] and [`pixel::chroma`]; odd sizes cropped to even).
+//! BT.601 limited range, `pixel::luma` and [`pixel::chroma`]; odd sizes cropped to even).
 
 pub mod cpu;
 pub mod gpu;
@@ -59,7 +59,7 @@ pub enum ComposeError {
     TooManyLayers {
         /// Raster layers given.
         count: usize,
-        /// The kernel's limit ([`gpu::MAX_RASTERS`]).
+        /// The kernel's limit (`gpu::MAX_RASTERS`).
         max: usize,
     },
     /// The GPU failed.
@@ -90,7 +90,7 @@ pub enum PictureFormat {
 impl PictureFormat {
     /// The picture's size for a `width` x `height` frame (I420 crops to even sizes).
     #[must_use]
-    pub fn picture_size(self, width: usize, height: usize) -> (usize, usize) {
+    pub(crate) fn picture_size(self, width: usize, height: usize) -> (usize, usize) {
         match self {
             Self::Rgba | Self::Rgb => (width, height),
             Self::I420 => (width & !1, height & !1),
@@ -99,7 +99,7 @@ impl PictureFormat {
 
     /// Bytes of a `width` x `height` picture (a size [`PictureFormat::picture_size`] returned).
     #[must_use]
-    pub fn byte_len(self, width: usize, height: usize) -> usize {
+    pub(crate) fn byte_len(self, width: usize, height: usize) -> usize {
         match self {
             Self::Rgba => width * height * 4,
             Self::Rgb => width * height * 3,
@@ -125,7 +125,7 @@ impl Picture {
     /// An RGB picture as an image; `None` for the other formats. Copy: the bytes are regrouped
     /// into pixels.
     #[must_use]
-    pub fn to_rgb_image(&self) -> Option<crate::image::Image<[u8; 3]>> {
+    pub(crate) fn to_rgb_image(&self) -> Option<crate::image::Image<[u8; 3]>> {
         if self.format != PictureFormat::Rgb {
             return None;
         }

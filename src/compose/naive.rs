@@ -45,7 +45,11 @@ fn covers(p: &Primitive, x: i64, y: i64) -> bool {
 }
 
 /// The picture of `layers` by the definition.
-pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureFormat) -> Picture {
+pub(crate) fn naive_compose(
+    layers: &HostLayers,
+    style: &ComposeStyle,
+    format: PictureFormat,
+) -> Picture {
     let (w, h) = layers.base.size();
     let base_style = style.style(ORIGINAL, LayerKind::Base);
     let base_alpha = if base_style.visible {
@@ -172,7 +176,7 @@ pub fn naive_compose(layers: &HostLayers, style: &ComposeStyle, format: PictureF
 }
 
 /// I420 of the top-left `pw` x `ph` (even) pixels of `img`, pixel by pixel.
-pub fn naive_i420(img: &Image<[u8; 3]>, pw: usize, ph: usize) -> Vec<u8> {
+pub(crate) fn naive_i420(img: &Image<[u8; 3]>, pw: usize, ph: usize) -> Vec<u8> {
     let c = |p: [u8; 3]| p.map(i32::from);
     let mut data = Vec::new();
     for y in 0..ph {

@@ -14,7 +14,7 @@
 /// `a` in `0..=255` (`a = 0` keeps `dst`, `a = 255` gives `src`).
 #[inline]
 #[must_use]
-pub fn mix(dst: u8, src: u8, alpha: u32) -> u8 {
+pub(crate) fn mix(dst: u8, src: u8, alpha: u32) -> u8 {
     ((u32::from(dst) * (255 - alpha) + u32::from(src) * alpha + 127) / 255) as u8
 }
 
@@ -25,7 +25,7 @@ pub fn add(dst: u8, src: u8, alpha: u32) -> u8 {
     (u32::from(dst) + (u32::from(src) * alpha + 127) / 255).min(255) as u8
 }
 
-/// [`mix`] or [`add`] of a pixel, per channel.
+/// `mix` or [`add`] of a pixel, per channel.
 #[inline]
 #[must_use]
 pub fn blend(dst: [u8; 3], src: [u8; 3], alpha: u32, additive: bool) -> [u8; 3] {
@@ -48,14 +48,14 @@ pub fn blend(dst: [u8; 3], src: [u8; 3], alpha: u32, additive: bool) -> [u8; 3] 
 /// `min(4 v, 255) * peak / 255`, rounded (see [`super::style::RESIDUE_GAIN`]).
 #[inline]
 #[must_use]
-pub fn residue_alpha(v: u8, peak: u32) -> u32 {
+pub(crate) fn residue_alpha(v: u8, peak: u32) -> u32 {
     ((u32::from(v) * super::style::RESIDUE_GAIN).min(255) * peak + 127) / 255
 }
 
 /// BT.601 limited-range luma of one pixel.
 #[inline]
 #[must_use]
-pub fn luma(p: [u8; 3]) -> u8 {
+pub(crate) fn luma(p: [u8; 3]) -> u8 {
     let [r, g, b] = p.map(i32::from);
     (((66 * r + 129 * g + 25 * b + 128) >> 8) + 16) as u8
 }

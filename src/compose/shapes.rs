@@ -1,5 +1,5 @@
 //! Shapes as drawing primitives. Boxes, their numeric labels and polylines
-//! ([`Shape`]) are expanded on the host into [`Primitive`]s — line segments
+//! ([`Shape`]) are expanded on the host into `Primitive`s — line segments
 //! and filled rectangles in integer pixel coordinates — which the CPU twin rasterises directly
 //! and the GPU path uploads per frame (`compose_shapes` in `kernels/compose.cu`).
 //!
@@ -51,12 +51,12 @@ pub enum Shape {
 
 /// Coordinates are clamped to `-COORD_LIMIT..=COORD_LIMIT`: a line has at most `2 * COORD_LIMIT
 /// + 1` pixels, whatever the shape's numbers.
-pub const COORD_LIMIT: i32 = 1 << 16;
+pub(crate) const COORD_LIMIT: i32 = 1 << 16;
 
 /// Flag of a filled rectangle (else a line segment).
-pub const PRIM_RECT: u32 = 1;
+pub(crate) const PRIM_RECT: u32 = 1;
 /// Flag of an additive primitive (else mixed).
-pub const PRIM_ADDITIVE: u32 = 2;
+pub(crate) const PRIM_ADDITIVE: u32 = 2;
 
 /// Font scale of box labels (pixels per glyph cell).
 const LABEL_SCALE: i32 = 2;
@@ -82,7 +82,7 @@ const DIGITS: [[u8; 5]; 10] = [
 /// One drawing primitive. Keep in sync with `Primitive` in `kernels/compose.cu`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Primitive {
+pub(crate) struct Primitive {
     /// First corner / end point.
     pub x0: i32,
     /// First corner / end point.
@@ -117,7 +117,7 @@ impl Primitive {
 
     /// The alpha it is blended with.
     #[must_use]
-    pub fn alpha(&self) -> u32 {
+    pub(crate) fn alpha(&self) -> u32 {
         self.colour >> 24
     }
 
@@ -139,7 +139,7 @@ impl Primitive {
 
     /// Pixel `i` (`0..=steps`) of a line.
     #[must_use]
-    pub fn line_pixel(&self, i: i64) -> (i64, i64) {
+    pub(crate) fn line_pixel(&self, i: i64) -> (i64, i64) {
         let n = self.steps();
         if n == 0 {
             return (i64::from(self.x0), i64::from(self.y0));
@@ -152,7 +152,12 @@ impl Primitive {
 
     /// Calls `f(x, y)` for every pixel of the primitive inside `0..width` x `0..height`, each
     /// once for rectangles (a line may name a pixel twice only when it has one step).
-    pub fn for_each_pixel(&self, width: usize, height: usize, mut f: impl FnMut(usize, usize)) {
+    pub(crate) fn for_each_pixel(
+        &self,
+        width: usize,
+        height: usize,
+        mut f: impl FnMut(usize, usize),
+    ) {
         let (w, h) = (width as i64, height as i64);
         if self.flags & PRIM_RECT != 0 {
             let (xa, xb) = (i64::from(self.x0).max(0), i64::from(self.x1).min(w - 1));
@@ -294,7 +299,7 @@ fn label_rects(text: &str, x: i32, y: i32, mut rect: impl FnMut([i32; 4])) {
 
 /// The primitives of every visible shape layer, in drawing order.
 #[must_use]
-pub fn primitives(layers: &[super::ShapeLayer], style: &ComposeStyle) -> Vec<Primitive> {
+pub(crate) fn primitives(layers: &[super::ShapeLayer], style: &ComposeStyle) -> Vec<Primitive> {
     let mut out = Vec::new();
     for layer in layers {
         if let Some(blend) = style.blend(layer.name, LayerKind::Shapes) {

@@ -13,15 +13,15 @@ pub const ORIGINAL: &str = "original";
 pub const RASTER_ALPHA: f32 = 0.4;
 
 /// Colour of the residue highlight.
-pub const RESIDUE_COLOUR: [u8; 3] = [255, 230, 0];
+pub(crate) const RESIDUE_COLOUR: [u8; 3] = [255, 230, 0];
 
 /// Opacity of the residue highlight where the residue is strongest (layer opacity 1): the frame
 /// stays faintly visible under it.
-pub const RESIDUE_PEAK: f32 = 0.9;
+pub(crate) const RESIDUE_PEAK: f32 = 0.9;
 
 /// A residue value `v` becomes the alpha `min(RESIDUE_GAIN * v, 255)` before the peak and the
 /// layer's opacity scale it: residues are mostly small, so they are stretched to show.
-pub const RESIDUE_GAIN: u32 = 4;
+pub(crate) const RESIDUE_GAIN: u32 = 4;
 
 /// How one layer is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ impl LayerStyle {
     };
 
     /// The integer blend of this style with the opacity scaled by `scale` (1 for every layer but
-    /// the residue, whose peak is [`RESIDUE_PEAK`]); `None` when nothing is drawn (hidden, or an
+    /// the residue, whose peak is `RESIDUE_PEAK`); `None` when nothing is drawn (hidden, or an
     /// opacity that quantises to 0, which changes no pixel in either mode).
     #[must_use]
     pub fn blend(&self, scale: f32) -> Option<Blend> {
@@ -77,7 +77,7 @@ impl LayerStyle {
 
 /// `a` in `0..=1` as `0..=255`, rounded (NaN is 0).
 #[must_use]
-pub fn quantise(a: f32) -> u8 {
+pub(crate) fn quantise(a: f32) -> u8 {
     if a.is_nan() {
         0
     } else {
@@ -113,7 +113,7 @@ impl LayerKind {
     /// The style of a layer of this kind that the [`ComposeStyle`] does not name: the frame
     /// opaque, the residue with its own alpha rule, rasters at [`RASTER_ALPHA`], shapes opaque.
     #[must_use]
-    pub fn default_style(self) -> LayerStyle {
+    pub(crate) fn default_style(self) -> LayerStyle {
         match self {
             Self::Base | Self::Residue | Self::Shapes => LayerStyle::mixed(1.0),
             Self::Colour | Self::Segments => LayerStyle::mixed(RASTER_ALPHA),
@@ -122,7 +122,7 @@ impl LayerKind {
 }
 
 /// The style of every layer, keyed by analysis name ([`ORIGINAL`] for the base). Layers it does
-/// not name are drawn with their kind's default ([`LayerKind::default_style`]).
+/// not name are drawn with their kind's default (`LayerKind::default_style`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ComposeStyle {
     /// Styles by analysis name.
@@ -163,7 +163,7 @@ impl ComposeStyle {
     }
 
     /// The quantised blend of layer `name` (see [`LayerStyle::blend`]); the residue's opacity is
-    /// scaled by [`RESIDUE_PEAK`].
+    /// scaled by `RESIDUE_PEAK`.
     #[must_use]
     pub fn blend(&self, name: &str, kind: LayerKind) -> Option<Blend> {
         let scale = if kind == LayerKind::Residue {
@@ -176,7 +176,7 @@ impl ComposeStyle {
 
     /// The alpha the base is drawn with over black (0: hidden).
     #[must_use]
-    pub fn base_alpha(&self) -> u8 {
+    pub(crate) fn base_alpha(&self) -> u8 {
         self.blend(ORIGINAL, LayerKind::Base).map_or(0, |b| b.alpha)
     }
 }

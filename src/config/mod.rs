@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::source::{FrameFormat, Pacing, TestSourceOptions};
 
 /// The embedded defaults (also shipped as `config/default.toml`).
-pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+pub(crate) const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 
 /// Errors reading or applying settings.
 #[derive(Debug, thiserror::Error)]
@@ -282,7 +282,7 @@ pub struct OutputSettings {
     /// H.264 encoder of the overlay video: auto (the fastest present), nvenc, x264 or openh264.
     pub encoder: EncoderChoice,
     /// Cut each stream's outputs into segments of this many seconds, aligned to the UTC clock
-    /// (0: one set of files). Absent: [`DEFAULT_LIVE_SEGMENT_SECONDS`] for a live source, 0
+    /// (0: one set of files). Absent: `DEFAULT_LIVE_SEGMENT_SECONDS` for a live source, 0
     /// for a file or test pattern (whose end is the end).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segment_seconds: Option<u32>,
@@ -295,12 +295,12 @@ pub struct OutputSettings {
 
 /// Segment length of a live source when `output.segment_seconds` is not set: ten minutes, so
 /// a segment is a file one can open and retention frees space in small steps.
-pub const DEFAULT_LIVE_SEGMENT_SECONDS: u32 = 600;
+pub(crate) const DEFAULT_LIVE_SEGMENT_SECONDS: u32 = 600;
 
 impl OutputSettings {
     /// The segment length for a source (`live` or not), seconds (0: not segmented).
     #[must_use]
-    pub fn segment_seconds_for(&self, live: bool) -> u32 {
+    pub(crate) fn segment_seconds_for(&self, live: bool) -> u32 {
         self.segment_seconds.unwrap_or(if live {
             DEFAULT_LIVE_SEGMENT_SECONDS
         } else {
@@ -441,7 +441,7 @@ impl Settings {
     }
 
     /// Parses TOML text (missing keys take their defaults).
-    pub fn from_toml(text: &str, where_: &str) -> Result<Self, ConfigError> {
+    pub(crate) fn from_toml(text: &str, where_: &str) -> Result<Self, ConfigError> {
         let user = parse_toml(text, where_)?;
         let s: Self = user.clone().try_into().map_err(|e| {
             let empty = toml::Value::Table(toml::Table::new());
@@ -618,7 +618,7 @@ fn refuse_secret_on_command_line(set: &str) -> Result<(), ConfigError> {
 /// The analyses' settings `ops` with `changes` applied, each `(section.key, value)` checked as
 /// `--set section.key=value` is (an error names the key and why). Only the analyses' sections
 /// change while streams run; a key of another section is refused.
-pub fn change_ops(
+pub(crate) fn change_ops(
     ops: &crate::analysis::OpSettings,
     changes: &[(String, toml::Value)],
 ) -> Result<crate::analysis::OpSettings, ConfigError> {

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use crate::publish::settings::Secret;
 
 /// Environment variable with the bearer token (wins over `service.token`).
-pub const TOKEN_ENV: &str = "MORPHOSCOPE_SERVICE_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "MORPHOSCOPE_SERVICE_TOKEN";
 
 /// Connections the endpoint serves at once; more wait in the listen backlog.
-pub const MAX_CONNECTIONS_LIMIT: usize = 4096;
+pub(crate) const MAX_CONNECTIONS_LIMIT: usize = 4096;
 
 /// `[service]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

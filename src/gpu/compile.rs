@@ -20,7 +20,7 @@ use crate::kernels::KernelSource;
 
 /// FNV-1a, 64 bit: a stable hash for cache keys (no dependency, stable across Rust versions).
 #[must_use]
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
         h ^= u64::from(b);
@@ -31,7 +31,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 
 /// Replaces `#include "NAME"` lines (a name in `headers`) with the embedded header text (headers
 /// may include other headers; each header is expanded once).
-pub fn expand_includes(
+pub(crate) fn expand_includes(
     module: &str,
     source: &str,
     headers: &[(&str, &str)],
@@ -152,7 +152,7 @@ pub fn compile_ptx(
 
 /// The cache folder (created on demand; `None` when no home or cache dir can be found).
 #[must_use]
-pub fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
         return Some(PathBuf::from(d).join("morphoscope"));
     }
@@ -191,7 +191,7 @@ fn write_cached(path: &std::path::Path, ptx: &str) {
 
 /// Where a module's PTX came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PtxOrigin {
+pub(crate) enum PtxOrigin {
     /// Read from the disk cache.
     Cache,
     /// Compiled now (and written to the cache).
@@ -199,7 +199,7 @@ pub enum PtxOrigin {
 }
 
 /// PTX for a module, from the cache when a valid entry exists, else compiled and cached.
-pub fn cached_ptx(
+pub(crate) fn cached_ptx(
     module: &KernelSource,
     headers: &[(&str, &str)],
     arch: &str,
@@ -220,7 +220,7 @@ pub fn cached_ptx(
 }
 
 /// Removes a cache entry (used when the driver rejects cached PTX).
-pub fn evict(module: &KernelSource, headers: &[(&str, &str)], arch: &str) {
+pub(crate) fn evict(module: &KernelSource, headers: &[(&str, &str)], arch: &str) {
     if let (Ok(v), Ok(expanded)) = (
         nvrtc_version(),
         expand_includes(module.name, module.source, headers),

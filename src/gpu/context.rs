@@ -51,7 +51,7 @@ impl DeviceInfo {
 
 /// True when the CUDA driver library can be loaded.
 #[must_use]
-pub fn driver_present() -> bool {
+pub(crate) fn driver_present() -> bool {
     // SAFETY: only tries to dlopen libcuda by its candidate names.
     unsafe { cudarc::driver::sys::is_culib_present() }
 }

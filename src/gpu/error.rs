@@ -62,7 +62,7 @@ pub enum GpuError {
 impl GpuError {
     /// Maps a driver error from an allocation to [`GpuError::OutOfMemory`] when it is one.
     #[must_use]
-    pub fn from_alloc(
+    pub(crate) fn from_alloc(
         err: cudarc::driver::DriverError,
         what: &str,
         width: usize,

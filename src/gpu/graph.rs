@@ -21,7 +21,7 @@
 //! during the capture (the collector composing a finished frame while the worker captured the
 //! next one's segmentation invalidated the capture on the H100). A capture is rare — once per
 //! new key — so it takes the exclusive side of its device's lock
-//! ([`super::capture_lock`]), and the threads that enqueue on that device hold the shared side
+//! (`super::capture_lock`), and the threads that enqueue on that device hold the shared side
 //! ([`super::capture_exclusion`]): they never wait for each other, only for a capture.
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use super::error::GpuError;
 
 /// Blocks of `block` threads needed to cover `n` items (at least 1).
 #[must_use]
-pub fn blocks_for(n: usize, block: u32) -> u32 {
+pub(crate) fn blocks_for(n: usize, block: u32) -> u32 {
     let b = block as usize;
     u32::try_from(n.div_ceil(b).max(1)).unwrap_or(u32::MAX)
 }
@@ -25,7 +25,7 @@ pub fn linear(n: usize, block: u32) -> LaunchConfig {
 
 /// A launch of one block of `threads` threads (block-wide scans, single-thread bookkeeping).
 #[must_use]
-pub fn one_block(threads: u32) -> LaunchConfig {
+pub(crate) fn one_block(threads: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (1, 1, 1),
         block_dim: (threads, 1, 1),
@@ -35,7 +35,7 @@ pub fn one_block(threads: u32) -> LaunchConfig {
 
 /// A 2D launch of `bx` x `by` blocks covering `width` x `height`.
 #[must_use]
-pub fn grid2d(width: usize, height: usize, bx: u32, by: u32) -> LaunchConfig {
+pub(crate) fn grid2d(width: usize, height: usize, bx: u32, by: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (blocks_for(width, bx), blocks_for(height, by), 1),
         block_dim: (bx, by, 1),
@@ -44,7 +44,7 @@ pub fn grid2d(width: usize, height: usize, bx: u32, by: u32) -> LaunchConfig {
 }
 
 /// Checks that a frame fits the kernels' 32-bit pixel indexing.
-pub fn check_frame_size(width: usize, height: usize) -> Result<(), GpuError> {
+pub(crate) fn check_frame_size(width: usize, height: usize) -> Result<(), GpuError> {
     let n = width
         .checked_mul(height)
         .ok_or_else(|| GpuError::Unsupported("size overflows".into()))?;
@@ -57,7 +57,7 @@ pub fn check_frame_size(width: usize, height: usize) -> Result<(), GpuError> {
 }
 
 /// Allocates `len` zeroed elements on `stream`, naming what and for which frame size on OOM.
-pub fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(
+pub(crate) fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     len: usize,
     what: &str,
@@ -72,7 +72,7 @@ pub fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(
 /// Copies `data` (a packed frame, `width` x `height` pixels of one or more samples) to a new
 /// device buffer. An empty frame gets a one-element zero buffer: kernels take a valid pointer
 /// even when they have nothing to do.
-pub fn upload_packed<T: DeviceRepr + ValidAsZeroBits>(
+pub(crate) fn upload_packed<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     data: &[T],
     width: usize,
@@ -99,7 +99,7 @@ pub fn upload_packed<T: DeviceRepr + ValidAsZeroBits>(
 /// every block is resident at once, so the kernel may synchronise the whole grid).
 ///
 /// Arguments are plain values (raw device addresses, scalars) borrowed until the launch.
-pub struct ExLaunch<'a> {
+pub(crate) struct ExLaunch<'a> {
     stream: &'a CudaStream,
     func: &'a cudarc::driver::CudaFunction,
     args: Vec<*mut std::ffi::c_void>,

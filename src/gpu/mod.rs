@@ -4,7 +4,7 @@
 //! Nothing here panics when CUDA is absent: every entry point checks that the driver and NVRTC
 //! libraries can be loaded and returns [`GpuError`] otherwise.
 
-pub mod capture_lock;
+pub(crate) mod capture_lock;
 pub mod compile;
 pub mod context;
 pub mod error;

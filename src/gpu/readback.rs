@@ -37,7 +37,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Readback<T> {
     }
 
     /// Copies the first `n` elements of `src` to the host, waiting for the stream's work.
-    pub fn fetch(
+    pub(crate) fn fetch(
         &mut self,
         stream: &Arc<CudaStream>,
         src: &CudaSlice<T>,

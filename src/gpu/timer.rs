@@ -5,7 +5,7 @@
 //! after the slot's `done` event). Events are created with timing enabled (`CU_EVENT_DEFAULT`;
 //! `None` would disable timing) and reused across frames, so steady state allocates nothing.
 //!
-//! The elapsed time is read through [`event_elapsed_millis`], not cudarc's `elapsed_ms`: with
+//! The elapsed time is read through `event_elapsed_millis`, not cudarc's `elapsed_ms`: with
 //! the CUDA 13 bindings cudarc calls `cuEventElapsedTime_v2`, which drivers older than CUDA 12.8
 //! (JetPack 6 ships 12.2 and 12.6) do not export, and a missing symbol panics. The function
 //! takes `_v2` where the driver has it and the original `cuEventElapsedTime` (same signature)
@@ -109,7 +109,7 @@ fn elapsed_entry_point() -> Option<ElapsedFn> {
 }
 
 /// Milliseconds between two recorded events of one context (blocks until `end` completes).
-pub fn event_elapsed_millis(start: &CudaEvent, end: &CudaEvent) -> Result<f32, GpuError> {
+pub(crate) fn event_elapsed_millis(start: &CudaEvent, end: &CudaEvent) -> Result<f32, GpuError> {
     let not_supported = DriverError(CUresult::CUDA_ERROR_NOT_SUPPORTED);
     let elapsed = elapsed_entry_point().ok_or(not_supported)?;
     start.context().bind_to_thread()?;

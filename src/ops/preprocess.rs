@@ -17,7 +17,7 @@ use crate::image::{Image, ImageView, rgb_to_gray_pixel};
 use crate::ops::OpError;
 
 /// Bins of the grey-level histogram: one per 8-bit level.
-pub const GRAY_BINS: usize = 256;
+pub(crate) const GRAY_BINS: usize = 256;
 
 /// Launch shape of [`GrayHistogramGpu`]. Every field changes speed only: the bins are exact
 /// integer counts for every valid value.
@@ -198,7 +198,7 @@ pub fn enqueue_downscale(
 /// Enqueues RGB→grey: `rgb` is packed RGB (3 bytes a pixel, rows `3 * width` bytes apart),
 /// `gray` receives `width * height` bytes. (The ring's frame buffers are not yet
 /// [`DeviceImage`]s, hence the plain buffers here.)
-pub fn enqueue_rgb_to_gray(
+pub(crate) fn enqueue_rgb_to_gray(
     gpu: &GpuContext,
     stream: &Arc<CudaStream>,
     rgb: &CudaSlice<u8>,

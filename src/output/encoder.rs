@@ -12,7 +12,7 @@ use gstreamer::prelude::*;
 
 /// NVENC encoder elements, preferred first: nvcodec's (desktop and data-centre GPUs), then
 /// Jetson's V4L2 one.
-pub const NVENC_ENCODERS: &[&str] = &["nvh264enc", "nvcudah264enc", "nvv4l2h264enc"];
+pub(crate) const NVENC_ENCODERS: &[&str] = &["nvh264enc", "nvcudah264enc", "nvv4l2h264enc"];
 
 /// The encoder elements a choice may use, fastest first.
 #[must_use]
@@ -73,7 +73,7 @@ pub fn choose_encoder(
 
 /// Every one of `choice`'s encoders that is installed and accepts `width`×`height`, fastest
 /// first (never empty): the next is the fallback when one fails to start.
-pub fn choose_encoders(
+pub(crate) fn choose_encoders(
     choice: EncoderChoice,
     width: usize,
     height: usize,

@@ -53,7 +53,7 @@ pub enum StreamEvent {
 
 /// The `events.jsonl` object of `event`, stamped now.
 #[must_use]
-pub fn event_record(stream: usize, source: &str, event: &StreamEvent) -> serde_json::Value {
+pub(crate) fn event_record(stream: usize, source: &str, event: &StreamEvent) -> serde_json::Value {
     let mut v = serde_json::json!({
         "time": jiff::Timestamp::now().to_string(),
         "stream": stream,

@@ -31,7 +31,7 @@ enum Video {
 
 /// How the overlay video is written.
 #[derive(Clone, Copy, Debug)]
-pub struct VideoOptions {
+pub(crate) struct VideoOptions {
     /// Its bitrate, kbit/s.
     pub kbps: u32,
     /// Its encoder.
@@ -39,7 +39,7 @@ pub struct VideoOptions {
 }
 
 /// The per-frame files of one folder (see the module).
-pub struct FileSet {
+pub(crate) struct FileSet {
     dir: PathBuf,
     frames: LineFile,
     extra: BTreeMap<String, LineFile>,
@@ -51,7 +51,7 @@ pub struct FileSet {
 }
 
 /// What [`FileSet::finish`] leaves.
-pub struct SetEnd {
+pub(crate) struct SetEnd {
     /// Frames in the overlay video (`None`: no video).
     pub video_frames: Option<u64>,
     /// The first error finishing the files, if any.
@@ -78,21 +78,15 @@ impl FileSet {
         })
     }
 
-    /// The folder.
-    #[must_use]
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Appends a frame's `frames.jsonl` line (with its newline).
-    pub fn write_line(&mut self, text: &str) -> Result<(), OutputError> {
+    pub(crate) fn write_line(&mut self, text: &str) -> Result<(), OutputError> {
         self.frames.append(text.as_bytes())?;
         self.frames_written += 1;
         Ok(())
     }
 
     /// Appends a frame's analysis records, each file's lines in one write.
-    pub fn write_records(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
+    pub(crate) fn write_records(&mut self, f: &AnalysedFrame) -> Result<(), OutputError> {
         let mut records: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         for o in &f.outputs {
             for (file, line) in &o.records {
@@ -123,7 +117,7 @@ impl FileSet {
     }
 
     /// Adds a frame to the overlay video (opened with the first frame).
-    pub fn write_video(
+    pub(crate) fn write_video(
         &mut self,
         f: &AnalysedFrame,
         stream: &StreamInfo,

@@ -1,9 +1,9 @@
 //! The files of a run's output folder, written so that whatever ends the run leaves them
-//! readable: line files ([`LineFile`]) take each frame's lines in one `write` and, when a write
+//! readable: line files (`LineFile`) take each frame's lines in one `write` and, when a write
 //! fails (a full disk), are cut back to their last whole line; JSON documents are written to a
-//! temporary file and renamed over the old one ([`write_json_atomic`]), so a reader (or a hard
-//! kill) sees the old document or the new one, never half of one. [`prepare_folder`] checks the
-//! folder before any work starts; [`remove_earlier_run`] clears what an earlier run left.
+//! temporary file and renamed over the old one (`write_json_atomic`), so a reader (or a hard
+//! kill) sees the old document or the new one, never half of one. `prepare_folder` checks the
+//! folder before any work starts; `remove_earlier_run` clears what an earlier run left.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use super::OutputError;
 /// Every file `run` writes into its folder; an earlier run's copies are removed before a new run
 /// starts. `overlay.mp4` is the overlay video as older versions wrote it (so that an old video
 /// is not left beside the new results). An analysis that adds a file adds its name here.
-pub const RUN_FILES: &[&str] = &[
+pub(crate) const RUN_FILES: &[&str] = &[
     "frames.jsonl",
     "timings.json",
     "overlay.mkv",
@@ -40,7 +40,7 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
 }
 
 /// Creates `dir` if needed and checks that files can be created in it.
-pub fn prepare_folder(dir: &Path) -> Result<(), OutputError> {
+pub(crate) fn prepare_folder(dir: &Path) -> Result<(), OutputError> {
     if dir.exists() && !dir.is_dir() {
         return Err(OutputError::Io {
             path: dir.to_owned(),
@@ -55,7 +55,7 @@ pub fn prepare_folder(dir: &Path) -> Result<(), OutputError> {
 
 /// Removes the [`RUN_FILES`] an earlier run left in `dir` (and any temporary documents);
 /// returns the names removed.
-pub fn remove_earlier_run(dir: &Path) -> Result<Vec<&'static str>, OutputError> {
+pub(crate) fn remove_earlier_run(dir: &Path) -> Result<Vec<&'static str>, OutputError> {
     let mut removed = Vec::new();
     for &name in RUN_FILES {
         let p = dir.join(name);
@@ -72,7 +72,7 @@ pub fn remove_earlier_run(dir: &Path) -> Result<Vec<&'static str>, OutputError> 
 }
 
 /// Writes `value` as pretty JSON to `path` through a temporary file and a rename.
-pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<(), OutputError> {
+pub(crate) fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<(), OutputError> {
     let tmp = temporary(path);
     let mut text = serde_json::to_vec_pretty(value).map_err(|e| OutputError::Io {
         path: path.to_owned(),
@@ -93,7 +93,7 @@ pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<(), O
 /// A file of lines, appended a block of whole lines at a time, unbuffered: after each
 /// [`LineFile::append`] the lines are in the file (a hard kill loses nothing appended).
 #[derive(Debug)]
-pub struct LineFile {
+pub(crate) struct LineFile {
     path: PathBuf,
     file: std::fs::File,
     len: u64,

@@ -10,12 +10,12 @@
 //! which); the video is Matroska, playable when cut. A run owns its folder: the files an
 //! earlier run wrote there are removed first ([`RunSink::create`] returns their names).
 //!
-//! Each frame's line is serialised once; a hook ([`RunSink::on_frame_line`]) gets the same text
+//! Each frame's line is serialised once; a hook (`RunSink::on_frame_line`) gets the same text
 //! after it is in the file (the broker publisher of `run --publish` sends it as it is).
 
 pub mod encoder;
 pub mod events;
-pub mod file_set;
+pub(crate) mod file_set;
 pub mod files;
 pub mod segments;
 mod timing_log;
@@ -64,7 +64,7 @@ impl OutputError {
     /// Whether the error is a full disk (or a used-up quota): the one a segmented stream with
     /// retention recovers from by deleting its oldest segment.
     #[must_use]
-    pub fn is_disk_full(&self) -> bool {
+    pub(crate) fn is_disk_full(&self) -> bool {
         match self {
             Self::Io { source, .. } => matches!(
                 source.kind(),
@@ -79,7 +79,7 @@ impl OutputError {
 
 /// Header of `tracks.csv`, written when a run produced no track rows (MOT Challenge rows carry
 /// no header; an empty run's file says what it would hold).
-pub const TRACKS_CSV_HEADER: &str = "frame,id,bb_left,bb_top,bb_width,bb_height,conf,x,y,z";
+pub(crate) const TRACKS_CSV_HEADER: &str = "frame,id,bb_left,bb_top,bb_width,bb_height,conf,x,y,z";
 
 /// Room kept free beside the next segment for the run's own files (`timings.json`,
 /// `events.jsonl`), when retention is set.
@@ -124,7 +124,7 @@ pub struct Finished {
     pub timings: TimingLog,
     /// Frames in the overlay video, of every segment (`None`: no video).
     pub video_frames: Option<u64>,
-    /// What the folder holds from this run: files in [`files::RUN_FILES`] order, then
+    /// What the folder holds from this run: files in `files::RUN_FILES` order, then
     /// `segments/ (N)` when it was segmented.
     pub files: Vec<String>,
     /// The first error finishing the files (the video's index, `timings.json`), if any.
@@ -136,7 +136,7 @@ pub struct Finished {
 impl Finished {
     /// Rewrites the final `timings.json` with the publisher's counts: called while the run
     /// waits for the broker (`flushing`: the counts may still change) and once after it.
-    pub fn set_publish_report(
+    pub(crate) fn set_publish_report(
         &mut self,
         report: &PublishReport,
         flushing: bool,
@@ -282,19 +282,19 @@ impl RunSink {
 
     /// Frames whose line is in `frames.jsonl` (of every segment).
     #[must_use]
-    pub fn frames_written(&self) -> u64 {
+    pub(crate) fn frames_written(&self) -> u64 {
         self.frames_written
     }
 
     /// Hands every frame's `frames.jsonl` line (the JSON object, without the newline) to `hook`
     /// right after it is written: the one serialisation of a frame's record.
-    pub fn on_frame_line(&mut self, hook: impl FnMut(&str) + Send + 'static) {
+    pub(crate) fn on_frame_line(&mut self, hook: impl FnMut(&str) + Send + 'static) {
         self.frame_hook = Some(Box::new(hook));
     }
 
     /// What the source reported (liveness, frame rate, decoder): call before the first frame,
     /// whose video uses the rate.
-    pub fn set_stream(&mut self, info: StreamInfo) {
+    pub(crate) fn set_stream(&mut self, info: StreamInfo) {
         self.stream = info;
     }
 
@@ -490,7 +490,7 @@ impl RunSink {
 
     /// Rewrites `timings.json` when the last write is `TIMINGS_EVERY` old (cheap otherwise),
     /// and, segmented, finishes a segment whose time is over while no frame comes.
-    pub fn checkpoint(&mut self, counters: CounterSnapshot) -> Result<(), OutputError> {
+    pub(crate) fn checkpoint(&mut self, counters: CounterSnapshot) -> Result<(), OutputError> {
         if self.timings_written.elapsed() < TIMINGS_EVERY {
             return Ok(());
         }

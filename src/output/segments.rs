@@ -6,7 +6,7 @@
 //! its first frame. Retention deletes the oldest whole segments, never the one being written:
 //! those older than `keep_hours` (by their last write), and while the stream's segments take
 //! more than `keep_gb`; with either set, a full disk deletes the oldest segment and the stream
-//! goes on ([`Segments::free_space`]).
+//! goes on (`Segments::free_space`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use super::OutputError;
 
 /// The folder, below a stream's output folder, that holds its segments.
-pub const SEGMENTS_DIR: &str = "segments";
+pub(crate) const SEGMENTS_DIR: &str = "segments";
 
 /// How a stream's outputs are cut and kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -42,7 +42,7 @@ impl SegmentPolicy {
 
     /// Whether retention deletes segments at all (then a full disk deletes one too).
     #[must_use]
-    pub fn retains(&self) -> bool {
+    pub(crate) fn retains(&self) -> bool {
         self.keep_for.is_some() || self.keep_bytes.is_some()
     }
 
@@ -57,7 +57,7 @@ impl SegmentPolicy {
 
 /// A segment deleted by retention, and why.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Deleted {
+pub(crate) struct Deleted {
     /// Its folder name (its start).
     pub segment: String,
     /// The bytes it held.
@@ -127,7 +127,7 @@ impl Segments {
 
     /// Applies `keep_hours` and `keep_gb`, oldest first, sparing `current`; returns what it
     /// deleted (a segment that cannot be deleted is skipped with a warning).
-    pub fn apply_retention(&self, current: Option<&str>, now: SystemTime) -> Vec<Deleted> {
+    pub(crate) fn apply_retention(&self, current: Option<&str>, now: SystemTime) -> Vec<Deleted> {
         let mut deleted = Vec::new();
         let mut found = self.on_disk();
         let mut total: u64 = found.iter().map(|s| s.bytes).sum();
@@ -153,7 +153,7 @@ impl Segments {
 
     /// Deletes the oldest segment other than `current` to make room after a write failed
     /// (`None`: there is none, or retention is off).
-    pub fn free_space(&self, current: Option<&str>) -> Option<Deleted> {
+    pub(crate) fn free_space(&self, current: Option<&str>) -> Option<Deleted> {
         if !self.policy.retains() {
             return None;
         }
@@ -166,7 +166,7 @@ impl Segments {
     /// Keeps `needed` bytes free on the segments' file system for the next segment (when
     /// retention is set): deletes the oldest segments other than `current` until they are, or
     /// none is left; returns what it deleted.
-    pub fn ensure_room(&self, current: Option<&str>, needed: u64) -> Vec<Deleted> {
+    pub(crate) fn ensure_room(&self, current: Option<&str>, needed: u64) -> Vec<Deleted> {
         let mut deleted = Vec::new();
         if !self.policy.retains() {
             return deleted;
@@ -182,7 +182,7 @@ impl Segments {
 
     /// The bytes a segment's files take (0 when it is gone).
     #[must_use]
-    pub fn bytes_of(&self, name: &str) -> u64 {
+    pub(crate) fn bytes_of(&self, name: &str) -> u64 {
         folder_size(&self.root.join(name)).0
     }
 
@@ -260,7 +260,7 @@ fn unix_seconds(t: SystemTime) -> u64 {
 
 /// The segment name of `t`: its UTC second as `YYYYMMDDTHHMMSSZ`.
 #[must_use]
-pub fn stamp(t: SystemTime) -> String {
+pub(crate) fn stamp(t: SystemTime) -> String {
     let secs = i64::try_from(unix_seconds(t)).unwrap_or(i64::MAX);
     jiff::Timestamp::from_second(secs)
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH)

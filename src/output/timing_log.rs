@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::analysis::AnalysedFrame;
 use crate::stats::{Series, Summary};
 
-/// Per-region timing samples, in first-seen order, in bounded memory ([`Series`]: exact count,
+/// Per-region timing samples, in first-seen order, in bounded memory (`Series`: exact count,
 /// mean and max; median and p95 from a reservoir on runs past 8192 frames).
 #[derive(Debug, Default)]
 pub struct TimingLog {

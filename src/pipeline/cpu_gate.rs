@@ -19,14 +19,14 @@
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 
 /// A counting semaphore in front of a thread pool.
-pub struct CpuGate {
+pub(crate) struct CpuGate {
     held: Mutex<usize>,
     freed: Condvar,
     permits: usize,
 }
 
 /// A permit of a [`CpuGate`], given back when dropped.
-pub struct CpuPermit<'a> {
+pub(crate) struct CpuPermit<'a> {
     gate: &'a CpuGate,
 }
 
@@ -48,7 +48,7 @@ impl CpuGate {
     }
 
     /// Waits for a permit; `None` (no wait) on a thread of a rayon pool.
-    pub fn enter(&self) -> Option<CpuPermit<'_>> {
+    pub(crate) fn enter(&self) -> Option<CpuPermit<'_>> {
         if rayon::current_thread_index().is_some() {
             return None;
         }

@@ -32,8 +32,9 @@ impl Mailbox {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the function called after every put.
-    pub fn set_waker(&self, w: impl Fn() + Send + Sync + 'static) {
+    /// Sets the function called after every put (the viewer's repaint).
+    #[cfg(feature = "viewer")]
+    pub(crate) fn set_waker(&self, w: impl Fn() + Send + Sync + 'static) {
         if let Ok(mut g) = self.waker.lock() {
             *g = Some(Box::new(w));
         }
@@ -48,7 +49,7 @@ impl Mailbox {
         self.wake();
     }
     /// Calls the waker.
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         if let Ok(g) = self.waker.lock()
             && let Some(w) = g.as_ref()
         {

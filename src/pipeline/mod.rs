@@ -14,7 +14,7 @@
 //! when a sink wants pixels this frame (one readback), hands the frame on and returns the slot.
 //! On the CPU the worker runs the analyses (multi-threaded inside each op) and the collector
 //! composes the picture with the CPU twin of the compose kernel, each through the
-//! [`cpu_gate`] that keeps many streams from nesting on one pool thread's stack. See
+//! `cpu_gate` that keeps many streams from nesting on one pool thread's stack. See
 //! [`PictureWant`].
 //!
 //! Live sources (as their GStreamer pipeline reports: cameras, RTSP) drop frames when the channel
@@ -30,7 +30,7 @@
 //! already taken are analysed and delivered, then `End`.
 
 mod collector;
-pub mod cpu_gate;
+pub(crate) mod cpu_gate;
 pub mod mailbox;
 pub mod ring;
 mod worker;
@@ -195,7 +195,7 @@ impl Pipeline {
     /// [`Pipeline::start_limited`] with the caller's stop flag: setting it (from any thread)
     /// interrupts a source that is still opening (the start fails with
     /// [`SourceError::Interrupted`]) and, once running, acts as [`Pipeline::end_input`].
-    pub fn start_stoppable(
+    pub(crate) fn start_stoppable(
         source: FrameSource,
         settings: &Settings,
         backend: &Backend,
@@ -281,7 +281,7 @@ impl Pipeline {
     /// What the source reported about its stream (liveness, frame rate, decoder); complete once
     /// the first frame was delivered.
     #[must_use]
-    pub fn stream_info(&self) -> StreamInfo {
+    pub(crate) fn stream_info(&self) -> StreamInfo {
         self.stream.lock().map(|i| i.clone()).unwrap_or_default()
     }
 

@@ -1,4 +1,4 @@
-//! The ring of CUDA streams: N [`Slot`]s, each owning a stream, a write-combined pinned upload
+//! The ring of CUDA streams: N `Slot`s, each owning a stream, a write-combined pinned upload
 //! buffer, device buffers for the frame (input and grey), every analysis' GPU stage and a
 //! [`KernelTimer`]. A slot is owned by one thread at a time and moves round the ring:
 //!
@@ -43,7 +43,7 @@ use crate::source::{DeviceNv12, Pixels};
 
 /// Format of the frames a slot's buffers are sized for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotFormat {
+pub(crate) struct SlotFormat {
     /// Width in pixels.
     pub width: usize,
     /// Height in pixels.
@@ -74,7 +74,7 @@ impl Drop for Buffers {
 }
 
 /// One frame's worth of device state (see the module docs).
-pub struct Slot {
+pub(crate) struct Slot {
     /// The slot's stream: every kernel of its frame runs on it (or on streams forked from it).
     pub stream: Arc<CudaStream>,
     buffers: Option<Buffers>,
@@ -93,7 +93,7 @@ impl std::fmt::Debug for Slot {
 }
 
 /// Creates `size` slots with their streams and each analysis' GPU stage.
-pub fn new_slots(
+pub(crate) fn new_slots(
     gpu: &GpuContext,
     analyses: &[Box<dyn Analysis>],
     size: usize,
@@ -124,7 +124,7 @@ enum Upload {
 
 /// A frame enqueued on a slot: what the host kept of it.
 #[derive(Debug)]
-pub struct Enqueued {
+pub(crate) struct Enqueued {
     /// The packed RGB frame, when the source is colour (the host has it anyway).
     pub rgb: Option<Arc<Image<[u8; 3]>>>,
     /// What keeps a device frame's planes allocated until the slot's work is done.
@@ -328,7 +328,7 @@ impl Slot {
 }
 
 /// Disjoint borrows of a slot (see [`Slot::parts`]).
-pub struct SlotParts<'a> {
+pub(crate) struct SlotParts<'a> {
     /// The frame on the device, `None` before the first enqueue.
     pub base: Option<DeviceImage<'a, u8>>,
     /// One stage per analysis.

@@ -299,7 +299,7 @@ fn start_frame(
 
 /// Grey (and colour) views of a frame for the CPU analyses.
 #[must_use]
-pub fn frame_input(index: u64, image: DynImage) -> FrameInput {
+pub(crate) fn frame_input(index: u64, image: DynImage) -> FrameInput {
     let (gray, rgb, gray16) = match image {
         DynImage::Rgb8(rgb) => (
             preprocess::rgb_to_gray(rgb.view()),

@@ -20,7 +20,7 @@ use super::settings::{BrokerUrl, PublishSettings, Secret};
 
 /// Reconnection and packet limits.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnectionTuning {
+pub(crate) struct ConnectionTuning {
     /// First wait after a failure: short, so a broker restart costs little.
     pub first_backoff: Duration,
     /// Longest wait between attempts at an unreachable broker: bounds the time to notice it is back.
@@ -36,7 +36,7 @@ pub struct ConnectionTuning {
 }
 
 /// The shipped limits.
-pub const TUNING: ConnectionTuning = ConnectionTuning {
+pub(crate) const TUNING: ConnectionTuning = ConnectionTuning {
     first_backoff: Duration::from_millis(100),
     max_backoff: Duration::from_secs(5),
     max_backoff_refused: Duration::from_secs(30),
@@ -85,7 +85,7 @@ impl Shared {
 }
 
 /// rumqttc options for `url` with these settings and credentials.
-pub fn mqtt_options(
+pub(crate) fn mqtt_options(
     url: &BrokerUrl,
     settings: &PublishSettings,
     credentials: Option<(String, Secret)>,
@@ -118,7 +118,7 @@ pub fn mqtt_options(
 }
 
 /// Network options of the event loop.
-pub fn network_options() -> NetworkOptions {
+pub(crate) fn network_options() -> NetworkOptions {
     let mut n = NetworkOptions::new();
     n.set_connection_timeout(TUNING.connect_timeout_seconds);
     n.set_tcp_nodelay(true);
@@ -165,7 +165,7 @@ fn tls_config(ca_file: &str) -> Result<rustls::ClientConfig, PublishError> {
 
 /// Why a broker refused a login, in words.
 #[must_use]
-pub fn refusal_reason(code: ConnectReturnCode) -> &'static str {
+pub(crate) fn refusal_reason(code: ConnectReturnCode) -> &'static str {
     match code {
         ConnectReturnCode::BadUserNamePassword => {
             "bad user name or password (check publish.username/password or MORPHOSCOPE_MQTT_USERNAME/PASSWORD)"
@@ -194,7 +194,7 @@ fn pause(shared: &Shared, d: Duration) {
 
 /// Drives the event loop until [`Shared::stop`], a DISCONNECT written, or every producer gone.
 /// `broker` names the broker in log lines; `queue` is the queue's bound (for the messages).
-pub fn drive(mut connection: Connection, shared: &Shared, broker: &str, queue: usize) {
+pub(crate) fn drive(mut connection: Connection, shared: &Shared, broker: &str, queue: usize) {
     let mut backoff = TUNING.first_backoff;
     let mut outage_logged = false;
     let mut refusal_logged = None;

@@ -101,7 +101,7 @@ pub struct PublishReport {
 }
 
 /// How often [`Publisher::finish`] shows its caller the counts while it waits for the broker.
-pub const FLUSH_TICK: Duration = Duration::from_millis(50);
+pub(crate) const FLUSH_TICK: Duration = Duration::from_millis(50);
 
 /// The per-stream drop counters, shared by every handle of a stream.
 type StreamDrops = Mutex<BTreeMap<usize, Arc<AtomicU64>>>;
@@ -151,7 +151,7 @@ impl Publisher {
 
     /// The publisher of stream `index` (its drops are counted apart: an index is never reused
     /// in a run), whose topics are `PREFIX/<id>/…` (`id`: the index itself for the streams of
-    /// the command line, the id a service gave; at most [`topic::MAX_STREAM_ID_BYTES`], checked
+    /// the command line, the id a service gave; at most `topic::MAX_STREAM_ID_BYTES`, checked
     /// by whoever names the stream).
     #[must_use]
     pub fn stream(&self, index: usize, id: &str) -> StreamPublisher {
@@ -198,7 +198,7 @@ impl Publisher {
     /// ones, disconnects and reports. Returns by the deadline (plus a moment for the thread to
     /// notice) whatever the broker does; a thread stuck in a connection attempt is left to end
     /// with the process. While it waits, `waiting` sees the counts every
-    /// [`FLUSH_TICK`]; when it answers [`ControlFlow::Break`] (a stop signal) the wait ends at
+    /// `FLUSH_TICK`; when it answers [`ControlFlow::Break`] (a stop signal) the wait ends at
     /// once and what is not acknowledged counts as dropped.
     pub fn finish(
         mut self,

@@ -10,16 +10,16 @@ use serde::{Deserialize, Serialize};
 use super::PublishError;
 
 /// Environment variable with the broker user name (wins over `publish.username`).
-pub const USERNAME_ENV: &str = "MORPHOSCOPE_MQTT_USERNAME";
+pub(crate) const USERNAME_ENV: &str = "MORPHOSCOPE_MQTT_USERNAME";
 /// Environment variable with the broker password (wins over `publish.password`).
-pub const PASSWORD_ENV: &str = "MORPHOSCOPE_MQTT_PASSWORD";
+pub(crate) const PASSWORD_ENV: &str = "MORPHOSCOPE_MQTT_PASSWORD";
 
 /// Port of `mqtt://` URLs without one (IANA).
-pub const MQTT_PORT: u16 = 1883;
+pub(crate) const MQTT_PORT: u16 = 1883;
 /// Port of `mqtts://` URLs without one (IANA).
-pub const MQTTS_PORT: u16 = 8883;
+pub(crate) const MQTTS_PORT: u16 = 8883;
 /// Topic prefix of URLs without a path.
-pub const DEFAULT_PREFIX: &str = "morphoscope";
+pub(crate) const DEFAULT_PREFIX: &str = "morphoscope";
 
 /// A password: compared and read by the publisher, never printed or serialised.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
@@ -41,7 +41,7 @@ impl Secret {
 
     /// The password itself, for the MQTT CONNECT packet only.
     #[must_use]
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -118,7 +118,7 @@ impl PublishSettings {
     /// The user name and password to log in with: the environment's (read through `env`) win
     /// over the file's. `None`: anonymous. A password without a user name is an error (MQTT
     /// 3.1.1 sends a password only after a user name).
-    pub fn credentials(
+    pub(crate) fn credentials(
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<(String, Secret)>, PublishError> {
@@ -140,7 +140,7 @@ impl PublishSettings {
     /// The client id: `client_id`, else `morphoscope-<host>-<pid>` (unique per process, so two
     /// runs on one host do not take each other's session).
     #[must_use]
-    pub fn client_id_or_default(&self) -> String {
+    pub(crate) fn client_id_or_default(&self) -> String {
         if !self.client_id.is_empty() {
             return self.client_id.clone();
         }

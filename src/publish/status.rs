@@ -1,6 +1,6 @@
 //! The once-a-second status message of a stream: a [`StatusClock`] turns the run's counters
 //! into a [`StreamStatus`] (fps over the last period) and hands it to the stream's publisher
-//! when a period has passed, so a frame loop calls [`StatusClock::tick`] as often as it likes.
+//! when a period has passed, so a frame loop calls `StatusClock::tick` as often as it likes.
 
 use std::time::{Duration, Instant};
 
@@ -8,9 +8,9 @@ use super::{StreamPublisher, StreamStatus};
 use crate::stats::CounterSnapshot;
 
 /// Time between two status messages of a stream.
-pub const STATUS_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const STATUS_EVERY: Duration = Duration::from_secs(1);
 
-/// Sends a stream's status every [`STATUS_EVERY`].
+/// Sends a stream's status every `STATUS_EVERY`.
 pub struct StatusClock {
     publisher: StreamPublisher,
     last: Instant,
@@ -32,7 +32,7 @@ impl StatusClock {
 
     /// Whether the stream's live source is lost and being reopened, from the next status on
     /// (which goes out at once).
-    pub fn set_reconnecting(&mut self, reconnecting: bool) {
+    pub(crate) fn set_reconnecting(&mut self, reconnecting: bool) {
         self.reconnecting = reconnecting;
         self.last = Instant::now()
             .checked_sub(STATUS_EVERY)
@@ -41,7 +41,7 @@ impl StatusClock {
 
     /// Sends a status when a period has passed since the last one (or at once with `now`:
     /// the final status of a run). `errors`: the stream's errors so far.
-    pub fn tick(&mut self, counters: &CounterSnapshot, errors: u64, now: bool) {
+    pub(crate) fn tick(&mut self, counters: &CounterSnapshot, errors: u64, now: bool) {
         let elapsed = self.last.elapsed();
         if !now && elapsed < STATUS_EVERY {
             return;
@@ -60,7 +60,7 @@ impl StatusClock {
 /// read at slightly different moments are made consistent: `frames_in` is at least
 /// `frames_out + dropped`.
 #[must_use]
-pub fn status_over(
+pub(crate) fn status_over(
     counters: &CounterSnapshot,
     errors: u64,
     frames_out_before: u64,

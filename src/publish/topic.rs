@@ -7,40 +7,40 @@
 //!   forbids or discourages them and mosquitto drops the connection on them;
 //! - no leading `$`: those topics belong to the broker (`$SYS/…`), which does not deliver a
 //!   client's messages there;
-//! - at most [`MAX_TOPIC_BYTES`] for the whole topic: MQTT writes a topic's length on 16 bits,
+//! - at most `MAX_TOPIC_BYTES` for the whole topic: MQTT writes a topic's length on 16 bits,
 //!   a longer one wraps and the broker reads the rest as payload; the prefix leaves room for the
-//!   longest suffix ([`LONGEST_SUFFIX_BYTES`]);
-//! - at most [`MAX_TOPIC_LEVELS`] levels for the whole topic (mosquitto's limit; a deeper topic
+//!   longest suffix (`LONGEST_SUFFIX_BYTES`);
+//! - at most `MAX_TOPIC_LEVELS` levels for the whole topic (mosquitto's limit; a deeper topic
 //!   is refused).
 //!
 //! Topics are UTF-8 by construction (a Rust string; `run --publish` refuses an argument that is
 //! not UTF-8).
 
 /// MQTT's limit on a topic name, bytes (its length is a 16-bit number).
-pub const MAX_TOPIC_BYTES: usize = 65_535;
+pub(crate) const MAX_TOPIC_BYTES: usize = 65_535;
 
 /// The longest stream id, bytes (a stream's topic level: its index, or the id a service gave).
-pub const MAX_STREAM_ID_BYTES: usize = 64;
+pub(crate) const MAX_STREAM_ID_BYTES: usize = 64;
 
 /// The longest suffix the publisher appends to the prefix: `/<stream id>/status` with the
 /// longest id.
-pub const LONGEST_SUFFIX_BYTES: usize = 1 + MAX_STREAM_ID_BYTES + "/status".len();
+pub(crate) const LONGEST_SUFFIX_BYTES: usize = 1 + MAX_STREAM_ID_BYTES + "/status".len();
 
 /// Topic levels mosquitto accepts at most in a topic (its `TOPIC_HIERARCHY_LIMIT`).
-pub const MAX_TOPIC_LEVELS: usize = 200;
+pub(crate) const MAX_TOPIC_LEVELS: usize = 200;
 
 /// Levels the publisher appends to the prefix (`<stream>/status`).
 const SUFFIX_LEVELS: usize = 2;
 
 /// The longest prefix, bytes.
-pub const MAX_PREFIX_BYTES: usize = MAX_TOPIC_BYTES - LONGEST_SUFFIX_BYTES;
+pub(crate) const MAX_PREFIX_BYTES: usize = MAX_TOPIC_BYTES - LONGEST_SUFFIX_BYTES;
 
 /// The most levels a prefix may have.
-pub const MAX_PREFIX_LEVELS: usize = MAX_TOPIC_LEVELS - SUFFIX_LEVELS;
+pub(crate) const MAX_PREFIX_LEVELS: usize = MAX_TOPIC_LEVELS - SUFFIX_LEVELS;
 
 /// Checks a topic prefix (without leading or trailing `/`); the error names the rule broken and
 /// shows the prefix as typed (escaped, and shortened when long).
-pub fn check_prefix(prefix: &str) -> Result<(), String> {
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
     let shown = shown(prefix);
     let bad = |rule: String| Err(format!("the topic prefix {shown} {rule}"));
     if prefix.contains(['+', '#']) {

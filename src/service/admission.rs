@@ -39,7 +39,7 @@ impl Admission {
 
     /// The source `text` as a client gave it, when the rule lets it in. A file is a path under
     /// the media root (relative to it, or absolute inside it; `file://` too).
-    pub fn admit(&self, text: &str) -> Result<SourceSpec, ServiceError> {
+    pub(crate) fn admit(&self, text: &str) -> Result<SourceSpec, ServiceError> {
         let text = text.trim();
         let refused = |why: &str| ServiceError::Refused(format!("source refused: {why}"));
         if text.contains('!') || text.contains("appsink") {

@@ -25,7 +25,7 @@ use super::metrics::Metrics;
 use super::streams::{Origin, Streams};
 
 /// The largest request body read.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// How long a request body may take to arrive.
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -20,7 +20,7 @@ use crate::analysis::AnalysedFrame;
 use crate::stats::CounterSnapshot;
 
 /// The `Content-Type` of the OpenMetrics text format (what Prometheus asks for first).
-pub const OPENMETRICS_CONTENT_TYPE: &str =
+pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A stream's series.
@@ -191,7 +191,7 @@ impl Metrics {
     }
 
     /// Removes every series of stream `id`.
-    pub fn forget(&self, id: &str) {
+    pub(crate) fn forget(&self, id: &str) {
         let label = StreamLabel {
             stream: id.to_owned(),
         };
@@ -221,7 +221,7 @@ impl Metrics {
     }
 
     /// Sets the memory in use on `device` (e.g. `cuda:0`).
-    pub fn set_gpu_memory_used(&self, device: &str, bytes: u64) {
+    pub(crate) fn set_gpu_memory_used(&self, device: &str, bytes: u64) {
         self.gpu_memory
             .get_or_create(&DeviceLabel {
                 device: device.to_owned(),
@@ -231,7 +231,10 @@ impl Metrics {
 
     /// The exposition: OpenMetrics text when `openmetrics`, else Prometheus text 0.0.4 (what
     /// `curl` and `promtool` read); with its `Content-Type`.
-    pub fn encode(&self, openmetrics: bool) -> Result<(String, &'static str), std::fmt::Error> {
+    pub(crate) fn encode(
+        &self,
+        openmetrics: bool,
+    ) -> Result<(String, &'static str), std::fmt::Error> {
         let mut text = String::new();
         if openmetrics {
             prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
@@ -314,7 +317,7 @@ impl StreamMetrics {
     }
 
     /// The stream runs and delivers (`true`), or starts, reconnects or ends.
-    pub fn set_up(&self, up: bool) {
+    pub(crate) fn set_up(&self, up: bool) {
         self.up.set(i64::from(up));
     }
 

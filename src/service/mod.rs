@@ -10,7 +10,7 @@
 //! its own thread beside the streams, never in their path: handlers read the metrics and the
 //! streams' views, and send commands — add ([`Streams::add`]), remove ([`Streams::remove`],
 //! which finishes the stream's files exactly as Ctrl+C does), new analysis settings
-//! ([`Streams::change_settings`], from each stream's next frame). Each stream is a
+//! (`Streams::change_settings`, from each stream's next frame). Each stream is a
 //! [`crate::lifecycle`] stream: the same state machine, reconnection and finishing path as the
 //! streams of the command line.
 

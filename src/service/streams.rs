@@ -41,7 +41,7 @@ pub enum Origin {
 /// What every stream of a service shares.
 pub struct StreamsConfig {
     /// The settings new streams start with (their analysis settings change with
-    /// [`Streams::change_settings`]).
+    /// `Streams::change_settings`).
     pub settings: Settings,
     /// One backend per device; stream `index` runs on `backends[index % len]`.
     pub backends: Vec<Backend>,
@@ -350,7 +350,7 @@ impl Streams {
 
     /// The streams that did not deliver a frame within `within`, each with why.
     #[must_use]
-    pub fn unready(&self, within: Duration) -> Vec<(String, String)> {
+    pub(crate) fn unready(&self, within: Duration) -> Vec<(String, String)> {
         lock(&self.table)
             .iter()
             .filter_map(|(id, e)| {
@@ -385,7 +385,7 @@ impl Streams {
     /// Changes analysis settings of the service and of every stream (`section.key` to a value,
     /// checked as `--set` is): applied from each stream's next frame, and to streams added
     /// later. Nothing changes when one change is refused.
-    pub fn change_settings(
+    pub(crate) fn change_settings(
         &self,
         changes: &[(String, toml::Value)],
     ) -> Result<OpSettings, ServiceError> {
@@ -408,7 +408,7 @@ impl Streams {
     }
 
     /// Changes the analysis settings of stream `id` only, from its next frame.
-    pub fn change_stream_settings(
+    pub(crate) fn change_stream_settings(
         &self,
         id: &str,
         changes: &[(String, toml::Value)],
@@ -425,7 +425,7 @@ impl Streams {
     }
 
     /// The analysis settings stream `id` runs with now.
-    pub fn stream_settings(&self, id: &str) -> Result<OpSettings, ServiceError> {
+    pub(crate) fn stream_settings(&self, id: &str) -> Result<OpSettings, ServiceError> {
         lock(&self.table)
             .get(id)
             .map(|e| e.ops.clone())
@@ -447,13 +447,13 @@ impl Streams {
     }
 
     /// Asks every stream to stop for `cause` (a signal number); [`Streams::finish`] waits.
-    pub fn stop_all(&self, cause: i32) {
+    pub(crate) fn stop_all(&self, cause: i32) {
         for e in lock(&self.table).values() {
             e.stop.ask(cause);
         }
     }
 
-    /// Waits for every stream to end (after [`Streams::stop_all`]), in the order they were
+    /// Waits for every stream to end (after `Streams::stop_all`), in the order they were
     /// added, and for removals in progress, then hands back the broker connection for the
     /// caller to finish.
     pub fn finish(&self) -> (Vec<FinishedStream>, Option<Publisher>) {
@@ -512,7 +512,7 @@ impl Streams {
     }
 }
 
-/// A stream id: 1 to [`MAX_STREAM_ID_BYTES`] ASCII letters, digits, `_`, `-`, `.`, not starting
+/// A stream id: 1 to `MAX_STREAM_ID_BYTES` ASCII letters, digits, `_`, `-`, `.`, not starting
 /// with `.` or `-` (a folder name and an MQTT topic level as they are).
 pub fn check_id(id: &str) -> Result<(), ServiceError> {
     let ok = !id.is_empty()

@@ -2,9 +2,9 @@
 //! the stream's format; GStreamer's nvcodec plugin registers NVDEC decoders (`nvh264dec`,
 //! `nvh265dec`, `nvvp9dec`, `nvav1dec`, …) only where the NVIDIA driver and a device are
 //! present, and not always above the software ones (`avdec_h264`, `openh264dec`, …). So once per
-//! process [`prefer_nvdec`] raises every registered NVDEC decoder above the software decoders:
+//! process `prefer_nvdec` raises every registered NVDEC decoder above the software decoders:
 //! with the plugin, NVDEC decodes; without it, nothing changes. The decoder actually plugged is
-//! reported by the source ([`super::StreamInfo::decoder`]) and [`kind`] says which it is.
+//! reported by the source (`super::StreamInfo::decoder`) and [`kind`] says which it is.
 //!
 //! Jetson's `nvv4l2decoder` (NVDEC through V4L2) is raised the same way, but only where
 //! `nvvidconv` is installed too: it outputs NVMM memory that only `nvvidconv` reads (the source
@@ -19,7 +19,7 @@ use gstreamer::prelude::*;
 use super::elements::VideoElements;
 
 /// NVDEC decoders of GStreamer's nvcodec plugin, by the names its versions register.
-pub const NVDEC_DECODERS: &[&str] = &[
+pub(crate) const NVDEC_DECODERS: &[&str] = &[
     "nvh264dec",
     "nvh265dec",
     "nvav1dec",
@@ -34,7 +34,7 @@ pub const NVDEC_DECODERS: &[&str] = &[
 ];
 
 /// Jetson's NVDEC decoder (JetPack's V4L2 plugin): preferred over every other where present.
-pub const JETSON_DECODER: &str = "nvv4l2decoder";
+pub(crate) const JETSON_DECODER: &str = "nvv4l2decoder";
 
 /// Rank given to NVDEC decoders: above `PRIMARY`, the rank of the software decoders
 /// (`avdec_*`), so decodebin tries NVDEC first and falls back when it refuses a stream.
@@ -44,7 +44,7 @@ const NVDEC_RANK_ABOVE_PRIMARY: i32 = 10;
 /// [`JETSON_DECODER`] where it and `nvvidconv` are registered, then [`NVDEC_DECODERS`] in order:
 /// the ones [`prefer_nvdec`] raises.
 #[must_use]
-pub fn nvdec_among<'a>(registered: impl Fn(&str) -> bool + 'a) -> Vec<&'static str> {
+pub(crate) fn nvdec_among<'a>(registered: impl Fn(&str) -> bool + 'a) -> Vec<&'static str> {
     let jetson = VideoElements::among(&registered).nvv4l2_decodes();
     let mut out: Vec<&'static str> = if jetson {
         vec![JETSON_DECODER]
@@ -67,7 +67,7 @@ pub fn kind(element: &str) -> &'static str {
 
 /// Raises every registered NVDEC decoder above the software decoders, once per process (after
 /// `gst::init`). Returns the decoders raised (empty without nvcodec).
-pub fn prefer_nvdec() -> Vec<&'static str> {
+pub(crate) fn prefer_nvdec() -> Vec<&'static str> {
     static ONCE: Once = Once::new();
     let registry = gst::Registry::get();
     let raised = nvdec_among(|n| registry.lookup_feature(n).is_some());

@@ -5,9 +5,9 @@
 //! through, so where it is installed every decoded stream goes through it before `videoconvert`,
 //! whichever decoder decodebin plugged.
 //!
-//! [`VideoElements`] records which of these elements the registry has; it is built from a set
-//! of factory names ([`VideoElements::among`]) so the choices are tested without a Jetson, and
-//! from GStreamer's registry at run time ([`VideoElements::installed`]).
+//! `VideoElements` records which of these elements the registry has; it is built from a set
+//! of factory names (`VideoElements::among`) so the choices are tested without a Jetson, and
+//! from GStreamer's registry at run time (`VideoElements::installed`).
 
 use gstreamer as gst;
 
@@ -57,12 +57,12 @@ impl VideoElements {
     /// True when `nvv4l2decoder` can be used: it is installed and `nvvidconv` can read its NVMM
     /// output.
     #[must_use]
-    pub fn nvv4l2_decodes(&self) -> bool {
+    pub(crate) fn nvv4l2_decodes(&self) -> bool {
         self.nvv4l2decoder && self.nvvidconv
     }
 
     /// The head of a CSI camera pipeline (up to `videoconvert`), or why there is none.
-    pub fn csi_camera(&self, sensor_id: u32) -> Result<String, String> {
+    pub(crate) fn csi_camera(&self, sensor_id: u32) -> Result<String, String> {
         match (self.nvarguscamerasrc, self.nvvidconv) {
             (true, true) => Ok(format!(
                 "nvarguscamerasrc sensor-id={sensor_id} ! video/x-raw(memory:NVMM) ! nvvidconv ! video/x-raw ! "

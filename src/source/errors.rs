@@ -32,7 +32,7 @@ pub(super) struct BusError {
 
 impl BusError {
     /// Reads an error message.
-    pub fn from_message(e: &gst::message::Error) -> Self {
+    pub(crate) fn from_message(e: &gst::message::Error) -> Self {
         let err = e.error();
         let vagueness = if err.kind::<gst::ResourceError>().is_some() {
             0

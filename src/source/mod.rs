@@ -8,7 +8,7 @@
 //! which the source is finished. Dropping a `Source` sets the pipeline to NULL.
 //!
 //! What the stream turned out to be is asked of GStreamer, not guessed from the SOURCE string
-//! ([`StreamInfo`]): a source is *live* when its pipeline says so (no preroll in PAUSED, or a source
+//! (`StreamInfo`): a source is *live* when its pipeline says so (no preroll in PAUSED, or a source
 //! element with `is-live` set), which makes cameras and RTSP live and an HTTP file a file; the nominal frame
 //! rate comes from the negotiated caps; the decoder is the element decodebin plugged
 //! ([`decoder`] prefers NVDEC when GStreamer's nvcodec plugin registers).
@@ -210,7 +210,7 @@ impl SourceError {
     /// a network that fails, a stall), so that trying again later makes sense; a bad SOURCE, a
     /// pipeline that does not parse, a missing decoder or format, or a stop do not pass.
     #[must_use]
-    pub fn may_pass(&self) -> bool {
+    pub(crate) fn may_pass(&self) -> bool {
         matches!(
             self,
             Self::NotFound(_) | Self::Stream { .. } | Self::Stalled { .. } | Self::Network { .. }
@@ -254,7 +254,7 @@ impl std::fmt::Display for FrameRate {
 
 /// What the source's GStreamer pipeline said about its stream.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct StreamInfo {
+pub(crate) struct StreamInfo {
     /// Frames come in real time whether or not they are taken (cameras, RTSP, `is-live=true`
     /// test sources): the pipeline drops what it cannot analyse. Files, HTTP files and test
     /// patterns are not live and lose nothing.
@@ -268,7 +268,7 @@ pub struct StreamInfo {
 
 /// How a [`Source`] is opened.
 #[derive(Clone, Debug)]
-pub struct SourceOptions {
+pub(crate) struct SourceOptions {
     /// Pixel format the appsink negotiates.
     pub format: FrameFormat,
     /// Size and length of `test` sources.

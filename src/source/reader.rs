@@ -64,7 +64,7 @@ pub fn init() -> Result<(), SourceError> {
 }
 
 impl Source {
-    /// [`Source::open_with`] with the default timeout and no interrupt flag.
+    /// `Source::open_with` with the default timeout and no interrupt flag.
     pub fn open(
         spec: &SourceSpec,
         format: FrameFormat,
@@ -89,7 +89,7 @@ impl Source {
     /// sources are real time by nature and never synced (that would only add latency); they are
     /// recognised by what their pipeline answers (no preroll in PAUSED, or a source element
     /// whose `is-live` is set).
-    pub fn open_with(spec: &SourceSpec, opts: &SourceOptions) -> Result<Self, SourceError> {
+    pub(crate) fn open_with(spec: &SourceSpec, opts: &SourceOptions) -> Result<Self, SourceError> {
         init()?;
         let desc = spec.pipeline_description(&opts.test)?;
         let element = gst::parse::launch(&desc)
@@ -204,13 +204,13 @@ impl Source {
 
     /// What GStreamer said about the stream so far (complete once the first frame arrived).
     #[must_use]
-    pub fn stream_info(&self) -> StreamInfo {
+    pub(crate) fn stream_info(&self) -> StreamInfo {
         self.info.clone()
     }
 
     /// Estimated number of frames (duration × frame rate) when the stream says, else `None`.
     #[must_use]
-    pub fn estimated_frames(&self) -> Option<u64> {
+    pub(crate) fn estimated_frames(&self) -> Option<u64> {
         let dur = self.pipeline.query_duration::<gst::ClockTime>()?;
         let caps = self.sink.static_pad("sink")?.current_caps()?;
         let info = gst_video::VideoInfo::from_caps(&caps).ok()?;

@@ -1,4 +1,4 @@
-//! A live source that comes back. [`Reconnecting`] wraps a [`Source`]: when a live source
+//! A live source that comes back. `Reconnecting` wraps a [`Source`]: when a live source
 //! errors, stalls past its timeout or ends, its GStreamer pipeline is set to NULL and dropped,
 //! and a new one is opened after a delay that doubles from `initial` up to `max` (exponential
 //! backoff), until a frame arrives again, the interrupt flag is set (a stop) or `give_up` has
@@ -31,7 +31,7 @@ pub struct ReconnectPolicy {
 impl ReconnectPolicy {
     /// The delay before attempt `attempt` (1, 2, …): `initial`, doubled each time, at most `max`.
     #[must_use]
-    pub fn delay(&self, attempt: u32) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
         let doublings = attempt.saturating_sub(1).min(30);
         self.initial
             .saturating_mul(1u32 << doublings)
@@ -64,7 +64,7 @@ pub enum SourceChange {
 }
 
 /// A source that reopens itself when it is live and lost (see the module).
-pub struct Reconnecting {
+pub(crate) struct Reconnecting {
     src: Option<Source>,
     spec: SourceSpec,
     opts: SourceOptions,
@@ -121,7 +121,7 @@ impl Reconnecting {
     /// loss, so a stream server that is down when the run starts is waited for
     /// ([`SourceSpec::awaited_at_start`]).
     #[must_use]
-    pub fn unopened(
+    pub(crate) fn unopened(
         spec: SourceSpec,
         opts: SourceOptions,
         policy: ReconnectPolicy,
@@ -144,7 +144,7 @@ impl Reconnecting {
 
     /// What the current source reported (complete once its first frame was decoded).
     #[must_use]
-    pub fn stream_info(&self) -> super::StreamInfo {
+    pub(crate) fn stream_info(&self) -> super::StreamInfo {
         self.src
             .as_ref()
             .map(Source::stream_info)

@@ -74,7 +74,7 @@ impl Default for TestSourceOptions {
 }
 
 /// videotestsrc patterns accepted after `test:`.
-pub const TEST_PATTERNS: &[&str] = &[
+pub(crate) const TEST_PATTERNS: &[&str] = &[
     "smpte",
     "snow",
     "black",
@@ -108,7 +108,7 @@ impl SourceSpec {
     /// server may be down for a while. A camera device missing at the start is most often a
     /// wrong number, and an HTTP URL or a pipeline may not be live at all: those are errors.
     #[must_use]
-    pub fn awaited_at_start(&self) -> bool {
+    pub(crate) fn awaited_at_start(&self) -> bool {
         match self {
             Self::Uri(u) => {
                 let scheme = u.split_once("://").map_or("", |(s, _)| s);
@@ -203,7 +203,7 @@ impl SourceSpec {
     }
 
     /// [`Self::pipeline_description`] for a given set of Jetson elements.
-    pub fn pipeline_description_with(
+    pub(crate) fn pipeline_description_with(
         &self,
         test: &TestSourceOptions,
         elements: &VideoElements,

@@ -8,7 +8,7 @@
 //! frame inside each component's box). Tracks keep a running average of the appearance of the
 //! components they were matched to alone and in full view.
 //!
-//! [`Appearance::difference`] is the mean of three normalised terms: `|ln(area ratio)|` over
+//! `Appearance::difference` is the mean of three normalised terms: `|ln(area ratio)|` over
 //! `ln(shape_tolerance²)`, the larger `|ln(axis ratio)|` over `ln(shape_tolerance)`, and the
 //! grey-level difference over `grey_tolerance` (left out when either side has no grey level).
 //! 1 means "at the tolerance" on average.
@@ -85,7 +85,7 @@ impl Appearance {
 
     /// Normalised difference (see the module docs), at most [`Tuning::max_difference`].
     #[must_use]
-    pub fn difference(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> f64 {
+    pub(crate) fn difference(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> f64 {
         let ln_tol = shape_tolerance.ln();
         let area = (o.logs[0] - self.logs[0]).abs() / (2.0 * ln_tol);
         let shape = (o.logs[1] - self.logs[1])
@@ -103,7 +103,7 @@ impl Appearance {
     /// this average: grey levels within `grey_tolerance` when both are known, and an area not
     /// larger than `shape_tolerance²` times this one nor smaller than a fifth of it.
     #[must_use]
-    pub fn may_be(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> bool {
+    pub(crate) fn may_be(&self, o: &Self, shape_tolerance: f64, grey_tolerance: f64) -> bool {
         let ratio = o.area / self.area;
         let grey_ok = match (self.grey, o.grey) {
             (Some(a), Some(b)) => (a - b).abs() <= grey_tolerance,

@@ -16,7 +16,7 @@ use super::tuning::Tuning;
 
 /// A gated pair and its cost.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Track index.
     pub track: usize,
     /// Detection index.
@@ -27,7 +27,7 @@ pub struct Candidate {
 
 /// Detection boxes bucketed by square cells.
 #[derive(Clone, Debug, Default)]
-pub struct BoxGrid {
+pub(crate) struct BoxGrid {
     cell: f64,
     cols: usize,
     rows: usize,
@@ -39,7 +39,7 @@ pub struct BoxGrid {
 impl BoxGrid {
     /// Fills the grid with `boxes` (`[left, top, width, height]`) over a `width` x `height`
     /// frame (boxes outside are clamped to the border cells).
-    pub fn rebuild(&mut self, width: usize, height: usize, cell: f64, boxes: &[[f64; 4]]) {
+    pub(crate) fn rebuild(&mut self, width: usize, height: usize, cell: f64, boxes: &[[f64; 4]]) {
         self.cell = cell.max(8.0);
         self.cols = ((width as f64 / self.cell).ceil() as usize).max(1);
         self.rows = ((height as f64 / self.cell).ceil() as usize).max(1);
@@ -102,7 +102,11 @@ fn find(parent: &mut [usize], mut x: usize) -> usize {
 /// For each of `tracks` tracks, the detection it is assigned to among the candidates (see the
 /// module docs); every detection is assigned at most once.
 #[must_use]
-pub fn assign_sparse(tracks: usize, dets: usize, candidates: &[Candidate]) -> Vec<Option<usize>> {
+pub(crate) fn assign_sparse(
+    tracks: usize,
+    dets: usize,
+    candidates: &[Candidate],
+) -> Vec<Option<usize>> {
     let mut out = vec![None; tracks];
     if candidates.is_empty() {
         return out;

@@ -8,7 +8,7 @@
 
 /// For each row, its assigned column (`None` when there are more rows than columns).
 #[must_use]
-pub fn assign(cost: &[Vec<f64>]) -> Vec<Option<usize>> {
+pub(crate) fn assign(cost: &[Vec<f64>]) -> Vec<Option<usize>> {
     let n = cost.len();
     let m = cost.first().map_or(0, Vec::len);
     if n == 0 || m == 0 {

@@ -29,7 +29,7 @@ impl Kalman1 {
 
     /// One time step of `dt` frames: `x = F x`, `P = F P Fᵀ + Q` with acceleration variance
     /// `q`.
-    pub fn predict(&mut self, q: f64, dt: f64) {
+    pub(crate) fn predict(&mut self, q: f64, dt: f64) {
         let [p, v] = self.x;
         self.x = [p + v * dt, v];
         let [[a, b], [_, d]] = self.p;
@@ -65,7 +65,7 @@ impl Kalman1 {
 
     /// Velocity (per frame).
     #[must_use]
-    pub fn vel(&self) -> f64 {
+    pub(crate) fn vel(&self) -> f64 {
         self.x[1]
     }
 }
@@ -87,7 +87,7 @@ impl BoxFilter {
     }
 
     /// Predicts `dt` frames ahead (sizes are kept positive).
-    pub fn predict(&mut self, q: f64, dt: f64) {
+    pub(crate) fn predict(&mut self, q: f64, dt: f64) {
         for a in &mut self.axes {
             a.predict(q, dt);
         }
@@ -104,14 +104,14 @@ impl BoxFilter {
     }
 
     /// Folds in a centroid measurement `[cx, cy]` only; the size is left as it is.
-    pub fn update_centroid(&mut self, z: [f64; 2], r: f64) {
+    pub(crate) fn update_centroid(&mut self, z: [f64; 2], r: f64) {
         self.axes[0].update(z[0], r);
         self.axes[1].update(z[1], r);
     }
 
     /// Sets the box size to `[w, h]` and its rate of change to 0: a hidden object keeps the
     /// size it had when last seen whole.
-    pub fn hold_size(&mut self, size: [f64; 2]) {
+    pub(crate) fn hold_size(&mut self, size: [f64; 2]) {
         for (a, s) in self.axes[2..].iter_mut().zip(size) {
             a.x = [s.max(1.0), 0.0];
             a.p[0][1] = 0.0;

@@ -7,11 +7,11 @@
 //! gave it (unless that one is tentative) and takes candidates nearest first while the
 //! component is big enough to hold them all, [`holds`]: `area >= largest member +
 //! merge_area_share · (sum of the others)` (areas of the tracks' running appearance), and no
-//! member below [`Tuning::min_member_share`] of the
+//! member below `Tuning::min_member_share` of the
 //! largest. A group of two or more is a merge.
 //!
 //! Members are not updated with the shared component's measurement (it describes none of
-//! them). Each keeps its own prediction, corrected by [`place_members`], axis by axis: the
+//! them). Each keeps its own prediction, corrected by `place_members`, axis by axis: the
 //! members' predicted offsets from their area-weighted mean are scaled (their order kept) so
 //! that their boxes together span the component's box, all are moved by one common shift so
 //! that the mean falls on the component's centroid, and each box is pushed inside the
@@ -25,7 +25,7 @@ use super::tuning::Tuning;
 
 /// One merge group: a detection and the tracks it holds.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Group {
+pub(crate) struct Group {
     /// Detection index.
     pub det: usize,
     /// Track indices, the first being the one the association matched (when not tentative).
@@ -44,7 +44,7 @@ pub fn holds(area: f64, areas: &[f64], share: f64) -> bool {
 /// Builds the group of one detection: `first` (the matched track, if any) then `candidates`
 /// sorted by distance, each kept while [`holds`] stays true. Returns the members.
 #[must_use]
-pub fn grow_group(
+pub(crate) fn grow_group(
     area: f64,
     first: Option<(usize, f64)>,
     candidates: &[(usize, f64, f64)],
@@ -74,7 +74,7 @@ pub fn grow_group(
 /// members' predicted centroids, `sizes` their box sizes `[w, h]`, `areas` their areas;
 /// `bbox` and `centroid` the shared component's box and centroid.
 #[must_use]
-pub fn place_members(
+pub(crate) fn place_members(
     predicted: &[[f64; 2]],
     sizes: &[[f64; 2]],
     areas: &[f64],
@@ -149,7 +149,7 @@ fn spread_to_fit(d: &[f64], sizes: &[f64], span: f64) -> f64 {
 /// The part of box `b` inside box `outer` (both `[left, top, width, height]`); `b` itself when
 /// they do not meet.
 #[must_use]
-pub fn clip_box(b: [f64; 4], outer: [f64; 4]) -> [f64; 4] {
+pub(crate) fn clip_box(b: [f64; 4], outer: [f64; 4]) -> [f64; 4] {
     let (l, t) = (b[0].max(outer[0]), b[1].max(outer[1]));
     let (r, bt) = (
         (b[0] + b[2]).min(outer[0] + outer[2]),

@@ -22,7 +22,7 @@ pub type FrameBoxes = Vec<(u64, [f64; 4])>;
 /// Intersection over union of two `[left, top, width, height]` boxes (pixel boxes: a box of
 /// width w covers columns `left..left + w`).
 #[must_use]
-pub fn iou(a: [f64; 4], b: [f64; 4]) -> f64 {
+pub(crate) fn iou(a: [f64; 4], b: [f64; 4]) -> f64 {
     let ix = (a[0] + a[2]).min(b[0] + b[2]) - a[0].max(b[0]);
     let iy = (a[1] + a[3]).min(b[1] + b[3]) - a[1].max(b[1]);
     if ix <= 0.0 || iy <= 0.0 {

@@ -6,14 +6,14 @@
 //! an id); it is *merged* while it shares one component with other tracks, and *lost* while no
 //! component explains it (hidden, or gone); a lost track is *removed* after `lost_seconds`, or
 //! at once when its prediction leaves the frame. Every duration is set in seconds and turned
-//! into frames with the stream's frame rate ([`params::FrameClock`]: timestamps when the source
+//! into frames with the stream's frame rate (`params::FrameClock`: timestamps when the source
 //! gives them, else `frame_rate`).
 //!
 //! Per frame ([`Tracker::update`], details in [`tracker`]):
-//! 1. every track's constant-velocity Kalman filter ([`kalman`]) predicts its centroid and box
+//! 1. every track's constant-velocity Kalman filter (`kalman`) predicts its centroid and box
 //!    (hidden tracks keep their size);
 //! 2. tentative, confirmed and merged tracks are matched to detections over gated pairs
-//!    (centroid distance, IoU, appearance: [`associate`], [`appearance`]);
+//!    (centroid distance, IoU, appearance: `associate`, [`appearance`]);
 //! 3. confirmed tracks left over whose prediction lies in a component big enough for several
 //!    objects join it as a merge ([`merge`]): each keeps its own predicted box;
 //! 4. the other confirmed and lost tracks are re-identified among the detections left (and
@@ -25,13 +25,13 @@
 //! one confirmed track, the merges, a report per confirmed, merged, lost or just-removed track,
 //! and the rows of earlier frames that belong to a track confirmed or re-identified in this
 //! frame (its tentative frames: no frame is lost at the start of a track).
-//! [`TrackedFrame::mot_rows`] formats MOT Challenge rows. [`metrics`] implements MOTA and IDF1;
+//! `TrackedFrame::mot_rows` formats MOT Challenge rows. [`metrics`] implements MOTA and IDF1;
 //! [`scenes`] holds synthetic scenes with ground truth to measure the tracker on.
 
 pub mod appearance;
-pub mod associate;
-pub mod hungarian;
-pub mod kalman;
+pub(crate) mod associate;
+pub(crate) mod hungarian;
+pub(crate) mod kalman;
 pub mod merge;
 pub mod metrics;
 pub mod params;
@@ -51,10 +51,10 @@ pub use params::TrackerParams;
 pub use tracker::Tracker;
 
 /// MOT `conf` of a row whose box is the track's own component.
-pub const CONF_MEASURED: f64 = 1.0;
+pub(crate) const CONF_MEASURED: f64 = 1.0;
 /// MOT `conf` of a row of a merged track: its predicted box inside a component shared with other
 /// tracks.
-pub const CONF_MERGED: f64 = 0.5;
+pub(crate) const CONF_MERGED: f64 = 0.5;
 
 /// Life-cycle state of a track.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,7 +142,7 @@ pub struct TrackedFrame {
 /// One MOT Challenge CSV row: `frame,id,bb_left,bb_top,bb_width,bb_height,conf,x,y,z` with a
 /// 1-based frame number and `-1` for the world coordinates.
 #[must_use]
-pub fn format_mot_row(frame0: u64, id: u64, bbox: [f64; 4], conf: f64) -> String {
+pub(crate) fn format_mot_row(frame0: u64, id: u64, bbox: [f64; 4], conf: f64) -> String {
     format!(
         "{},{},{},{},{},{},{},-1,-1,-1",
         frame0 + 1,
@@ -161,7 +161,7 @@ impl TrackedFrame {
     /// component's pixel box (conf [`CONF_MEASURED`]), a merged track its predicted box (conf
     /// [`CONF_MERGED`]). Lost tracks get no row.
     #[must_use]
-    pub fn mot_rows(&self) -> Vec<String> {
+    pub(crate) fn mot_rows(&self) -> Vec<String> {
         let mut rows: Vec<String> = self
             .backfill
             .iter()

@@ -2,9 +2,9 @@
 //!
 //! Durations are set in seconds and turned into frames with the stream's frame rate, so the
 //! same settings hold at 15, 25 or 60 fps. The frame rate comes from the frames' presentation
-//! timestamps when the source gives them ([`FrameClock::tick`] with `Some(pts)`: the median of
+//! timestamps when the source gives them (`FrameClock::tick` with `Some(pts)`: the median of
 //! the recent intervals), else from `frame_rate`. Each frame also advances the clock by its
-//! [`FrameClock::step`]: the time since the previous frame in frames of that rate, 1 at a steady
+//! `FrameClock::step`: the time since the previous frame in frames of that rate, 1 at a steady
 //! rate and more after a stretch of dropped frames, so that durations and motion follow the
 //! time that really passed. Distances are in pixels.
 
@@ -16,7 +16,7 @@ use crate::ops::OpError;
 /// The largest process or measurement noise σ, pixels: wider than any frame, so no real
 /// setting is refused, and its square (the Kalman filter's variances) stays far from overflow
 /// (a σ of 1e308 made every covariance infinite and every track vanish).
-pub const MAX_NOISE_PIXELS: f64 = 1e4;
+pub(crate) const MAX_NOISE_PIXELS: f64 = 1e4;
 
 /// Tracker settings (the `[tracker]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,14 +95,14 @@ mod wide_u64 {
         Digits(String),
     }
 
-    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
         match i64::try_from(*v) {
             Ok(small) => s.serialize_i64(small),
             Err(_) => s.serialize_str(&v.to_string()),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         match Given::deserialize(d)? {
             Given::Number(n) => Ok(n),
             Given::Digits(s) => s.trim().parse().map_err(|_| {
@@ -187,7 +187,7 @@ impl TrackerParams {
 
 /// The stream's time: frame count, frame rate, and the conversion of durations to frames.
 #[derive(Clone, Debug)]
-pub struct FrameClock {
+pub(crate) struct FrameClock {
     default_fps: f64,
     last_pts: Option<u64>,
     intervals: std::collections::VecDeque<u64>,
@@ -207,7 +207,7 @@ impl FrameClock {
     }
 
     /// Sets the frame rate assumed without timestamps.
-    pub fn set_default_fps(&mut self, fps: f64) {
+    pub(crate) fn set_default_fps(&mut self, fps: f64) {
         self.default_fps = fps;
     }
 
@@ -215,7 +215,7 @@ impl FrameClock {
     /// intervals that are not positive or longer than a second (seeks, gaps); the step counts
     /// every positive interval up to `TUNING.max_step_seconds`, and
     /// one frame otherwise.
-    pub fn tick(&mut self, pts_nanos: Option<u64>) {
+    pub(crate) fn tick(&mut self, pts_nanos: Option<u64>) {
         self.step = 1.0;
         let Some(pts) = pts_nanos else { return };
         if let Some(last) = self.last_pts

@@ -1,22 +1,22 @@
-//! The association rounds of one frame, over gated candidate pairs ([`associate`]).
+//! The association rounds of one frame, over gated candidate pairs (`associate`).
 //!
 //! 1. **Tracked**: tracks matched in the previous frame (tentative and confirmed) against
 //!    every detection; pairs that clearly overlap best are matched first
-//!    ([`Tuning::sure_iou`]). A pair passes the gate when the centroids are at most
+//!    (`Tuning::sure_iou`). A pair passes the gate when the centroids are at most
 //!    `max_distance` apart, or the boxes' IoU is at least `min_iou`, or the predicted centroid
 //!    lies in the detection's box. Cost: `min(d / gate, 1) + iou_weight · (1 - IoU) +
 //!    appearance_weight · difference`.
 //! 2. **Merges** ([`merge`](super::merge)) — from the confirmed and merged tracks still
 //!    unmatched: a confirmed track joins the component its predicted centroid lies in, a merged
-//!    track stays in the one that covers [`Tuning::keep_cover`] of its predicted box (a group
+//!    track stays in the one that covers `Tuning::keep_cover` of its predicted box (a group
 //!    goes on while its component holds it).
 //! 3. **Split**: merged tracks whose group came apart, against the detections left and those of
 //!    tentative tracks; the same gate, and their appearance must fit
-//!    ([`Appearance::may_be`]). Tracks matched before them win, as in a matching cascade: a
+//!    (`Appearance::may_be`). Tracks matched before them win, as in a matching cascade: a
 //!    track just seen is not pushed aside by one whose position is only inferred.
 //! 4. **Re-identification**: the other confirmed, merged and lost tracks against the detections
 //!    left and those of tentative tracks. Gate: distance within `max_distance` widened by
-//!    `gate_growth` for the time the track has been lost, and [`Appearance::may_be`]; cost:
+//!    `gate_growth` for the time the track has been lost, and `Appearance::may_be`; cost:
 //!    `d / gate + appearance_weight · difference`.
 //!
 //! A track that takes a detection held by a tentative track drops that tentative track and
@@ -38,7 +38,7 @@ use super::tuning::Tuning;
 
 /// Share of box `a` covered by box `b`.
 #[must_use]
-pub fn covered(a: [f64; 4], b: [f64; 4]) -> f64 {
+pub(crate) fn covered(a: [f64; 4], b: [f64; 4]) -> f64 {
     let ix = (a[0] + a[2]).min(b[0] + b[2]) - a[0].max(b[0]);
     let iy = (a[1] + a[3]).min(b[1] + b[3]) - a[1].max(b[1]);
     if ix <= 0.0 || iy <= 0.0 {
@@ -50,7 +50,7 @@ pub fn covered(a: [f64; 4], b: [f64; 4]) -> f64 {
 
 /// A component of at least `min_area` pixels.
 #[derive(Clone, Debug)]
-pub struct Det {
+pub(crate) struct Det {
     /// Index in the frame's component table.
     pub ci: usize,
     /// Component label.
@@ -76,7 +76,7 @@ fn union_box(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
     ]
 }
 
-/// Whether point `p` lies in box `b` (with [`Tuning::inside_margin`]).
+/// Whether point `p` lies in box `b` (with `Tuning::inside_margin`).
 #[must_use]
 pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
     let m = TUNING.inside_margin;
@@ -88,7 +88,7 @@ pub fn inside(p: [f64; 2], b: [f64; 4]) -> bool {
 
 /// The outcome of a frame's association.
 #[derive(Debug)]
-pub struct Association {
+pub(crate) struct Association {
     /// Per track, the detection it took alone.
     pub matched: Vec<Option<usize>>,
     /// Per detection, the track that took it.
@@ -115,7 +115,7 @@ enum Round {
 /// Spatial indexes of a frame's detections: all of them, and those still open when the
 /// re-identification round starts (few; a lost track's gate can span hundreds of pixels).
 #[derive(Clone, Debug, Default)]
-pub struct Grids {
+pub(crate) struct Grids {
     /// Every detection.
     pub all: BoxGrid,
     /// Open detections.
@@ -128,7 +128,7 @@ pub struct Grids {
 /// has been lost, and closes once that time passes `lost_seconds` (after a stretch of dropped
 /// frames, a track may be past it before its removal was seen).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LostGate {
+pub(crate) struct LostGate {
     /// `gate_growth` in pixels a frame at the stream's rate.
     pub growth_per_frame: f64,
     /// This frame's [`FrameClock::step`](super::params::FrameClock::step).
@@ -141,7 +141,7 @@ impl LostGate {
     /// The gate's half side for a track lost for `lost` frames before this one, or `None` when
     /// it has been unseen too long to be re-identified (it is removed in this frame).
     #[must_use]
-    pub fn half_side(&self, p: &TrackerParams, lost: f64) -> Option<f64> {
+    pub(crate) fn half_side(&self, p: &TrackerParams, lost: f64) -> Option<f64> {
         let unseen = lost + self.step;
         // At a steady rate a live lost track is never past this: it was removed a frame ago.
         (lost == 0.0 || unseen <= self.lost_max + 1.0)
@@ -151,7 +151,7 @@ impl LostGate {
 
 /// Runs the rounds (see the module docs) for `tracks` (predicted) and `dets` (in
 /// `grids.all`), over a `width` x `height` frame.
-pub fn associate(
+pub(crate) fn associate(
     tracks: &mut [Track],
     dets: &[Det],
     grids: &mut Grids,

@@ -3,15 +3,15 @@
 //!
 //! A matched track folds its component into its filter. When the component is a *partial
 //! view* (the object is partly behind an occluder or outside the frame: on some axis the box is
-//! below [`Tuning::partial_size`] of the track's size and [`Tuning::partial_pixels`] short of
+//! below `Tuning::partial_size` of the track's size and `Tuning::partial_pixels` short of
 //! it), the filter gets the whole object's box instead: on each such axis the edge that agrees
 //! best with the prediction is taken as the object's and the centre placed half the track's
-//! size from it. Partial views (those, and components below [`Tuning::partial_area`] of the
+//! size from it. Partial views (those, and components below `Tuning::partial_area` of the
 //! track's area) change the track's appearance and size only slowly. So a track keeps its speed
 //! and size while its object slides behind an occluder or out of the frame, and its box neither
 //! shrinks nor inverts.
 //!
-//! Members of a merge are placed by [`place_members`]; the placement is folded into each
+//! Members of a merge are placed by `place_members`; the placement is folded into each
 //! member's filter as a loose measurement (its velocity follows the group) and becomes its
 //! position.
 
@@ -47,7 +47,7 @@ pub struct Track {
     /// Frames matched alone.
     pub hits: u32,
     /// Time matched in every frame (confirmation), in frames at the stream's rate
-    /// ([`FrameClock::step`]s: fractional with timestamps).
+    /// (`FrameClock::step`s: fractional with timestamps).
     pub streak: f64,
     /// Time without a component of its own (lost or merged), in frames at the stream's rate.
     pub unseen: f64,
@@ -95,7 +95,7 @@ impl Tracker {
     }
 
     /// Changes the settings; tracks are kept.
-    pub fn set_params(&mut self, params: TrackerParams) -> Result<(), OpError> {
+    pub(crate) fn set_params(&mut self, params: TrackerParams) -> Result<(), OpError> {
         params.validate()?;
         self.clock.set_default_fps(params.frame_rate);
         self.params = params;

@@ -4,7 +4,7 @@
 
 /// See the module docs; the values are [`TUNING`].
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Tuning {
+pub(crate) struct Tuning {
     /// Area ratio (component / track) below which a component is a partial view of its object.
     pub partial_area: f64,
     /// Box size ratio (component / track) below which a component is cut on that axis, if it is
@@ -61,7 +61,7 @@ pub struct Tuning {
 }
 
 /// The tracker's tuning.
-pub const TUNING: Tuning = Tuning {
+pub(crate) const TUNING: Tuning = Tuning {
     partial_area: 0.7,
     partial_size: 0.92,
     partial_pixels: 2.0,

@@ -147,7 +147,7 @@ impl ViewerApp {
 
     /// Shows `f` as if it had just arrived from the worker: its tables at once, its picture (when
     /// it has one; else the last picture stays) from the next repaint.
-    pub fn show_frame(&mut self, f: AnalysedFrame, now: f64) {
+    pub(crate) fn show_frame(&mut self, f: AnalysedFrame, now: f64) {
         self.frame_seq += 1;
         self.layers.discover(&f.outputs);
         if let Some(p) = &f.picture {
@@ -159,7 +159,7 @@ impl ViewerApp {
 
     /// Takes this stream's newest frame and uploads its picture (what [`Self::show`] does before
     /// drawing): the grid of several streams calls it for the streams it does not show.
-    pub fn poll_frames(&mut self, ctx: &egui::Context) {
+    pub(crate) fn poll_frames(&mut self, ctx: &egui::Context) {
         let now = ctx.input(|i| i.time);
         self.poll(ctx, now);
     }
@@ -167,7 +167,7 @@ impl ViewerApp {
     /// One cell of the grid of several streams ([`super::grid`]): takes the newest frame and
     /// draws its picture fitted into the space `ui` has, the source and counts over its foot.
     /// True when the cell was clicked.
-    pub fn tile_ui(&mut self, ui: &mut egui::Ui) -> bool {
+    pub(crate) fn tile_ui(&mut self, ui: &mut egui::Ui) -> bool {
         self.poll_frames(ui.ctx());
         let (rect, resp) = ui.allocate_exact_size(ui.available_size(), egui::Sense::click());
         let painter = ui.painter_at(rect);

@@ -14,9 +14,9 @@ use crate::compose::{ComposeStyle, HostRaster, PictureFormat, Shape, compose_cpu
 use crate::image::Image;
 
 /// Frame width of the canned frames.
-pub const WIDTH: usize = 320;
+pub(crate) const WIDTH: usize = 320;
 /// Frame height of the canned frames.
-pub const HEIGHT: usize = 240;
+pub(crate) const HEIGHT: usize = 240;
 /// Frame rate the canned tracks' velocities (pixels per second) assume.
 const CANNED_FPS: f32 = 25.0;
 
@@ -304,7 +304,7 @@ fn output(
 /// `frame` with its picture composed from its host layers in `style` (RGBA, as the viewer asks
 /// for it); without a picture if the layers cannot be composed.
 #[must_use]
-pub fn with_picture(mut frame: AnalysedFrame, style: &ComposeStyle) -> AnalysedFrame {
+pub(crate) fn with_picture(mut frame: AnalysedFrame, style: &ComposeStyle) -> AnalysedFrame {
     frame.picture = compose_cpu(&layers_of(&frame), style, PictureFormat::Rgba)
         .ok()
         .map(Arc::new);

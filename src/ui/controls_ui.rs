@@ -13,7 +13,7 @@ use crate::source::spec::TEST_PATTERNS;
 
 /// Kinds of SOURCE the picker offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum SourceKind {
+pub(crate) enum SourceKind {
     /// A video file.
     File,
     /// A V4L2 camera.
@@ -28,7 +28,7 @@ pub enum SourceKind {
 
 /// What the source picker asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum PickerAction {
+pub(crate) enum PickerAction {
     /// Open this SOURCE string.
     Open(String),
     /// Show the file dialog.
@@ -37,7 +37,7 @@ pub enum PickerAction {
 
 /// The source picker's fields.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct SourcePicker {
+pub(crate) struct SourcePicker {
     /// Selected kind.
     pub kind: SourceKind,
     /// File path.
@@ -55,7 +55,7 @@ pub struct SourcePicker {
 impl SourcePicker {
     /// Fields prefilled from a SOURCE string.
     #[must_use]
-    pub fn from_source(s: &str) -> Self {
+    pub(crate) fn from_source(s: &str) -> Self {
         let mut p = Self {
             kind: SourceKind::File,
             file: String::new(),
@@ -69,7 +69,7 @@ impl SourcePicker {
     }
 
     /// Selects the kind and field matching `s`.
-    pub fn set_from(&mut self, s: &str) {
+    pub(crate) fn set_from(&mut self, s: &str) {
         let s = s.trim();
         if s.contains('!') {
             self.kind = SourceKind::Pipeline;
@@ -194,7 +194,7 @@ impl SourcePicker {
 
 /// Summary numbers of an op as `key value · key value` (arrays shortened to their length).
 #[must_use]
-pub fn summary_line(v: &serde_json::Value) -> String {
+pub(crate) fn summary_line(v: &serde_json::Value) -> String {
     fn one(v: &serde_json::Value) -> String {
         match v {
             serde_json::Value::Number(n) => match n.as_f64() {
@@ -228,7 +228,7 @@ pub fn summary_line(v: &serde_json::Value) -> String {
 
 /// The layer list: per layer a numbered toggle (keys 1-9), an opacity slider, the legend and the
 /// op's numbers; then the numbers of ops that draw nothing.
-pub fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&AnalysedFrame>) {
+pub(crate) fn layers_ui(ui: &mut egui::Ui, layers: &mut Layers, frame: Option<&AnalysedFrame>) {
     if layers.states.len() <= 1 && frame.is_none() {
         ui.label(RichText::new("Layers appear with the first analysed frame.").weak());
     }
@@ -284,7 +284,7 @@ fn small_mono(s: String) -> RichText {
 
 /// What the settings-file row asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum FileAction {
+pub(crate) enum FileAction {
     /// Write the settings to the path.
     Save,
     /// Read settings from the path.
@@ -294,7 +294,7 @@ pub enum FileAction {
 }
 
 /// Path field with Save / Load / Reset buttons.
-pub fn settings_file_ui(ui: &mut egui::Ui, path: &mut String) -> Option<FileAction> {
+pub(crate) fn settings_file_ui(ui: &mut egui::Ui, path: &mut String) -> Option<FileAction> {
     let mut action = None;
     ui.horizontal(|ui| {
         let l = ui.label("file");

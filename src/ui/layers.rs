@@ -33,7 +33,7 @@ pub struct LayerState {
 impl LayerState {
     /// The viewer's default state of layer `key`, which draws a raster or not.
     #[must_use]
-    pub fn default_for(key: &str, has_raster: bool) -> Self {
+    pub(crate) fn default_for(key: &str, has_raster: bool) -> Self {
         let add = default_add(key);
         let opacity = if add {
             ADD_OPACITY
@@ -61,7 +61,7 @@ impl LayerState {
 
 /// Default opacity of a layer: the frame opaque, rasters as in the overlay video, shapes opaque.
 #[must_use]
-pub fn default_opacity(key: &str, has_raster: bool) -> f32 {
+pub(crate) fn default_opacity(key: &str, has_raster: bool) -> f32 {
     if key == ORIGINAL || !has_raster {
         1.0
     } else {
@@ -76,17 +76,17 @@ fn look(key: &str) -> Option<LayerLook> {
 
 /// Whether a layer blends additively by default ([`LayerLook::additive`]).
 #[must_use]
-pub fn default_add(key: &str) -> bool {
+pub(crate) fn default_add(key: &str) -> bool {
     look(key).is_some_and(|l| l.additive)
 }
 
 /// Default opacity of additive layers.
-pub const ADD_OPACITY: f32 = 0.6;
+pub(crate) const ADD_OPACITY: f32 = 0.6;
 
 /// The viewer's look before any layer was changed: the overlay video's styles
 /// ([`ComposeStyle::default`]) with the viewer's additive defaults ([`default_add`]).
 #[must_use]
-pub fn default_style() -> ComposeStyle {
+pub(crate) fn default_style() -> ComposeStyle {
     let mut style = ComposeStyle::default();
     for d in crate::analysis::ANALYSES {
         if d.layer.is_some_and(|l| l.additive) {
@@ -106,7 +106,7 @@ pub struct Layers {
 impl Layers {
     /// Layers from a saved list (the original layer is always first).
     #[must_use]
-    pub fn from_saved(saved: Vec<LayerState>) -> Self {
+    pub(crate) fn from_saved(saved: Vec<LayerState>) -> Self {
         let mut states = saved;
         states.retain(|s| s.key != ORIGINAL);
         states.insert(0, LayerState::default_for(ORIGINAL, false));
@@ -140,7 +140,7 @@ impl Layers {
     }
 
     /// Flips layer number `n` (1-based, as the keys 1-9).
-    pub fn toggle_nth(&mut self, n: usize) {
+    pub(crate) fn toggle_nth(&mut self, n: usize) {
         if let Some(s) = n.checked_sub(1).and_then(|i| self.states.get_mut(i)) {
             s.visible = !s.visible;
         }
@@ -149,7 +149,7 @@ impl Layers {
     /// The compose step's styles for these layers: [`default_style`] for the layers not
     /// discovered yet, each layer's state for the others.
     #[must_use]
-    pub fn compose_style(&self) -> ComposeStyle {
+    pub(crate) fn compose_style(&self) -> ComposeStyle {
         let mut style = default_style();
         for s in &self.states {
             style.set(s.key.clone(), s.style());
@@ -160,7 +160,7 @@ impl Layers {
 
 /// The kind of raster an output draws: its host raster's, else the one it left on the device.
 #[must_use]
-pub fn raster_kind(o: &OpOutput) -> Option<LayerKind> {
+pub(crate) fn raster_kind(o: &OpOutput) -> Option<LayerKind> {
     o.layer
         .raster
         .as_ref()
@@ -177,7 +177,7 @@ pub fn draws(o: &OpOutput) -> bool {
 /// A readable name for a layer key: its analysis' title, followed by the key (the settings
 /// section) where the title does not say it; else the key.
 #[must_use]
-pub fn title(key: &str) -> String {
+pub(crate) fn title(key: &str) -> String {
     if key == ORIGINAL {
         return "original frame".into();
     }
@@ -190,7 +190,7 @@ pub fn title(key: &str) -> String {
 
 /// The legend of a layer: what its colours and marks mean.
 #[must_use]
-pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
+pub(crate) fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
     if key == ORIGINAL {
         return "The source frame (colour, or grey for grey sources). Turn it off to see the overlays on black.".into();
     }
@@ -222,20 +222,20 @@ pub fn legend_text(key: &str, output: Option<&OpOutput>) -> String {
 
 /// True when the legend should show the hue wheel of angles ([`LayerLook::hue_wheel`]).
 #[must_use]
-pub fn has_hue_legend(key: &str) -> bool {
+pub(crate) fn has_hue_legend(key: &str) -> bool {
     look(key).is_some_and(|l| l.hue_wheel)
 }
 
 /// The colour of an angle in degrees on the orientation maps' hue scale (0° and 180° are the same
 /// orientation, so the hue goes round once over 180°).
 #[must_use]
-pub fn angle_color(deg: f32) -> Color32 {
+pub(crate) fn angle_color(deg: f32) -> Color32 {
     let h = (deg / 180.0).rem_euclid(1.0);
     egui::ecolor::Hsva::new(h, 1.0, 1.0, 1.0).into()
 }
 
 /// Draws a hue bar for 0..180° with ticks every 45°.
-pub fn hue_legend_ui(ui: &mut egui::Ui) {
+pub(crate) fn hue_legend_ui(ui: &mut egui::Ui) {
     let width = ui.available_width().min(220.0);
     let (rect, _) = ui.allocate_exact_size(egui::vec2(width, 26.0), egui::Sense::hover());
     let bar = egui::Rect::from_min_size(rect.min, egui::vec2(width, 10.0));
@@ -279,7 +279,7 @@ pub fn hue_legend_ui(ui: &mut egui::Ui) {
 
 /// A stable colour for a name (timing regions, unknown layers).
 #[must_use]
-pub fn name_color(name: &str) -> Color32 {
+pub(crate) fn name_color(name: &str) -> Color32 {
     let mut h: u32 = 2_166_136_261;
     for b in name.bytes() {
         h = (h ^ u32::from(b)).wrapping_mul(16_777_619);

@@ -7,12 +7,12 @@
 //! CUDA state, and stopping a stream joins its pipeline's threads; both happen on that thread,
 //! never on the UI thread. The pipeline composes an RGBA picture only when the viewer has taken
 //! the previous frame, so composing follows the display rate. The UI polls
-//! [`Link::poll`] once per repaint. Settings and layer-style changes are coalesced: at most one
+//! `Link::poll` once per repaint. Settings and layer-style changes are coalesced: at most one
 //! `Command::Settings` and one `Command::Style` wait to be sent, the newest, retried on the next
 //! repaint when the bounded command channel is full (a drag of a slider must never block the
 //! UI).
 //!
-//! A [`Link`] can also be *detached*: no pipeline, the channels' other ends held by a test
+//! A `Link` can also be *detached*: no pipeline, the channels' other ends held by a test
 //! ([`TestLink`]), which feeds frames and events and observes the commands.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +35,7 @@ use crate::stats::Counters;
 
 /// What [`Link::poll`] found since the last poll.
 #[derive(Debug, Default)]
-pub struct Polled {
+pub(crate) struct Polled {
     /// The newest analysed frame, if one arrived.
     pub frame: Option<AnalysedFrame>,
     /// The stream ended normally.
@@ -91,7 +91,7 @@ struct Opening {
 }
 
 /// Connection to the worker (see the module docs).
-pub struct Link {
+pub(crate) struct Link {
     worker: Option<Worker>,
     opening: Option<Opening>,
     backend: Option<Backend>,
@@ -152,14 +152,14 @@ impl Link {
 
     /// Whether pipelines can be started (false when detached).
     #[must_use]
-    pub fn can_open(&self) -> bool {
+    pub(crate) fn can_open(&self) -> bool {
         self.backend.is_some()
     }
 
     /// The backend line of the running pipeline (e.g. `cuda: NVIDIA H100 (sm_90, 79.1 GiB)`), else
     /// the backend that new pipelines will use.
     #[must_use]
-    pub fn backend_label(&self) -> String {
+    pub(crate) fn backend_label(&self) -> String {
         match (&self.worker, &self.backend) {
             (Some(w), _) => w.backend.clone(),
             (None, Some(b)) => b.describe(),
@@ -294,14 +294,14 @@ impl Link {
     }
 
     /// Queues new analysis settings; the newest queued settings are sent on this or a later poll.
-    pub fn send_settings(&mut self, ops: &OpSettings) {
+    pub(crate) fn send_settings(&mut self, ops: &OpSettings) {
         self.pending_settings = Some(ops.clone());
         self.flush_pending();
     }
 
     /// Queues new layer styles for the composed picture; the newest queued styles are sent on
     /// this or a later poll.
-    pub fn send_style(&mut self, style: &ComposeStyle) {
+    pub(crate) fn send_style(&mut self, style: &ComposeStyle) {
         self.pending_style = Some(style.clone());
         self.flush_pending();
     }
@@ -326,7 +326,7 @@ impl Link {
 
     /// Collects what happened since the last call: a newly started pipeline, the newest frame,
     /// the end or an error.
-    pub fn poll(&mut self) -> Polled {
+    pub(crate) fn poll(&mut self) -> Polled {
         let mut out = Polled::default();
         if let Some(o) = &self.opening {
             let opened = match o.result.try_recv() {
@@ -394,7 +394,7 @@ impl Link {
     }
 
     /// Stops everything and waits (at exit).
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         self.stop_async();
         for h in self.stoppers.drain(..) {
             let _ = h.join();

@@ -18,29 +18,29 @@
 //! Nothing here names an analysis: layers, legends, controls and panels are driven by the
 //! `OpOutput`s that arrive (keyed by `op`) and by the serde form of `OpSettings`, so a new
 //! analysis gets a layer, a legend, a settings section and its numbers without UI changes.
-//! Known op names only add a friendlier legend ([`layers::legend_text`]).
+//! Known op names only add a friendlier legend (`layers::legend_text`).
 //!
 //! Files: [`app`] (state, layout, keyboard), `saved` (what persists between runs), [`link`] (connection to the worker),
 //! [`layers`] (toggles, opacity, legends, the compose style), [`picture`] (the picture's
-//! texture), [`video_ui`] (zoom/pan, interactive marks),
-//! [`grid`] (several sources: a grid of streams, one focused), [`controls_ui`] (source,
+//! texture), `video_ui` (zoom/pan, interactive marks),
+//! [`grid`] (several sources: a grid of streams, one focused), `controls_ui` (source,
 //! playback, settings), [`settings_form`] (generic editor of a serde
-//! struct), [`timings_ui`], [`tracks_ui`], [`spectrum_ui`], [`canned`] (synthetic frames for tests
+//! struct), `timings_ui`, `tracks_ui`, `spectrum_ui`, [`canned`] (synthetic frames for tests
 //! and docs).
 
 pub mod app;
 pub mod canned;
-pub mod controls_ui;
+pub(crate) mod controls_ui;
 pub mod grid;
 pub mod layers;
 pub mod link;
 pub mod picture;
 mod saved;
 pub mod settings_form;
-pub mod spectrum_ui;
-pub mod timings_ui;
-pub mod tracks_ui;
-pub mod video_ui;
+pub(crate) mod spectrum_ui;
+pub(crate) mod timings_ui;
+pub(crate) mod tracks_ui;
+pub(crate) mod video_ui;
 
 pub use app::ViewerApp;
 pub use eframe::egui;

@@ -16,7 +16,7 @@ use crate::compose::{Picture, PictureFormat};
 
 /// The last picture received and its texture.
 #[derive(Default)]
-pub struct PictureView {
+pub(crate) struct PictureView {
     /// The newest picture received (shown once uploaded).
     picture: Option<Arc<Picture>>,
     /// The texture and the picture it holds.
@@ -79,7 +79,7 @@ impl PictureView {
 
     /// The colour of pixel `(x, y)` of the picture on screen, if it has that pixel.
     #[must_use]
-    pub fn rgb_at(&self, x: usize, y: usize) -> Option<[u8; 3]> {
+    pub(crate) fn rgb_at(&self, x: usize, y: usize) -> Option<[u8; 3]> {
         let p = self.shown()?;
         if x >= p.width || y >= p.height {
             return None;

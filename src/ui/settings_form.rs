@@ -76,7 +76,7 @@ impl SettingsForm {
     }
 
     /// Replaces the edited values (after a reset or a load), dropping errors and text buffers.
-    pub fn reset_from<T: Serialize + DeserializeOwned>(&mut self, value: &T) {
+    pub(crate) fn reset_from<T: Serialize + DeserializeOwned>(&mut self, value: &T) {
         self.value = to_value(value);
         self.errors.clear();
         self.text_buffers.clear();
@@ -433,7 +433,7 @@ fn set_path(v: &mut toml::Value, path: &str, new: toml::Value) {
 /// The variant names of serde's `unknown variant` error: "expected `a`", "expected `a` or `b`",
 /// "expected one of `a`, `b`, `c`".
 #[must_use]
-pub fn parse_variants(msg: &str) -> Option<Vec<String>> {
+pub(crate) fn parse_variants(msg: &str) -> Option<Vec<String>> {
     let rest = &msg[msg.find("unknown variant")?..];
     let rest = &rest[rest.find("expected ")? + "expected ".len()..];
     let mut rest = rest.strip_prefix("one of ").unwrap_or(rest);
@@ -457,7 +457,7 @@ pub fn parse_variants(msg: &str) -> Option<Vec<String>> {
 
 /// Comments above keys (`section.key` → text) and key order per section from a TOML text.
 #[must_use]
-pub fn parse_docs(text: &str) -> (HashMap<String, String>, HashMap<String, Vec<String>>) {
+pub(crate) fn parse_docs(text: &str) -> (HashMap<String, String>, HashMap<String, Vec<String>>) {
     let mut docs = HashMap::new();
     let mut order: HashMap<String, Vec<String>> = HashMap::new();
     let mut section = String::new();

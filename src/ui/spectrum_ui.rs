@@ -12,7 +12,7 @@ use crate::analysis::{AnalysedFrame, OpData};
 
 /// How the spectrum is drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum SpectrumStyle {
+pub(crate) enum SpectrumStyle {
     /// Polar rose.
     #[default]
     Polar,
@@ -22,7 +22,7 @@ pub enum SpectrumStyle {
 
 /// The spectrum of a frame (the first output that has one), with its op name.
 #[must_use]
-pub fn frame_spectrum(frame: &AnalysedFrame) -> Option<(&'static str, &[(f32, f64)])> {
+pub(crate) fn frame_spectrum(frame: &AnalysedFrame) -> Option<(&'static str, &[(f32, f64)])> {
     frame.outputs.iter().find_map(|o| match &o.data {
         OpData::Spectrum(s) => Some((o.op, s.as_slice())),
         _ => None,
@@ -30,7 +30,11 @@ pub fn frame_spectrum(frame: &AnalysedFrame) -> Option<(&'static str, &[(f32, f6
 }
 
 /// Draws the panel.
-pub fn spectrum_ui(ui: &mut egui::Ui, frame: Option<&AnalysedFrame>, style: &mut SpectrumStyle) {
+pub(crate) fn spectrum_ui(
+    ui: &mut egui::Ui,
+    frame: Option<&AnalysedFrame>,
+    style: &mut SpectrumStyle,
+) {
     let Some((op, spec)) = frame
         .and_then(frame_spectrum)
         .filter(|(_, s)| !s.is_empty())

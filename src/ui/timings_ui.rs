@@ -16,13 +16,13 @@ use super::layers::name_color;
 use crate::analysis::FrameTimings;
 
 /// Frames kept for the history plot.
-pub const HISTORY_FRAMES: usize = 300;
+pub(crate) const HISTORY_FRAMES: usize = 300;
 /// Window of the fps estimates, seconds.
 const RATE_WINDOW_SECS: f64 = 2.0;
 
 /// Rolling history of frame timings and rates.
 #[derive(Default)]
-pub struct TimingsHistory {
+pub(crate) struct TimingsHistory {
     frames: VecDeque<(u64, FrameTimings)>,
     shown_at: VecDeque<f64>,
     out_samples: VecDeque<(f64, u64)>,
@@ -59,7 +59,7 @@ impl TimingsHistory {
     }
 
     /// Records the worker's output counter at UI time `now`.
-    pub fn tick(&mut self, now: f64, frames_out: u64) {
+    pub(crate) fn tick(&mut self, now: f64, frames_out: u64) {
         if self
             .out_samples
             .back()
@@ -85,7 +85,7 @@ impl TimingsHistory {
 
     /// Frames shown per second over the last two seconds.
     #[must_use]
-    pub fn display_fps(&self, now: f64) -> f64 {
+    pub(crate) fn display_fps(&self, now: f64) -> f64 {
         let n = self
             .shown_at
             .iter()
@@ -99,7 +99,7 @@ impl TimingsHistory {
 
     /// Frames analysed per second over the last two seconds.
     #[must_use]
-    pub fn processing_fps(&self) -> f64 {
+    pub(crate) fn processing_fps(&self) -> f64 {
         match (self.out_samples.front(), self.out_samples.back()) {
             (Some(&(t0, n0)), Some(&(t1, n1))) if t1 > t0 => (n1 - n0) as f64 / (t1 - t0),
             _ => 0.0,
@@ -137,7 +137,7 @@ fn ms(v: f64) -> String {
 }
 
 /// The numbers and the per-region bars of the newest frame.
-pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now: f64) {
+pub(crate) fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now: f64) {
     let Some(t) = hist.last() else {
         ui.label("no frame yet");
         return;
@@ -240,7 +240,7 @@ pub fn numbers_ui(ui: &mut egui::Ui, hist: &TimingsHistory, counts: Counts, now:
 }
 
 /// The rolling history of each region and the latency.
-pub fn history_ui(ui: &mut egui::Ui, hist: &TimingsHistory) {
+pub(crate) fn history_ui(ui: &mut egui::Ui, hist: &TimingsHistory) {
     let names = hist.region_names();
     ui.label(
         RichText::new("history: one line per region, colours as in the bars; dashed = latency")

@@ -8,7 +8,11 @@ use super::video_ui::frame_tracks;
 use crate::analysis::{AnalysedFrame, TrackInfo};
 
 /// Draws the table; updates `selected` when a row is clicked.
-pub fn tracks_ui(ui: &mut egui::Ui, frame: Option<&AnalysedFrame>, selected: &mut Option<u64>) {
+pub(crate) fn tracks_ui(
+    ui: &mut egui::Ui,
+    frame: Option<&AnalysedFrame>,
+    selected: &mut Option<u64>,
+) {
     let mut tracks: Vec<&TrackInfo> = frame.map(|f| frame_tracks(f).collect()).unwrap_or_default();
     if tracks.is_empty() {
         ui.label(RichText::new("No tracks in this frame (components analysis off, not built yet, or nothing found).").weak());

@@ -52,12 +52,12 @@ impl VideoView {
 
     /// Image point under screen position `s` in view `rect`.
     #[must_use]
-    pub fn image_from_screen(&self, rect: Rect, s: Pos2) -> Pos2 {
+    pub(crate) fn image_from_screen(&self, rect: Rect, s: Pos2) -> Pos2 {
         ((s - rect.min - self.offset) / self.zoom).to_pos2()
     }
 
     /// Sets zoom and offset so an image of `size` fits `rect`, centred.
-    pub fn fit_to(&mut self, rect: Rect, size: Vec2) {
+    pub(crate) fn fit_to(&mut self, rect: Rect, size: Vec2) {
         if size.x <= 0.0 || size.y <= 0.0 {
             return;
         }
@@ -68,7 +68,7 @@ impl VideoView {
     }
 
     /// Multiplies the zoom by `factor`, keeping the image point under `anchor` in place.
-    pub fn zoom_about(&mut self, rect: Rect, anchor: Pos2, factor: f32) {
+    pub(crate) fn zoom_about(&mut self, rect: Rect, anchor: Pos2, factor: f32) {
         let before = self.image_from_screen(rect, anchor);
         self.zoom = (self.zoom * factor).clamp(*ZOOM_RANGE.start(), *ZOOM_RANGE.end());
         self.offset = anchor - rect.min - before.to_vec2() * self.zoom;
@@ -76,7 +76,7 @@ impl VideoView {
     }
 
     /// One image pixel per screen pixel, keeping the view's centre.
-    pub fn actual_size(&mut self, rect: Rect) {
+    pub(crate) fn actual_size(&mut self, rect: Rect) {
         let f = 1.0 / self.zoom;
         self.zoom_about(rect, rect.center(), f);
     }
@@ -84,13 +84,13 @@ impl VideoView {
 
 /// What the user did in the view.
 #[derive(Debug, Default)]
-pub struct VideoResponse {
+pub(crate) struct VideoResponse {
     /// Image point clicked (primary button, no drag).
     pub clicked: Option<Pos2>,
 }
 
 /// The tracks of a frame (every output with [`OpData::Tracks`]).
-pub fn frame_tracks(frame: &AnalysedFrame) -> impl Iterator<Item = &TrackInfo> {
+pub(crate) fn frame_tracks(frame: &AnalysedFrame) -> impl Iterator<Item = &TrackInfo> {
     frame.outputs.iter().flat_map(|o| match &o.data {
         OpData::Tracks(t) => t.as_slice(),
         _ => &[],
@@ -99,7 +99,7 @@ pub fn frame_tracks(frame: &AnalysedFrame) -> impl Iterator<Item = &TrackInfo> {
 
 /// Draws the view: `picture` over the frame's area, then the marks of `frame` (the newest frame's
 /// tracks). `placeholder` is shown when there is no frame.
-pub fn video_ui(
+pub(crate) fn video_ui(
     ui: &mut egui::Ui,
     view: &mut VideoView,
     frame: Option<&AnalysedFrame>,
@@ -218,7 +218,7 @@ fn label(painter: &egui::Painter, pos: Pos2, anchor: Align2, text: &str, c: Colo
 
 /// The track whose box contains image point `p` (the smallest such box), for click selection.
 #[must_use]
-pub fn track_at(frame: &AnalysedFrame, p: Pos2) -> Option<u64> {
+pub(crate) fn track_at(frame: &AnalysedFrame, p: Pos2) -> Option<u64> {
     frame_tracks(frame)
         .filter(|t| {
             let [l, tp, w, h] = t.bbox;

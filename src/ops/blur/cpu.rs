@@ -14,7 +14,7 @@ use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
 /// Float types the blur computes in.
-pub trait BlurFloat:
+pub(crate) trait BlurFloat:
     Copy + Send + Sync + Default + Add<Output = Self> + Mul<Output = Self> + 'static
 {
     /// `v * (1/255)` in this type (scikit-image's `img_as_float` of a `u8`).
@@ -24,7 +24,7 @@ pub trait BlurFloat:
 }
 
 /// `1/255` rounded to `f32` once (the CUDA kernels receive this value as an argument).
-pub const INV255_F32: f32 = 1.0f32 / 255.0f32;
+pub(crate) const INV255_F32: f32 = 1.0f32 / 255.0f32;
 
 impl BlurFloat for f32 {
     #[inline]
@@ -50,7 +50,7 @@ impl BlurFloat for f64 {
 
 /// Blurs a packed interleaved image (`width * height * channels` bytes) and returns the
 /// smoothed samples in the same layout, values in `[0, 1]`.
-pub fn blur_interleaved<F: BlurFloat>(
+pub(crate) fn blur_interleaved<F: BlurFloat>(
     data: &[u8],
     width: usize,
     height: usize,

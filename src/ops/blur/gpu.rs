@@ -1,7 +1,7 @@
 //! CUDA Gaussian blur (`kernels/blur.cu`): a vertical pass from the packed `u8` frame to an
 //! `f32` scratch buffer, then a horizontal pass to the output buffer, both over interleaved
 //! samples (1 or 3 channels). The kernel weights travel by value in the launch parameters
-//! ([`BlurWeightsF32`]), so changing `sigma` needs no upload and no host synchronisation.
+//! (`BlurWeightsF32`), so changing `sigma` needs no upload and no host synchronisation.
 //! No tuning: one thread per sample in 32x8 blocks (a warp along a row) on every device.
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::ops::OpError;
 /// `radius`. Keep in sync with `BlurWeightsF32` (`f32`) and `BlurWeightsF64` in `kernels/blur.cu`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct BlurWeights<T> {
+pub(crate) struct BlurWeights<T> {
     /// The weights, centre first.
     pub half: [T; MAX_RADIUS + 1],
     /// Kernel radius.
@@ -30,9 +30,9 @@ pub struct BlurWeights<T> {
 }
 
 /// The `f32` weights of the 8-bit blur.
-pub type BlurWeightsF32 = BlurWeights<f32>;
+pub(crate) type BlurWeightsF32 = BlurWeights<f32>;
 /// The `f64` weights of the segmentation's blur (scikit-image's arithmetic).
-pub type BlurWeightsF64 = BlurWeights<f64>;
+pub(crate) type BlurWeightsF64 = BlurWeights<f64>;
 
 const _: () = assert!(std::mem::size_of::<BlurWeightsF32>() == 528);
 const _: () = assert!(std::mem::size_of::<BlurWeightsF64>() == 1040);
@@ -236,7 +236,7 @@ impl BlurGpu {
     }
 
     /// Enqueues the `f64` blur (scikit-image's arithmetic, what the segmentation uses) of a
-    /// packed grey or interleaved RGB image into [`BlurGpu::output_f64`], both passes timed as
+    /// packed grey or interleaved RGB image into `BlurGpu::output_f64`, both passes timed as
     /// `region`.
     pub fn enqueue_f64_named(
         &mut self,
@@ -254,7 +254,7 @@ impl BlurGpu {
 
     /// The device buffer holding the last `f64` blur (packed interleaved).
     #[must_use]
-    pub fn output_f64(&self) -> Option<&CudaSlice<f64>> {
+    pub(crate) fn output_f64(&self) -> Option<&CudaSlice<f64>> {
         self.f64.out.as_ref()
     }
 

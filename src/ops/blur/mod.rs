@@ -7,7 +7,7 @@
 //! channel_axis=-1)`, which is `scipy.ndimage.gaussian_filter` with `truncate = 4`:
 //! - the kernel has radius `r = int(truncate * sigma + 0.5)` and weights
 //!   `phi(x) = exp(-0.5 / sigma² * x²)`, `x = -r..=r`, divided by their sum (NumPy's pairwise
-//!   summation order) — [`BlurParams::kernel_f64`];
+//!   summation order) — `BlurParams::kernel_f64`;
 //! - it is separable: first along rows' direction of axis 0 (vertical), then axis 1
 //!   (horizontal), each channel on its own (never across channels);
 //! - borders use SciPy's `reflect` mode (half-sample symmetric: `d c b a | a b c d | d c b a`),
@@ -37,7 +37,7 @@ pub use cpu::{blur_f64, blur_gray, blur_rgb};
 pub use gpu::BlurGpu;
 
 /// The largest kernel radius the CUDA kernels accept (`int(truncate * sigma + 0.5)`).
-pub const MAX_RADIUS: usize = 127;
+pub(crate) const MAX_RADIUS: usize = 127;
 
 /// Gaussian blur parameters (scikit-image / SciPy names).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ impl BlurParams {
     }
 
     /// Checks the ranges: `sigma` finite and `>= 0`, `truncate` finite and `> 0`, radius at most
-    /// [`MAX_RADIUS`].
+    /// `MAX_RADIUS`.
     pub fn validate(&self) -> Result<(), OpError> {
         if !self.sigma.is_finite() || self.sigma < 0.0 {
             return Err(OpError::InvalidParam(format!(
@@ -96,7 +96,7 @@ impl BlurParams {
 
     /// True when SciPy would skip the filter (`sigma <= 1e-15`).
     #[must_use]
-    pub fn is_identity(&self) -> bool {
+    pub(crate) fn is_identity(&self) -> bool {
         self.sigma <= 1e-15
     }
 
@@ -114,7 +114,7 @@ impl BlurParams {
     /// The normalised kernel `w[0..=2r]` exactly as SciPy's `_gaussian_kernel1d` computes it
     /// (libm `exp`; NumPy's pairwise sum). `[1.0]` for the identity.
     #[must_use]
-    pub fn kernel_f64(&self) -> Vec<f64> {
+    pub(crate) fn kernel_f64(&self) -> Vec<f64> {
         if self.is_identity() {
             return vec![1.0];
         }
@@ -128,7 +128,7 @@ impl BlurParams {
     /// The half kernel `w[j]`, `j = 0..=r` (centre first), rounded to `f32`: what the `f32`
     /// blur and the CUDA kernels use.
     #[must_use]
-    pub fn half_kernel_f32(&self) -> Vec<f32> {
+    pub(crate) fn half_kernel_f32(&self) -> Vec<f32> {
         let k = self.kernel_f64();
         let r = k.len() / 2;
         k[r..].iter().map(|&w| w as f32).collect()
@@ -136,7 +136,7 @@ impl BlurParams {
 
     /// The half kernel in `f64`, centre first.
     #[must_use]
-    pub fn half_kernel_f64(&self) -> Vec<f64> {
+    pub(crate) fn half_kernel_f64(&self) -> Vec<f64> {
         let k = self.kernel_f64();
         let r = k.len() / 2;
         k[r..].to_vec()
@@ -179,7 +179,7 @@ fn numpy_pairwise_sum(a: &[f64]) -> f64 {
 /// SciPy's `reflect` extension: index `i` (any integer) of a line of `n > 0` samples.
 #[inline]
 #[must_use]
-pub fn reflect_index(i: i64, n: usize) -> usize {
+pub(crate) fn reflect_index(i: i64, n: usize) -> usize {
     let n = n as i64;
     let p = 2 * n;
     let m = i.rem_euclid(p);

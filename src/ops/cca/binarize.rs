@@ -26,7 +26,7 @@ pub fn histogram<T: Gray>(img: ImageView<'_, T>) -> Vec<u64> {
 /// Every quantity is a quotient of exact integers, evaluated in this exact order of IEEE double
 /// operations (the GPU kernel `cca_otsu` uses `__d*_rn` intrinsics to match, without FMA).
 #[must_use]
-pub fn otsu_from_histogram(hist: &[u64]) -> u32 {
+pub(crate) fn otsu_from_histogram(hist: &[u64]) -> u32 {
     let n: u64 = hist.iter().sum();
     if n == 0 {
         return 0;
@@ -66,7 +66,7 @@ pub fn otsu_threshold<T: Gray>(img: ImageView<'_, T>) -> u32 {
 /// Foreground test: `v > t` (bright) or `v <= t` (dark).
 #[inline]
 #[must_use]
-pub fn is_foreground(v: u32, t: u32, polarity: Polarity) -> bool {
+pub(crate) fn is_foreground(v: u32, t: u32, polarity: Polarity) -> bool {
     match polarity {
         Polarity::Bright => v > t,
         Polarity::Dark => v <= t,
@@ -123,7 +123,11 @@ impl BackgroundModel {
 
     /// Returns `|f - round(bg)|` (0 everywhere when the model was unseeded or the size changed,
     /// which seeds it), then updates `bg += ((f << 16) - bg) * a >> 16`, `a` in 1..=65536.
-    pub fn difference_and_update<T: Gray>(&mut self, img: ImageView<'_, T>, a: u32) -> Image<T> {
+    pub(crate) fn difference_and_update<T: Gray>(
+        &mut self,
+        img: ImageView<'_, T>,
+        a: u32,
+    ) -> Image<T> {
         let (w, h) = (img.width(), img.height());
         if self.bg.len() != w * h || self.width != w || self.height != h || self.bg.is_empty() {
             self.width = w;

@@ -11,7 +11,7 @@
 //!    its parent's (already final, being earlier). This yields OpenCV's numbering (raster order
 //!    of the first pixel) without a sort.
 //! 4. **Label image** (rayon over rows) and **features** (closed-form per-run sums,
-//!    [`ComponentSums::add_run`]).
+//!    `ComponentSums::add_run`).
 //!
 //! Cost: one read of the image, one write of the label image, O(runs · α) for the rest.
 
@@ -25,7 +25,7 @@ use super::features::{ComponentSums, ComponentTable};
 use super::{CcaOutput, CcaParams, Connectivity, Source, Threshold};
 
 /// Checks that the integer sums of any component fit in u64 (`Σx² <= N·W²`).
-pub fn check_sum_range(width: usize, height: usize) -> Result<(), OpError> {
+pub(crate) fn check_sum_range(width: usize, height: usize) -> Result<(), OpError> {
     let (w, h) = (width as u128, height as u128);
     let m = w.max(h);
     if m * m * w * h >= (1u128 << 64) {
@@ -111,7 +111,7 @@ fn merge_rows(
 }
 
 /// Labels the pixels where `fg` holds; returns the label image and the sums of labels `1..=n`.
-pub fn label_sums<T: Copy + Send + Sync>(
+pub(crate) fn label_sums<T: Copy + Send + Sync>(
     img: ImageView<'_, T>,
     fg: impl Fn(T) -> bool + Sync,
     conn: Connectivity,
@@ -252,7 +252,7 @@ impl CcaCpu {
     }
 
     /// Forgets the motion background.
-    pub fn reset_background(&mut self) {
+    pub(crate) fn reset_background(&mut self) {
         self.background.reset();
     }
 

@@ -2,10 +2,10 @@
 //!
 //! Both backends accumulate, per component, the integer sums of [`ComponentSums`]: area,
 //! bounding box, `Σx`, `Σy`, `Σx²`, `Σxy`, `Σy²` (x = column, y = row). A horizontal run
-//! `x0..=x1` on row `y` contributes closed forms ([`ComponentSums::add_run`]), which is how the
+//! `x0..=x1` on row `y` contributes closed forms (`ComponentSums::add_run`), which is how the
 //! run-based CPU labeler and the HA4 GPU kernels (features from the segment bitmask, Alg. 6)
 //! accumulate without visiting pixels one by one. Floating-point features are derived once from
-//! the sums ([`Component::from_sums`]), in one place, so CPU and GPU agree bit for bit. Both
+//! the sums (`Component::from_sums`), in one place, so CPU and GPU agree bit for bit. Both
 //! also sum the 8-bit grey level of the frame over each component's pixels (`Σg`, 64-bit: a
 //! 4K frame of 255s is past 32 bits), for its mean grey level.
 //!
@@ -48,7 +48,7 @@ pub struct ComponentSums {
 
 /// `Σ_{i=0}^{m} i²`.
 #[must_use]
-pub fn sum_squares_to(m: u64) -> u64 {
+pub(crate) fn sum_squares_to(m: u64) -> u64 {
     m * (m + 1) * (2 * m + 1) / 6
 }
 
@@ -79,7 +79,7 @@ impl ComponentSums {
     }
 
     /// Adds the run `x0..=x1` of row `y` (`x0 <= x1`) in closed form.
-    pub fn add_run(&mut self, x0: u32, x1: u32, y: u32) {
+    pub(crate) fn add_run(&mut self, x0: u32, x1: u32, y: u32) {
         let (a, b, yy) = (u64::from(x0), u64::from(x1), u64::from(y));
         let n = b - a + 1;
         let sx = (a + b) * n / 2;
@@ -164,7 +164,7 @@ fn central(n: u64, sab: u64, sa: u64, sb: u64) -> f64 {
 impl Component {
     /// Features of component `label` from its sums (`area > 0`).
     #[must_use]
-    pub fn from_sums(label: u32, s: &ComponentSums) -> Self {
+    pub(crate) fn from_sums(label: u32, s: &ComponentSums) -> Self {
         let n = s.area.max(1);
         let nf = n as f64;
         let mu20 = central(n, s.sum_xx, s.sum_x, s.sum_x);
@@ -241,7 +241,7 @@ pub struct ComponentTable {
 impl ComponentTable {
     /// A table from per-label sums (`sums[i]` belongs to label `i + 1`).
     #[must_use]
-    pub fn from_sums(
+    pub(crate) fn from_sums(
         width: usize,
         height: usize,
         connectivity: u8,

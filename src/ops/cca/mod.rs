@@ -7,7 +7,7 @@
 //!    fixed point and updated after each frame as `bg += ((f << 16) - bg) * a >> 16`
 //!    (`a = round(learning_rate * 65536)`, arithmetic shift). Integer arithmetic makes the CPU
 //!    and GPU backgrounds bit-identical. The first frame (or the first after a size change or
-//!    [`CcaCpu::reset_background`]) only seeds the background, so its foreground is empty.
+//!    `CcaCpu::reset_background`) only seeds the background, so its foreground is empty.
 //! 2. **Threshold** `T`: fixed, or Otsu's on the histogram of `s` (between-class variance
 //!    evaluated per level from exact integer prefix sums, first maximum wins, as OpenCV's
 //!    `THRESH_OTSU` on real images).
@@ -23,7 +23,7 @@
 //!    bit-identical between CPU and GPU.
 //!
 //! CPU: [`cpu`] (run-based two-pass labeling, rayon over strips). Reference definitions:
-//! [`naive`] (BFS flood fill, direct per-pixel features). GPU: [`gpu`] with `kernels/cca.cu`.
+//! `naive` (BFS flood fill, direct per-pixel features). GPU: [`gpu`] with `kernels/cca.cu`.
 //!
 //! The max-tree residue mode of the `[cca]` config is the caller's: feed the residue image as
 //! the input of this op (`source = "frame"`).
@@ -32,7 +32,8 @@ pub mod binarize;
 pub mod cpu;
 pub mod features;
 pub mod gpu;
-pub mod naive;
+#[cfg(test)]
+pub(crate) mod naive;
 mod tuning;
 
 #[cfg(test)]
@@ -189,7 +190,7 @@ impl CcaParams {
 
     /// The background update weight in 1/65536 units, `round(learning_rate * 65536)` in 1..=65536.
     #[must_use]
-    pub fn learning_rate_fixed(&self) -> u32 {
+    pub(crate) fn learning_rate_fixed(&self) -> u32 {
         ((self.learning_rate * 65536.0).round() as u32).clamp(1, 65536)
     }
 }

@@ -105,7 +105,7 @@ impl<T: Gray> MaxTree<T> {
     /// Restituted level (tree space) of every node for per-node pass flags under `rule`.
     /// `pass.len()` must be [`MaxTree::node_count`] (missing entries count as failing).
     #[must_use]
-    pub fn node_values(&self, pass: &[bool], rule: Rule) -> Vec<u32> {
+    pub(crate) fn node_values(&self, pass: &[bool], rule: Rule) -> Vec<u32> {
         let nn = self.nodes.len();
         let par = &self.node_parent;
         let passes = |id: usize| pass.get(id).copied().unwrap_or(false);
@@ -152,7 +152,7 @@ impl<T: Gray> MaxTree<T> {
 
     /// Filtered image and residue for per-node pass flags (any criterion, increasing or not).
     #[must_use]
-    pub fn filter_with_pass(&self, pass: &[bool], rule: Rule) -> FilterOutput<T> {
+    pub(crate) fn filter_with_pass(&self, pass: &[bool], rule: Rule) -> FilterOutput<T> {
         let v = self.node_values(pass, rule);
         let n = self.values.len();
         let mut filtered = Vec::with_capacity(n);

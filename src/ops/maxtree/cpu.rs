@@ -141,7 +141,7 @@ impl<T: Gray> MaxTree<T> {
     }
     /// Level of node `id` in tree space (inverted for a min-tree).
     #[must_use]
-    pub fn node_level(&self, id: usize) -> u32 {
+    pub(crate) fn node_level(&self, id: usize) -> u32 {
         self.nodes
             .get(id)
             .map_or(0, |&p| self.values[p as usize].to_u32())
@@ -380,7 +380,7 @@ pub(super) mod proptests {
     use super::*;
 
     /// Random images of 1..=40 x 1..=40 pixels with few (2-4) or many grey levels.
-    pub fn image_u8() -> impl Strategy<Value = Image<u8>> {
+    pub(crate) fn image_u8() -> impl Strategy<Value = Image<u8>> {
         (
             1usize..=40,
             1usize..=40,
@@ -396,7 +396,7 @@ pub(super) mod proptests {
     }
 
     /// 16-bit images: few levels spread over the range, or arbitrary 16-bit values.
-    pub fn image_u16() -> impl Strategy<Value = Image<u16>> {
+    pub(crate) fn image_u16() -> impl Strategy<Value = Image<u16>> {
         (
             1usize..=40,
             1usize..=40,
@@ -419,7 +419,7 @@ pub(super) mod proptests {
     }
 
     /// `parent(p) ≺ p` for all but the root, every parent canonical, one root (the ≺-minimum).
-    pub fn check_canonical<T: Gray>(t: &MaxTree<T>) -> Result<(), TestCaseError> {
+    pub(crate) fn check_canonical<T: Gray>(t: &MaxTree<T>) -> Result<(), TestCaseError> {
         let (par, g) = (t.parent(), &t.values);
         let prec = |a: usize, b: usize| g[a] < g[b] || (g[a] == g[b] && a > b);
         let roots: Vec<usize> = (0..par.len()).filter(|&p| par[p] as usize == p).collect();

@@ -2,7 +2,7 @@
 //! algorithm, the paper sections and the memory layout).
 //!
 //! Per frame, on one stream and without a host sync: `maxtree_local` (tiles of
-//! [`TILE_WIDTH`] x [`MaxTreeTuning::tile_height`]: 1D column trees + concurrent CONNECT in shared
+//! `TILE_WIDTH` x [`MaxTreeTuning::tile_height`]: 1D column trees + concurrent CONNECT in shared
 //! memory), `maxtree_merge` (tile borders), `maxtree_flatten` (canonical parent image, node
 //! numbering), `maxtree_attributes` (per-node init, per-pixel contributions, subtree
 //! accumulation by doubling, attribute) and `maxtree_restitute` (rule flags, pointer jumping,
@@ -35,7 +35,7 @@ use crate::image::{Gray, Image, ImageView};
 use crate::ops::OpError;
 
 /// Tile width of the local kernel (threads per block). Keep in sync with `MT_TW` in maxtree.cu.
-pub const TILE_WIDTH: usize = 64;
+pub(crate) const TILE_WIDTH: usize = 64;
 /// Row chunk (threads per block) of `maxtree_pixels`. Keep in sync with the 256 in maxtree.cu.
 const PIXEL_CHUNK: u32 = 256;
 /// Pixels per thread of `maxtree_flatten`. Keep in sync with `MT_FLAT`.

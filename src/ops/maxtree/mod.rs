@@ -47,10 +47,11 @@
 //! [`area_opening`] / [`area_closing`] are scikit-image's `area_opening(image, area_threshold=N,
 //! connectivity=1|2)` / `area_closing`: they keep the components of area ≥ N.
 
-pub mod attributes;
+pub(crate) mod attributes;
 pub mod cpu;
 pub mod gpu;
-pub mod naive;
+#[cfg(test)]
+pub(crate) mod naive;
 pub mod output;
 mod parallel;
 

@@ -54,7 +54,7 @@ unsafe impl DeviceRepr for Nv12Params {}
 /// `gpu`'s context, holding the frame from the moment the kernel runs on `stream` until it
 /// ends: the caller orders the writes of the frame before this call's work on `stream` and any
 /// reuse of the buffers after it (an event, a synchronisation).
-pub unsafe fn enqueue_nv12_to_rgb(
+pub(crate) unsafe fn enqueue_nv12_to_rgb(
     gpu: &GpuContext,
     stream: &Arc<CudaStream>,
     planes: &Nv12Planes,

@@ -12,21 +12,21 @@
 //!    rows vertically (`video_chroma_up_v2_u8`: 3:1 and 1:3, rounded); vertically co-sited
 //!    chroma is only repeated (`video_chroma_up_v2_cs_u8` is a stub in 1.22);
 //! 3. the matrix: `prepare_matrix` picks `video_converter_matrix8_AYUV_ARGB`, the orc function
-//!    `video_orc_convert_AYUV_ARGB`: five 8.8 fixed-point coefficients ([`RgbCoefficients`]) on
+//!    `video_orc_convert_AYUV_ARGB`: five 8.8 fixed-point coefficients (`RgbCoefficients`) on
 //!    samples centred on 128, luma included (the range offsets of the matrix are dropped, so
 //!    limited-range white, 235, gives 253), `mulhsw` products, saturated to 0..=255;
 //! 4. pack to RGB. Nothing else runs: no dithering (8 bits in and out), no gamma or primaries
 //!    step (default options).
 //!
 //! [`nv12_to_rgb`] follows those steps pixel by pixel; `kernels/nv12.cu` (launched by
-//! [`gpu::enqueue_nv12_to_rgb`]) repeats them with the coefficients computed here.
+//! `gpu::enqueue_nv12_to_rgb`) repeats them with the coefficients computed here.
 //!
 //! **Bands.** The converter splits the rows into one band per thread, each with its own line
 //! caches, and the vertical upsampler pairs rows from the start of a band: rows `(-1, 0), (1, 2),
 //! ...` in the first band, `(b, b + 1), ...` in a band starting at row `b`. A band starting on
 //! an even row therefore pairs two rows of the same chroma row and repeats it, where one thread
 //! interpolates: the bytes depend on the converter's thread count ([`Nv12Conversion::threads`],
-//! [`Nv12Conversion::band_rows`]).
+//! `Nv12Conversion::band_rows`).
 
 use gstreamer_video as gst_video;
 use rayon::prelude::*;
@@ -54,7 +54,7 @@ pub enum YuvMatrix {
 impl YuvMatrix {
     /// Kr and Kb, GStreamer's values (`gst_video_color_matrix_get_Kr_Kb`).
     #[must_use]
-    pub fn kr_kb(self) -> (f64, f64) {
+    pub(crate) fn kr_kb(self) -> (f64, f64) {
         match self {
             Self::Bt601 => (0.2990, 0.1140),
             Self::Bt709 => (0.2126, 0.0722),
@@ -89,7 +89,7 @@ pub struct Nv12Conversion {
     /// not halfway between two rows.
     pub v_cosited: bool,
     /// The threads the converter runs (at least 1, at most the processor count): they decide
-    /// its bands ([`Self::band_rows`]).
+    /// its bands (`Self::band_rows`).
     pub threads: u32,
 }
 
@@ -154,7 +154,7 @@ impl Nv12Conversion {
     /// are at least 0.002 from a tie for every matrix and range, so operation order and FMA
     /// contraction cannot change them.
     #[must_use]
-    pub fn coefficients(&self) -> RgbCoefficients {
+    pub(crate) fn coefficients(&self) -> RgbCoefficients {
         let [y, r_v, g_u, g_v, b_u] = self
             .unrounded_coefficients()
             .map(|c| c.round_ties_even() as i32);
@@ -190,7 +190,7 @@ impl Nv12Conversion {
     /// be shorter): `ceil(height / n)` for its `n` threads, or for `ceil(height / 200)` threads
     /// when `height / n` is under 200 (`gst_video_converter_new_with_pool`).
     #[must_use]
-    pub fn band_rows(&self, height: usize) -> usize {
+    pub(crate) fn band_rows(&self, height: usize) -> usize {
         let mut n = self.threads.max(1) as usize;
         if height / n < 200 {
             n = height.div_ceil(200);
@@ -202,7 +202,7 @@ impl Nv12Conversion {
 /// The five coefficients of GStreamer's AYUV to RGB matrix, 8.8 fixed point (`im[i][j]` of
 /// `video_converter_matrix8_AYUV_ARGB`); the CUDA kernel takes them as arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RgbCoefficients {
+pub(crate) struct RgbCoefficients {
     /// Luma into R, G and B.
     pub y: i32,
     /// V into R.
@@ -234,7 +234,7 @@ fn saturate(v: i32) -> u8 {
 
 /// One pixel through `video_orc_convert_AYUV_ARGB`.
 #[must_use]
-pub fn yuv_to_rgb(y: u8, u: u8, v: u8, c: &RgbCoefficients) -> [u8; 3] {
+pub(crate) fn yuv_to_rgb(y: u8, u: u8, v: u8, c: &RgbCoefficients) -> [u8; 3] {
     let (wy, wu, wv) = (mulhs(splat(y), c.y), splat(u), splat(v));
     [
         saturate(wy + mulhs(wv, c.r_v)),

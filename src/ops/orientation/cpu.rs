@@ -232,7 +232,7 @@ pub fn orientation<T: Sample>(
     })
 }
 
-/// The colour picture of an orientation map: hue from the angle ([`hue_of_angle`]), full
+/// The colour picture of an orientation map: hue from the angle (`hue_of_angle`), full
 /// saturation, value = strength in 8 bits (for closings, of the inverted strength, so dark
 /// structures light up).
 #[must_use]

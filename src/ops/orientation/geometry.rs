@@ -83,7 +83,7 @@ impl LineFamily {
 
     /// (major extent, minor extent) of a `width` x `height` image.
     #[must_use]
-    pub fn extents(&self, width: usize, height: usize) -> (usize, usize) {
+    pub(crate) fn extents(&self, width: usize, height: usize) -> (usize, usize) {
         if self.x_major {
             (width, height)
         } else {
@@ -93,7 +93,7 @@ impl LineFamily {
 
     /// φ(a) for a major coordinate `a ≥ 0`.
     #[must_use]
-    pub fn phi(&self, a: i64) -> i64 {
+    pub(crate) fn phi(&self, a: i64) -> i64 {
         if self.q == 0 || self.r == 0 {
             return 0;
         }
@@ -104,7 +104,7 @@ impl LineFamily {
 
     /// Number of lines meeting an image of the given extents: `minor + |φ(major−1)|`.
     #[must_use]
-    pub fn line_count(&self, major: usize, minor: usize) -> usize {
+    pub(crate) fn line_count(&self, major: usize, minor: usize) -> usize {
         if major == 0 || minor == 0 {
             return 0;
         }
@@ -113,7 +113,7 @@ impl LineFamily {
 
     /// The smallest line index `c` meeting the image: `−max(φ(major−1), 0)`.
     #[must_use]
-    pub fn first_line(&self, major: usize) -> i64 {
+    pub(crate) fn first_line(&self, major: usize) -> i64 {
         if major == 0 {
             return 0;
         }
@@ -122,7 +122,7 @@ impl LineFamily {
 
     /// The major range `[a0, a1]` (inclusive) where line `c` lies inside the image, or `None`.
     #[must_use]
-    pub fn line_span(&self, c: i64, major: usize, minor: usize) -> Option<(usize, usize)> {
+    pub(crate) fn line_span(&self, c: i64, major: usize, minor: usize) -> Option<(usize, usize)> {
         let (big_a, big_b) = (major as i64, minor as i64);
         if big_a == 0 || big_b == 0 {
             return None;

@@ -607,7 +607,7 @@ impl<T: GpuSample> OrientationGpu<T> {
 
     /// The angular spectrum of the last frame (one sum per angle; blocks until the stream's
     /// work is done), without the maps.
-    pub fn download_spectrum(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
+    pub(crate) fn download_spectrum(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
         let (w, h) = self.size;
         let e = &self.engine;
         if w == 0 || h == 0 {

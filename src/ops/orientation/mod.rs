@@ -50,7 +50,7 @@
 //! - CPU ([`cpu`]): the streaming 1D opening of Bartovsky et al. ([`stream`]: one pass, a FIFO of
 //!   at most L+1 (value, position) pairs, amortised O(1) work per sample whatever L, output at a
 //!   fixed latency of L−1 samples) along every line of the family, lines in parallel with rayon.
-//! - Reference ([`naive`]): min then max over the window along the same line, per pixel, O(N·L);
+//! - Reference (`naive`): min then max over the window along the same line, per pixel, O(N·L);
 //!   and the true 2D opening by the segment's pixels (tests only).
 //! - GPU ([`gpu`], `kernels/orientation.cu`; its launch plan in `plan.rs`): one thread per
 //!   line (and zone), the FIFO in shared memory with the rest spilled to global memory, zones
@@ -59,11 +59,12 @@
 //!   Bit-identical to the CPU.
 
 pub mod cpu;
-pub mod geometry;
+pub(crate) mod geometry;
 #[cfg(test)]
 mod goldens;
 pub mod gpu;
-pub mod naive;
+#[cfg(test)]
+pub(crate) mod naive;
 mod plan;
 pub mod stream;
 mod tuning;
@@ -82,9 +83,9 @@ pub use gpu::{GpuSample, LinearOpeningGpu, OrientationGpu, linear_opening_gpu, o
 pub use tuning::OrientationTuning;
 
 /// Largest structuring-element length accepted (odd).
-pub const MAX_LENGTH: u32 = 1023;
+pub(crate) const MAX_LENGTH: u32 = 1023;
 /// Most angles in one orientation map.
-pub const MAX_ANGLES: usize = 3600;
+pub(crate) const MAX_ANGLES: usize = 3600;
 
 /// One linear opening (or closing): `image IN --op linear-opening --length L --angle DEG`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,7 +180,7 @@ impl OrientationParams {
 
     /// The angles in degrees, in index order.
     #[must_use]
-    pub fn angle_degrees(&self) -> Vec<f64> {
+    pub(crate) fn angle_degrees(&self) -> Vec<f64> {
         if self.angle_list.is_empty() {
             let k = self.angles.max(1);
             (0..k)
@@ -315,7 +316,11 @@ impl<T: Sample> OrientationOutput<T> {
 /// Summary numbers of an angular spectrum (see [`OrientationOutput::summary`]), for callers
 /// that have the spectrum without the maps.
 #[must_use]
-pub fn spectrum_summary(angles_deg: &[f64], spectrum: &[f64], closing: bool) -> serde_json::Value {
+pub(crate) fn spectrum_summary(
+    angles_deg: &[f64],
+    spectrum: &[f64],
+    closing: bool,
+) -> serde_json::Value {
     let dominant = dominant_index(spectrum, closing);
     serde_json::json!({
         "angle_count": angles_deg.len(),
@@ -351,7 +356,7 @@ fn dominant_index(spectrum: &[f64], closing: bool) -> Option<usize> {
 /// Hue table: the hue of angle α in 1/256 sextants, `⌊((α mod 180) / 180)·1536⌋` in 0..1536.
 /// Shared by the CPU colour picture and the GPU kernel so both agree to the bit.
 #[must_use]
-pub fn hue_of_angle(angle_deg: f64) -> u16 {
+pub(crate) fn hue_of_angle(angle_deg: f64) -> u16 {
     let a = angle_deg.rem_euclid(180.0);
     let h = (a / 180.0 * 1536.0).floor();
     (h as i64).clamp(0, 1535) as u16
@@ -360,7 +365,7 @@ pub fn hue_of_angle(angle_deg: f64) -> u16 {
 /// HSV (full saturation) to RGB with integer arithmetic: `hue` in 0..1536 (six sextants of 256),
 /// `value` 0..=255. The GPU kernel `orientation_finish_*` computes the same.
 #[must_use]
-pub fn hsv_to_rgb(hue: u16, value: u8) -> [u8; 3] {
+pub(crate) fn hsv_to_rgb(hue: u16, value: u8) -> [u8; 3] {
     let v = u32::from(value);
     let sextant = (hue >> 8) % 6;
     let frac = u32::from(hue & 255);

@@ -28,7 +28,7 @@ use super::Sample;
 
 /// A ring-buffer deque of (value, start position) pairs, sized for one segment length.
 #[derive(Clone, Debug)]
-pub struct Fifo<T> {
+pub(crate) struct Fifo<T> {
     val: Vec<T>,
     pos: Vec<u32>,
     head: usize,
@@ -48,18 +48,6 @@ impl<T: Sample> Fifo<T> {
             len: 0,
             mask: cap - 1,
         }
-    }
-
-    /// Number of entries.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True when empty.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     fn slot(&self, i: usize) -> usize {
@@ -115,7 +103,7 @@ impl<T: Sample> Fifo<T> {
 
 /// Opens `signal` by a window of `2r + 1` samples, ignoring samples outside, into `out`
 /// (`out.len() == signal.len()`). `fifo` must have been made for a length of at least `2r + 1`.
-pub fn open_1d<T: Sample>(signal: &[T], r: usize, fifo: &mut Fifo<T>, out: &mut [T]) {
+pub(crate) fn open_1d<T: Sample>(signal: &[T], r: usize, fifo: &mut Fifo<T>, out: &mut [T]) {
     let n = signal.len().min(out.len());
     if n == 0 {
         return;
@@ -243,7 +231,7 @@ mod tests {
                 let x = ((rng >> 33) % 50) as u16;
                 let rp = r as u32 + k;
                 fifo.step(rp, x, length);
-                worst = worst.max(fifo.len());
+                worst = worst.max(fifo.len);
                 if rp >= 2 * r as u32 {
                     fifo.front_at(rp - 2 * r as u32);
                 }

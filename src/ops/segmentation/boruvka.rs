@@ -6,7 +6,7 @@
 //! scikit-image's: `f64` smoothing ([`blur_f64`], bit-identical to SciPy on the samples), `f64`
 //! Euclidean weights, thresholds `f32(Int + k/|C|)` compared with the `f64` weight. Keys order
 //! the edges: the top `64 - e` bits of the weight's `f64` bits, then the edge id (`e` =
-//! [`eid_bits`], 23 bits at 1080p), a total order that follows the weights to ~2^-30 relative.
+//! `eid_bits`, 23 bits at 1080p), a total order that follows the weights to ~2^-30 relative.
 //! (An `f32` pipeline was tried first; on `text_motion.jpg` at scale 500 its rounding alone
 //! changed 35 of 160 segments — the predicate amplifies tiny differences.)
 //!
@@ -48,7 +48,7 @@
 //!    and `Int(R)` after them is 0, so the merges are these.)
 //!
 //! **Merge round 1** (every component a single pixel) decides only the trees that lie inside
-//! one [`TILE_W`] x [`TILE_H`] tile and have at most [`TILE_TREE`] members: the GPU decides
+//! one `TILE_W` x `TILE_H` tile and have at most `TILE_TREE` members: the GPU decides
 //! them in one kernel from shared memory (`segmentation_tiles`); the others wait for round 2. That
 //! keeps the result exact: whichever trees a round decides, every component it leaves is
 //! Kruskal's just before its least alive edge, which is all the next round needs. When round 1
@@ -83,19 +83,19 @@ use crate::ops::OpError;
 use crate::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 
 /// No edge.
-pub const NO_EDGE: u64 = u64::MAX;
+pub(crate) const NO_EDGE: u64 = u64::MAX;
 /// Tile width of merge round 1 (`SEG_TILE_W` of `segmentation_tiles`).
-pub const TILE_W: usize = 32;
+pub(crate) const TILE_W: usize = 32;
 /// Tile height of merge round 1 (`SEG_TILE_H`).
-pub const TILE_H: usize = 16;
+pub(crate) const TILE_H: usize = 16;
 /// Most members of a tree that merge round 1 decides (`SEG_TILE_TREE`).
-pub const TILE_TREE: usize = 32;
+pub(crate) const TILE_TREE: usize = 32;
 /// No component.
 pub const NONE: u32 = u32::MAX;
 
 /// Forward edges of pixel `p = (x, y)`, as `dir`: 0 right `(x+1, y)`, 1 down `(x, y+1)`,
 /// 2 down-right `(x+1, y+1)`, 3 down-left `(x-1, y+1)`. Edge id = `4 p + dir`.
-pub const DIRS: [(i64, i64); 4] = [(1, 0), (0, 1), (1, 1), (-1, 1)];
+pub(crate) const DIRS: [(i64, i64); 4] = [(1, 0), (0, 1), (1, 1), (-1, 1)];
 
 /// The four forward edge weights of every pixel, scikit-image's `f64` Euclidean distances of
 /// the `f64`-smoothed colours (`f64::INFINITY` where the neighbour is outside the image).
@@ -120,7 +120,7 @@ pub fn edge_weights(s: &[f64], width: usize, height: usize, channels: usize) -> 
 
 /// Bits of the edge id in a key for `n` pixels: `ceil(log2(4 n))` (at least 1).
 #[must_use]
-pub fn eid_bits(n: usize) -> u32 {
+pub(crate) fn eid_bits(n: usize) -> u32 {
     let m = (4 * n).max(2) as u64;
     64 - (m - 1).leading_zeros()
 }
@@ -130,21 +130,21 @@ pub fn eid_bits(n: usize) -> u32 {
 /// ~2^-(63-e) relative tie and fall back to the id), then by id: a total order.
 #[inline]
 #[must_use]
-pub fn edge_key(w: f64, eid: u32, e: u32) -> u64 {
+pub(crate) fn edge_key(w: f64, eid: u32, e: u32) -> u64 {
     ((w.to_bits() >> (e - 1)) << e) | u64::from(eid)
 }
 
 /// The edge id of a key.
 #[inline]
 #[must_use]
-pub fn key_eid(key: u64, e: u32) -> u32 {
+pub(crate) fn key_eid(key: u64, e: u32) -> u32 {
     (key & ((1u64 << e) - 1)) as u32
 }
 
 /// Endpoints `(p, q)` of edge id `eid` on a grid of `width` columns.
 #[inline]
 #[must_use]
-pub fn edge_endpoints(eid: u32, width: usize) -> (usize, usize) {
+pub(crate) fn edge_endpoints(eid: u32, width: usize) -> (usize, usize) {
     let p = (eid >> 2) as usize;
     let q = match eid & 3 {
         0 => p + 1,
@@ -506,7 +506,7 @@ impl State<'_> {
 
 /// The segmentation of a smoothed interleaved `f64` image (the GPU's computation). Merge
 /// rounds are numbered `1..=max_rounds` in the hierarchy, `min_size` rounds after them.
-pub fn boruvka_from_smoothed(
+pub(crate) fn boruvka_from_smoothed(
     smoothed: &[f64],
     width: usize,
     height: usize,

@@ -18,7 +18,7 @@ use crate::ops::blur::cpu::{blur_f64, pack_gray, pack_rgb};
 /// down-right `(p, p+w+1)`, up-right `((y, x+1), (y+1, x))`; each block in raster order of
 /// its upper-left pixel.
 #[derive(Clone, Copy, Debug)]
-pub struct EdgeLayout {
+pub(crate) struct EdgeLayout {
     width: usize,
     /// Start of each block and the total, `[0, right, +down, +dright, +uright]`.
     starts: [usize; 5],
@@ -41,12 +41,6 @@ impl EdgeLayout {
     #[must_use]
     pub fn len(&self) -> usize {
         self.starts[4]
-    }
-
-    /// True when the grid has no edge.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The pixel pair `(a, b)` of edge `idx` in scikit-image's orientation (`cost = |s[a] - s[b]|`).
@@ -77,7 +71,7 @@ impl EdgeLayout {
 /// `sum(axis=-1)` does.
 #[inline]
 #[must_use]
-pub fn colour_distance_f64(s: &[f64], channels: usize, a: usize, b: usize) -> f64 {
+pub(crate) fn colour_distance_f64(s: &[f64], channels: usize, a: usize, b: usize) -> f64 {
     let (pa, pb) = (
         &s[a * channels..(a + 1) * channels],
         &s[b * channels..(b + 1) * channels],
@@ -92,7 +86,12 @@ pub fn colour_distance_f64(s: &[f64], channels: usize, a: usize, b: usize) -> f6
 
 /// All edge costs in scikit-image's order.
 #[must_use]
-pub fn edge_costs(smoothed: &[f64], width: usize, height: usize, channels: usize) -> Vec<f64> {
+pub(crate) fn edge_costs(
+    smoothed: &[f64],
+    width: usize,
+    height: usize,
+    channels: usize,
+) -> Vec<f64> {
     let layout = EdgeLayout::new(width, height);
     (0..layout.len())
         .into_par_iter()
@@ -106,7 +105,7 @@ pub fn edge_costs(smoothed: &[f64], width: usize, height: usize, channels: usize
 /// scikit-image's threshold `Int(C) + k/|C|`, rounded to `f32` (its `cdef float32_t`).
 #[inline]
 #[must_use]
-pub fn threshold_f32(cint: f64, k: f64, size: usize) -> f32 {
+pub(crate) fn threshold_f32(cint: f64, k: f64, size: usize) -> f32 {
     (cint + k / size as f64) as f32
 }
 

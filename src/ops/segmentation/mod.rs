@@ -47,7 +47,8 @@ pub mod boruvka;
 pub mod cpu;
 pub mod gpu;
 pub mod metrics;
-pub mod naive;
+#[cfg(test)]
+pub(crate) mod naive;
 pub mod overlay;
 
 #[cfg(test)]
@@ -263,7 +264,7 @@ impl SegmentationHierarchy {
     }
 
     /// Global round number up to which merges are applied at `level`.
-    pub fn threshold_round(&self, level: u32) -> Result<u16, OpError> {
+    pub(crate) fn threshold_round(&self, level: u32) -> Result<u16, OpError> {
         if level >= self.levels() {
             return Err(OpError::InvalidParam(format!(
                 "level must be in 0..{}, got {level}",
@@ -297,7 +298,7 @@ impl SegmentationHierarchy {
 
 /// Renumbers per-pixel component ids (any values) to `0..n` in raster order of first pixel.
 #[must_use]
-pub fn raster_relabel(comp: &[u32]) -> (Vec<u32>, usize) {
+pub(crate) fn raster_relabel(comp: &[u32]) -> (Vec<u32>, usize) {
     // Values below 2^24 (every label image of this crate: root pixel indices or dense labels)
     // use a lookup table; others a hash map.
     let max = comp.iter().copied().max().unwrap_or(0);

@@ -22,7 +22,7 @@ pub enum OverlayMode {
 
 /// A pseudo-random, fairly bright colour for `label` (SplitMix64 of the label).
 #[must_use]
-pub fn label_colour(label: u32) -> [u8; 3] {
+pub(crate) fn label_colour(label: u32) -> [u8; 3] {
     let mut z = u64::from(label).wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -6,7 +6,7 @@
 //! A [`Scene`] is a list of [`SceneObject`]s, each with its position at every frame
 //! (`None` = not in the scene), plus [`Occluder`]s and [`Noise`]. [`Scene::render`] draws one
 //! frame into a grey image and returns the frame's ground truth: for every object whose visible
-//! pixels are at least [`VISIBLE_FRACTION`] of its whole ellipse, the bounding box of those
+//! pixels are at least `VISIBLE_FRACTION` of its whole ellipse, the bounding box of those
 //! visible pixels (objects drawn later cover earlier ones; occluders cover every object; the
 //! frame border clips). Occluders and the background stay below [`FOREGROUND_THRESHOLD`], the
 //! objects, specks and clutter above it, so `cca.source = "frame"` with that fixed threshold
@@ -27,7 +27,7 @@ use crate::image::Image;
 pub const FOREGROUND_THRESHOLD: u8 = 30;
 
 /// Share of an object's pixels that must be visible for it to be in the ground truth.
-pub const VISIBLE_FRACTION: f64 = 0.25;
+pub(crate) const VISIBLE_FRACTION: f64 = 0.25;
 
 /// Deterministic pseudo-random numbers (SplitMix64).
 #[derive(Clone, Debug)]
@@ -59,7 +59,7 @@ impl Rng {
     }
 
     /// Approximately standard normal (sum of four uniforms, rescaled).
-    pub fn normal(&mut self) -> f64 {
+    pub(crate) fn normal(&mut self) -> f64 {
         ((0..4).map(|_| self.unit()).sum::<f64>() - 2.0) * 3.0f64.sqrt()
     }
 }

@@ -12,7 +12,7 @@ use crate::ops::OpError;
 /// tests check that for every tile height).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MaxTreeTuning {
-    /// Rows of a tile of `maxtree_local` (its columns are [`super::TILE_WIDTH`]): 16, 32, 64,
+    /// Rows of a tile of `maxtree_local` (its columns are `super::TILE_WIDTH`): 16, 32, 64,
     /// or 128 for 8-bit images (local indices fit 16 bits); taller tiles leave fewer borders to
     /// `maxtree_merge` but run fewer blocks at once.
     pub tile_height: usize,
