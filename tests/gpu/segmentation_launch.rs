@@ -49,18 +49,8 @@ fn adaptive_rounds_rerun_frames_that_need_more() {
     let Some(photo) = tiled("building.jpg", 640, 360, 3) else {
         return;
     };
-    let flat = Frame {
-        name: "flat".into(),
-        data: vec![90; 640 * 360 * 3],
-        width: 640,
-        height: 360,
-        channels: 3,
-    };
-    let p = SegmentationParams {
-        scale: 100.0,
-        adaptive_rounds: true,
-        ..SegmentationParams::default()
-    };
+    let flat = flat_frame();
+    let p = adaptive_params();
     let mut fixed = SegmentationGpu::new(g).unwrap();
     let want = run(
         &mut fixed,
@@ -364,18 +354,8 @@ fn device_labels_and_summary_equal_the_full_download() {
     ) else {
         return;
     };
-    let flat = Frame {
-        name: "flat".into(),
-        data: vec![90; 640 * 360 * 3],
-        width: 640,
-        height: 360,
-        channels: 3,
-    };
-    let p = SegmentationParams {
-        scale: 100.0,
-        adaptive_rounds: true,
-        ..SegmentationParams::default()
-    };
+    let flat = flat_frame();
+    let p = adaptive_params();
     // Low finisher limits: the photograph after the flat frame needs a rerun.
     let tight = |t: &mut SegmentationTuning| {
         (t.finisher.handoff_frontier, t.finisher.frontier_limit) = (1000, 1000)
@@ -469,4 +449,24 @@ fn device_labels_and_summary_equal_the_full_download() {
     enqueue(&mut light, &stream, &input, &empty, &p, &mut timer);
     assert!(light.device_labels().is_none());
     assert_eq!(light.download_summary(&stream).unwrap().segment_count, 0);
+}
+
+/// A flat 640x360 RGB frame: one segment, the smallest work a launch variant can get.
+fn flat_frame() -> Frame {
+    Frame {
+        name: "flat".into(),
+        data: vec![90; 640 * 360 * 3],
+        width: 640,
+        height: 360,
+        channels: 3,
+    }
+}
+
+/// The shipped settings (k = 100) with the adaptive round caps the launch variants replay.
+fn adaptive_params() -> SegmentationParams {
+    SegmentationParams {
+        scale: 100.0,
+        adaptive_rounds: true,
+        ..SegmentationParams::default()
+    }
 }
