@@ -54,7 +54,7 @@ pub struct OpSettings {
 impl OpSettings {
     /// Whether analysis `name` (its settings section) is enabled.
     #[must_use]
-    pub(crate) fn is_enabled(&self, name: &str) -> bool {
+    pub fn is_enabled(&self, name: &str) -> bool {
         descriptor(name).is_some_and(|d| (d.enabled)(self))
     }
 

@@ -17,6 +17,13 @@ use morphoscope::ops::{cca, maxtree, orientation, preprocess, segmentation};
 
 use super::CommonArgs;
 
+/// The ops of this command that are whole analyses take the analysis' name.
+const CCA: &str = morphoscope::analysis::cca::DESCRIPTOR.name;
+/// See [`CCA`].
+const ORIENTATION: &str = morphoscope::analysis::orientation::DESCRIPTOR.name;
+/// See [`CCA`].
+const SEGMENTATION: &str = morphoscope::analysis::segmentation::DESCRIPTOR.name;
+
 /// The ops `image` knows, with a one-line description.
 pub const OPS: &[(&str, &str)] = &[
     (
@@ -36,7 +43,7 @@ pub const OPS: &[(&str, &str)] = &[
         "--attribute area|height|volume|bbox_width|bbox_height|diameter --threshold T --rule direct|min|max|subtractive --tree max|min [--connectivity] [--residue]",
     ),
     (
-        "cca",
+        CCA,
         "[--threshold T|otsu] [--dark] [--connectivity 4|8] --out stats.json [--labels labels.npy]: components with stats (OpenCV connectedComponentsWithStats)",
     ),
     (
@@ -44,17 +51,17 @@ pub const OPS: &[(&str, &str)] = &[
         "--length L --angle DEG [--closing]: opening (closing) by a line segment",
     ),
     (
-        "orientation",
+        ORIENTATION,
         "--length L --angles K [--closing] --out DIR: orientation.png, angle.npy, strength.npy, spectrum.csv",
     ),
     (
-        "segmentation",
+        SEGMENTATION,
         "[--scale K] [--sigma S] [--min-size N] --out labels.npy [--overlay seg.png]: graph-based segmentation (scikit-image felzenszwalb)",
     ),
 ];
 
 /// The op names of earlier versions, each with the analysis name that replaced it.
-const RENAMED_OPS: &[(&str, &str)] = &[("label", "cca"), ("felzenszwalb", "segmentation")];
+const RENAMED_OPS: &[(&str, &str)] = &[("label", CCA), ("felzenszwalb", SEGMENTATION)];
 
 /// `asked`, or the current name of an op renamed since (with a deprecation warning).
 fn renamed_op(asked: &str) -> &str {
@@ -73,13 +80,13 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("area-opening", "--out OUT.png|.npy"),
     ("area-closing", "--out OUT.png|.npy"),
     ("attribute-filter", "--out OUT.png|.npy"),
-    ("cca", "--out STATS.json [--labels LABELS.npy]"),
+    (CCA, "--out STATS.json [--labels LABELS.npy]"),
     (
         "linear-opening",
         "--out OUT.png|.npy (.npy for float input)",
     ),
-    ("orientation", "--out FOLDER"),
-    ("segmentation", "--out LABELS.npy [--overlay SEGMENTS.png]"),
+    (ORIENTATION, "--out FOLDER"),
+    (SEGMENTATION, "--out LABELS.npy [--overlay SEGMENTS.png]"),
 ];
 
 /// Arguments of `image` (each op uses the options it needs and rejects missing ones).
@@ -205,7 +212,7 @@ pub fn image(common: &CommonArgs, a: &ImageArgs) -> anyhow::Result<ExitCode> {
     let img = io::read_image(input)?;
     if matches!(img, DynImage::F32(_))
         && io::out_kind(out, &[OutKind::Png]).is_ok()
-        && !matches!(op, "orientation")
+        && !op == ORIENTATION
     {
         bail!(
             "{}: float input gives a float result; write it as .npy",
@@ -240,14 +247,14 @@ fn check_outputs(op: &str, a: &ImageArgs, out: &Path) -> anyhow::Result<()> {
         Ok(())
     };
     match op {
-        "cca" => {
+        CCA => {
             file(out, &[OutKind::Json])?;
             if let Some(l) = &a.labels {
                 file(l, &[OutKind::Npy])?;
             }
         }
-        "orientation" => folder(out)?,
-        "segmentation" => {
+        ORIENTATION => folder(out)?,
+        SEGMENTATION => {
             file(out, &[OutKind::Npy])?;
             if let Some(o) = &a.overlay {
                 file(o, &[OutKind::Png])?;
@@ -318,10 +325,10 @@ fn run_op(
         "area-opening" | "area-closing" | "attribute-filter" => {
             maxtree_op(backend, op, out_path, a, gray_of(img))
         }
-        "cca" => cca_op(backend, out_path, a, gray_of(img)),
+        CCA => cca_op(backend, out_path, a, gray_of(img)),
         "linear-opening" => linear_opening_op(backend, out_path, a, gray_of(img)),
-        "orientation" => orientation_op(backend, out_path, a, gray_of(img)),
-        "segmentation" => segmentation_op(backend, out_path, a, img),
+        ORIENTATION => orientation_op(backend, out_path, a, gray_of(img)),
+        SEGMENTATION => segmentation_op(backend, out_path, a, img),
         other => bail!("op `{other}` is not wired"),
     }
 }
@@ -473,8 +480,8 @@ fn linear_opening_op(
 fn orientation_op(backend: &Backend, out: &Path, a: &ImageArgs, g: Gray) -> anyhow::Result<()> {
     let p = orientation::OrientationParams {
         enabled: true,
-        length: need(a.length, "--length L", "orientation")?,
-        angles: need(a.angles, "--angles K", "orientation")?,
+        length: need(a.length, "--length L", ORIENTATION)?,
+        angles: need(a.angles, "--angles K", ORIENTATION)?,
         angle_list: Vec::new(),
         closing: a.closing,
     };

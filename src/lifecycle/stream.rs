@@ -40,6 +40,33 @@ const FLUSH_REWRITE_EVERY: Duration = Duration::from_secs(1);
 
 /// Takes `job` from starting to finished on the caller's thread (see the module
 /// [`crate::lifecycle`]); `stop` may be asked from any thread at any time.
+///
+/// ```no_run
+/// use morphoscope::backend::select;
+/// use morphoscope::config::{BackendChoice, Settings};
+/// use morphoscope::lifecycle::{
+///     LiveSettings, StopRequest, StreamJob, StreamObserver, StreamOutput, run,
+/// };
+/// use morphoscope::source::SourceSpec;
+///
+/// struct Quiet;
+/// impl StreamObserver for Quiet {}
+///
+/// let settings = Settings::load(None, &["cca.threshold=otsu".into()])?;
+/// let (backend, _) = select(BackendChoice::Auto, 0)?;
+/// let job = StreamJob {
+///     index: 0,
+///     spec: SourceSpec::parse("test:ball")?,
+///     output: StreamOutput::Folder { out: "out".into(), video: false, publish: None },
+///     settings: &settings,
+///     backend: &backend,
+///     max_frames: Some(100),
+///     live: LiveSettings::new(),
+/// };
+/// let outcome = run(job, &StopRequest::new(), &mut Quiet);
+/// println!("{}: {} frames, {}", outcome.source, outcome.counters.frames_out, outcome.ended);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn run(
     job: StreamJob<'_>,
     stop: &StopRequest,

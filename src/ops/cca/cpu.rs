@@ -222,6 +222,20 @@ pub fn label(binary: ImageView<'_, u8>, connectivity: Connectivity) -> Result<Im
 
 /// Labels a binary image (non-zero is foreground) and measures its components
 /// (`connectedComponentsWithStats`). The table's threshold is 0 (foreground is `v > 0`).
+///
+/// ```
+/// use morphoscope::image::Image;
+/// use morphoscope::ops::Connectivity;
+/// use morphoscope::ops::cca::label_with_stats;
+///
+/// // Two diagonal pixels: two components with 4 neighbours, one with 8.
+/// let img = Image::from_fn(4, 4, |x, y| if x == y && (1..3).contains(&x) { 255u8 } else { 0 });
+/// let (_, four) = label_with_stats(img.view(), Connectivity::Four)?;
+/// let (labels, eight) = label_with_stats(img.view(), Connectivity::Eight)?;
+/// assert_eq!((four.components.len(), eight.components.len()), (2, 1));
+/// assert_eq!((labels.get(2, 2), eight.components[0].area), (1, 2));
+/// # Ok::<(), morphoscope::ops::OpError>(())
+/// ```
 pub fn label_with_stats(
     binary: ImageView<'_, u8>,
     connectivity: Connectivity,

@@ -165,6 +165,19 @@ pub fn linear_closing<T: Sample>(
 /// Orientation maps: strength (sup of the openings), orientation (first argmax) and angular
 /// spectrum over the angles of `params` (closings with `params.closing`; see the module docs).
 /// Angles whose line family coincides are computed once.
+///
+/// ```
+/// use morphoscope::image::Image;
+/// use morphoscope::ops::orientation::{OrientationParams, orientation};
+///
+/// // A horizontal bright line: its strongest opening is the one at 0°.
+/// let img = Image::from_fn(64, 64, |_, y| if y == 32 { 200u8 } else { 0 });
+/// let params = OrientationParams { length: 15, angles: 4, ..OrientationParams::default() };
+/// let out = orientation(img.view(), &params)?;
+/// let angle = out.angles_deg[usize::from(out.angle_index.get(32, 32))];
+/// assert_eq!((angle, out.strength.get(32, 32)), (0.0, 200));
+/// # Ok::<(), morphoscope::ops::OpError>(())
+/// ```
 pub fn orientation<T: Sample>(
     img: ImageView<'_, T>,
     params: &OrientationParams,

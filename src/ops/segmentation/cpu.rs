@@ -253,6 +253,19 @@ pub fn felzenszwalb_interleaved(
 }
 
 /// scikit-image's `felzenszwalb(image, scale, sigma, min_size)` of a grey image.
+///
+/// ```
+/// use morphoscope::image::Image;
+/// use morphoscope::ops::segmentation::{SegmentationParams, felzenszwalb};
+///
+/// // Two flat halves; the blurred columns between them are smaller than `min_size`.
+/// let img = Image::from_fn(64, 32, |x, _| if x < 32 { 20u8 } else { 220 });
+/// let params = SegmentationParams { min_size: 100, ..SegmentationParams::default() };
+/// let out = felzenszwalb(img.view(), &params)?;
+/// assert_eq!(out.segment_count, 2);
+/// assert_ne!(out.labels.get(0, 0), out.labels.get(63, 0));
+/// # Ok::<(), morphoscope::ops::OpError>(())
+/// ```
 pub fn felzenszwalb(
     img: ImageView<'_, u8>,
     params: &SegmentationParams,
