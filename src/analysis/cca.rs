@@ -31,8 +31,8 @@ use crate::ops::cca::gpu::GpuBackground;
 use crate::ops::cca::{CcaCpu, CcaGpu, CcaParams, ComponentTable, Polarity, Source, Threshold};
 use crate::track::{TrackState, Tracker};
 
-/// The `cca` analysis, described (see [`super::descriptor`]).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+/// The `cca` analysis, described (see [`super::Descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
     name: "cca",
     title: "components + tracks",
     legend: "Boxes: connected components of the binarized frame; the number is the track id (stable \

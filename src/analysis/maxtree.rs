@@ -17,8 +17,8 @@ use crate::image::DynImage;
 use crate::ops::OpError;
 use crate::ops::maxtree::{MaxTree, MaxTreeGpu, MaxTreeOutput, MaxTreeParams};
 
-/// The `maxtree` analysis, described (see [`super::descriptor`]).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+/// The `maxtree` analysis, described (see [`super::Descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
     name: "maxtree",
     title: "max-tree filter",
     legend: "Highlight: the residue of the attribute filter (|frame - filtered|, a top-hat): the \

@@ -17,8 +17,8 @@ use crate::image::Image;
 use crate::ops::OpError;
 use crate::ops::orientation::{OrientationGpu, OrientationParams, orientation, spectrum_summary};
 
-/// The `orientation` analysis, described (see [`super::descriptor`]).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+/// The `orientation` analysis, described (see [`super::Descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
     name: "orientation",
     title: "orientation map",
     legend: "Colour = orientation of the strongest linear opening at each pixel (hue, see the wheel), \

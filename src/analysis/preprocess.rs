@@ -17,8 +17,8 @@ use crate::gpu::KernelTimer;
 use crate::ops::OpError;
 use crate::ops::preprocess::{GrayHistogramGpu, GrayStats, gray_histogram};
 
-/// The `preprocess` analysis, described (see [`super::descriptor`]).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+/// The `preprocess` analysis, described (see [`super::Descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
     name: "preprocess",
     title: "grey statistics",
     legend: "",

@@ -44,8 +44,8 @@ use crate::ops::segmentation::{
     OverlayMode, SegmentationGpu, SegmentationOutput, SegmentationParams,
 };
 
-/// The `segmentation` analysis, described (see [`super::descriptor`]).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+/// The `segmentation` analysis, described (see [`super::Descriptor`]).
+pub const DESCRIPTOR: Descriptor = Descriptor {
     name: "segmentation",
     title: "segmentation",
     legend: "Each segment of the graph-based (Felzenszwalb) segmentation filled with its mean colour \

@@ -212,7 +212,7 @@ pub fn image(common: &CommonArgs, a: &ImageArgs) -> anyhow::Result<ExitCode> {
     let img = io::read_image(input)?;
     if matches!(img, DynImage::F32(_))
         && io::out_kind(out, &[OutKind::Png]).is_ok()
-        && !op == ORIENTATION
+        && op != ORIENTATION
     {
         bail!(
             "{}: float input gives a float result; write it as .npy",
