@@ -24,7 +24,7 @@ use super::{
     Analysis, DeviceFrame, FrameInput, FrameMeta, GpuStage, Layer, OpData, OpOutput, OpSettings,
     Payload, TrackInfo,
 };
-use crate::compose::{LayerKind, Shape};
+use crate::compose::Shape;
 use crate::gpu::{GpuContext, KernelTimer};
 use crate::ops::OpError;
 use crate::ops::cca::gpu::GpuBackground;
@@ -39,7 +39,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
               across frames), the line is the track's recent path. Click a box or a row of the Tracks \
               panel to highlight a track.",
     layer: Some(LayerLook {
-        kind: LayerKind::Shapes,
         additive: false,
         hue_wheel: false,
     }),

@@ -6,7 +6,6 @@
 //! iterate [`super::ANALYSES`]; no code outside an analysis' own module names it.
 
 use super::{Analysis, OpSettings};
-use crate::compose::LayerKind;
 use crate::ops::OpError;
 
 /// One analysis, described.
@@ -32,11 +31,10 @@ pub struct Descriptor {
     pub build: fn(&OpSettings) -> Result<Box<dyn Analysis>, OpError>,
 }
 
-/// How an analysis' overlay layer looks until the user changes it.
+/// How the viewer shows an analysis' overlay layer until the user changes it (the overlay
+/// video's look follows the kind of raster each frame's output carries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LayerLook {
-    /// What its raster (or shapes) is, which sets its default opacity in the overlay video.
-    pub kind: LayerKind,
     /// The viewer adds it to the frame rather than mixing it: a picture that is black where
     /// nothing was found would otherwise darken the whole frame.
     pub additive: bool,

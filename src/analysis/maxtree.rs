@@ -25,7 +25,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
               small bright (max-tree) or dark (min-tree) structures the filter removed glow yellow, \
               the more the stronger the residue; nothing where nothing was removed.",
     layer: Some(LayerLook {
-        kind: LayerKind::Residue,
         additive: true,
         hue_wheel: false,
     }),

@@ -24,7 +24,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     legend: "Colour = orientation of the strongest linear opening at each pixel (hue, see the wheel), \
               brightness = its strength (dark = no linear structure).",
     layer: Some(LayerLook {
-        kind: LayerKind::Colour,
         additive: true,
         hue_wheel: true,
     }),

@@ -51,7 +51,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     legend: "Each segment of the graph-based (Felzenszwalb) segmentation filled with its mean colour \
               or a random colour, with its boundary drawn.",
     layer: Some(LayerLook {
-        kind: LayerKind::Segments,
         additive: false,
         hue_wheel: false,
     }),
