@@ -63,3 +63,4 @@ if command -v xvfb-run >/dev/null 2>&1 && command -v import >/dev/null 2>&1; the
 elif [ "${MORPHOSCOPE_REQUIRE_UI_SMOKE:-0}" = 1 ]; then
   echo "xvfb-run/imagemagick missing: cannot run the viewer smoke test" >&2; exit 1
 fi
+bash scripts/test-python.sh

@@ -1,0 +1,54 @@
+"""Images for the tests: crops in tests/data (in git) and the full sample pictures in
+assets/samples (filled by scripts/setup.sh), as uint8 grey, uint16 grey and uint8 RGB."""
+
+import os
+
+import numpy as np
+import pytest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DATA = os.path.join(ROOT, "tests", "data")
+SAMPLES = os.path.join(ROOT, "assets", "samples")
+STILLS = ["baboon.jpg", "building.jpg", "fruits.jpg", "pic1.png", "text_motion.jpg"]
+
+
+def data(*path):
+    """An array of tests/data."""
+    return np.load(os.path.join(DATA, *path))
+
+
+def sample_rgb(name):
+    """A sample picture as uint8 RGB (skipped when assets/samples lacks it: run scripts/setup.sh)."""
+    path = os.path.join(SAMPLES, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} missing: scripts/setup.sh fills assets/samples")
+    from skimage import io
+
+    img = io.imread(path)
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    return np.ascontiguousarray(img[..., :3])
+
+
+def to_gray(rgb):
+    """BT.601 grey, rounded (any grey will do: the results are compared on the same input)."""
+    g = rgb[..., 0] * 0.299 + rgb[..., 1] * 0.587 + rgb[..., 2] * 0.114
+    return np.round(g).astype(np.uint8)
+
+
+def to_u16(gray):
+    """A 16-bit image with distinct low bytes, so that 16-bit levels matter."""
+    rng = np.random.default_rng(7)
+    return (gray.astype(np.uint16) << 8) | rng.integers(0, 256, gray.shape, dtype=np.uint16)
+
+
+@pytest.fixture(params=STILLS)
+def still(request):
+    """(name, uint8 RGB) of each sample picture."""
+    return request.param, sample_rgb(request.param)
+
+
+@pytest.fixture(params=STILLS)
+def gray(request):
+    """(name, uint8 grey) of each sample picture."""
+    return request.param, to_gray(sample_rgb(request.param))
