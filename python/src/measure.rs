@@ -9,7 +9,7 @@ use morphoscope::backend::Backend;
 use morphoscope::image::{Image, ImageView};
 use morphoscope::ops::OpError;
 use morphoscope::ops::cca::{
-    self, CclParams, Component, ComponentSums, Polarity, Source, Threshold,
+    self, CcaParams, Component, ComponentSums, Polarity, Source, Threshold,
 };
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -29,12 +29,12 @@ pub fn label<'py>(
     connectivity: u8,
     device: &str,
 ) -> PyResult<(Bound<'py, PyArray2<i64>>, usize)> {
-    let params = CclParams {
+    let params = CcaParams {
         threshold: Threshold::Fixed(0),
         polarity: Polarity::Bright,
         connectivity,
         source: Source::Frame,
-        learning_rate: CclParams::default().learning_rate,
+        learning_rate: CcaParams::default().learning_rate,
     };
     params.validate().map_err(op_error)?;
     let backend = backend(py, device)?;

@@ -4,7 +4,7 @@
 use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Gray, Image};
 use morphoscope::ops::OpError;
-use morphoscope::ops::maxtree::{self as mt, Attribute, GpuGray, MaxtreeParams, Rule, TreeKind};
+use morphoscope::ops::maxtree::{self as mt, Attribute, GpuGray, MaxTreeParams, Rule, TreeKind};
 use numpy::{Element, PyReadonlyArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -38,7 +38,7 @@ impl TreePixel for u16 {
 fn filter<'py, T: TreePixel>(
     py: Python<'py>,
     a: &PyReadonlyArray2<'py, T>,
-    p: &MaxtreeParams,
+    p: &MaxTreeParams,
     backend: &Backend,
 ) -> PyResult<Bound<'py, PyAny>> {
     let img = convert::view(a)?;
@@ -83,7 +83,7 @@ pub fn attribute_filter<'py>(
                 names.join(", ")
             ))
         })?;
-    let p = MaxtreeParams {
+    let p = MaxTreeParams {
         enabled: true,
         tree,
         attribute,

@@ -4,7 +4,7 @@
 use morphoscope::backend::Backend;
 use morphoscope::image::ImageView;
 use morphoscope::ops::OpError;
-use morphoscope::ops::segmentation::{self as seg, SegmentOutput, SegmentParams};
+use morphoscope::ops::segmentation::{self as seg, SegmentationOutput, SegmentationParams};
 use numpy::{PyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -25,11 +25,11 @@ pub fn felzenszwalb<'py>(
     min_size: usize,
     device: &str,
 ) -> PyResult<Bound<'py, PyArray2<i64>>> {
-    let p = SegmentParams {
+    let p = SegmentationParams {
         scale,
         sigma,
         min_size,
-        ..SegmentParams::default()
+        ..SegmentationParams::default()
     };
     p.validate().map_err(op_error)?;
     let backend = backend(py, device)?;
@@ -43,7 +43,7 @@ pub fn felzenszwalb<'py>(
         .as_slice()
         .map_err(|e| PyValueError::new_err(format!("the image must be C-contiguous: {e}")))?;
     let out = py
-        .detach(|| -> Result<SegmentOutput, OpError> {
+        .detach(|| -> Result<SegmentationOutput, OpError> {
             match (&backend, c) {
                 (Backend::Cpu, _) => seg::cpu::felzenszwalb_interleaved(data, w, h, c, &p),
                 (Backend::Cuda(g), 1) => seg::segment_gpu(g, ImageView::new(w, h, w, data)?, &p),

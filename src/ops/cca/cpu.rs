@@ -25,7 +25,7 @@ use super::features::{ComponentSums, ComponentTable};
 use super::{CcaOutput, CcaParams, Connectivity, Source, Threshold};
 
 /// Checks that the integer sums of any component fit in u64 (`Σx² <= N·W²`).
-pub(crate) fn check_sum_range(width: usize, height: usize) -> Result<(), OpError> {
+pub fn check_sum_range(width: usize, height: usize) -> Result<(), OpError> {
     let (w, h) = (width as u128, height as u128);
     let m = w.max(h);
     if m * m * w * h >= (1u128 << 64) {

@@ -79,7 +79,7 @@ impl ComponentSums {
     }
 
     /// Adds the run `x0..=x1` of row `y` (`x0 <= x1`) in closed form.
-    pub(crate) fn add_run(&mut self, x0: u32, x1: u32, y: u32) {
+    pub fn add_run(&mut self, x0: u32, x1: u32, y: u32) {
         let (a, b, yy) = (u64::from(x0), u64::from(x1), u64::from(y));
         let n = b - a + 1;
         let sx = (a + b) * n / 2;
@@ -164,7 +164,7 @@ fn central(n: u64, sab: u64, sa: u64, sb: u64) -> f64 {
 impl Component {
     /// Features of component `label` from its sums (`area > 0`).
     #[must_use]
-    pub(crate) fn from_sums(label: u32, s: &ComponentSums) -> Self {
+    pub fn from_sums(label: u32, s: &ComponentSums) -> Self {
         let n = s.area.max(1);
         let nf = n as f64;
         let mu20 = central(n, s.sum_xx, s.sum_x, s.sum_x);
