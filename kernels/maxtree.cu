@@ -397,7 +397,7 @@ extern "C" __global__ void maxtree_flatten(u64* grec, u32* parent, u32* node_id,
 
 // ---- attributes ---------------------------------------------------------------------------------
 // Attribute codes (src/ops/maxtree/mod.rs, Attribute::index): 0 area, 1 height, 2 volume,
-// 3 bbox width, 4 bbox height, 5 diameter (bbox diagonal).
+// 3 bbox width, 4 bbox height, 5 diameter (longest bbox side), 6 diagonal.
 //
 // Subtree accumulation by doubling: with J_r(m) the ancestor of m at distance exactly 2^r (J_0 =
 // parent) and A_r(n) the accumulation over the descendants of n at distance < 2^r,
@@ -549,7 +549,7 @@ extern "C" __global__ void maxtree_attr(const u32* count, const u32* npar, const
             const u32 x0 = umin(Q32(0, 0, n), Q32(f, 0, n)), x1 = umax(Q32(0, 1, n), Q32(f, 1, n));
             const u32 y0 = umin(Q32(0, 2, n), Q32(f, 2, n)), y1 = umax(Q32(0, 3, n), Q32(f, 3, n));
             const double w = (double)(x1 - x0 + 1), h = (double)(y1 - y0 + 1);
-            a = attr == 3 ? w : attr == 4 ? h : sqrt(w * w + h * h);
+            a = attr == 3 ? w : attr == 4 ? h : attr == 5 ? fmax(w, h) : sqrt(w * w + h * h);
         }
         attrv[n] = a;
     }

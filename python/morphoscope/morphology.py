@@ -1,15 +1,25 @@
 """Max-tree attribute filters, scikit-image's ``skimage.morphology`` names and defaults.
 
-``area_opening`` and ``area_closing`` equal scikit-image's bit for bit (uint8 and uint16). The
-attribute openings and closings filter by other attributes of the max-tree (min-tree) nodes:
-``area``, ``height``, ``volume``, ``bbox_width``, ``bbox_height`` and ``diameter`` (the bounding
-box's diagonal, not scikit-image's ``diameter_opening``, which thresholds the bounding box's
-longest side; that one is not provided).
+``area_opening``, ``area_closing``, ``diameter_opening``, ``diameter_closing`` and ``max_tree``
+equal scikit-image's bit for bit (uint8 and uint16). The attribute openings and closings filter
+by other attributes of the max-tree (min-tree) nodes: ``area``, ``height``, ``volume``,
+``bbox_width``, ``bbox_height``, ``diameter`` (the bounding box's longest side, scikit-image's
+"maximal extension") and ``diagonal`` (the bounding box's diagonal).
 """
+
+import numpy as np
 
 from . import _args, _core
 
-__all__ = ["area_closing", "area_opening", "attribute_closing", "attribute_opening"]
+__all__ = [
+    "area_closing",
+    "area_opening",
+    "attribute_closing",
+    "attribute_opening",
+    "diameter_closing",
+    "diameter_opening",
+    "max_tree",
+]
 
 
 def _filter(image, tree, attribute, threshold, connectivity, device, what):
@@ -18,31 +28,82 @@ def _filter(image, tree, attribute, threshold, connectivity, device, what):
     return _core.attribute_filter(arr, tree, attribute, float(threshold), conn, device)
 
 
-def area_opening(image, area_threshold=64, connectivity=1, *, device="auto"):
+def _given_tree(image, parent, tree_traverser, what):
+    """scikit-image's optional ``parent``/``tree_traverser``: accepted for the same calls, checked
+    against the image's shape. morphoscope builds the tree of ``image`` itself (on the device
+    asked for), so a tree of another image does not change the result."""
+    shape = np.shape(image)
+    if parent is not None and np.shape(parent) != shape:
+        raise ValueError(f"{what}: parent has shape {np.shape(parent)}, image {shape}")
+    if tree_traverser is not None and np.size(tree_traverser) != int(np.prod(shape)):
+        raise ValueError(
+            f"{what}: tree_traverser has {np.size(tree_traverser)} entries, the image "
+            f"{int(np.prod(shape))} pixels"
+        )
+
+
+def area_opening(
+    image, area_threshold=64, connectivity=1, parent=None, tree_traverser=None, *, device="auto"
+):
     """Removes the bright components smaller than ``area_threshold`` pixels: every pixel takes
     the highest level at which its upper level-set component has at least ``area_threshold``
     pixels. scikit-image: ``skimage.morphology.area_opening`` (same result, dtype and shape).
 
-    ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16.
+    ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16. ``parent`` and
+    ``tree_traverser`` (scikit-image's precomputed tree) are accepted and shape-checked; the tree
+    is rebuilt from ``image``.
     """
+    _given_tree(image, parent, tree_traverser, "area_opening")
     threshold = max(float(area_threshold), 0.0)
     return _filter(image, "max", "area", threshold, connectivity, device, "area_opening")
 
 
-def area_closing(image, area_threshold=64, connectivity=1, *, device="auto"):
+def area_closing(
+    image, area_threshold=64, connectivity=1, parent=None, tree_traverser=None, *, device="auto"
+):
     """Fills the dark components smaller than ``area_threshold`` pixels (the dual of
     :func:`area_opening`). scikit-image: ``skimage.morphology.area_closing``.
     """
+    _given_tree(image, parent, tree_traverser, "area_closing")
     threshold = max(float(area_threshold), 0.0)
     return _filter(image, "min", "area", threshold, connectivity, device, "area_closing")
+
+
+def diameter_opening(
+    image, diameter_threshold=8, connectivity=1, parent=None, tree_traverser=None, *,
+    device="auto",
+):
+    """Removes the bright components whose bounding box's longest side is shorter than
+    ``diameter_threshold`` pixels (long thin structures stay). scikit-image:
+    ``skimage.morphology.diameter_opening`` (same result, dtype and shape).
+
+    ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16.
+    """
+    _given_tree(image, parent, tree_traverser, "diameter_opening")
+    threshold = max(float(diameter_threshold), 0.0)
+    return _filter(image, "max", "diameter", threshold, connectivity, device, "diameter_opening")
+
+
+def diameter_closing(
+    image, diameter_threshold=8, connectivity=1, parent=None, tree_traverser=None, *,
+    device="auto",
+):
+    """Fills the dark components whose bounding box's longest side is shorter than
+    ``diameter_threshold`` pixels (the dual of :func:`diameter_opening`). scikit-image:
+    ``skimage.morphology.diameter_closing``.
+    """
+    _given_tree(image, parent, tree_traverser, "diameter_closing")
+    threshold = max(float(diameter_threshold), 0.0)
+    return _filter(image, "min", "diameter", threshold, connectivity, device, "diameter_closing")
 
 
 def attribute_opening(image, attribute, threshold, connectivity=1, *, device="auto"):
     """Keeps the bright components (max-tree nodes) whose ``attribute`` is at least
     ``threshold``; the others take the level of their nearest kept ancestor. ``attribute``:
     ``"area"``, ``"height"`` (contrast to the parent level), ``"volume"``, ``"bbox_width"``,
-    ``"bbox_height"``, ``"diameter"`` (bounding-box diagonal). No scikit-image counterpart
-    except ``attribute="area"`` (:func:`area_opening`).
+    ``"bbox_height"``, ``"diameter"`` (longest bounding-box side), ``"diagonal"`` (bounding-box
+    diagonal). No scikit-image counterpart except ``"area"`` (:func:`area_opening`) and
+    ``"diameter"`` (:func:`diameter_opening`).
     """
     return _filter(image, "max", attribute, threshold, connectivity, device, "attribute_opening")
 
@@ -52,3 +113,21 @@ def attribute_closing(image, attribute, threshold, connectivity=1, *, device="au
     ``attribute`` is below ``threshold``.
     """
     return _filter(image, "min", attribute, threshold, connectivity, device, "attribute_closing")
+
+
+def max_tree(image, connectivity=1, *, device="auto"):
+    """The max-tree of an image as scikit-image returns it: ``(parent, tree_traverser)``.
+    scikit-image: ``skimage.morphology.max_tree`` (same arrays, bit for bit).
+
+    ``parent``: int64, the image's shape; each pixel's parent as a raster index, every flat zone
+    (node) represented by its first pixel in raster order, which points to its parent node's
+    representative (the root to itself). ``tree_traverser``: int64, the raster indices in an
+    order where a parent comes before its children (the pixels sorted by value, stable).
+    ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16; the tree is built on
+    ``device``, its traverser on the host.
+    """
+    arr = _args.unsigned(_args.image_2d(image, "max_tree"), "max_tree")
+    conn = _args.neighbours(connectivity, 1)
+    parent = _core.max_tree_parent(arr, conn, device)
+    traverser = np.argsort(arr.ravel(), kind="stable").astype(np.int64)
+    return parent, traverser

@@ -21,6 +21,7 @@ mod segmentation;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(morphology::attribute_filter, m)?)?;
+    m.add_function(wrap_pyfunction!(morphology::max_tree_parent, m)?)?;
     m.add_function(wrap_pyfunction!(measure::label, m)?)?;
     m.add_function(wrap_pyfunction!(measure::region_sums, m)?)?;
     m.add_function(wrap_pyfunction!(segmentation::felzenszwalb, m)?)?;

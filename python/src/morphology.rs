@@ -5,7 +5,7 @@ use morphoscope::backend::Backend;
 use morphoscope::image::{DynImage, Gray, Image};
 use morphoscope::ops::OpError;
 use morphoscope::ops::maxtree::{self as mt, Attribute, GpuGray, MaxTreeParams, Rule, TreeKind};
-use numpy::{Element, PyReadonlyArray2};
+use numpy::{Element, IntoPyArray, PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -102,4 +102,95 @@ pub fn attribute_filter<'py>(
     Err(PyTypeError::new_err(
         "the max-tree filters take 2D uint8 or uint16 images",
     ))
+}
+
+/// scikit-image's parent image from the library's canonical one: the same tree, but each flat
+/// zone (node) is represented by its smallest raster index where the library takes its largest.
+/// `parent` is canonical (a flat zone's pixels point to its representative, a representative to
+/// its parent node's representative, the root to itself); `value` the pixels in tree space.
+fn skimage_parent(parent: &[u32], value: impl Fn(usize) -> u32) -> Vec<i64> {
+    let n = parent.len();
+    // The library's representative of each pixel's node.
+    let node = |p: usize| {
+        let q = parent[p] as usize;
+        if q == p || value(q) != value(p) { p } else { q }
+    };
+    let mut smallest = vec![u32::MAX; n];
+    for p in 0..n {
+        let r = node(p);
+        smallest[r] = smallest[r].min(p as u32);
+    }
+    (0..n)
+        .map(|p| {
+            let r = node(p);
+            let own = smallest[r] as usize;
+            let target = if p == own {
+                // The node's representative points to its parent node's (the root to itself).
+                let q = parent[r] as usize;
+                if q == r {
+                    own
+                } else {
+                    smallest[node(q)] as usize
+                }
+            } else {
+                own
+            };
+            target as i64
+        })
+        .collect()
+}
+
+fn parent_of<T: TreePixel>(
+    py: Python<'_>,
+    a: &PyReadonlyArray2<'_, T>,
+    connectivity: mt::Connectivity,
+    backend: &Backend,
+) -> PyResult<Vec<i64>> {
+    let img = convert::view(a)?;
+    py.detach(|| -> Result<Vec<i64>, OpError> {
+        let parent = match backend {
+            Backend::Cpu => mt::MaxTree::build(img, TreeKind::Max, connectivity)?
+                .parent()
+                .to_vec(),
+            Backend::Cuda(g) => mt::maxtree_parent_gpu(g, img, TreeKind::Max, connectivity)?
+                .into_packed()
+                .into_vec(),
+        };
+        let data = img.data();
+        Ok(skimage_parent(&parent, |p| data[p].to_u32()))
+    })
+    .map_err(op_error)
+}
+
+/// The max-tree of a `uint8` or `uint16` image as scikit-image's `max_tree` returns its parent
+/// image: `(height, width)` int64 raster indices, each flat zone represented by its first pixel
+/// in raster order, the root pointing to itself. `connectivity` 4 or 8.
+#[pyfunction]
+#[pyo3(signature = (image, connectivity, device))]
+pub fn max_tree_parent<'py>(
+    py: Python<'py>,
+    image: &Bound<'py, PyAny>,
+    connectivity: u32,
+    device: &str,
+) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    let conn = mt::Connectivity::from_neighbors(connectivity).map_err(op_error)?;
+    let backend = backend(py, device)?;
+    let (shape, parent) = if let Ok(a) = image.extract::<PyReadonlyArray2<'py, u8>>() {
+        (
+            (a.shape()[0], a.shape()[1]),
+            parent_of(py, &a, conn, &backend)?,
+        )
+    } else if let Ok(a) = image.extract::<PyReadonlyArray2<'py, u16>>() {
+        (
+            (a.shape()[0], a.shape()[1]),
+            parent_of(py, &a, conn, &backend)?,
+        )
+    } else {
+        return Err(PyTypeError::new_err(
+            "max_tree takes 2D uint8 or uint16 images",
+        ));
+    };
+    numpy::ndarray::Array2::from_shape_vec(shape, parent)
+        .map(|a| a.into_pyarray(py))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }

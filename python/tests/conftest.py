@@ -9,6 +9,8 @@ import pytest
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 DATA = os.path.join(ROOT, "tests", "data")
 SAMPLES = os.path.join(ROOT, "assets", "samples")
+# The device the comparisons run on: "auto" (CUDA where present), or MORPHOSCOPE_TEST_DEVICE.
+DEVICE = os.environ.get("MORPHOSCOPE_TEST_DEVICE", "auto")
 STILLS = ["baboon.jpg", "building.jpg", "fruits.jpg", "pic1.png", "text_motion.jpg"]
 
 
@@ -52,3 +54,12 @@ def still(request):
 def gray(request):
     """(name, uint8 grey) of each sample picture."""
     return request.param, to_gray(sample_rgb(request.param))
+
+
+def pytest_sessionstart(session):
+    """With MORPHOSCOPE_REQUIRE_GPU=1 (the GPU machine) a missing CUDA fails the run."""
+    if os.environ.get("MORPHOSCOPE_REQUIRE_GPU") == "1":
+        import morphoscope
+
+        if not morphoscope.cuda_available():
+            raise pytest.UsageError("MORPHOSCOPE_REQUIRE_GPU=1 but CUDA is unavailable")

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import data, to_u16
+from conftest import DEVICE, data, to_u16
 from skimage import filters
 from skimage import measure as skms
 
@@ -22,7 +22,7 @@ def test_label_equals_scikit_image_on_samples(gray):
     for mask in masks(img):
         for connectivity in [None, 1, 2]:
             want, n_want = skms.label(mask, connectivity=connectivity, return_num=True)
-            got, n_got = msms.label(mask, connectivity=connectivity, return_num=True, device="cpu")
+            got, n_got = msms.label(mask, connectivity=connectivity, return_num=True, device=DEVICE)
             assert got.dtype == want.dtype == np.int32
             np.testing.assert_array_equal(got, want)
             assert n_got == n_want > 1

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import data, to_u16
+from conftest import DEVICE, data, to_u16
 from skimage import morphology as skm
 
 import morphoscope
@@ -20,7 +20,7 @@ CROPS_U8 = ["baboon_u8", "building_u8", "text_u8"]
 def test_area_filters_equal_scikit_image_on_samples(gray, op, threshold, connectivity):
     _, img = gray
     want = getattr(skm, op)(img, threshold, connectivity)
-    got = getattr(msm, op)(img, threshold, connectivity, device="cpu")
+    got = getattr(msm, op)(img, threshold, connectivity, device=DEVICE)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
     assert (want != img).any() or threshold == 1
@@ -32,7 +32,7 @@ def test_area_filters_16_bit(gray, op):
     img16 = to_u16(img[:200, :300])
     for threshold, conn in [(20, 1), (300, 2)]:
         want = getattr(skm, op)(img16, threshold, conn)
-        got = getattr(msm, op)(img16, threshold, conn, device="cpu")
+        got = getattr(msm, op)(img16, threshold, conn, device=DEVICE)
         assert got.dtype == np.uint16
         np.testing.assert_array_equal(got, want)
 
@@ -77,7 +77,9 @@ def test_attribute_area_is_area_opening():
     )
 
 
-@pytest.mark.parametrize("attribute", ["height", "volume", "bbox_width", "bbox_height", "diameter"])
+@pytest.mark.parametrize(
+    "attribute", ["height", "volume", "bbox_width", "bbox_height", "diameter", "diagonal"]
+)
 def test_attribute_filters_are_openings_and_closings(attribute):
     img = data("maxtree", "baboon_u8.npy")
     threshold = {"height": 20, "volume": 2000}.get(attribute, 12)
@@ -117,8 +119,10 @@ def test_errors_follow_the_arguments():
         msm.attribute_opening(img, "perimeter", 3)
     with pytest.raises(ValueError, match="threshold"):
         msm.attribute_opening(img, "height", float("nan"))
-    with pytest.raises(TypeError):
-        msm.area_opening(img, 10, 1, None)  # scikit-image's parent= is not taken
+    with pytest.raises(ValueError, match="parent has shape"):
+        msm.area_opening(img, 10, 1, np.zeros((3, 3), np.int64))
+    with pytest.raises(TypeError, match="uint8 or uint16"):
+        msm.max_tree(img.astype(np.float32))
 
 
 def test_cuda_unavailable_raises_runtime_error():
@@ -150,3 +154,65 @@ def test_gil_is_released_while_computing():
     assert took and took[0] > 0.05, took
     # Holding the GIL would stall this loop for the whole call.
     assert gap < took[0] / 2, (gap, took[0])
+
+
+@pytest.mark.parametrize("threshold", [1, 3, 8, 40])
+@pytest.mark.parametrize("connectivity", [1, 2])
+@pytest.mark.parametrize("op", ["diameter_opening", "diameter_closing"])
+def test_diameter_filters_equal_scikit_image_on_samples(gray, op, threshold, connectivity):
+    _, img = gray
+    want = getattr(skm, op)(img, threshold, connectivity)
+    got = getattr(msm, op)(img, threshold, connectivity, device=DEVICE)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert (want != img).any() or threshold == 1
+
+
+@pytest.mark.parametrize("name", CROPS_U8 + ["fruits_u16"])
+def test_diameter_defaults_and_16_bit_equal_scikit_image(name):
+    img = data("maxtree", f"{name}.npy")
+    for op in ["diameter_opening", "diameter_closing"]:
+        np.testing.assert_array_equal(getattr(msm, op)(img), getattr(skm, op)(img))
+        np.testing.assert_array_equal(
+            getattr(msm, op)(img, 15, 2), getattr(skm, op)(img, 15, 2)
+        )
+
+
+def test_diameter_opening_keeps_long_thin_lines():
+    img = np.zeros((20, 20), np.uint8)
+    img[5, 2:18] = 200  # a 16-pixel line: area 16, longest side 16
+    img[12:14, 12:14] = 150  # a 2x2 blob: area 4, longest side 2
+    out = msm.diameter_opening(img, 8)
+    assert (out[5, 2:18] == 200).all() and (out[12:14, 12:14] == 0).all()
+    np.testing.assert_array_equal(out, skm.diameter_opening(img, 8))
+
+
+@pytest.mark.parametrize("connectivity", [1, 2])
+def test_max_tree_equals_scikit_image_on_samples(gray, connectivity):
+    _, img = gray
+    want_parent, want_traverser = skm.max_tree(img, connectivity)
+    parent, traverser = msm.max_tree(img, connectivity, device=DEVICE)
+    assert parent.dtype == want_parent.dtype == np.int64 and parent.shape == img.shape
+    assert traverser.dtype == want_traverser.dtype
+    np.testing.assert_array_equal(parent, want_parent)
+    np.testing.assert_array_equal(traverser, want_traverser)
+
+
+@pytest.mark.parametrize("name", CROPS_U8 + ["fruits_u16"])
+def test_max_tree_of_crops_and_16_bit_equals_scikit_image(name):
+    img = data("maxtree", f"{name}.npy")
+    for conn in (1, 2):
+        for got, want in zip(msm.max_tree(img, conn), skm.max_tree(img, conn)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_max_tree_feeds_scikit_image_filters():
+    img = data("maxtree", "building_u8.npy")
+    parent, traverser = msm.max_tree(img)
+    np.testing.assert_array_equal(
+        skm.area_opening(img, 50, parent=parent, tree_traverser=traverser),
+        skm.area_opening(img, 50),
+    )
+    # A flat image is one node: every pixel points to the first.
+    flat_parent, _ = msm.max_tree(np.full((4, 5), 7, np.uint8))
+    assert (flat_parent == 0).all()

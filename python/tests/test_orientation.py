@@ -3,7 +3,7 @@ opening by the line footprint with mode="ignore"; orientation maps are the sup o
 
 import numpy as np
 import pytest
-from conftest import data, to_u16
+from conftest import DEVICE, data, to_u16
 from skimage import morphology as skm
 
 from morphoscope import orientation as mso
@@ -26,16 +26,16 @@ def test_linear_opening_equals_scikit_image(gray, angle, length):
     img = img[:240, :320]
     fp = footprint(angle, length)
     for x in [img, to_u16(img), img.astype(np.float32) / 7]:
-        got = mso.linear_opening(x, length, angle, device="cpu")
+        got = mso.linear_opening(x, length, angle, device=DEVICE)
         assert got.dtype == x.dtype and got.shape == x.shape
         np.testing.assert_array_equal(got, skm.opening(x, fp, mode="ignore"))
         np.testing.assert_array_equal(
-            mso.linear_closing(x, length, angle, device="cpu"), skm.closing(x, fp, mode="ignore")
+            mso.linear_closing(x, length, angle, device=DEVICE), skm.closing(x, fp, mode="ignore")
         )
 
 
 def test_linear_opening_non_contiguous():
-    img = data("linear_opening", "baboon_u8_input.npy")
+    img = data("orientation", "baboon_u8_input.npy")
     for view in [img[::2, ::3], img.T, np.asfortranarray(img)]:
         np.testing.assert_array_equal(
             mso.linear_opening(view, 9, 90), skm.opening(view, footprint(90, 9), mode="ignore")
@@ -43,7 +43,7 @@ def test_linear_opening_non_contiguous():
 
 
 def test_orientation_map_is_the_sup_of_the_openings():
-    img = data("linear_opening", "building_u8_input.npy")
+    img = data("orientation", "building_u8_input.npy")
     angles = [0, 45, 90, 135]
     openings = np.stack([skm.opening(img, footprint(a, 15), mode="ignore") for a in angles])
     m = mso.orientation_map(img, 15, angles)
@@ -61,7 +61,7 @@ def test_orientation_map_is_the_sup_of_the_openings():
 
 
 def test_orientation_errors():
-    img = data("linear_opening", "baboon_u8_input.npy")
+    img = data("orientation", "baboon_u8_input.npy")
     with pytest.raises(ValueError, match="length"):
         mso.linear_opening(img, 4, 0)
     with pytest.raises(ValueError, match="angle"):

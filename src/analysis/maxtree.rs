@@ -38,7 +38,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         Property {
             name: "maxtree-attribute",
             key: "maxtree.attribute",
-            blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height or diameter",
+            blurb: "Attribute of the max-tree filter: area, height, volume, bbox_width, bbox_height, diameter (longest bounding-box side) or diagonal",
             kind: PropertyKind::Text("area"),
         },
         Property {

@@ -40,7 +40,7 @@ pub const OPS: &[(&str, &str)] = &[
     ),
     (
         "attribute-filter",
-        "--attribute area|height|volume|bbox_width|bbox_height|diameter --threshold T --rule direct|min|max|subtractive --tree max|min [--connectivity] [--residue]",
+        "--attribute area|height|volume|bbox_width|bbox_height|diameter|diagonal --threshold T --rule direct|min|max|subtractive --tree max|min [--connectivity] [--residue]",
     ),
     (
         CCA,
@@ -351,7 +351,7 @@ fn maxtree_params(op: &str, a: &ImageArgs) -> anyhow::Result<maxtree::MaxTreePar
         _ => {
             let toml_str = |s: &str| toml::Value::String(s.to_owned());
             let attribute: maxtree::Attribute = need(a.attribute.as_deref(), "--attribute", op)
-                .and_then(|s| toml_str(s).try_into().with_context(|| format!("--attribute {s}: one of area, height, volume, bbox_width, bbox_height, diameter")))?;
+                .and_then(|s| toml_str(s).try_into().with_context(|| format!("--attribute {s}: one of area, height, volume, bbox_width, bbox_height, diameter, diagonal")))?;
             let rule: maxtree::Rule = toml_str(&a.rule).try_into().with_context(|| {
                 format!("--rule {}: one of direct, min, max, subtractive", a.rule)
             })?;

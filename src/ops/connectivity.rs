@@ -15,7 +15,7 @@ pub enum Connectivity {
 
 impl Connectivity {
     /// From the neighbour count (4 or 8).
-    pub(crate) fn from_neighbors(n: u32) -> Result<Self, OpError> {
+    pub fn from_neighbors(n: u32) -> Result<Self, OpError> {
         match n {
             4 => Ok(Self::Four),
             8 => Ok(Self::Eight),

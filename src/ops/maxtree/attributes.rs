@@ -44,7 +44,10 @@ pub(super) fn compute<T: Gray>(tree: &MaxTree<T>, attribute: Attribute) -> Vec<f
             }
             vol.into_iter().map(|v| v as f64).collect()
         }
-        Attribute::BboxWidth | Attribute::BboxHeight | Attribute::Diameter => {
+        Attribute::BboxWidth
+        | Attribute::BboxHeight
+        | Attribute::Diameter
+        | Attribute::Diagonal => {
             let b = bbox(tree);
             b.iter()
                 .map(|&[x0, x1, y0, y1]| {
@@ -52,6 +55,7 @@ pub(super) fn compute<T: Gray>(tree: &MaxTree<T>, attribute: Attribute) -> Vec<f
                     match attribute {
                         Attribute::BboxWidth => w,
                         Attribute::BboxHeight => h,
+                        Attribute::Diameter => w.max(h),
                         _ => (w * w + h * h).sqrt(),
                     }
                 })
@@ -199,7 +203,8 @@ mod tests {
         assert_eq!(t.attribute(Attribute::Volume), &[10.0, 10.0, 2.0]);
         assert_eq!(t.attribute(Attribute::BboxWidth), &[4.0, 2.0, 1.0]);
         assert_eq!(t.attribute(Attribute::BboxHeight), &[3.0, 1.0, 1.0]);
-        assert_eq!(t.attribute(Attribute::Diameter)[1], 5f64.sqrt());
+        assert_eq!(t.attribute(Attribute::Diameter)[1], 2.0);
+        assert_eq!(t.attribute(Attribute::Diagonal)[1], 5f64.sqrt());
         let o = t.filter(Attribute::Area, 2.0, Rule::Direct);
         assert_eq!(o.filtered.data(), &[1, 1, 1, 1, 1, 5, 5, 1, 1, 1, 1, 1]);
         assert_eq!(o.residue.data(), &[0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0]);

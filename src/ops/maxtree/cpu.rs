@@ -36,7 +36,7 @@ pub struct MaxTree<T> {
     /// Parent node id of every node (the root's is itself, id 0).
     pub(super) node_parent: Vec<u32>,
     /// Attribute caches, indexed by [`Attribute::index`].
-    pub(super) attr_cache: [OnceLock<Vec<f64>>; 6],
+    pub(super) attr_cache: [OnceLock<Vec<f64>>; Attribute::ALL.len()],
 }
 
 impl<T: Gray> MaxTree<T> {
@@ -483,7 +483,7 @@ pub(super) mod proptests {
 
         #[test]
         fn every_attribute_and_rule_equals_threshold_decomposition(
-            img in image_u8(), c in conn(), k in kind(), ai in 0usize..6, q in 0.0f64..1.0, ri in 0usize..4,
+            img in image_u8(), c in conn(), k in kind(), ai in 0..Attribute::ALL.len(), q in 0.0f64..1.0, ri in 0usize..4,
         ) {
             let a = Attribute::ALL[ai];
             let t = MaxTree::build(img.view(), k, c).unwrap();
@@ -503,7 +503,7 @@ pub(super) mod proptests {
 
         #[test]
         fn sixteen_bit_attributes_equal_threshold_decomposition(
-            img in image_u16(), c in conn(), ai in 0usize..6, q in 0.0f64..1.0,
+            img in image_u16(), c in conn(), ai in 0..Attribute::ALL.len(), q in 0.0f64..1.0,
         ) {
             let a = Attribute::ALL[ai];
             let t = MaxTree::build(img.view(), TreeKind::Max, c).unwrap();

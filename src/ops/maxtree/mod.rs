@@ -21,7 +21,8 @@
 //! **Attributes** (`attributes.rs`, per node, `f64`): `area` (pixels), `height` (contrast:
 //! `max f` over the component minus the parent node's level), `volume`
 //! (`Σ (f(p) − parent level)` over the component), and the bounding box `bbox_width`,
-//! `bbox_height`, `diameter` (its diagonal `√(w² + h²)`). For the root the parent level is taken
+//! `bbox_height`, `diameter` (the box's longest side, scikit-image's "maximal extension") and
+//! `diagonal` (`√(w² + h²)`). For the root the parent level is taken
 //! as the root's own level. They are computed once per tree and cached, so changing only the
 //! threshold re-runs the cheap restitution pass ([`MaxTree::filter`]).
 //!
@@ -93,19 +94,22 @@ pub enum Attribute {
     BboxWidth,
     /// Bounding-box height in pixels.
     BboxHeight,
-    /// Bounding-box diagonal `√(w² + h²)`.
+    /// Longest side of the bounding box, `max(w, h)` (scikit-image's `diameter_opening`).
     Diameter,
+    /// Bounding-box diagonal `√(w² + h²)`.
+    Diagonal,
 }
 
 impl Attribute {
     /// Every attribute, in a fixed order (the index used by caches and the GPU kernels).
-    pub const ALL: [Attribute; 6] = [
+    pub const ALL: [Attribute; 7] = [
         Self::Area,
         Self::Height,
         Self::Volume,
         Self::BboxWidth,
         Self::BboxHeight,
         Self::Diameter,
+        Self::Diagonal,
     ];
 
     /// Position in [`Attribute::ALL`] (the code passed to the kernels).
@@ -118,6 +122,7 @@ impl Attribute {
             Self::BboxWidth => 3,
             Self::BboxHeight => 4,
             Self::Diameter => 5,
+            Self::Diagonal => 6,
         }
     }
 
@@ -131,6 +136,7 @@ impl Attribute {
             Self::BboxWidth => "bbox_width",
             Self::BboxHeight => "bbox_height",
             Self::Diameter => "diameter",
+            Self::Diagonal => "diagonal",
         }
     }
 }

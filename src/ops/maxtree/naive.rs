@@ -133,7 +133,8 @@ fn component_attribute(
         Attribute::Volume => comp.iter().map(|&p| u64::from(g[p] - plevel)).sum::<u64>() as f64,
         Attribute::BboxWidth => bw,
         Attribute::BboxHeight => bh,
-        Attribute::Diameter => (bw * bw + bh * bh).sqrt(),
+        Attribute::Diameter => bw.max(bh),
+        Attribute::Diagonal => (bw * bw + bh * bh).sqrt(),
     }
 }
 
