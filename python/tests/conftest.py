@@ -8,7 +8,12 @@ import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 DATA = os.path.join(ROOT, "tests", "data")
-SAMPLES = os.path.join(ROOT, "assets", "samples")
+# The sample pictures: assets/samples, or $MORPHOSCOPE_DATA/samples (as the Rust tests).
+SAMPLES = (
+    os.path.join(os.environ["MORPHOSCOPE_DATA"], "samples")
+    if os.environ.get("MORPHOSCOPE_DATA")
+    else os.path.join(ROOT, "assets", "samples")
+)
 # The device the comparisons run on: "auto" (CUDA where present), or MORPHOSCOPE_TEST_DEVICE.
 DEVICE = os.environ.get("MORPHOSCOPE_TEST_DEVICE", "auto")
 STILLS = ["baboon.jpg", "building.jpg", "fruits.jpg", "pic1.png", "text_motion.jpg"]
@@ -23,6 +28,8 @@ def sample_rgb(name):
     """A sample picture as uint8 RGB (skipped when assets/samples lacks it: run scripts/setup.sh)."""
     path = os.path.join(SAMPLES, name)
     if not os.path.exists(path):
+        if os.environ.get("MORPHOSCOPE_REQUIRE_SAMPLES") == "1":
+            pytest.fail(f"{path} missing and MORPHOSCOPE_REQUIRE_SAMPLES=1")
         pytest.skip(f"{path} missing: scripts/setup.sh fills assets/samples")
     from skimage import io
 
