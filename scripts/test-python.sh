@@ -7,6 +7,9 @@
 #
 # The wheel is built with Cargo's dev profile (opt-level 1, dependencies at 2) into target/:
 # after `cargo test` only the extension crate and the library without the viewer are compiled.
+# The video tests compare morphoscope.open with `morphoscope run`: the binary is built the same
+# way (no viewer, so it links the library the wheel was built with) and passed as
+# MORPHOSCOPE_BIN.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,7 +26,11 @@ echo "== Python package: maturin build (dev profile)"
 "$venv/bin/maturin" build --profile dev --manifest-path python/Cargo.toml \
   --interpreter "$py" --out "$wheels"
 "$py" -m pip install -q --force-reinstall --no-deps "$wheels"/morphoscope-*.whl
-echo "== Python package: pytest against scikit-image"
+echo "== morphoscope binary (dev profile, no viewer) for the video tests"
+cargo build -q --no-default-features --bin morphoscope
+target=$(cargo metadata --format-version 1 --no-deps | "$py" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+export MORPHOSCOPE_BIN="$target/debug/morphoscope"
+echo "== Python package: pytest against scikit-image and morphoscope run"
 set +e
 "$py" -m pytest -q -p no:cacheprovider python/tests "$@"
 rc=$?

@@ -15,6 +15,7 @@ mod measure;
 mod morphology;
 mod orientation;
 mod segmentation;
+mod video;
 
 /// The extension module.
 #[pymodule]
@@ -27,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segmentation::felzenszwalb, m)?)?;
     m.add_function(wrap_pyfunction!(orientation::linear_opening, m)?)?;
     m.add_function(wrap_pyfunction!(orientation::orientation_map, m)?)?;
+    video::register(m)?;
     Ok(())
 }

@@ -4,6 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_channel::Sender;
+
+use crate::analysis::AnalysedFrame;
 use crate::backend::Backend;
 use crate::config::Settings;
 use crate::pipeline::Mailbox;
@@ -49,6 +52,14 @@ pub enum StreamOutput {
     /// analyses cannot keep up with are dropped before analysis, as from a live source. No
     /// files.
     Mailbox(Arc<Mailbox>),
+    /// Every frame, in order, into a channel that a program reads frame by frame (Python's
+    /// `morphoscope.open`); no picture is composed and no file written. A bounded channel that
+    /// is full holds the stream up as a slow disk does: a file or a test pattern waits, a live
+    /// source drops frames at the source (counted), as for [`StreamOutput::Folder`]. The
+    /// channel disconnects once the stream has finished (its outcome is ready). A receiver
+    /// dropped before then ends the stream at once: the frames in flight are discarded, and the
+    /// stream ends as stopped, without an error (`ended`: the stop's cause, else `closed`).
+    Channel(Sender<AnalysedFrame>),
 }
 
 /// A stream's part of a run's broker connection: its handle and, when the stream is the run's

@@ -16,15 +16,17 @@
 //!
 //! [`run`] takes a [`StreamJob`] through these [`State`]s on the caller's thread: *starting*
 //! opens the source and its pipeline ([`crate::pipeline`]) and takes over the output folder
-//! ([`crate::output::RunSink`]) — or, for the viewer, a mailbox that holds the newest frame
-//! ([`StreamOutput`]); *running* writes every analysed frame as it arrives and shows it to a
-//! [`StreamObserver`]; *reconnecting* is a live source lost and being reopened with
-//! backoff ([`crate::source::reconnect`]: the analyses, the tracker's id sequence and the
-//! files stay, the counters stand still, `events.jsonl`, `timings.json` and the broker's status
-//! say so); *finishing* is the one path every end goes through — end of stream, the frame
-//! limit, a [`StopRequest`] (Ctrl+C, SIGTERM), a source or write error, a source that never
-//! opened: it ends the pipeline, finishes every file, waits for the broker when the stream
-//! owns the run's connection, and returns a [`StreamOutcome`].
+//! ([`crate::output::RunSink`]) — or, for the viewer, a mailbox that holds the newest frame,
+//! or, for a program reading frame by frame (Python's `morphoscope.open`), a channel that gets
+//! every frame ([`StreamOutput`]); *running* writes every analysed frame as it arrives (hands
+//! it to the channel) and shows it to a [`StreamObserver`]; *reconnecting* is a live source
+//! lost and being reopened with backoff ([`crate::source::reconnect`]: the analyses, the
+//! tracker's id sequence and the files stay, the counters stand still, `events.jsonl`,
+//! `timings.json` and the broker's status say so); *finishing* is the one path every end goes
+//! through — end of stream, the frame limit, a [`StopRequest`] (Ctrl+C, SIGTERM), a source or
+//! write error, a channel's reader gone, a source that never opened: it ends the pipeline,
+//! finishes every file, waits for the broker when the stream owns the run's connection, and
+//! returns a [`StreamOutcome`].
 //!
 //! A [`StopRequest`] is honoured in every state: it interrupts a source that is still opening
 //! (a server that accepts and never answers), ends the input of a running stream gracefully
@@ -45,7 +47,7 @@ pub use job::{StreamJob, StreamOutput, StreamPublishing};
 pub use live::LiveSettings;
 pub use observer::{StreamObserver, StreamProgress, StreamStatus};
 pub use outcome::{StreamOutcome, fps, login_refused};
-pub use stop::{REMOVED, StopRequest, cause_name};
+pub use stop::{CLOSED, REMOVED, StopRequest, cause_name};
 pub use stream::run;
 pub use unstarted::record_not_started;
 

@@ -34,7 +34,7 @@ pub struct StreamProgress {
 /// not block (queue and return). Every method does nothing unless overridden.
 pub trait StreamObserver: Send {
     /// A frame was written to the stream's folder (its `frames.jsonl` object is
-    /// [`crate::output::frame_record`] of it).
+    /// [`crate::output::frame_record`] of it), or is about to be handed to its channel.
     fn frame(&mut self, _frame: &AnalysedFrame) {}
     /// The stream's counters, every second while it runs, and once more when its files are
     /// finished.

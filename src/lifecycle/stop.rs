@@ -9,6 +9,11 @@ use signal_hook::consts::signal::{SIGINT, SIGTERM};
 /// (`DELETE /streams/{id}`). Above every signal number.
 pub const REMOVED: i32 = 1000;
 
+/// The cause of a stop asked by the stream's own reader: a program reading a
+/// [`super::StreamOutput::Channel`] closed it (Python's `Video.close()`). Above every signal
+/// number.
+pub const CLOSED: i32 = 1001;
+
 /// Asks a stream to stop; cheap to clone (clones ask the same stream). The request carries a
 /// cause: the number of the signal that asked (the run exits with 128 + it), or [`REMOVED`].
 #[derive(Clone, Debug, Default)]
@@ -55,13 +60,14 @@ impl StopRequest {
     }
 }
 
-/// The name of a stop's cause: `SIGINT`, `SIGTERM`, `removed`, else `signal`.
+/// The name of a stop's cause: `SIGINT`, `SIGTERM`, `removed`, `closed`, else `signal`.
 #[must_use]
 pub fn cause_name(cause: i32) -> &'static str {
     match cause {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
         REMOVED => "removed",
+        CLOSED => "closed",
         _ => "signal",
     }
 }

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::TrySendError;
+use crossbeam_channel::{Sender, TrySendError};
 
+use crate::analysis::AnalysedFrame;
 use crate::backend::Backend;
 use crate::compose::PictureFormat;
 use crate::config::Settings;
@@ -95,6 +96,7 @@ pub fn run(
             (Target::Folder { out, video }, topics, connection)
         }
         StreamOutput::Mailbox(mailbox) => (Target::Mailbox(mailbox), None, None),
+        StreamOutput::Channel(frames) => (Target::Channel(frames), None, None),
     };
     let at = Place { index, spec: &spec };
     let end = match start(&at, &target, settings, backend, max_frames, topics, stop) {
@@ -114,6 +116,8 @@ pub fn run(
     let out = target.folder().cloned();
     let outcome = finish(index, spec, out, end, connection, stop, observer);
     observer.state(State::Finished);
+    // (A channel's sender goes with `target`: its reader sees the end once the outcome is ready.)
+    drop(target);
     outcome
 }
 
@@ -127,13 +131,14 @@ struct Place<'a> {
 enum Target {
     Folder { out: PathBuf, video: bool },
     Mailbox(Arc<Mailbox>),
+    Channel(Sender<AnalysedFrame>),
 }
 
 impl Target {
     fn folder(&self) -> Option<&PathBuf> {
         match self {
             Self::Folder { out, .. } => Some(out),
-            Self::Mailbox(_) => None,
+            Self::Mailbox(_) | Self::Channel(_) => None,
         }
     }
 }
@@ -141,14 +146,16 @@ impl Target {
 /// A stream whose pipeline runs and whose folder (if any) is taken over.
 struct Running {
     pipeline: Pipeline,
-    /// The folder's writer (`None`: results go to a mailbox).
+    /// The folder's writer (`None`: results go to a mailbox or a channel).
     sink: Option<RunSink>,
+    /// The channel every frame is handed to (`None`: results go to a folder or a mailbox).
+    channel: Option<Sender<AnalysedFrame>>,
     counters: Arc<Counters>,
     max_frames: Option<u64>,
     status_clock: Option<StatusClock>,
     /// When the first frame was asked for.
     started: Instant,
-    /// Frames whose line is in `frames.jsonl`.
+    /// Frames whose line is in `frames.jsonl` (into a channel: frames handed to it).
     written: u64,
 }
 
@@ -161,6 +168,8 @@ enum Ending {
     SourceError(String),
     /// A file could not be written.
     WriteError(OutputError),
+    /// The channel's receiver is gone: nobody reads the frames any more.
+    Closed,
 }
 
 /// What finishing starts from.
@@ -184,6 +193,7 @@ fn start(
 ) -> Result<Running, String> {
     let spec = at.spec;
     let (delivery, want, out, video) = match target {
+        Target::Channel(_) => (Delivery::All, PictureWant::None, None, false),
         Target::Folder { out, video: true } => (
             Delivery::All,
             PictureWant::Every(PictureFormat::I420),
@@ -218,10 +228,15 @@ fn start(
         }
     })?;
     let Some(out) = out else {
+        let channel = match target {
+            Target::Channel(frames) => Some(frames.clone()),
+            Target::Folder { .. } | Target::Mailbox(_) => None,
+        };
         return Ok(Running {
             counters: pipeline.counters.clone(),
             pipeline,
             sink: None,
+            channel,
             max_frames,
             status_clock: None,
             started: Instant::now(),
@@ -266,6 +281,7 @@ fn start(
         counters: pipeline.counters.clone(),
         pipeline,
         sink: Some(sink),
+        channel: None,
         max_frames,
         status_clock,
         started: Instant::now(),
@@ -292,9 +308,10 @@ fn drive(
     loop {
         if !stop_seen && let Some(cause) = stop.asked() {
             stop_seen = true;
-            if cause == super::REMOVED {
+            if cause == super::REMOVED || cause == super::CLOSED {
                 log::info!(
-                    "removed: stopping {spec} — finishing the frames already taken and every output"
+                    "{}: stopping {spec} — finishing the frames already taken and every output",
+                    cause_name(cause)
                 );
             } else {
                 log::warn!(
@@ -365,6 +382,13 @@ fn drive(
                     }
                 }
                 observer.frame(&f);
+                if let Some(channel) = &r.channel {
+                    // Waits while the reader is behind (the stream's backpressure).
+                    if channel.send(*f).is_err() {
+                        return Ending::Closed;
+                    }
+                    r.written += 1;
+                }
                 // Counted in before it came out: a fresh snapshot keeps in >= out.
                 let now = r.snapshot();
                 if let Err(e) = show_and_checkpoint(r, observer, now, total) {
@@ -396,16 +420,17 @@ fn show_and_checkpoint(
 }
 
 impl Running {
-    /// The counters now; `frames_out` is the frames written to the folder (for a mailbox: the
-    /// frames the analyses delivered).
+    /// The counters now; `frames_out` is the frames written to the folder or handed to the
+    /// channel (for a mailbox: the frames the analyses delivered).
     fn snapshot(&self) -> CounterSnapshot {
         let now = self.counters.snapshot();
-        match self.sink {
-            Some(_) => CounterSnapshot {
+        if self.sink.is_some() || self.channel.is_some() {
+            CounterSnapshot {
                 frames_out: self.written,
                 ..now
-            },
-            None => now,
+            }
+        } else {
+            now
         }
     }
 }
@@ -430,6 +455,7 @@ fn finish(
     let Running {
         pipeline,
         sink,
+        channel,
         counters,
         max_frames,
         mut status_clock,
@@ -440,22 +466,25 @@ fn finish(
     let pipeline_changes = pipeline.source_changes.clone();
     let estimate = pipeline.estimated_frames;
     let backend = pipeline.backend.clone();
-    if matches!(ending, Ending::WriteError(_)) {
+    // (Nobody waits for the frames in flight after a write error or once the reader is gone.)
+    if matches!(ending, Ending::WriteError(_) | Ending::Closed) {
         pipeline.stop();
     } else {
         pipeline.join();
     }
     let stopped_by = stop.asked();
     let wall_seconds = started.elapsed().as_secs_f64();
-    // Taken now that the pipeline has ended; out: the frames written (into a mailbox: the
-    // frames the analyses delivered).
-    let mailbox_only = sink.is_none();
-    let counters = match &sink {
-        Some(_) => CounterSnapshot {
+    // Taken now that the pipeline has ended; out: the frames written or handed to the channel
+    // (into a mailbox: the frames the analyses delivered).
+    let mailbox_only = sink.is_none() && channel.is_none();
+    drop(channel);
+    let counters = if mailbox_only {
+        counters.snapshot()
+    } else {
+        CounterSnapshot {
             frames_out: written,
             ..counters.snapshot()
-        },
-        None => counters.snapshot(),
+        }
     };
     let written = counters.frames_out;
     let limit_reached = max_frames.is_some_and(|m| written >= m);
@@ -482,7 +511,7 @@ fn finish(
     if let Some(clock) = &mut status_clock {
         clock.tick(
             &counters,
-            u64::from(!matches!(ending, Ending::Stream)),
+            u64::from(!matches!(ending, Ending::Stream | Ending::Closed)),
             true,
         );
     }
@@ -551,7 +580,8 @@ fn finish_not_started(
 }
 
 /// How a stream that ran ended, in words (`timings.json`'s `ended`): the error that ended it,
-/// the stop's cause, an early end's error, the frame limit, or the end of the stream.
+/// the stop's cause (a reader gone without one: `closed`), an early end's error, the frame
+/// limit, or the end of the stream.
 fn ended_text(
     ending: &Ending,
     stopped_by: Option<i32>,
@@ -561,7 +591,8 @@ fn ended_text(
     match (ending, stopped_by, early_end) {
         (Ending::WriteError(e), _, _) => format!("error: {e}"),
         (Ending::SourceError(e), _, _) => format!("error: {e}"),
-        (Ending::Stream, Some(cause), _) => cause_name(cause).to_owned(),
+        (Ending::Stream | Ending::Closed, Some(cause), _) => cause_name(cause).to_owned(),
+        (Ending::Closed, None, _) => cause_name(super::CLOSED).to_owned(),
         (Ending::Stream, None, Some(e)) => format!("error: {e}"),
         (Ending::Stream, None, None) if limit_reached => "--max-frames".to_owned(),
         (Ending::Stream, None, None) => "end of stream".to_owned(),
@@ -606,6 +637,7 @@ fn outcome_error(
         Ending::SourceError(e) => Some(format!(
             "{e} (after {written} frames; outputs hold the frames analysed before it)"
         )),
+        Ending::Closed => None,
         Ending::Stream => finished
             .and_then(|f| f.error.as_ref())
             .map(ToString::to_string)
@@ -649,6 +681,7 @@ fn flush(
 
 #[cfg(test)]
 mod tests {
+    use super::super::CLOSED;
     use super::*;
 
     /// Settings of a quick CPU run on a small test pattern of `frames` frames.
@@ -794,6 +827,101 @@ mod tests {
             last.picture.is_some(),
             "its picture composed for the viewer"
         );
+    }
+
+    #[test]
+    fn a_stream_into_a_channel_hands_over_every_frame_in_order_and_writes_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = quick(6);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut job = job(&settings, dir.path());
+        job.output = StreamOutput::Channel(tx);
+        // The reader is slower than the stream: a file-like source waits, nothing is dropped.
+        let reader = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for f in &rx {
+                std::thread::sleep(Duration::from_millis(20));
+                seen.push((f.index, f.outputs.iter().map(|o| o.op).collect::<Vec<_>>()));
+            }
+            seen
+        });
+        let mut seen = Seen::default();
+        let o = run(job, &StopRequest::new(), &mut seen);
+        let frames = reader.join().unwrap();
+        assert_eq!(
+            (o.error.as_deref(), o.ended.as_str()),
+            (None, "end of stream")
+        );
+        assert!(o.finished.is_none(), "no files");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(
+            (
+                o.counters.frames_in,
+                o.counters.frames_out,
+                o.counters.dropped
+            ),
+            (6, 6, 0)
+        );
+        assert_eq!(
+            frames.iter().map(|f| f.0).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert!(frames.iter().all(|f| f.1.contains(&"cca")), "{frames:?}");
+        assert_eq!(
+            seen.states,
+            [
+                State::Starting,
+                State::Running,
+                State::Finishing,
+                State::Finished
+            ]
+        );
+    }
+
+    #[test]
+    fn a_channel_whose_reader_leaves_ends_the_stream_at_once_as_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        // An endless pattern: only the reader's leaving ends it.
+        let settings = quick(0);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut job = job(&settings, dir.path());
+        job.output = StreamOutput::Channel(tx);
+        let reader = std::thread::spawn(move || {
+            let first = rx.recv().map(|f| f.index);
+            drop(rx);
+            first
+        });
+        let started = Instant::now();
+        let o = run(job, &StopRequest::new(), &mut Seen::default());
+        assert_eq!(reader.join().unwrap(), Ok(0));
+        assert_eq!((o.error.as_deref(), o.ended.as_str()), (None, "closed"));
+        assert_eq!(o.stopped_by, None);
+        assert_eq!(
+            o.counters.frames_out, 1,
+            "only the frame taken counts as out"
+        );
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_channel_whose_reader_closes_it_ends_with_the_stop_s_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = quick(0);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut job = job(&settings, dir.path());
+        job.output = StreamOutput::Channel(tx);
+        let stop = StopRequest::new();
+        let asker = stop.clone();
+        let reader = std::thread::spawn(move || {
+            let first = rx.recv().map(|f| f.index);
+            asker.ask(CLOSED);
+            drop(rx);
+            first
+        });
+        let o = run(job, &stop, &mut Seen::default());
+        assert_eq!(reader.join().unwrap(), Ok(0));
+        assert_eq!((o.error.as_deref(), o.ended.as_str()), (None, "closed"));
+        assert_eq!(o.stopped_by, Some(CLOSED));
     }
 
     #[test]
