@@ -5,9 +5,12 @@ attribute openings and closings filter by other attributes of the max-tree (min-
 ``area``, ``height``, ``volume``, ``bbox_width``, ``bbox_height`` and ``diameter`` (the bounding
 box's diagonal, not scikit-image's ``diameter_opening``, which thresholds the bounding box's
 longest side; that one is not provided).
+
+CUDA arrays (CuPy, PyTorch, ``__cuda_array_interface__``, DLPack) are filtered on the device
+with no host copy and the result is an array of the input's library (see docs/python.md).
 """
 
-from . import _args, _core
+from . import _args, _core, _device
 
 __all__ = ["area_closing", "area_opening", "attribute_closing", "attribute_opening"]
 
@@ -15,7 +18,13 @@ __all__ = ["area_closing", "area_opening", "attribute_closing", "attribute_openi
 def _filter(image, tree, attribute, threshold, connectivity, device, what):
     arr = _args.unsigned(_args.image_2d(image, what), what)
     conn = _args.neighbours(connectivity, 1)
-    return _core.attribute_filter(arr, tree, attribute, float(threshold), conn, device)
+
+    def run(a, d):
+        return _core.attribute_filter(a, tree, attribute, float(threshold), conn, d)
+
+    if isinstance(arr, _device.CudaArray):
+        return arr.call(run, device)
+    return run(arr, device)
 
 
 def area_opening(image, area_threshold=64, connectivity=1, *, device="auto"):

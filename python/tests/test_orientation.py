@@ -35,7 +35,7 @@ def test_linear_opening_equals_scikit_image(gray, angle, length):
 
 
 def test_linear_opening_non_contiguous():
-    img = data("linear_opening", "baboon_u8_input.npy")
+    img = data("orientation", "baboon_u8_input.npy")
     for view in [img[::2, ::3], img.T, np.asfortranarray(img)]:
         np.testing.assert_array_equal(
             mso.linear_opening(view, 9, 90), skm.opening(view, footprint(90, 9), mode="ignore")
@@ -43,7 +43,7 @@ def test_linear_opening_non_contiguous():
 
 
 def test_orientation_map_is_the_sup_of_the_openings():
-    img = data("linear_opening", "building_u8_input.npy")
+    img = data("orientation", "building_u8_input.npy")
     angles = [0, 45, 90, 135]
     openings = np.stack([skm.opening(img, footprint(a, 15), mode="ignore") for a in angles])
     m = mso.orientation_map(img, 15, angles)
@@ -61,7 +61,7 @@ def test_orientation_map_is_the_sup_of_the_openings():
 
 
 def test_orientation_errors():
-    img = data("linear_opening", "baboon_u8_input.npy")
+    img = data("orientation", "baboon_u8_input.npy")
     with pytest.raises(ValueError, match="length"):
         mso.linear_opening(img, 4, 0)
     with pytest.raises(ValueError, match="angle"):
