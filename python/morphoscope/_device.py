@@ -53,6 +53,42 @@ class _Interface:
         self.__cuda_array_interface__ = interface
 
 
+def _torch_typestr(dtype):
+    """The interface's typestr of a PyTorch dtype (PyTorch's own ``__cuda_array_interface__``
+    lacks bool and uint16 before 2.x releases that added them), None for one NumPy lacks."""
+    torch = _module("torch")
+    names = {
+        "bool": "|b1", "uint8": "|u1", "int8": "|i1", "uint16": "<u2", "int16": "<i2",
+        "uint32": "<u4", "int32": "<i4", "uint64": "<u8", "int64": "<i8", "float16": "<f2",
+        "float32": "<f4", "float64": "<f8",
+    }
+    for name, typestr in names.items():
+        if getattr(torch, name, None) == dtype:
+            return typestr
+    return None
+
+
+def _torch_interface(t):
+    """``__cuda_array_interface__`` (version 3) of a PyTorch CUDA tensor, built from the
+    tensor itself, with its current stream."""
+    typestr = _torch_typestr(t.dtype)
+    if typestr is None:
+        raise TypeError(f"{t.dtype} tensors have no NumPy dtype; morphoscope takes {_ACCEPTED}")
+    itemsize = t.element_size()
+    strides = None if t.is_contiguous() else tuple(s * itemsize for s in t.stride())
+    torch = _module("torch")
+    stream = torch.cuda.current_stream(t.device).cuda_stream
+    return {
+        "shape": tuple(t.shape),
+        "typestr": typestr,
+        "data": (t.data_ptr() if t.numel() > 0 else 0, False),
+        "strides": strides,
+        "version": 3,
+        # 0 is PyTorch's legacy default stream, which the interface names 1.
+        "stream": stream if stream != 0 else 1,
+    }
+
+
 def _c_contiguous(shape, strides, itemsize):
     if strides is None or 0 in shape:
         return True
@@ -84,7 +120,9 @@ class CudaArray:
         self.library = library
         self.device_id = device_id
         if interface.get("mask") is not None:
-            raise TypeError("masked CUDA arrays (__cuda_array_interface__ with a mask) are not taken")
+            raise TypeError(
+                "masked CUDA arrays (__cuda_array_interface__ with a mask) are not taken"
+            )
         self.shape = tuple(int(n) for n in interface["shape"])
         self.ndim = len(self.shape)
         try:
@@ -151,14 +189,10 @@ class CudaArray:
 
     def handle(self):
         """What the extension reads: this array's interface with the producer's stream (a
-        PyTorch tensor's current stream; CuPy and others name theirs)."""
-        interface = dict(self.interface)
+        PyTorch tensor's current stream, taken now; CuPy and others name theirs)."""
         if self.library == "torch":
-            torch = _module("torch")
-            stream = torch.cuda.current_stream(self.array.device).cuda_stream
-            interface["version"] = 3
-            interface["stream"] = stream if stream != 0 else 1
-        return _Interface(self.array, interface)
+            return _Interface(self.array, _torch_interface(self.array))
+        return _Interface(self.array, dict(self.interface))
 
     def wrap(self, result):
         """A result of the extension as this array's library: ``DeviceArray`` in place, NumPy
@@ -167,10 +201,17 @@ class CudaArray:
         if isinstance(result, tuple):
             return tuple(self.wrap(r) for r in result)
         if isinstance(result, _core.DeviceArray):
+            cupy = _module("cupy")
             if self.library == "torch":
                 torch = _module("torch")
-                return torch.as_tensor(result, device=self.array.device)
-            cupy = _module("cupy")
+                try:
+                    return torch.as_tensor(result, device=self.array.device)
+                except TypeError:
+                    # A PyTorch that reads no such typestr from the interface: DLPack, through
+                    # CuPy (zero-copy both ways).
+                    if cupy is None:
+                        raise
+                    return torch.from_dlpack(cupy.asarray(result))
             return result if cupy is None else cupy.asarray(result)
         if isinstance(result, np.ndarray):
             return self.from_host(result)
@@ -211,7 +252,7 @@ def from_object(x):
             return None
         if x.requires_grad:
             x = x.detach()
-        return CudaArray(x, "torch", x.__cuda_array_interface__, x.device.index)
+        return CudaArray(x, "torch", _torch_interface(x), x.device.index)
     try:
         interface = x.__cuda_array_interface__
     except AttributeError:

@@ -43,7 +43,7 @@ def felzenszwalb(image, scale=1, sigma=0.8, min_size=20, *, channel_axis=-1, dev
         _device.require_cuda(device)
         if arr.ndim == 2:
             arr = arr.expand_last()
-        elif channel_axis is not None:
+        elif channel_axis not in (-1, 2):
             arr = arr.moveaxis(channel_axis, -1)
         return arr.call(run, device)
     if arr.ndim == 2:
