@@ -203,4 +203,13 @@ pub const SOURCES: &[KernelSource] = &[
             "orientation_finish_u16",
         ],
     },
+    KernelSource {
+        name: "convert",
+        source: include_str!("../kernels/convert.cu"),
+        functions: &[
+            "convert_u32_to_i64",
+            "convert_u32_to_i32",
+            "convert_lookup_u16_f32",
+        ],
+    },
 ];

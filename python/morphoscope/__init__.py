@@ -14,7 +14,8 @@ results bit for bit on the CPU:
 
 Every function takes ``device="auto"|"cuda"|"cpu"``: ``auto`` runs on CUDA when a device, the
 driver and NVRTC are present, else on the CPU; ``cuda`` raises ``RuntimeError`` when CUDA is
-unavailable. The GIL is released while an op computes. See docs/python.md.
+unavailable. The GIL is released while an op computes. CUDA arrays (CuPy, PyTorch, DLPack) are
+computed on the device and come back as arrays of their library. See docs/python.md.
 """
 
 from . import measure, morphology, orientation, segmentation, video

@@ -4,11 +4,15 @@
 same numbering (raster order of each component's first pixel), dtype (int32 for bool input,
 int64 otherwise) and default connectivity (8 neighbours). ``regionprops_table`` computes the
 properties of morphoscope's feature pass from exact integer sums.
+
+CUDA arrays (CuPy, PyTorch, ``__cuda_array_interface__``, DLPack): ``label`` computes on the
+device with no host copy (only the component count is read back) and returns an array of the
+input's library; ``regionprops_table`` is computed on the host (see its docs).
 """
 
 import numpy as np
 
-from . import _args, _core
+from . import _args, _core, _device
 
 __all__ = ["label", "regionprops_table"]
 
@@ -30,19 +34,36 @@ def label(label_image, background=None, return_num=False, connectivity=None, *, 
         )
     conn = _args.neighbours(connectivity, 2)
     bg = 0 if background is None else background
+    int32 = arr.dtype == bool
+    if isinstance(arr, _device.CudaArray):
+        _device.require_cuda(device)
+        dev = arr.native()
+        mask = dev.array != bg
+        _check_binary(dev.array[mask], lambda v: v.item())
+
+        def run(m, d):
+            # An empty mask comes as a NumPy bool array (_device.CudaArray.call).
+            m = m.view(np.uint8) if isinstance(m, np.ndarray) else m
+            return _core.label(m, conn, d, int32)
+
+        labels, num = dev.with_array(mask).call(run, device)
+        return (labels, num) if return_num else labels
     mask = arr != bg
-    values = arr[mask]
-    if values.size and (values != values[0]).any():
+    _check_binary(arr[mask], repr)
+    labels, num = _core.label(np.ascontiguousarray(mask).view(np.uint8), conn, device, int32)
+    return (labels, num) if return_num else labels
+
+
+def _check_binary(values, show):
+    """``ValueError`` when the foreground ``values`` hold more than one value (``show`` writes
+    one for the message)."""
+    if values.shape[0] and bool((values != values[0]).any()):
         raise ValueError(
             "morphoscope labels binary images (one value besides the background); label_image "
             "has several (e.g. "
-            f"{values[0]!r} and {values[values != values[0]][0]!r}): label the mask of each "
-            "value separately"
+            f"{show(values[0])} and {show(values[values != values[0]][0])}): label the mask of "
+            "each value separately"
         )
-    labels, num = _core.label(np.ascontiguousarray(mask).view(np.uint8), conn, device)
-    if arr.dtype == bool:
-        labels = labels.astype(np.int32)
-    return (labels, num) if return_num else labels
 
 
 # scikit-image property → columns of _core.region_sums, in scikit-image's key order.
@@ -71,13 +92,18 @@ def regionprops_table(
     ``intensity_image``).
     label, area, bbox, centroid and intensity_mean are bit-identical to scikit-image;
     inertia_tensor agrees to rounding (exact integer sums here, floating-point sums there).
-    Computed on the CPU whatever ``device`` (which is still checked).
+    Computed on the CPU whatever ``device`` (which is still checked): the library has no device
+    version of these per-label sums (its GPU features are per connected component of a mask).
+    So CUDA arrays (``label_image`` and ``intensity_image`` both, or ``intensity_image`` None)
+    are read to the host, and the columns come back as arrays of their library on the device
+    (one element per region).
     """
     if device not in ("auto", "cuda", "cpu"):
         raise ValueError(f'device={device!r}: one of "auto", "cuda", "cpu"')
-    if device == "cuda" and not _core.cuda_available():
-        raise RuntimeError('device="cuda": CUDA is unavailable; use device="cpu" or "auto"')
     arr = _args.image_2d(label_image, "regionprops_table", "label_image")
+    on_device = isinstance(arr, _device.CudaArray)
+    if device == "cuda" and not on_device and not _core.cuda_available():
+        raise RuntimeError('device="cuda": CUDA is unavailable; use device="cpu" or "auto"')
     if arr.dtype == bool:
         raise TypeError(
             "Non-integer image types are ambiguous: use morphoscope.measure.label to label the "
@@ -98,15 +124,32 @@ def regionprops_table(
             "Attribute 'intensity_mean' unavailable when `intensity_image` has not been "
             "specified."
         )
-    labels = np.ascontiguousarray(arr, dtype=np.int64)
     intensity = None
     if intensity_image is not None:
         iarr = _args.image_2d(intensity_image, "regionprops_table", "intensity_image")
+        if isinstance(iarr, _device.CudaArray) != on_device:
+            raise TypeError(
+                "label_image and intensity_image must both be NumPy arrays or both CUDA arrays"
+            )
         if iarr.shape != arr.shape:
             raise ValueError(
                 f"intensity_image has shape {iarr.shape}, label_image {arr.shape}: they must match"
             )
         intensity = _args.unsigned(iarr, "regionprops_table", "intensity_image")
+    if on_device:
+        _device.require_cuda(device)
+        arr_host = arr.to_host()
+        if intensity is not None:
+            intensity = np.ascontiguousarray(intensity.to_host())
+        out = _table(np.ascontiguousarray(arr_host, dtype=np.int64), intensity, properties,
+                     separator)
+        return {k: arr.from_host(v) for k, v in out.items()}
+    labels = np.ascontiguousarray(arr, dtype=np.int64)
+    return _table(labels, intensity, properties, separator)
+
+
+def _table(labels, intensity, properties, separator):
+    """The columns of ``properties`` from the sums of an int64 label image (host arrays)."""
     sums = _core.region_sums(labels, intensity)
     out = {}
     for p in properties:

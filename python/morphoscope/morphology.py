@@ -5,11 +5,14 @@ equal scikit-image's bit for bit (uint8 and uint16). The attribute openings and 
 by other attributes of the max-tree (min-tree) nodes: ``area``, ``height``, ``volume``,
 ``bbox_width``, ``bbox_height``, ``diameter`` (the bounding box's longest side, scikit-image's
 "maximal extension") and ``diagonal`` (the bounding box's diagonal).
+
+CUDA arrays (CuPy, PyTorch, ``__cuda_array_interface__``, DLPack) are filtered on the device
+with no host copy and the result is an array of the input's library (see docs/python.md).
 """
 
 import numpy as np
 
-from . import _args, _core
+from . import _args, _core, _device
 
 __all__ = [
     "area_closing",
@@ -25,7 +28,13 @@ __all__ = [
 def _filter(image, tree, attribute, threshold, connectivity, device, what):
     arr = _args.unsigned(_args.image_2d(image, what), what)
     conn = _args.neighbours(connectivity, 1)
-    return _core.attribute_filter(arr, tree, attribute, float(threshold), conn, device)
+
+    def run(a, d):
+        return _core.attribute_filter(a, tree, attribute, float(threshold), conn, d)
+
+    if isinstance(arr, _device.CudaArray):
+        return arr.call(run, device)
+    return run(arr, device)
 
 
 def _given_tree(image, parent, tree_traverser, what):

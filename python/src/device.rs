@@ -38,6 +38,26 @@ pub fn backend(py: Python<'_>, device: &str) -> PyResult<Backend> {
     }
 }
 
+/// The CUDA context for an op on a CUDA array: `device` `"auto"` or `"cuda"` (`"cpu"` cannot
+/// read device memory: `ValueError`), CUDA available (else `RuntimeError`).
+pub fn cuda_for_array(py: Python<'_>, device: &str) -> PyResult<Arc<GpuContext>> {
+    match device {
+        "auto" | "cuda" => match cuda(py) {
+            Ok(g) => Ok(Arc::clone(g)),
+            Err(e) => Err(PyRuntimeError::new_err(format!(
+                "the input is a CUDA array but CUDA is unavailable ({e})"
+            ))),
+        },
+        "cpu" => Err(PyValueError::new_err(
+            "device=\"cpu\" with a CUDA array: pass device=\"auto\" or \"cuda\", or a NumPy \
+             array (e.g. cupy.asnumpy(a)) for the CPU",
+        )),
+        other => Err(PyValueError::new_err(format!(
+            "device={other:?}: one of \"auto\", \"cuda\", \"cpu\""
+        ))),
+    }
+}
+
 /// True when `device="auto"` runs on CUDA.
 #[pyfunction]
 pub fn cuda_available(py: Python<'_>) -> bool {

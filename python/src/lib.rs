@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 
 mod convert;
 mod device;
+mod device_array;
 mod measure;
 mod morphology;
 mod orientation;
@@ -21,6 +22,8 @@ mod video;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::cuda_available, m)?)?;
+    m.add_class::<device_array::DeviceArray>()?;
+    m.add_function(wrap_pyfunction!(device_array::_last_device_input, m)?)?;
     m.add_function(wrap_pyfunction!(morphology::attribute_filter, m)?)?;
     m.add_function(wrap_pyfunction!(morphology::max_tree_parent, m)?)?;
     m.add_function(wrap_pyfunction!(measure::label, m)?)?;

@@ -5,30 +5,38 @@
 
 use std::collections::BTreeMap;
 
+use cudarc::driver::CudaSlice;
 use morphoscope::backend::Backend;
+use morphoscope::gpu::{GpuContext, KernelTimer};
 use morphoscope::image::{Image, ImageView};
 use morphoscope::ops::OpError;
 use morphoscope::ops::cca::{
-    self, CcaParams, Component, ComponentSums, Polarity, Source, Threshold,
+    self, CcaGpu, CcaParams, Component, ComponentSums, Polarity, Source, Threshold,
 };
-use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
+use morphoscope::ops::convert as convert_gpu;
+use numpy::{IntoPyArray, PyReadonlyArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert;
-use crate::device::{backend, op_error};
+use crate::device::{backend, cuda_for_array, op_error};
+use crate::device_array::{self, CudaInput, DeviceArray, Dtype};
 
-/// Labels the non-zero pixels of a `uint8` mask with 4- or 8-connectivity: the label image
-/// (`int64`, 0 = background, components `1..=n` in raster order of their first pixel) and `n`.
+/// Labels the non-zero pixels of a `uint8` (or `bool`) mask with 4- or 8-connectivity: the
+/// label image (0 = background, components `1..=n` in raster order of their first pixel),
+/// `int64`, or `int32` with `int32`, and `n`. A NumPy mask gives a NumPy array; a 2D
+/// C-contiguous CUDA mask (`__cuda_array_interface__`) is labelled in place on the device into
+/// a [`DeviceArray`] (only the count is read back).
 #[pyfunction]
-#[pyo3(signature = (mask, connectivity, device))]
+#[pyo3(signature = (mask, connectivity, device, int32=false))]
 pub fn label<'py>(
     py: Python<'py>,
-    mask: PyReadonlyArray2<'py, u8>,
+    mask: &Bound<'py, PyAny>,
     connectivity: u8,
     device: &str,
-) -> PyResult<(Bound<'py, PyArray2<i64>>, usize)> {
+    int32: bool,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
     let params = CcaParams {
         threshold: Threshold::Fixed(0),
         polarity: Polarity::Bright,
@@ -37,6 +45,15 @@ pub fn label<'py>(
         learning_rate: CcaParams::default().learning_rate,
     };
     params.validate().map_err(op_error)?;
+    if let Some(input) = CudaInput::from_object(mask)? {
+        let gpu = cuda_for_array(py, device)?;
+        if !matches!(input.dtype, Dtype::U8 | Dtype::Bool) {
+            return Err(input.dtype_error("label takes a uint8 or bool mask"));
+        }
+        let (labels, n) = label_device(py, &input, &params, int32, &gpu)?;
+        return Ok((Bound::new(py, labels)?.into_any(), n));
+    }
+    let mask: PyReadonlyArray2<'py, u8> = mask.extract()?;
     let backend = backend(py, device)?;
     let img = convert::view(&mask)?;
     let (labels, n) = py
@@ -49,7 +66,53 @@ pub fn label<'py>(
             Ok((out.labels, n))
         })
         .map_err(op_error)?;
-    Ok((convert::labels_i64(py, &labels)?, n))
+    let labels = if int32 {
+        convert::array(py, labels.map(|v| v as i32))?.into_any()
+    } else {
+        convert::labels_i64(py, &labels)?.into_any()
+    };
+    Ok((labels, n))
+}
+
+/// The labels of a CUDA mask on the device (`int32` or `int64`) and their count (a 4-byte
+/// readback).
+fn label_device(
+    py: Python<'_>,
+    input: &CudaInput,
+    params: &CcaParams,
+    int32: bool,
+    gpu: &GpuContext,
+) -> PyResult<(DeviceArray, usize)> {
+    let (h, w, _) = input.image_shape()?;
+    let (labels, n) = py.detach(|| {
+        device_array::run::<u8, _>(gpu, input, 1, |g, image| {
+            let stream = image.stream;
+            let mut op = CcaGpu::new(g)?;
+            let mut timer = KernelTimer::new();
+            op.enqueue_binarize(&mut timer, image, params)?;
+            op.enqueue_labeling(stream, &mut timer, params.connectivity, None)?;
+            let (labels, lw, lh) = op
+                .device_labels()
+                .ok_or_else(|| OpError::Unsupported("labeling left no label image".into()))?;
+            let out = if int32 {
+                Labels::I32(convert_gpu::labels_to_i32_gpu(g, stream, labels, lw * lh)?)
+            } else {
+                Labels::I64(convert_gpu::labels_to_i64_gpu(g, stream, labels, lw * lh)?)
+            };
+            Ok((out, op.download_count(stream)?))
+        })
+    })?;
+    let labels = match labels {
+        Labels::I32(l) => DeviceArray::new(l, vec![h, w])?,
+        Labels::I64(l) => DeviceArray::new(l, vec![h, w])?,
+    };
+    Ok((labels, n))
+}
+
+/// Labels on the device, as the caller asked for them.
+enum Labels {
+    I32(CudaSlice<i32>),
+    I64(CudaSlice<i64>),
 }
 
 /// Per-label sums, keyed by label value: dense when the labels are small, else a map.

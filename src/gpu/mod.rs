@@ -8,6 +8,7 @@ pub(crate) mod capture_lock;
 pub mod compile;
 pub mod context;
 pub mod error;
+pub mod foreign;
 pub mod frame;
 pub mod graph;
 pub mod launch;
@@ -17,6 +18,9 @@ pub mod timer;
 pub use capture_lock::{CaptureExclusion, capture_exclusion};
 pub use context::{DeviceInfo, GpuContext};
 pub use error::GpuError;
+pub use foreign::{
+    ForeignSlice, MemoryKind, PointerInfo, free_after_default_stream, pointer_info, wait_for_stream,
+};
 pub use frame::{DeviceImage, HostPixel, Uploaded, round_trip, upload_view};
 pub use graph::GraphCache;
 pub use readback::Readback;

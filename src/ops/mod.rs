@@ -4,6 +4,7 @@
 pub mod blur;
 pub mod cca;
 pub mod connectivity;
+pub mod convert;
 pub mod error;
 pub mod maxtree;
 pub mod nv12;

@@ -503,6 +503,36 @@ impl CcaGpu {
         Ok(self.download_with(stream, false)?.table)
     }
 
+    /// The label image of the last enqueued frame on the device: `u32` labels `1..=n` in raster
+    /// order of each component's first pixel, 0 for the background, packed, with the frame's
+    /// width and height (the buffer may hold more than `width * height` labels: read that
+    /// many). Written on the enqueuing stream: work that reads it must be ordered after it.
+    /// `None` before any enqueue and for an empty frame. For a caller that keeps the labels on
+    /// the device (the Python package); the count is [`CcaGpu::download_count`].
+    #[must_use]
+    pub fn device_labels(&self) -> Option<(&CudaSlice<u32>, usize, usize)> {
+        let p = self.produced?;
+        let b = self
+            .bufs
+            .as_ref()
+            .filter(|b| b.width == p.width && b.height == p.height)?;
+        (p.width * p.height > 0).then_some((&b.labels, p.width, p.height))
+    }
+
+    /// The number of components of the last enqueued frame: a 4-byte readback (blocks until the
+    /// stream's work is done), with or without features.
+    pub fn download_count(&self, stream: &Arc<CudaStream>) -> Result<usize, OpError> {
+        let Some(p) = self.produced else {
+            return Err(OpError::InvalidParam("download before any enqueue".into()));
+        };
+        let Some(b) = self.bufs.as_ref().filter(|_| p.width * p.height > 0) else {
+            return Ok(0);
+        };
+        let info = stream.clone_dtoh(&b.info.slice(0..1))?;
+        stream.synchronize()?;
+        Ok(info.first().map_or(0, |&c| c as usize))
+    }
+
     fn download_with(
         &self,
         stream: &Arc<CudaStream>,

@@ -408,6 +408,19 @@ impl<T: GpuSample> LinearOpeningGpu<T> {
         self.engine.out.as_ref()
     }
 
+    /// The last result, taking the device buffer out of the op (packed, `width * height`
+    /// samples, written on the enqueue's stream: work that reads it must be ordered after
+    /// that stream's work). For a caller that keeps the result on the device (the Python
+    /// package). `None` before the first frame and for an empty frame.
+    #[must_use]
+    pub fn into_output(mut self) -> Option<CudaSlice<T>> {
+        let (w, h) = self.size;
+        if w == 0 || h == 0 {
+            return None;
+        }
+        self.engine.out.take()
+    }
+
     /// Copies the last result to the host (blocks until the stream's work is done).
     pub fn download(&self, stream: &Arc<CudaStream>) -> Result<Image<T>, OpError> {
         let (w, h) = self.size;
@@ -605,9 +618,24 @@ impl<T: GpuSample> OrientationGpu<T> {
         })
     }
 
+    /// The strength and angle-index maps of the last frame, taking the device buffers out of
+    /// the op (packed, `width * height` each, written on the enqueue's stream: work that reads
+    /// them must be ordered after that stream's work); the angles they index are
+    /// [`OrientationGpu::angles_deg`] and the spectrum [`OrientationGpu::download_spectrum`]
+    /// (read them first). For a caller that keeps the maps on the device (the Python package).
+    /// `None` before the first frame and for an empty frame.
+    #[must_use]
+    pub fn into_maps(mut self) -> Option<(CudaSlice<T>, CudaSlice<u16>)> {
+        let (w, h) = self.size;
+        if w == 0 || h == 0 {
+            return None;
+        }
+        Some((self.engine.strength.take()?, self.engine.index.take()?))
+    }
+
     /// The angular spectrum of the last frame (one sum per angle; blocks until the stream's
-    /// work is done), without the maps.
-    pub(crate) fn download_spectrum(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
+    /// work is done), without the maps: a readback of one word per angle.
+    pub fn download_spectrum(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, OpError> {
         let (w, h) = self.size;
         let e = &self.engine;
         if w == 0 || h == 0 {

@@ -52,6 +52,22 @@ impl MaxTreeGpu {
         self.outputs.u8.as_ref().map(|(_, residue)| residue)
     }
 
+    /// The filtered image of the last filter, taking the device buffer out of the op (packed,
+    /// `width * height` samples of `T`, written on the enqueue's stream: work that reads it must
+    /// be ordered after that stream's work). For a caller that keeps the result on the device
+    /// (the Python package hands it to CuPy or PyTorch). `None` before a filter, for an empty
+    /// frame and when the last frame's pixels were not `T`.
+    #[must_use]
+    pub fn into_filtered<T: GpuGray>(mut self) -> Option<CudaSlice<T>> {
+        let st = self.state?;
+        if !st.filtered || st.bits != T::BITS || st.width * st.height == 0 {
+            return None;
+        }
+        T::outputs(&mut self.outputs)
+            .take()
+            .map(|(filtered, _)| filtered)
+    }
+
     /// Number of tree nodes of the last frame (blocking copy).
     pub fn download_node_count(&self, stream: &Arc<CudaStream>) -> Result<u32, OpError> {
         match (&self.state, &self.frame) {
