@@ -133,10 +133,19 @@ def max_tree(image, connectivity=1, *, device="auto"):
     representative (the root to itself). ``tree_traverser``: int64, the raster indices in an
     order where a parent comes before its children (the pixels sorted by value, stable).
     ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16; the tree is built on
-    ``device``, its traverser on the host.
+    ``device``, its traverser on the host. A CUDA array is read to the host (the representatives
+    are mapped there) and both arrays come back in its library.
     """
     arr = _args.unsigned(_args.image_2d(image, "max_tree"), "max_tree")
     conn = _args.neighbours(connectivity, 1)
-    parent = _core.max_tree_parent(arr, conn, device)
-    traverser = np.argsort(arr.ravel(), kind="stable").astype(np.int64)
+    on_device = isinstance(arr, _device.CudaArray)
+    if on_device:
+        _device.require_cuda(device)
+        host = np.ascontiguousarray(arr.to_host())
+    else:
+        host = arr
+    parent = _core.max_tree_parent(host, conn, device)
+    traverser = np.argsort(host.ravel(), kind="stable").astype(np.int64)
+    if on_device:
+        return arr.from_host(parent), arr.from_host(traverser)
     return parent, traverser

@@ -16,6 +16,7 @@ mod measure;
 mod morphology;
 mod orientation;
 mod segmentation;
+mod timing;
 mod video;
 
 /// The extension module.
@@ -31,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segmentation::felzenszwalb, m)?)?;
     m.add_function(wrap_pyfunction!(orientation::linear_opening, m)?)?;
     m.add_function(wrap_pyfunction!(orientation::orientation_map, m)?)?;
+    m.add_function(wrap_pyfunction!(timing::last_op_seconds, m)?)?;
     video::register(m)?;
     Ok(())
 }

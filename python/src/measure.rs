@@ -22,6 +22,7 @@ use pyo3::types::PyDict;
 use crate::convert;
 use crate::device::{backend, cuda_for_array, op_error};
 use crate::device_array::{self, CudaInput, DeviceArray, Dtype};
+use crate::timing;
 
 /// Labels the non-zero pixels of a `uint8` (or `bool`) mask with 4- or 8-connectivity: the
 /// label image (0 = background, components `1..=n` in raster order of their first pixel),
@@ -56,16 +57,15 @@ pub fn label<'py>(
     let mask: PyReadonlyArray2<'py, u8> = mask.extract()?;
     let backend = backend(py, device)?;
     let img = convert::view(&mask)?;
-    let (labels, n) = py
-        .detach(|| -> Result<(Image<u32>, usize), OpError> {
-            let out = match &backend {
-                Backend::Cpu => cca::cca_cpu(img, &params)?,
-                Backend::Cuda(g) => cca::cca_gpu(g, img, &params)?,
-            };
-            let n = out.table.len();
-            Ok((out.labels, n))
-        })
-        .map_err(op_error)?;
+    let (labels, n) = timing::detach_timed(py, || -> Result<(Image<u32>, usize), OpError> {
+        let out = match &backend {
+            Backend::Cpu => cca::cca_cpu(img, &params)?,
+            Backend::Cuda(g) => cca::cca_gpu(g, img, &params)?,
+        };
+        let n = out.table.len();
+        Ok((out.labels, n))
+    })
+    .map_err(op_error)?;
     let labels = if int32 {
         convert::array(py, labels.map(|v| v as i32))?.into_any()
     } else {
@@ -84,7 +84,7 @@ fn label_device(
     gpu: &GpuContext,
 ) -> PyResult<(DeviceArray, usize)> {
     let (h, w, _) = input.image_shape()?;
-    let (labels, n) = py.detach(|| {
+    let (labels, n) = timing::detach_timed(py, || {
         device_array::run::<u8, _>(gpu, input, 1, |g, image| {
             let stream = image.stream;
             let mut op = CcaGpu::new(g)?;
@@ -197,18 +197,18 @@ pub fn region_sums<'py>(
     let u8_img;
     let u16_img;
     let regions = match intensity_image {
-        None => py.detach(|| sums_by_label(labels, &|_, _| 0)),
+        None => timing::detach_timed(py, || sums_by_label(labels, &|_, _| 0)),
         Some(i) => {
             if let Ok(a) = i.extract::<PyReadonlyArray2<'py, u8>>() {
                 u8_img = a;
                 let g = convert::view(&u8_img)?;
                 same_shape(w, h, g.width(), g.height())?;
-                py.detach(|| sums_by_label(labels, &|x, y| u64::from(g.get(x, y))))
+                timing::detach_timed(py, || sums_by_label(labels, &|x, y| u64::from(g.get(x, y))))
             } else if let Ok(a) = i.extract::<PyReadonlyArray2<'py, u16>>() {
                 u16_img = a;
                 let g = convert::view(&u16_img)?;
                 same_shape(w, h, g.width(), g.height())?;
-                py.detach(|| sums_by_label(labels, &|x, y| u64::from(g.get(x, y))))
+                timing::detach_timed(py, || sums_by_label(labels, &|x, y| u64::from(g.get(x, y))))
             } else {
                 return Err(PyTypeError::new_err(
                     "intensity_image: morphoscope measures uint8 or uint16 intensities",

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use crate::convert;
 use crate::device::{backend, cuda_for_array, op_error};
 use crate::device_array::{self, CudaInput, DeviceArray, DeviceElement, Dtype};
+use crate::timing;
 
 /// The pixel types of the max-tree: the GPU returns its result as a [`DynImage`].
 trait TreePixel: Gray + GpuGray + Element + DeviceElement {
@@ -46,15 +47,14 @@ fn filter<'py, T: TreePixel>(
     backend: &Backend,
 ) -> PyResult<Bound<'py, PyAny>> {
     let img = convert::view(a)?;
-    let out = py
-        .detach(|| -> Result<Option<Image<T>>, OpError> {
-            match backend {
-                Backend::Cpu => Ok(Some(mt::attribute_filter(img, p)?.filtered)),
-                Backend::Cuda(g) => Ok(T::typed(mt::maxtree_gpu(g, img, p)?.filtered)),
-            }
-        })
-        .map_err(op_error)?
-        .ok_or_else(|| PyValueError::new_err("the GPU max-tree returned another pixel type"))?;
+    let out = timing::detach_timed(py, || -> Result<Option<Image<T>>, OpError> {
+        match backend {
+            Backend::Cpu => Ok(Some(mt::attribute_filter(img, p)?.filtered)),
+            Backend::Cuda(g) => Ok(T::typed(mt::maxtree_gpu(g, img, p)?.filtered)),
+        }
+    })
+    .map_err(op_error)?
+    .ok_or_else(|| PyValueError::new_err("the GPU max-tree returned another pixel type"))?;
     Ok(convert::array(py, out)?.into_any())
 }
 
@@ -66,7 +66,7 @@ fn filter_device<T: TreePixel>(
     gpu: &GpuContext,
 ) -> PyResult<DeviceArray> {
     let (h, w, _) = input.image_shape()?;
-    let filtered = py.detach(|| {
+    let filtered = timing::detach_timed(py, || {
         device_array::run::<T, _>(gpu, input, 1, |g, image| {
             let mut op = MaxTreeGpu::new(g)?;
             op.enqueue(&mut KernelTimer::new(), image, p)?;
@@ -181,7 +181,7 @@ fn parent_of<T: TreePixel>(
     backend: &Backend,
 ) -> PyResult<Vec<i64>> {
     let img = convert::view(a)?;
-    py.detach(|| -> Result<Vec<i64>, OpError> {
+    timing::detach_timed(py, || -> Result<Vec<i64>, OpError> {
         let parent = match backend {
             Backend::Cpu => mt::MaxTree::build(img, TreeKind::Max, connectivity)?
                 .parent()

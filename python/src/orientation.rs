@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use crate::convert;
 use crate::device::{backend, cuda_for_array, op_error};
 use crate::device_array::{self, CudaInput, DeviceArray, DeviceElement, Dtype};
+use crate::timing;
 
 /// The sample types, with their CUDA path: `uint8` and `uint16` run on the GPU, `float32` on
 /// the CPU whatever the device (as the CLI's `image --op linear-opening`).
@@ -81,14 +82,13 @@ fn open_typed<'py, T: LineSample>(
     backend: &Backend,
 ) -> PyResult<Bound<'py, PyAny>> {
     let img = convert::view(a)?;
-    let out = py
-        .detach(|| -> Result<Image<T>, OpError> {
-            match backend {
-                Backend::Cpu => lo::linear_opening(img, p),
-                Backend::Cuda(g) => T::open_cuda(g, img, p),
-            }
-        })
-        .map_err(op_error)?;
+    let out = timing::detach_timed(py, || -> Result<Image<T>, OpError> {
+        match backend {
+            Backend::Cpu => lo::linear_opening(img, p),
+            Backend::Cuda(g) => T::open_cuda(g, img, p),
+        }
+    })
+    .map_err(op_error)?;
     Ok(convert::array(py, out)?.into_any())
 }
 
@@ -107,7 +107,7 @@ fn open_device<T: GpuSample + DeviceElement>(
     gpu: &GpuContext,
 ) -> PyResult<DeviceArray> {
     let (h, w, _) = input.image_shape()?;
-    let out = py.detach(|| {
+    let out = timing::detach_timed(py, || {
         device_array::run::<T, _>(gpu, input, 1, |g, image| {
             let mut op = LinearOpeningGpu::<T>::new(g)?;
             op.enqueue(&mut KernelTimer::new(), image, p)?;
@@ -178,7 +178,7 @@ fn maps_device<'py, T: GpuSample + DeviceElement>(
     gpu: &GpuContext,
 ) -> PyResult<Maps<'py>> {
     let (h, w, _) = input.image_shape()?;
-    let (strength, angle, spectrum, angles) = py.detach(|| {
+    let (strength, angle, spectrum, angles) = timing::detach_timed(py, || {
         device_array::run::<T, _>(gpu, input, 1, |g, image| {
             let stream = image.stream;
             let mut op = OrientationGpu::<T>::new(g)?;
@@ -208,14 +208,13 @@ fn maps_typed<'py, T: LineSample>(
     backend: &Backend,
 ) -> PyResult<Maps<'py>> {
     let img = convert::view(a)?;
-    let out = py
-        .detach(|| -> Result<OrientationOutput<T>, OpError> {
-            match backend {
-                Backend::Cpu => lo::orientation(img, p),
-                Backend::Cuda(g) => T::maps_cuda(g, img, p),
-            }
-        })
-        .map_err(op_error)?;
+    let out = timing::detach_timed(py, || -> Result<OrientationOutput<T>, OpError> {
+        match backend {
+            Backend::Cpu => lo::orientation(img, p),
+            Backend::Cuda(g) => T::maps_cuda(g, img, p),
+        }
+    })
+    .map_err(op_error)?;
     let angle = convert::array(py, out.angle_map_deg())?.into_any();
     Ok((
         convert::array(py, out.strength)?.into_any(),

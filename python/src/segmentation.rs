@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use crate::convert;
 use crate::device::{backend, cuda_for_array, op_error};
 use crate::device_array::{self, CudaInput, DeviceArray, Dtype};
+use crate::timing;
 
 fn check_channels(c: usize) -> PyResult<()> {
     if c != 1 && c != 3 {
@@ -36,7 +37,7 @@ fn felzenszwalb_device(
 ) -> PyResult<DeviceArray> {
     let (h, w, c) = input.image_shape()?;
     check_channels(c)?;
-    let labels = py.detach(|| {
+    let labels = timing::detach_timed(py, || {
         device_array::run::<u8, _>(gpu, input, c, |g, image| {
             let stream = image.stream;
             let mut op = SegmentationGpu::new(g)?;
@@ -88,17 +89,16 @@ pub fn felzenszwalb<'py>(
     let data = image
         .as_slice()
         .map_err(|e| PyValueError::new_err(format!("the image must be C-contiguous: {e}")))?;
-    let out = py
-        .detach(|| -> Result<SegmentationOutput, OpError> {
-            match (&backend, c) {
-                (Backend::Cpu, _) => seg::cpu::felzenszwalb_interleaved(data, w, h, c, &p),
-                (Backend::Cuda(g), 1) => seg::segment_gpu(g, ImageView::new(w, h, w, data)?, &p),
-                (Backend::Cuda(g), _) => {
-                    let (rgb, _) = data.as_chunks::<3>();
-                    seg::segment_gpu_rgb(g, ImageView::new(w, h, w, rgb)?, &p)
-                }
+    let out = timing::detach_timed(py, || -> Result<SegmentationOutput, OpError> {
+        match (&backend, c) {
+            (Backend::Cpu, _) => seg::cpu::felzenszwalb_interleaved(data, w, h, c, &p),
+            (Backend::Cuda(g), 1) => seg::segment_gpu(g, ImageView::new(w, h, w, data)?, &p),
+            (Backend::Cuda(g), _) => {
+                let (rgb, _) = data.as_chunks::<3>();
+                seg::segment_gpu_rgb(g, ImageView::new(w, h, w, rgb)?, &p)
             }
-        })
-        .map_err(op_error)?;
+        }
+    })
+    .map_err(op_error)?;
     Ok(convert::labels_i64(py, &out.labels)?.into_any())
 }

@@ -25,3 +25,8 @@ pub fn timed<R>(op: impl FnOnce() -> R) -> R {
 pub fn last_op_seconds() -> f64 {
     LAST_OP_NS.load(Ordering::Relaxed) as f64 * 1e-9
 }
+
+/// `py.detach(op)` (the GIL released), timed as the last op.
+pub fn detach_timed<R: Send>(py: Python<'_>, op: impl FnOnce() -> R + Send) -> R {
+    py.detach(|| timed(op))
+}
