@@ -12,6 +12,8 @@ mod cca;
 mod common;
 #[path = "gpu/compose.rs"]
 mod compose;
+#[path = "gpu/foreign.rs"]
+mod foreign;
 #[path = "gpu/graph.rs"]
 mod graph;
 #[path = "gpu/maxtree.rs"]

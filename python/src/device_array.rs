@@ -148,10 +148,9 @@ impl CudaInput {
         }))
     }
 
-    /// Elements (the product of the shape).
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.shape.iter().product()
+    /// Elements (the product of the shape); `ValueError` when it overflows.
+    pub fn len(&self) -> PyResult<usize> {
+        elements(&self.shape)
     }
 
     /// `(height, width, channels)` of a `(height, width)` or `(height, width, channels)` array.
@@ -173,6 +172,14 @@ impl CudaInput {
     }
 }
 
+/// The product of `shape`; `ValueError` when it overflows.
+fn elements(shape: &[usize]) -> PyResult<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &n| a.checked_mul(n))
+        .ok_or_else(|| PyValueError::new_err(format!("a CUDA array of shape {shape:?} overflows")))
+}
+
 /// True when `strides` (bytes) are those of a C-contiguous array of `shape` (dimensions of
 /// extent 1 may have any stride, as NumPy's flags say).
 fn c_contiguous(shape: &[usize], strides: &[isize], itemsize: usize) -> bool {
@@ -182,12 +189,12 @@ fn c_contiguous(shape: &[usize], strides: &[isize], itemsize: usize) -> bool {
     if shape.contains(&0) {
         return true;
     }
-    let mut expected = itemsize;
+    let mut expected = Some(itemsize);
     for (&n, &s) in shape.iter().zip(strides).rev() {
-        if n != 1 && usize::try_from(s).ok() != Some(expected) {
+        if n != 1 && usize::try_from(s).ok() != expected {
             return false;
         }
-        expected *= n;
+        expected = expected.and_then(|e| e.checked_mul(n));
     }
     true
 }
@@ -218,8 +225,10 @@ pub fn run<T: DeviceRepr, R>(
             input.shape
         )));
     }
-    let len = input.len();
-    let bytes = len * std::mem::size_of::<T>();
+    let len = input.len()?;
+    let bytes = len
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| PyValueError::new_err("the CUDA array's size overflows"))?;
     if input.itemsize != std::mem::size_of::<T>() {
         return Err(input.dtype_error("the CUDA array's element size does not match the op's"));
     }
@@ -329,23 +338,18 @@ impl Buffer {
         }
     }
 
+    /// Frees the buffer after the default stream's work ([`free_after_default_stream`]). A
+    /// failure is dropped, as cudarc drops its own in destructors (at interpreter exit the
+    /// driver may already be gone).
     fn free(self) {
-        let r = match self {
+        let _ = match self {
             Self::U8(s) => free_after_default_stream(s),
             Self::U16(s) => free_after_default_stream(s),
             Self::F32(s) => free_after_default_stream(s),
             Self::I32(s) => free_after_default_stream(s),
             Self::I64(s) => free_after_default_stream(s),
         };
-        if let Err(e) = r {
-            log_free_error(&e.to_string());
-        }
     }
-}
-
-/// A failed free is reported, not raised (it happens in a destructor).
-fn log_free_error(e: &str) {
-    eprintln!("morphoscope: freeing a device array failed: {e}");
 }
 
 /// A result on the device: a packed C-contiguous array the extension allocated, exposed through
@@ -367,7 +371,13 @@ impl DeviceArray {
     pub fn new<T: DeviceElement>(slice: CudaSlice<T>, shape: Vec<usize>) -> PyResult<Self> {
         let buffer = T::buffer(slice);
         let (ptr, len) = buffer.ptr_len();
-        let n: usize = shape.iter().product();
+        let n = match elements(&shape) {
+            Ok(n) => n,
+            Err(e) => {
+                buffer.free();
+                return Err(e);
+            }
+        };
         if len < n {
             buffer.free();
             return Err(PyValueError::new_err(format!(

@@ -209,3 +209,27 @@ pub fn free_after_default_stream<T>(slice: CudaSlice<T>) -> Result<(), GpuError>
     };
     check(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_from_counts_to_the_end_of_the_allocation() {
+        let info = PointerInfo {
+            ordinal: 0,
+            memory: MemoryKind::Device,
+            allocation: Some((1000, 64)),
+        };
+        assert_eq!(info.bytes_from(1000), Some(64));
+        assert_eq!(info.bytes_from(1060), Some(4));
+        assert_eq!(info.bytes_from(1064), Some(0));
+        assert_eq!(info.bytes_from(1065), None);
+        assert_eq!(info.bytes_from(999), None);
+        let unknown = PointerInfo {
+            allocation: None,
+            ..info
+        };
+        assert_eq!(unknown.bytes_from(1000), None);
+    }
+}
