@@ -3,7 +3,7 @@ cuda without CUDA is RuntimeError (the GPU results are checked on a GPU machine)
 
 import numpy as np
 import pytest
-from conftest import data
+from conftest import assert_same_segments, data
 
 import morphoscope
 from morphoscope import measure, morphology, orientation, segmentation
@@ -45,6 +45,8 @@ def test_device_argument(name):
         same(call("auto"), cpu)
         with pytest.raises(RuntimeError, match="CUDA is unavailable"):
             call("cuda")
+    elif name == "felzenszwalb":
+        assert_same_segments(call("cuda"), cpu, "cuda")
     else:
         same(call("cuda"), cpu)
     with pytest.raises(ValueError, match="device"):
