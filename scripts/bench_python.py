@@ -19,7 +19,9 @@ call's overhead over the library op it runs.
 - Every morphoscope result is checked against scikit-image's before timing (equal arrays;
   Felzenszwalb's segment count within 1 %, exact ties aside: docs/python.md).
 
-Prints a Markdown table and writes the figures as JSON with `--json`.
+Prints a Markdown table, a row as soon as it is measured, and writes the figures as JSON with
+`--json` (rewritten after each row). scikit-image's max-tree takes seconds a call at 1080p and
+tens of seconds at 4K: `--no-skimage` leaves it out of a run (e.g. 4K on the GPU machine).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def compare(name: str, got, want, exact: bool) -> None:
         raise SystemExit(f"{name}: {got.max() + 1} segments, scikit-image {want.max() + 1}")
 
 
-def run(size: str, device: str, reps: int) -> list[dict]:
+def run(size: str, device: str, reps: int, skimage: bool, emit) -> list[dict]:
     import morphoscope
     from morphoscope import _core
 
@@ -154,6 +156,8 @@ def run(size: str, device: str, reps: int) -> list[dict]:
         x = img[key]
         row = {"function": name, "size": size}
         got = ms_call(x)
+        if not skimage:
+            sk_call = None
         if sk_call is not None:
             t = time.perf_counter()
             want = sk_call(x)
@@ -189,7 +193,7 @@ def run(size: str, device: str, reps: int) -> list[dict]:
             xd = cp.asarray(x)
             row["cucim_s"] = median_seconds(lambda: cu_call(xd), reps, cp.cuda.Device().synchronize)
         rows.append(row)
-        print(f"  {size} {name}: {row['morphoscope_s'] * 1e3:.2f} ms", file=sys.stderr, flush=True)
+        emit(row)
     return rows
 
 
@@ -203,24 +207,30 @@ def main() -> None:
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-skimage", action="store_true",
+                    help="leave scikit-image out (its max-tree takes tens of seconds at 4K)")
     args = ap.parse_args()
     import morphoscope
 
     backend = "cuda" if args.device != "cpu" and morphoscope.cuda_available() else "cpu"
-    rows = []
-    for size in args.sizes.split(","):
-        rows += run(size, args.device, args.reps)
     print(f"morphoscope on {backend}; {platform.processor() or platform.machine()}; "
           f"median of {args.reps} calls after one warm-up; times in ms\n")
     print("| function | size | morphoscope | with CuPy arrays | op alone | overhead "
           "| scikit-image | cuCIM |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    rows = []
+
+    def emit(r):
+        # Each row as soon as it is measured (a run cut short keeps what it measured).
         print(f"| {r['function']} | {r['size']} | {ms(r['morphoscope_s'])} "
               f"| {ms(r.get('morphoscope_cupy_s'))} | {ms(r['op_s'])} | {r['overhead']:.1%} "
-              f"| {ms(r.get('skimage_s'))} | {ms(r.get('cucim_s'))} |")
-    if args.json:
-        args.json.write_text(json.dumps({"backend": backend, "rows": rows}, indent=1))
+              f"| {ms(r.get('skimage_s'))} | {ms(r.get('cucim_s'))} |", flush=True)
+        rows.append(r)
+        if args.json:
+            args.json.write_text(json.dumps({"backend": backend, "rows": rows}, indent=1))
+
+    for size in args.sizes.split(","):
+        run(size, args.device, args.reps, not args.no_skimage, emit)
 
 
 if __name__ == "__main__":
