@@ -48,8 +48,12 @@ def label(label_image, background=None, return_num=False, connectivity=None, *, 
 
         labels, num = dev.with_array(mask).call(run, device)
         return (labels, num) if return_num else labels
-    mask = arr != bg
-    _check_binary(arr[mask], repr)
+    if arr.dtype == bool and bg in (0, 1):
+        # A boolean image is binary: its mask is itself (or its complement), no check needed.
+        mask = ~arr if bg else arr
+    else:
+        mask = arr != bg
+        _check_binary(arr[mask], repr)
     labels, num = _core.label(np.ascontiguousarray(mask).view(np.uint8), conn, device, int32)
     return (labels, num) if return_num else labels
 

@@ -75,12 +75,16 @@ def sets(settings):
 
 
 def run_cli(source, settings, out, *extra):
-    """`morphoscope run` on the CPU backend: (returncode, last `error: ` line of stderr)."""
+    """`morphoscope run` on the CPU backend: (returncode, last `error: ` line of stderr, or None
+    when the run succeeded: libraries GStreamer loads can print such lines of their own, e.g.
+    about XDG_RUNTIME_DIR while its plugin registry is rebuilt)."""
     args = [cli(), "run", source, "--out", str(out), "--backend", "cpu", "--quiet", "--no-video"]
     p = subprocess.run(
         [*args, *sets(settings), *extra], capture_output=True, text=True, timeout=600
     )
     errors = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
+    if p.returncode == 0:
+        return 0, None
     return p.returncode, errors[-1][len("error: "):] if errors else None
 
 
