@@ -156,8 +156,8 @@ def test_gil_is_released_while_computing():
     assert gap < took[0] / 2, (gap, took[0])
 
 
-@pytest.mark.parametrize("threshold", [1, 3, 8, 40])
-@pytest.mark.parametrize("connectivity", [1, 2])
+# scikit-image's diameter filters take seconds a sample picture: two settings each.
+@pytest.mark.parametrize("threshold,connectivity", [(3, 1), (40, 2)])
 @pytest.mark.parametrize("op", ["diameter_opening", "diameter_closing"])
 def test_diameter_filters_equal_scikit_image_on_samples(gray, op, threshold, connectivity):
     _, img = gray
@@ -165,7 +165,7 @@ def test_diameter_filters_equal_scikit_image_on_samples(gray, op, threshold, con
     got = getattr(msm, op)(img, threshold, connectivity, device=DEVICE)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
-    assert (want != img).any() or threshold == 1
+    assert (want != img).any()
 
 
 @pytest.mark.parametrize("name", CROPS_U8 + ["fruits_u16"])
