@@ -145,15 +145,24 @@ def regionprops_table(
         arr_host = arr.to_host()
         if intensity is not None:
             intensity = np.ascontiguousarray(intensity.to_host())
-        out = _table(np.ascontiguousarray(arr_host, dtype=np.int64), intensity, properties,
-                     separator)
+        out = _table(_label_array(arr_host), intensity, properties, separator)
         return {k: arr.from_host(v) for k, v in out.items()}
-    labels = np.ascontiguousarray(arr, dtype=np.int64)
-    return _table(labels, intensity, properties, separator)
+    return _table(_label_array(arr), intensity, properties, separator)
+
+
+# Label dtypes the extension reads as they are; any other integer type is converted to int64.
+_LABEL_DTYPES = tuple(np.dtype(t) for t in ("int64", "int32", "uint32", "uint16", "uint8"))
+
+
+def _label_array(arr):
+    """A C-contiguous native-order label array the extension reads without conversion."""
+    if arr.dtype.newbyteorder("=") in _LABEL_DTYPES:
+        return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+    return np.ascontiguousarray(arr, dtype=np.int64)
 
 
 def _table(labels, intensity, properties, separator):
-    """The columns of ``properties`` from the sums of an int64 label image (host arrays)."""
+    """The columns of ``properties`` from the sums of a label image (host arrays)."""
     sums = _core.region_sums(labels, intensity)
     out = {}
     for p in properties:

@@ -133,8 +133,8 @@ def max_tree(image, connectivity=1, *, device="auto"):
     representative (the root to itself). ``tree_traverser``: int64, the raster indices in an
     order where a parent comes before its children (the pixels sorted by value, stable).
     ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16; the tree is built on
-    ``device``, its traverser on the host. A CUDA array is read to the host (the representatives
-    are mapped there) and both arrays come back in its library.
+    ``device``, its traverser (a counting sort) on the host. A CUDA array is read to the host
+    (the representatives are mapped there) and both arrays come back in its library.
     """
     arr = _args.unsigned(_args.image_2d(image, "max_tree"), "max_tree")
     conn = _args.neighbours(connectivity, 1)
@@ -144,8 +144,7 @@ def max_tree(image, connectivity=1, *, device="auto"):
         host = np.ascontiguousarray(arr.to_host())
     else:
         host = arr
-    parent = _core.max_tree_parent(host, conn, device)
-    traverser = np.argsort(host.ravel(), kind="stable").astype(np.int64)
+    parent, traverser = _core.max_tree(host, conn, device)
     if on_device:
         return arr.from_host(parent), arr.from_host(traverser)
     return parent, traverser

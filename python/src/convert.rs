@@ -6,6 +6,7 @@ use numpy::ndarray::Array2;
 use numpy::{Element, IntoPyArray, PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use rayon::prelude::*;
 
 /// The pixels of a C-contiguous 2D array as an image view (rows = first axis).
 pub fn view<'a, T: Element + Copy>(a: &'a PyReadonlyArray2<'_, T>) -> PyResult<ImageView<'a, T>> {
@@ -29,10 +30,28 @@ pub fn array<T: Element + Copy>(py: Python<'_>, img: Image<T>) -> PyResult<Bound
 }
 
 /// `labels` as a signed 64-bit `(height, width)` array (NumPy's `intp`, scikit-image's label
-/// dtype).
-pub fn labels_i64<'py>(
-    py: Python<'py>,
-    labels: &Image<u32>,
-) -> PyResult<Bound<'py, PyArray2<i64>>> {
-    array(py, labels.map(i64::from))
+/// dtype), widened on every core with the GIL released.
+pub fn labels_i64(py: Python<'_>, labels: Image<u32>) -> PyResult<Bound<'_, PyArray2<i64>>> {
+    let (w, h) = (labels.width(), labels.height());
+    let packed = labels.into_packed().into_vec();
+    let wide: Vec<i64> = py.detach(|| packed.par_iter().map(|&v| i64::from(v)).collect());
+    Array2::from_shape_vec((h, w), wide)
+        .map(|a| a.into_pyarray(py))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// `labels` as a signed 32-bit `(height, width)` array (scikit-image's label dtype of a boolean
+/// image): the buffer is handed over as it is, since a label never exceeds the pixel count
+/// and keeps its bits as `i32` (images of 2³¹ pixels and more are refused).
+pub fn labels_i32(py: Python<'_>, labels: Image<u32>) -> PyResult<Bound<'_, PyArray2<i32>>> {
+    let (w, h) = (labels.width(), labels.height());
+    if w.saturating_mul(h) > i32::MAX as usize {
+        return Err(PyValueError::new_err(format!(
+            "a {w}x{h} image has more pixels than int32 labels can number"
+        )));
+    }
+    let packed: Vec<i32> = bytemuck::cast_vec(labels.into_packed().into_vec());
+    Array2::from_shape_vec((h, w), packed)
+        .map(|a| a.into_pyarray(py))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }

@@ -26,7 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device_array::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(device_array::_last_device_input, m)?)?;
     m.add_function(wrap_pyfunction!(morphology::attribute_filter, m)?)?;
-    m.add_function(wrap_pyfunction!(morphology::max_tree_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(morphology::max_tree, m)?)?;
     m.add_function(wrap_pyfunction!(measure::label, m)?)?;
     m.add_function(wrap_pyfunction!(measure::region_sums, m)?)?;
     m.add_function(wrap_pyfunction!(segmentation::felzenszwalb, m)?)?;

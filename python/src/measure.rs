@@ -14,7 +14,7 @@ use morphoscope::ops::cca::{
     self, CcaGpu, CcaParams, Component, ComponentSums, Polarity, Source, Threshold,
 };
 use morphoscope::ops::convert as convert_gpu;
-use numpy::{IntoPyArray, PyReadonlyArray2};
+use numpy::{Element, IntoPyArray, PyReadonlyArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -67,9 +67,9 @@ pub fn label<'py>(
     })
     .map_err(op_error)?;
     let labels = if int32 {
-        convert::array(py, labels.map(|v| v as i32))?.into_any()
+        convert::labels_i32(py, labels)?.into_any()
     } else {
-        convert::labels_i64(py, &labels)?.into_any()
+        convert::labels_i64(py, labels)?.into_any()
     };
     Ok((labels, n))
 }
@@ -141,18 +141,27 @@ impl Regions {
     }
 }
 
+/// The integer dtypes a label image may have here (others are converted to int64 by the
+/// Python side).
+trait LabelValue: Element + Copy + PartialEq + Into<i64> {}
+impl LabelValue for i64 {}
+impl LabelValue for i32 {}
+impl LabelValue for u32 {}
+impl LabelValue for u16 {}
+impl LabelValue for u8 {}
+
 /// The sums of every positive label of `labels` (0 and negative values are background, as in
 /// scikit-image), in label order; `grey(x, y)` adds the intensity (0 without an intensity
 /// image).
-fn sums_by_label(
-    labels: ImageView<'_, i64>,
+fn sums_by_label<L: LabelValue>(
+    labels: ImageView<'_, L>,
     grey: &dyn Fn(usize, usize) -> u64,
 ) -> Result<Vec<(i64, ComponentSums)>, String> {
     let (w, h) = (labels.width(), labels.height());
     cca::cpu::check_sum_range(w, h).map_err(|e| e.to_string())?;
     let max = labels
         .rows()
-        .flat_map(|r| r.iter().copied())
+        .flat_map(|r| r.iter().map(|&v| v.into()))
         .max()
         .unwrap_or(0)
         .max(0);
@@ -168,8 +177,9 @@ fn sums_by_label(
             let l = row[x0];
             let run = row[x0..].iter().take_while(|&&v| v == l).count();
             let x1 = x0 + run - 1;
-            if l > 0 {
-                let s = regions.entry(l);
+            let label: i64 = l.into();
+            if label > 0 {
+                let s = regions.entry(label);
                 s.add_run(x0 as u32, x1 as u32, y as u32);
                 s.sum_grey += (x0..=x1).map(|x| grey(x, y)).sum::<u64>();
             }
@@ -179,36 +189,38 @@ fn sums_by_label(
     Ok(regions.into_sorted())
 }
 
-/// Per-region measurements of an `int64` label image (every positive value is one region,
-/// connected or not, as scikit-image's `regionprops`), with the intensity sums of an optional
-/// `uint8`/`uint16` image of the same shape: a dict of 1D arrays in label order — `label`,
-/// `area`, `min_row`, `min_col`, `max_row`, `max_col` (exclusive, as scikit-image's `bbox`),
-/// `centroid_row`, `centroid_col`, `mu20`, `mu11`, `mu02` (central moments with x = column),
-/// `intensity_mean` (when an intensity image is given).
-#[pyfunction]
-#[pyo3(signature = (label_image, intensity_image=None))]
-pub fn region_sums<'py>(
+/// The measurements of every positive label of `labels`, in label order (see
+/// [`sums_by_label`]).
+fn components<L: LabelValue>(
+    labels: ImageView<'_, L>,
+    grey: &dyn Fn(usize, usize) -> u64,
+) -> Result<Vec<(i64, Component)>, String> {
+    Ok(sums_by_label(labels, grey)?
+        .iter()
+        .map(|(l, s)| (*l, Component::from_sums(0, s)))
+        .collect())
+}
+
+/// The measurements of `label_image`'s regions with the intensities of `intensity_image`
+/// (uint8 or uint16, the same shape) when given, timed as the op.
+fn measure_regions<'py, L: LabelValue>(
     py: Python<'py>,
-    label_image: PyReadonlyArray2<'py, i64>,
+    label_image: &PyReadonlyArray2<'py, L>,
     intensity_image: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let labels = convert::view(&label_image)?;
+) -> PyResult<Vec<(i64, Component)>> {
+    let labels = convert::view(label_image)?;
     let (w, h) = (labels.width(), labels.height());
-    let u8_img;
-    let u16_img;
-    let regions = match intensity_image {
-        None => timing::detach_timed(py, || sums_by_label(labels, &|_, _| 0)),
+    match intensity_image {
+        None => timing::detach_timed(py, || components(labels, &|_, _| 0)),
         Some(i) => {
             if let Ok(a) = i.extract::<PyReadonlyArray2<'py, u8>>() {
-                u8_img = a;
-                let g = convert::view(&u8_img)?;
+                let g = convert::view(&a)?;
                 same_shape(w, h, g.width(), g.height())?;
-                timing::detach_timed(py, || sums_by_label(labels, &|x, y| u64::from(g.get(x, y))))
+                timing::detach_timed(py, || components(labels, &|x, y| u64::from(g.get(x, y))))
             } else if let Ok(a) = i.extract::<PyReadonlyArray2<'py, u16>>() {
-                u16_img = a;
-                let g = convert::view(&u16_img)?;
+                let g = convert::view(&a)?;
                 same_shape(w, h, g.width(), g.height())?;
-                timing::detach_timed(py, || sums_by_label(labels, &|x, y| u64::from(g.get(x, y))))
+                timing::detach_timed(py, || components(labels, &|x, y| u64::from(g.get(x, y))))
             } else {
                 return Err(PyTypeError::new_err(
                     "intensity_image: morphoscope measures uint8 or uint16 intensities",
@@ -216,11 +228,38 @@ pub fn region_sums<'py>(
             }
         }
     }
-    .map_err(PyValueError::new_err)?;
-    let comps: Vec<(i64, Component)> = regions
-        .iter()
-        .map(|(l, s)| (*l, Component::from_sums(0, s)))
-        .collect();
+    .map_err(PyValueError::new_err)
+}
+
+/// Per-region measurements of a label image (`int64`, `int32`, `uint32`, `uint16` or `uint8`;
+/// every positive value is one region, connected or not, as scikit-image's `regionprops`),
+/// with the intensity sums of an optional `uint8`/`uint16` image of the same shape: a dict of
+/// 1D arrays in label order — `label`, `area`, `min_row`, `min_col`, `max_row`, `max_col`
+/// (exclusive, as scikit-image's `bbox`), `centroid_row`, `centroid_col`, `mu20`, `mu11`,
+/// `mu02` (central moments with x = column), `intensity_mean` (when an intensity image is
+/// given).
+#[pyfunction]
+#[pyo3(signature = (label_image, intensity_image=None))]
+pub fn region_sums<'py>(
+    py: Python<'py>,
+    label_image: &Bound<'py, PyAny>,
+    intensity_image: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let comps = if let Ok(a) = label_image.extract::<PyReadonlyArray2<'py, i64>>() {
+        measure_regions(py, &a, intensity_image)?
+    } else if let Ok(a) = label_image.extract::<PyReadonlyArray2<'py, i32>>() {
+        measure_regions(py, &a, intensity_image)?
+    } else if let Ok(a) = label_image.extract::<PyReadonlyArray2<'py, u32>>() {
+        measure_regions(py, &a, intensity_image)?
+    } else if let Ok(a) = label_image.extract::<PyReadonlyArray2<'py, u16>>() {
+        measure_regions(py, &a, intensity_image)?
+    } else if let Ok(a) = label_image.extract::<PyReadonlyArray2<'py, u8>>() {
+        measure_regions(py, &a, intensity_image)?
+    } else {
+        return Err(PyTypeError::new_err(
+            "label_image: int64, int32, uint32, uint16 or uint8 labels",
+        ));
+    };
     let col = |f: &dyn Fn(&(i64, Component)) -> f64| -> Vec<f64> { comps.iter().map(f).collect() };
     let icol = |f: &dyn Fn(&(i64, Component)) -> i64| -> Vec<i64> { comps.iter().map(f).collect() };
     let d = PyDict::new(py);

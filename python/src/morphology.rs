@@ -8,7 +8,7 @@ use morphoscope::ops::OpError;
 use morphoscope::ops::maxtree::{
     self as mt, Attribute, GpuGray, MaxTreeGpu, MaxTreeParams, Rule, TreeKind,
 };
-use numpy::{Element, IntoPyArray, PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -174,14 +174,35 @@ fn skimage_parent(parent: &[u32], value: impl Fn(usize) -> u32) -> Vec<i64> {
         .collect()
 }
 
-fn parent_of<T: TreePixel>(
+/// The raster indices in the order of their values, equal values in raster order (NumPy's
+/// `argsort(image.ravel(), kind="stable")`): a counting sort over the image's levels.
+fn stable_order(values: impl ExactSizeIterator<Item = u32> + Clone) -> Vec<i64> {
+    let levels = values.clone().max().map_or(0, |m| m as usize + 1);
+    let mut start = vec![0usize; levels + 1];
+    for v in values.clone() {
+        start[v as usize + 1] += 1;
+    }
+    for l in 1..start.len() {
+        start[l] += start[l - 1];
+    }
+    let mut order = vec![0i64; values.len()];
+    for (p, v) in values.enumerate() {
+        let slot = &mut start[v as usize];
+        order[*slot] = p as i64;
+        *slot += 1;
+    }
+    order
+}
+
+/// The parent image (scikit-image's representatives) and the traverser of `a`'s max-tree.
+fn tree_of<T: TreePixel>(
     py: Python<'_>,
     a: &PyReadonlyArray2<'_, T>,
     connectivity: mt::Connectivity,
     backend: &Backend,
-) -> PyResult<Vec<i64>> {
+) -> PyResult<(Vec<i64>, Vec<i64>)> {
     let img = convert::view(a)?;
-    timing::detach_timed(py, || -> Result<Vec<i64>, OpError> {
+    timing::detach_timed(py, || -> Result<(Vec<i64>, Vec<i64>), OpError> {
         let parent = match backend {
             Backend::Cpu => mt::MaxTree::build(img, TreeKind::Max, connectivity)?
                 .parent()
@@ -191,40 +212,47 @@ fn parent_of<T: TreePixel>(
                 .into_vec(),
         };
         let data = img.data();
-        Ok(skimage_parent(&parent, |p| data[p].to_u32()))
+        let values = data.iter().map(|v| v.to_u32());
+        Ok((
+            skimage_parent(&parent, |p| data[p].to_u32()),
+            stable_order(values),
+        ))
     })
     .map_err(op_error)
 }
 
-/// The max-tree of a `uint8` or `uint16` image as scikit-image's `max_tree` returns its parent
-/// image: `(height, width)` int64 raster indices, each flat zone represented by its first pixel
-/// in raster order, the root pointing to itself. `connectivity` 4 or 8.
+/// The max-tree of a `uint8` or `uint16` image as scikit-image's `max_tree` returns it:
+/// `parent`, `(height, width)` int64 raster indices, each flat zone represented by its first
+/// pixel in raster order, the root pointing to itself; and `tree_traverser`, the int64 raster
+/// indices sorted by value (stable), so that a parent comes before its children.
+/// `connectivity` 4 or 8.
 #[pyfunction]
 #[pyo3(signature = (image, connectivity, device))]
-pub fn max_tree_parent<'py>(
+pub fn max_tree<'py>(
     py: Python<'py>,
     image: &Bound<'py, PyAny>,
     connectivity: u32,
     device: &str,
-) -> PyResult<Bound<'py, PyArray2<i64>>> {
+) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<i64>>)> {
     let conn = mt::Connectivity::from_neighbors(connectivity).map_err(op_error)?;
     let backend = backend(py, device)?;
-    let (shape, parent) = if let Ok(a) = image.extract::<PyReadonlyArray2<'py, u8>>() {
+    let (shape, (parent, traverser)) = if let Ok(a) = image.extract::<PyReadonlyArray2<'py, u8>>() {
         (
             (a.shape()[0], a.shape()[1]),
-            parent_of(py, &a, conn, &backend)?,
+            tree_of(py, &a, conn, &backend)?,
         )
     } else if let Ok(a) = image.extract::<PyReadonlyArray2<'py, u16>>() {
         (
             (a.shape()[0], a.shape()[1]),
-            parent_of(py, &a, conn, &backend)?,
+            tree_of(py, &a, conn, &backend)?,
         )
     } else {
         return Err(PyTypeError::new_err(
             "max_tree takes 2D uint8 or uint16 images",
         ));
     };
-    numpy::ndarray::Array2::from_shape_vec(shape, parent)
+    let parent = numpy::ndarray::Array2::from_shape_vec(shape, parent)
         .map(|a| a.into_pyarray(py))
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((parent, traverser.into_pyarray(py)))
 }

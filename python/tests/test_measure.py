@@ -105,6 +105,15 @@ def test_regionprops_table_regions_not_connected_gaps_and_negatives():
         check_table(got, want, EXACT)
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint32", "uint16", "uint8", ">i4", "int8"])
+def test_regionprops_table_label_dtypes(dtype):
+    # Read as they are (int64, int32, uint32, uint16, uint8, any byte order) or converted (int8).
+    labels = skms.label(data("cca", "pic1_gray.npy") > 128) % 120
+    lab = labels.astype(dtype)
+    want = skms.regionprops_table(lab, properties=PROPS)
+    check_table(msms.regionprops_table(lab, properties=PROPS), want, EXACT)
+
+
 def test_regionprops_table_defaults_separator_and_empty():
     labels = skms.label(data("cca", "fruits_gray.npy") > 90)
     check_table(msms.regionprops_table(labels), skms.regionprops_table(labels), EXACT)
