@@ -51,6 +51,17 @@ def _given_tree(image, parent, tree_traverser, what):
         )
 
 
+def _skimage_filter(
+    image, tree, attribute, threshold, connectivity, parent, tree_traverser, device, what
+):
+    """scikit-image's area and diameter filters: its optional tree checked, a negative
+    threshold taken as 0 (every component kept)."""
+    _given_tree(image, parent, tree_traverser, what)
+    return _filter(
+        image, tree, attribute, max(float(threshold), 0.0), connectivity, device, what
+    )
+
+
 def area_opening(
     image, area_threshold=64, connectivity=1, parent=None, tree_traverser=None, *, device="auto"
 ):
@@ -62,9 +73,9 @@ def area_opening(
     ``tree_traverser`` (scikit-image's precomputed tree) are accepted and shape-checked; the tree
     is rebuilt from ``image``.
     """
-    _given_tree(image, parent, tree_traverser, "area_opening")
-    threshold = max(float(area_threshold), 0.0)
-    return _filter(image, "max", "area", threshold, connectivity, device, "area_opening")
+    return _skimage_filter(
+        image, "max", "area", area_threshold, connectivity, parent, tree_traverser, device, "area_opening"
+    )
 
 
 def area_closing(
@@ -73,9 +84,9 @@ def area_closing(
     """Fills the dark components smaller than ``area_threshold`` pixels (the dual of
     :func:`area_opening`). scikit-image: ``skimage.morphology.area_closing``.
     """
-    _given_tree(image, parent, tree_traverser, "area_closing")
-    threshold = max(float(area_threshold), 0.0)
-    return _filter(image, "min", "area", threshold, connectivity, device, "area_closing")
+    return _skimage_filter(
+        image, "min", "area", area_threshold, connectivity, parent, tree_traverser, device, "area_closing"
+    )
 
 
 def diameter_opening(
@@ -88,9 +99,9 @@ def diameter_opening(
 
     ``connectivity`` 1: 4 neighbours, 2: 8. Images: 2D uint8 or uint16.
     """
-    _given_tree(image, parent, tree_traverser, "diameter_opening")
-    threshold = max(float(diameter_threshold), 0.0)
-    return _filter(image, "max", "diameter", threshold, connectivity, device, "diameter_opening")
+    return _skimage_filter(
+        image, "max", "diameter", diameter_threshold, connectivity, parent, tree_traverser, device, "diameter_opening"
+    )
 
 
 def diameter_closing(
@@ -101,9 +112,9 @@ def diameter_closing(
     ``diameter_threshold`` pixels (the dual of :func:`diameter_opening`). scikit-image:
     ``skimage.morphology.diameter_closing``.
     """
-    _given_tree(image, parent, tree_traverser, "diameter_closing")
-    threshold = max(float(diameter_threshold), 0.0)
-    return _filter(image, "min", "diameter", threshold, connectivity, device, "diameter_closing")
+    return _skimage_filter(
+        image, "min", "diameter", diameter_threshold, connectivity, parent, tree_traverser, device, "diameter_closing"
+    )
 
 
 def attribute_opening(image, attribute, threshold, connectivity=1, *, device="auto"):

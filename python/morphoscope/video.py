@@ -129,7 +129,8 @@ def open(source, settings=None, *, device="auto", layers=False, config=None, max
     - ``config``: a TOML settings file, as ``--config``.
     - ``device``: ``"auto"`` (``pipeline.backend`` of the settings, ``auto`` unless set: CUDA
       when available), ``"cpu"`` or ``"cuda"`` (as ``--backend``).
-    - ``layers``: hand over each frame's layers as arrays (the CPU backend only).
+    - ``layers``: hand over each frame's layers as arrays (on CUDA read back from the device
+      each frame, a cost the stream pays only when asked).
     - ``max_frames``: stop after this many frames, as ``--max-frames``.
 
     Bad settings or sources raise ``ValueError`` with the CLI's message (a missing file

@@ -209,6 +209,20 @@ pub fn _last_device_input() -> u64 {
     LAST_INPUT.load(Ordering::Relaxed)
 }
 
+/// [`run`] timed as the last op with the GIL released, for an op whose result has one value
+/// per pixel: that result as a new `(height, width)` [`DeviceArray`].
+pub fn run_image<T: DeviceRepr, R: DeviceElement>(
+    py: Python<'_>,
+    gpu: &GpuContext,
+    input: &CudaInput,
+    channels: usize,
+    f: impl FnOnce(&GpuContext, DeviceImage<'_, T>) -> Result<CudaSlice<R>, OpError> + Send,
+) -> PyResult<DeviceArray> {
+    let (h, w, _) = input.image_shape()?;
+    let out = crate::timing::detach_timed(py, || run::<T, _>(gpu, input, channels, f))?;
+    DeviceArray::new(out, vec![h, w])
+}
+
 /// Runs `f` on `input` as a packed image of `channels` samples a pixel (`T` each) on a new
 /// stream of `gpu`, read in place (see the module docs), then waits for the stream. Input
 /// problems are `ValueError`, the op's errors [`op_error`]'s.

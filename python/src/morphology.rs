@@ -65,16 +65,12 @@ fn filter_device<T: TreePixel>(
     p: &MaxTreeParams,
     gpu: &GpuContext,
 ) -> PyResult<DeviceArray> {
-    let (h, w, _) = input.image_shape()?;
-    let filtered = timing::detach_timed(py, || {
-        device_array::run::<T, _>(gpu, input, 1, |g, image| {
-            let mut op = MaxTreeGpu::new(g)?;
-            op.enqueue(&mut KernelTimer::new(), image, p)?;
-            op.into_filtered::<T>()
-                .ok_or_else(|| OpError::Unsupported("the max-tree left no filtered image".into()))
-        })
-    })?;
-    DeviceArray::new(filtered, vec![h, w])
+    device_array::run_image::<T, _>(py, gpu, input, 1, |g, image| {
+        let mut op = MaxTreeGpu::new(g)?;
+        op.enqueue(&mut KernelTimer::new(), image, p)?;
+        op.into_filtered::<T>()
+            .ok_or_else(|| OpError::Unsupported("the max-tree left no filtered image".into()))
+    })
 }
 
 /// Attribute filter of a `uint8` or `uint16` image: `tree` "max" (opening) or "min"
@@ -221,6 +217,9 @@ fn tree_of<T: TreePixel>(
     .map_err(op_error)
 }
 
+/// scikit-image's `(parent, tree_traverser)`.
+type Tree<'py> = (Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<i64>>);
+
 /// The max-tree of a `uint8` or `uint16` image as scikit-image's `max_tree` returns it:
 /// `parent`, `(height, width)` int64 raster indices, each flat zone represented by its first
 /// pixel in raster order, the root pointing to itself; and `tree_traverser`, the int64 raster
@@ -233,7 +232,7 @@ pub fn max_tree<'py>(
     image: &Bound<'py, PyAny>,
     connectivity: u32,
     device: &str,
-) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<i64>>)> {
+) -> PyResult<Tree<'py>> {
     let conn = mt::Connectivity::from_neighbors(connectivity).map_err(op_error)?;
     let backend = backend(py, device)?;
     let (shape, (parent, traverser)) = if let Ok(a) = image.extract::<PyReadonlyArray2<'py, u8>>() {

@@ -106,16 +106,12 @@ fn open_device<T: GpuSample + DeviceElement>(
     p: &LinearOpeningParams,
     gpu: &GpuContext,
 ) -> PyResult<DeviceArray> {
-    let (h, w, _) = input.image_shape()?;
-    let out = timing::detach_timed(py, || {
-        device_array::run::<T, _>(gpu, input, 1, |g, image| {
-            let mut op = LinearOpeningGpu::<T>::new(g)?;
-            op.enqueue(&mut KernelTimer::new(), image, p)?;
-            op.into_output()
-                .ok_or_else(|| OpError::Unsupported("the opening left no result".into()))
-        })
-    })?;
-    DeviceArray::new(out, vec![h, w])
+    device_array::run_image::<T, _>(py, gpu, input, 1, |g, image| {
+        let mut op = LinearOpeningGpu::<T>::new(g)?;
+        op.enqueue(&mut KernelTimer::new(), image, p)?;
+        op.into_output()
+            .ok_or_else(|| OpError::Unsupported("the opening left no result".into()))
+    })
 }
 
 /// The opening (closing, with `closing`) of a `uint8`, `uint16` or `float32` image by the

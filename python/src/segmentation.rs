@@ -35,22 +35,19 @@ fn felzenszwalb_device(
     p: &SegmentationParams,
     gpu: &GpuContext,
 ) -> PyResult<DeviceArray> {
-    let (h, w, c) = input.image_shape()?;
+    let (_, _, c) = input.image_shape()?;
     check_channels(c)?;
-    let labels = timing::detach_timed(py, || {
-        device_array::run::<u8, _>(gpu, input, c, |g, image| {
-            let stream = image.stream;
-            let mut op = SegmentationGpu::new(g)?;
-            op.enqueue(&mut KernelTimer::new(), image, p)?;
-            // Runs a frame that hit its round caps again, so the labels below are final.
-            op.download_summary(stream)?;
-            let (labels, lw, lh) = op
-                .device_labels()
-                .ok_or_else(|| OpError::Unsupported("the segmentation left no labels".into()))?;
-            labels_to_i64_gpu(g, stream, labels, lw * lh)
-        })
-    })?;
-    DeviceArray::new(labels, vec![h, w])
+    device_array::run_image::<u8, _>(py, gpu, input, c, |g, image| {
+        let stream = image.stream;
+        let mut op = SegmentationGpu::new(g)?;
+        op.enqueue(&mut KernelTimer::new(), image, p)?;
+        // Runs a frame that hit its round caps again, so the labels below are final.
+        op.download_summary(stream)?;
+        let (labels, lw, lh) = op
+            .device_labels()
+            .ok_or_else(|| OpError::Unsupported("the segmentation left no labels".into()))?;
+        labels_to_i64_gpu(g, stream, labels, lw * lh)
+    })
 }
 
 /// Segments a C-contiguous `uint8` image of shape `(height, width, channels)`, channels 1

@@ -66,7 +66,7 @@ pub struct Video {
 /// Starts a stream of `source` with the settings of `config` (a TOML file, as `--config`) and
 /// `sets` (`section.key=value`, as `--set`) on `device` (`"auto"`: `pipeline.backend` of the
 /// settings, `auto` by default; `"cpu"`, `"cuda"`: as `--backend`), for at most `max_frames`
-/// frames; with `layers`, each frame comes with its layers (the CPU backend only).
+/// frames; with `layers`, each frame comes with its layers (on CUDA read back from the device).
 #[pyfunction]
 #[pyo3(signature = (source, sets, config, device, layers, max_frames))]
 pub fn open(
@@ -87,12 +87,6 @@ pub fn open(
         ));
     }
     let backend = stream_backend(py, device, &settings)?;
-    if layers && matches!(backend, Backend::Cuda(_)) {
-        return Err(PyValueError::new_err(
-            "layers=True: the layers are handed over from the CPU backend only (on CUDA they \
-             stay on the device); use device=\"cpu\"",
-        ));
-    }
     let (to_reader, frames) = crossbeam_channel::bounded(AHEAD);
     let stop = StopRequest::new();
     let asked = stop.clone();
@@ -102,7 +96,10 @@ pub fn open(
             let job = StreamJob {
                 index: 0,
                 spec,
-                output: StreamOutput::Channel(to_reader),
+                output: StreamOutput::Channel {
+                    frames: to_reader,
+                    layers,
+                },
                 settings: &settings,
                 backend: &backend,
                 max_frames,

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 import skimage.measure
-from conftest import ROOT, SAMPLES
+from conftest import ROOT, SAMPLES, assert_same_segments
 
 import morphoscope
 from morphoscope import measure
@@ -224,6 +224,27 @@ def test_every_layer_comes_as_an_array():
     assert f.layers["orientation"].shape == (64, 96, 3)
     seg = f.layers["segmentation"]
     assert seg.shape == (64, 96) and seg.dtype == np.int64 and seg.min() == 0
+
+
+def test_layers_on_cuda_equal_the_cpu_layers():
+    """On CUDA the layers are read back from the device: the same arrays as the CPU backend's
+    (segments tie-aware, as everywhere on CUDA)."""
+    if not morphoscope.cuda_available():
+        pytest.skip("CUDA unavailable")
+    settings = {"cca.source": "frame", "cca.threshold": "otsu"}
+    runs = {}
+    for device in ("cpu", "cuda"):
+        with morphoscope.open(clip(), settings, device=device, layers=True, max_frames=3) as v:
+            runs[device] = list(v)
+    assert len(runs["cuda"]) == len(runs["cpu"]) == 3
+    for cpu, cuda in zip(runs["cpu"], runs["cuda"], strict=True):
+        assert set(cuda.layers) == set(cpu.layers) == {
+            "gray", "maxtree", "orientation", "segmentation"
+        }
+        for name in ("gray", "maxtree", "orientation"):
+            assert cuda.layers[name].dtype == cpu.layers[name].dtype, name
+            np.testing.assert_array_equal(cuda.layers[name], cpu.layers[name], err_msg=name)
+        assert_same_segments(cuda.layers["segmentation"], cpu.layers["segmentation"], "cuda")
 
 
 def test_a_settings_dict_changes_the_result():

@@ -22,6 +22,7 @@ pub mod cpu;
 pub mod gpu;
 pub mod layer;
 pub mod pixel;
+pub mod readback;
 pub mod shapes;
 pub mod style;
 
@@ -40,6 +41,7 @@ pub use layer::{
     DeviceRaster, DeviceRasterLayer, HostBase, HostLayers, HostRaster, RasterLayer, SegmentCount,
     Segments, ShapeLayer,
 };
+pub use readback::LayerReadback;
 pub use shapes::Shape;
 pub use style::{ComposeStyle, LayerKind, LayerStyle, ORIGINAL, RASTER_ALPHA};
 

@@ -59,7 +59,13 @@ pub enum StreamOutput {
     /// channel disconnects once the stream has finished (its outcome is ready). A receiver
     /// dropped before then ends the stream at once: the frames in flight are discarded, and the
     /// stream ends as stopped, without an error (`ended`: the stop's cause, else `closed`).
-    Channel(Sender<AnalysedFrame>),
+    Channel {
+        /// Where the frames go.
+        frames: Sender<AnalysedFrame>,
+        /// Hand each frame's layers over on the host ([`crate::pipeline::PictureWant::Layers`]):
+        /// on CUDA they are read back from the device, a cost per frame.
+        layers: bool,
+    },
 }
 
 /// A stream's part of a run's broker connection: its handle and, when the stream is the run's

@@ -96,7 +96,9 @@ pub fn run(
             (Target::Folder { out, video }, topics, connection)
         }
         StreamOutput::Mailbox(mailbox) => (Target::Mailbox(mailbox), None, None),
-        StreamOutput::Channel(frames) => (Target::Channel(frames), None, None),
+        StreamOutput::Channel { frames, layers } => {
+            (Target::Channel { frames, layers }, None, None)
+        }
     };
     let at = Place { index, spec: &spec };
     let end = match start(&at, &target, settings, backend, max_frames, topics, stop) {
@@ -129,16 +131,22 @@ struct Place<'a> {
 
 /// Where the results go, as `start` needs it.
 enum Target {
-    Folder { out: PathBuf, video: bool },
+    Folder {
+        out: PathBuf,
+        video: bool,
+    },
     Mailbox(Arc<Mailbox>),
-    Channel(Sender<AnalysedFrame>),
+    Channel {
+        frames: Sender<AnalysedFrame>,
+        layers: bool,
+    },
 }
 
 impl Target {
     fn folder(&self) -> Option<&PathBuf> {
         match self {
             Self::Folder { out, .. } => Some(out),
-            Self::Mailbox(_) | Self::Channel(_) => None,
+            Self::Mailbox(_) | Self::Channel { .. } => None,
         }
     }
 }
@@ -193,7 +201,14 @@ fn start(
 ) -> Result<Running, String> {
     let spec = at.spec;
     let (delivery, want, out, video) = match target {
-        Target::Channel(_) => (Delivery::All, PictureWant::None, None, false),
+        Target::Channel { layers, .. } => {
+            let want = if *layers {
+                PictureWant::Layers
+            } else {
+                PictureWant::None
+            };
+            (Delivery::All, want, None, false)
+        }
         Target::Folder { out, video: true } => (
             Delivery::All,
             PictureWant::Every(PictureFormat::I420),
@@ -229,7 +244,7 @@ fn start(
     })?;
     let Some(out) = out else {
         let channel = match target {
-            Target::Channel(frames) => Some(frames.clone()),
+            Target::Channel { frames, .. } => Some(frames.clone()),
             Target::Folder { .. } | Target::Mailbox(_) => None,
         };
         return Ok(Running {
@@ -835,7 +850,10 @@ mod tests {
         let settings = quick(6);
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut job = job(&settings, dir.path());
-        job.output = StreamOutput::Channel(tx);
+        job.output = StreamOutput::Channel {
+            frames: tx,
+            layers: false,
+        };
         // The reader is slower than the stream: a file-like source waits, nothing is dropped.
         let reader = std::thread::spawn(move || {
             let mut seen = Vec::new();
@@ -885,7 +903,10 @@ mod tests {
         let settings = quick(0);
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut job = job(&settings, dir.path());
-        job.output = StreamOutput::Channel(tx);
+        job.output = StreamOutput::Channel {
+            frames: tx,
+            layers: false,
+        };
         let reader = std::thread::spawn(move || {
             let first = rx.recv().map(|f| f.index);
             drop(rx);
@@ -909,7 +930,10 @@ mod tests {
         let settings = quick(0);
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut job = job(&settings, dir.path());
-        job.output = StreamOutput::Channel(tx);
+        job.output = StreamOutput::Channel {
+            frames: tx,
+            layers: false,
+        };
         let stop = StopRequest::new();
         let asker = stop.clone();
         let reader = std::thread::spawn(move || {

@@ -18,8 +18,8 @@ use super::worker::{InFlight, ToCollector, Work};
 use super::{Delivery, PictureWant, PipelineEvent};
 use crate::analysis::{AnalysedFrame, Analysis, FrameMeta, FrameTimings, OpOutput, OpSettings};
 use crate::compose::{
-    ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, Picture, PictureFormat, ShapeLayer,
-    compose_cpu,
+    ComposeError, ComposeGpu, ComposeStyle, DeviceRasterLayer, LayerReadback, Picture,
+    PictureFormat, ShapeLayer, compose_cpu,
 };
 use crate::gpu::GpuContext;
 use crate::image::Image;
@@ -34,6 +34,8 @@ pub(super) struct Collector {
     analyses: Vec<Box<dyn Analysis>>,
     /// GPU: the compose kernels and the picture buffer.
     compose: Option<ComposeGpu>,
+    /// GPU with [`PictureWant::Layers`]: the buffers the layers are read back through.
+    layer_readback: Option<LayerReadback>,
     /// The settings the analyses were last updated with.
     settings: Option<Arc<OpSettings>>,
     want: PictureWant,
@@ -57,10 +59,15 @@ impl Collector {
             ),
             None => None,
         };
+        let layer_readback = match (&gpu, want) {
+            (Some((g, _)), PictureWant::Layers) => Some(LayerReadback::new(g.cuda())),
+            _ => None,
+        };
         Ok(Self {
             gpu,
             analyses,
             compose,
+            layer_readback,
             settings: None,
             want,
             delivery,
@@ -72,7 +79,7 @@ impl Collector {
     /// The picture format wanted for the next frame, if any.
     fn picture_wanted(&self) -> Option<PictureFormat> {
         match (self.want, &self.delivery) {
-            (PictureWant::None, _) => None,
+            (PictureWant::None | PictureWant::Layers, _) => None,
             (PictureWant::Every(f), _) => Some(f),
             (PictureWant::WhenTaken(f), Delivery::Latest(mb)) => mb.is_empty().then_some(f),
             (PictureWant::WhenTaken(f), Delivery::All) => Some(f),
@@ -188,6 +195,11 @@ impl Collector {
                 ..Default::default()
             },
         };
+        if self.layer_readback.is_some() {
+            let t = Instant::now();
+            self.read_layers(meta, settings, slot, &mut frame)?;
+            frame.timings.download_ms += t.elapsed().as_secs_f64() * 1e3;
+        }
         if let Some(format) = want {
             let t = Instant::now();
             frame.picture = Some(Arc::new(self.compose_gpu(
@@ -216,6 +228,38 @@ impl Collector {
         frame.timings.regions = regions;
         frame.timings.upload_ms = upload_ms;
         Ok(frame)
+    }
+
+    /// Reads the frame's grey picture and each enabled analysis' device layer back into
+    /// `frame` (its `gray` and each output's `layer.raster`), as the CPU backend leaves them.
+    fn read_layers(
+        &mut self,
+        meta: &FrameMeta,
+        settings: &OpSettings,
+        slot: &mut Slot,
+        frame: &mut AnalysedFrame,
+    ) -> Result<(), OpError> {
+        let Some(readback) = self.layer_readback.as_mut() else {
+            return Ok(());
+        };
+        let stream = slot.stream.clone();
+        let parts = slot.parts();
+        if let Some(gray) = &parts.gray {
+            frame.gray = Some(Arc::new(readback.gray(&stream, gray)?));
+        }
+        for (a, stage) in self.analyses.iter_mut().zip(parts.stages.iter_mut()) {
+            let (true, Some(stage)) = (settings.is_enabled(a.name()), stage.as_mut()) else {
+                continue;
+            };
+            let name = a.name();
+            if let Some(raster) = a.device_layer(stage.as_mut(), &stream, meta)? {
+                let host = readback.raster(&stream, &raster, meta.width, meta.height)?;
+                if let Some(o) = frame.outputs.iter_mut().find(|o| o.op == name) {
+                    o.layer.raster = Some(host);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Composes the frame on the device from the analyses' device layers and the outputs'

@@ -78,8 +78,9 @@ pub enum Command {
     Stop,
 }
 
-/// Which frames get a composed picture, and in which format. Composing costs a kernel (or a
-/// CPU pass) and a readback, so only a sink that shows or stores pixels asks for it.
+/// Which frames get a composed picture, and in which format, or their layers themselves.
+/// Composing costs a kernel (or a CPU pass) and a readback, so only a sink that shows or stores
+/// pixels asks for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PictureWant {
     /// No pixels: tables only (`run --no-video`, `bench --sink none`).
@@ -88,6 +89,10 @@ pub enum PictureWant {
     Every(PictureFormat),
     /// Only when the viewer has taken the previous picture: composing follows its display rate.
     WhenTaken(PictureFormat),
+    /// No picture, but every frame's layers on the host: the grey frame and each analysis'
+    /// raster as the CPU backend leaves them (on CUDA, read back from the device), for a
+    /// program that takes the layers as arrays (Python's `morphoscope.open(..., layers=True)`).
+    Layers,
 }
 
 /// Where results go.

@@ -319,8 +319,13 @@ impl Slot {
                 DeviceImage::new(&self.stream, &b.gray, w, h, 1).ok()
             }
         });
+        let gray = self.buffers.as_ref().and_then(|b| {
+            let (w, h) = (b.format.width, b.format.height);
+            DeviceImage::new(&self.stream, &b.gray, w, h, 1).ok()
+        });
         SlotParts {
             base,
+            gray,
             stages: &mut self.stages,
             timer: &mut self.timer,
         }
@@ -331,6 +336,8 @@ impl Slot {
 pub(crate) struct SlotParts<'a> {
     /// The frame on the device, `None` before the first enqueue.
     pub base: Option<DeviceImage<'a, u8>>,
+    /// The grey frame the analyses ran on, `None` before the first enqueue.
+    pub gray: Option<DeviceImage<'a, u8>>,
     /// One stage per analysis.
     pub stages: &'a mut [Option<Box<dyn GpuStage>>],
     /// The frame's timer.

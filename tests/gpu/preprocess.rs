@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use morphoscope::analysis::{Analysis, FrameInput, OpSettings};
 use morphoscope::backend::Backend;
-use morphoscope::compose::PictureFormat;
+use morphoscope::compose::{HostRaster, PictureFormat};
 use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::preprocess::{
@@ -126,6 +126,96 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
                 .any(|r| r.0 == "preprocess_rgb_to_gray")
                 || a.rgb.is_none()
         );
+    }
+}
+
+/// A host raster as comparable parts: kind, size and bytes (labels as their little-endian
+/// bytes, with the segment count).
+fn raster_parts(r: &HostRaster) -> (&'static str, usize, usize, Vec<u8>) {
+    match r {
+        HostRaster::Residue(i) => (
+            "residue",
+            i.width(),
+            i.height(),
+            i.rows().flatten().copied().collect(),
+        ),
+        HostRaster::Colour(i) => (
+            "colour",
+            i.width(),
+            i.height(),
+            i.rows().flatten().flatten().copied().collect(),
+        ),
+        HostRaster::Segments { segments, count } => {
+            let mut bytes: Vec<u8> = (*count as u32).to_le_bytes().to_vec();
+            bytes.extend(
+                segments
+                    .labels
+                    .rows()
+                    .flatten()
+                    .flat_map(|l| l.to_le_bytes()),
+            );
+            (
+                "segments",
+                segments.label_width,
+                segments.label_height,
+                bytes,
+            )
+        }
+    }
+}
+
+#[test]
+fn layers_read_back_from_the_ring_equal_the_cpu_layers() {
+    let Some(g) = gpu() else { return };
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
+    // Exact segmentation (no round caps), and a downscaled one (labels at their own size).
+    for downscale in [1, 2] {
+        let mut settings = OpSettings::default();
+        settings.segmentation.max_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
+        settings.segmentation.max_min_size_rounds =
+            morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
+        settings.segmentation.adaptive_rounds = false;
+        settings.segmentation.downscale = downscale;
+        let mut rng = Rng(23);
+        let frames: Vec<Frame> = [(64, 48), (320, 240), (65, 47), (320, 240)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(w, h))| Frame {
+                index: i as u64,
+                pts_nanos: Some(i as u64),
+                image: DynImage::Rgb8(random_rgb(&mut rng, w, h)).into(),
+                after_gap: false,
+            })
+            .collect();
+        let got = run_frames(&backend, &settings, 3, frames.clone(), PictureWant::Layers).unwrap();
+        let want = run_frames(&Backend::Cpu, &settings, 1, frames, PictureWant::Layers).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (a, b) in got.iter().zip(&want) {
+            assert!(a.picture.is_none(), "no picture is composed for layers");
+            let grey = |f: &morphoscope::analysis::AnalysedFrame| {
+                f.gray
+                    .as_ref()
+                    .map(|g| g.rows().flatten().copied().collect::<Vec<u8>>())
+            };
+            assert!(a.gray.is_some(), "frame {}: grey frame read back", a.index);
+            assert_eq!(grey(a), grey(b), "frame {}: grey frame", a.index);
+            let mut rasters = 0;
+            for (x, y) in a.outputs.iter().zip(&b.outputs) {
+                assert_eq!(x.op, y.op);
+                let (gx, gy) = (x.layer.raster.as_ref(), y.layer.raster.as_ref());
+                assert_eq!(
+                    gx.map(raster_parts),
+                    gy.map(raster_parts),
+                    "frame {} op {} downscale {downscale}",
+                    a.index,
+                    x.op
+                );
+                rasters += usize::from(gx.is_some());
+            }
+            assert_eq!(rasters, 3, "maxtree, orientation and segmentation layers");
+        }
     }
 }
 
