@@ -260,28 +260,58 @@ pub fn region_sums<'py>(
             "label_image: int64, int32, uint32, uint16 or uint8 labels",
         ));
     };
-    let col = |f: &dyn Fn(&(i64, Component)) -> f64| -> Vec<f64> { comps.iter().map(f).collect() };
-    let icol = |f: &dyn Fn(&(i64, Component)) -> i64| -> Vec<i64> { comps.iter().map(f).collect() };
+    // One pass over the regions, into one vector a column.
+    let n = comps.len();
+    let ints = || -> [Vec<i64>; 5] { std::array::from_fn(|_| Vec::with_capacity(n)) };
+    let floats = || -> [Vec<f64>; 7] { std::array::from_fn(|_| Vec::with_capacity(n)) };
+    let (mut i, mut f) = (ints(), floats());
+    for (label, c) in &comps {
+        let (top, left) = (i64::from(c.top), i64::from(c.left));
+        for (col, v) in i.iter_mut().zip([
+            *label,
+            top,
+            left,
+            top + i64::from(c.height),
+            left + i64::from(c.width),
+        ]) {
+            col.push(v);
+        }
+        for (col, v) in f.iter_mut().zip([
+            c.area as f64,
+            c.centroid[1],
+            c.centroid[0],
+            c.moments.mu20,
+            c.moments.mu11,
+            c.moments.mu02,
+            c.mean_grey(),
+        ]) {
+            col.push(v);
+        }
+    }
     let d = PyDict::new(py);
-    d.set_item("label", icol(&|c| c.0).into_pyarray(py))?;
-    d.set_item("area", col(&|c| c.1.area as f64).into_pyarray(py))?;
-    d.set_item("min_row", icol(&|c| i64::from(c.1.top)).into_pyarray(py))?;
-    d.set_item("min_col", icol(&|c| i64::from(c.1.left)).into_pyarray(py))?;
-    d.set_item(
-        "max_row",
-        icol(&|c| i64::from(c.1.top) + i64::from(c.1.height)).into_pyarray(py),
-    )?;
-    d.set_item(
-        "max_col",
-        icol(&|c| i64::from(c.1.left) + i64::from(c.1.width)).into_pyarray(py),
-    )?;
-    d.set_item("centroid_row", col(&|c| c.1.centroid[1]).into_pyarray(py))?;
-    d.set_item("centroid_col", col(&|c| c.1.centroid[0]).into_pyarray(py))?;
-    d.set_item("mu20", col(&|c| c.1.moments.mu20).into_pyarray(py))?;
-    d.set_item("mu11", col(&|c| c.1.moments.mu11).into_pyarray(py))?;
-    d.set_item("mu02", col(&|c| c.1.moments.mu02).into_pyarray(py))?;
+    let [label, min_row, min_col, max_row, max_col] = i;
+    let [area, centroid_row, centroid_col, mu20, mu11, mu02, mean] = f;
+    for (key, col) in [
+        ("label", label),
+        ("min_row", min_row),
+        ("min_col", min_col),
+        ("max_row", max_row),
+        ("max_col", max_col),
+    ] {
+        d.set_item(key, col.into_pyarray(py))?;
+    }
+    for (key, col) in [
+        ("area", area),
+        ("centroid_row", centroid_row),
+        ("centroid_col", centroid_col),
+        ("mu20", mu20),
+        ("mu11", mu11),
+        ("mu02", mu02),
+    ] {
+        d.set_item(key, col.into_pyarray(py))?;
+    }
     if intensity_image.is_some() {
-        d.set_item("intensity_mean", col(&|c| c.1.mean_grey()).into_pyarray(py))?;
+        d.set_item("intensity_mean", mean.into_pyarray(py))?;
     }
     Ok(d)
 }
