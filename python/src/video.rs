@@ -212,7 +212,7 @@ fn stream_backend(py: Python<'_>, device: &str, settings: &Settings) -> PyResult
             )));
         }
     };
-    if settings.pipeline.device == 0 {
+    if settings.pipeline.device == 0 && settings.pipeline.sm_limit == 0 {
         let name = match choice {
             BackendChoice::Auto => "auto",
             BackendChoice::Cpu => "cpu",
@@ -220,7 +220,8 @@ fn stream_backend(py: Python<'_>, device: &str, settings: &Settings) -> PyResult
         };
         return device::backend(py, name);
     }
-    py.detach(|| backend::select(choice, settings.pipeline.device))
+    let p = &settings.pipeline;
+    py.detach(|| backend::select(choice, p.device, p.sm_limit))
         .map(|(b, _)| b)
         .map_err(|e| {
             PyRuntimeError::new_err(format!("--backend cuda: CUDA backend unavailable: {e}"))

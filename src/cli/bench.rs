@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// Measured seconds of each live-stream trial (--streams).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Run the analyses on this many SMs (`pipeline.sm_limit`: a green context; the driver
+    /// rounds up to its partition size), e.g. a Jetson's count on a large GPU.
+    #[arg(long)]
+    pub sms: Option<u32>,
 }
 
 fn parse_size(s: &str) -> anyhow::Result<(u32, u32)> {
@@ -256,7 +260,10 @@ fn measure(
 
 /// `morphoscope bench`.
 pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
-    let settings = common.settings()?;
+    let mut settings = common.settings()?;
+    if let Some(sms) = a.sms {
+        settings.pipeline.sm_limit = sms;
+    }
     let (w, h) = parse_size(&a.size)?;
     if a.frames == 0 {
         bail!("--frames 0: at least 1 frame is measured");
@@ -294,7 +301,7 @@ pub fn bench(common: &CommonArgs, a: &BenchArgs) -> anyhow::Result<ExitCode> {
         } else {
             BackendChoice::Auto
         };
-        match backend::select(choice, settings.pipeline.device)? {
+        match backend::select(choice, settings.pipeline.device, settings.pipeline.sm_limit)? {
             (b @ Backend::Cuda(_), _) => {
                 results.push(measure(&b, &settings, &frames, a.warmup, a.frames, a.sink)?)
             }

@@ -53,7 +53,8 @@ impl CommonArgs {
 
     /// The backend the settings ask for; logs the choice and why in one line.
     pub fn backend(&self, settings: &Settings) -> anyhow::Result<Backend> {
-        let (b, why) = backend::select(settings.pipeline.backend, settings.pipeline.device)
+        let p = &settings.pipeline;
+        let (b, why) = backend::select(p.backend, p.device, p.sm_limit)
             .context("--backend cuda: CUDA backend unavailable")?;
         log::info!("backend: {why}");
         Ok(b)
@@ -62,9 +63,9 @@ impl CommonArgs {
     /// One backend per device of `pipeline.devices` (or `pipeline.device`), for several
     /// streams; logs the choice in one line.
     pub fn backends(&self, settings: &Settings) -> anyhow::Result<Vec<Backend>> {
-        let (b, why) =
-            backend::select_devices(settings.pipeline.backend, &settings.pipeline.device_list())
-                .context("--backend cuda: CUDA backend unavailable")?;
+        let p = &settings.pipeline;
+        let (b, why) = backend::select_devices(p.backend, &p.device_list(), p.sm_limit)
+            .context("--backend cuda: CUDA backend unavailable")?;
         log::info!("backend: {why}");
         Ok(b)
     }

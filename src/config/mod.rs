@@ -80,6 +80,20 @@ pub enum BackendChoice {
     Cuda,
 }
 
+/// How a frame reaches the GPU (`pipeline.upload`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadMode {
+    /// Mapped on an integrated GPU (Jetson), copied on a discrete one.
+    #[default]
+    Auto,
+    /// Copied from a pinned buffer into device memory.
+    Copy,
+    /// Read by the kernels from mapped pinned host memory, with no copy (the Jetson path;
+    /// on a discrete GPU every read crosses PCIe: for testing that path on one).
+    Mapped,
+}
+
 /// `[source]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -221,6 +235,11 @@ pub struct PipelineSettings {
     pub ring_size: usize,
     /// Frames buffered between the source and the worker, 1..=64.
     pub queue: usize,
+    /// SMs the analyses run on (CUDA green contexts; the driver rounds up to its partition
+    /// size), leaving the others to other work; 0: all of the device's.
+    pub sm_limit: u32,
+    /// How frames reach the GPU.
+    pub upload: UploadMode,
 }
 
 impl PipelineSettings {
@@ -252,6 +271,8 @@ impl Default for PipelineSettings {
             devices: Vec::new(),
             ring_size: 3,
             queue: 4,
+            sm_limit: 0,
+            upload: UploadMode::Auto,
         }
     }
 }

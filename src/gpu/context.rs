@@ -27,8 +27,11 @@ pub struct DeviceInfo {
     pub compute_capability: (i32, i32),
     /// Total device memory in bytes.
     pub total_memory_bytes: usize,
-    /// Multiprocessors.
+    /// Multiprocessors the context runs on: the device's, or an SM budget's
+    /// (`pipeline.sm_limit`, [`super::green`]). Ops size their grids by it.
     pub multiprocessors: i32,
+    /// Multiprocessors of the device.
+    pub device_multiprocessors: i32,
     /// Driver API version as (major, minor), e.g. (13, 0).
     pub driver_version: (i32, i32),
     /// NVRTC version, when loadable.
@@ -88,6 +91,7 @@ fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, GpuError> {
         compute_capability: ctx.compute_capability()?,
         total_memory_bytes: ctx.total_mem()?,
         multiprocessors: ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        device_multiprocessors: ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         driver_version: driver_version()?,
         nvrtc_version: compile::nvrtc_version().ok(),
         integrated: ctx.attribute(A::CU_DEVICE_ATTRIBUTE_INTEGRATED)? != 0,
@@ -158,13 +162,27 @@ impl std::fmt::Debug for GpuContext {
 impl GpuContext {
     /// Opens device `ordinal`, compiles/loads every kernel module and resolves every function.
     pub fn new(ordinal: usize) -> Result<Self, GpuError> {
+        Self::with_sm_limit(ordinal, 0)
+    }
+
+    /// [`GpuContext::new`] on at least `sm_limit` of the device's SMs (0 or at least the
+    /// device's count: all), through a green context ([`super::green`]); an error where the
+    /// driver has no green contexts.
+    pub fn with_sm_limit(ordinal: usize, sm_limit: u32) -> Result<Self, GpuError> {
         if !driver_present() {
             return Err(GpuError::NoDriver);
         }
         if !compile::nvrtc_present() {
             return Err(GpuError::NoNvrtc);
         }
-        let (ctx, info) = open_context(ordinal)?;
+        let (ctx, info) = match super::green::sm_budget(ordinal, sm_limit)? {
+            None => open_context(ordinal)?,
+            Some(b) => {
+                let mut info = device_info(&b.ctx)?;
+                info.multiprocessors = i32::try_from(b.granted).unwrap_or(i32::MAX);
+                (b.ctx, info)
+            }
+        };
         let arch = info.arch();
         let start = std::time::Instant::now();
         let mut compiled_any = false;

@@ -11,6 +11,7 @@ pub mod error;
 pub mod foreign;
 pub mod frame;
 pub mod graph;
+pub mod green;
 pub mod launch;
 pub mod readback;
 pub mod timer;

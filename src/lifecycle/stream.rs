@@ -54,7 +54,7 @@ const FLUSH_REWRITE_EVERY: Duration = Duration::from_secs(1);
 /// impl StreamObserver for Quiet {}
 ///
 /// let settings = Settings::load(None, &["cca.threshold=otsu".into()])?;
-/// let (backend, _) = select(BackendChoice::Auto, 0)?;
+/// let (backend, _) = select(BackendChoice::Auto, 0, 0)?;
 /// let job = StreamJob {
 ///     index: 0,
 ///     spec: SourceSpec::parse("test:ball")?,

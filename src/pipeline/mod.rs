@@ -519,13 +519,23 @@ pub fn run_frames(
         ..Settings::default()
     };
     settings.pipeline.ring_size = ring_size;
+    run_frames_with(backend, &settings, frames, want)
+}
+
+/// [`run_frames`] with whole settings (the pipeline's ring size, upload mode, ...).
+pub fn run_frames_with(
+    backend: &Backend,
+    settings: &Settings,
+    frames: Vec<Frame>,
+    want: PictureWant,
+) -> Result<Vec<AnalysedFrame>, String> {
     let count = frames.len() as u64;
     let indices: Vec<u64> = frames.iter().map(|f| f.index).collect();
     let source = FrameSource::Memory {
         frames: Arc::new(frames),
         count,
     };
-    let pipeline = Pipeline::start(source, &settings, backend, Delivery::All, want)
+    let pipeline = Pipeline::start(source, settings, backend, Delivery::All, want)
         .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut error = None;

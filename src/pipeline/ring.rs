@@ -26,6 +26,7 @@
 //! the stream format changes; an allocation failure is `GpuError::OutOfMemory` naming the size.
 //!
 //! On an integrated GPU (Jetson: the device reports `integrated`, host and device share DRAM),
+//! or on any GPU with `pipeline.upload = "mapped"` (to test that path on a discrete one),
 //! the upload buffer is mapped pinned memory (`cuMemHostAlloc` with `DEVICEMAP`) and the kernels
 //! read the frame from it through its device pointer (`cuMemHostGetDevicePointer`): the frame's
 //! one copy is the one into the pinned buffer, and there is no host-to-device copy.
@@ -36,6 +37,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys, sys::CUevent_flags};
 
 use crate::analysis::{Analysis, DeviceFrame, GpuStage, OpSettings};
+use crate::config::UploadMode;
 use crate::gpu::{DeviceImage, GpuContext, GpuError, KernelTimer, launch};
 use crate::image::{DynImage, Image};
 use crate::ops::{OpError, nv12, preprocess};
@@ -77,6 +79,8 @@ impl Drop for Buffers {
 pub(crate) struct Slot {
     /// The slot's stream: every kernel of its frame runs on it (or on streams forked from it).
     pub stream: Arc<CudaStream>,
+    /// Frames are read from mapped pinned memory (no copy) rather than copied.
+    mapped: bool,
     buffers: Option<Buffers>,
     /// One stage per analysis (in analysis order; `None` for analyses without a GPU path).
     pub stages: Vec<Option<Box<dyn GpuStage>>>,
@@ -92,12 +96,19 @@ impl std::fmt::Debug for Slot {
     }
 }
 
-/// Creates `size` slots with their streams and each analysis' GPU stage.
+/// Creates `size` slots with their streams and each analysis' GPU stage, uploading as `upload`
+/// says (see the module docs).
 pub(crate) fn new_slots(
     gpu: &GpuContext,
     analyses: &[Box<dyn Analysis>],
     size: usize,
+    upload: UploadMode,
 ) -> Result<Vec<Slot>, OpError> {
+    let mapped = match upload {
+        UploadMode::Auto => gpu.info().integrated,
+        UploadMode::Copy => false,
+        UploadMode::Mapped => true,
+    };
     (0..size.max(1))
         .map(|_| {
             let stages = analyses
@@ -106,6 +117,7 @@ pub(crate) fn new_slots(
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Slot {
                 stream: gpu.new_stream()?,
+                mapped,
                 buffers: None,
                 stages,
                 timer: KernelTimer::new(),
@@ -156,7 +168,7 @@ impl Slot {
         };
         if self.buffers.as_ref().map(|b| b.format) != Some(format) {
             self.buffers = None; // free the old size first
-            self.buffers = Some(alloc_buffers(gpu, &self.stream, format)?);
+            self.buffers = Some(alloc_buffers(gpu, &self.stream, format, self.mapped)?);
         }
         let Some(bufs) = self.buffers.as_mut() else {
             return Err(GpuError::Unsupported("slot buffers missing".into()).into());
@@ -362,10 +374,10 @@ fn alloc_buffers(
     gpu: &GpuContext,
     stream: &Arc<CudaStream>,
     f: SlotFormat,
+    mapped: bool,
 ) -> Result<Buffers, OpError> {
     let (w, h) = (f.width, f.height);
     let in_len = if f.rgb { 3 * w * h } else { w * h }.max(1);
-    let mapped = gpu.info().integrated;
     let flags = if mapped {
         sys::CU_MEMHOSTALLOC_WRITECOMBINED | sys::CU_MEMHOSTALLOC_DEVICEMAP
     } else {

@@ -85,7 +85,7 @@ pub(super) fn start(
             Collector::new(None, Vec::new(), want, delivery, events, counters)?,
         ),
         Backend::Cuda(gpu) => {
-            let slots = ring::new_slots(gpu, &analyses, ring_size)?;
+            let slots = ring::new_slots(gpu, &analyses, ring_size, settings.pipeline.upload)?;
             let (free_tx, free_rx) = bounded::<Box<Slot>>(ring_size);
             for s in slots {
                 let _ = free_tx.send(Box::new(s));

@@ -10,13 +10,14 @@ use std::time::Instant;
 use morphoscope::analysis::{Analysis, FrameInput, OpSettings};
 use morphoscope::backend::Backend;
 use morphoscope::compose::{HostRaster, PictureFormat};
+use morphoscope::config::{Settings, UploadMode};
 use morphoscope::gpu::{KernelTimer, upload_view};
 use morphoscope::image::{DynImage, Image};
 use morphoscope::ops::preprocess::{
     GrayHistogramGpu, GrayStats, PreprocessTuning, gray_histogram, gray_histogram_gpu, rgb_to_gray,
     rgb_to_gray_gpu,
 };
-use morphoscope::pipeline::{PictureWant, run_frames};
+use morphoscope::pipeline::{PictureWant, run_frames, run_frames_with};
 use morphoscope::source::Frame;
 
 use crate::common::{Rng, gpu, median, sample_rgb};
@@ -62,6 +63,52 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
     let backend = Backend::Cuda(std::sync::Arc::new(
         morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
     ));
+    assert_ring_matches_cpu(&backend, UploadMode::Copy);
+}
+
+#[test]
+fn ring_with_the_mapped_upload_matches_cpu() {
+    // The integrated-GPU (Jetson) upload forced on this GPU: kernels read the frames from
+    // mapped pinned host memory.
+    let Some(g) = gpu() else { return };
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
+    assert_ring_matches_cpu(&backend, UploadMode::Mapped);
+}
+
+#[test]
+fn ring_on_an_sm_budget_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let all = g.info().multiprocessors;
+    for sms in [8, 16] {
+        let budget = morphoscope::gpu::GpuContext::with_sm_limit(g.info().ordinal, sms).unwrap();
+        let info = budget.info();
+        println!(
+            "sm_limit {sms}: {} of {} SMs",
+            info.multiprocessors, info.device_multiprocessors
+        );
+        assert!(info.multiprocessors >= sms as i32, "at least the SMs asked");
+        assert!(
+            info.multiprocessors < all,
+            "fewer SMs than the device's {all}"
+        );
+        assert_eq!(info.device_multiprocessors, all);
+        assert_ring_matches_cpu(
+            &Backend::Cuda(std::sync::Arc::new(budget)),
+            UploadMode::Copy,
+        );
+    }
+    // 0 and a count at or above the device's: every SM, an ordinary context.
+    for sms in [0, all as u32, 4096] {
+        let every = morphoscope::gpu::GpuContext::with_sm_limit(g.info().ordinal, sms).unwrap();
+        assert_eq!(every.info().multiprocessors, all);
+    }
+}
+
+/// Runs mixed frames (sizes, grey and colour) through the ring on `backend` and on the CPU:
+/// the same frames in order, the same summaries and composed pictures.
+fn assert_ring_matches_cpu(backend: &Backend, upload: UploadMode) {
     // Segmentation without round caps, so the GPU result is the exact one on noise frames too.
     let mut settings = OpSettings::default();
     settings.segmentation.max_rounds = morphoscope::ops::segmentation::MAX_ROUNDS_LIMIT;
@@ -92,7 +139,13 @@ fn ring_completes_frames_in_order_and_matches_cpu() {
         });
     }
     let want_picture = PictureWant::Every(PictureFormat::Rgb);
-    let got = run_frames(&backend, &settings, 3, frames.clone(), want_picture).unwrap();
+    let mut whole = Settings {
+        ops: settings.clone(),
+        ..Settings::default()
+    };
+    whole.pipeline.ring_size = 3;
+    whole.pipeline.upload = upload;
+    let got = run_frames_with(backend, &whole, frames.clone(), want_picture).unwrap();
     let want = run_frames(&Backend::Cpu, &settings, 1, frames, want_picture).unwrap();
     assert_eq!((got.len(), want.len()), (20, 20));
     for (k, (a, b)) in got.iter().zip(&want).enumerate() {

@@ -77,8 +77,9 @@ struct State {
     draw: bool,
     /// The engine, from the first buffer of a format to its end.
     engine: Option<Engine>,
-    /// The backend and the choice it was made for (kept across engine restarts).
-    backend: Option<(Backend, morphoscope::config::BackendChoice, usize)>,
+    /// The backend and the (backend, device, SM budget) settings it was chosen for (kept
+    /// across engine restarts).
+    backend: Option<(Backend, (morphoscope::config::BackendChoice, usize, u32))>,
     /// The CUDA backend's context as GStreamer's, once a decoder asked for it.
     cuda: Option<SharedContext>,
     /// How NV12 of the negotiated caps converts on the device (CUDA memory caps whose
@@ -199,13 +200,17 @@ impl Morphoscope {
         state: &mut State,
         cfg: &morphoscope::config::Settings,
     ) -> Result<Backend, EngineError> {
-        let (choice, device) = (cfg.pipeline.backend, cfg.pipeline.device);
+        let key = (
+            cfg.pipeline.backend,
+            cfg.pipeline.device,
+            cfg.pipeline.sm_limit,
+        );
         Ok(match &state.backend {
-            Some((b, c, d)) if *c == choice && *d == device => b.clone(),
+            Some((b, k)) if *k == key => b.clone(),
             _ => {
-                let (b, why) = morphoscope::backend::select(choice, device)?;
+                let (b, why) = morphoscope::backend::select(key.0, key.1, key.2)?;
                 gst::info!(CAT, imp = self, "{why}");
-                state.backend = Some((b.clone(), choice, device));
+                state.backend = Some((b.clone(), key));
                 state.cuda = None;
                 b
             }
