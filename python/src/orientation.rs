@@ -11,10 +11,9 @@ use morphoscope::ops::orientation::{
     self as lo, GpuSample, LinearOpeningGpu, LinearOpeningParams, OrientationGpu,
     OrientationOutput, OrientationParams, Sample,
 };
-use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray2};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use rayon::prelude::*;
 
 use crate::convert;
 use crate::device::{backend, cuda_for_array, op_error};
@@ -205,46 +204,23 @@ fn maps_typed<'py, T: LineSample>(
     backend: &Backend,
 ) -> PyResult<Maps<'py>> {
     let img = convert::view(a)?;
-    let out = timing::detach_timed(py, || -> Result<OrientationOutput<T>, OpError> {
-        match backend {
+    // The op: the maps, with the angle map in degrees as the library gives it.
+    let (out, angle) = timing::detach_timed(py, || -> Result<_, OpError> {
+        let out = match backend {
             Backend::Cpu => lo::orientation(img, p),
             Backend::Cuda(g) => T::maps_cuda(g, img, p),
-        }
+        }?;
+        let angle = out.angle_map_deg();
+        Ok((out, angle))
     })
     .map_err(op_error)?;
-    let angle = angle_array(py, &out)?.into_any();
+    let angle = convert::array(py, angle)?.into_any();
     Ok((
         convert::array(py, out.strength)?.into_any(),
         angle,
         out.spectrum.into_pyarray(py),
         out.angles_deg.into_pyarray(py),
     ))
-}
-
-/// The angle map in degrees (float32), as `OrientationOutput::angle_map_deg` computes it:
-/// looked up in a table of the angles on every core with the GIL released.
-fn angle_array<'py, T: Send + Sync>(
-    py: Python<'py>,
-    out: &OrientationOutput<T>,
-) -> PyResult<Bound<'py, PyArray2<f32>>> {
-    let table: Vec<f32> = out.angles_deg.iter().map(|&a| a as f32).collect();
-    let index = &out.angle_index;
-    let (w, h) = (index.width(), index.height());
-    let mut degrees = vec![0f32; w * h];
-    py.detach(|| {
-        let rows: Vec<&[u16]> = index.rows().collect();
-        degrees
-            .par_chunks_mut(w.max(1))
-            .zip(rows.par_iter())
-            .for_each(|(out, row)| {
-                for (d, &k) in out.iter_mut().zip(row.iter()) {
-                    *d = table.get(usize::from(k)).copied().unwrap_or(0.0);
-                }
-            });
-    });
-    numpy::ndarray::Array2::from_shape_vec((h, w), degrees)
-        .map(|a| a.into_pyarray(py))
-        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Orientation maps over `angles` (explicit, in degrees) or `count` evenly spaced angles over
