@@ -23,7 +23,7 @@ fi
 wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
 echo "== Python package: maturin build (dev profile)"
-"$venv/bin/maturin" build --profile dev --manifest-path python/Cargo.toml \
+"$venv/bin/maturin" build --profile dev \
   --interpreter "$py" --out "$wheels"
 "$py" -m pip install -q --force-reinstall --no-deps "$wheels"/morphoscope-*.whl
 echo "== morphoscope binary (dev profile, no viewer) for the video tests"

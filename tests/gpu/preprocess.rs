@@ -57,13 +57,17 @@ fn rgb_to_gray_matches_cpu_exactly() {
     }
 }
 
+/// A CUDA backend on a context of its own (on `g`'s device).
+fn own_backend(g: &morphoscope::gpu::GpuContext) -> Backend {
+    Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ))
+}
+
 #[test]
 fn ring_completes_frames_in_order_and_matches_cpu() {
     let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(
-        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
-    ));
-    assert_ring_matches_cpu(&backend, UploadMode::Copy);
+    assert_ring_matches_cpu(&own_backend(g), UploadMode::Copy);
 }
 
 #[test]
@@ -71,10 +75,7 @@ fn ring_with_the_mapped_upload_matches_cpu() {
     // The integrated-GPU (Jetson) upload forced on this GPU: kernels read the frames from
     // mapped pinned host memory.
     let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(
-        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
-    ));
-    assert_ring_matches_cpu(&backend, UploadMode::Mapped);
+    assert_ring_matches_cpu(&own_backend(g), UploadMode::Mapped);
 }
 
 #[test]
@@ -220,9 +221,7 @@ fn raster_parts(r: &HostRaster) -> (&'static str, usize, usize, Vec<u8>) {
 #[test]
 fn layers_read_back_from_the_ring_equal_the_cpu_layers() {
     let Some(g) = gpu() else { return };
-    let backend = Backend::Cuda(std::sync::Arc::new(
-        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
-    ));
+    let backend = own_backend(g);
     // Exact segmentation (no round caps), and a downscaled one (labels at their own size).
     for downscale in [1, 2] {
         let mut settings = OpSettings::default();
@@ -278,9 +277,7 @@ fn segmentation_hierarchy_levels_match_between_backends() {
     let Some(real) = sample_rgb("fruits.jpg") else {
         return;
     };
-    let backend = Backend::Cuda(std::sync::Arc::new(
-        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
-    ));
+    let backend = own_backend(g);
     for level in [0, 3, 40, 10_000] {
         let mut settings = OpSettings::default();
         settings.maxtree.enabled = false;
@@ -344,9 +341,7 @@ fn segment_both(
     morphoscope::analysis::OpOutput,
     bool,
 )> {
-    let backend = Backend::Cuda(std::sync::Arc::new(
-        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
-    ));
+    let backend = own_backend(g);
     let n = images.len();
     let frames: Vec<Frame> = images
         .into_iter()
