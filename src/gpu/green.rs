@@ -65,9 +65,26 @@ pub fn sm_budget(ordinal: usize, sms: u32) -> Result<Option<SmBudget>, GpuError>
     Ok(budget)
 }
 
+/// The first driver API version with green contexts.
+const GREEN_CONTEXTS: (i32, i32) = (12, 4);
+
+/// `Unsupported` for a driver API `version` without green contexts.
+fn check_driver((major, minor): (i32, i32)) -> Result<(), GpuError> {
+    if (major, minor) < GREEN_CONTEXTS {
+        return Err(GpuError::Unsupported(format!(
+            "SM budget: green contexts need a CUDA {}.{} or later driver; this one is \
+             {major}.{minor}",
+            GREEN_CONTEXTS.0, GREEN_CONTEXTS.1
+        )));
+    }
+    Ok(())
+}
+
 fn make(ordinal: usize, sms: u32) -> Result<Option<SmBudget>, GpuError> {
     // Initialises the driver (and checks the ordinal) as an ordinary open does.
     let count = super::context::device_count()?;
+    // An older driver lacks the symbols (cudarc's loader would panic on the first call).
+    check_driver(super::context::driver_version()?)?;
     if ordinal >= count {
         return Err(GpuError::NoDevice { ordinal, count });
     }
@@ -133,4 +150,27 @@ fn make(ordinal: usize, sms: u32) -> Result<Option<SmBudget>, GpuError> {
         granted,
         total,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drivers_before_12_4_have_no_green_contexts() {
+        for old in [(11, 8), (12, 2), (12, 3)] {
+            let e = check_driver(old).expect_err("too old");
+            assert!(matches!(e, GpuError::Unsupported(_)));
+            assert!(e.to_string().contains("12.4"), "{e}");
+        }
+        for new in [(12, 4), (12, 6), (13, 0)] {
+            assert!(check_driver(new).is_ok(), "{new:?}");
+        }
+    }
+
+    #[test]
+    fn no_budget_is_asked_with_zero_sms() {
+        // 0 means every SM: no driver call at all (this runs without a GPU too).
+        assert!(matches!(sm_budget(0, 0), Ok(None)));
+    }
 }
