@@ -1,8 +1,8 @@
 //! An SM budget: a CUDA *green context* that runs every kernel of the process' analyses on a
 //! fixed group of the device's SMs (`pipeline.sm_limit`), leaving the others to another
 //! process or model (a detector beside the analyses, or a Jetson-sized slice of a big GPU to
-//! size a deployment on). Driver API of CUDA 12.4 and later (`cuGreenCtxCreate`); the GPU
-//! machine's CUDA 13 driver has it.
+//! size a deployment on). Driver API of CUDA 12.4 and later (`cuGreenCtxCreate`); an older
+//! driver gets an error before any of these functions is called.
 //!
 //! The device's SM resource is split into one group of at least the asked count (the driver
 //! rounds up to its partition granularity: `granted` says how many), a green context is made
@@ -11,8 +11,9 @@
 //! persistent grids by [`super::DeviceInfo::multiprocessors`], which is the granted count.
 //!
 //! A green context lives as long as the process: it is made once per device and budget and
-//! kept here, so cudarc never destroys the converted context (`cuCtxDestroy` does not apply to
-//! one; `cuGreenCtxDestroy` at exit would race the streams still finishing).
+//! kept here, so later opens share it and cudarc never drops the converted context (cudarc
+//! would call `cuCtxDestroy` on it, while the context belongs to the green context, whose own
+//! destructor is `cuGreenCtxDestroy`).
 
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex};
