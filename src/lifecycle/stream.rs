@@ -844,16 +844,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_stream_into_a_channel_hands_over_every_frame_in_order_and_writes_no_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let settings = quick(6);
+    /// A job whose frames go into a channel of one place (no layers), and its receiver.
+    fn channel_job<'a>(
+        settings: &'a Settings,
+        dir: &std::path::Path,
+    ) -> (StreamJob<'a>, crossbeam_channel::Receiver<AnalysedFrame>) {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let mut job = job(&settings, dir.path());
+        let mut job = job(settings, dir);
         job.output = StreamOutput::Channel {
             frames: tx,
             layers: false,
         };
+        (job, rx)
+    }
+
+    #[test]
+    fn a_stream_into_a_channel_hands_over_every_frame_in_order_and_writes_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = quick(6);
+        let (job, rx) = channel_job(&settings, dir.path());
         // The reader is slower than the stream: a file-like source waits, nothing is dropped.
         let reader = std::thread::spawn(move || {
             let mut seen = Vec::new();
@@ -901,12 +910,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // An endless pattern: only the reader's leaving ends it.
         let settings = quick(0);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let mut job = job(&settings, dir.path());
-        job.output = StreamOutput::Channel {
-            frames: tx,
-            layers: false,
-        };
+        let (job, rx) = channel_job(&settings, dir.path());
         let reader = std::thread::spawn(move || {
             let first = rx.recv().map(|f| f.index);
             drop(rx);
@@ -928,12 +932,7 @@ mod tests {
     fn a_channel_whose_reader_closes_it_ends_with_the_stop_s_cause() {
         let dir = tempfile::tempdir().unwrap();
         let settings = quick(0);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let mut job = job(&settings, dir.path());
-        job.output = StreamOutput::Channel {
-            frames: tx,
-            layers: false,
-        };
+        let (job, rx) = channel_job(&settings, dir.path());
         let stop = StopRequest::new();
         let asker = stop.clone();
         let reader = std::thread::spawn(move || {
