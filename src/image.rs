@@ -266,6 +266,15 @@ impl<T: Copy> Image<T> {
     pub fn map<U: Copy>(&self, f: impl FnMut(T) -> U) -> Image<U> {
         self.view().map(f)
     }
+
+    /// [`Image::map`] with the rows on every core (for frame-sized conversions).
+    #[must_use]
+    pub fn par_map<U: Copy + Default + Send>(&self, f: impl Fn(T) -> U + Sync) -> Image<U>
+    where
+        T: Sync,
+    {
+        self.view().par_map(f)
+    }
 }
 
 /// A borrowed strided image.
@@ -353,16 +362,35 @@ impl<'a, T: Copy> ImageView<'a, T> {
     /// A packed image with `f` applied to every pixel.
     #[must_use]
     pub fn map<U: Copy>(&self, mut f: impl FnMut(T) -> U) -> Image<U> {
-        let data: Vec<U> = self
-            .rows()
-            .flat_map(|r| r.iter().map(|&v| f(v)).collect::<Vec<_>>())
-            .collect();
+        let mut data = Vec::with_capacity(self.width * self.height);
+        for r in self.rows() {
+            data.extend(r.iter().map(|&v| f(v)));
+        }
         Image {
             width: self.width,
             height: self.height,
             stride: self.width,
             data,
         }
+    }
+
+    /// [`ImageView::map`] with the rows on every core (for frame-sized conversions).
+    #[must_use]
+    pub fn par_map<U: Copy + Default + Send>(&self, f: impl Fn(T) -> U + Sync) -> Image<U>
+    where
+        T: Sync,
+    {
+        use rayon::prelude::*;
+        let (w, h) = (self.width, self.height);
+        let mut out = Image::new(w, h, U::default());
+        if w > 0 {
+            out.data.par_chunks_mut(w).enumerate().for_each(|(y, dst)| {
+                for (d, &v) in dst.iter_mut().zip(self.row(y)) {
+                    *d = f(v);
+                }
+            });
+        }
+        out
     }
 }
 
@@ -473,6 +501,22 @@ pub fn rgb_to_gray_pixel(p: [u8; 3]) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_and_par_map_skip_padding_and_pack() {
+        for (w, h) in [(0, 0), (1, 1), (3, 2), (17, 9)] {
+            let stride = w + 3;
+            let data: Vec<u16> = (0..stride * h).map(|i| (i * 7 % 251) as u16).collect();
+            let img = Image::from_strided(w, h, stride, data.clone()).unwrap();
+            let naive: Vec<i64> = (0..h)
+                .flat_map(|y| (0..w).map(move |x| (y, x)))
+                .map(|(y, x)| i64::from(data[y * stride + x]) * 3)
+                .collect();
+            let want = Image::from_vec(w, h, naive).unwrap();
+            assert_eq!(img.map(|v| i64::from(v) * 3), want, "{w}x{h}");
+            assert_eq!(img.par_map(|v| i64::from(v) * 3), want, "{w}x{h}");
+        }
+    }
 
     #[test]
     fn strided_rows_skip_padding() {

@@ -6,7 +6,6 @@ use numpy::ndarray::Array2;
 use numpy::{Element, IntoPyArray, PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use rayon::prelude::*;
 
 /// The pixels of a C-contiguous 2D array as an image view (rows = first axis).
 pub fn view<'a, T: Element + Copy>(a: &'a PyReadonlyArray2<'_, T>) -> PyResult<ImageView<'a, T>> {
@@ -31,13 +30,12 @@ pub fn array<T: Element + Copy>(py: Python<'_>, img: Image<T>) -> PyResult<Bound
 
 /// `labels` as a signed 64-bit `(height, width)` array (NumPy's `intp`, scikit-image's label
 /// dtype), widened on every core with the GIL released.
-pub fn labels_i64(py: Python<'_>, labels: Image<u32>) -> PyResult<Bound<'_, PyArray2<i64>>> {
-    let (w, h) = (labels.width(), labels.height());
-    let packed = labels.into_packed().into_vec();
-    let wide: Vec<i64> = py.detach(|| packed.par_iter().map(|&v| i64::from(v)).collect());
-    Array2::from_shape_vec((h, w), wide)
-        .map(|a| a.into_pyarray(py))
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+pub fn labels_i64<'py>(
+    py: Python<'py>,
+    labels: &Image<u32>,
+) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    let wide = py.detach(|| labels.par_map(i64::from));
+    array(py, wide)
 }
 
 /// `labels` as a signed 32-bit `(height, width)` array (scikit-image's label dtype of a boolean

@@ -69,7 +69,7 @@ pub fn label<'py>(
     let labels = if int32 {
         convert::labels_i32(py, labels)?.into_any()
     } else {
-        convert::labels_i64(py, labels)?.into_any()
+        convert::labels_i64(py, &labels)?.into_any()
     };
     Ok((labels, n))
 }

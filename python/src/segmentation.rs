@@ -97,5 +97,5 @@ pub fn felzenszwalb<'py>(
         }
     })
     .map_err(op_error)?;
-    Ok(convert::labels_i64(py, out.labels)?.into_any())
+    Ok(convert::labels_i64(py, &out.labels)?.into_any())
 }

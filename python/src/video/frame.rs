@@ -183,10 +183,7 @@ fn layer_arrays<'py>(py: Python<'py>, f: &AnalysedFrame) -> PyResult<Bound<'py, 
             }
             HostRaster::Colour(c) => d.set_item(o.op, rgb_array(py, owned(Arc::clone(c)))?)?,
             HostRaster::Segments { segments, .. } => {
-                d.set_item(
-                    o.op,
-                    convert::labels_i64(py, owned(Arc::clone(&segments.labels)))?,
-                )?;
+                d.set_item(o.op, convert::labels_i64(py, &segments.labels)?)?;
             }
         }
     }

@@ -287,21 +287,9 @@ impl<T: Sample> OrientationOutput<T> {
     /// through a table of the angles).
     #[must_use]
     pub fn angle_map_deg(&self) -> Image<f32> {
-        use rayon::prelude::*;
         let table: Vec<f32> = self.angles_deg.iter().map(|&a| a as f32).collect();
-        let index = &self.angle_index;
-        let (w, h) = (index.width(), index.height());
-        let rows: Vec<&[u16]> = index.rows().collect();
-        let mut degrees = vec![0f32; w * h];
-        degrees
-            .par_chunks_mut(w.max(1))
-            .zip(rows.par_iter())
-            .for_each(|(out, row)| {
-                for (d, &k) in out.iter_mut().zip(row.iter()) {
-                    *d = table.get(usize::from(k)).copied().unwrap_or(0.0);
-                }
-            });
-        Image::from_vec(w, h, degrees).unwrap_or_else(|_| Image::new(w, h, 0.0))
+        self.angle_index
+            .par_map(|k| table.get(usize::from(k)).copied().unwrap_or(0.0))
     }
 
     /// The colour picture: hue = angle, value = strength (see [`orientation_colour`]).
