@@ -8,7 +8,9 @@
 #   plus an H.264 constrained-baseline copy of the clip as .device/data/samples/vtest.mp4 and
 #   one of its frames scaled to 1920x1080 as vtest_1080.png, and for `element` a 1080p H.264
 #   copy of its first 400 frames as vtest_1080.mp4 (BENCHMARKS.md says how).
-# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [cpu] [streams] [element] [soak N]
+# `nvdec` and `timeline` make the 1080p copy themselves where it is missing (x264enc, carried
+#   with `pack.sh --gst-tools`); `timeline` needs the Python wheel in .device/py and torch.
+# Usage: bash scripts/device_run.sh [tests] [runs] [bench] [rings] [latency] [kernels] [cpu] [streams] [element] [nvdec] [timeline] [ncu] [soak N]
 # (SOAK_SIZE=WxH sets the soak's frame size; `cpu` needs .device/bin/morphoscope-before)
 set -uo pipefail
 OUT=${OUT:-/tmp/morphoscope-out}; mkdir -p "$OUT"
@@ -159,6 +161,56 @@ if want element; then
   t0=$(date +%s.%N)
   timeout 120 bash .device/run.sh gst-launch-1.0 -e filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! morphoscope backend=cuda ! fakesink sync=false > "$OUT/element_launch.log" 2>&1
   echo "-- gst-launch (rc=$?): $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall"; tail -2 "$OUT/element_launch.log"
+fi
+clip1080=.device/data/samples/vtest_1080.mp4
+make_clip1080() { # the clip scaled to 1080p as H.264 constrained baseline, all 795 frames
+  [ -f "$clip1080" ] && return
+  timeout 120 bash .device/run.sh gst-launch-1.0 -q filesrc location=$clip ! qtdemux ! h264parse ! nvh264dec ! videoconvert ! videoscale \
+    ! video/x-raw,width=1920,height=1080 ! x264enc speed-preset=faster bitrate=8000 key-int-max=30 ! video/x-h264,profile=constrained-baseline \
+    ! h264parse ! mp4mux ! filesink location=$clip1080 > "$OUT/clip1080.log" 2>&1 || tail -3 "$OUT/clip1080.log"
+}
+fps_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fps"])' "$1" 2>/dev/null || echo "?"; }
+if want nvdec; then
+  # `run` of a 1080p H.264 file against the bench on the same clip: NVDEC frames read in CUDA
+  # memory (the file source), the same decoding handed over in system memory (a pipeline
+  # description, as every source was before), and the bench's frames from memory.
+  make_clip1080
+  echo "== run of a 1080p H.264 file (--no-video) against the bench on the same clip"
+  uri="file://$(realpath "$clip1080")"
+  for round in 1 2; do
+    timeout 120 bash .device/run.sh morphoscope run "$clip1080" --backend cuda --no-video --quiet --out /tmp/nv_dev > "$OUT/nvdec_run_device_$round.log" 2>&1
+    echo "-- run, CUDA memory (round $round): $(fps_of /tmp/nv_dev/summary.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_dev/summary.json) $(grep -o '"decoder": *"[a-z0-9]*"' /tmp/nv_dev/summary.json)"
+    timeout 120 bash .device/run.sh morphoscope run "pipeline:uridecodebin uri=\"$uri\" ! videoconvert n-threads=4 ! appsink name=sink" --backend cuda --no-video --quiet --out /tmp/nv_sys > "$OUT/nvdec_run_system_$round.log" 2>&1
+    echo "-- run, system memory (round $round): $(fps_of /tmp/nv_sys/summary.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_sys/summary.json)"
+    timeout 120 bash .device/run.sh morphoscope bench --source "$clip1080" --backends cuda --frames 300 > "$OUT/nvdec_bench_$round.log" 2>&1
+    echo "-- bench, same clip (round $round): $(grep -E "pipeline \(wall" "$OUT/nvdec_bench_$round.log")"
+  done
+  cp /tmp/nv_dev/summary.json "$OUT/nvdec_run_summary.json"
+fi
+if want timeline; then
+  # The kernel timeline (CUPTI through torch's profiler; scripts/profile_timeline.py) of the
+  # 1080p clip with every analysis, on all SMs and on 8.
+  make_clip1080
+  mkdir -p /tmp/site && python3 -m pip install -q --no-deps --target /tmp/site .device/py/*.whl > /dev/null 2>&1
+  for c in "all:" "sms8:--set pipeline.sm_limit=8" "noseg:--set segmentation.enabled=false"; do
+    label=${c%%:*}; args=${c#*:}
+    PYTHONPATH=/tmp/site timeout 150 bash .device/run.sh python3 scripts/profile_timeline.py "$clip1080" --frames ${TIMELINE_FRAMES:-200} \
+      --label "$label" --out "$OUT/timeline" $args > "$OUT/timeline_$label.log" 2>&1
+    echo "-- timeline $label (rc=$?)"; tail -45 "$OUT/timeline_$label.log"
+  done
+  rm -f "$OUT"/timeline/*.trace.json
+fi
+if want ncu; then
+  # Nsight Compute on the heaviest kernels of a 1080p frame (what bounds each); the cooperative
+  # segmentation_cat_giant is left out (it cannot be replayed alone).
+  ncu=/usr/local/cuda/bin/ncu
+  for c in "other:^(maxtree|orientation|cca|preprocess|blur)" "seg:^segmentation_(?!cat_giant)"; do
+    label=${c%%:*}; re=${c#*:}
+    timeout 200 bash .device/run.sh $ncu --kernel-name "regex:$re" --launch-skip 400 --launch-count ${NCU_KERNELS:-60} \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --csv --page details \
+      .device/bin/morphoscope bench --source "$clip" --size 1920x1080 --frames 20 --warmup 2 --backends cuda > "$OUT/ncu_$label.csv" 2>"$OUT/ncu_$label.err"
+    echo "-- ncu $label (rc=$?): $(wc -l < "$OUT/ncu_$label.csv") lines"; tail -3 "$OUT/ncu_$label.err"
+  done
 fi
 # Everything back as one archive (the device tool returns at most 8 files).
 (cd "$OUT" && tar czf /tmp/logs.tgz --exclude=logs.tgz . && find . -mindepth 1 -delete && mv /tmp/logs.tgz logs.tgz)

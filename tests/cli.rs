@@ -322,6 +322,10 @@ fn run_on_the_real_clip_loses_no_frame_and_the_overlay_decodes() {
         t["decoder"]
     );
     assert_eq!(t["live"], false);
+    assert_eq!(
+        t["frame_memory"], "system",
+        "the CPU backend reads frames in system memory"
+    );
     // The overlay video is a real video at the clip's rate: read it back through morphoscope.
     let frames = decoded(&dir.path().join("overlay.mkv"));
     assert_eq!(frames.len(), 795);

@@ -646,6 +646,7 @@ impl RunSink {
             "live": self.stream.live,
             "frame_rate": self.stream.frame_rate.map(|r| round3(r.fps())),
             "decoder": self.stream.decoder,
+            "frame_memory": if self.stream.frames_on_device { "cuda" } else { "system" },
             "encoder": self.encoder,
             "frames_in": c.frames_in,
             "frames_out": c.frames_out,

@@ -219,7 +219,19 @@ impl Pipeline {
             live,
         } = match source {
             FrameSource::Spec(spec) => {
-                spec_reader(spec, settings, viewer, &stream, changes_tx, &stop_input)?
+                let device = match backend {
+                    Backend::Cuda(gpu) => Some(gpu.clone()),
+                    Backend::Cpu => None,
+                };
+                spec_reader(
+                    spec,
+                    settings,
+                    viewer,
+                    device,
+                    &stream,
+                    changes_tx,
+                    &stop_input,
+                )?
             }
             FrameSource::Memory { frames, count } => memory_reader(frames, count),
             FrameSource::Paced {
@@ -366,11 +378,13 @@ struct Reader {
 /// Opens source `spec` (paced in real time where the settings or the viewer ask for it; a
 /// stream server that is down at the start is waited for, as after a loss) behind its
 /// reconnection policy; `stream` gets what the source reports, completed at its first frame,
-/// and `changes_tx` its losses and reopenings.
+/// and `changes_tx` its losses and reopenings. With `device` (a CUDA backend's GPU) a hardware
+/// decoder's frames stay in that GPU's memory.
 fn spec_reader(
     spec: SourceSpec,
     settings: &Settings,
     viewer: bool,
+    device: Option<Arc<crate::gpu::GpuContext>>,
     stream: &Arc<Mutex<StreamInfo>>,
     changes_tx: Sender<SourceChange>,
     stop_input: &Arc<AtomicBool>,
@@ -386,6 +400,7 @@ fn spec_reader(
         realtime,
         timeout: std::time::Duration::from_secs(u64::from(settings.source.timeout_seconds)),
         interrupt: Some(stop_input.clone()),
+        device,
     };
     let policy = settings.source.reconnect.policy();
     let (mut src, estimated, live) = match Source::open_with(&spec, &opts) {
@@ -537,22 +552,64 @@ pub fn run_frames_with(
     };
     let pipeline = Pipeline::start(source, settings, backend, Delivery::All, want)
         .map_err(|e| e.to_string())?;
+    let mut out = collect_all(&pipeline)?;
+    // Memory sources number frames 0.. in delivery order: give back the caller's.
+    for (f, &i) in out.iter_mut().zip(&indices) {
+        f.index = i;
+    }
+    pipeline.join();
+    Ok(out)
+}
+
+/// What [`run_source`] gives back.
+#[derive(Debug)]
+pub struct SourceRun {
+    /// Every analysed frame, in order.
+    pub frames: Vec<AnalysedFrame>,
+    /// The video decoder the source plugged, if any.
+    pub decoder: Option<String>,
+    /// The frames arrived in the analyses' CUDA memory (a hardware decoder's output, read in
+    /// place), not in system memory.
+    pub frames_on_device: bool,
+}
+
+/// Runs every frame of `spec` through a whole pipeline on `backend` with `settings`, as
+/// `morphoscope run` reads it (tests and tools).
+pub fn run_source(
+    backend: &Backend,
+    settings: &Settings,
+    spec: SourceSpec,
+    want: PictureWant,
+) -> Result<SourceRun, String> {
+    let pipeline = Pipeline::start(
+        FrameSource::Spec(spec),
+        settings,
+        backend,
+        Delivery::All,
+        want,
+    )
+    .map_err(|e| e.to_string())?;
+    let frames = collect_all(&pipeline)?;
+    let info = pipeline.stream_info();
+    pipeline.join();
+    Ok(SourceRun {
+        frames,
+        decoder: info.decoder,
+        frames_on_device: info.frames_on_device,
+    })
+}
+
+/// Every frame `pipeline` delivers until its end; its error, if it reports one.
+fn collect_all(pipeline: &Pipeline) -> Result<Vec<AnalysedFrame>, String> {
     let mut out = Vec::new();
     let mut error = None;
     while let Ok(ev) = pipeline.events.recv() {
         match ev {
-            PipelineEvent::Frame(mut f) => {
-                // Memory sources number frames 0.. in delivery order: give back the caller's.
-                if let Some(&i) = indices.get(out.len()) {
-                    f.index = i;
-                }
-                out.push(*f);
-            }
+            PipelineEvent::Frame(f) => out.push(*f),
             PipelineEvent::Error(e) => error = Some(e),
             PipelineEvent::End => break,
         }
     }
-    pipeline.join();
     error.map_or(Ok(out), Err)
 }
 

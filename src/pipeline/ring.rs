@@ -18,7 +18,7 @@
 //! work; a segmentation's hundred dependent rounds of frames k and k+1 run side by side.
 //!
 //! A frame already on the device ([`Pixels::Device`]: NV12 a hardware decoder left in CUDA
-//! memory, handed over by the GStreamer element) skips the upload: the slot converts its planes
+//! memory, handed over by a file or network source or by the GStreamer element) skips the upload: the slot converts its planes
 //! to RGB into its input buffer on its stream (`ops::nv12`, the bytes of GStreamer's converter)
 //! and keeps the decoder's buffer alive until the collector has synchronised that stream.
 //!

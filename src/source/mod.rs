@@ -13,6 +13,8 @@
 //! rate comes from the negotiated caps; the decoder is the element decodebin plugged
 //! ([`decoder`] prefers NVDEC when GStreamer's nvcodec plugin registers).
 
+pub mod convert;
+pub mod cuda_memory;
 pub mod decoder;
 pub mod elements;
 mod errors;
@@ -264,6 +266,9 @@ pub(crate) struct StreamInfo {
     /// The video decoder element decodebin plugged (`avdec_h264`, `nvh264dec`, …); `None` for
     /// sources that need none (test patterns, raw cameras).
     pub decoder: Option<String>,
+    /// Frames arrive in the analyses' CUDA memory (an NVDEC decoder's output, read in place)
+    /// rather than in system memory.
+    pub frames_on_device: bool,
 }
 
 /// How a [`Source`] is opened.
@@ -281,6 +286,10 @@ pub(crate) struct SourceOptions {
     /// When set (by another thread), [`Source::open_with`] stops waiting for the pipeline to
     /// start (with [`SourceError::Interrupted`]) and [`Source::next_frame`] ends the stream.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// The analyses' GPU (a CUDA backend): a file or network source then asks its decoder for
+    /// NV12 frames in this context's CUDA memory, which the ring converts on the GPU
+    /// ([`cuda_memory`]); `None`, or a decoder that cannot, gives frames in system memory.
+    pub device: Option<Arc<crate::gpu::GpuContext>>,
 }
 
 impl Default for SourceOptions {
@@ -291,6 +300,7 @@ impl Default for SourceOptions {
             realtime: false,
             timeout: Duration::from_secs(20),
             interrupt: None,
+            device: None,
         }
     }
 }

@@ -11,12 +11,16 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
+use super::convert::ToRgb;
+use super::cuda_memory::{self, SharedContext};
 use super::errors::{self, BusError};
+use super::spec::CONVERTER_THREADS;
 use super::{
-    Frame, FrameFormat, FrameRate, SourceError, SourceOptions, SourceSpec, StreamInfo,
-    TestSourceOptions, decoder,
+    DeviceNv12, Frame, FrameFormat, FrameRate, Pixels, SourceError, SourceOptions, SourceSpec,
+    StreamInfo, TestSourceOptions, decoder,
 };
 use crate::image::{DynImage, Image};
+use crate::ops::nv12::Nv12Conversion;
 
 /// How long `next_frame` waits for one sample before checking the bus again.
 const POLL: Duration = Duration::from_millis(50);
@@ -44,6 +48,11 @@ pub struct Source {
     spec: SourceSpec,
     info: StreamInfo,
     discovered: Arc<Mutex<Discovered>>,
+    /// The analyses' CUDA context, set on the pipeline for its decoders (see [`cuda_memory`]).
+    cuda: Option<SharedContext>,
+    /// GStreamer's converter for frames in CUDA memory that cannot be read in place, by the
+    /// frames' format.
+    to_rgb: Option<(gst_video::VideoInfo, ToRgb)>,
 }
 
 impl std::fmt::Debug for Source {
@@ -108,9 +117,20 @@ impl Source {
             FrameFormat::Gray8 => gst_video::VideoFormat::Gray8,
             FrameFormat::Gray16 => gst_video::VideoFormat::Gray16Le,
         };
-        let caps = gst_video::VideoCapsBuilder::new()
+        let mut caps = gst_video::VideoCapsBuilder::new()
             .format(caps_format)
             .build();
+        let cuda = device_context(spec, opts, &pipeline);
+        if cuda.is_some() {
+            // NV12 in CUDA memory first: `videoconvert` passes it through untouched, and a
+            // decoder that cannot give it falls back to the system-memory caps.
+            let mut both = gst_video::VideoCapsBuilder::new()
+                .features([cuda_memory::CAPS_FEATURE])
+                .format(gst_video::VideoFormat::Nv12)
+                .build();
+            both.merge(caps);
+            caps = both;
+        }
         sink.set_caps(Some(&caps));
         sink.set_max_buffers(4);
         // Until liveness is known: never sync (a live source's first frames must not wait).
@@ -132,6 +152,8 @@ impl Source {
             spec: spec.clone(),
             info: StreamInfo::default(),
             discovered,
+            cuda,
+            to_rgb: None,
         };
         // A live pipeline does not preroll: PAUSED answers NO_PREROLL at once. Others preroll
         // (bounded), so duration and caps are known and early errors surface now.
@@ -317,19 +339,24 @@ impl Source {
             .buffer()
             .ok_or_else(|| SourceError::Format("sample without buffer".into()))?;
         let pts_nanos = buffer.pts().map(|t| t.nseconds());
-        // Copy: the GStreamer buffer goes back to its pool; the frame outlives it in the ring.
-        let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info)
-            .map_err(|e| SourceError::Format(e.to_string()))?;
-        let (w, h) = (vframe.width() as usize, vframe.height() as usize);
-        let stride = usize::try_from(vframe.plane_stride()[0])
-            .map_err(|_| SourceError::Format("negative stride".into()))?;
-        let data = vframe
-            .plane_data(0)
-            .map_err(|e| SourceError::Format(e.to_string()))?;
-        let image = image_from_plane(info.format(), w, h, stride, data)?;
+        let (w, h) = (info.width() as usize, info.height() as usize);
+        let image = if cuda_memory::is_cuda_caps(caps) {
+            self.cuda_frame(sample, &info)?
+        } else {
+            // Copy: the GStreamer buffer goes back to its pool; the frame outlives it in the ring.
+            let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info)
+                .map_err(|e| SourceError::Format(e.to_string()))?;
+            let stride = usize::try_from(vframe.plane_stride()[0])
+                .map_err(|_| SourceError::Format("negative stride".into()))?;
+            let data = vframe
+                .plane_data(0)
+                .map_err(|e| SourceError::Format(e.to_string()))?;
+            Pixels::Host(image_from_plane(info.format(), w, h, stride, data)?)
+        };
         let index = self.next_index;
         self.next_index += 1;
         if index == 0 {
+            self.info.frames_on_device = matches!(image, Pixels::Device(_));
             self.refresh_info(Some(caps));
             let rate = self
                 .info
@@ -343,15 +370,86 @@ impl Source {
             } else {
                 "not live: every frame is analysed"
             };
-            log::info!("source: {} — {w}x{h}, {rate}{decoder}; {pacing}", self.spec);
+            let memory = if self.info.frames_on_device {
+                ", frames read in place in CUDA memory"
+            } else {
+                ""
+            };
+            log::info!(
+                "source: {} — {w}x{h}, {rate}{decoder}{memory}; {pacing}",
+                self.spec
+            );
         }
         Ok(Frame {
             index,
             pts_nanos,
-            image: image.into(),
+            image,
             after_gap: false,
         })
     }
+
+    /// The pixels of a `sample` of NV12 in CUDA memory: read in place when the memory is the
+    /// analyses' (the ring converts it on the GPU), else mapped to the host and converted by
+    /// GStreamer's converter, as `videoconvert` would have.
+    fn cuda_frame(
+        &mut self,
+        sample: &gst::Sample,
+        info: &gst_video::VideoInfo,
+    ) -> Result<Pixels, SourceError> {
+        let format = |e: String| SourceError::Format(e);
+        let buffer = sample
+            .buffer_owned()
+            .ok_or_else(|| format("sample without buffer".into()))?;
+        if let Some(shared) = &self.cuda
+            && buffer.n_memory() == 1
+            && shared.owns(buffer.peek_memory(0))
+            && let Ok(conversion) = Nv12Conversion::from_video_info(info, CONVERTER_THREADS)
+        {
+            let planes =
+                cuda_memory::device_planes(&buffer, info).map_err(|e| format(e.to_string()))?;
+            return Ok(Pixels::Device(DeviceNv12 {
+                planes,
+                conversion,
+                width: info.width() as usize,
+                height: info.height() as usize,
+                keep_alive: Arc::new(buffer.clone()),
+            }));
+        }
+        if self.to_rgb.as_ref().is_none_or(|(i, _)| i != info) {
+            let to_rgb = ToRgb::new(info).map_err(|e| format(e.to_string()))?;
+            self.to_rgb = Some((info.clone(), to_rgb));
+        }
+        let Some((_, to_rgb)) = &self.to_rgb else {
+            return Err(format("no converter".into()));
+        };
+        let vframe = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), info)
+            .map_err(|e| format(e.to_string()))?;
+        Ok(Pixels::Host(to_rgb.convert(&vframe).map_err(format)?))
+    }
+}
+
+/// The analyses' CUDA context, set on `pipeline` so that its decoders allocate their frames in
+/// it: for file and network sources when `opts` names a GPU and RGB frames. `None` (frames in
+/// system memory) otherwise, or where GStreamer's CUDA library is missing.
+fn device_context(
+    spec: &SourceSpec,
+    opts: &SourceOptions,
+    pipeline: &gst::Pipeline,
+) -> Option<SharedContext> {
+    let gpu = opts.device.as_ref()?;
+    if opts.format != FrameFormat::Rgb || !matches!(spec, SourceSpec::File(_) | SourceSpec::Uri(_))
+    {
+        return None;
+    }
+    let shared = SharedContext::new(gpu)
+        .and_then(|shared| {
+            // A bin hands its contexts to the elements added later (decodebin's decoder).
+            pipeline.set_context(&shared.gst_context()?);
+            Ok(shared)
+        })
+        .inspect_err(|e| log::debug!("source: frames in system memory ({e})"))
+        .ok()?;
+    Some(shared)
 }
 
 /// True when a source element of the pipeline has `is-live` set (a user pipeline's

@@ -60,3 +60,60 @@ fn nv12_to_rgb_matches_cpu_exactly() {
         }
     }
 }
+
+#[test]
+fn nvdec_frames_of_a_file_source_stay_on_the_gpu_with_the_results_of_system_memory() {
+    use morphoscope::backend::Backend;
+    use morphoscope::config::Settings;
+    use morphoscope::pipeline::{PictureWant, run_source};
+    use morphoscope::source::SourceSpec;
+
+    let Some(g) = gpu() else { return };
+    // The GPU machine carries the clip as H.264 (`vtest.mp4`), which NVDEC decodes; a checkout
+    // without it has nothing to decode on the GPU.
+    let clip = crate::samples::samples_dir().join("vtest.mp4");
+    if !clip.is_file() {
+        assert!(
+            std::env::var("MORPHOSCOPE_REQUIRE_GPU").as_deref() != Ok("1"),
+            "MORPHOSCOPE_REQUIRE_GPU=1 but {} is missing",
+            clip.display()
+        );
+        return;
+    }
+    let backend = Backend::Cuda(std::sync::Arc::new(
+        morphoscope::gpu::GpuContext::new(g.info().ordinal).unwrap(),
+    ));
+    let settings = Settings::default();
+    // `run`'s file source: the decoder writes into the analyses' context.
+    let device = run_source(
+        &backend,
+        &settings,
+        SourceSpec::File(clip.clone()),
+        PictureWant::None,
+    )
+    .unwrap();
+    // The same decoding through a pipeline description, which always hands system memory over.
+    let uri = format!("file://{}", clip.canonicalize().unwrap().display());
+    let host = run_source(
+        &backend,
+        &settings,
+        SourceSpec::Pipeline(format!(
+            "uridecodebin uri=\"{uri}\" ! {}",
+            morphoscope::source::spec::SINK_TAIL
+        )),
+        PictureWant::None,
+    )
+    .unwrap();
+    assert_eq!(device.decoder.as_deref(), Some("nvh264dec"));
+    assert_eq!(host.decoder.as_deref(), Some("nvh264dec"));
+    assert!(device.frames_on_device, "NVDEC frames read in CUDA memory");
+    assert!(!host.frames_on_device);
+    assert_eq!((device.frames.len(), host.frames.len()), (795, 795));
+    for (a, b) in device.frames.iter().zip(&host.frames) {
+        assert_eq!(a.index, b.index);
+        assert_eq!(a.outputs.len(), b.outputs.len());
+        for (x, y) in a.outputs.iter().zip(&b.outputs) {
+            assert_eq!(x.summary, y.summary, "frame {} op {}", a.index, x.op);
+        }
+    }
+}

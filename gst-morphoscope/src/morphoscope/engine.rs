@@ -24,9 +24,8 @@ use morphoscope::backend::Backend;
 use morphoscope::compose::PictureFormat;
 use morphoscope::image::DynImage;
 use morphoscope::pipeline::{Command, Delivery, FrameSource, PictureWant, Pipeline, PipelineEvent};
+use morphoscope::source::convert::ToRgb;
 use morphoscope::source::{Frame, Pixels, image_from_plane};
-
-use super::convert::ToRgb;
 
 /// Errors of the engine (each becomes one element error).
 #[derive(Debug, thiserror::Error)]

@@ -41,10 +41,10 @@ use morphoscope::analysis::AnalysedFrame;
 use morphoscope::backend::Backend;
 use morphoscope::ops::nv12::Nv12Conversion;
 use morphoscope::pipeline::PipelineEvent;
+use morphoscope::source::convert::{self, ToRgb};
+use morphoscope::source::cuda_memory::{self, SharedContext};
 use morphoscope::source::{DeviceNv12, Pixels};
 
-use super::convert::{self, ToRgb};
-use super::cuda_memory::{self, SharedContext};
 use super::engine::{Engine, EngineError, Held, frame_image};
 use super::settings::{PropValue, Settings, key_property};
 use super::{BackendChoice, QosPolicy};

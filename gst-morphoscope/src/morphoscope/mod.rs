@@ -1,13 +1,13 @@
 //! The `morphoscope` element: registration, its public type and its enum properties. The
 //! implementation is in [`imp`]; the user settings in [`settings`]; the engine it drives (the
 //! morphoscope frame pipeline fed from the chain function) in [`engine`]; the conversion of
-//! decoder and camera formats to RGB in [`convert`]; frames in CUDA memory in [`cuda_memory`].
+//! decoder and camera formats to RGB and frames in CUDA memory are the library's
+//! (`morphoscope::source::convert`, `morphoscope::source::cuda_memory`), shared with `run`'s
+//! sources.
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-mod convert;
-mod cuda_memory;
 mod engine;
 mod imp;
 mod settings;

@@ -1,18 +1,21 @@
 //! CUDA memory from nvcodec's decoders (`video/x-raw(memory:CUDAMemory)`, NV12): the frame stays
-//! on the GPU from the decoder to the analyses.
+//! on the GPU from the decoder to the analyses, in `run`'s file and network sources
+//! ([`super::Source`] with a CUDA backend) and in the GStreamer element.
 //!
 //! Two things make that work. The decoder must write into memory the analyses' kernels can
-//! read: it asks its neighbours for a CUDA context (a `gst.cuda.context` context query), and the
-//! element answers with the analyses' own context wrapped as a `GstCudaContext`
-//! ([`SharedContext`]), so the decoder's buffer pool allocates in it. A buffer then maps to its
-//! planes' device pointers with the `GST_MAP_CUDA` flag ([`device_planes`]); the ring converts
-//! them to RGB on its stream (`ops::nv12`, equal to GStreamer's `videoconvert`). A buffer whose
-//! memory lives in another context (a decoder that did not take ours) maps to host memory like
-//! any other, so results never depend on where a frame came from, only the copies do.
+//! read: it asks for a CUDA context (a `gst.cuda.context` context query or need-context
+//! message), and gets the analyses' own context wrapped as a `GstCudaContext`
+//! ([`SharedContext`]): the element answers the query ([`SharedContext::answer`]), a source
+//! sets it on its whole pipeline before it starts ([`SharedContext::gst_context`]). The
+//! decoder's buffer pool then allocates in it. A buffer maps to its planes' device pointers with
+//! the `GST_MAP_CUDA` flag ([`device_planes`]); the ring converts them to RGB on its stream
+//! (`ops::nv12`, equal to GStreamer's `videoconvert`). A buffer whose memory lives in another
+//! context (a decoder that did not take ours, e.g. one bound to another GPU) maps to host memory
+//! like any other, so results never depend on where a frame came from, only the copies do.
 //!
 //! GStreamer's CUDA library (`libgstcuda-1.0`, in gst-plugins-bad since 1.22) has no Rust
 //! bindings and no development files on Debian 12; the few functions used are looked up at run
-//! time. Without the library (or without CUDA) the element takes system memory only.
+//! time. Without the library (or without CUDA) frames come in system memory only.
 
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock};
@@ -23,17 +26,17 @@ use gstreamer::glib::translate::ToGlibPtr;
 use gstreamer::prelude::*;
 use gstreamer_video as gst_video;
 
-use morphoscope::gpu::GpuContext;
-use morphoscope::ops::nv12::gpu::Nv12Planes;
+use crate::gpu::GpuContext;
+use crate::ops::nv12::gpu::Nv12Planes;
 
 /// `GST_MAP_CUDA`: map a CUDA memory to its device pointer (`GST_MAP_FLAG_LAST << 1`).
 const GST_MAP_CUDA: u32 = gst::ffi::GST_MAP_FLAG_LAST << 1;
 
 /// The caps feature of CUDA memory.
-pub(super) const CAPS_FEATURE: &str = "memory:CUDAMemory";
+pub const CAPS_FEATURE: &str = "memory:CUDAMemory";
 
 /// The context type a decoder queries for its CUDA context (`GST_CUDA_CONTEXT_TYPE`).
-pub(super) const CONTEXT_TYPE: &str = "gst.cuda.context";
+pub const CONTEXT_TYPE: &str = "gst.cuda.context";
 
 /// The start of `GstCudaMemory` (public in `gstcudamemory.h`): the context it was allocated in.
 #[repr(C)]
@@ -47,6 +50,7 @@ type HandleContextQuery =
     unsafe extern "C" fn(*mut gst::ffi::GstElement, *mut gst::ffi::GstQuery, *mut c_void) -> i32;
 type IsCudaMemory = unsafe extern "C" fn(*mut gst::ffi::GstMemory) -> i32;
 type GetHandle = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+type NewContext = unsafe extern "C" fn(*mut c_void) -> *mut gst::ffi::GstContext;
 
 /// The functions of `libgstcuda-1.0` the element calls.
 struct GstCuda {
@@ -54,6 +58,7 @@ struct GstCuda {
     handle_context_query: HandleContextQuery,
     is_cuda_memory: IsCudaMemory,
     get_handle: GetHandle,
+    new_context: NewContext,
     /// Kept loaded for the process' life (the function pointers point into it).
     _lib: libloading::Library,
 }
@@ -78,11 +83,15 @@ impl GstCuda {
             let get_handle = *lib
                 .get::<GetHandle>(b"gst_cuda_context_get_handle\0")
                 .map_err(|e| e.to_string())?;
+            let new_context = *lib
+                .get::<NewContext>(b"gst_context_new_cuda_context\0")
+                .map_err(|e| e.to_string())?;
             Ok(Self {
                 new_wrapped,
                 handle_context_query,
                 is_cuda_memory,
                 get_handle,
+                new_context,
                 _lib: lib,
             })
         }
@@ -92,7 +101,7 @@ impl GstCuda {
 static GST_CUDA: LazyLock<Result<GstCuda, String>> = LazyLock::new(GstCuda::load);
 
 /// The analyses' CUDA context as a `GstCudaContext`, handed to the decoder.
-pub(super) struct SharedContext {
+pub struct SharedContext {
     /// The `GstCudaContext` (one reference, released on drop).
     wrapped: *mut c_void,
     /// The CUDA context it wraps (the analyses').
@@ -109,7 +118,7 @@ unsafe impl Sync for SharedContext {}
 
 impl SharedContext {
     /// Wraps `gpu`'s context (`Err`: GStreamer's CUDA library is missing or refused it).
-    pub(super) fn new(gpu: &Arc<GpuContext>) -> Result<Self, String> {
+    pub fn new(gpu: &Arc<GpuContext>) -> Result<Self, String> {
         let lib = GST_CUDA.as_ref().map_err(Clone::clone)?;
         let handle = gpu.cuda().cu_ctx().cast::<c_void>();
         let device = gpu.cuda().cu_device();
@@ -126,8 +135,23 @@ impl SharedContext {
         })
     }
 
+    /// A `gst.cuda.context` context holding this context, to set on a pipeline before it
+    /// starts: its decoders then allocate their frames in the analyses' context.
+    pub fn gst_context(&self) -> Result<gst::Context, String> {
+        let lib = GST_CUDA.as_ref().map_err(Clone::clone)?;
+        // SAFETY: `wrapped` is a live GstCudaContext; the function returns a new context (full
+        // transfer) holding its own reference to it, or null.
+        unsafe {
+            let context = (lib.new_context)(self.wrapped);
+            if context.is_null() {
+                return Err("gst_context_new_cuda_context failed".into());
+            }
+            Ok(glib::translate::from_glib_full(context))
+        }
+    }
+
     /// Answers a `gst.cuda.context` context query with this context; `false` for other queries.
-    pub(super) fn answer(&self, element: &gst::Element, query: &mut gst::QueryRef) -> bool {
+    pub fn answer(&self, element: &gst::Element, query: &mut gst::QueryRef) -> bool {
         let Ok(lib) = GST_CUDA.as_ref() else {
             return false;
         };
@@ -141,7 +165,7 @@ impl SharedContext {
 
     /// Whether `mem` is CUDA memory allocated in this context (its device pointer is valid in
     /// the analyses' kernels).
-    pub(super) fn owns(&self, mem: &gst::MemoryRef) -> bool {
+    pub fn owns(&self, mem: &gst::MemoryRef) -> bool {
         let Ok(lib) = GST_CUDA.as_ref() else {
             return false;
         };
@@ -166,13 +190,13 @@ impl Drop for SharedContext {
 }
 
 /// Whether `caps` (fixed) are CUDA memory.
-pub(super) fn is_cuda_caps(caps: &gst::CapsRef) -> bool {
+pub fn is_cuda_caps(caps: &gst::CapsRef) -> bool {
     caps.features(0).is_some_and(|f| f.contains(CAPS_FEATURE))
 }
 
 /// The device pointers and pitches of an NV12 `buffer` of `info` in CUDA memory. The pointers
 /// stay valid while the buffer lives (the caller holds it until its frame is analysed).
-pub(super) fn device_planes(
+pub fn device_planes(
     buffer: &gst::Buffer,
     info: &gst_video::VideoInfo,
 ) -> Result<Nv12Planes, glib::BoolError> {

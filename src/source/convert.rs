@@ -8,24 +8,26 @@
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 
-use morphoscope::image::{DynImage, Image};
-use morphoscope::source::spec::CONVERTER_THREADS;
+use gstreamer::glib;
+
+use super::spec::CONVERTER_THREADS;
+use crate::image::{DynImage, Image};
 
 /// Formats converted to RGB on the way in.
-pub(super) const CONVERTED: [gst_video::VideoFormat; 3] = [
+pub const CONVERTED: [gst_video::VideoFormat; 3] = [
     gst_video::VideoFormat::Nv12,
     gst_video::VideoFormat::I420,
     gst_video::VideoFormat::Yuy2,
 ];
 
 /// Whether frames of `format` are converted (else the analyses take them as they are).
-pub(super) fn is_converted(format: gst_video::VideoFormat) -> bool {
+pub fn is_converted(format: gst_video::VideoFormat) -> bool {
     CONVERTED.contains(&format)
 }
 
 /// RGB of `input`'s size, rate, pixel aspect and interlacing; `packed`: rows back to back,
 /// else GStreamer's default stride (rows padded to 4 bytes).
-pub(super) fn rgb_like(
+pub fn rgb_like(
     input: &gst_video::VideoInfo,
     packed: bool,
 ) -> Result<gst_video::VideoInfo, glib::BoolError> {
@@ -43,7 +45,7 @@ pub(super) fn rgb_like(
 /// The threads of the converter: as many as `morphoscope run`'s `videoconvert`, at most one a
 /// core. They also decide its bytes (the converter's bands: `ops::nv12`), which the GPU
 /// conversion of frames in CUDA memory reproduces.
-pub(super) fn converter_threads() -> u32 {
+pub fn converter_threads() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     CONVERTER_THREADS.min(u32::try_from(cores).unwrap_or(1))
 }
@@ -58,14 +60,14 @@ impl AsMut<[u8]> for RgbPixels {
 }
 
 /// A converter from one negotiated format to packed RGB of the same size.
-pub(super) struct ToRgb {
+pub struct ToRgb {
     converter: gst_video::VideoConverter,
     rgb: gst_video::VideoInfo,
 }
 
 impl ToRgb {
     /// The converter for frames of `input`.
-    pub(super) fn new(input: &gst_video::VideoInfo) -> Result<Self, glib::BoolError> {
+    pub fn new(input: &gst_video::VideoInfo) -> Result<Self, glib::BoolError> {
         // Rows packed back to back (no padding to 4 bytes): the layout of `Image<[u8; 3]>`.
         let rgb = rgb_like(input, true)?;
         let mut config = gst_video::VideoConverterConfig::new();
@@ -75,7 +77,7 @@ impl ToRgb {
     }
 
     /// `frame` (of the format this converter was made for) as an RGB image.
-    pub(super) fn convert(
+    pub fn convert(
         &self,
         frame: &gst_video::VideoFrameRef<&gst::BufferRef>,
     ) -> Result<DynImage, String> {
