@@ -14,6 +14,7 @@
 # (SOAK_SIZE=WxH sets the soak's frame size; `cpu` needs .device/bin/morphoscope-before)
 set -uo pipefail
 OUT=${OUT:-/tmp/morphoscope-out}; mkdir -p "$OUT"
+export XDG_RUNTIME_DIR=/tmp/xdg; mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 for t in .device/*.tar.xz; do [ -f "$t" ] && tar xJf "$t" -C .device && rm -f "$t"; done
 for f in .device/bin/*.xz; do [ -f "$f" ] && xz -d -f "$f"; done
 r() { bash .device/run.sh "$@"; }
@@ -66,8 +67,11 @@ if want bench; then
   bench b1080_video --size 1920x1080 --frames 100 --sink video
 fi
 if want rings; then
-  echo "== ring size (1080p, all four)"
-  for n in 2 3 4 6; do bench ring$n --size 1920x1080 --frames 100 --set pipeline.ring_size=$n; done
+  # RING_SIZES, RING_FRAME_SIZES and RING_ARGS (e.g. "--sms 8") choose the grid.
+  echo "== ring size (all four)"
+  for size in ${RING_FRAME_SIZES:-1920x1080}; do for n in ${RING_SIZES:-2 3 4 6}; do
+    bench "ring${n}_$size" --size "$size" --frames 100 --set pipeline.ring_size=$n ${RING_ARGS:-}
+  done; done
 fi
 if want latency; then
   echo "== latency of a live source paced at 30 fps (test pattern in real time)"
@@ -180,7 +184,7 @@ if want nvdec; then
   for round in 1 2; do
     timeout 120 bash .device/run.sh morphoscope run "$clip1080" --backend cuda --no-video --quiet --out /tmp/nv_dev > "$OUT/nvdec_run_device_$round.log" 2>&1
     echo "-- run, CUDA memory (round $round): $(fps_of /tmp/nv_dev/summary.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_dev/summary.json) $(grep -o '"decoder": *"[a-z0-9]*"' /tmp/nv_dev/summary.json)"
-    timeout 120 bash .device/run.sh morphoscope run "pipeline:uridecodebin uri=\"$uri\" ! videoconvert n-threads=4 ! appsink name=sink" --backend cuda --no-video --quiet --out /tmp/nv_sys > "$OUT/nvdec_run_system_$round.log" 2>&1
+    timeout 120 bash .device/run.sh morphoscope run "uridecodebin uri=\"$uri\" ! videoconvert n-threads=4 ! appsink name=sink" --backend cuda --no-video --quiet --out /tmp/nv_sys > "$OUT/nvdec_run_system_$round.log" 2>&1
     echo "-- run, system memory (round $round): $(fps_of /tmp/nv_sys/summary.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_sys/summary.json)"
     timeout 120 bash .device/run.sh morphoscope bench --source "$clip1080" --backends cuda --frames 300 > "$OUT/nvdec_bench_$round.log" 2>&1
     echo "-- bench, same clip (round $round): $(grep -E "pipeline \(wall" "$OUT/nvdec_bench_$round.log")"
@@ -189,12 +193,13 @@ if want nvdec; then
 fi
 if want timeline; then
   # The kernel timeline (CUPTI through torch's profiler; scripts/profile_timeline.py) of the
-  # 1080p clip with every analysis, on all SMs and on 8.
+  # 1080p clip with every analysis, on all SMs and on 8 (TIMELINE_SOURCE: another SOURCE).
   make_clip1080
+  src=${TIMELINE_SOURCE:-$clip1080}
   mkdir -p /tmp/site && python3 -m pip install -q --no-deps --target /tmp/site .device/py/*.whl > /dev/null 2>&1
   for c in "all:" "sms8:--set pipeline.sm_limit=8" "noseg:--set segmentation.enabled=false"; do
     label=${c%%:*}; args=${c#*:}
-    PYTHONPATH=/tmp/site timeout 150 bash .device/run.sh python3 scripts/profile_timeline.py "$clip1080" --frames ${TIMELINE_FRAMES:-200} \
+    PYTHONPATH=/tmp/site timeout 150 bash .device/run.sh python3 scripts/profile_timeline.py "$src" --frames ${TIMELINE_FRAMES:-200} \
       --label "$label" --out "$OUT/timeline" $args > "$OUT/timeline_$label.log" 2>&1
     echo "-- timeline $label (rc=$?)"; tail -45 "$OUT/timeline_$label.log"
   done

@@ -283,7 +283,8 @@ def main(argv=None) -> None:
         trace_path = out / f"{label}.trace.json"
         frames, wall = capture(a.video, a.frames, a.warmup, settings, trace_path)
         trace = json.loads(trace_path.read_text())
-        meta = {"video": os.path.abspath(a.video), "settings": settings, "frames": frames,
+        video = os.path.abspath(a.video) if os.path.exists(a.video) else a.video
+        meta = {"video": video, "settings": settings, "frames": frames,
                 "warmup": a.warmup, "wall_s": wall, "label": label}
         trace["morphoscope_profile"] = meta
         trace_path.write_text(json.dumps(trace))

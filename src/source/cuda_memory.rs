@@ -45,6 +45,7 @@ struct GstCudaMemoryHead {
     context: *mut c_void,
 }
 
+type LoadLibrary = unsafe extern "C" fn() -> i32;
 type NewWrapped = unsafe extern "C" fn(*mut c_void, i32) -> *mut c_void;
 type HandleContextQuery =
     unsafe extern "C" fn(*mut gst::ffi::GstElement, *mut gst::ffi::GstQuery, *mut c_void) -> i32;
@@ -71,6 +72,15 @@ impl GstCuda {
         unsafe {
             let lib = libloading::Library::new("libgstcuda-1.0.so.0")
                 .map_err(|e| format!("libgstcuda-1.0: {e}"))?;
+            // The library reaches the CUDA driver through a table it fills here (nvcodec's
+            // plugin does the same when it loads): without it the first call into the driver
+            // aborts the process.
+            let load_library = *lib
+                .get::<LoadLibrary>(b"gst_cuda_load_library\0")
+                .map_err(|e| e.to_string())?;
+            if load_library() == 0 {
+                return Err("libgstcuda-1.0 cannot load the CUDA driver".into());
+            }
             let new_wrapped = *lib
                 .get::<NewWrapped>(b"gst_cuda_context_new_wrapped\0")
                 .map_err(|e| e.to_string())?;
