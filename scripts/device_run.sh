@@ -183,13 +183,13 @@ if want nvdec; then
   uri="file://$(realpath "$clip1080")"
   for round in 1 2; do
     timeout 120 bash .device/run.sh morphoscope run "$clip1080" --backend cuda --no-video --quiet --out /tmp/nv_dev > "$OUT/nvdec_run_device_$round.log" 2>&1
-    echo "-- run, CUDA memory (round $round): $(fps_of /tmp/nv_dev/summary.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_dev/summary.json) $(grep -o '"decoder": *"[a-z0-9]*"' /tmp/nv_dev/summary.json)"
+    echo "-- run, CUDA memory (round $round): $(fps_of /tmp/nv_dev/timings.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_dev/timings.json) $(grep -o '"decoder": *"[a-z0-9]*"' /tmp/nv_dev/timings.json)"
     timeout 120 bash .device/run.sh morphoscope run "uridecodebin uri=\"$uri\" ! videoconvert n-threads=4 ! appsink name=sink" --backend cuda --no-video --quiet --out /tmp/nv_sys > "$OUT/nvdec_run_system_$round.log" 2>&1
-    echo "-- run, system memory (round $round): $(fps_of /tmp/nv_sys/summary.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_sys/summary.json)"
+    echo "-- run, system memory (round $round): $(fps_of /tmp/nv_sys/timings.json) fps; $(grep -o '"frame_memory": *"[a-z]*"' /tmp/nv_sys/timings.json)"
     timeout 120 bash .device/run.sh morphoscope bench --source "$clip1080" --backends cuda --frames 300 > "$OUT/nvdec_bench_$round.log" 2>&1
     echo "-- bench, same clip (round $round): $(grep -E "pipeline \(wall" "$OUT/nvdec_bench_$round.log")"
   done
-  cp /tmp/nv_dev/summary.json "$OUT/nvdec_run_summary.json"
+  cp /tmp/nv_dev/timings.json "$OUT/nvdec_run_timings.json"
 fi
 if want timeline; then
   # The kernel timeline (CUPTI through torch's profiler; scripts/profile_timeline.py) of the
