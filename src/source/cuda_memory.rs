@@ -8,7 +8,7 @@
 //! ([`SharedContext`]): the element answers the query ([`SharedContext::answer`]), a source
 //! sets it on its whole pipeline before it starts ([`SharedContext::gst_context`]). The
 //! decoder's buffer pool then allocates in it. A buffer maps to its planes' device pointers with
-//! the `GST_MAP_CUDA` flag ([`device_planes`]); the ring converts them to RGB on its stream
+//! the `GST_MAP_CUDA` flag ([`device_frame`]); the ring converts them to RGB on its stream
 //! (`ops::nv12`, equal to GStreamer's `videoconvert`). A buffer whose memory lives in another
 //! context (a decoder that did not take ours, e.g. one bound to another GPU) maps to host memory
 //! like any other, so results never depend on where a frame came from, only the copies do.
@@ -26,7 +26,9 @@ use gstreamer::glib::translate::ToGlibPtr;
 use gstreamer::prelude::*;
 use gstreamer_video as gst_video;
 
+use super::DeviceNv12;
 use crate::gpu::GpuContext;
+use crate::ops::nv12::Nv12Conversion;
 use crate::ops::nv12::gpu::Nv12Planes;
 
 /// `GST_MAP_CUDA`: map a CUDA memory to its device pointer (`GST_MAP_FLAG_LAST << 1`).
@@ -53,7 +55,7 @@ type IsCudaMemory = unsafe extern "C" fn(*mut gst::ffi::GstMemory) -> i32;
 type GetHandle = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
 type NewContext = unsafe extern "C" fn(*mut c_void) -> *mut gst::ffi::GstContext;
 
-/// The functions of `libgstcuda-1.0` the element calls.
+/// The functions of `libgstcuda-1.0` called here.
 struct GstCuda {
     new_wrapped: NewWrapped,
     handle_context_query: HandleContextQuery,
@@ -75,27 +77,15 @@ impl GstCuda {
             // The library reaches the CUDA driver through a table it fills here (nvcodec's
             // plugin does the same when it loads): without it the first call into the driver
             // aborts the process.
-            let load_library = *lib
-                .get::<LoadLibrary>(b"gst_cuda_load_library\0")
-                .map_err(|e| e.to_string())?;
+            let load_library: LoadLibrary = symbol(&lib, b"gst_cuda_load_library\0")?;
             if load_library() == 0 {
                 return Err("libgstcuda-1.0 cannot load the CUDA driver".into());
             }
-            let new_wrapped = *lib
-                .get::<NewWrapped>(b"gst_cuda_context_new_wrapped\0")
-                .map_err(|e| e.to_string())?;
-            let handle_context_query = *lib
-                .get::<HandleContextQuery>(b"gst_cuda_handle_context_query\0")
-                .map_err(|e| e.to_string())?;
-            let is_cuda_memory = *lib
-                .get::<IsCudaMemory>(b"gst_is_cuda_memory\0")
-                .map_err(|e| e.to_string())?;
-            let get_handle = *lib
-                .get::<GetHandle>(b"gst_cuda_context_get_handle\0")
-                .map_err(|e| e.to_string())?;
-            let new_context = *lib
-                .get::<NewContext>(b"gst_context_new_cuda_context\0")
-                .map_err(|e| e.to_string())?;
+            let new_wrapped = symbol(&lib, b"gst_cuda_context_new_wrapped\0")?;
+            let handle_context_query = symbol(&lib, b"gst_cuda_handle_context_query\0")?;
+            let is_cuda_memory = symbol(&lib, b"gst_is_cuda_memory\0")?;
+            let get_handle = symbol(&lib, b"gst_cuda_context_get_handle\0")?;
+            let new_context = symbol(&lib, b"gst_context_new_cuda_context\0")?;
             Ok(Self {
                 new_wrapped,
                 handle_context_query,
@@ -106,6 +96,17 @@ impl GstCuda {
             })
         }
     }
+}
+
+/// The function `name` (NUL-terminated) of `lib`, as a `T`.
+///
+/// # Safety
+/// `T` must be the function's type as the library declares it.
+unsafe fn symbol<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Result<T, String> {
+    // SAFETY: the caller vouches for the type; the pointer lives as long as `lib` is loaded.
+    unsafe { lib.get::<T>(name) }
+        .map(|s| *s)
+        .map_err(|e| e.to_string())
 }
 
 static GST_CUDA: LazyLock<Result<GstCuda, String>> = LazyLock::new(GstCuda::load);
@@ -204,9 +205,25 @@ pub fn is_cuda_caps(caps: &gst::CapsRef) -> bool {
     caps.features(0).is_some_and(|f| f.contains(CAPS_FEATURE))
 }
 
+/// The NV12 `buffer` of `info` in CUDA memory as a frame the ring reads in place, converted to
+/// RGB by `conversion`; the frame holds the buffer until its analyses have read it.
+pub fn device_frame(
+    buffer: gst::Buffer,
+    info: &gst_video::VideoInfo,
+    conversion: Nv12Conversion,
+) -> Result<DeviceNv12, glib::BoolError> {
+    Ok(DeviceNv12 {
+        planes: device_planes(&buffer, info)?,
+        conversion,
+        width: info.width() as usize,
+        height: info.height() as usize,
+        keep_alive: Arc::new(buffer),
+    })
+}
+
 /// The device pointers and pitches of an NV12 `buffer` of `info` in CUDA memory. The pointers
-/// stay valid while the buffer lives (the caller holds it until its frame is analysed).
-pub fn device_planes(
+/// stay valid while the buffer lives.
+fn device_planes(
     buffer: &gst::Buffer,
     info: &gst_video::VideoInfo,
 ) -> Result<Nv12Planes, glib::BoolError> {

@@ -11,13 +11,12 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
-use super::convert::ToRgb;
+use super::convert::{ToRgb, converter_threads};
 use super::cuda_memory::{self, SharedContext};
 use super::errors::{self, BusError};
-use super::spec::CONVERTER_THREADS;
 use super::{
-    DeviceNv12, Frame, FrameFormat, FrameRate, Pixels, SourceError, SourceOptions, SourceSpec,
-    StreamInfo, TestSourceOptions, decoder,
+    Frame, FrameFormat, FrameRate, Pixels, SourceError, SourceOptions, SourceSpec, StreamInfo,
+    TestSourceOptions, decoder,
 };
 use crate::image::{DynImage, Image};
 use crate::ops::nv12::Nv12Conversion;
@@ -403,17 +402,11 @@ impl Source {
         if let Some(shared) = &self.cuda
             && buffer.n_memory() == 1
             && shared.owns(buffer.peek_memory(0))
-            && let Ok(conversion) = Nv12Conversion::from_video_info(info, CONVERTER_THREADS)
+            && let Ok(conversion) = Nv12Conversion::from_video_info(info, converter_threads())
         {
-            let planes =
-                cuda_memory::device_planes(&buffer, info).map_err(|e| format(e.to_string()))?;
-            return Ok(Pixels::Device(DeviceNv12 {
-                planes,
-                conversion,
-                width: info.width() as usize,
-                height: info.height() as usize,
-                keep_alive: Arc::new(buffer.clone()),
-            }));
+            return cuda_memory::device_frame(buffer, info, conversion)
+                .map(Pixels::Device)
+                .map_err(|e| format(e.to_string()));
         }
         if self.to_rgb.as_ref().is_none_or(|(i, _)| i != info) {
             let to_rgb = ToRgb::new(info).map_err(|e| format(e.to_string()))?;
@@ -441,15 +434,14 @@ fn device_context(
     {
         return None;
     }
-    let shared = SharedContext::new(gpu)
+    SharedContext::new(gpu)
         .and_then(|shared| {
             // A bin hands its contexts to the elements added later (decodebin's decoder).
             pipeline.set_context(&shared.gst_context()?);
             Ok(shared)
         })
         .inspect_err(|e| log::debug!("source: frames in system memory ({e})"))
-        .ok()?;
-    Some(shared)
+        .ok()
 }
 
 /// True when a source element of the pipeline has `is-live` set (a user pipeline's

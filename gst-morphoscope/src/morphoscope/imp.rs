@@ -41,9 +41,9 @@ use morphoscope::analysis::AnalysedFrame;
 use morphoscope::backend::Backend;
 use morphoscope::ops::nv12::Nv12Conversion;
 use morphoscope::pipeline::PipelineEvent;
+use morphoscope::source::Pixels;
 use morphoscope::source::convert::{self, ToRgb};
 use morphoscope::source::cuda_memory::{self, SharedContext};
-use morphoscope::source::{DeviceNv12, Pixels};
 
 use super::engine::{Engine, EngineError, Held, frame_image};
 use super::settings::{PropValue, Settings, key_property};
@@ -387,16 +387,12 @@ impl Morphoscope {
         let to_rgb = state.to_rgb.clone();
         drop(state);
         let image = match on_device {
-            Some(conversion) => match cuda_memory::device_planes(&buffer, &in_info) {
-                Ok(planes) => Pixels::Device(DeviceNv12 {
-                    planes,
-                    conversion,
-                    width: in_info.width() as usize,
-                    height: in_info.height() as usize,
-                    keep_alive: Arc::new(buffer.clone()),
-                }),
-                Err(e) => return Err(self.fail(&EngineError::Frame(e.to_string()))),
-            },
+            Some(conversion) => {
+                match cuda_memory::device_frame(buffer.clone(), &in_info, conversion) {
+                    Ok(frame) => Pixels::Device(frame),
+                    Err(e) => return Err(self.fail(&EngineError::Frame(e.to_string()))),
+                }
+            }
             None => frame_image(&buffer, &in_info, to_rgb.as_deref())
                 .map_err(|e| self.fail(&e))?
                 .into(),
