@@ -1,7 +1,11 @@
 // Linear openings at arbitrary angles and orientation maps (Karas et al. 2015, "GPU
-// implementation of linear morphological openings with arbitrary angle"), with the streaming 1D
-// opening of Bartovsky et al. 2011 (Alg. 2 of the paper). Definitions: src/ops/orientation/
-// mod.rs; the CPU twin of every step is src/ops/orientation/stream.rs (keep them in sync).
+// implementation of linear morphological openings with arbitrary angle": line families, zones,
+// every angle in one launch), with each line opened by van Herk / Gil-Werman (van Herk 1992, Gil
+// and Werman 1993) instead of the paper's streaming FIFO: the same outputs, a fixed amount of
+// work per sample and no data-dependent branch, so the lanes of a warp never diverge (3.5 times
+// faster on a 4K map, BENCHMARKS.md). Definitions: src/ops/orientation/mod.rs; the CPU
+// reference is the streaming opening of src/ops/orientation/stream.rs, which computes the same
+// opening.
 //
 // Working image. A line family runs along a *major* axis a with lines b = c + phi(a),
 // phi(a) = sgn(q) * floor((2|q|a + r) / 2r). Row-major families (near-vertical lines) read the
@@ -16,25 +20,26 @@
 //   blockDim.x + threadIdx.x = zone * lines_pad + line (lines_pad = lines rounded up to 32, so a
 //   warp never straddles two zones). Zones (section 5.1): the major axis is cut into zones of
 //   zone_len samples; a thread reads its zone plus 2r samples on each side (the overlap of
-//   2(L-1) of the paper) and writes only its zone. The 32 lanes of a warp step a in lockstep over
-//   the union of their ranges (lanes outside their own range idle), so loads and stores coalesce.
-//   Per thread the streaming opening of stream.rs runs on the padded line: r samples of +inf
-//   (the FIFO starts with one entry (MAX, 0)), the samples, then at the line's real end r more
-//   +inf samples and one 0 sentinel, then a flush. Border policy: pixels outside the image are
-//   ignored (this padding). A zone cut inside the line needs no padding: the windows through its
-//   outputs never reach past the overlap.
-//   FIFO (section 5.2): entries are u32 = (position mod 2^16) << 16 | value; at most L+1 live.
-//   The newest sh_cap entries live in shared memory, slot s of thread t at
-//   sh[s * blockDim.x + t] (bank = t mod 32: conflict free); older ones spill to a global ring
-//   (slot s of thread g at spill[s * total_threads + g]) when sh_cap < L+1: that is the
-//   orientation_lines_spill_* variant; orientation_lines_* (sh_cap >= L+1, the common
-//   case) compiles the spill paths out and needs fewer registers (36 vs 43 on sm_90). The front,
-//   second and back entries are also kept in registers (the paper's Fig. 7), so a step that
-//   neither pops nor drops touches shared memory only to push. Positions are compared modulo
-//   2^16; the front entry's start is clamped to the output position before it falls 2^14
-//   behind. The next input sample is loaded one step ahead. The spectrum (sum of each opening)
-//   is accumulated per thread in 64 bits and added with one atomicAdd per thread (integer:
-//   deterministic).
+//   2(L-1) of the paper) and writes only its zone: the windows through its outputs never reach
+//   past the overlap. Border policy: pixels outside the image are ignored.
+//   van Herk / Gil-Werman: the minimum of the window [s, s + L - 1] is min(S[s], P[s + L - 1]),
+//   over blocks of L consecutive steps: P the prefix minimum inside the block being read, S the
+//   suffix minimum inside the block before, made by one backward pass when a block is complete.
+//   The erosion e(c) = min x[c-r..c+r] (x = +inf outside the samples read) comes out r steps
+//   after x[c + r] is read; the dilation of e by the same blocks, L - 1 steps after x[a + r]:
+//   the opening at a. Both passes share one loop and one ring of L words a thread: the block's
+//   inputs and then its suffix minima, the erosion's in the low 16 bits and the inverted erosion
+//   (0xffff - e, so that both halves are minima and the backward pass is one __vminu2 a word) in
+//   the high 16 bits; a position outside the samples read is ignored by the dilation (inverted
+//   value 0xffff). The 32 lanes of a warp step a in lockstep from the warp's first sample to its
+//   last output (lanes outside their own range read +inf and write nothing), with the blocks
+//   aligned to the warp's first step, so every lane takes the same branches, the backward pass
+//   included; loads and stores coalesce. The samples of the next LINES_PREFETCH steps are
+//   loaded before they are used. The ring lives in shared memory (slot s of thread t at
+//   sh[s * blockDim.x + t]: bank = t mod 32, conflict free), or, for the orientation_lines_global_*
+//   variant used when L words a thread do not fit, in global memory (slot s of thread g at
+//   ring[s * total_threads + g]). The spectrum (sum of each opening) is accumulated per thread
+//   in 64 bits and added with one atomicAdd per thread (integer: deterministic).
 // orientation_transpose_*: dst (cols x rows) = src (rows x cols) transposed, 32x32 tiles in
 //   shared memory (tile[32][33]), blocks of 32x8 threads, 4 pixels per thread; optional
 //   inversion (MAX - v) on the way.
@@ -45,7 +50,7 @@
 // orientation_finish_*: strength in the input domain (inverted back for closings) and the
 //   HSV colour picture (hue table per angle, value = 8-bit strength), one thread per pixel.
 //
-// Values are handled as u32 in [0, MAX] (MAX = 255 or 65535); +inf is MAX, the sentinel 0.
+// Values are handled as u32 in [0, MAX] (MAX = 255 or 65535); +inf is 0xffff (>= MAX).
 #include "common/util.cuh"
 
 #define ORIENTATION_NONE 0xffffffffu
@@ -70,128 +75,7 @@ struct OrientationLine {
     int c;         // line index
     int zr0, zr1;  // samples read: [zr0, zr1)
     int zo0, zo1;  // outputs written: [zo0, zo1)
-    int line_end;  // 1 when zr1 is the line's real end (padding, sentinel and flush needed)
-    int start, end; // stream steps [start, end) along a
 };
-
-struct OrientationFifo {
-    u32* sh;        // this thread's shared ring (stride sh_stride)
-    u32 sh_stride;
-    u32 sh_mask;    // shared ring capacity - 1 (power of two)
-    u32* gl;        // this thread's global ring (stride gl_stride), null when unused
-    u32 gl_stride;
-    u32 gl_mask;
-    u32 head, split, tail; // logical indices: [head, split) global, [split, tail) shared
-    // Register copies of the entries the common steps touch (valid while the queue is long
-    // enough): front = [head], second = [head + 1], back = [tail - 1].
-    u32 front, second, back;
-};
-
-template <bool SPILL>
-__device__ __forceinline__ u32 orientation_get(const OrientationFifo& f, u32 i) {
-    return !SPILL || i >= f.split ? f.sh[(size_t)(i & f.sh_mask) * f.sh_stride]
-                        : f.gl[(size_t)(i & f.gl_mask) * f.gl_stride];
-}
-
-template <bool SPILL>
-__device__ __forceinline__ void orientation_set(OrientationFifo& f, u32 i, u32 e) {
-    if (!SPILL || i >= f.split) {
-        f.sh[(size_t)(i & f.sh_mask) * f.sh_stride] = e;
-    } else {
-        f.gl[(size_t)(i & f.gl_mask) * f.gl_stride] = e;
-    }
-}
-
-template <bool SPILL>
-__device__ __forceinline__ void orientation_push(OrientationFifo& f, u32 e) {
-    if (SPILL && f.tail - f.split == f.sh_mask + 1u) {
-        // Shared ring full: move its oldest entry to the global ring.
-        f.gl[(size_t)(f.split & f.gl_mask) * f.gl_stride] = f.sh[(size_t)(f.split & f.sh_mask) * f.sh_stride];
-        f.split++;
-    }
-    f.sh[(size_t)(f.tail & f.sh_mask) * f.sh_stride] = e;
-    const u32 size = f.tail - f.head; // before the push
-    f.tail++;
-    f.back = e;
-    if (size == 0u) f.front = e;
-    if (size == 1u) f.second = e;
-}
-
-// The entry before the back (size >= 2), from the registers when it is the front or second.
-template <bool SPILL>
-__device__ __forceinline__ u32 orientation_before_back(const OrientationFifo& f) {
-    const u32 size = f.tail - f.head;
-    if (size == 2u) return f.front;
-    if (size == 3u) return f.second;
-    return orientation_get<SPILL>(f, f.tail - 2u);
-}
-
-// Pops the back; `prev` is the entry before it (any value when the queue had one entry).
-template <bool SPILL>
-__device__ __forceinline__ void orientation_pop_back(OrientationFifo& f, u32 prev) {
-    f.tail--;
-    if (SPILL && f.split > f.tail) f.split = f.tail;
-    f.back = prev;
-}
-
-template <bool SPILL>
-__device__ __forceinline__ void orientation_pop_front(OrientationFifo& f) {
-    f.head++;
-    if (SPILL && f.split < f.head) f.split = f.head;
-    const u32 size = f.tail - f.head; // after the pop, >= 1 (the caller keeps two entries)
-    f.front = f.second;
-    if (size >= 3u) {
-        f.second = orientation_get<SPILL>(f, f.head + 1u);
-    } else if (size == 2u) {
-        f.second = f.back;
-    }
-}
-
-// Alg. 2's loop body for sample x at stream position rp (mod 2^16); see stream.rs `step`.
-template <bool SPILL>
-__device__ __forceinline__ void orientation_step(OrientationFifo& f, u32 x, u32 rp16, u32 len) {
-    u32 erased = ORIENTATION_NONE;
-    while (f.tail != f.head) {
-        const u32 b = f.back;
-        const u32 bv = b & 0xffffu;
-        if (bv <= x) break;
-        const u32 bs = b >> 16;
-        if (((rp16 - bs) & 0xffffu) >= len) break; // a wide peak: passed
-        const bool single = f.tail - f.head < 2u;
-        const u32 prev = single ? 0u : orientation_before_back<SPILL>(f);
-        if (!single && (prev & 0xffffu) >= bv) break; // its level starts before bs: wide
-        orientation_pop_back<SPILL>(f, prev);
-        erased = bs;
-    }
-    if (f.tail != f.head) {
-        const u32 bv = f.back & 0xffffu;
-        if (bv == x) return;
-        if (bv > x) {
-            orientation_push<SPILL>(f, (rp16 << 16) | x);
-            return;
-        }
-    }
-    orientation_push<SPILL>(f, ((erased != ORIENTATION_NONE ? erased : rp16) << 16) | x);
-}
-
-// Drops the front entries ending before wp and returns the value at wp; see stream.rs `front_at`.
-template <bool SPILL>
-__device__ __forceinline__ u32 orientation_front(OrientationFifo& f, u32 wp16) {
-    while (f.tail - f.head >= 2u) {
-        const u32 s1 = f.second >> 16;
-        if (((wp16 - s1) & 0x8000u) != 0u) break; // s1 > wp (16-bit signed difference < 0)
-        orientation_pop_front<SPILL>(f);
-    }
-    const u32 e = f.front;
-    if (((wp16 - (e >> 16)) & 0xffffu) >= 0x4000u) {
-        // Keep the front's start within 2^14 of the output position (16-bit arithmetic).
-        const u32 c = (wp16 << 16) | (e & 0xffffu);
-        orientation_set<SPILL>(f, f.head, c);
-        f.front = c;
-        if (f.tail - f.head == 1u) f.back = c;
-    }
-    return e & 0xffffu;
-}
 
 __device__ __forceinline__ long long orientation_ceil_div(long long n, long long d) { return (n + d - 1) / d; }
 
@@ -200,7 +84,7 @@ __device__ __forceinline__ OrientationLine orientation_setup(const OrientationAn
     OrientationLine ln;
     ln.active = 0;
     ln.c = 0;
-    ln.zr0 = ln.zr1 = ln.zo0 = ln.zo1 = ln.line_end = ln.start = ln.end = 0;
+    ln.zr0 = ln.zr1 = ln.zo0 = ln.zo1 = 0;
     if (li >= ang.nlines) return ln;
     const int c = ang.cmin + li;
     ln.c = c;
@@ -235,9 +119,6 @@ __device__ __forceinline__ OrientationLine orientation_setup(const OrientationAn
     if (ln.zo0 >= ln.zo1) return ln;
     ln.zr0 = imax(a0, zlo - 2 * r);
     ln.zr1 = imin(a1 + 1, zhi + 2 * r);
-    ln.line_end = ln.zr1 == a1 + 1;
-    ln.start = ln.zr0;
-    ln.end = ln.line_end ? ln.zr1 + r + 1 : ln.zr1;
     ln.active = 1;
     return ln;
 }
@@ -268,61 +149,6 @@ __device__ __forceinline__ void orientation_advance(OrientationCursor& k, int aq
     }
 }
 
-// Runs one thread's streaming opening over the lockstep range [a_lo, a_hi) of its warp.
-// flags: bit 0 inverts the input (closings), bit 1 inverts the output written.
-template <typename T, bool SPILL>
-__device__ unsigned long long orientation_run(const OrientationLine& ln, int q, int a_lo, int a_hi,
-                                     const T* __restrict__ src, T* __restrict__ dst, int B, int r,
-                                     u32 maxv, int flags, OrientationFifo& f) {
-    const u32 len = 2u * (u32)r + 1u;
-    const int aq = q < 0 ? -q : q;
-    const int sg = q < 0 ? -1 : 1;
-    OrientationCursor rd = orientation_cursor(aq, r, ln.zr0);
-    OrientationCursor wr = orientation_cursor(aq, r, ln.zo0);
-    const u32 out_inv = (flags & 2) ? maxv : 0u;
-    unsigned long long sum = 0;
-    orientation_push<SPILL>(f, maxv); // (MAX, position 0): the r samples of left padding
-    int aw = ln.zo0;  // next output position
-    // The next sample is loaded one step ahead (its latency overlaps the FIFO work).
-    u32 x_next = 0;
-    if (ln.zr0 < ln.zr1) x_next = (u32)__ldg(src + (size_t)ln.zr0 * B + (ln.c + sg * rd.base));
-    for (int a = a_lo; a < a_hi; ++a) {
-        if (a < ln.start || a >= ln.end) continue;
-        u32 x;
-        if (a < ln.zr1) {
-            x = x_next;
-            if (flags & 1) x = maxv - x;
-            orientation_advance(rd, aq, r);
-            if (a + 1 < ln.zr1) x_next = (u32)__ldg(src + (size_t)(a + 1) * B + (ln.c + sg * rd.base));
-        } else {
-            x = a < ln.zr1 + r ? maxv : 0u;
-        }
-        const u32 rp = (u32)(a - ln.zr0 + r);
-        orientation_step<SPILL>(f, x, rp & 0xffffu, len);
-        if (rp >= 2u * (u32)r) {
-            const u32 v = orientation_front<SPILL>(f, (rp - 2u * (u32)r) & 0xffffu);
-            if (a - 2 * r == aw && aw < ln.zo1) {
-                const int b = ln.c + sg * wr.base;
-                dst[(size_t)aw * B + b] = (T)(v ^ out_inv);
-                sum += v;
-                orientation_advance(wr, aq, r);
-                aw++;
-            }
-        }
-    }
-    if (ln.line_end) {
-        // After the sentinel every pending value is final.
-        for (; aw < ln.zo1; ++aw) {
-            const u32 v = orientation_front<SPILL>(f, (u32)(aw - ln.zr0 + r) & 0xffffu);
-            const int b = ln.c + sg * wr.base;
-            dst[(size_t)aw * B + b] = (T)(v ^ out_inv);
-            sum += v;
-            orientation_advance(wr, aq, r);
-        }
-    }
-    return sum;
-}
-
 // Integer HSV (full saturation) to RGB; the same as mod.rs `hsv_to_rgb`.
 __device__ __forceinline__ void orientation_hsv(u32 hue, u32 v, u8* rgb) {
     const u32 sextant = (hue >> 8) % 6u;
@@ -343,11 +169,81 @@ __device__ __forceinline__ void orientation_hsv(u32 hue, u32 v, u8* rgb) {
     rgb[2] = (u8)Bc;
 }
 
-template <typename T, bool SPILL>
+// Samples loaded ahead of the steps that use them (their latency overlaps four steps' work).
+#define LINES_PREFETCH 4
+
+__device__ __forceinline__ u32 orientation_umin(u32 a, u32 b) { return a < b ? a : b; }
+
+// One thread's opening of its line in its zone over the warp's lockstep steps [lo, hi) (see the
+// header); returns the sum of the outputs written. flags: bit 0 inverts the input (closings),
+// bit 1 inverts the output written. ring: slot 0 of this thread's ring, slots `stride` apart.
+template <typename T, int D>
+__device__ unsigned long long orientation_open_line(const OrientationLine& ln, int q, int lo, int hi,
+                                                    const T* __restrict__ src, T* __restrict__ dst, int B,
+                                                    int r, u32 maxv, int flags, u32* ring, u32 stride) {
+    const int L = 2 * r + 1;
+    const int aq = q < 0 ? -q : q;
+    const int sg = q < 0 ? -1 : 1;
+    OrientationCursor rd = orientation_cursor(aq, r, lo);
+    OrientationCursor wr = orientation_cursor(aq, r, ln.zo0);
+    const u32 out_inv = (flags & 2) ? maxv : 0u;
+    const u32 in_inv = (flags & 1) ? maxv : 0u;
+    // The block before the first: nothing (+inf in both halves).
+    for (int s = 0; s < L; ++s) ring[(size_t)s * stride] = 0xffffffffu;
+    unsigned long long sum = 0;
+    u32 pe = 0xffffu, pd = 0xffffu; // prefix minima (erosion, inverted erosion) of the block
+    int j = 0;                      // offset of step p in its block: the same in every lane
+    for (int p0 = lo; p0 < hi; p0 += D) {
+        u32 xs[D];
+#pragma unroll
+        for (int k = 0; k < D; ++k) {
+            const int p = p0 + k;
+            xs[k] = 0xffffu;
+            if (p >= ln.zr0 && p < ln.zr1) xs[k] = (u32)__ldg(src + (size_t)p * B + (ln.c + sg * rd.base)) ^ in_inv;
+            orientation_advance(rd, aq, r);
+        }
+#pragma unroll
+        for (int k = 0; k < D; ++k) {
+            const int p = p0 + k;
+            if (p >= hi) break;
+            const u32 x = xs[k];
+            // Suffix minima of the block before at offset j + 1 (none when the window is this block).
+            const u32 w = j + 1 < L ? ring[(size_t)(j + 1) * stride] : 0xffffffffu;
+            pe = j == 0 ? x : orientation_umin(pe, x);
+            const int c = p - r;
+            const u32 e = orientation_umin(w & 0xffffu, pe); // erosion at c
+            const u32 ei = c >= ln.zr0 && c < ln.zr1 ? 0xffffu - e : 0xffffu;
+            pd = j == 0 ? ei : orientation_umin(pd, ei);
+            const u32 o = 0xffffu - orientation_umin(w >> 16, pd); // opening at p - 2r
+            ring[(size_t)j * stride] = x | (ei << 16);
+            const int aw = p - 2 * r;
+            if (aw >= ln.zo0 && aw < ln.zo1) {
+                dst[(size_t)aw * B + (ln.c + sg * wr.base)] = (T)(o ^ out_inv);
+                sum += o;
+                orientation_advance(wr, aq, r);
+            }
+            if (j == L - 1) {
+                // The block is complete: its suffix minima, in place.
+                u32 cur = ring[(size_t)(L - 1) * stride];
+#pragma unroll 4
+                for (int s = L - 2; s >= 0; --s) {
+                    cur = __vminu2(ring[(size_t)s * stride], cur);
+                    ring[(size_t)s * stride] = cur;
+                }
+                j = 0;
+            } else {
+                ++j;
+            }
+        }
+    }
+    return sum;
+}
+
+template <typename T, bool GLOBAL, int D>
 __device__ void orientation_lines(const T* __restrict__ img, const T* __restrict__ img_t, int W, int H, int r,
-                         const OrientationAngle* __restrict__ angles, T* __restrict__ planes,
-                         u32* __restrict__ spill, u32 gl_mask, u32 sh_mask,
-                         unsigned long long* __restrict__ spectrum, u32 maxv, int flags) {
+                                  const OrientationAngle* __restrict__ angles, T* __restrict__ planes,
+                                  u32* __restrict__ ring_global, unsigned long long* __restrict__ spectrum,
+                                  u32 maxv, int flags) {
     extern __shared__ u32 orientation_sh[];
     const OrientationAngle ang = angles[blockIdx.y];
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -357,44 +253,43 @@ __device__ void orientation_lines(const T* __restrict__ img, const T* __restrict
     const int A = ang.transposed ? W : H;
     const int B = ang.transposed ? H : W;
     const OrientationLine ln = orientation_setup(ang, li, z, A, B, r);
-    // Lockstep range of the warp: the union of its lanes' ranges.
-    int lo = ln.active ? ln.start : ORIENTATION_INT_MAX;
-    int hi = ln.active ? ln.end : ORIENTATION_INT_MIN;
+    // Lockstep steps of the warp: from its first sample read to its last output + 2r.
+    int lo = ln.active ? ln.zr0 : ORIENTATION_INT_MAX;
+    int hi = ln.active ? ln.zo1 + 2 * r : ORIENTATION_INT_MIN;
     for (int off = 16; off > 0; off >>= 1) {
         lo = imin(lo, __shfl_xor_sync(FULL_MASK, lo, off));
         hi = imax(hi, __shfl_xor_sync(FULL_MASK, hi, off));
     }
     if (!ln.active) return;
-    const u32 gid = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-    OrientationFifo f;
-    f.sh = orientation_sh + threadIdx.x;
-    f.sh_stride = blockDim.x;
-    f.sh_mask = sh_mask;
-    f.gl = gl_mask ? spill + gid : (u32*)0; // gl_mask == 0: no spill (sh_cap >= L+1)
-    f.gl_stride = gridDim.x * gridDim.y * blockDim.x;
-    f.gl_mask = gl_mask;
-    f.head = f.split = f.tail = 0;
-    f.front = f.second = f.back = 0;
+    u32* ring;
+    u32 stride;
+    if (GLOBAL) {
+        ring = ring_global + (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+        stride = gridDim.x * gridDim.y * blockDim.x;
+    } else {
+        ring = orientation_sh + threadIdx.x;
+        stride = blockDim.x;
+    }
     const T* src = ang.transposed ? img_t : img;
     T* dst = planes + (size_t)ang.plane * (size_t)W * (size_t)H;
-    const unsigned long long sum = orientation_run<T, SPILL>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, f);
+    const unsigned long long sum =
+        orientation_open_line<T, D>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, ring, stride);
     if (spectrum && sum) atomicAdd(spectrum + ang.plane, sum);
 }
 
-#define ORIENTATION_LINES(T, SPILL, NAME, MAXV)                                                              \
+#define ORIENTATION_LINES(T, GLOBAL, D, NAME, MAXV)                                                     \
     extern "C" __global__ void NAME(const T* __restrict__ img, const T* __restrict__ img_t, int W,  \
-                                    int H, int r, const OrientationAngle* __restrict__ angles,              \
-                                    T* __restrict__ planes, u32* __restrict__ spill, u32 gl_mask,   \
-                                    u32 sh_mask, unsigned long long* __restrict__ spectrum,         \
-                                    int flags) {                                                    \
-        orientation_lines<T, SPILL>(img, img_t, W, H, r, angles, planes, spill, gl_mask, sh_mask, spectrum,  \
-                           MAXV, flags);                                                            \
+                                    int H, int r, const OrientationAngle* __restrict__ angles,      \
+                                    T* __restrict__ planes, u32* __restrict__ ring_global,          \
+                                    unsigned long long* __restrict__ spectrum, int flags) {         \
+        orientation_lines<T, GLOBAL, D>(img, img_t, W, H, r, angles, planes, ring_global, spectrum, \
+                                        MAXV, flags);                                               \
     }
-// Without spill (L+1 <= shared entries: the common case, fewer registers) and with.
-ORIENTATION_LINES(u8, false, orientation_lines_u8, 255u)
-ORIENTATION_LINES(u16, false, orientation_lines_u16, 65535u)
-ORIENTATION_LINES(u8, true, orientation_lines_spill_u8, 255u)
-ORIENTATION_LINES(u16, true, orientation_lines_spill_u16, 65535u)
+// The ring in shared memory (L words a thread fit: the common case) and in global memory.
+ORIENTATION_LINES(u8, false, LINES_PREFETCH, orientation_lines_u8, 255u)
+ORIENTATION_LINES(u16, false, LINES_PREFETCH, orientation_lines_u16, 65535u)
+ORIENTATION_LINES(u8, true, LINES_PREFETCH, orientation_lines_global_u8, 255u)
+ORIENTATION_LINES(u16, true, LINES_PREFETCH, orientation_lines_global_u16, 65535u)
 
 template <typename T>
 __device__ void orientation_transpose(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols, u32 inv) {

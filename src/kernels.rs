@@ -193,8 +193,8 @@ pub const SOURCES: &[KernelSource] = &[
         functions: &[
             "orientation_lines_u8",
             "orientation_lines_u16",
-            "orientation_lines_spill_u8",
-            "orientation_lines_spill_u16",
+            "orientation_lines_global_u8",
+            "orientation_lines_global_u16",
             "orientation_transpose_u8",
             "orientation_transpose_u16",
             "orientation_reduce_u8",

@@ -1,7 +1,7 @@
 //! GPU parity of linear openings and orientation maps: the CUDA results must equal the CPU's
 //! bit for bit (u8 and u16) for every angle, on random and real images up to 4096x2160, for
-//! every launch tuning (zones, FIFO spill, block size, dedup, chunked launches). Plus the timing
-//! bench (`--ignored bench_orientation`), which prints a table.
+//! every launch tuning (zones, rings in shared or global memory, block size, dedup, chunked
+//! launches). Plus the timing bench (`--ignored bench_orientation`), which prints a table.
 
 // Helpers outside `#[test]` functions unwrap and panic as the tests do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -138,11 +138,11 @@ fn openings_every_tuning() {
             ..OrientationTuning::default()
         },
         OrientationTuning {
-            shared_entries: 4,
+            shared_ring_words: 4,
             ..OrientationTuning::default()
         },
         OrientationTuning {
-            shared_entries: 1,
+            shared_ring_words: 1,
             zones: Some(3),
             ..OrientationTuning::default()
         },
@@ -152,7 +152,7 @@ fn openings_every_tuning() {
         },
         OrientationTuning {
             block: 256,
-            shared_entries: 32,
+            shared_ring_words: 32,
             ..OrientationTuning::default()
         },
     ];
@@ -300,7 +300,7 @@ fn orientation_random_and_tunings() {
             ..OrientationTuning::default()
         },
         OrientationTuning {
-            shared_entries: 2,
+            shared_ring_words: 2,
             block: 64,
             ..OrientationTuning::default()
         },
@@ -620,7 +620,7 @@ fn bench_orientation() {
         ..Default::default()
     };
     let (ms, regions) = time_orientation(g, &hd, &p36_101, d);
-    println!("orientation 1080p x 36 x L101 (spill): gpu {ms:.3} ms [{regions}]");
+    println!("orientation 1080p x 36 x L101 (rings in global memory): gpu {ms:.3} ms [{regions}]");
 
     println!("\n== CPU orientation (rayon) ==");
     let cpu = cpu_ms(2, || {

@@ -10,9 +10,10 @@
 //! computed once ([`OrientationTuning::dedup`]). When the stack of planes would exceed
 //! [`OrientationTuning::stack_bytes`], the angles are processed in several launches (chunks) and
 //! the reduce carries the running maps over. Device buffers are allocated on first use and kept
-//! while the frame size and parameters stay the same. Segments longer than the FIFO's
-//! shared-memory part ([`OrientationTuning::shared_entries`], 64 by default: L ≤ 63) use the
-//! `orientation_lines_spill_*` variant, whose older FIFO entries live in global memory. Launch
+//! while the frame size and parameters stay the same. Each line is opened by van Herk /
+//! Gil-Werman with a ring of L words a thread; segments longer than
+//! [`OrientationTuning::shared_ring_words`] (96 by default) use the `orientation_lines_global_*`
+//! variant, whose rings live in global memory. Launch
 //! shapes come from [`OrientationTuning`] (`tuning.rs`), chosen per device.
 //!
 //! Timer regions: `orientation_transpose`, `orientation_lines`, `orientation_reduce`,
@@ -51,7 +52,7 @@ impl GpuSample for u16 {
 /// The device state shared by the single-opening and orientation front ends.
 struct Engine<T: GpuSample> {
     lines: CudaFunction,
-    lines_spill: CudaFunction,
+    lines_global: CudaFunction,
     transpose: CudaFunction,
     reduce: CudaFunction,
     finish: CudaFunction,
@@ -63,7 +64,7 @@ struct Engine<T: GpuSample> {
     table: Option<CudaSlice<i32>>,
     plane_transposed: Option<CudaSlice<i32>>,
     plane_angle: Option<CudaSlice<i32>>,
-    spill: Option<CudaSlice<u32>>,
+    ring: Option<CudaSlice<u32>>,
     spectrum: Option<CudaSlice<u64>>,
     best: Option<CudaSlice<T>>,
     index: Option<CudaSlice<u16>>,
@@ -85,7 +86,7 @@ impl<T: GpuSample> Engine<T> {
         let name = |what: &str| format!("orientation_{what}_{}", T::SUFFIX);
         Ok(Self {
             lines: gpu.function("orientation", &name("lines"))?,
-            lines_spill: gpu.function("orientation", &name("lines_spill"))?,
+            lines_global: gpu.function("orientation", &name("lines_global"))?,
             transpose: gpu.function("orientation", &name("transpose"))?,
             reduce: gpu.function("orientation", &name("reduce"))?,
             finish: gpu.function("orientation", &name("finish"))?,
@@ -99,7 +100,7 @@ impl<T: GpuSample> Engine<T> {
             table: None,
             plane_transposed: None,
             plane_angle: None,
-            spill: None,
+            ring: None,
             spectrum: None,
             best: None,
             index: None,
@@ -160,10 +161,10 @@ impl<T: GpuSample> Engine<T> {
                 w,
                 h,
             )?);
-            self.spill = Some(alloc_zeroed(
+            self.ring = Some(alloc_zeroed(
                 stream,
-                plan.spill_len.max(1),
-                "FIFO spill",
+                plan.global_ring_len.max(1),
+                "line rings",
                 w,
                 h,
             )?);
@@ -282,7 +283,6 @@ impl<T: GpuSample> Engine<T> {
             block_dim: (plan.tuning.block, 1, 1),
             shared_mem_bytes: plan.shared_bytes,
         };
-        let (sh_mask, gl_mask) = (plan.sh_mask, plan.gl_mask);
         let table = self
             .table
             .as_ref()
@@ -290,7 +290,7 @@ impl<T: GpuSample> Engine<T> {
             .slice(first * 8..(first + count) * 8);
         let spectrum = self.spectrum.as_mut().ok_or_else(|| missing("spectrum"))?;
         let mut spectrum = spectrum.slice_mut(first..first + count);
-        let spill = self.spill.as_mut().ok_or_else(|| missing("spill"))?;
+        let ring = self.ring.as_mut().ok_or_else(|| missing("line rings"))?;
         let dst = if to_out {
             self.out.as_mut()
         } else {
@@ -298,11 +298,10 @@ impl<T: GpuSample> Engine<T> {
         }
         .ok_or_else(|| missing("planes"))?;
         let img_t = self.img_t.as_ref().unwrap_or(input);
-        // The spill variant keeps older FIFO entries in global memory (more registers).
-        let lines = if gl_mask != 0 {
-            &self.lines_spill
-        } else {
+        let lines = if plan.ring_in_shared {
             &self.lines
+        } else {
+            &self.lines_global
         };
         timer.time(stream, "orientation_lines", || {
             let mut b = stream.launch_builder(lines);
@@ -313,16 +312,14 @@ impl<T: GpuSample> Engine<T> {
                 .arg(&r)
                 .arg(&table)
                 .arg(dst)
-                .arg(spill)
-                .arg(&gl_mask)
-                .arg(&sh_mask)
+                .arg(ring)
                 .arg(&mut spectrum)
                 .arg(&flags);
             // SAFETY: the table describes `count` angles whose lines lie inside the W x H frame
             // (geometry.rs, tested against brute force); `dst` holds `count` planes of W*H (the
             // planes buffer is sized for the largest chunk; a single opening has one plane);
-            // the spill ring holds grid threads x (gl_mask+1) entries when gl_mask != 0; dynamic
-            // shared memory is block x (sh_mask+1) words, as the kernel indexes it.
+            // the rings take block x L words of dynamic shared memory, or, for the global
+            // variant, grid threads x L words of `ring`, as the kernel indexes them.
             unsafe { b.launch(cfg) }?;
             Ok(())
         })?;

@@ -53,10 +53,14 @@
 //! - Reference (`naive`): min then max over the window along the same line, per pixel, O(N·L);
 //!   and the true 2D opening by the segment's pixels (tests only).
 //! - GPU ([`gpu`], `kernels/orientation.cu`; its launch plan in `plan.rs`): one thread per
-//!   line (and zone), the FIFO in shared memory with the rest spilled to global memory, zones
-//!   for occupancy, transposed working images for column-major families, every angle of an
+//!   line (and zone), each line opened by van Herk / Gil-Werman (the window's minimum from a
+//!   prefix and a suffix minimum over blocks of L samples: three operations a sample whatever L,
+//!   no data-dependent branch, so the lanes of a warp never diverge, which the FIFO's pops do),
+//!   its ring of L words in shared memory (in global memory for long segments), zones for
+//!   occupancy, transposed working images for column-major families, every angle of an
 //!   orientation map in one launch, strength, orientation and spectrum reduced on the GPU.
-//!   Bit-identical to the CPU.
+//!   Bit-identical to the CPU (both compute the opening by its definition; min and max are
+//!   exact).
 
 pub mod cpu;
 pub(crate) mod geometry;

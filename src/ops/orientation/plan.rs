@@ -1,8 +1,8 @@
 //! The launch plan of the CUDA linear openings ([`super::gpu`]): for one frame size and one
 //! set of parameters, the distinct line families (angles whose families coincide share one
 //! plane, [`OrientationTuning::dedup`]), each family's zones (section 5.4 of the paper), the
-//! chunks of planes one launch computes within [`OrientationTuning::stack_bytes`], and the
-//! FIFO's split between shared and global memory. Pure host arithmetic, tested here; the engine
+//! chunks of planes one launch computes within [`OrientationTuning::stack_bytes`], and where
+//! each thread's ring of L words lives (shared or global memory). Pure host arithmetic, tested here; the engine
 //! uploads it as a table of [`OrientationAngle`] records.
 
 use crate::gpu::launch::{blocks_for, check_frame_size};
@@ -58,9 +58,11 @@ pub(super) struct Plan {
     /// (first plane, plane count, grid.x) of each launch.
     pub(super) chunks: Vec<(usize, usize, u32)>,
     pub(super) any_transposed: bool,
-    pub(super) sh_mask: u32,
-    pub(super) gl_mask: u32,
-    pub(super) spill_len: usize,
+    /// Whether the lines kernel's rings live in shared memory (else in global memory).
+    pub(super) ring_in_shared: bool,
+    /// Words of the global rings (every thread of the largest launch × L; 0 when in shared).
+    pub(super) global_ring_len: usize,
+    /// Dynamic shared memory of a lines block (block × L words when the rings live there).
     pub(super) shared_bytes: u32,
 }
 
@@ -168,21 +170,20 @@ impl Plan {
             chunks.push((start, count, grid_x));
             start += count;
         }
-        // FIFO: L+1 entries at most; the newest `sh_cap` in shared memory, the rest spilled.
-        let need = (length as usize + 1).next_power_of_two();
-        let by_budget = (48 * 1024 / (tuning.block as usize * 4)).max(1);
-        let limit = (tuning.shared_entries.max(1) as usize).min(by_budget);
-        let sh_cap = need.min(1 << limit.ilog2());
-        let spill = sh_cap < length as usize + 1;
-        let spill_len = if spill {
+        // Each thread's ring holds L words: in shared memory when they fit the tuning's share
+        // and the 48 KiB a block may take without opting in, else in global memory.
+        let ring = length as usize;
+        let by_budget = 48 * 1024 / (tuning.block as usize * 4);
+        let ring_in_shared = ring <= (tuning.shared_ring_words as usize).min(by_budget);
+        let global_ring_len = if ring_in_shared {
+            0
+        } else {
             chunks
                 .iter()
                 .map(|&(_, count, gx)| gx as usize * count * tuning.block as usize)
                 .max()
                 .unwrap_or(0)
-                * need
-        } else {
-            0
+                * ring
         };
         Ok(Self {
             width,
@@ -195,10 +196,13 @@ impl Plan {
             plane_angle,
             angle_plane,
             chunks,
-            sh_mask: (sh_cap - 1) as u32,
-            gl_mask: if spill { (need - 1) as u32 } else { 0 },
-            spill_len,
-            shared_bytes: (tuning.block as usize * sh_cap * 4) as u32,
+            ring_in_shared,
+            global_ring_len,
+            shared_bytes: if ring_in_shared {
+                (tuning.block as usize * ring * 4) as u32
+            } else {
+                0
+            },
         })
     }
 
@@ -231,8 +235,9 @@ mod tests {
             );
         }
         assert_eq!(p.chunks.len(), 1);
-        assert_eq!(p.sh_mask, 31);
-        assert_eq!(p.gl_mask, 0);
+        assert!(p.ring_in_shared);
+        assert_eq!(p.global_ring_len, 0);
+        assert_eq!(p.shared_bytes, 128 * 31 * 4);
         for a in &p.planes {
             assert!(a.zones >= 1 && a.zone_len as usize * a.zones as usize >= 640);
             assert_eq!(a.lines_pad % 32, 0);
@@ -243,17 +248,19 @@ mod tests {
         };
         let p = Plan::new(640, 640, 31, &angles, nodedup, 132, 1).unwrap();
         assert_eq!(p.planes.len(), 180);
-        // A long segment spills; a small stack budget makes several launches.
+        // A long segment keeps its rings in global memory; a small stack budget makes several
+        // launches.
         let small = OrientationTuning {
             stack_bytes: 640 * 640 * 7,
-            shared_entries: 16,
+            shared_ring_words: 16,
             ..OrientationTuning::default()
         };
         let p = Plan::new(640, 640, 101, &angles, small, 132, 1).unwrap();
         assert!(p.chunks.len() > 1 && p.chunks.iter().all(|c| c.1 <= 7));
-        assert_eq!(p.sh_mask, 15);
-        assert_eq!(p.gl_mask, 127);
-        assert!(p.spill_len > 0);
+        assert!(!p.ring_in_shared);
+        assert_eq!(p.shared_bytes, 0);
+        let threads: usize = p.chunks.iter().map(|c| c.2 as usize * c.1 * 128).max().unwrap();
+        assert_eq!(p.global_ring_len, threads * 101);
         assert!(Plan::new(0, 5, 3, &angles, OrientationTuning::default(), 132, 1).is_err());
     }
 

@@ -21,8 +21,9 @@
 //! is appended (or merged with an equal back entry). Each sample is pushed and popped at most
 //! once. The queue never holds more than L+1 entries: at most one per pending position.
 //!
-//! The GPU kernel (`kernels/orientation.cu`) runs the same steps; it keeps positions modulo
-//! 2^16 and clamps the front entry's start to the output position, which changes nothing here.
+//! The GPU kernel (`kernels/orientation.cu`) computes the same opening by van Herk / Gil-Werman
+//! instead: on a GPU the FIFO's data-dependent pops make the lanes of a warp diverge, while van
+//! Herk / Gil-Werman does the same three operations for every sample.
 
 use super::Sample;
 

@@ -1,6 +1,6 @@
 //! The linear openings' tuning: the choices that change their speed, never their pictures or
-//! spectra (the lines kernel's block, the zones of a line, the FIFO's shared-memory part, the
-//! planes of one launch), in one typed struct with defaults per device. Tests and benchmarks
+//! spectra (the lines kernel's block, the zones of a line, where its rings live, the planes of
+//! one launch), in one typed struct with defaults per device. Tests and benchmarks
 //! set fields of [`OrientationTuning`]; nothing is read from the environment. The transpose and
 //! reduce kernels' 32x32 tiles of 32x8 threads are fixed by `kernels/orientation.cu`.
 
@@ -19,9 +19,9 @@ pub struct OrientationTuning {
     pub zones: Option<u32>,
     /// Threads an SM is taken to hold at once, for the zone heuristic.
     pub resident_threads_per_sm: usize,
-    /// FIFO entries per thread kept in shared memory (rounded down to a power of two); entries
-    /// beyond spill to global memory.
-    pub shared_entries: u32,
+    /// Most words of a thread's ring (L words: one per sample of a van Herk / Gil-Werman block)
+    /// kept in shared memory; longer segments keep their rings in global memory.
+    pub shared_ring_words: u32,
     /// Compute angles with identical line families once (`false`: every angle its own plane,
     /// the benchmark's "all 180" workload).
     pub dedup: bool,
@@ -41,14 +41,14 @@ impl Default for OrientationTuning {
     /// The defaults of a compute capability 9.0 device (the H100).
     fn default() -> Self {
         Self {
-            // Blocks of 128 threads beat 256 by 2-4 % on the H100 (docs/benchmarks-history.md).
+            // 128 threads measured alike with 64 and 256 on the H200 (BENCHMARKS.md).
             block: 128,
             // The section 5.4 heuristic matches the best fixed zone count of the 1080p sweep.
             zones: None,
-            // 48 warps: what an SM holds of the lines kernel at its 36 registers a thread.
-            resident_threads_per_sm: 1536,
-            // Segments up to L = 63 keep their whole FIFO in shared memory (32 KiB a block).
-            shared_entries: 64,
+            // 36 warps: what an SM holds of the lines kernel at its 52 registers a thread.
+            resident_threads_per_sm: 1152,
+            // Segments up to L = 95 keep their rings in shared memory (the 48 KiB a block may take).
+            shared_ring_words: 96,
             // Angles of one family give one plane: 180 angles at L = 31 need at most 60.
             dedup: true,
             // 512 MiB of planes: the 36 angles of a 4K map (about 8 MiB each in u8) in one launch.
