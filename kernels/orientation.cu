@@ -177,7 +177,7 @@ __device__ __forceinline__ u32 orientation_umin(u32 a, u32 b) { return a < b ? a
 // One thread's opening of its line in its zone over the warp's lockstep steps [lo, hi) (see the
 // header); returns the sum of the outputs written. flags: bit 0 inverts the input (closings),
 // bit 1 inverts the output written. ring: slot 0 of this thread's ring, slots `stride` apart.
-template <typename T, int D>
+template <typename T>
 __device__ unsigned long long orientation_open_line(const OrientationLine& ln, int q, int lo, int hi,
                                                     const T* __restrict__ src, T* __restrict__ dst, int B,
                                                     int r, u32 maxv, int flags, u32* ring, u32 stride) {
@@ -193,17 +193,17 @@ __device__ unsigned long long orientation_open_line(const OrientationLine& ln, i
     unsigned long long sum = 0;
     u32 pe = 0xffffu, pd = 0xffffu; // prefix minima (erosion, inverted erosion) of the block
     int j = 0;                      // offset of step p in its block: the same in every lane
-    for (int p0 = lo; p0 < hi; p0 += D) {
-        u32 xs[D];
+    for (int p0 = lo; p0 < hi; p0 += LINES_PREFETCH) {
+        u32 xs[LINES_PREFETCH];
 #pragma unroll
-        for (int k = 0; k < D; ++k) {
+        for (int k = 0; k < LINES_PREFETCH; ++k) {
             const int p = p0 + k;
             xs[k] = 0xffffu;
             if (p >= ln.zr0 && p < ln.zr1) xs[k] = (u32)__ldg(src + (size_t)p * B + (ln.c + sg * rd.base)) ^ in_inv;
             orientation_advance(rd, aq, r);
         }
 #pragma unroll
-        for (int k = 0; k < D; ++k) {
+        for (int k = 0; k < LINES_PREFETCH; ++k) {
             const int p = p0 + k;
             if (p >= hi) break;
             const u32 x = xs[k];
@@ -239,7 +239,7 @@ __device__ unsigned long long orientation_open_line(const OrientationLine& ln, i
     return sum;
 }
 
-template <typename T, bool GLOBAL, int D>
+template <typename T, bool GLOBAL>
 __device__ void orientation_lines(const T* __restrict__ img, const T* __restrict__ img_t, int W, int H, int r,
                                   const OrientationAngle* __restrict__ angles, T* __restrict__ planes,
                                   u32* __restrict__ ring_global, unsigned long long* __restrict__ spectrum,
@@ -273,23 +273,23 @@ __device__ void orientation_lines(const T* __restrict__ img, const T* __restrict
     const T* src = ang.transposed ? img_t : img;
     T* dst = planes + (size_t)ang.plane * (size_t)W * (size_t)H;
     const unsigned long long sum =
-        orientation_open_line<T, D>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, ring, stride);
+        orientation_open_line<T>(ln, ang.q, lo, hi, src, dst, B, r, maxv, flags, ring, stride);
     if (spectrum && sum) atomicAdd(spectrum + ang.plane, sum);
 }
 
-#define ORIENTATION_LINES(T, GLOBAL, D, NAME, MAXV)                                                     \
+#define ORIENTATION_LINES(T, GLOBAL, NAME, MAXV)                                                     \
     extern "C" __global__ void NAME(const T* __restrict__ img, const T* __restrict__ img_t, int W,  \
                                     int H, int r, const OrientationAngle* __restrict__ angles,      \
                                     T* __restrict__ planes, u32* __restrict__ ring_global,          \
                                     unsigned long long* __restrict__ spectrum, int flags) {         \
-        orientation_lines<T, GLOBAL, D>(img, img_t, W, H, r, angles, planes, ring_global, spectrum, \
+        orientation_lines<T, GLOBAL>(img, img_t, W, H, r, angles, planes, ring_global, spectrum,    \
                                         MAXV, flags);                                               \
     }
 // The ring in shared memory (L words a thread fit: the common case) and in global memory.
-ORIENTATION_LINES(u8, false, LINES_PREFETCH, orientation_lines_u8, 255u)
-ORIENTATION_LINES(u16, false, LINES_PREFETCH, orientation_lines_u16, 65535u)
-ORIENTATION_LINES(u8, true, LINES_PREFETCH, orientation_lines_global_u8, 255u)
-ORIENTATION_LINES(u16, true, LINES_PREFETCH, orientation_lines_global_u16, 65535u)
+ORIENTATION_LINES(u8, false, orientation_lines_u8, 255u)
+ORIENTATION_LINES(u16, false, orientation_lines_u16, 65535u)
+ORIENTATION_LINES(u8, true, orientation_lines_global_u8, 255u)
+ORIENTATION_LINES(u16, true, orientation_lines_global_u16, 65535u)
 
 template <typename T>
 __device__ void orientation_transpose(const T* __restrict__ src, T* __restrict__ dst, int rows, int cols, u32 inv) {
