@@ -5,7 +5,8 @@
 // work per sample and no data-dependent branch, so the lanes of a warp never diverge (this
 // kernel is 2.9 to 3.5 times faster than the FIFO's on 1080p and 4K maps, BENCHMARKS.md).
 // Definitions: src/ops/orientation/mod.rs; the CPU reference is the streaming opening of
-// src/ops/orientation/stream.rs, which computes the same opening.
+// src/ops/orientation/stream.rs, which computes the same opening; src/ops/orientation/blocks.rs
+// models orientation_open_line step by step for the tests (keep the two in sync).
 //
 // Working image. A line family runs along a *major* axis a with lines b = c + phi(a),
 // phi(a) = sgn(q) * floor((2|q|a + r) / 2r). Row-major families (near-vertical lines) read the

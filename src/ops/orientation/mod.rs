@@ -60,8 +60,11 @@
 //!   occupancy, transposed working images for column-major families, every angle of an
 //!   orientation map in one launch, strength, orientation and spectrum reduced on the GPU.
 //!   Bit-identical to the CPU (both compute the opening by its definition; min and max are
-//!   exact).
+//!   exact). `blocks.rs` models the kernel's loop step by step and tests it against the
+//!   definition, without a GPU.
 
+#[cfg(test)]
+mod blocks;
 pub mod cpu;
 pub(crate) mod geometry;
 #[cfg(test)]
