@@ -27,10 +27,9 @@ fn open_line(
     let mut j = 0;
     let mut written = Vec::new();
     for p in lo..hi {
-        let v = if read.contains(&p) {
-            u32::from(x[p])
-        } else {
-            TOP
+        let v = match x.get(p) {
+            Some(&sample) if read.contains(&p) => u32::from(sample),
+            _ => TOP,
         };
         let w = if j + 1 < l { ring[j + 1] } else { u32::MAX };
         pe = if j == 0 { v } else { pe.min(v) };
@@ -68,12 +67,7 @@ mod tests {
     fn opening(x: &[u16], r: usize, line: &Range<usize>, a: usize) -> u32 {
         let window = |c: usize| c.saturating_sub(r).max(line.start)..(c + r + 1).min(line.end);
         window(a)
-            .map(|c| {
-                window(c)
-                    .map(|s| u32::from(x[s]))
-                    .min()
-                    .unwrap_or(u32::from(TOP))
-            })
+            .map(|c| window(c).map(|s| u32::from(x[s])).min().unwrap_or(TOP))
             .max()
             .unwrap_or(0)
     }
