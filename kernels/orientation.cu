@@ -4,8 +4,8 @@
 // and Werman 1993) instead of the paper's streaming FIFO: the same outputs, a fixed amount of
 // work per sample and no data-dependent branch, so the lanes of a warp never diverge (this
 // kernel is 2.9 to 3.5 times faster than the FIFO's on 1080p and 4K maps, BENCHMARKS.md).
-// Definitions: src/ops/orientation/mod.rs; the CPU reference is the streaming opening of
-// src/ops/orientation/stream.rs, which computes the same opening; src/ops/orientation/blocks.rs
+// Definitions: src/ops/orientation/mod.rs; the CPU reference (src/ops/orientation/van_herk.rs)
+// computes the same opening by the same blocks, a line at a time; src/ops/orientation/blocks.rs
 // models orientation_open_line step by step for the tests (keep the two in sync).
 //
 // Working image. A line family runs along a *major* axis a with lines b = c + phi(a),

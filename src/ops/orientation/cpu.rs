@@ -1,5 +1,5 @@
-//! CPU linear openings, closings and orientation maps: the streaming opening of [`super::stream`]
-//! along every line of a [`LineFamily`], lines in parallel with rayon.
+//! CPU linear openings, closings and orientation maps: the van Herk / Gil-Werman opening
+//! (`van_herk.rs`) along every line of a [`LineFamily`], lines in parallel with rayon.
 //!
 //! Column-major families (near-horizontal lines) are processed in place: a line's samples lie
 //! along rows, which is cache-friendly. Row-major families are processed on the transposed image
@@ -15,7 +15,7 @@ use crate::image::{Image, ImageView};
 use crate::ops::OpError;
 
 use super::geometry::LineFamily;
-use super::stream::{Fifo, open_1d};
+use super::van_herk::{Scratch, open_1d};
 use super::{
     LinearOpeningParams, OrientationOutput, OrientationParams, Sample, hsv_to_rgb, hue_of_angle,
 };
@@ -63,13 +63,14 @@ fn transpose<T: Copy + Default + Send + Sync>(img: ImageView<'_, T>) -> Image<T>
 fn open_x_major<T: Sample>(src: ImageView<'_, T>, family: LineFamily) -> Image<T> {
     let (w, h) = (src.width(), src.height());
     let r = family.r as usize;
-    let length = family.length();
     let mut out = Image::new(w, h, T::default());
     if family.q == 0 {
-        out.data_mut().par_chunks_mut(w).enumerate().for_each_init(
-            || Fifo::new(length),
-            |fifo, (y, orow)| open_1d(src.row(y), r, fifo, orow),
-        );
+        out.data_mut()
+            .par_chunks_mut(w)
+            .enumerate()
+            .for_each_init(Scratch::default, |scratch, (y, orow)| {
+                open_1d(src.row(y), r, scratch, orow)
+            });
         return out;
     }
     let phi: Vec<i64> = (0..w as i64).map(|a| family.phi(a)).collect();
@@ -78,8 +79,8 @@ fn open_x_major<T: Sample>(src: ImageView<'_, T>, family: LineFamily) -> Image<T
     let lines: Vec<(usize, Vec<T>)> = (0..count)
         .into_par_iter()
         .map_init(
-            || (Fifo::new(length), Vec::new()),
-            |(fifo, buf), li| {
+            || (Scratch::default(), Vec::new()),
+            |(scratch, buf), li| {
                 let c = c0 + li as i64;
                 let Some((a0, a1)) = family.line_span(c, w, h) else {
                     return (0, Vec::new());
@@ -87,7 +88,7 @@ fn open_x_major<T: Sample>(src: ImageView<'_, T>, family: LineFamily) -> Image<T
                 buf.clear();
                 buf.extend((a0..=a1).map(|a| src.get(a, (c + phi[a]) as usize)));
                 let mut o = vec![T::default(); buf.len()];
-                open_1d(buf, r, fifo, &mut o);
+                open_1d(buf, r, scratch, &mut o);
                 (a0, o)
             },
         )

@@ -1,6 +1,6 @@
 //! Linear openings and closings at any angle, and orientation maps built from them (Karas et al.
-//! 2015, "GPU implementation of linear morphological openings with arbitrary angle", with the
-//! streaming 1D opening of Bartovsky et al. 2011).
+//! 2015, "GPU implementation of linear morphological openings with arbitrary angle": line
+//! families, zones, every angle in one launch), each line opened by van Herk / Gil-Werman.
 //!
 //! # Definition
 //!
@@ -47,16 +47,18 @@
 //!
 //! # Algorithms
 //!
-//! - CPU ([`cpu`]): the streaming 1D opening of Bartovsky et al. ([`stream`]: one pass, a FIFO of
-//!   at most L+1 (value, position) pairs, amortised O(1) work per sample whatever L, output at a
-//!   fixed latency of L−1 samples) along every line of the family, lines in parallel with rayon.
+//! - CPU ([`cpu`]): van Herk / Gil-Werman (`van_herk.rs`: the minimum of every window of L
+//!   samples from a prefix and a suffix minimum over blocks of L, three comparisons a sample
+//!   whatever L, then the maximum of the erosion the same way) along every line of the family,
+//!   lines in parallel with rayon. It replaced the paper's streaming FIFO (Bartovsky et al.
+//!   2011), whose data-dependent pops made the CPU's orientation map about twice as slow.
 //! - Reference (`naive`): min then max over the window along the same line, per pixel, O(N·L);
 //!   and the true 2D opening by the segment's pixels (tests only).
 //! - GPU ([`gpu`], `kernels/orientation.cu`; its launch plan in `plan.rs`): one thread per
 //!   line (and zone), each line opened by van Herk / Gil-Werman (the window's minimum from a
 //!   prefix and a suffix minimum over blocks of L samples: three operations a sample whatever L,
-//!   no data-dependent branch, so the lanes of a warp never diverge, which the FIFO's pops do),
-//!   its ring of L words in shared memory (in global memory for long segments), zones for
+//!   no data-dependent branch, so the lanes of a warp never diverge), a ring of L words a thread
+//!   in shared memory (in global memory for long segments), zones for
 //!   occupancy, transposed working images for column-major families, every angle of an
 //!   orientation map in one launch, strength, orientation and spectrum reduced on the GPU.
 //!   Bit-identical to the CPU (both compute the opening by its definition; min and max are
@@ -73,8 +75,8 @@ pub mod gpu;
 #[cfg(test)]
 pub(crate) mod naive;
 mod plan;
-pub mod stream;
 mod tuning;
+mod van_herk;
 
 use serde::{Deserialize, Serialize};
 
@@ -213,7 +215,7 @@ fn validate_length(length: u32) -> Result<(), OpError> {
 pub trait Sample: Copy + PartialOrd + Default + Send + Sync + std::fmt::Debug + 'static {
     /// The top element (+∞ for the order): the border padding of the erosion.
     const TOP: Self;
-    /// The bottom element: flushes the streaming FIFO at the end of a line.
+    /// The bottom element: the border padding of the dilation.
     const BOTTOM: Self;
     /// The duality used for closings: `MAX − v` (integers) or `−v` (f32).
     #[must_use]
