@@ -156,23 +156,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn one_scratch_serves_lines_of_any_length() {
-        let mut scratch = Scratch::default();
-        let mut rng = 0x1234_5678u64;
-        for len in [40usize, 3, 0, 17, 90, 1] {
-            let f: Vec<u8> = (0..len)
-                .map(|_| {
-                    rng = rng
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    (rng >> 56) as u8
-                })
-                .collect();
-            for r in [0usize, 1, 4, 15] {
-                let mut out = vec![0; len];
+    proptest::proptest! {
+        #[test]
+        fn one_scratch_serves_lines_of_any_length(
+            lines in proptest::collection::vec(
+                (proptest::collection::vec(proptest::num::u8::ANY, 0..90), 0usize..16),
+                1..6,
+            ),
+        ) {
+            let mut scratch = Scratch::default();
+            for (f, r) in lines {
+                let mut out = vec![0; f.len()];
                 open_1d(&f, r, &mut scratch, &mut out);
-                assert_eq!(out, brute(&f, r), "len={len} r={r}");
+                proptest::prop_assert_eq!(out, brute(&f, r), "len={} r={}", f.len(), r);
             }
         }
     }
