@@ -55,6 +55,20 @@ fn window(
     out
 }
 
+/// The opening of a 1D signal by windows of `2r + 1` samples, by definition (min then max over
+/// each window, samples outside the signal ignored).
+#[must_use]
+pub fn opening_1d<T: Sample>(f: &[T], r: usize) -> Vec<T> {
+    let n = f.len();
+    let window = |c: usize| c.saturating_sub(r)..(c + r + 1).min(n);
+    let ero: Vec<T> = (0..n)
+        .map(|c| f[window(c)].iter().fold(T::TOP, |m, &v| min_of(m, v)))
+        .collect();
+    (0..n)
+        .map(|a| ero[window(a)].iter().fold(T::BOTTOM, |m, &v| max_of(m, v)))
+        .collect()
+}
+
 /// The opening along the lines of `family`, by definition (min then max over each window).
 #[must_use]
 pub fn opening_along_lines<T: Sample>(img: ImageView<'_, T>, family: LineFamily) -> Image<T> {
